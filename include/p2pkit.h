@@ -1,0 +1,195 @@
+/*
+ * p2pkit: move data between the GPUs of one machine as fast as the links allow.
+ *
+ * One public header. Every call returns a p2pkit_status_t; p2pkit_strerror()
+ * names it and p2pkit_last_error() gives the detail (thread-local) of the last
+ * failure on the calling thread. Handles are opaque. Outputs (`*_p`) are set only
+ * on success.
+ *
+ * Layers (a lower one never calls a higher one):
+ *   core (status, log, settings) <- topo (discovery, classification)
+ *   <- xfer (copies) <- coll (communicators, collectives) <- CLI, benchmarks.
+ */
+#ifndef P2PKIT_H
+#define P2PKIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(P2PKIT_BUILDING)
+#define P2PKIT_API __attribute__((visibility("default")))
+#else
+#define P2PKIT_API
+#endif
+
+#define P2PKIT_VERSION_MAJOR 0
+#define P2PKIT_VERSION_MINOR 1
+#define P2PKIT_VERSION_PATCH 0
+/* MAJOR*10000 + MINOR*100 + PATCH, like NCCL_VERSION_CODE. */
+#define P2PKIT_VERSION_CODE \
+  (P2PKIT_VERSION_MAJOR * 10000 + P2PKIT_VERSION_MINOR * 100 + P2PKIT_VERSION_PATCH)
+
+/* ---------------------------------------------------------------- core ---- */
+
+typedef enum {
+  P2PKIT_SUCCESS = 0,
+  P2PKIT_ERR_INVALID_ARGUMENT = 1, /* a caller's value is out of range or NULL */
+  P2PKIT_ERR_NO_MEMORY = 2,        /* host or device allocation failed */
+  P2PKIT_ERR_NO_DRIVER = 3,        /* no NVIDIA driver / CUDA driver too old */
+  P2PKIT_ERR_NO_DEVICE = 4,        /* driver present, no usable GPU */
+  P2PKIT_ERR_CUDA = 5,             /* a CUDA runtime call failed */
+  P2PKIT_ERR_NVML = 6,             /* NVML missing or a call failed */
+  P2PKIT_ERR_IO = 7,               /* a file could not be read or written */
+  P2PKIT_ERR_PARSE = 8,            /* a file's contents are malformed */
+  P2PKIT_ERR_UNSUPPORTED = 9,      /* valid request this machine/build can't do */
+  P2PKIT_ERR_SYSTEM = 10,          /* a system call failed */
+  P2PKIT_ERR_TIMEOUT = 11,         /* a peer did not answer in time */
+  P2PKIT_ERR_REMOTE = 12,          /* a peer reported an error or died */
+  P2PKIT_ERR_INTERNAL = 13,        /* a bug in p2pkit */
+  P2PKIT_STATUS_COUNT
+} p2pkit_status_t;
+
+/* Short description of a status, never NULL. */
+P2PKIT_API const char *p2pkit_strerror(p2pkit_status_t status);
+/* Detail of the last failure on this thread ("" when none). */
+P2PKIT_API const char *p2pkit_last_error(void);
+/* Runtime version, comparable to P2PKIT_VERSION_CODE. */
+P2PKIT_API int p2pkit_version(void);
+
+/* CUDA stream without pulling in CUDA headers; same type as cudaStream_t. */
+typedef struct CUstream_st *p2pkit_stream_t;
+
+/* ---------------------------------------------------------------- topo ---- */
+
+typedef struct p2pkit_topo *p2pkit_topo_t;
+
+/* How two GPUs are joined, as `nvidia-smi topo -m` says it. */
+typedef enum {
+  P2PKIT_LINK_SELF = 0,   /* X    */
+  P2PKIT_LINK_NVLINK = 1, /* NV#  bonded NVLinks, direct or through NVSwitch */
+  P2PKIT_LINK_PIX = 2,    /* at most one PCIe switch */
+  P2PKIT_LINK_PXB = 3,    /* several PCIe switches, no host bridge */
+  P2PKIT_LINK_PHB = 4,    /* through a PCIe host bridge */
+  P2PKIT_LINK_NODE = 5,   /* between host bridges of one NUMA node */
+  P2PKIT_LINK_SYS = 6,    /* across the SMP interconnect between NUMA nodes */
+  P2PKIT_LINK_UNKNOWN = 7
+} p2pkit_link_t;
+
+/* nvidia-smi topo -p2p codes. */
+typedef enum {
+  P2PKIT_P2P_OK = 0,  /* OK  */
+  P2PKIT_P2P_CNS = 1, /* chipset not supported */
+  P2PKIT_P2P_GNS = 2, /* GPU not supported */
+  P2PKIT_P2P_TNS = 3, /* topology not supported */
+  P2PKIT_P2P_NS = 4,  /* not supported (also: disabled by regkey) */
+  P2PKIT_P2P_U = 5    /* unknown / not recorded */
+} p2pkit_p2p_code_t;
+
+typedef enum {
+  P2PKIT_P2P_READ = 0,
+  P2PKIT_P2P_WRITE = 1,
+  P2PKIT_P2P_ATOMICS = 2,
+  P2PKIT_P2P_NVLINK = 3,
+  P2PKIT_P2P_CAPS = 4
+} p2pkit_p2p_cap_t;
+
+typedef struct {
+  int src, dst;
+  p2pkit_link_t link;       /* what nvidia-smi topo -m prints */
+  p2pkit_link_t pcie;       /* the PCIe path class, also when NVLink joins them */
+  int nvlinks;              /* bonded NVLinks (0 when none) */
+  int p2p;                  /* 1 direct access works, 0 it does not, -1 unknown */
+  p2pkit_p2p_code_t caps[P2PKIT_P2P_CAPS]; /* NVML status per capability */
+  int cuda_access;          /* cudaDeviceCanAccessPeer, -1 unknown */
+  int cuda_atomics;         /* cudaDevP2PAttrNativeAtomicSupported, -1 unknown */
+  int cuda_perf_rank;       /* cudaDevP2PAttrPerformanceRank, -1 unknown */
+  double line_gbps;         /* raw line rate of the path, one way, GB/s (0 unknown) */
+  double expected_gbps;     /* what a copy should reach one way, GB/s */
+  char label[8];            /* "X", "NV18", "PIX", ... */
+} p2pkit_pair_t;
+
+typedef struct {
+  int index;
+  char name[96];
+  char busid[20];           /* "0000:00:06.0" */
+  uint64_t memory_bytes;
+  int sm_count;
+  int cc_major, cc_minor;
+  int numa;                 /* NUMA node, -1 unknown */
+  char cpus[256];           /* CPU affinity list, "0-31", "" unknown */
+  int pcie_gen, pcie_width; /* current link, 0 unknown */
+  int pcie_max_gen, pcie_max_width;
+  int nvlinks_active, nvlinks_present;
+  double nvlink_gbps;       /* one link, one direction, GB/s; 0 unknown */
+} p2pkit_gpu_t;
+
+/* Discover this machine: CUDA runtime, hwloc, NVML (loaded at run time).
+ * P2PKIT_ERR_NO_DRIVER / P2PKIT_ERR_NO_DEVICE when there is nothing to see. */
+P2PKIT_API p2pkit_status_t p2pkit_topo_discover(p2pkit_topo_t *topo_p);
+/* Read a recorded machine: p2pkit's own file, an hwloc XML export, or an NCCL
+ * topology dump; the format is detected from the contents. */
+P2PKIT_API p2pkit_status_t p2pkit_topo_load(const char *path, p2pkit_topo_t *topo_p);
+P2PKIT_API p2pkit_status_t p2pkit_topo_save(p2pkit_topo_t topo, const char *path);
+/* Write NCCL's topology XML (for NCCL_TOPO_FILE). */
+P2PKIT_API p2pkit_status_t p2pkit_topo_write_nccl(p2pkit_topo_t topo, const char *path);
+P2PKIT_API void p2pkit_topo_destroy(p2pkit_topo_t topo);
+
+P2PKIT_API int p2pkit_topo_gpu_count(p2pkit_topo_t topo);
+P2PKIT_API p2pkit_status_t p2pkit_topo_gpu(p2pkit_topo_t topo, int gpu, p2pkit_gpu_t *gpu_p);
+P2PKIT_API p2pkit_status_t p2pkit_topo_pair(p2pkit_topo_t topo, int src, int dst,
+                                            p2pkit_pair_t *pair_p);
+P2PKIT_API const char *p2pkit_link_name(p2pkit_link_t link);
+P2PKIT_API const char *p2pkit_p2p_code_name(p2pkit_p2p_code_t code);
+
+enum {
+  P2PKIT_PRINT_MATRIX = 1 << 0,    /* nvidia-smi topo -m */
+  P2PKIT_PRINT_P2P = 1 << 1,       /* nvidia-smi topo -p2p r/w/a/n */
+  P2PKIT_PRINT_SENTENCES = 1 << 2, /* one sentence per pair */
+  P2PKIT_PRINT_JSON = 1 << 3,      /* the versioned JSON document instead */
+  P2PKIT_PRINT_ALL = 7
+};
+P2PKIT_API p2pkit_status_t p2pkit_topo_print(p2pkit_topo_t topo, FILE *out, int flags);
+
+/* ---------------------------------------------------------------- xfer ---- */
+
+typedef struct p2pkit_ctx *p2pkit_ctx_t;
+
+typedef enum {
+  P2PKIT_PATH_AUTO = 0,          /* choose per pair from the topology */
+  P2PKIT_PATH_P2P_CE = 1,        /* cudaMemcpyPeerAsync with peer access on */
+  P2PKIT_PATH_P2P_SM_PUSH = 2,   /* kernel on the source GPU writes the peer */
+  P2PKIT_PATH_P2P_SM_PULL = 3,   /* kernel on the destination GPU reads the peer */
+  P2PKIT_PATH_STAGED = 4,        /* pipelined through pinned host memory */
+  P2PKIT_PATH_STAGED_SERIAL = 5, /* one D2H then one H2D (baseline) */
+  P2PKIT_PATH_DRIVER = 6,        /* cudaMemcpyPeerAsync with peer access off */
+  P2PKIT_PATH_COUNT
+} p2pkit_path_t;
+
+P2PKIT_API const char *p2pkit_path_name(p2pkit_path_t path);
+
+/* A copy context: the topology (discovered when `topo` is NULL; the context
+ * then owns it), per-pair peer-access state and staging buffers. Thread-safe. */
+P2PKIT_API p2pkit_status_t p2pkit_ctx_create(p2pkit_topo_t topo, p2pkit_ctx_t *ctx_p);
+P2PKIT_API void p2pkit_ctx_destroy(p2pkit_ctx_t ctx);
+/* What P2PKIT_PATH_AUTO picks for src -> dst at this size, and why. */
+P2PKIT_API p2pkit_status_t p2pkit_copy_choose(p2pkit_ctx_t ctx, int src_dev, int dst_dev,
+                                              size_t bytes, p2pkit_path_t *path_p,
+                                              const char **why_p);
+/* Copy `bytes` from src (on src_dev) to dst (on dst_dev), ordered on `stream`
+ * (a stream of the source device; NULL = that device's legacy stream). */
+P2PKIT_API p2pkit_status_t p2pkit_copy(p2pkit_ctx_t ctx, void *dst, int dst_dev,
+                                       const void *src, int src_dev, size_t bytes,
+                                       p2pkit_stream_t stream, p2pkit_path_t path);
+
+/* ---------------------------------------------------------------- coll ---- */
+/* (communicators and collectives: see the coll section below when present) */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* P2PKIT_H */

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite: builds with ASan+UBSan in build-san/, runs every CTest
+# test (CPU tests; GPU tests skip with their reason when there is no GPU), then
+# a short fuzz run of the topology readers when clang is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=$PATH:/usr/local/cuda/bin
+scripts/deps.sh
+build=${P2PKIT_TEST_BUILD:-build-san}
+san=${P2PKIT_SANITIZE:-ON}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DP2PKIT_SANITIZE="$san" ${P2PKIT_CMAKE_ARGS:-} >/dev/null
+cmake --build "$build" -j"$(nproc)"
+rc=0
+ctest --test-dir "$build" --output-on-failure -j"$(nproc)" ${CTEST_ARGS:-} || rc=$?
+# Say why GPU tests were skipped (CTest only says that they were).
+if grep -q "SKIP:" "$build/Testing/Temporary/LastTest.log" 2>/dev/null; then
+  echo "skipped tests and why:"
+  grep -h "SKIP:" "$build/Testing/Temporary/LastTest.log" | sort -u | sed 's/^/  /'
+fi
+if [ "$rc" = 0 ] && command -v clang >/dev/null && [ -d tests/fuzz ] && [ -z "${P2PKIT_NO_FUZZ:-}" ]; then
+  scripts/fuzz.sh 20 || rc=$?
+fi
+exit "$rc"

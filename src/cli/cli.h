@@ -1,0 +1,39 @@
+/* The p2pkit command: one file per subcommand, each `int cmd_x(argc, argv)`
+ * returning the process exit code (0 ok, 1 failure, 2 usage or no GPU). */
+#ifndef P2PK_CLI_H
+#define P2PK_CLI_H
+
+#include <stddef.h>
+
+#include "p2pkit.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+
+int cmd_topo(int argc, char **argv);
+int cmd_env(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_perf(int argc, char **argv);
+
+/* "p2pkit CMD: error: ..." on stderr, one line. */
+void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The one-line explanation for a discovery failure (no driver, no GPU),
+ * pointing at --from; returns the exit code to use. */
+int cli_discovery_error(const char *cmd, p2pkit_status_t st);
+/* Size with K/M/G suffix; 0 ok, -1 error (message printed, naming `what`). */
+int cli_parse_size(const char *cmd, const char *what, const char *text, size_t *out);
+/* Non-negative integer; 0 ok, -1 error (message printed). */
+int cli_parse_int(const char *cmd, const char *what, const char *text, long min, long max,
+                  long *out);
+/* Comma list of GPU indices "0,1,3"; rejects duplicates and ids >= ngpus
+ * (ngpus < 0: unchecked). Returns count, -1 on error (message printed). */
+int cli_parse_gpu_list(const char *cmd, const char *text, int ngpus, int *out, int max);
+/* Is stderr a terminal (progress lines are written only then)? */
+int cli_stderr_tty(void);
+/* Load the topology from --from FILE (when `from` is set), else
+ * P2PKIT_TOPO_FILE, else discover. Prints the error and returns the exit code
+ * (0 on success). */
+int cli_get_topo(const char *cmd, const char *from, p2pkit_topo_t *topo_p);
+
+#endif

@@ -1,0 +1,108 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/param.h"
+
+void cli_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "p2pkit %s: error: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+int cli_discovery_error(const char *cmd, p2pkit_status_t st) {
+  const char *detail = p2pkit_last_error();
+  if (st == P2PKIT_ERR_NO_DRIVER || st == P2PKIT_ERR_NO_DEVICE) {
+    cli_error(cmd, "%s (%s); to analyse a recorded machine: p2pkit %s --from FILE",
+              st == P2PKIT_ERR_NO_DRIVER ? "no NVIDIA driver on this machine" : "no usable GPU found",
+              detail[0] ? detail : p2pkit_strerror(st), cmd);
+    return CLI_EXIT_USAGE;
+  }
+  cli_error(cmd, "%s", detail[0] ? detail : p2pkit_strerror(st));
+  return CLI_EXIT_FAIL;
+}
+
+int cli_parse_size(const char *cmd, const char *what, const char *text, size_t *out) {
+  if (!text || p2pk_parse_size(text, out) != 0) {
+    cli_error(cmd, "%s '%s' is not a size (use a number of bytes, optionally with K, M or G)", what,
+              text ? text : "");
+    return -1;
+  }
+  return 0;
+}
+
+int cli_parse_int(const char *cmd, const char *what, const char *text, long min, long max,
+                  long *out) {
+  char *end = NULL;
+  errno = 0;
+  long v = text ? strtol(text, &end, 10) : 0;
+  if (!text || !*text || *end || errno) {
+    cli_error(cmd, "%s '%s' is not a whole number", what, text ? text : "");
+    return -1;
+  }
+  if (v < min || v > max) {
+    cli_error(cmd, "%s %ld is out of range (%ld to %ld)", what, v, min, max);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int cli_parse_gpu_list(const char *cmd, const char *text, int ngpus, int *out, int max) {
+  int n = 0;
+  const char *p = text;
+  if (!text || !*text) {
+    cli_error(cmd, "empty GPU list");
+    return -1;
+  }
+  while (*p) {
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < 0 || errno || (*end && *end != ',')) {
+      cli_error(cmd, "GPU list '%s': '%.*s' is not a GPU index", text, (int)strcspn(p, ","), p);
+      return -1;
+    }
+    if (ngpus >= 0 && v >= ngpus) {
+      cli_error(cmd, "GPU %ld does not exist (this machine has %d: 0..%d)", v, ngpus, ngpus - 1);
+      return -1;
+    }
+    for (int i = 0; i < n; i++)
+      if (out[i] == v) {
+        cli_error(cmd, "GPU %ld is listed twice in '%s'", v, text);
+        return -1;
+      }
+    if (n >= max) {
+      cli_error(cmd, "GPU list '%s' has more than %d entries", text, max);
+      return -1;
+    }
+    out[n++] = (int)v;
+    p = *end ? end + 1 : end;
+  }
+  return n;
+}
+
+int cli_stderr_tty(void) { return isatty(STDERR_FILENO); }
+
+int cli_get_topo(const char *cmd, const char *from, p2pkit_topo_t *topo_p) {
+  const char *file = from ? from : p2pk_param_str("P2PKIT_TOPO_FILE");
+  p2pkit_status_t st;
+  if (file && file[0]) {
+    st = p2pkit_topo_load(file, topo_p);
+    if (st != P2PKIT_SUCCESS) {
+      cli_error(cmd, "%s", p2pkit_last_error());
+      return st == P2PKIT_ERR_IO ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+  }
+  st = p2pkit_topo_discover(topo_p);
+  if (st != P2PKIT_SUCCESS) return cli_discovery_error(cmd, st);
+  return CLI_EXIT_OK;
+}

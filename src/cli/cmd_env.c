@@ -1,0 +1,51 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/json.h"
+#include "core/param.h"
+
+int cmd_env(int argc, char **argv) {
+  int json = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) json = 1;
+    else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("usage: p2pkit env [--json]\n\nLists every P2PKIT_* setting: its value now, whether "
+             "it came from the environment or the default, and what it does.\n");
+      return CLI_EXIT_OK;
+    } else {
+      cli_error("env", "unknown option '%s'", argv[i]);
+      fprintf(stderr, "usage: p2pkit env [--json]\n");
+      return CLI_EXIT_USAGE;
+    }
+  }
+  if (json) {
+    p2pk_json j;
+    pj_init(&j, stdout);
+    pj_obj(&j, NULL);
+    pj_int(&j, "schema_version", 1);
+    pj_arr(&j, "settings");
+    for (size_t i = 0; i < p2pk_param_count(); i++) {
+      const p2pk_param_def *d = p2pk_param_at(i);
+      pj_obj(&j, NULL);
+      pj_str(&j, "name", d->name);
+      pj_str(&j, "value", p2pk_param_str(d->name));
+      pj_str(&j, "default", d->def);
+      pj_str(&j, "source", p2pk_param_is_set(d->name) ? "environment" : "default");
+      pj_str(&j, "help", d->help);
+      pj_obj_end(&j);
+    }
+    pj_arr_end(&j);
+    pj_obj_end(&j);
+    pj_finish(&j);
+    return CLI_EXIT_OK;
+  }
+  printf("%-24s %-20s %-11s %s\n", "setting", "value", "from", "meaning");
+  for (size_t i = 0; i < p2pk_param_count(); i++) {
+    const p2pk_param_def *d = p2pk_param_at(i);
+    const char *v = p2pk_param_str(d->name);
+    printf("%-24s %-20s %-11s %s\n", d->name, v[0] ? v : "(empty)",
+           p2pk_param_is_set(d->name) ? "environment" : "default", d->help);
+  }
+  return CLI_EXIT_OK;
+}

@@ -1,0 +1,47 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "p2pkit.h"
+
+typedef struct {
+  const char *name;
+  int (*fn)(int, char **);
+  const char *help;
+} command;
+
+static const command commands[] = {
+    {"topo", cmd_topo, "how each GPU pair is joined and whether P2P works (nvidia-smi topo -m)"},
+    {"env", cmd_env, "list p2pkit's settings, their values and where each came from"},
+};
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: p2pkit <command> [options]\n"
+          "       p2pkit <command> --help\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].help);
+  fprintf(out, "\np2pkit %d.%d.%d; settings: P2PKIT_* (see `p2pkit env`)\n", P2PKIT_VERSION_MAJOR,
+          P2PKIT_VERSION_MINOR, P2PKIT_VERSION_PATCH);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return CLI_EXIT_OK;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    int v = p2pkit_version();
+    printf("p2pkit %d.%d.%d\n", v / 10000, v / 100 % 100, v % 100);
+    return CLI_EXIT_OK;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "p2pkit: error: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return CLI_EXIT_USAGE;
+}

@@ -1,0 +1,127 @@
+#include "core/log.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/param.h"
+
+int p2pk_log_level_cached = -1;
+static int log_subsys = P2PK_LOG_ALL;
+static FILE *log_file;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct { const char *name; int bit; } subsys_names[] = {
+    {"INIT", P2PK_LOG_INIT}, {"TOPO", P2PK_LOG_TOPO}, {"XFER", P2PK_LOG_XFER},
+    {"COLL", P2PK_LOG_COLL}, {"BOOT", P2PK_LOG_BOOT}, {"BENCH", P2PK_LOG_BENCH},
+    {"ENV", P2PK_LOG_ENV},   {"ALL", P2PK_LOG_ALL},
+};
+
+int p2pk_log_parse_subsys(const char *list) {
+  int invert = 0, mask = 0;
+  if (list[0] == '^') {
+    invert = 1;
+    list++;
+  }
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", list);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    size_t i, n = sizeof subsys_names / sizeof subsys_names[0];
+    for (i = 0; i < n; i++)
+      if (strcasecmp(tok, subsys_names[i].name) == 0) break;
+    if (i == n) return -1;
+    mask |= subsys_names[i].bit;
+  }
+  return invert ? (P2PK_LOG_ALL & ~mask) : mask;
+}
+
+static FILE *open_log_file(const char *pattern) {
+  char path[512];
+  size_t o = 0;
+  for (const char *p = pattern; *p && o + 64 < sizeof path; p++) {
+    if (p[0] == '%' && p[1] == 'p') {
+      o += (size_t)snprintf(path + o, sizeof path - o, "%d", (int)getpid());
+      p++;
+    } else if (p[0] == '%' && p[1] == 'h') {
+      char host[64] = "host";
+      gethostname(host, sizeof host - 1);
+      o += (size_t)snprintf(path + o, sizeof path - o, "%s", host);
+      p++;
+    } else {
+      path[o++] = *p;
+    }
+  }
+  path[o] = '\0';
+  FILE *f = fopen(path, "a");
+  if (f) setvbuf(f, NULL, _IOLBF, 0);
+  return f;
+}
+
+/* Caller holds log_lock. */
+static void log_init_locked(void) {
+  if (p2pk_log_level_cached >= 0) return;
+  const char *lvl = p2pk_param_str("P2PKIT_DEBUG");
+  int level = P2PK_LEVEL_WARN;
+  if (strcasecmp(lvl, "NONE") == 0) level = P2PK_LEVEL_NONE;
+  else if (strcasecmp(lvl, "INFO") == 0) level = P2PK_LEVEL_INFO;
+  else if (strcasecmp(lvl, "TRACE") == 0) level = P2PK_LEVEL_TRACE;
+  int mask = p2pk_log_parse_subsys(p2pk_param_str("P2PKIT_DEBUG_SUBSYS"));
+  log_subsys = mask < 0 ? P2PK_LOG_ALL : mask;
+  const char *file = p2pk_param_str("P2PKIT_DEBUG_FILE");
+  log_file = NULL;
+  if (file[0]) log_file = open_log_file(file);
+  p2pk_log_level_cached = level;
+  if (strcasecmp(lvl, "WARN") != 0 && level == P2PK_LEVEL_WARN)
+    fprintf(log_file ? log_file : stderr,
+            "p2pkit WARN P2PKIT_DEBUG=%s is not one of NONE, WARN, INFO, TRACE; using WARN\n", lvl);
+  if (mask < 0)
+    fprintf(log_file ? log_file : stderr,
+            "p2pkit WARN P2PKIT_DEBUG_SUBSYS has an unknown name; logging ALL\n");
+}
+
+void p2pk_log_reset(void) {
+  pthread_mutex_lock(&log_lock);
+  if (log_file) fclose(log_file);
+  log_file = NULL;
+  p2pk_log_level_cached = -1;
+  pthread_mutex_unlock(&log_lock);
+}
+
+int p2pk_log_enabled(int level, int subsys) {
+  pthread_mutex_lock(&log_lock);
+  log_init_locked();
+  int on = level <= p2pk_log_level_cached && (level == P2PK_LEVEL_WARN || (subsys & log_subsys));
+  pthread_mutex_unlock(&log_lock);
+  return on;
+}
+
+void p2pk_log(int level, int subsys, const char *file, int line, const char *fmt, ...) {
+  if (!p2pk_log_enabled(level, subsys)) return;
+  static const char *names[] = {"NONE", "WARN", "INFO", "TRACE"};
+  char host[64] = "";
+  gethostname(host, sizeof host - 1);
+  char *dot = strchr(host, '.');
+  if (dot) *dot = '\0';
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&log_lock);
+  FILE *out = log_file ? log_file : stderr;
+  if (level == P2PK_LEVEL_TRACE) {
+    const char *base = strrchr(file, '/');
+    fprintf(out, "%s:%d:%ld p2pkit TRACE %s:%d %s\n", host, (int)getpid(),
+            (long)syscall(SYS_gettid), base ? base + 1 : file, line, msg);
+  } else {
+    fprintf(out, "%s:%d:%ld p2pkit %s %s\n", host, (int)getpid(), (long)syscall(SYS_gettid),
+            names[level], msg);
+  }
+  fflush(out);
+  pthread_mutex_unlock(&log_lock);
+}

@@ -1,0 +1,119 @@
+#include "core/param.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Every setting p2pkit reads. Add new ones here, nowhere else. */
+static const p2pk_param_def params[] = {
+    {"P2PKIT_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE"},
+    {"P2PKIT_DEBUG_SUBSYS", "ALL",
+     "subsystems to log, comma separated (INIT,TOPO,XFER,COLL,BOOT,BENCH,ENV); ^ excludes"},
+    {"P2PKIT_DEBUG_FILE", "", "write the log to this file instead of stderr (%h host, %p pid)"},
+    {"P2PKIT_TOPO_FILE", "", "use this recorded topology instead of discovering the machine"},
+    {"P2PKIT_TOPO_DUMP_FILE", "", "write the discovered topology in NCCL's XML format here"},
+    {"P2PKIT_NVML_LIB", "libnvidia-ml.so.1", "NVML library loaded at run time"},
+    {"P2PKIT_NCCL_LIB", "libnccl.so.2", "NCCL library loaded at run time for comparisons"},
+    {"P2PKIT_SYSFS_ROOT", "", "read /sys and /proc under this root (tests, recorded machines)"},
+    {"P2PKIT_P2P_DISABLE", "0", "1: never use direct P2P; stage through host memory"},
+    {"P2PKIT_P2P_LEVEL", "",
+     "farthest path P2P may use: NVL, PIX, PXB, PHB or SYS (as NCCL_P2P_LEVEL); empty: any "
+     "pair the driver allows"},
+    {"P2PKIT_STAGE_CHUNK", "8M", "chunk size of the host-staged pipeline"},
+    {"P2PKIT_STAGE_DEPTH", "4", "chunks in flight in the host-staged pipeline (2 or more)"},
+    {"P2PKIT_SM_COPY_MAX", "0",
+     "copies up to this size use an SM kernel instead of the copy engine (0: auto)"},
+    {"P2PKIT_TIMEOUT", "60", "seconds to wait for a peer rank before failing"},
+    {"P2PKIT_ALGO", "", "force the all-reduce algorithm: oneshot, twoshot or staged"},
+    {"P2PKIT_BUFFER_SIZE", "64M", "per-rank registered buffer for collectives"},
+};
+
+#define NPARAMS (sizeof params / sizeof params[0])
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static const char *cache[NPARAMS];
+static int cached[NPARAMS];
+
+static size_t index_of(const char *name) {
+  for (size_t i = 0; i < NPARAMS; i++)
+    if (strcmp(params[i].name, name) == 0) return i;
+  fprintf(stderr, "p2pkit: internal error: setting %s is not in the registry\n", name);
+  abort();
+}
+
+const char *p2pk_param_str(const char *name) {
+  size_t i = index_of(name);
+  pthread_mutex_lock(&cache_lock);
+  if (!cached[i]) {
+    const char *v = getenv(name);
+    cache[i] = v;
+    cached[i] = 1;
+  }
+  const char *v = cache[i] ? cache[i] : params[i].def;
+  pthread_mutex_unlock(&cache_lock);
+  return v;
+}
+
+int p2pk_param_is_set(const char *name) {
+  size_t i = index_of(name);
+  p2pk_param_str(name);
+  return cache[i] != NULL;
+}
+
+int p2pk_parse_size(const char *text, size_t *bytes_p) {
+  if (!text || !*text) return -1;
+  if (text[0] == '-' || text[0] == '+') return -1;
+  errno = 0;
+  char *end = NULL;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (end == text || errno == ERANGE) return -1;
+  unsigned long long mul = 1;
+  if (*end) {
+    char c = (char)(*end | 0x20);
+    if (c == 'k') mul = 1ULL << 10;
+    else if (c == 'm') mul = 1ULL << 20;
+    else if (c == 'g') mul = 1ULL << 30;
+    else if (c == 't') mul = 1ULL << 40;
+    else if (c == 'b' && end[1] == '\0') mul = 1;
+    else return -1;
+    end++;
+    if (mul > 1 && (strcasecmp(end, "") == 0 || strcasecmp(end, "b") == 0 ||
+                    strcasecmp(end, "ib") == 0))
+      end += strlen(end);
+    if (*end) return -1;
+  }
+  if (v != 0 && mul > ~0ULL / v) return -1;
+  *bytes_p = (size_t)(v * mul);
+  return 0;
+}
+
+int64_t p2pk_param_int(const char *name) {
+  const char *v = p2pk_param_str(name);
+  char *end = NULL;
+  long long x = strtoll(v, &end, 10);
+  if (end == v || *end) {
+    size_t i = index_of(name);
+    x = strtoll(params[i].def, NULL, 10);
+  }
+  return (int64_t)x;
+}
+
+size_t p2pk_param_size(const char *name) {
+  size_t bytes = 0;
+  if (p2pk_parse_size(p2pk_param_str(name), &bytes) != 0)
+    p2pk_parse_size(params[index_of(name)].def, &bytes);
+  return bytes;
+}
+
+size_t p2pk_param_count(void) { return NPARAMS; }
+
+const p2pk_param_def *p2pk_param_at(size_t i) { return i < NPARAMS ? &params[i] : NULL; }
+
+void p2pk_param_reset(void) {
+  pthread_mutex_lock(&cache_lock);
+  memset(cached, 0, sizeof cached);
+  pthread_mutex_unlock(&cache_lock);
+}

@@ -1,0 +1,33 @@
+/* Settings: one registry (name, default, help), each read from the
+ * environment once, on first use, and cached. `p2pkit env` lists them. */
+#ifndef P2PK_PARAM_H
+#define P2PK_PARAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  const char *name;
+  const char *def;
+  const char *help;
+} p2pk_param_def;
+
+/* Current value (environment or default); never NULL. Aborts on a name not in
+ * the registry: that is a bug, not an input. */
+const char *p2pk_param_str(const char *name);
+/* Integer value; the default when the text is not a number. */
+int64_t p2pk_param_int(const char *name);
+/* Byte size with an optional K/M/G suffix (powers of 1024). */
+size_t p2pk_param_size(const char *name);
+/* 1 when set in the environment, 0 when the default is in force. */
+int p2pk_param_is_set(const char *name);
+
+size_t p2pk_param_count(void);
+const p2pk_param_def *p2pk_param_at(size_t i);
+/* Tests: forget cached values. */
+void p2pk_param_reset(void);
+
+/* Parse "64", "4K", "1M", "2G" (also KiB/MiB/GiB); 0 on success, -1 if malformed. */
+int p2pk_parse_size(const char *text, size_t *bytes_p);
+
+#endif

@@ -1,0 +1,117 @@
+/* Loading and saving recorded machines: read the whole file, detect the format
+ * from its contents, dispatch to the reader. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "topo/topo.h"
+
+#define MAX_TOPO_FILE (64u << 20)
+
+static p2pkit_status_t slurp(const char *path, char **text_p, size_t *len_p) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return p2pk_fail(P2PKIT_ERR_IO, "cannot open topology file %s: %s", path, strerror(errno));
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap + 1);
+  if (!buf) {
+    fclose(f);
+    return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of memory reading %s", path);
+  }
+  size_t n;
+  while ((n = fread(buf + len, 1, cap - len, f)) > 0) {
+    len += n;
+    if (len == cap) {
+      if (cap >= MAX_TOPO_FILE) {
+        free(buf);
+        fclose(f);
+        return p2pk_fail(P2PKIT_ERR_PARSE, "%s: larger than %u MiB, not a topology file", path,
+                         MAX_TOPO_FILE >> 20);
+      }
+      char *nb = realloc(buf, cap * 2 + 1);
+      if (!nb) {
+        free(buf);
+        fclose(f);
+        return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of memory reading %s", path);
+      }
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (err) {
+    free(buf);
+    return p2pk_fail(P2PKIT_ERR_IO, "error reading %s", path);
+  }
+  buf[len] = '\0';
+  *text_p = buf;
+  *len_p = len;
+  return P2PKIT_SUCCESS;
+}
+
+p2pkit_status_t p2pk_topo_read_any(const char *name, const char *text, size_t len,
+                                   struct p2pkit_topo **t_p) {
+  size_t i = 0;
+  while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) i++;
+  if (len - i >= 11 && memcmp(text + i, "p2pkit-topo", 11) == 0)
+    return p2pk_topo_read_file(name, text, len, t_p);
+  if (i < len && text[i] == '<') {
+    /* Both XML dialects: hwloc's root is <topology>, NCCL's is <system>. */
+    const char *end = text + len;
+    for (const char *p = text + i; p < end; p++) {
+      if (*p != '<' || p + 1 >= end) continue;
+      if (p[1] == '?' || p[1] == '!') continue;
+      if ((size_t)(end - p) >= 9 && memcmp(p, "<topology", 9) == 0)
+        return p2pk_topo_read_hwloc_xml(name, text, len, t_p);
+      if ((size_t)(end - p) >= 7 && memcmp(p, "<system", 7) == 0)
+        return p2pk_topo_read_nccl(name, text, len, t_p);
+      break;
+    }
+  }
+  return p2pk_fail(P2PKIT_ERR_PARSE,
+                   "%s:1: unknown topology format: expected a p2pkit file ('p2pkit-topo'), an "
+                   "hwloc XML export (<topology>) or an NCCL topology dump (<system>)",
+                   name);
+}
+
+p2pkit_status_t p2pkit_topo_load(const char *path, p2pkit_topo_t *topo_p) {
+  if (!path || !topo_p) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "path or output is NULL");
+  char *text = NULL;
+  size_t len = 0;
+  P2PK_CHECK(slurp(path, &text, &len));
+  struct p2pkit_topo *t = NULL;
+  p2pkit_status_t st = p2pk_topo_read_any(path, text, len, &t);
+  free(text);
+  if (st != P2PKIT_SUCCESS) return st;
+  st = p2pk_topo_validate(t);
+  if (st != P2PKIT_SUCCESS) {
+    p2pkit_topo_destroy(t);
+    return st;
+  }
+  *topo_p = t;
+  return P2PKIT_SUCCESS;
+}
+
+typedef p2pkit_status_t (*writer_fn)(const struct p2pkit_topo *, FILE *);
+
+static p2pkit_status_t write_to(const char *path, const struct p2pkit_topo *t, writer_fn fn) {
+  if (!t || !path) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "topology or path is NULL");
+  FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+  if (!f) return p2pk_fail(P2PKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  p2pkit_status_t st = fn(t, f);
+  int err = ferror(f);
+  if (f != stdout) err |= fclose(f);
+  else fflush(f);
+  if (st == P2PKIT_SUCCESS && err) st = p2pk_fail(P2PKIT_ERR_IO, "error writing %s", path);
+  return st;
+}
+
+p2pkit_status_t p2pkit_topo_save(p2pkit_topo_t topo, const char *path) {
+  return write_to(path, topo, p2pk_topo_write_file);
+}
+
+p2pkit_status_t p2pkit_topo_write_nccl(p2pkit_topo_t topo, const char *path) {
+  return write_to(path, topo, p2pk_topo_write_nccl);
+}

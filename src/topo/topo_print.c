@@ -1,0 +1,261 @@
+/* Printing a topology: nvidia-smi's matrices, one sentence per pair, and the
+ * versioned JSON document (schema: docs/topo-json.md). */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/json.h"
+#include "topo/topo.h"
+
+#define TOPO_JSON_SCHEMA_VERSION 1
+
+static const char *cpus_of(const struct p2pkit_topo *t, int numa) {
+  for (int i = 0; i < t->nnuma; i++)
+    if (t->numa[i].os_index == numa) return t->numa[i].cpus;
+  return "";
+}
+
+static int gpu_numa(const struct p2pkit_topo *t, int g) {
+  return t->gpus[g].pci >= 0 ? p2pk_pci_numa(t, t->gpus[g].pci) : -1;
+}
+
+static void print_matrix(const struct p2pkit_topo *t, FILE *out) {
+  fputs("\t", out);
+  for (int g = 0; g < t->ngpus; g++) fprintf(out, "GPU%d\t", g);
+  fputs("CPU Affinity\tNUMA Affinity\n", out);
+  for (int a = 0; a < t->ngpus; a++) {
+    fprintf(out, "GPU%d\t", a);
+    for (int b = 0; b < t->ngpus; b++) {
+      p2pkit_pair_t p;
+      p2pk_pair_info(t, a, b, &p);
+      fprintf(out, "%s\t", a == b ? " X " : p.label);
+    }
+    int numa = gpu_numa(t, a);
+    const char *cpus = cpus_of(t, numa);
+    if (numa >= 0) fprintf(out, "%s\t%d\n", cpus[0] ? cpus : "N/A", numa);
+    else fputs("N/A\tN/A\n", out);
+  }
+  fputs("\nLegend:\n\n"
+        "  X    = Self\n"
+        "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n"
+        "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node\n"
+        "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
+        "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
+        "  PIX  = Connection traversing at most a single PCIe bridge\n"
+        "  NV#  = Connection traversing a bonded set of # NVLinks\n",
+        out);
+}
+
+static void print_p2p(const struct p2pkit_topo *t, FILE *out) {
+  static const char *title[P2PKIT_P2P_CAPS] = {"read", "write", "atomics", "NVLink"};
+  static const char flag[P2PKIT_P2P_CAPS] = {'r', 'w', 'a', 'n'};
+  for (int c = 0; c < P2PKIT_P2P_CAPS; c++) {
+    fprintf(out, "\nP2P %s (nvidia-smi topo -p2p %c):\n", title[c], flag[c]);
+    fputs(" \t", out);
+    for (int g = 0; g < t->ngpus; g++) fprintf(out, "GPU%d\t", g);
+    fputc('\n', out);
+    for (int a = 0; a < t->ngpus; a++) {
+      fprintf(out, " GPU%d\t", a);
+      for (int b = 0; b < t->ngpus; b++)
+        fprintf(out, "%s\t", a == b ? "X" : p2pkit_p2p_code_name(t->p2p[a][b].nvml[c]));
+      fputc('\n', out);
+    }
+  }
+  fputs("\nLegend:\n\n"
+        "  X    = Self\n"
+        "  OK   = Status Ok\n"
+        "  CNS  = Chipset not supported\n"
+        "  GNS  = GPU not supported\n"
+        "  TNS  = Topology not supported\n"
+        "  NS   = Not supported\n"
+        "  U    = Unknown\n",
+        out);
+}
+
+static const char *path_words(p2pkit_link_t l) {
+  switch (l) {
+    case P2PKIT_LINK_PIX: return "through one PCIe switch";
+    case P2PKIT_LINK_PXB: return "through several PCIe switches";
+    case P2PKIT_LINK_PHB: return "through the PCIe host bridge";
+    case P2PKIT_LINK_NODE: return "between PCIe host bridges of one NUMA node";
+    case P2PKIT_LINK_SYS: return "across the CPU interconnect between NUMA nodes";
+    default: return "over an unknown PCIe path";
+  }
+}
+
+static const char *why_words(p2pkit_p2p_code_t c) {
+  switch (c) {
+    case P2PKIT_P2P_CNS: return "the chipset does not support it";
+    case P2PKIT_P2P_GNS: return "this GPU model does not support it";
+    case P2PKIT_P2P_TNS: return "the topology does not allow it (e.g. GPUs on different CPUs)";
+    case P2PKIT_P2P_NS: return "not supported or disabled by the driver";
+    default: return "the driver does not allow it";
+  }
+}
+
+/* One plain sentence: how data travels from a to b and what to expect. */
+void p2pk_pair_sentence(const struct p2pkit_topo *t, int a, int b, char *buf, size_t len) {
+  p2pkit_pair_t p;
+  p2pk_pair_info(t, a, b, &p);
+  int o = snprintf(buf, len, "GPU%d -> GPU%d: ", a, b);
+  if (o < 0 || (size_t)o >= len) return;
+  char *s = buf + o;
+  size_t n = len - (size_t)o;
+  char rate[64] = "";
+  if (p.expected_gbps > 0) snprintf(rate, sizeof rate, ", about %.0f GB/s expected", p.expected_gbps);
+  if (p.p2p == 1 && p.link == P2PKIT_LINK_NVLINK)
+    snprintf(s, n, "direct P2P over %d NVLink%s (%s)%s", p.nvlinks, p.nvlinks == 1 ? "" : "s",
+             p.label, rate);
+  else if (p.p2p == 1)
+    snprintf(s, n, "direct P2P over PCIe %s (%s)%s", path_words(p.pcie), p.label, rate);
+  else if (p.p2p == 0) {
+    char cap[64] = "";
+    if (p.expected_gbps > 0) snprintf(cap, sizeof cap, " (about %.0f GB/s)", p.expected_gbps);
+    snprintf(s, n,
+             "no P2P (%s: %s): staged through host memory, crossing PCIe twice, at most the "
+             "PCIe rate%s",
+             p.label, why_words(p.caps[P2PKIT_P2P_READ]), cap);
+  } else if (p.link == P2PKIT_LINK_NVLINK)
+    snprintf(s, n, "joined by %d NVLinks (%s); P2P status not recorded%s", p.nvlinks, p.label, rate);
+  else
+    snprintf(s, n, "PCIe path %s (%s); P2P status not recorded, so direct access is not known",
+             path_words(p.pcie), p.label);
+}
+
+static void print_sentences(const struct p2pkit_topo *t, FILE *out) {
+  fputs("\nPaths:\n", out);
+  char buf[512];
+  for (int a = 0; a < t->ngpus; a++)
+    for (int b = 0; b < t->ngpus; b++) {
+      if (a == b) continue;
+      p2pk_pair_sentence(t, a, b, buf, sizeof buf);
+      fprintf(out, "  %s\n", buf);
+    }
+}
+
+static void print_notes(const struct p2pkit_topo *t, FILE *out) {
+  if (strcmp(t->format, "live") != 0)
+    fprintf(out, "\nRecorded machine: %s (%s format)\n", t->source, t->format);
+  for (int i = 0; i < t->nnotes; i++) fprintf(out, "Note: %s\n", t->notes[i]);
+}
+
+static void json_gpu(p2pk_json *j, const struct p2pkit_topo *t, int g) {
+  static const char *peer[] = {"gpu", "switch", "cpu", "unknown"};
+  const p2pk_gpu *gp = &t->gpus[g];
+  p2pkit_gpu_t info;
+  p2pkit_topo_gpu((p2pkit_topo_t)t, g, &info);
+  pj_obj(j, NULL);
+  pj_int(j, "index", g);
+  pj_str(j, "name", gp->name);
+  pj_str(j, "busid", gp->busid);
+  pj_str(j, "uuid", gp->uuid);
+  pj_int(j, "memory_bytes", (int64_t)gp->memory_bytes);
+  pj_int(j, "sm_count", gp->sm_count);
+  char cc[16];
+  snprintf(cc, sizeof cc, "%d.%d", gp->cc_major, gp->cc_minor);
+  pj_str(j, "compute_capability", gp->cc_major ? cc : NULL);
+  if (info.numa >= 0) pj_int(j, "numa", info.numa);
+  else pj_null(j, "numa");
+  pj_str(j, "cpu_affinity", info.cpus[0] ? info.cpus : NULL);
+  pj_obj(j, "pcie");
+  pj_int(j, "gen", info.pcie_gen);
+  pj_int(j, "width", info.pcie_width);
+  pj_int(j, "max_gen", info.pcie_max_gen);
+  pj_int(j, "max_width", info.pcie_max_width);
+  pj_obj_end(j);
+  pj_obj(j, "nvlink");
+  pj_int(j, "present", gp->nvlinks_present);
+  pj_int(j, "active", gp->nvlinks_active);
+  pj_num(j, "gbps_per_link", gp->nvlink_gbps);
+  pj_arr(j, "groups");
+  for (int i = 0; i < gp->ngroups; i++) {
+    pj_obj(j, NULL);
+    pj_str(j, "peer", peer[gp->groups[i].peer]);
+    pj_str(j, "busid", gp->groups[i].peer_busid);
+    pj_int(j, "count", gp->groups[i].count);
+    pj_int(j, "version", gp->groups[i].version);
+    pj_obj_end(j);
+  }
+  pj_arr_end(j);
+  pj_obj_end(j);
+  pj_obj_end(j);
+}
+
+static void json_pair(p2pk_json *j, const struct p2pkit_topo *t, int a, int b) {
+  static const char *cap_names[P2PKIT_P2P_CAPS] = {"read", "write", "atomics", "nvlink"};
+  p2pkit_pair_t p;
+  p2pk_pair_info(t, a, b, &p);
+  char sentence[512];
+  p2pk_pair_sentence(t, a, b, sentence, sizeof sentence);
+  pj_obj(j, NULL);
+  pj_int(j, "src", a);
+  pj_int(j, "dst", b);
+  pj_str(j, "link", p.label);
+  pj_str(j, "pcie_path", p2pkit_link_name(p.pcie));
+  pj_int(j, "nvlinks", p.nvlinks);
+  if (p.p2p < 0) pj_null(j, "p2p");
+  else pj_bool(j, "p2p", p.p2p);
+  pj_obj(j, "nvml_p2p");
+  for (int c = 0; c < P2PKIT_P2P_CAPS; c++) pj_str(j, cap_names[c], p2pkit_p2p_code_name(p.caps[c]));
+  pj_obj_end(j);
+  pj_obj(j, "cuda");
+  pj_int(j, "can_access_peer", p.cuda_access);
+  pj_int(j, "native_atomics", p.cuda_atomics);
+  pj_int(j, "performance_rank", p.cuda_perf_rank);
+  pj_obj_end(j);
+  pj_num(j, "line_gbps", p.line_gbps);
+  pj_num(j, "expected_gbps", p.expected_gbps);
+  pj_str(j, "summary", sentence);
+  pj_obj_end(j);
+}
+
+static void print_json(const struct p2pkit_topo *t, FILE *out) {
+  p2pk_json j;
+  pj_init(&j, out);
+  pj_obj(&j, NULL);
+  pj_str(&j, "schema", "p2pkit-topo");
+  pj_int(&j, "schema_version", TOPO_JSON_SCHEMA_VERSION);
+  pj_obj(&j, "source");
+  pj_str(&j, "format", t->format);
+  pj_str(&j, "name", t->source);
+  pj_obj_end(&j);
+  pj_str(&j, "hostname", t->hostname);
+  pj_str(&j, "driver", t->driver[0] ? t->driver : NULL);
+  pj_str(&j, "nvml_version", t->nvml_version[0] ? t->nvml_version : NULL);
+  pj_int(&j, "cuda_driver", t->cuda_driver);
+  pj_int(&j, "cuda_runtime", t->cuda_runtime);
+  pj_arr(&j, "notes");
+  for (int i = 0; i < t->nnotes; i++) pj_str(&j, NULL, t->notes[i]);
+  pj_arr_end(&j);
+  pj_arr(&j, "numa_nodes");
+  for (int i = 0; i < t->nnuma; i++) {
+    pj_obj(&j, NULL);
+    pj_int(&j, "os_index", t->numa[i].os_index);
+    pj_str(&j, "cpus", t->numa[i].cpus);
+    pj_obj_end(&j);
+  }
+  pj_arr_end(&j);
+  pj_arr(&j, "gpus");
+  for (int g = 0; g < t->ngpus; g++) json_gpu(&j, t, g);
+  pj_arr_end(&j);
+  pj_arr(&j, "pairs");
+  for (int a = 0; a < t->ngpus; a++)
+    for (int b = 0; b < t->ngpus; b++)
+      if (a != b) json_pair(&j, t, a, b);
+  pj_arr_end(&j);
+  pj_obj_end(&j);
+  pj_finish(&j);
+}
+
+p2pkit_status_t p2pkit_topo_print(p2pkit_topo_t t, FILE *out, int flags) {
+  if (!t || !out) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "topology or stream is NULL");
+  if (flags & P2PKIT_PRINT_JSON) {
+    print_json(t, out);
+    return P2PKIT_SUCCESS;
+  }
+  if (flags & P2PKIT_PRINT_MATRIX) print_matrix(t, out);
+  if (flags & P2PKIT_PRINT_P2P) print_p2p(t, out);
+  if (flags & P2PKIT_PRINT_SENTENCES) print_sentences(t, out);
+  print_notes(t, out);
+  return ferror(out) ? p2pk_fail(P2PKIT_ERR_IO, "error writing the topology") : P2PKIT_SUCCESS;
+}

@@ -1,0 +1,90 @@
+/* A minimal test harness: each test file is one executable with several
+ * TEST() functions; a failed CHECK prints file:line and the values and marks
+ * the test failed. GPU tests call T_REQUIRE_GPU(), which exits with 77 (CTest's
+ * skip code) and prints the reason when there is no GPU. */
+#ifndef P2PK_TEST_H
+#define P2PK_TEST_H
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern int t_failed;
+extern const char *t_current;
+
+#define T_FAIL(...)                                                  \
+  do {                                                               \
+    fprintf(stderr, "%s:%d: [%s] ", __FILE__, __LINE__, t_current);  \
+    fprintf(stderr, __VA_ARGS__);                                    \
+    fputc('\n', stderr);                                             \
+    t_failed++;                                                      \
+  } while (0)
+
+#define CHECK(cond)                                          \
+  do {                                                       \
+    if (!(cond)) T_FAIL("CHECK(%s) failed", #cond);          \
+  } while (0)
+#define CHECK_EQ(a, b)                                                              \
+  do {                                                                              \
+    long long a_ = (long long)(a), b_ = (long long)(b);                             \
+    if (a_ != b_) T_FAIL("%s == %s failed: %lld != %lld", #a, #b, a_, b_);          \
+  } while (0)
+#define CHECK_STR(a, b)                                                             \
+  do {                                                                              \
+    const char *a_ = (a), *b_ = (b);                                                \
+    if (!a_ || !b_ || strcmp(a_, b_) != 0)                                          \
+      T_FAIL("%s == %s failed: \"%s\" != \"%s\"", #a, #b, a_ ? a_ : "(null)",       \
+             b_ ? b_ : "(null)");                                                   \
+  } while (0)
+#define CHECK_NEAR(a, b, tol)                                                       \
+  do {                                                                              \
+    double a_ = (double)(a), b_ = (double)(b);                                      \
+    if (!(fabs(a_ - b_) <= (tol))) T_FAIL("%s ~ %s failed: %g vs %g", #a, #b, a_, b_); \
+  } while (0)
+#define CHECK_OK(call)                                                              \
+  do {                                                                              \
+    p2pkit_status_t s_ = (call);                                                    \
+    if (s_ != P2PKIT_SUCCESS)                                                       \
+      T_FAIL("%s returned %s: %s", #call, p2pkit_strerror(s_), p2pkit_last_error()); \
+  } while (0)
+
+typedef void (*t_fn)(void);
+typedef struct {
+  const char *name;
+  t_fn fn;
+} t_case;
+
+#define TEST(name) static void name(void)
+#define T_CASE(name) {#name, name}
+
+/* Runs every case (or those named on the command line). */
+#define T_MAIN(...)                                                          \
+  int t_failed;                                                              \
+  const char *t_current;                                                     \
+  int main(int argc, char **argv) {                                          \
+    static const t_case cases[] = {__VA_ARGS__};                             \
+    int nfail_cases = 0;                                                     \
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {           \
+      if (argc > 1) {                                                        \
+        int want = 0;                                                        \
+        for (int a = 1; a < argc; a++)                                       \
+          if (strcmp(argv[a], cases[i].name) == 0) want = 1;                 \
+        if (!want) continue;                                                 \
+      }                                                                      \
+      t_current = cases[i].name;                                             \
+      int before = t_failed;                                                 \
+      cases[i].fn();                                                         \
+      printf("%-40s %s\n", cases[i].name, t_failed == before ? "ok" : "FAILED"); \
+      if (t_failed != before) nfail_cases++;                                 \
+    }                                                                        \
+    return nfail_cases ? 1 : 0;                                              \
+  }
+
+/* Path of a file under tests/data (set by CMake). */
+#ifndef P2PK_TEST_DATA
+#define P2PK_TEST_DATA "tests/data"
+#endif
+
+#endif
