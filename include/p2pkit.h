@@ -187,7 +187,76 @@ P2PKIT_API p2pkit_status_t p2pkit_copy(p2pkit_ctx_t ctx, void *dst, int dst_dev,
                                        p2pkit_stream_t stream, p2pkit_path_t path);
 
 /* ---------------------------------------------------------------- coll ---- */
-/* (communicators and collectives: see the coll section below when present) */
+
+typedef struct p2pkit_comm *p2pkit_comm_t;
+
+typedef enum {
+  P2PKIT_FLOAT32 = 0,
+  P2PKIT_FLOAT16 = 1,
+  P2PKIT_BFLOAT16 = 2,
+  P2PKIT_FLOAT64 = 3,
+  P2PKIT_INT32 = 4,
+  P2PKIT_INT64 = 5,
+  P2PKIT_UINT8 = 6,
+  P2PKIT_DTYPE_COUNT
+} p2pkit_dtype_t;
+
+typedef enum {
+  P2PKIT_SUM = 0,
+  P2PKIT_PROD = 1,
+  P2PKIT_MIN = 2,
+  P2PKIT_MAX = 3,
+  P2PKIT_AVG = 4,
+  P2PKIT_REDOP_COUNT
+} p2pkit_redop_t;
+
+P2PKIT_API size_t p2pkit_dtype_size(p2pkit_dtype_t dtype); /* 0 when invalid */
+P2PKIT_API const char *p2pkit_dtype_name(p2pkit_dtype_t dtype);
+P2PKIT_API const char *p2pkit_redop_name(p2pkit_redop_t op);
+
+/* Rendezvous for one process per GPU. Unset fields (-1 / NULL) come from the
+ * launcher's environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+ * MASTER_PORT (torchrun) or OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK
+ * (mpirun); the secret from P2PKIT_JOB_SECRET, else TORCHELASTIC_RUN_ID. */
+typedef struct {
+  int nranks;
+  int rank;
+  int device;          /* CUDA device of this rank; -1: LOCAL_RANK */
+  const char *addr;    /* address rank 0 listens on; NULL: MASTER_ADDR or 127.0.0.1 */
+  int port;            /* -1: MASTER_PORT */
+  const char *secret;  /* per-job secret ranks must present; NULL: from env */
+  int timeout_s;       /* -1: P2PKIT_TIMEOUT */
+} p2pkit_comm_opts_t;
+
+/* Fill `opts` with "take it from the environment" (-1 / NULL everywhere). */
+P2PKIT_API void p2pkit_comm_opts_init(p2pkit_comm_opts_t *opts);
+/* One process driving `ndev` GPUs: comms[i] is rank i on devs[i]
+ * (devs NULL: devices 0..ndev-1). */
+P2PKIT_API p2pkit_status_t p2pkit_comm_init_all(p2pkit_comm_t *comms, int ndev, const int *devs);
+/* One process per GPU (collective over all ranks; fails after the timeout if
+ * a rank never arrives). `opts` NULL: everything from the environment. */
+P2PKIT_API p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts,
+                                                 p2pkit_comm_t *comm_p);
+P2PKIT_API p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t comm);
+P2PKIT_API int p2pkit_comm_rank(p2pkit_comm_t comm);
+P2PKIT_API int p2pkit_comm_size(p2pkit_comm_t comm);
+P2PKIT_API int p2pkit_comm_device(p2pkit_comm_t comm);
+
+/* Register a device buffer so collectives on it skip the staging copy.
+ * Collective: every rank registers its buffer in the same order. */
+P2PKIT_API p2pkit_status_t p2pkit_comm_register(p2pkit_comm_t comm, void *buf, size_t bytes,
+                                                void **handle_p);
+P2PKIT_API p2pkit_status_t p2pkit_comm_deregister(p2pkit_comm_t comm, void *handle);
+
+/* One process, several GPUs: bracket the per-rank calls of one collective. */
+P2PKIT_API p2pkit_status_t p2pkit_group_start(void);
+P2PKIT_API p2pkit_status_t p2pkit_group_end(void);
+
+/* Stream-ordered, capturable in a CUDA graph; the same bits on every rank.
+ * count 0 is a successful no-op; sendbuf == recvbuf is in-place. */
+P2PKIT_API p2pkit_status_t p2pkit_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                             p2pkit_dtype_t dtype, p2pkit_redop_t op,
+                                             p2pkit_comm_t comm, p2pkit_stream_t stream);
 
 #ifdef __cplusplus
 }
