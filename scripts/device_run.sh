@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build, GPU tests, topology record, benchmarks.
+# Usage (from the repo root): scripts/device_run.sh [stage ...]
+#   stages: machine build topo tests xfer coll perf   (default: all)
+# Everything is logged under $LOG (default /tmp/p2pkit-device) and packed
+# into $OUT/device-logs.tgz; a summary goes to $OUT/summary.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+# Never NVLink multicast on these machines (it can take the host's GPUs down).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PATH=$PATH:/usr/local/cuda/bin
+OUT=${OUT:-/tmp/p2pkit-out}
+LOG=${LOG:-/tmp/p2pkit-device}
+BUILD=${BUILD:-build-dev}
+mkdir -p "$OUT" "$LOG"
+stages=${*:-machine build topo tests xfer coll perf}
+summary="$LOG/summary.txt"
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+run_stage() { # name seconds command...
+  local name=$1 secs=$2; shift 2
+  local t0=$SECONDS
+  timeout --signal=TERM --kill-after=10 "$secs" "$@" > "$LOG/$name.log" 2>&1
+  local rc=$?
+  note "stage $name: rc=$rc in $((SECONDS - t0)) s"
+  tail -n 25 "$LOG/$name.log"
+  return $rc
+}
+has() { [[ " $stages " == *" $1 "* ]]; }
+
+if has machine; then
+  {
+    date -u +%Y-%m-%dT%H:%M:%SZ; hostname; uname -r
+    nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv
+    nvidia-smi topo -m; for c in r w a n; do nvidia-smi topo -p2p $c; done
+    nvidia-smi nvlink -s 2>&1 | head -n 40
+    nvcc --version | tail -n 2; cmake --version | head -n 1
+    pkg-config --modversion hwloc; ls -l /usr/lib/x86_64-linux-gnu/libnccl.so* 2>&1
+  } > "$LOG/machine.txt" 2>&1
+  note "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sort | uniq -c | tr -s ' ')"
+fi
+if has build; then
+  run_stage build 400 bash -c "cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release && cmake --build $BUILD -j\$(nproc)" \
+    || { tar czf "$OUT/device-logs.tgz" -C "$LOG" .; cp "$summary" "$OUT/"; exit 1; }
+fi
+if has topo; then
+  run_stage topo 60 bash -c "$BUILD/p2pkit topo --save $LOG/h200x2.p2pkit --dump-nccl $LOG/h200x2.p2pkit-nccl.xml \
+    && $BUILD/p2pkit topo --json > $LOG/topo.json && P2PKIT_DEBUG=INFO $BUILD/p2pkit topo -m"
+fi
+if has tests; then
+  run_stage tests "${TEST_SECS:-420}" ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 300
+fi
+for part in xfer coll perf; do
+  if has $part && [ -x scripts/device/$part.sh ]; then
+    mkdir -p "$LOG/$part"
+    run_stage $part "${PART_SECS:-300}" scripts/device/$part.sh "$BUILD" "$LOG/$part"
+  fi
+done
+tar czf "$OUT/device-logs.tgz" -C "$LOG" .
+cp "$summary" "$OUT/summary.txt"
+cat "$summary"

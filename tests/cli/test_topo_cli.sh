@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# p2pkit topo / env / top-level: exit codes and one-line errors; golden
+# output for every recorded machine in tests/data that has one.
+set -uo pipefail
+bin=$1 data=$2
+fail=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+expect() { # desc want_rc cmd... ; stdout+stderr in $tmp/out
+  local desc=$1 want=$2; shift 2
+  "$@" > "$tmp/out" 2> "$tmp/err"; local rc=$?
+  if [ "$rc" != "$want" ]; then echo "FAIL $desc: exit $rc, wanted $want"; cat "$tmp/err"; fail=1
+  else echo "ok   $desc"; fi
+}
+err_lines() { grep -c . "$tmp/err"; }
+
+expect "no arguments prints usage" 2 "$bin"
+grep -q "usage: p2pkit" "$tmp/err" || { echo "FAIL usage missing"; fail=1; }
+expect "--help" 0 "$bin" --help
+grep -q "topo" "$tmp/out" || { echo "FAIL --help lists no topo"; fail=1; }
+expect "unknown command" 2 "$bin" frobnicate
+grep -q "unknown command 'frobnicate'" "$tmp/err" || { echo "FAIL unknown command message"; fail=1; }
+expect "topo --help" 0 "$bin" topo --help
+expect "topo unknown flag" 2 "$bin" topo --bogus
+grep -q "unknown option '--bogus'" "$tmp/err" && grep -q "usage: p2pkit topo" "$tmp/err" \
+  || { echo "FAIL topo usage on bad flag"; fail=1; }
+expect "topo --from without a file" 2 "$bin" topo --from
+expect "topo --from missing file" 2 "$bin" topo --from "$tmp/nope.p2pkit"
+grep -q "nope.p2pkit" "$tmp/err" && [ "$(err_lines)" = 1 ] || { echo "FAIL missing-file error"; cat "$tmp/err"; fail=1; }
+printf 'hello world\n' > "$tmp/junk.txt"
+expect "topo --from unknown format" 1 "$bin" topo --from "$tmp/junk.txt"
+grep -q "junk.txt:1: unknown topology format" "$tmp/err" || { echo "FAIL unknown-format error"; cat "$tmp/err"; fail=1; }
+
+# Without a GPU: one clear line, exit 2, pointing at --from.
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  expect "topo without a GPU" 2 "$bin" topo
+  [ "$(err_lines)" = 1 ] && grep -q -- "--from FILE" "$tmp/err" || { echo "FAIL no-GPU message"; cat "$tmp/err"; fail=1; }
+fi
+
+expect "env" 0 "$bin" env
+grep -q "^P2PKIT_DEBUG " "$tmp/out" || { echo "FAIL env lists no P2PKIT_DEBUG"; fail=1; }
+P2PKIT_STAGE_DEPTH=3 "$bin" env > "$tmp/env.txt"
+grep -E -q "^P2PKIT_STAGE_DEPTH +3 +environment" "$tmp/env.txt" || { echo "FAIL env source"; fail=1; }
+expect "env --json" 0 "$bin" env --json
+if command -v python3 >/dev/null; then
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["schema_version"]==1 and d["settings"]' "$tmp/out" \
+    || { echo "FAIL env --json"; fail=1; }
+fi
+
+# Golden outputs: tests/data/golden/FILE.txt is `p2pkit topo --from FILE`;
+# regenerate with scripts/golden.sh after a reviewed change.
+for g in "$data"/golden/*.txt; do
+  [ -e "$g" ] || continue
+  name=$(basename "$g" .txt)
+  src="$data/$name"
+  [ -f "$src" ] || { echo "FAIL golden $name: no source file"; fail=1; continue; }
+  (cd "$data" && "$bin" topo --from "$name" 2>&1) > "$tmp/got.txt"
+  if diff -u "$g" "$tmp/got.txt" > "$tmp/diff"; then echo "ok   golden $name"
+  else echo "FAIL golden $name"; cat "$tmp/diff"; fail=1; fi
+done
+exit $fail

@@ -1,0 +1,160 @@
+/* core: status names, size parsing, the settings registry, log subsystem
+ * parsing, the JSON writer. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/json.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "p2pkit.h"
+#include "test.h"
+
+TEST(strerror_names_every_status) {
+  for (int s = 0; s < P2PKIT_STATUS_COUNT; s++) {
+    const char *n = p2pkit_strerror((p2pkit_status_t)s);
+    CHECK(n != NULL && n[0] != '\0');
+    CHECK(strcmp(n, "unknown status") != 0);
+  }
+  CHECK_STR(p2pkit_strerror((p2pkit_status_t)999), "unknown status");
+  CHECK_STR(p2pkit_strerror((p2pkit_status_t)-1), "unknown status");
+  CHECK_EQ(p2pkit_version(), P2PKIT_VERSION_CODE);
+}
+
+TEST(parse_size_accepts_suffixes) {
+  size_t v = 0;
+  CHECK_EQ(p2pk_parse_size("0", &v), 0);
+  CHECK_EQ(v, 0);
+  CHECK_EQ(p2pk_parse_size("4097", &v), 0);
+  CHECK_EQ(v, 4097);
+  CHECK_EQ(p2pk_parse_size("4K", &v), 0);
+  CHECK_EQ(v, 4096);
+  CHECK_EQ(p2pk_parse_size("256M", &v), 0);
+  CHECK_EQ(v, 256u << 20);
+  CHECK_EQ(p2pk_parse_size("1G", &v), 0);
+  CHECK_EQ(v, 1u << 30);
+  CHECK_EQ(p2pk_parse_size("8MiB", &v), 0);
+  CHECK_EQ(v, 8u << 20);
+  CHECK_EQ(p2pk_parse_size("2gb", &v), 0);
+  CHECK_EQ(v, 2ull << 30);
+  CHECK_EQ(p2pk_parse_size("16B", &v), 0);
+  CHECK_EQ(v, 16);
+}
+
+TEST(parse_size_rejects_garbage) {
+  size_t v = 12345;
+  const char *bad[] = {"", "-1", "+3", "abc", "12x", "1.5G", "4KK", "99999999999999999999",
+                       "20000000000000000G", " "};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    if (p2pk_parse_size(bad[i], &v) != -1) T_FAIL("accepted '%s'", bad[i]);
+  }
+  CHECK_EQ(v, 12345); /* untouched on failure */
+}
+
+TEST(settings_come_from_env_or_default) {
+  unsetenv("P2PKIT_STAGE_DEPTH");
+  unsetenv("P2PKIT_STAGE_CHUNK");
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_param_is_set("P2PKIT_STAGE_DEPTH"), 0);
+  CHECK_EQ(p2pk_param_int("P2PKIT_STAGE_DEPTH"), 4);
+  CHECK_EQ(p2pk_param_size("P2PKIT_STAGE_CHUNK"), 8u << 20);
+  setenv("P2PKIT_STAGE_DEPTH", "3", 1);
+  setenv("P2PKIT_STAGE_CHUNK", "2M", 1);
+  /* Read once: a change after the first read is not seen until a reset. */
+  CHECK_EQ(p2pk_param_int("P2PKIT_STAGE_DEPTH"), 4);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_param_is_set("P2PKIT_STAGE_DEPTH"), 1);
+  CHECK_EQ(p2pk_param_int("P2PKIT_STAGE_DEPTH"), 3);
+  CHECK_EQ(p2pk_param_size("P2PKIT_STAGE_CHUNK"), 2u << 20);
+  setenv("P2PKIT_STAGE_DEPTH", "lots", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_param_int("P2PKIT_STAGE_DEPTH"), 4); /* not a number: the default */
+  unsetenv("P2PKIT_STAGE_DEPTH");
+  unsetenv("P2PKIT_STAGE_CHUNK");
+  p2pk_param_reset();
+}
+
+TEST(registry_entries_are_complete_and_unique) {
+  size_t n = p2pk_param_count();
+  CHECK(n >= 10);
+  for (size_t i = 0; i < n; i++) {
+    const p2pk_param_def *d = p2pk_param_at(i);
+    CHECK(d && d->name && strncmp(d->name, "P2PKIT_", 7) == 0);
+    CHECK(d->def != NULL);
+    CHECK(d->help && strlen(d->help) > 10);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(p2pk_param_at(j)->name, d->name) == 0) T_FAIL("%s listed twice", d->name);
+  }
+  CHECK(p2pk_param_at(n) == NULL);
+}
+
+TEST(log_subsystems_parse) {
+  CHECK_EQ(p2pk_log_parse_subsys("ALL"), P2PK_LOG_ALL);
+  CHECK_EQ(p2pk_log_parse_subsys("TOPO,xfer"), P2PK_LOG_TOPO | P2PK_LOG_XFER);
+  CHECK_EQ(p2pk_log_parse_subsys("^COLL"), P2PK_LOG_ALL & ~P2PK_LOG_COLL);
+  CHECK_EQ(p2pk_log_parse_subsys("TOPO,NOPE"), -1);
+}
+
+TEST(log_level_and_file) {
+  char path[] = "/tmp/p2pkit_logXXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  setenv("P2PKIT_DEBUG", "INFO", 1);
+  setenv("P2PKIT_DEBUG_SUBSYS", "TOPO", 1);
+  setenv("P2PKIT_DEBUG_FILE", path, 1);
+  p2pk_param_reset();
+  p2pk_log_reset();
+  P2PK_INFO(P2PK_LOG_TOPO, "topo line %d", 42);
+  P2PK_INFO(P2PK_LOG_COLL, "coll line filtered");
+  P2PK_TRACE(P2PK_LOG_TOPO, "trace line filtered");
+  P2PK_WARN("warn line %s", "always");
+  p2pk_log_reset();
+  FILE *f = fopen(path, "r");
+  char buf[4096] = "";
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  buf[n] = '\0';
+  if (f) fclose(f);
+  CHECK(strstr(buf, "p2pkit INFO topo line 42") != NULL);
+  CHECK(strstr(buf, "p2pkit WARN warn line always") != NULL);
+  CHECK(strstr(buf, "coll line filtered") == NULL);
+  CHECK(strstr(buf, "trace line filtered") == NULL);
+  unlink(path);
+  close(fd);
+  unsetenv("P2PKIT_DEBUG");
+  unsetenv("P2PKIT_DEBUG_SUBSYS");
+  unsetenv("P2PKIT_DEBUG_FILE");
+  p2pk_param_reset();
+  p2pk_log_reset();
+}
+
+TEST(json_writer_quotes_and_nests) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  p2pk_json j;
+  pj_init(&j, f);
+  pj_obj(&j, NULL);
+  pj_str(&j, "s", "a\"b\\c\n\x01");
+  pj_int(&j, "i", -7);
+  pj_num(&j, "x", 0.5);
+  pj_num(&j, "nan", NAN);
+  pj_bool(&j, "t", 1);
+  pj_arr(&j, "empty");
+  pj_arr_end(&j);
+  pj_arr(&j, "a");
+  pj_int(&j, NULL, 1);
+  pj_str(&j, NULL, NULL);
+  pj_arr_end(&j);
+  pj_obj_end(&j);
+  pj_finish(&j);
+  fclose(f);
+  const char *want =
+      "{\n  \"s\": \"a\\\"b\\\\c\\n\\u0001\",\n  \"i\": -7,\n  \"x\": 0.5,\n  \"nan\": null,\n"
+      "  \"t\": true,\n  \"empty\": [],\n  \"a\": [\n    1,\n    null\n  ]\n}\n";
+  CHECK_STR(buf, want);
+  free(buf);
+}
+
+T_MAIN(T_CASE(strerror_names_every_status), T_CASE(parse_size_accepts_suffixes),
+       T_CASE(parse_size_rejects_garbage), T_CASE(settings_come_from_env_or_default),
+       T_CASE(registry_entries_are_complete_and_unique), T_CASE(log_subsystems_parse),
+       T_CASE(log_level_and_file), T_CASE(json_writer_quotes_and_nests))
