@@ -1,0 +1,40 @@
+/* A small, non-validating XML reader for the topology files p2pkit reads
+ * (NCCL's topology dumps). Elements, attributes in either quote, self-closing
+ * tags, comments, <?...?> and <!DOCTYPE>, the five predefined entities; text
+ * content is skipped. The input need not be NUL terminated. Errors name the
+ * file and the line. */
+#ifndef P2PK_XML_H
+#define P2PK_XML_H
+
+#include <stddef.h>
+
+#include "p2pkit.h"
+
+#define P2PK_XML_MAX_DEPTH 64
+#define P2PK_XML_MAX_NODES 100000
+#define P2PK_XML_MAX_ATTRS 64
+#define P2PK_XML_MAX_NAME 128
+#define P2PK_XML_MAX_VALUE 65536
+
+typedef struct {
+  char *name;
+  char *value; /* entities decoded */
+} p2pk_xml_attr;
+
+typedef struct p2pk_xml_node {
+  char *name;
+  int line; /* where the start tag begins */
+  int nattrs;
+  p2pk_xml_attr *attrs;
+  struct p2pk_xml_node *parent, *first_child, *last_child, *next;
+} p2pk_xml_node;
+
+/* Parse `len` bytes into a tree with exactly one root element.
+ * P2PKIT_ERR_PARSE "name:line: ..." on malformed input. */
+p2pkit_status_t p2pk_xml_parse(const char *name, const char *text, size_t len,
+                               p2pk_xml_node **root_p);
+void p2pk_xml_free(p2pk_xml_node *root);
+/* Value of an attribute, NULL when absent. */
+const char *p2pk_xml_attr_get(const p2pk_xml_node *n, const char *name);
+
+#endif
