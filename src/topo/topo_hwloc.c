@@ -164,7 +164,7 @@ p2pkit_status_t p2pk_topo_from_hwloc(struct p2pkit_topo *t, struct hwloc_topolog
 }
 
 static p2pkit_status_t hwloc_open(hwloc_topology_t *h_p) {
-  hwloc_topology_t h;
+  hwloc_topology_t h = NULL;
   if (hwloc_topology_init(&h) != 0) return p2pk_fail(P2PKIT_ERR_SYSTEM, "hwloc_topology_init failed");
   hwloc_topology_set_io_types_filter(h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   *h_p = h;
@@ -173,7 +173,7 @@ static p2pkit_status_t hwloc_open(hwloc_topology_t *h_p) {
 
 p2pkit_status_t p2pk_topo_read_hwloc_xml(const char *name, const char *text, size_t len,
                                          struct p2pkit_topo **t_p) {
-  hwloc_topology_t h;
+  hwloc_topology_t h = NULL;
   P2PK_CHECK(hwloc_open(&h));
   /* hwloc wants the terminating NUL counted in the length. */
   if (hwloc_topology_set_xmlbuffer(h, text, (int)len + 1) != 0 || hwloc_topology_load(h) != 0) {
@@ -201,7 +201,7 @@ p2pkit_status_t p2pk_topo_read_hwloc_xml(const char *name, const char *text, siz
 }
 
 p2pkit_status_t p2pk_topo_load_hwloc_live(struct p2pkit_topo *t) {
-  hwloc_topology_t h;
+  hwloc_topology_t h = NULL;
   P2PK_CHECK(hwloc_open(&h));
   if (hwloc_topology_load(h) != 0) {
     hwloc_topology_destroy(h);

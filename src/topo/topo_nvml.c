@@ -1,5 +1,6 @@
 /* NVLink groups, PCIe link state and NVML's P2P status for the GPUs already in
  * the model (matched by bus id). */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -7,13 +8,23 @@
 #include "topo/nvml_dl.h"
 #include "topo/topo.h"
 
-/* Per-link GB/s one way by NVLink version, when NVML has no speed field. */
-static double nvlink_version_gbps(unsigned v) {
-  switch (v) {
+/* nvmlDeviceGetNvLinkVersion answers an enum (1 = 1.0, 2 = 2.0, 3 = 2.2,
+ * 4 = 3.0, 5 = 3.1, 6 = 4.0, 7 = 5.0); the model keeps the major version. */
+static int nvlink_major(unsigned e) {
+  static const int major[] = {0, 1, 2, 2, 3, 3, 4, 5};
+  return e < sizeof major / sizeof major[0] ? major[e] : 0;
+}
+
+/* One link, one direction, GB/s, as `nvidia-smi nvlink -s` reports it. NVML's
+ * NVLINK_SPEED_MBPS_COMMON field counts both directions at the nominal rate
+ * (50000 on H200, whose links run at 26.562 GB/s each way), so the version
+ * decides and the field is only a fallback. */
+static double nvlink_major_gbps(int major) {
+  switch (major) {
     case 1: return 20.0;
     case 2: case 3: return 25.0;
-    case 4: return 26.5625; /* Hopper: 18 links, 900 GB/s both ways */
-    case 5: case 6: return 50.0;
+    case 4: return 26.5625;
+    case 5: return 50.0;
     default: return 0;
   }
 }
@@ -51,8 +62,11 @@ static void read_nvlinks(const p2pk_nvml_api *n, struct p2pkit_topo *t, int gi, 
     memset(&pci, 0, sizeof pci);
     char busid[P2PK_BUSID_LEN] = "";
     if (n->DeviceGetNvLinkRemotePciInfo(dev, l, &pci) == NVML_SUCCESS &&
-        p2pk_busid_normalize(pci.busId, busid) != 0)
+        p2pk_busid_normalize(pci.busId, busid) != 0) {
+      /* Not a PCI address (NVSwitch: FFFFFFFF:FF:FF.0): keep it, lower case. */
       snprintf(busid, sizeof busid, "%.19s", pci.busId);
+      for (char *c = busid; *c; c++) *c = (char)tolower((unsigned char)*c);
+    }
     int type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
     if (n->DeviceGetNvLinkRemoteDeviceType) n->DeviceGetNvLinkRemoteDeviceType(dev, l, &type);
     p2pk_nvl_peer peer = P2PK_NVL_UNKNOWN;
@@ -60,20 +74,19 @@ static void read_nvlinks(const p2pk_nvml_api *n, struct p2pkit_topo *t, int gi, 
     else if (type == NVML_NVLINK_DEVICE_TYPE_SWITCH) peer = P2PK_NVL_SWITCH;
     else if (type == NVML_NVLINK_DEVICE_TYPE_IBMNPU) peer = P2PK_NVL_CPU;
     else if (type == NVML_NVLINK_DEVICE_TYPE_GPU) peer = P2PK_NVL_GPU;
-    add_link(g, peer, busid, (int)v);
+    add_link(g, peer, busid, nvlink_major(v));
   }
   g->nvlinks_present = present;
   g->nvlinks_active = active;
-  g->nvlink_gbps = 0;
-  if (n->DeviceGetFieldValues && active) {
+  g->nvlink_gbps = nvlink_major_gbps(nvlink_major(version));
+  if (g->nvlink_gbps == 0 && n->DeviceGetFieldValues && active) {
     nvmlFieldValue_t fv;
     memset(&fv, 0, sizeof fv);
     fv.fieldId = NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON;
     if (n->DeviceGetFieldValues(dev, 1, &fv) == NVML_SUCCESS && fv.nvmlReturn == NVML_SUCCESS &&
         fv.value.uiVal > 0)
-      g->nvlink_gbps = fv.value.uiVal / 1000.0; /* NVML's "MBps" is 10^6 bytes/s */
+      g->nvlink_gbps = fv.value.uiVal / 2000.0; /* both directions, 10^6 B/s */
   }
-  if (g->nvlink_gbps == 0 && active) g->nvlink_gbps = nvlink_version_gbps(version);
 }
 
 p2pkit_status_t p2pk_topo_add_nvml(struct p2pkit_topo *t) {
