@@ -45,7 +45,10 @@ if has build; then
 fi
 if has topo; then
   run_stage topo 60 bash -c "$BUILD/p2pkit topo --save $LOG/h200x2.p2pkit --dump-nccl $LOG/h200x2.p2pkit-nccl.xml \
-    && $BUILD/p2pkit topo --json > $LOG/topo.json && P2PKIT_DEBUG=INFO $BUILD/p2pkit topo -m"
+    --save-hwloc $LOG/h200x2.hwloc.xml > $LOG/topo.txt && $BUILD/p2pkit topo -m > $LOG/topo-m.txt \
+    && $BUILD/p2pkit topo --json > $LOG/topo.json && $BUILD/p2pkit topo --from $LOG/h200x2.p2pkit -m > $LOG/topo-from-m.txt \
+    && cmp $LOG/topo-m.txt $LOG/topo-from-m.txt && echo 'recorded file prints the same matrix' \
+    && P2PKIT_DEBUG=INFO $BUILD/p2pkit topo"
 fi
 if has tests; then
   run_stage tests "${TEST_SECS:-420}" ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 300

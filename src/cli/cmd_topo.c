@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "topo/topo.h"
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -17,15 +18,17 @@ static void usage(FILE *out) {
           "                      (NCCL_TOPO_DUMP_FILE); works without a GPU\n"
           "      --save FILE     record this machine to FILE (p2pkit format)\n"
           "      --dump-nccl FILE  write NCCL's topology XML, for NCCL_TOPO_FILE\n"
+          "      --save-hwloc FILE write this machine's hwloc XML (as lstopo --of xml)\n"
           "  -h, --help          this text\n");
 }
 
 int cmd_topo(int argc, char **argv) {
-  const char *from = NULL, *save = NULL, *dump = NULL;
+  const char *from = NULL, *save = NULL, *dump = NULL, *save_hwloc = NULL;
   int flags = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    int needs = strcmp(a, "--from") == 0 || strcmp(a, "--save") == 0 || strcmp(a, "--dump-nccl") == 0;
+    int needs = strcmp(a, "--from") == 0 || strcmp(a, "--save") == 0 || strcmp(a, "--dump-nccl") == 0 ||
+                strcmp(a, "--save-hwloc") == 0;
     if (needs && i + 1 >= argc) {
       cli_error("topo", "%s needs a file name", a);
       return CLI_EXIT_USAGE;
@@ -40,6 +43,7 @@ int cmd_topo(int argc, char **argv) {
     else if (strcmp(a, "--from") == 0) from = argv[++i];
     else if (strcmp(a, "--save") == 0) save = argv[++i];
     else if (strcmp(a, "--dump-nccl") == 0) dump = argv[++i];
+    else if (strcmp(a, "--save-hwloc") == 0) save_hwloc = argv[++i];
     else {
       cli_error("topo", "unknown option '%s'", a);
       usage(stderr);
@@ -47,6 +51,10 @@ int cmd_topo(int argc, char **argv) {
     }
   }
   if (!(flags & ~P2PKIT_PRINT_JSON)) flags |= P2PKIT_PRINT_ALL;
+  if (save_hwloc && p2pk_topo_export_hwloc_xml(save_hwloc) != P2PKIT_SUCCESS) {
+    cli_error("topo", "%s", p2pkit_last_error());
+    return CLI_EXIT_FAIL;
+  }
   p2pkit_topo_t topo;
   int rc = cli_get_topo("topo", from, &topo);
   if (rc != CLI_EXIT_OK) return rc;

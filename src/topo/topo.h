@@ -160,6 +160,9 @@ struct hwloc_topology;
 p2pkit_status_t p2pk_topo_from_hwloc(struct p2pkit_topo *t, struct hwloc_topology *h);
 /* Live machine. */
 p2pkit_status_t p2pk_topo_load_hwloc_live(struct p2pkit_topo *t);
+/* Write this machine's hwloc topology (with PCI devices) as hwloc XML, the
+ * same as `lstopo --of xml` where lstopo is not installed. */
+p2pkit_status_t p2pk_topo_export_hwloc_xml(const char *path);
 /* topo_nvml.c: NVLink groups, PCIe link state, NVML P2P status. */
 p2pkit_status_t p2pk_topo_add_nvml(struct p2pkit_topo *t);
 /* topo_file.c: p2pkit's own line-based format (versioned). */

@@ -211,3 +211,15 @@ p2pkit_status_t p2pk_topo_load_hwloc_live(struct p2pkit_topo *t) {
   hwloc_topology_destroy(h);
   return st;
 }
+
+p2pkit_status_t p2pk_topo_export_hwloc_xml(const char *path) {
+  hwloc_topology_t h = NULL;
+  P2PK_CHECK(hwloc_open(&h));
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  if (hwloc_topology_load(h) != 0)
+    st = p2pk_fail(P2PKIT_ERR_SYSTEM, "hwloc could not read this machine's topology");
+  else if (hwloc_topology_export_xml(h, path, 0) != 0)
+    st = p2pk_fail(P2PKIT_ERR_IO, "cannot write hwloc XML to %s", path);
+  hwloc_topology_destroy(h);
+  return st;
+}
