@@ -258,6 +258,31 @@ P2PKIT_API p2pkit_status_t p2pkit_all_reduce(const void *sendbuf, void *recvbuf,
                                              p2pkit_dtype_t dtype, p2pkit_redop_t op,
                                              p2pkit_comm_t comm, p2pkit_stream_t stream);
 
+/* The other collectives (NCCL's semantics; counts are per rank's share as in
+ * NCCL: all_gather's recvbuf holds nranks * count, reduce_scatter's sendbuf
+ * nranks * count, all_to_all's buffers nranks * count each). */
+P2PKIT_API p2pkit_status_t p2pkit_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                            p2pkit_dtype_t dtype, int root, p2pkit_comm_t comm,
+                                            p2pkit_stream_t stream);
+P2PKIT_API p2pkit_status_t p2pkit_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                         p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
+                                         p2pkit_comm_t comm, p2pkit_stream_t stream);
+P2PKIT_API p2pkit_status_t p2pkit_all_gather(const void *sendbuf, void *recvbuf, size_t count,
+                                             p2pkit_dtype_t dtype, p2pkit_comm_t comm,
+                                             p2pkit_stream_t stream);
+P2PKIT_API p2pkit_status_t p2pkit_reduce_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                                                 p2pkit_dtype_t dtype, p2pkit_redop_t op,
+                                                 p2pkit_comm_t comm, p2pkit_stream_t stream);
+P2PKIT_API p2pkit_status_t p2pkit_all_to_all(const void *sendbuf, void *recvbuf, size_t count,
+                                             p2pkit_dtype_t dtype, p2pkit_comm_t comm,
+                                             p2pkit_stream_t stream);
+/* Point to point; a rank that sends and receives at once brackets both with
+ * p2pkit_group_start/end. */
+P2PKIT_API p2pkit_status_t p2pkit_send(const void *sendbuf, size_t count, p2pkit_dtype_t dtype,
+                                       int peer, p2pkit_comm_t comm, p2pkit_stream_t stream);
+P2PKIT_API p2pkit_status_t p2pkit_recv(void *recvbuf, size_t count, p2pkit_dtype_t dtype,
+                                       int peer, p2pkit_comm_t comm, p2pkit_stream_t stream);
+
 #ifdef __cplusplus
 }
 #endif
