@@ -257,6 +257,11 @@ P2PKIT_API p2pkit_status_t p2pkit_group_end(void);
 P2PKIT_API p2pkit_status_t p2pkit_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
                                              p2pkit_dtype_t dtype, p2pkit_redop_t op,
                                              p2pkit_comm_t comm, p2pkit_stream_t stream);
+/* The error a collective left on the device (a peer timed out or died, or
+ * called with other arguments); *status_p is P2PKIT_SUCCESS while there is
+ * none. Once set, every later call on the communicator returns it. */
+P2PKIT_API p2pkit_status_t p2pkit_comm_get_async_error(p2pkit_comm_t comm,
+                                                       p2pkit_status_t *status_p);
 
 /* The other collectives (NCCL's semantics; counts are per rank's share as in
  * NCCL: all_gather's recvbuf holds nranks * count, reduce_scatter's sendbuf

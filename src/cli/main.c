@@ -13,6 +13,9 @@ typedef struct {
 static const command commands[] = {
     {"topo", cmd_topo, "how each GPU pair is joined and whether P2P works (nvidia-smi topo -m)"},
     {"env", cmd_env, "list p2pkit's settings, their values and where each came from"},
+    {"bench", cmd_bench, "measure copies between GPUs: every method and pair, verified"},
+    {"perf", cmd_perf, "time a collective like nccl-tests, checked, optionally against NCCL"},
+    {"doctor", cmd_doctor, "is data moving between the GPUs as fast as it can, and if not, why"},
 };
 
 static void usage(FILE *out) {

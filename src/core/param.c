@@ -26,9 +26,16 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_STAGE_DEPTH", "4", "chunks in flight in the host-staged pipeline (2 or more)"},
     {"P2PKIT_SM_COPY_MAX", "0",
      "copies up to this size use an SM kernel instead of the copy engine (0: auto)"},
+    {"P2PKIT_SM_COPY_CONFIG", "", "SM copy kernel, e.g. kind=chunk,hint=cs,bps=2,threads=512,unroll=4 or kind=tma,bps=1,tile=16K,stages=4 (empty: built-in default)"},
     {"P2PKIT_TIMEOUT", "60", "seconds to wait for a peer rank before failing"},
     {"P2PKIT_ALGO", "", "force the all-reduce algorithm: oneshot, twoshot or staged"},
     {"P2PKIT_BUFFER_SIZE", "64M", "per-rank registered buffer for collectives"},
+    {"P2PKIT_JOB_SECRET", "", "rendezvous secret every rank must present (else TORCHELASTIC_RUN_ID)"},
+    {"P2PKIT_ALGO_TABLE", "", "all-reduce algorithm table file (as `p2pkit perf` writes it)"},
+    {"P2PKIT_PROTO", "", "force the all-reduce protocol: ll or simple"},
+    {"P2PKIT_COLL_BLOCKS", "0", "all-reduce grid size (0: from the algorithm table)"},
+    {"P2PKIT_COLL_THREADS", "0", "all-reduce threads per block (0: from the algorithm table)"},
+    {"P2PKIT_COLL_CHUNK", "0", "all-reduce bytes per mailbox use (0: from the algorithm table)"},
 };
 
 #define NPARAMS (sizeof params / sizeof params[0])

@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "topo/topo.h"
+#include "topo/xml.h"
 
 typedef struct {
   hwloc_obj_t obj;
@@ -173,6 +174,7 @@ static p2pkit_status_t hwloc_open(hwloc_topology_t *h_p) {
 
 p2pkit_status_t p2pk_topo_read_hwloc_xml(const char *name, const char *text, size_t len,
                                          struct p2pkit_topo **t_p) {
+  P2PK_CHECK(p2pk_xml_check_hwloc(name, text, len)); /* hwloc aborts on some bad files */
   hwloc_topology_t h = NULL;
   P2PK_CHECK(hwloc_open(&h));
   /* hwloc wants the terminating NUL counted in the length. */

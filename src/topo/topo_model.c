@@ -202,11 +202,13 @@ p2pkit_link_t p2pk_classify_pcie(const struct p2pkit_topo *t, int a, int b) {
   }
   if (lca >= 0) return P2PKIT_LINK_PHB;
   /* Different host bridges (or none known). */
-  if (!(t->known & P2PK_KNOW_HOSTBRIDGES)) return P2PKIT_LINK_UNKNOWN;
   int na = p2pk_pci_numa(t, pa), nb = p2pk_pci_numa(t, pb);
   if (host_bridge_of(t, pa) < 0 || host_bridge_of(t, pb) < 0) return P2PKIT_LINK_UNKNOWN;
   if (na < 0 || nb < 0) return P2PKIT_LINK_UNKNOWN;
-  return na == nb ? P2PKIT_LINK_NODE : P2PKIT_LINK_SYS;
+  /* Different NUMA nodes mean SYS even when the source does not separate
+   * host bridges (NCCL dumps); NODE needs the bridges to be real. */
+  if (na != nb) return P2PKIT_LINK_SYS;
+  return (t->known & P2PK_KNOW_HOSTBRIDGES) ? P2PKIT_LINK_NODE : P2PKIT_LINK_UNKNOWN;
 }
 
 static int switch_links(const p2pk_gpu *g) {

@@ -17,8 +17,8 @@ typedef struct {
   int nodes;
 } cursor;
 
-__attribute__((format(printf, 2, 3))) static p2pkit_status_t xml_error(const cursor *c,
-                                                                      const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static p2pkit_status_t xml_error(const cursor *c, const char *fmt,
+                                                                       ...) {
   char what[256];
   va_list ap;
   va_start(ap, fmt);
@@ -91,9 +91,9 @@ static p2pkit_status_t skip_decl(cursor *c) {
 
 static p2pkit_status_t read_name(cursor *c, char **out) {
   const char *s = c->p;
-  if (at_end(c) || !name_start((unsigned char)*c->p))
-    return xml_error(c, "expected a name, found %s",
-                     at_end(c) ? "the end of the file" : "another character");
+  if (at_end(c)) return xml_error(c, "expected a name, found the end of the file");
+  if (!name_start((unsigned char)*c->p))
+    return xml_error(c, "expected a name, found '%c'", *c->p > ' ' && *c->p < 0x7f ? *c->p : '?');
   while (!at_end(c) && name_char((unsigned char)*c->p)) advance(c, 1);
   size_t n = (size_t)(c->p - s);
   if (n > P2PK_XML_MAX_NAME) return xml_error(c, "name longer than %d characters", P2PK_XML_MAX_NAME);
@@ -136,9 +136,10 @@ static int char_ref(const char *s, size_t n, unsigned long *cp) {
   if (i >= n || n - i > 7) return -1;
   for (; i < n; i++) {
     char ch = s[i];
-    int d = ch >= '0' && ch <= '9' ? ch - '0'
+    int d = ch >= '0' && ch <= '9'          ? ch - '0'
             : hex && ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-            : hex && ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+            : hex && ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                            : -1;
     if (d < 0) return -1;
     v = v * (hex ? 16 : 10) + (unsigned long)d;
   }
@@ -236,7 +237,8 @@ static p2pkit_status_t read_attrs(cursor *c, p2pk_xml_node *n, int *closed) {
   for (;;) {
     int had_space = !at_end(c) && is_space(*c->p);
     skip_space(c);
-    if (at_end(c)) return xml_error(c, "<%s> is cut off (expected '>')", n->name);
+    if (at_end(c) || (*c->p == '/' && c->p + 1 == c->end))
+      return xml_error(c, "<%s> is cut off (expected '>')", n->name);
     if (*c->p == '>' || starts(c, "/>")) {
       *closed = *c->p == '/';
       advance(c, *closed ? 2 : 1);
@@ -268,18 +270,18 @@ static p2pkit_status_t read_attrs(cursor *c, p2pk_xml_node *n, int *closed) {
 static void link_child(p2pk_xml_node *parent, p2pk_xml_node *n) {
   n->parent = parent;
   if (!parent) return;
-  if (parent->last_child) parent->last_child->next = n;
-  else parent->first_child = n;
+  if (parent->last_child)
+    parent->last_child->next = n;
+  else
+    parent->first_child = n;
   parent->last_child = n;
 }
 
 /* A start tag at c->p ('<' name ...). The new node is linked under `parent`
  * (or returned as the root) before its attributes are read, so one free of
  * the root releases it on every error path. */
-static p2pkit_status_t start_tag(cursor *c, p2pk_xml_node *parent, p2pk_xml_node **node_p,
-                                 int *closed) {
-  if (++c->nodes > P2PK_XML_MAX_NODES)
-    return xml_error(c, "more than %d elements", P2PK_XML_MAX_NODES);
+static p2pkit_status_t start_tag(cursor *c, p2pk_xml_node *parent, p2pk_xml_node **node_p, int *closed) {
+  if (++c->nodes > P2PK_XML_MAX_NODES) return xml_error(c, "more than %d elements", P2PK_XML_MAX_NODES);
   int line = c->line;
   advance(c, 1);
   char *name = NULL;
@@ -302,11 +304,14 @@ static p2pkit_status_t end_tag(cursor *c, const p2pk_xml_node *open) {
   P2PK_CHECK(read_name(c, &name));
   skip_space(c);
   p2pkit_status_t st = P2PKIT_SUCCESS;
-  if (!open) st = xml_error(c, "</%s> closes nothing", name);
+  if (!open)
+    st = xml_error(c, "</%s> closes nothing", name);
   else if (strcmp(name, open->name) != 0)
     st = xml_error(c, "expected </%s> (opened at line %d), found </%s>", open->name, open->line, name);
-  else if (at_end(c) || *c->p != '>') st = xml_error(c, "expected '>' to end </%s>", name);
-  else advance(c, 1);
+  else if (at_end(c) || *c->p != '>')
+    st = xml_error(c, "expected '>' to end </%s>", name);
+  else
+    advance(c, 1);
   free(name);
   return st;
 }
@@ -351,10 +356,7 @@ static p2pkit_status_t markup(cursor *c, tree_state *s) {
   int closed = 0;
   p2pkit_status_t st = start_tag(c, s->open, &n, &closed);
   if (n && !s->root) s->root = n;
-  if (st != P2PKIT_SUCCESS) {
-    if (n && n->parent == NULL && n != s->root) p2pk_xml_free(n);
-    return st;
-  }
+  if (st != P2PKIT_SUCCESS) return st;
   if (closed) {
     s->done = s->open == NULL;
   } else {
@@ -364,9 +366,9 @@ static p2pkit_status_t markup(cursor *c, tree_state *s) {
   return P2PKIT_SUCCESS;
 }
 
-p2pkit_status_t p2pk_xml_parse(const char *name, const char *text, size_t len,
-                               p2pk_xml_node **root_p) {
+p2pkit_status_t p2pk_xml_parse(const char *name, const char *text, size_t len, p2pk_xml_node **root_p) {
   cursor c = {name ? name : "(xml)", text, text + len, 1, 0};
+  if (starts(&c, "\xef\xbb\xbf")) advance(&c, 3); /* a UTF-8 byte order mark */
   tree_state s = {0};
   p2pkit_status_t st = P2PKIT_SUCCESS;
   for (;;) {
@@ -405,4 +407,65 @@ const char *p2pk_xml_attr_get(const p2pk_xml_node *n, const char *name) {
   for (int i = 0; i < n->nattrs; i++)
     if (strcmp(n->attrs[i].name, name) == 0) return n->attrs[i].value;
   return NULL;
+}
+
+/* --- hwloc XML pre-check ------------------------------------------------------ */
+
+static int ends_with(const char *s, const char *tail) {
+  size_t n = strlen(s), m = strlen(tail);
+  return n >= m && strcmp(s + n - m, tail) == 0;
+}
+
+/* "0xf...f" (only first), then "0x" and 1-16 hex digits, comma separated. */
+static int hwloc_bitmap_ok(const char *v) {
+  if (strncmp(v, "0xf...f", 7) == 0) {
+    v += 7;
+    if (!*v) return 1;
+    if (*v++ != ',') return 0;
+  }
+  for (;;) {
+    if (v[0] != '0' || (v[1] != 'x' && v[1] != 'X')) return 0;
+    v += 2;
+    size_t n = strspn(v, "0123456789abcdefABCDEF");
+    if (n < 1 || n > 16) return 0;
+    v += n;
+    if (!*v) return 1;
+    if (*v++ != ',') return 0;
+  }
+}
+
+static p2pkit_status_t check_bitmaps(const char *name, const p2pk_xml_node *n) {
+  for (; n; n = n->next) {
+    for (int i = 0; i < n->nattrs; i++) {
+      const p2pk_xml_attr *a = &n->attrs[i];
+      if ((ends_with(a->name, "cpuset") || ends_with(a->name, "nodeset")) && !hwloc_bitmap_ok(a->value))
+        return p2pk_fail(P2PKIT_ERR_PARSE,
+                         "%s:%d: <%s %s=\"%.40s\">: expected an hwloc bitmap like 0x0000ffff", name, n->line,
+                         n->name, a->name, a->value);
+    }
+    /* hwloc's exporter writes both sets of a pair; its importer crashes
+     * (hwloc_bitmap_compare_first) when the complete one is missing. */
+    if (strcmp(n->name, "object") == 0)
+      for (int k = 0; k < 2; k++) {
+        const char *set = k ? "nodeset" : "cpuset", *full = k ? "complete_nodeset" : "complete_cpuset";
+        if (p2pk_xml_attr_get(n, set) && !p2pk_xml_attr_get(n, full))
+          return p2pk_fail(P2PKIT_ERR_PARSE, "%s:%d: <object %s=...>: expected %s as well", name, n->line,
+                           set, full);
+      }
+    P2PK_CHECK(check_bitmaps(name, n->first_child));
+  }
+  return P2PKIT_SUCCESS;
+}
+
+p2pkit_status_t p2pk_xml_check_hwloc(const char *name, const char *text, size_t len) {
+  p2pk_xml_node *root = NULL;
+  P2PK_CHECK(p2pk_xml_parse(name, text, len, &root));
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  if (strcmp(root->name, "topology") != 0)
+    st = p2pk_fail(P2PKIT_ERR_PARSE, "%s:%d: expected <topology> as the root element, found <%s>",
+                   name ? name : "(xml)", root->line, root->name);
+  else
+    st = check_bitmaps(name ? name : "(xml)", root);
+  p2pk_xml_free(root);
+  return st;
 }

@@ -31,10 +31,15 @@ typedef struct p2pk_xml_node {
 
 /* Parse `len` bytes into a tree with exactly one root element.
  * P2PKIT_ERR_PARSE "name:line: ..." on malformed input. */
-p2pkit_status_t p2pk_xml_parse(const char *name, const char *text, size_t len,
-                               p2pk_xml_node **root_p);
+p2pkit_status_t p2pk_xml_parse(const char *name, const char *text, size_t len, p2pk_xml_node **root_p);
 void p2pk_xml_free(p2pk_xml_node *root);
 /* Value of an attribute, NULL when absent. */
 const char *p2pk_xml_attr_get(const p2pk_xml_node *n, const char *name);
+
+/* hwloc XML, checked before it reaches hwloc: well-formed, and every
+ * *cpuset / *nodeset attribute spelled as hwloc writes bitmaps ("0x0000000f",
+ * "0xf...f,0x00000003"). hwloc 2.x aborts on some malformed bitmaps
+ * (an assert in hwloc_bitmap_sscanf), so this turns a crash into an error. */
+p2pkit_status_t p2pk_xml_check_hwloc(const char *name, const char *text, size_t len);
 
 #endif

@@ -1,0 +1,443 @@
+/* `p2pkit bench` arguments: parsed and checked without a GPU; the ids are
+ * checked against the machine afterwards (p2pk_bench_validate). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "core/param.h"
+
+static const char *const method_names[P2PK_BM_COUNT] = {
+    "memcpy-peer", "staged-serial", "staged", "driver", "p2p-ce", "p2p-sm-push", "p2p-sm-pull"};
+static const char *const mode_names[P2PK_MODE_COUNT] = {"oneway", "both", "all"};
+static const char *const lat_names[P2PK_LAT_COUNT] = {"memcpy-peer", "p2p-ce", "p2p-sm-push",
+                                                      "staged", "sm-flag"};
+
+const char *p2pk_bench_method_name(int m) {
+  return m >= 0 && m < P2PK_BM_COUNT ? method_names[m] : "?";
+}
+const char *p2pk_bench_mode_name(int m) { return m >= 0 && m < P2PK_MODE_COUNT ? mode_names[m] : "?"; }
+const char *p2pk_bench_lat_name(int k) { return k >= 0 && k < P2PK_LAT_COUNT ? lat_names[k] : "?"; }
+
+int p2pk_bench_method_parse(const char *s, size_t len) {
+  static const struct {
+    const char *name;
+    int m;
+  } alias[] = {
+      {"memcpy-peer", P2PK_BM_MEMCPY_PEER}, {"anchor", P2PK_BM_MEMCPY_PEER},
+      {"staged-serial", P2PK_BM_STAGED_SERIAL}, {"serial", P2PK_BM_STAGED_SERIAL},
+      {"staged", P2PK_BM_STAGED}, {"staged-pipelined", P2PK_BM_STAGED},
+      {"pipelined", P2PK_BM_STAGED}, {"driver", P2PK_BM_DRIVER}, {"fallback", P2PK_BM_DRIVER},
+      {"p2p-ce", P2PK_BM_CE}, {"ce", P2PK_BM_CE}, {"p2p-sm-push", P2PK_BM_SM_PUSH},
+      {"sm-push", P2PK_BM_SM_PUSH}, {"push", P2PK_BM_SM_PUSH}, {"p2p-sm-pull", P2PK_BM_SM_PULL},
+      {"sm-pull", P2PK_BM_SM_PULL}, {"pull", P2PK_BM_SM_PULL},
+  };
+  for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+    if (strlen(alias[i].name) == len && strncmp(alias[i].name, s, len) == 0) return alias[i].m;
+  return -1;
+}
+
+p2pkit_path_t p2pk_bench_method_path(int m) {
+  switch (m) {
+    case P2PK_BM_STAGED_SERIAL: return P2PKIT_PATH_STAGED_SERIAL;
+    case P2PK_BM_STAGED: return P2PKIT_PATH_STAGED;
+    case P2PK_BM_DRIVER: return P2PKIT_PATH_DRIVER;
+    case P2PK_BM_CE: return P2PKIT_PATH_P2P_CE;
+    case P2PK_BM_SM_PUSH: return P2PKIT_PATH_P2P_SM_PUSH;
+    case P2PK_BM_SM_PULL: return P2PKIT_PATH_P2P_SM_PULL;
+    default: return P2PKIT_PATH_AUTO;
+  }
+}
+
+int p2pk_bench_method_p2p(int m) {
+  return m == P2PK_BM_MEMCPY_PEER || m == P2PK_BM_CE || m == P2PK_BM_SM_PUSH ||
+         m == P2PK_BM_SM_PULL;
+}
+
+void p2pk_bench_fmt_size(size_t b, char *out, size_t len) {
+  static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double v = (double)b;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    u++;
+  }
+  if (v == (double)(long long)v) snprintf(out, len, "%lld %s", (long long)v, unit[u]);
+  else snprintf(out, len, "%.1f %s", v, unit[u]);
+}
+
+void p2pk_bench_usage(FILE *out) {
+  fprintf(out,
+          "usage: p2pkit bench [options]\n\n"
+          "Measure copies between GPUs: every method, every pair, verified, with the\n"
+          "cudaMemcpyPeerAsync anchor measured in the same run.\n\n"
+          "  --methods LIST      memcpy-peer, staged-serial, staged, driver, p2p-ce,\n"
+          "                      p2p-sm-push, p2p-sm-pull (also: serial, ce, push, pull) or all\n"
+          "                      (default: all)\n"
+          "  --mode LIST         oneway, both (each pair both ways at once), all (every pair at\n"
+          "                      once); default oneway\n"
+          "  --gpus LIST         GPUs to use, e.g. 0,1,3 (default: all)\n"
+          "  --pairs LIST        ordered pairs SRC:DST, e.g. 0:1,1:0 (default: every ordered\n"
+          "                      pair of --gpus)\n"
+          "  -b, --minbytes SIZE first size (K, M, G suffixes; default 256M)\n"
+          "  -e, --maxbytes SIZE last size (default: -b)\n"
+          "  -f, --stepfactor N  multiply the size by N (default 2 when -e > -b)\n"
+          "  -i, --stepbytes SIZE  add SIZE instead\n"
+          "  -n, --iters N       timed runs per measurement (default 20)\n"
+          "  -w, --warmup N      untimed runs first (default 5)\n"
+          "      --seed N        data pattern seed\n"
+          "      --latency       small-transfer latency: back-to-back copies (cudaMemcpyPeerAsync,\n"
+          "                      p2pkit CE, SM, staged) and an SM write of data + flag (ping-pong)\n"
+          "      --lat-bytes SIZE  latency transfer size (default 8)\n"
+          "      --lat-iters N   round trips per ping-pong, copies per back-to-back sample\n"
+          "                      (default 1000)\n"
+          "      --sm-config TEXT  SM kernel for p2p-sm-push/pull (as P2PKIT_SM_COPY_CONFIG)\n"
+          "      --sm-sweep      time SM kernel configurations (push and pull) at -b\n"
+          "      --stage-sweep   time the staged pipeline's chunk, depth and ramp at -b\n"
+          "      --no-anchor     skip the cudaMemcpyPeerAsync anchor\n"
+          "      --no-gate       start timing without holding the stream until all is queued\n"
+          "      --json[=FILE]   JSON (to stdout, or to FILE besides the table)\n"
+          "      --csv[=FILE]    CSV  (to stdout, or to FILE besides the table)\n"
+          "      --plot FILE.svg bandwidth against size per method, and pair heat maps\n"
+          "      --from FILE     plan against a recorded machine (with --dry-run)\n"
+          "      --dry-run       print the plan (pairs, links, expected rates, paths) only\n"
+          "  -q, --quiet         no table\n"
+          "  -h, --help          this text\n\n"
+          "GB/s = 10^9 bytes/s; time per run from CUDA events; median of -n runs with\n"
+          "min, max and coefficient of variation. Settings: P2PKIT_P2P_DISABLE,\n"
+          "P2PKIT_P2P_LEVEL, P2PKIT_STAGE_CHUNK, P2PKIT_STAGE_DEPTH, P2PKIT_SM_COPY_CONFIG.\n");
+}
+
+void p2pk_bench_opts_init(p2pk_bench_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->modes = 1u << P2PK_MODE_ONEWAY;
+  o->min_bytes = 256u << 20;
+  o->iters = 20;
+  o->warmup = 5;
+  o->seed = 0x5eed;
+  o->lat_bytes = 8;
+  o->lat_iters = 1000;
+  o->anchor = 1;
+  o->gate = 1;
+  p2pk_sm_config_default(&o->sm);
+}
+
+void p2pk_bench_opts_free(p2pk_bench_opts *o) {
+  free(o->pairs);
+  o->pairs = NULL;
+  o->npairs = 0;
+}
+
+static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, len, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+static int parse_size(const char *opt, const char *v, size_t *out, char *err, size_t len) {
+  if (v[0] == '-')
+    return fail(err, len, "%s %s: a size cannot be negative", opt, v);
+  if (p2pk_parse_size(v, out) != 0)
+    return fail(err, len, "%s '%s' is not a size (a number of bytes, optionally with K, M or G)",
+                opt, v);
+  if (*out == 0) return fail(err, len, "%s 0: a size must be at least 1 byte", opt);
+  return 0;
+}
+
+static int parse_long(const char *opt, const char *v, long lo, long hi, long *out, char *err,
+                      size_t len) {
+  char *end = NULL;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (!v[0] || *end || errno) return fail(err, len, "%s '%s' is not a whole number", opt, v);
+  if (x < lo || x > hi) return fail(err, len, "%s %ld is out of range (%ld to %ld)", opt, x, lo, hi);
+  *out = x;
+  return 0;
+}
+
+static int parse_methods(const char *v, unsigned *out, char *err, size_t len) {
+  unsigned m = 0;
+  const char *p = v;
+  if (!*p) return fail(err, len, "--methods: empty list");
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    if (n == 3 && strncmp(p, "all", 3) == 0) {
+      m |= (1u << P2PK_BM_COUNT) - 1;
+    } else {
+      int x = p2pk_bench_method_parse(p, n);
+      if (x < 0)
+        return fail(err, len,
+                    "unknown method '%.*s' (expected memcpy-peer, staged-serial, staged, driver, "
+                    "p2p-ce, p2p-sm-push, p2p-sm-pull or all)",
+                    (int)n, p);
+      if (m & (1u << x)) return fail(err, len, "method '%.*s' is listed twice", (int)n, p);
+      m |= 1u << x;
+    }
+    p += n;
+    if (*p == ',') p++;
+  }
+  *out = m;
+  return 0;
+}
+
+static int parse_modes(const char *v, unsigned *out, char *err, size_t len) {
+  unsigned m = 0;
+  const char *p = v;
+  if (!*p) return fail(err, len, "--mode: empty list");
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    int x = -1;
+    for (int i = 0; i < P2PK_MODE_COUNT; i++)
+      if (strlen(mode_names[i]) == n && strncmp(mode_names[i], p, n) == 0) x = i;
+    if (n == 7 && strncmp(p, "one-way", 7) == 0) x = P2PK_MODE_ONEWAY;
+    if (n == 4 && strncmp(p, "bidi", 4) == 0) x = P2PK_MODE_BOTH;
+    if (x < 0) return fail(err, len, "unknown mode '%.*s' (expected oneway, both or all)", (int)n, p);
+    m |= 1u << x;
+    p += n;
+    if (*p == ',') p++;
+  }
+  *out = m;
+  return 0;
+}
+
+static int isdigit_c(char c) { return c >= '0' && c <= '9'; }
+
+static int parse_id(const char **p, long *out) {
+  char *end;
+  errno = 0;
+  if (!isdigit_c(**p)) return -1;
+  long v = strtol(*p, &end, 10);
+  if (errno || v < 0 || v >= P2PK_MAX_GPUS * 1000L) return -1;
+  *out = v;
+  *p = end;
+  return 0;
+}
+
+static int parse_gpus(const char *v, p2pk_bench_opts *o, char *err, size_t len) {
+  const char *p = v;
+  o->ngpus = 0;
+  if (!*p) return fail(err, len, "--gpus: empty list");
+  while (*p) {
+    long id;
+    const char *start = p;
+    if (parse_id(&p, &id) != 0 || (*p && *p != ','))
+      return fail(err, len, "--gpus '%s': '%.*s' is not a GPU index", v, (int)strcspn(start, ","),
+                  start);
+    for (int i = 0; i < o->ngpus; i++)
+      if (o->gpus[i] == id) return fail(err, len, "GPU %ld is listed twice in '%s'", id, v);
+    if (o->ngpus >= P2PK_MAX_GPUS) return fail(err, len, "--gpus: more than %d GPUs", P2PK_MAX_GPUS);
+    o->gpus[o->ngpus++] = (int)id;
+    if (*p == ',') p++;
+  }
+  return 0;
+}
+
+static int parse_pairs(const char *v, p2pk_bench_opts *o, char *err, size_t len) {
+  const char *p = v;
+  if (!*p) return fail(err, len, "--pairs: empty list");
+  free(o->pairs);
+  o->pairs = NULL;
+  o->npairs = 0;
+  int cap = 0;
+  while (*p) {
+    const char *start = p;
+    long a, b;
+    if (parse_id(&p, &a) != 0 || *p != ':' || (p++, parse_id(&p, &b) != 0) || (*p && *p != ','))
+      return fail(err, len, "--pairs: '%.*s' is not SRC:DST (e.g. 0:1)", (int)strcspn(start, ","),
+                  start);
+    if (a == b) return fail(err, len, "--pairs: %ld:%ld copies a GPU to itself", a, b);
+    for (int i = 0; i < o->npairs; i++)
+      if (o->pairs[i][0] == a && o->pairs[i][1] == b)
+        return fail(err, len, "pair %ld:%ld is given twice", a, b);
+    if (o->npairs >= P2PK_BENCH_MAX_PAIRS)
+      return fail(err, len, "--pairs: more than %d pairs", P2PK_BENCH_MAX_PAIRS);
+    if (o->npairs == cap) {
+      cap = cap ? cap * 2 : 16;
+      int(*np)[2] = realloc(o->pairs, (size_t)cap * sizeof *np);
+      if (!np) return fail(err, len, "out of memory");
+      o->pairs = np;
+    }
+    o->pairs[o->npairs][0] = (int)a;
+    o->pairs[o->npairs][1] = (int)b;
+    o->npairs++;
+    if (*p == ',') p++;
+  }
+  return 0;
+}
+
+/* --json / --json=FILE */
+static int output_opt(const char *a, const char *name, int *mode, char *path, size_t pathlen,
+                      char *err, size_t len) {
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) != 0) return 0;
+  if (a[n] == '\0') {
+    *mode = 1;
+    return 1;
+  }
+  if (a[n] != '=') return 0;
+  if (!a[n + 1]) {
+    fail(err, len, "%s= needs a file name", name);
+    return -1;
+  }
+  if (strlen(a + n + 1) >= pathlen) {
+    fail(err, len, "%s: file name too long", name);
+    return -1;
+  }
+  snprintf(path, pathlen, "%s", a + n + 1);
+  *mode = 2;
+  return 1;
+}
+
+static int make_sizes(p2pk_bench_opts *o, int have_e, int have_f, int have_i, char *err,
+                      size_t len) {
+  if (!have_e) o->max_bytes = o->min_bytes;
+  if (o->max_bytes < o->min_bytes)
+    return fail(err, len, "-e %zu is smaller than -b %zu", o->max_bytes, o->min_bytes);
+  if (have_f && have_i) return fail(err, len, "-f and -i cannot both be given");
+  if (!have_f && !have_i) o->factor = 2;
+  o->nsizes = 0;
+  for (size_t s = o->min_bytes; s <= o->max_bytes;) {
+    if (o->nsizes >= P2PK_BENCH_MAX_SIZES)
+      return fail(err, len, "more than %d sizes from -b %zu to -e %zu; use a larger step",
+                  P2PK_BENCH_MAX_SIZES, o->min_bytes, o->max_bytes);
+    o->sizes[o->nsizes++] = s;
+    size_t next = have_i ? s + o->step_bytes : s * (size_t)o->factor;
+    if (next <= s) break; /* overflow */
+    s = next;
+  }
+  return 0;
+}
+
+int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_t len) {
+  int have_e = 0, have_f = 0, have_i = 0, rc;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return 1;
+    if ((rc = output_opt(a, "--json", &o->json, o->json_path, sizeof o->json_path, err, len))) {
+      if (rc < 0) return -1;
+      continue;
+    }
+    if ((rc = output_opt(a, "--csv", &o->csv, o->csv_path, sizeof o->csv_path, err, len))) {
+      if (rc < 0) return -1;
+      continue;
+    }
+    if (strcmp(a, "--latency") == 0) { o->latency = 1; continue; }
+    if (strcmp(a, "--sm-sweep") == 0) { o->sm_sweep = 1; continue; }
+    if (strcmp(a, "--stage-sweep") == 0) { o->stage_sweep = 1; continue; }
+    if (strcmp(a, "--no-anchor") == 0) { o->anchor = 0; continue; }
+    if (strcmp(a, "--no-gate") == 0) { o->gate = 0; continue; }
+    if (strcmp(a, "--dry-run") == 0) { o->dry_run = 1; continue; }
+    if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) { o->quiet = 1; continue; }
+    /* Options with a value: "--opt VALUE" or "--opt=VALUE". */
+    static const char *const with_value[] = {
+        "--methods", "--mode", "--gpus", "--pairs", "-b", "--minbytes", "-e", "--maxbytes", "-f",
+        "--stepfactor", "-i", "--stepbytes", "-n", "--iters", "-w", "--warmup", "--seed",
+        "--lat-bytes", "--lat-iters", "--sm-config", "--plot", "--from", NULL};
+    const char *opt = NULL, *v = NULL;
+    char optbuf[32];
+    for (int k = 0; with_value[k] && !opt; k++) {
+      size_t n = strlen(with_value[k]);
+      if (strcmp(a, with_value[k]) == 0) {
+        opt = with_value[k];
+        if (i + 1 >= argc) return fail(err, len, "%s needs a value", opt);
+        v = argv[++i];
+      } else if (strncmp(a, with_value[k], n) == 0 && a[n] == '=' && a[1] == '-') {
+        opt = with_value[k];
+        v = a + n + 1;
+      }
+    }
+    if (!opt) return fail(err, len, "unknown option '%s' (see p2pkit bench --help)", a);
+    snprintf(optbuf, sizeof optbuf, "%s", opt);
+    long x;
+    if (!strcmp(opt, "--methods")) {
+      if (parse_methods(v, &o->methods, err, len)) return -1;
+      o->methods_given = 1;
+    } else if (!strcmp(opt, "--mode")) {
+      if (parse_modes(v, &o->modes, err, len)) return -1;
+    } else if (!strcmp(opt, "--gpus")) {
+      if (parse_gpus(v, o, err, len)) return -1;
+    } else if (!strcmp(opt, "--pairs")) {
+      if (parse_pairs(v, o, err, len)) return -1;
+    } else if (!strcmp(opt, "-b") || !strcmp(opt, "--minbytes")) {
+      if (parse_size(optbuf, v, &o->min_bytes, err, len)) return -1;
+    } else if (!strcmp(opt, "-e") || !strcmp(opt, "--maxbytes")) {
+      if (parse_size(optbuf, v, &o->max_bytes, err, len)) return -1;
+      have_e = 1;
+    } else if (!strcmp(opt, "-f") || !strcmp(opt, "--stepfactor")) {
+      if (parse_long(optbuf, v, 2, 1 << 20, &x, err, len)) return -1;
+      o->factor = x;
+      have_f = 1;
+    } else if (!strcmp(opt, "-i") || !strcmp(opt, "--stepbytes")) {
+      if (parse_size(optbuf, v, &o->step_bytes, err, len)) return -1;
+      have_i = 1;
+    } else if (!strcmp(opt, "-n") || !strcmp(opt, "--iters")) {
+      if (parse_long(optbuf, v, 1, 100000, &x, err, len)) return -1;
+      o->iters = (int)x;
+    } else if (!strcmp(opt, "-w") || !strcmp(opt, "--warmup")) {
+      if (parse_long(optbuf, v, 0, 10000, &x, err, len)) return -1;
+      o->warmup = (int)x;
+    } else if (!strcmp(opt, "--seed")) {
+      if (parse_long(optbuf, v, 0, 0x7fffffffL, &x, err, len)) return -1;
+      o->seed = (uint64_t)x;
+    } else if (!strcmp(opt, "--lat-bytes")) {
+      if (parse_size(optbuf, v, &o->lat_bytes, err, len)) return -1;
+      if (o->lat_bytes > (1u << 20)) return fail(err, len, "--lat-bytes %s: at most 1M", v);
+    } else if (!strcmp(opt, "--lat-iters")) {
+      if (parse_long(optbuf, v, 1, 1000000, &x, err, len)) return -1;
+      o->lat_iters = (int)x;
+    } else if (!strcmp(opt, "--sm-config")) {
+      char why[160];
+      if (p2pk_sm_config_parse(v, &o->sm, why, sizeof why) != 0)
+        return fail(err, len, "--sm-config '%s': %s", v, why);
+      o->have_sm_config = 1;
+    } else if (!strcmp(opt, "--plot") || !strcmp(opt, "--from")) {
+      char *dst = !strcmp(opt, "--plot") ? o->plot_path : o->from;
+      if (!v[0]) return fail(err, len, "%s needs a file name", opt);
+      if (strlen(v) >= P2PK_BENCH_PATH) return fail(err, len, "%s: file name too long", opt);
+      snprintf(dst, P2PK_BENCH_PATH, "%s", v);
+    }
+  }
+  if (o->ngpus && o->npairs) return fail(err, len, "give --gpus or --pairs, not both");
+  if (o->json == 1 && o->csv == 1) return fail(err, len, "only one of --json and --csv can go to stdout");
+  if (!o->methods_given)
+    o->methods = o->latency || o->sm_sweep || o->stage_sweep ? 0 : (1u << P2PK_BM_COUNT) - 1;
+  if (o->anchor && o->methods) o->methods |= 1u << P2PK_BM_MEMCPY_PEER;
+  if (o->from[0] && !o->dry_run)
+    return fail(err, len, "--from plans against a recorded machine: add --dry-run (a run needs the GPUs here)");
+  return make_sizes(o, have_e, have_f, have_i, err, len);
+}
+
+int p2pk_bench_validate(p2pk_bench_opts *o, int ngpus, char *err, size_t len) {
+  for (int i = 0; i < o->ngpus; i++)
+    if (o->gpus[i] >= ngpus)
+      return fail(err, len, "GPU %d does not exist (this machine has %d: 0..%d)", o->gpus[i], ngpus,
+                  ngpus - 1);
+  for (int i = 0; i < o->npairs; i++)
+    for (int k = 0; k < 2; k++)
+      if (o->pairs[i][k] >= ngpus)
+        return fail(err, len, "pair %d:%d: GPU %d does not exist (this machine has %d: 0..%d)",
+                    o->pairs[i][0], o->pairs[i][1], o->pairs[i][k], ngpus, ngpus - 1);
+  if (o->npairs) return 0;
+  int sel[P2PK_MAX_GPUS], n = o->ngpus;
+  if (n) memcpy(sel, o->gpus, (size_t)n * sizeof *sel);
+  else
+    for (n = 0; n < ngpus && n < P2PK_MAX_GPUS; n++) sel[n] = n;
+  if (n < 2)
+    return fail(err, len, "copies between GPUs need at least 2 GPUs (%s %d)",
+                o->ngpus ? "--gpus names" : "this machine has", n);
+  o->pairs = malloc((size_t)n * (size_t)(n - 1) * sizeof *o->pairs);
+  if (!o->pairs) return fail(err, len, "out of memory");
+  for (int a = 0; a < n; a++)
+    for (int b = 0; b < n; b++)
+      if (a != b) {
+        o->pairs[o->npairs][0] = sel[a];
+        o->pairs[o->npairs][1] = sel[b];
+        o->npairs++;
+      }
+  return 0;
+}

@@ -1,0 +1,260 @@
+/* The bench's arithmetic: statistics, expected rates from the links,
+ * verdicts, memory planning. No CUDA here. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+
+/* Fraction of the PCIe line rate a bulk copy reaches (as topo_model.c's
+ * PCIE_EFFICIENCY: pinned D2H 55 of 63 GB/s on the device machine). */
+#define BENCH_PCIE_EFFICIENCY 0.87
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+void p2pk_stats_compute(double *v, int n, p2pk_stats *s) {
+  memset(s, 0, sizeof *s);
+  s->n = n;
+  if (n <= 0) return;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  s->min = v[0];
+  s->max = v[n - 1];
+  s->median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  double sum = 0;
+  for (int i = 0; i < n; i++) sum += v[i];
+  s->mean = sum / n;
+  if (n > 1 && s->mean > 0) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (v[i] - s->mean) * (v[i] - s->mean);
+    s->cv = sqrt(ss / (n - 1)) / s->mean;
+  }
+}
+
+static double gpu_pcie(const struct p2pkit_topo *t, int g) {
+  p2pkit_gpu_t info;
+  if (p2pkit_topo_gpu((p2pkit_topo_t)t, g, &info) != P2PKIT_SUCCESS) return 0;
+  /* The maximum the link trains to: an idle GPU often reports a lower
+   * current generation to save power. */
+  int gen = info.pcie_max_gen ? info.pcie_max_gen : info.pcie_gen;
+  int width = info.pcie_max_width ? info.pcie_max_width : info.pcie_width;
+  return p2pk_pcie_gbps(gen, width);
+}
+
+double p2pk_bench_pair_pcie(const struct p2pkit_topo *t, int a, int b) {
+  double x = gpu_pcie(t, a), y = gpu_pcie(t, b);
+  if (x <= 0) return y;
+  if (y <= 0) return x;
+  return x < y ? x : y;
+}
+
+void p2pk_bench_expected(const p2pkit_pair_t *pair, double pcie, int method, double *line,
+                         double *expected) {
+  if (p2pk_bench_method_p2p(method)) {
+    *line = pair->line_gbps;
+    *expected = pair->expected_gbps;
+    return;
+  }
+  /* Staged (by p2pkit or by the driver): out over one PCIe link, in over the
+   * other; a pipeline overlaps the two, the serial baseline takes them in turn. */
+  *line = pcie;
+  *expected = pcie * BENCH_PCIE_EFFICIENCY;
+  if (method == P2PK_BM_STAGED_SERIAL) *expected /= 2;
+}
+
+/* --- report storage -------------------------------------------------------- */
+
+void p2pk_bench_report_init(p2pk_bench_report *r) { memset(r, 0, sizeof *r); }
+
+void p2pk_bench_report_free(p2pk_bench_report *r) {
+  free(r->rows);
+  free(r->lats);
+  free(r->sweeps);
+  memset(r, 0, sizeof *r);
+}
+
+static void *grow(void *arr, int *n, int *cap, size_t elem) {
+  if (*n == *cap) {
+    int nc = *cap ? *cap * 2 : 32;
+    void *na = realloc(arr, (size_t)nc * elem);
+    if (!na) return NULL;
+    arr = na;
+    *cap = nc;
+  }
+  memset((char *)arr + (size_t)*n * elem, 0, elem);
+  (*n)++;
+  return arr;
+}
+
+p2pk_bench_row *p2pk_bench_add_row(p2pk_bench_report *r) {
+  void *a = grow(r->rows, &r->nrows, &r->cap_rows, sizeof *r->rows);
+  if (!a) return NULL;
+  r->rows = a;
+  return &r->rows[r->nrows - 1];
+}
+
+p2pk_bench_lat *p2pk_bench_add_lat(p2pk_bench_report *r) {
+  void *a = grow(r->lats, &r->nlats, &r->cap_lats, sizeof *r->lats);
+  if (!a) return NULL;
+  r->lats = a;
+  return &r->lats[r->nlats - 1];
+}
+
+p2pk_bench_sweep *p2pk_bench_add_sweep(p2pk_bench_report *r) {
+  void *a = grow(r->sweeps, &r->nsweeps, &r->cap_sweeps, sizeof *r->sweeps);
+  if (!a) return NULL;
+  r->sweeps = a;
+  return &r->sweeps[r->nsweeps - 1];
+}
+
+/* --- verdicts --------------------------------------------------------------- */
+
+static const p2pk_bench_row *anchor_of(const p2pk_bench_report *r, const p2pk_bench_row *x) {
+  for (int i = 0; i < r->nrows; i++) {
+    const p2pk_bench_row *a = &r->rows[i];
+    if (a->method == P2PK_BM_MEMCPY_PEER && a->status == P2PK_ROW_OK && a->bytes == x->bytes &&
+        a->mode == x->mode && a->src == x->src && a->dst == x->dst && a->total == x->total)
+      return a;
+  }
+  return NULL;
+}
+
+/* Median rate of the other rows like x (same size, mode, method, link class). */
+static double peer_median(const p2pk_bench_report *r, const p2pk_bench_row *x, int *count) {
+  double *v = malloc((size_t)(r->nrows > 0 ? r->nrows : 1) * sizeof *v);
+  int n = 0;
+  if (!v) {
+    *count = 0;
+    return 0;
+  }
+  for (int i = 0; i < r->nrows; i++) {
+    const p2pk_bench_row *p = &r->rows[i];
+    if (p == x || p->status != P2PK_ROW_OK || p->bytes != x->bytes || p->mode != x->mode ||
+        p->method != x->method || p->total != x->total || p->link != x->link)
+      continue;
+    v[n++] = p->gbps;
+  }
+  p2pk_stats s;
+  p2pk_stats_compute(v, n, &s);
+  free(v);
+  *count = n;
+  return s.median;
+}
+
+void p2pk_bench_verdicts(p2pk_bench_report *r) {
+  for (int i = 0; i < r->nrows; i++) {
+    p2pk_bench_row *x = &r->rows[i];
+    x->low = 0;
+    x->frac_line = x->ratio_anchor = 0;
+    if (x->status != P2PK_ROW_OK) {
+      snprintf(x->verdict, sizeof x->verdict, "%s", x->status == P2PK_ROW_SKIPPED ? "skipped" : "FAILED");
+      continue;
+    }
+    if (!x->verified) {
+      snprintf(x->verdict, sizeof x->verdict, "WRONG DATA");
+      continue;
+    }
+    /* Both ways: two directions' bytes over full-duplex links. */
+    double scale = x->total && x->mode == P2PK_MODE_BOTH ? 2 : 1;
+    if (x->line_gbps > 0) x->frac_line = x->gbps / (x->line_gbps * scale);
+    const p2pk_bench_row *a = anchor_of(r, x);
+    if (a && a->gbps > 0) x->ratio_anchor = x->gbps / a->gbps;
+    snprintf(x->verdict, sizeof x->verdict, "ok");
+    /* Every pair at once shares links: only peers judge those rows. */
+    int ceiling = x->mode != P2PK_MODE_ALL && x->bytes >= P2PK_BENCH_CEILING_MIN_BYTES &&
+                  x->expected_gbps > 0;
+    if (ceiling && x->gbps < P2PK_BENCH_LOW_EXPECTED * x->expected_gbps * scale) {
+      x->low = 1;
+      snprintf(x->verdict, sizeof x->verdict, "LOW (%.2fx of expected %.0f GB/s)",
+               x->gbps / (x->expected_gbps * scale), x->expected_gbps * scale);
+      continue;
+    }
+    int n = 0;
+    double m = x->total ? 0 : peer_median(r, x, &n);
+    if (n > 0 && m > 0 && x->gbps < P2PK_BENCH_LOW_PEERS * m) {
+      x->low = 1;
+      snprintf(x->verdict, sizeof x->verdict, "LOW (%.2fx of its %d peer%s' median)", x->gbps / m,
+               n, n == 1 ? "" : "s");
+    }
+  }
+}
+
+double p2pk_bench_median_gbps(const p2pk_bench_report *r, int mode, int method, size_t bytes) {
+  double *v = malloc((size_t)(r->nrows > 0 ? r->nrows : 1) * sizeof *v);
+  if (!v) return 0;
+  int n = 0;
+  for (int i = 0; i < r->nrows; i++) {
+    const p2pk_bench_row *x = &r->rows[i];
+    if (x->status == P2PK_ROW_OK && x->mode == mode && x->method == method &&
+        x->bytes == bytes && x->total == (mode == P2PK_MODE_BOTH))
+      v[n++] = x->gbps;
+  }
+  p2pk_stats s;
+  p2pk_stats_compute(v, n, &s);
+  free(v);
+  return s.median;
+}
+
+const p2pk_bench_sweep *p2pk_bench_best_sweep(const p2pk_bench_report *r, int method) {
+  const p2pk_bench_sweep *best = NULL;
+  for (int i = 0; i < r->nsweeps; i++) {
+    const p2pk_bench_sweep *s = &r->sweeps[i];
+    if (s->method == method && s->status == P2PK_ROW_OK && s->verified &&
+        (!best || s->gbps > best->gbps))
+      best = s;
+  }
+  return best;
+}
+
+/* --- memory ------------------------------------------------------------------ */
+
+void p2pk_bench_mem_need(const p2pk_bench_opts *o, size_t bytes, int ngpus, size_t *need) {
+  /* Per pair a source buffer on src and a destination buffer on dst, rounded
+   * up to the allocation granularity; both ways also needs the reverse pair. */
+  const size_t gran = 2u << 20;
+  size_t each = (bytes + gran - 1) / gran * gran;
+  memset(need, 0, (size_t)ngpus * sizeof *need);
+  if (!o->methods) {
+    /* Only sweeps (on the first pair, at the first size) and latency. */
+    if ((o->sm_sweep || o->stage_sweep) && o->npairs && o->pairs[0][0] < ngpus &&
+        o->pairs[0][1] < ngpus) {
+      size_t first = (o->sizes[0] + gran - 1) / gran * gran;
+      need[o->pairs[0][0]] += first;
+      need[o->pairs[0][1]] += first;
+    }
+    return;
+  }
+  int both = (o->modes >> P2PK_MODE_BOTH) & 1;
+  for (int i = 0; i < o->npairs; i++) {
+    int a = o->pairs[i][0], b = o->pairs[i][1];
+    if (a >= ngpus || b >= ngpus) continue;
+    need[a] += each;
+    need[b] += each;
+    if (!both) continue;
+    int have_reverse = 0;
+    for (int k = 0; k < o->npairs; k++)
+      if (o->pairs[k][0] == b && o->pairs[k][1] == a) have_reverse = 1;
+    if (!have_reverse) {
+      need[a] += each;
+      need[b] += each;
+    }
+  }
+}
+
+int p2pk_bench_mem_check(const size_t *need, const size_t *free_bytes, int ngpus, size_t bytes,
+                         char *err, size_t errlen) {
+  for (int g = 0; g < ngpus; g++) {
+    if (need[g] <= free_bytes[g]) continue;
+    char s[32], n[32], f[32];
+    p2pk_bench_fmt_size(bytes, s, sizeof s);
+    p2pk_bench_fmt_size(need[g], n, sizeof n);
+    p2pk_bench_fmt_size(free_bytes[g], f, sizeof f);
+    snprintf(err, errlen, "size %s does not fit: the run needs %s on GPU%d, which has %s free", s, n,
+             g, f);
+    return -1;
+  }
+  return 0;
+}

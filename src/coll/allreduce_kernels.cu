@@ -1,0 +1,379 @@
+// All-reduce kernels over P2P (NVLink or PCIe peer access). One launch per
+// call; no host work between steps, so a call can be captured in a CUDA graph
+// and replayed: every sequence number and mailbox counter lives in device
+// memory and only kernels advance it.
+//
+//  ll_kernel       one-shot push, LL protocol: each 16-byte store carries 8
+//                  bytes of data and the call's sequence number twice, so the
+//                  reader polls the data itself (no fence, no flag round trip).
+//                  Two LL slots alternate by sequence number: a peer cannot be
+//                  two calls ahead, because each call needs everyone's data.
+//  oneshot_kernel  push, chunked: block b copies its chunks of the input into
+//                  every peer's mailbox (16-byte stores), raises the mailbox's
+//                  ready counter, then reduces the peers' chunks from its own
+//                  mailboxes in rank order and hands the mailbox back.
+//  twoshot_kernel  reduce-scatter then all-gather, chunked: each chunk is cut
+//                  in n shards; rank k reduces shard k and pushes the result
+//                  to every peer (straight into the peer's output when it
+//                  allows, else into an all-gather mailbox the peer copies out).
+#include "coll/kern_common.cuh"
+
+namespace p2pk {
+
+// ---------------------------------------------------------------- LL -------
+
+template <class T>
+__device__ __forceinline__ uint2 load_line(const char *in, uint64_t line, uint64_t nbytes) {
+  typedef typename T::bits B;
+  const uint64_t o = line * 8;
+  const char *p = in + o;
+  if (o + 8 <= nbytes && ((uintptr_t)p & 7) == 0) return *(const uint2 *)p;
+  Pack8<T> v;
+  v.u = make_uint2(0, 0);
+#pragma unroll
+  for (int e = 0; e < Pack8<T>::N; e++)
+    if (o + e * sizeof(B) < nbytes) v.e[e] = *(const B *)(p + e * sizeof(B));
+  return v.u;
+}
+
+template <class T>
+__device__ __forceinline__ void store_line(char *out, uint64_t line, uint64_t nbytes, uint2 val) {
+  typedef typename T::bits B;
+  const uint64_t o = line * 8;
+  char *p = out + o;
+  if (o + 8 <= nbytes && ((uintptr_t)p & 7) == 0) {
+    *(uint2 *)p = val;
+    return;
+  }
+  Pack8<T> v;
+  v.u = val;
+#pragma unroll
+  for (int e = 0; e < Pack8<T>::N; e++)
+    if (o + e * sizeof(B) < nbytes) *(B *)(p + e * sizeof(B)) = v.e[e];
+}
+
+template <class T>
+__global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar_args a) {
+  typedef typename T::acc A;
+  uint32_t seq;
+  if (!prologue(a, &seq)) return;
+  const int n = a.nranks, me = a.rank;
+  const uint32_t slot = seq & 1;
+  const uint64_t nbytes = a.count * sizeof(typename T::bits);
+  const uint64_t nlines = (nbytes + 7) / 8;
+  const uint64_t first = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  const char *in = (const char *)a.in;
+  Waiter w(a);
+  const bool leader = blockIdx.x == 0 && threadIdx.x == 0;
+  if (leader) header_send(a, seq);
+  for (uint64_t i = first; i < nlines; i += stride) {
+    uint2 v = load_line<T>(in, i, nbytes);
+    uint4 line = make_uint4(v.x, seq, v.y, seq);
+    for (int k = 1; k < n; k++) {
+      int p = me + k < n ? me + k : me + k - n;
+      char *dst = a.peer[p] + a.lay.ll_off +
+                  ((uint64_t)slot * (n - 1) + pslot(me, p, n)) * a.lay.ll_bytes + i * 16;
+      st_vol_v4(dst, line);
+    }
+  }
+  if (leader) header_check(a, seq, w);
+  const char *mine = a.local + a.lay.ll_off + (uint64_t)slot * (n - 1) * a.lay.ll_bytes;
+  for (uint64_t i = first; i < nlines; i += stride) {
+    Pack8<T> v;
+    A acc[Pack8<T>::N];
+    for (int r = 0; r < n; r++) {
+      if (r == me) {
+        v.u = load_line<T>(in, i, nbytes);
+      } else {
+        const char *src = mine + (uint64_t)pslot(r, me, n) * a.lay.ll_bytes + i * 16;
+        uint4 x;
+        for (;;) {
+          x = ld_vol_v4(src);
+          if (x.y == seq && x.w == seq) break;
+          if (w.poll(a, r)) break;
+        }
+        v.u = make_uint2(x.x, x.z);
+      }
+#pragma unroll
+      for (int e = 0; e < Pack8<T>::N; e++)
+        acc[e] = r == 0 ? T::ld(v.e[e]) : apply<T>(a.op, acc[e], T::ld(v.e[e]));
+    }
+#pragma unroll
+    for (int e = 0; e < Pack8<T>::N; e++) v.e[e] = T::st(finish<T>(a.op, acc[e], n));
+    store_line<T>((char *)a.out, i, nbytes, v.u);
+  }
+}
+
+// ------------------------------------------------------- chunked protocols ---
+
+// What one block knows about its share of the call.
+struct Plan {
+  int n, me, G, b, S;
+  uint64_t nbytes, K;
+  uint64_t steps; // chunks (one-shot) or chunk groups of n shards (two-shot)
+  uint64_t J;     // steps of this block: b, b + G, b + 2G, ...
+  __device__ Plan(const p2pk_ar_args &a, uint64_t step_bytes, uint64_t esize) {
+    n = a.nranks;
+    me = a.rank;
+    G = gridDim.x;
+    b = blockIdx.x;
+    S = a.slots;
+    nbytes = a.count * esize;
+    K = a.chunk;
+    steps = (nbytes + step_bytes - 1) / step_bytes;
+    J = steps > (uint64_t)b ? (steps - 1 - b) / G + 1 : 0;
+  }
+  __device__ int box(uint64_t j) const { return b * S + (int)(j % S); }
+  __device__ uint64_t step(uint64_t j) const { return (uint64_t)b + j * G; }
+};
+
+__device__ __forceinline__ int peer_k(int me, int k, int n) { return me + k < n ? me + k : me + k - n; }
+__device__ __forceinline__ uint64_t *agtok(const p2pk_ar_args &a, char *base, int src, int m) {
+  return (uint64_t *)(base + a.lay.agtok_off) + (uint64_t)src * P2PK_COLL_MAILBOXES + m;
+}
+
+// Thread 0: wait until every peer drained my previous use of its mailbox m
+// of `set`. The block then fills the mailboxes; push_done() raises them.
+__device__ bool wait_free(const p2pk_ar_args &a, Waiter &w, const Plan &P, int set, int m) {
+  for (int k = 1; k < P.n; k++) {
+    int p = peer_k(P.me, k, P.n);
+    uint64_t used = *counter(a.local, a.lay.sent_off, set, p, P.n, m);
+    if (!wait_geq(a, w, counter(a.local, a.lay.freed_off, set, p, P.n, m), used, p)) return false;
+  }
+  return true;
+}
+
+// Thread 0, after a barrier that follows the block's stores: one more use of
+// every peer's mailbox m of `set` is ready (release: covers the whole block's
+// stores, ordered by the barrier).
+__device__ void push_done(const p2pk_ar_args &a, const Plan &P, int set, int m, const int *direct) {
+  for (int k = 1; k < P.n; k++) {
+    int p = peer_k(P.me, k, P.n);
+    uint64_t *sc = counter(a.local, a.lay.sent_off, set, p, P.n, m);
+    uint64_t s = *sc + 1;
+    *sc = s;
+    st_rel(counter(a.peer[p], a.lay.ready_off, set, P.me, P.n, m),
+           s | (direct && direct[p] ? P2PK_READY_DIRECT : 0));
+  }
+}
+
+// Thread 0: wait for the next use of my mailbox m of `set` from every peer.
+// `direct` (optional) receives whether the peer wrote into my output itself.
+__device__ bool wait_ready(const p2pk_ar_args &a, Waiter &w, const Plan &P, int set, int m,
+                           int *direct) {
+  for (int k = 1; k < P.n; k++) {
+    int p = peer_k(P.me, k, P.n);
+    uint64_t want = *counter(a.local, a.lay.recvd_off, set, p, P.n, m) + 1;
+    const uint64_t *rf = counter(a.local, a.lay.ready_off, set, p, P.n, m);
+    uint64_t v;
+    while (((v = ld_acq(rf)) & ~P2PK_READY_DIRECT) < want)
+      if (w.poll(a, p)) return false;
+    if (direct) direct[p] = (v & P2PK_READY_DIRECT) != 0;
+  }
+  return true;
+}
+
+// Thread 0, after a barrier that follows the block's reads of mailbox m:
+// hand it back to every peer.
+__device__ void drain_done(const p2pk_ar_args &a, const Plan &P, int set, int m) {
+  for (int k = 1; k < P.n; k++) {
+    int p = peer_k(P.me, k, P.n);
+    uint64_t *rc = counter(a.local, a.lay.recvd_off, set, p, P.n, m);
+    uint64_t r = *rc + 1;
+    *rc = r;
+    st_rel(counter(a.peer[p], a.lay.freed_off, set, P.me, P.n, m), r);
+  }
+}
+
+// Block 0 checks the header before anything else; other blocks start at once
+// (a mismatch makes block 0 raise abort, which every wait sees).
+__device__ bool start_call(const p2pk_ar_args &a, uint32_t seq, Waiter &w, int *s_ok) {
+  if (threadIdx.x == 0) {
+    *s_ok = 1;
+    if (blockIdx.x == 0) {
+      header_send(a, seq);
+      *s_ok = header_check(a, seq, w);
+    }
+  }
+  __syncthreads();
+  return *s_ok != 0;
+}
+
+// ------------------------------------------------------------- one-shot ---
+
+template <class T>
+__device__ bool os_push(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint64_t j, int *s_ok) {
+  const uint64_t off = P.step(j) * P.K;
+  const uint64_t len = min(P.K, P.nbytes - off);
+  const int m = P.box(j);
+  if (threadIdx.x == 0) *s_ok = wait_free(a, w, P, 0, m);
+  __syncthreads();
+  if (!*s_ok) return false;
+  for (int k = 1; k < P.n; k++) {
+    int p = peer_k(P.me, k, P.n);
+    copy_chunk<T>(mailbox(a, a.peer[p], 0, pslot(P.me, p, P.n), m), (const char *)a.in + off, len);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) push_done(a, P, 0, m, nullptr);
+  return true;
+}
+
+template <class T>
+__device__ bool os_reduce(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint64_t j, int *s_ok,
+                          const char **s_src) {
+  const uint64_t off = P.step(j) * P.K;
+  const uint64_t len = min(P.K, P.nbytes - off);
+  const int m = P.box(j);
+  if (threadIdx.x == 0) {
+    *s_ok = wait_ready(a, w, P, 0, m, nullptr);
+    for (int r = 0; r < P.n; r++)
+      s_src[r] = r == P.me ? (const char *)a.in + off : mailbox(a, a.local, 0, pslot(r, P.me, P.n), m);
+  }
+  __syncthreads();
+  if (!*s_ok) return false;
+  reduce_chunk<T, false>(a.op, P.n, P.me, (char *)a.out + off, s_src, nullptr, 0, len);
+  __syncthreads();
+  if (threadIdx.x == 0) drain_done(a, P, 0, m);
+  return true;
+}
+
+template <class T>
+__global__ void __launch_bounds__(512) oneshot_kernel(const __grid_constant__ p2pk_ar_args a) {
+  __shared__ int s_ok;
+  __shared__ const char *s_src[P2PK_COLL_MAX_RANKS];
+  uint32_t seq;
+  if (!prologue(a, &seq)) return;
+  Waiter w(a);
+  if (!start_call(a, seq, w, &s_ok)) return;
+  const Plan P(a, a.chunk, sizeof(typename T::bits));
+  // Push the next chunk before reducing this one: the peer's data is in
+  // flight while this block works.
+  if (P.J > 0 && !os_push<T>(a, w, P, 0, &s_ok)) return;
+  for (uint64_t j = 0; j < P.J; j++) {
+    if (j + 1 < P.J && !os_push<T>(a, w, P, j + 1, &s_ok)) return;
+    if (!os_reduce<T>(a, w, P, j, &s_ok, s_src)) return;
+  }
+}
+
+// ------------------------------------------------------------- two-shot ---
+
+struct Shards {
+  uint64_t off, L, s;
+  __device__ Shards(const Plan &P, uint64_t j) {
+    off = P.step(j) * P.K * P.n;
+    L = min(P.K * P.n, P.nbytes - off);
+    s = ((L + P.n - 1) / P.n + 15) & ~(uint64_t)15; // <= K: K is a multiple of 16
+  }
+  __device__ uint64_t at(int k) const { return off + (uint64_t)k * s; }
+  __device__ uint64_t len(int k) const {
+    uint64_t b = (uint64_t)k * s;
+    return b >= L ? 0 : min(s, L - b);
+  }
+};
+
+template <class T>
+__device__ bool ts_push(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint64_t j, int *s_ok) {
+  const Shards sh(P, j);
+  const int m = P.box(j);
+  if (threadIdx.x == 0) *s_ok = wait_free(a, w, P, 0, m);
+  __syncthreads();
+  if (!*s_ok) return false;
+  for (int k = 1; k < P.n; k++) {
+    int p = peer_k(P.me, k, P.n);
+    copy_chunk<T>(mailbox(a, a.peer[p], 0, pslot(P.me, p, P.n), m), (const char *)a.in + sh.at(p),
+                  sh.len(p));
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    // Where my all-gather share should land, for the peers to check.
+    for (int k = 1; k < P.n; k++) st_vol_u64(agtok(a, a.peer[peer_k(P.me, k, P.n)], P.me, m), a.out_token);
+    push_done(a, P, 0, m, nullptr);
+  }
+  return true;
+}
+
+template <class T>
+__device__ bool ts_reduce(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint64_t j, int *s_ok,
+                          const char **s_src, char **s_also, int *s_direct) {
+  const Shards sh(P, j);
+  const int m = P.box(j);
+  if (threadIdx.x == 0) {
+    bool ok = wait_ready(a, w, P, 0, m, nullptr) && wait_free(a, w, P, 1, m);
+    for (int k = 1; k < P.n && ok; k++) {
+      int p = peer_k(P.me, k, P.n);
+      uint64_t tok = ld_vol_u64(agtok(a, a.local, p, m));
+      char *dst = nullptr;
+      if (a.direct == 1 && tok) dst = (char *)tok + sh.at(P.me);
+      else if (a.direct == 2 && tok && tok == a.out_token && a.peer_out[p]) dst = a.peer_out[p] + sh.at(P.me);
+      s_direct[p] = dst != nullptr;
+      s_also[k - 1] = dst ? dst : mailbox(a, a.peer[p], 1, pslot(P.me, p, P.n), m);
+      s_src[p] = mailbox(a, a.local, 0, pslot(p, P.me, P.n), m);
+    }
+    s_src[P.me] = (const char *)a.in + sh.at(P.me);
+    *s_ok = ok;
+  }
+  __syncthreads();
+  if (!*s_ok) return false;
+  reduce_chunk<T, false>(a.op, P.n, P.me, (char *)a.out + sh.at(P.me), s_src, s_also, P.n - 1,
+                         sh.len(P.me));
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    drain_done(a, P, 0, m);
+    push_done(a, P, 1, m, s_direct);
+  }
+  return true;
+}
+
+template <class T>
+__device__ bool ts_gather(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint64_t j, int *s_ok,
+                          int *s_direct) {
+  const Shards sh(P, j);
+  const int m = P.box(j);
+  if (threadIdx.x == 0) *s_ok = wait_ready(a, w, P, 1, m, s_direct);
+  __syncthreads();
+  if (!*s_ok) return false;
+  for (int k = 1; k < P.n; k++) {
+    int p = peer_k(P.me, k, P.n);
+    if (!s_direct[p])
+      copy_chunk<T>((char *)a.out + sh.at(p), mailbox(a, a.local, 1, pslot(p, P.me, P.n), m), sh.len(p));
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) drain_done(a, P, 1, m);
+  return true;
+}
+
+template <class T>
+__global__ void __launch_bounds__(512) twoshot_kernel(const __grid_constant__ p2pk_ar_args a) {
+  __shared__ int s_ok;
+  __shared__ const char *s_src[P2PK_COLL_MAX_RANKS];
+  __shared__ char *s_also[P2PK_COLL_MAX_RANKS];
+  __shared__ int s_direct[P2PK_COLL_MAX_RANKS];
+  __shared__ int s_gdirect[P2PK_COLL_MAX_RANKS];
+  uint32_t seq;
+  if (!prologue(a, &seq)) return;
+  Waiter w(a);
+  if (!start_call(a, seq, w, &s_ok)) return;
+  const Plan P(a, (uint64_t)a.chunk * a.nranks, sizeof(typename T::bits));
+  if (P.J > 0 && !ts_push<T>(a, w, P, 0, &s_ok)) return;
+  for (uint64_t j = 0; j < P.J; j++) {
+    if (j + 1 < P.J && !ts_push<T>(a, w, P, j + 1, &s_ok)) return;
+    if (!ts_reduce<T>(a, w, P, j, &s_ok, s_src, s_also, s_direct)) return;
+    if (j > 0 && !ts_gather<T>(a, w, P, j - 1, &s_ok, s_gdirect)) return;
+  }
+  if (P.J > 0) ts_gather<T>(a, w, P, P.J - 1, &s_ok, s_gdirect);
+}
+
+}  // namespace p2pk
+
+extern "C" cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int threads,
+                                                 cudaStream_t stream) {
+  if (a->proto == P2PK_PROTO_LL) {
+    P2PK_FOR_DTYPE(a->dtype, p2pk::ll_kernel, blocks, threads, 0, stream)
+  } else if (a->algo == P2PK_ALGO_TWOSHOT) {
+    P2PK_FOR_DTYPE(a->dtype, p2pk::twoshot_kernel, blocks, threads, 0, stream)
+  } else {
+    P2PK_FOR_DTYPE(a->dtype, p2pk::oneshot_kernel, blocks, threads, 0, stream)
+  }
+  return cudaGetLastError();
+}

@@ -1,0 +1,74 @@
+/* The communicator as the coll files see it. */
+#ifndef P2PK_COLL_H
+#define P2PK_COLL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll/algo.h"
+#include "coll/bootstrap.h"
+#include "coll/coll_dev.h"
+#include "p2pkit.h"
+
+/* A registered user buffer: id is its position in the collective order of
+ * registrations, the same on every rank. */
+typedef struct p2pk_reg {
+  int id;
+  char *buf;
+  size_t bytes;
+  char *peer[P2PK_COLL_MAX_RANKS];     /* each rank's buffer, as this process maps it */
+  void *ipc_base[P2PK_COLL_MAX_RANKS]; /* opened IPC mappings to close (process per GPU) */
+  struct p2pk_reg *next;
+} p2pk_reg;
+
+/* One process driving several GPUs: the communicators made by one
+ * p2pkit_comm_init_all share this; the last destroy frees it. */
+typedef struct p2pk_group {
+  pthread_mutex_t lock;
+  int n, live;
+  struct p2pkit_comm *comms[P2PK_COLL_MAX_RANKS];
+  char *stage; /* staged: cudaHostAlloc'ed region, portable and mapped */
+} p2pk_group;
+
+#define P2PK_PTR_CACHE 8
+
+struct p2pkit_comm {
+  int rank, nranks, device;
+  int multiproc; /* 1: process per GPU (bootstrap + IPC) */
+  int staged;    /* 1: host shared memory instead of P2P, for every pair */
+  uint64_t timeout_ns;
+  size_t buffer_bytes;
+  p2pk_algo_table table;
+  p2pk_algo_force force;
+  p2pk_algo_geom geom;
+  p2pk_layout lay;
+  char *scratch;                         /* my device scratch */
+  char *peer[P2PK_COLL_MAX_RANKS];       /* every rank's scratch as mapped here */
+  void *peer_ipc[P2PK_COLL_MAX_RANKS];   /* IPC mappings to close */
+  char *stage;                           /* host staging region (all ranks' parts) */
+  size_t stage_bytes;
+  int stage_registered;                  /* cudaHostRegister'ed by this comm */
+  int32_t *host_err;                     /* cudaHostAlloc'ed, mapped: kernel error words */
+  p2pk_boot *boot;
+  p2pk_group *group;
+  p2pk_reg *regs;
+  int next_reg_id;
+  p2pk_ar_args tmpl; /* kernel arguments every call starts from */
+  const void *ok_ptr[P2PK_PTR_CACHE]; /* device pointers already checked */
+  int ok_next;
+  int logged; /* (algorithm, protocol) pairs already logged at INFO, a bit each */
+};
+
+/* comm.c: scratch layout for n ranks within `buffer` bytes per rank.
+ * P2PKIT_ERR_INVALID_ARGUMENT when the buffer is too small for n ranks. */
+p2pkit_status_t p2pk_layout_compute(int nranks, size_t buffer, int staged, p2pk_layout *lay,
+                                    size_t *ll_cap_p);
+/* allreduce.c: the error a kernel left behind, as a status (SUCCESS if none). */
+p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *comm);
+/* Tests and the sweep: replace the environment's overrides for this comm. */
+void p2pk_comm_set_force(struct p2pkit_comm *comm, const p2pk_algo_force *f);
+/* What the next all-reduce of `bytes` would run. */
+void p2pk_comm_choose(const struct p2pkit_comm *comm, size_t bytes, p2pk_algo_choice *c);
+
+#endif

@@ -1,0 +1,105 @@
+/* What host C code and the CUDA kernels of src/coll share: the algorithm
+ * codes, the layout of each rank's scratch (device) and of the host staging
+ * region, the kernel argument block and the launchers. Plain C, valid C++. */
+#ifndef P2PK_COLL_DEV_H
+#define P2PK_COLL_DEV_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#define P2PK_COLL_MAX_RANKS 16
+#define P2PK_COLL_MAX_BLOCKS 1024 /* grid limit of every all-reduce kernel */
+#define P2PK_COLL_MAILBOXES 512   /* P2P mailboxes per (set, peer) */
+#define P2PK_STAGE_MAILBOXES 128  /* staged mailboxes per rank outbox */
+#define P2PK_COLL_SLOTS 2         /* mailboxes each block cycles through */
+#define P2PK_COLL_SETS 2          /* set 0: one-shot and reduce-scatter, set 1: all-gather */
+
+enum { P2PK_ALGO_ONESHOT = 0, P2PK_ALGO_TWOSHOT = 1, P2PK_ALGO_STAGED = 2, P2PK_ALGO_COUNT };
+enum { P2PK_PROTO_LL = 0, P2PK_PROTO_SIMPLE = 1, P2PK_PROTO_COUNT };
+/* Codes a kernel leaves in the host-mapped error words. */
+enum {
+  P2PK_DERR_NONE = 0,
+  P2PK_DERR_TIMEOUT = 1,  /* a peer did not answer within the timeout */
+  P2PK_DERR_MISMATCH = 2, /* a peer called with another count, type, op or algorithm */
+  P2PK_DERR_ABORTED = 3   /* a peer gave up and told us */
+};
+
+/* Head of each rank's device scratch. Peers write hdr and abort. */
+typedef struct {
+  uint32_t seq[P2PK_COLL_MAX_BLOCKS];    /* calls so far, one copy per block index */
+  int32_t abort;                         /* 0, or 1 + the rank that gave up */
+  int32_t err_code, err_peer, err_pad;
+  uint64_t wprog[P2PK_COLL_MAX_BLOCKS];  /* staged: (seq << 32) | chunks pushed */
+  uint32_t hdr[2][P2PK_COLL_MAX_RANKS][4]; /* LL lines {w0, seq, w1, seq}: [slot][src] */
+} p2pk_dev_ctrl;
+
+/* Head of each rank's part of the host staging region. */
+typedef struct {
+  uint32_t hdr[2][4];  /* this rank's LL header line per slot */
+  int32_t abort;       /* 0, or 1 + the rank that gave up */
+  int32_t pad[7];
+  uint64_t ready[P2PK_STAGE_MAILBOXES];                       /* written by the owner */
+  uint64_t freed[P2PK_STAGE_MAILBOXES][P2PK_COLL_MAX_RANKS];  /* [m][reader] */
+} p2pk_stage_ctrl;
+
+/* Byte offsets inside a rank's scratch (the same on every rank). Counters are
+ * uint64 arrays [set][rank][mailbox]; data and LL areas are indexed by the
+ * peer slot (src - dst - 1 + n) % n, so no space goes to a rank itself. */
+typedef struct {
+  uint64_t ready_off;   /* written by the source: uses of mailbox m filled */
+  uint64_t freed_off;   /* written by the consumer of my pushes: uses drained */
+  uint64_t sent_off;    /* local: uses of the peer's mailbox m I filled */
+  uint64_t recvd_off;   /* local: uses of my mailbox m I drained */
+  uint64_t agtok_off;   /* two-shot: [src][mailbox] where src wants its all-gather share */
+  uint64_t ll_off;      /* [2 slots][n-1 peer slots] x ll_bytes */
+  uint64_t ll_bytes;    /* LL lines per (slot, peer): 2 bytes per payload byte */
+  uint64_t data_off;    /* [2 sets][n-1 peer slots][nboxes] x mailbox */
+  uint64_t mailbox;     /* bytes per P2P mailbox (multiple of 4096) */
+  uint64_t nboxes;      /* P2P mailboxes per (set, peer): P2PK_COLL_MAILBOXES or fewer */
+  uint64_t total;       /* bytes of scratch per rank */
+  /* staged: host region of n parts of stage_stride bytes */
+  uint64_t stage_stride;
+  uint64_t stage_data_off; /* inside a part: [P2PK_STAGE_MAILBOXES] x stage_mailbox */
+  uint64_t stage_mailbox;
+} p2pk_layout;
+
+typedef struct {
+  const void *in;
+  void *out;
+  uint64_t count;       /* elements */
+  int32_t dtype, op, algo, proto;
+  int32_t rank, nranks;
+  int32_t slots;        /* mailboxes per block (P2PK_COLL_SLOTS) */
+  uint32_t chunk;       /* bytes per mailbox use, a multiple of 16 */
+  uint64_t timeout_ns;
+  uint32_t hdr0, hdr1;  /* what this call is: peers must send the same */
+  p2pk_layout lay;
+  char *local;                      /* my scratch (device) */
+  char *peer[P2PK_COLL_MAX_RANKS];  /* every rank's scratch as this GPU sees it */
+  char *stage;                      /* staged: host region as this GPU sees it */
+  int32_t *host_err;                /* host-mapped: [0] code, [1] peer */
+  /* Two-shot all-gather straight into peers' outputs, skipping their mailbox
+   * copy. direct 1: tokens are output addresses (one process, peer access on);
+   * 2: tokens name a registration, and peer_out[p] is where peer p's output is
+   * if its token equals out_token; 0: never. */
+  int32_t direct;
+  uint64_t out_token;
+  char *peer_out[P2PK_COLL_MAX_RANKS];
+} p2pk_ar_args;
+
+#define P2PK_READY_DIRECT (1ULL << 63) /* all-gather share already in the output */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* One launch on `stream`: LL / one-shot / two-shot over P2P (allreduce_kernels.cu)
+ * or the host-staged pipeline (staged_kernels.cu, grid = 2 * blocks). */
+cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int threads,
+                                      cudaStream_t stream);
+cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int threads,
+                                         cudaStream_t stream);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,888 @@
+/* Communicators: one process driving several GPUs (init_all: peer access and
+ * plain pointers), or one process per GPU (init_rank: TCP rendezvous, CUDA
+ * IPC, shared memory). Each rank owns one device scratch allocation (control
+ * words, mailbox counters, LL slots, mailboxes) that every peer maps once. */
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "coll/coll.h"
+#include "coll/ipc.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "topo/topo.h"
+
+enum { TAG_INFO = 1, TAG_P2P = 2, TAG_HANDLES = 3, TAG_MAPPED = 4, TAG_REG = 5, TAG_DEREG = 6,
+       TAG_DESTROY = 7 };
+
+/* ------------------------------------------------------------ names ---- */
+
+size_t p2pkit_dtype_size(p2pkit_dtype_t d) {
+  switch (d) {
+    case P2PKIT_FLOAT32: case P2PKIT_INT32: return 4;
+    case P2PKIT_FLOAT16: case P2PKIT_BFLOAT16: return 2;
+    case P2PKIT_FLOAT64: case P2PKIT_INT64: return 8;
+    case P2PKIT_UINT8: return 1;
+    default: return 0;
+  }
+}
+
+const char *p2pkit_dtype_name(p2pkit_dtype_t d) {
+  static const char *const names[P2PKIT_DTYPE_COUNT] = {"float32", "float16", "bfloat16",
+                                                        "float64", "int32",   "int64", "uint8"};
+  return (int)d >= 0 && d < P2PKIT_DTYPE_COUNT ? names[d] : "invalid";
+}
+
+const char *p2pkit_redop_name(p2pkit_redop_t op) {
+  static const char *const names[P2PKIT_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+  return (int)op >= 0 && op < P2PKIT_REDOP_COUNT ? names[op] : "invalid";
+}
+
+void p2pkit_comm_opts_init(p2pkit_comm_opts_t *o) {
+  if (!o) return;
+  o->nranks = o->rank = o->device = -1;
+  o->addr = NULL;
+  o->port = -1;
+  o->secret = NULL;
+  o->timeout_s = -1;
+}
+
+/* ----------------------------------------------------------- layout ---- */
+
+static uint64_t round4k(uint64_t v) { return (v + 4095) & ~(uint64_t)4095; }
+
+p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, p2pk_layout *lay,
+                                    size_t *ll_cap_p) {
+  memset(lay, 0, sizeof *lay);
+  *ll_cap_p = 0;
+  if (n < 1 || n > P2PK_COLL_MAX_RANKS)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%d ranks; p2pkit handles 1..%d", n,
+                     P2PK_COLL_MAX_RANKS);
+  uint64_t off = round4k(sizeof(p2pk_dev_ctrl));
+  uint64_t counters = (uint64_t)P2PK_COLL_SETS * n * P2PK_COLL_MAILBOXES * sizeof(uint64_t);
+  lay->ready_off = off, off += counters;
+  lay->freed_off = off, off += counters;
+  lay->sent_off = off, off += counters;
+  lay->recvd_off = off, off += counters;
+  lay->agtok_off = off, off += (uint64_t)n * P2PK_COLL_MAILBOXES * sizeof(uint64_t);
+  off = round4k(off);
+  if (staged) {
+    lay->total = off;
+    uint64_t head = round4k(sizeof(p2pk_stage_ctrl));
+    uint64_t box = buffer > head ? ((buffer - head) / P2PK_STAGE_MAILBOXES) & ~(uint64_t)4095 : 0;
+    if (box < 4096)
+      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_BUFFER_SIZE=%zu is too small for the "
+                       "staged transport (at least %llu bytes)", buffer,
+                       (unsigned long long)(head + 4096ULL * P2PK_STAGE_MAILBOXES));
+    lay->stage_data_off = head;
+    lay->stage_mailbox = box;
+    lay->stage_stride = head + box * P2PK_STAGE_MAILBOXES;
+    return P2PKIT_SUCCESS;
+  }
+  if (n == 1) {
+    lay->total = off;
+    return P2PKIT_SUCCESS;
+  }
+  uint64_t peers = (uint64_t)n - 1;
+  /* LL: a quarter of the buffer at most (16 = 2 slots x 2 bytes per byte x 4). */
+  uint64_t ll_cap = (buffer / (16 * peers)) & ~(uint64_t)4095;
+  if (ll_cap > (1u << 20)) ll_cap = 1u << 20;
+  if (ll_cap < (16u << 10)) ll_cap = 16u << 10;
+  lay->ll_off = off;
+  lay->ll_bytes = 2 * ll_cap;
+  off += 2 * peers * lay->ll_bytes;
+  /* Fewer, larger mailboxes when many peers share the buffer (a block needs
+   * P2PK_COLL_SLOTS of them, so this also bounds the grid). */
+  uint64_t nboxes = P2PK_COLL_MAILBOXES, boxes = 0, box = 0;
+  for (;;) {
+    boxes = (uint64_t)P2PK_COLL_SETS * peers * nboxes;
+    box = buffer > off ? ((buffer - off) / boxes) & ~(uint64_t)4095 : 0;
+    if (box >= (16u << 10) || nboxes <= 16) break;
+    nboxes /= 2;
+  }
+  if (box < 4096)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_BUFFER_SIZE=%zu is too small for %d "
+                     "ranks (at least %llu bytes)", buffer, n,
+                     (unsigned long long)(off + boxes * 4096));
+  lay->data_off = off;
+  lay->mailbox = box;
+  lay->nboxes = nboxes;
+  lay->total = off + boxes * box;
+  *ll_cap_p = ll_cap;
+  return P2PKIT_SUCCESS;
+}
+
+/* ----------------------------------------------------------- config ---- */
+
+typedef struct {
+  size_t buffer;
+  int timeout_s;
+  int p2p_disable;
+  int level; /* farthest p2pkit_link_t P2P may use; -1: any */
+  p2pk_algo_table table;
+  p2pk_algo_force force;
+} coll_cfg;
+
+static p2pkit_status_t read_cfg(coll_cfg *cfg, int timeout_s) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->buffer = p2pk_param_size("P2PKIT_BUFFER_SIZE");
+  if (timeout_s <= 0) timeout_s = (int)p2pk_param_int("P2PKIT_TIMEOUT");
+  if (timeout_s <= 0 || timeout_s > 86400)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "timeout %d s: expected 1..86400 (P2PKIT_TIMEOUT)",
+                     timeout_s);
+  cfg->timeout_s = timeout_s;
+  cfg->p2p_disable = p2pk_param_int("P2PKIT_P2P_DISABLE") != 0;
+  const char *lv = p2pk_param_str("P2PKIT_P2P_LEVEL");
+  static const struct { const char *name; int link; } levels[] = {
+      {"NVL", P2PKIT_LINK_NVLINK}, {"PIX", P2PKIT_LINK_PIX}, {"PXB", P2PKIT_LINK_PXB},
+      {"PHB", P2PKIT_LINK_PHB},    {"NODE", P2PKIT_LINK_NODE}, {"SYS", P2PKIT_LINK_SYS}};
+  cfg->level = -1;
+  for (size_t i = 0; lv[0] && i < sizeof levels / sizeof levels[0]; i++)
+    if (strcasecmp(lv, levels[i].name) == 0) cfg->level = levels[i].link;
+  if (lv[0] && cfg->level < 0)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
+                     "P2PKIT_P2P_LEVEL=%s: expected NVL, PIX, PXB, PHB, NODE or SYS", lv);
+  const char *path = p2pk_param_str("P2PKIT_ALGO_TABLE");
+  if (path[0]) P2PK_CHECK(p2pk_algo_table_load(path, &cfg->table));
+  else p2pk_algo_table_default(&cfg->table);
+  P2PK_CHECK(p2pk_algo_force_from_env(&cfg->force));
+  return P2PKIT_SUCCESS;
+}
+
+/* ------------------------------------------------------- peer access ---- */
+
+static int want_topology(const coll_cfg *cfg) {
+  return cfg->level >= 0 || p2pk_log_enabled(P2PK_LEVEL_INFO, P2PK_LOG_COLL);
+}
+
+/* Whether `dev` (this process's ordinal) may use P2P with the GPU at
+ * `peer_busid`, with the reason when not and the link's label. */
+static int pair_p2p(const coll_cfg *cfg, p2pkit_topo_t topo, int dev, const char *busid,
+                    const char *peer_busid, char *label, size_t llen) {
+  snprintf(label, llen, "P2P");
+  if (cfg->p2p_disable) {
+    snprintf(label, llen, "off (P2PKIT_P2P_DISABLE=1)");
+    return 0;
+  }
+  if (strcasecmp(busid, peer_busid) == 0) {
+    snprintf(label, llen, "same GPU");
+    return 1;
+  }
+  int pdev = -1, can = 0;
+  if (cudaDeviceGetByPCIBusId(&pdev, peer_busid) != cudaSuccess) {
+    cudaGetLastError();
+    snprintf(label, llen, "off (GPU %s not visible here)", peer_busid);
+    return 0;
+  }
+  if (cudaDeviceCanAccessPeer(&can, dev, pdev) != cudaSuccess || !can) {
+    cudaGetLastError();
+    snprintf(label, llen, "off (the driver allows no peer access)");
+    return 0;
+  }
+  if (topo) {
+    int a = p2pk_topo_find_gpu(topo, busid), b = p2pk_topo_find_gpu(topo, peer_busid);
+    if (a >= 0 && b >= 0) {
+      p2pkit_pair_t pr;
+      p2pk_pair_info(topo, a, b, &pr);
+      snprintf(label, llen, "P2P %s", pr.label);
+      if (cfg->level >= 0 && pr.link != P2PKIT_LINK_UNKNOWN && (int)pr.link > cfg->level) {
+        snprintf(label, llen, "off (%s is beyond P2PKIT_P2P_LEVEL)", pr.label);
+        return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+static p2pkit_status_t enable_peer(int dev, int peer) {
+  P2PK_CUDA_CHECK(cudaSetDevice(dev));
+  cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();
+    return P2PKIT_SUCCESS;
+  }
+  if (e != cudaSuccess)
+    return p2pk_fail(P2PKIT_ERR_CUDA, "enabling peer access from GPU %d to GPU %d: %s", dev, peer,
+                     cudaGetErrorString(e));
+  return P2PKIT_SUCCESS;
+}
+
+/* -------------------------------------------------- one rank's memory ---- */
+
+/* Scratch and error words of one rank; the current device is its GPU. */
+static p2pkit_status_t comm_alloc(struct p2pkit_comm *c) {
+  cudaError_t e = cudaMalloc((void **)&c->scratch, c->lay.total);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    c->scratch = NULL;
+    return p2pk_fail(e == cudaErrorMemoryAllocation ? P2PKIT_ERR_NO_MEMORY : P2PKIT_ERR_CUDA,
+                     "rank %d: allocating %llu bytes of scratch on GPU %d: %s", c->rank,
+                     (unsigned long long)c->lay.total, c->device, cudaGetErrorString(e));
+  }
+  P2PK_CUDA_CHECK(cudaMemset(c->scratch, 0, c->lay.total));
+  P2PK_CUDA_CHECK(cudaHostAlloc((void **)&c->host_err, 64, cudaHostAllocMapped | cudaHostAllocPortable));
+  memset(c->host_err, 0, 64);
+  P2PK_CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->tmpl.host_err, c->host_err, 0));
+  return P2PKIT_SUCCESS;
+}
+
+static void reg_free(struct p2pkit_comm *c, p2pk_reg *r) {
+  for (int p = 0; p < c->nranks; p++)
+    if (r->ipc_base[p]) cudaIpcCloseMemHandle(r->ipc_base[p]);
+  free(r);
+}
+
+/* Frees what this rank owns (the group's shared region is the group's). */
+static void comm_free(struct p2pkit_comm *c) {
+  if (!c) return;
+  int cur = -1;
+  cudaGetDevice(&cur);
+  cudaSetDevice(c->device);
+  while (c->regs) {
+    p2pk_reg *r = c->regs;
+    c->regs = r->next;
+    reg_free(c, r);
+  }
+  for (int p = 0; p < c->nranks; p++)
+    if (c->peer_ipc[p]) cudaIpcCloseMemHandle(c->peer_ipc[p]);
+  if (c->scratch) cudaFree(c->scratch);
+  if (c->host_err) cudaFreeHost(c->host_err);
+  if (c->stage_registered) cudaHostUnregister(c->stage);
+  if (c->stage && c->multiproc) munmap(c->stage, c->stage_bytes);
+  p2pk_boot_destroy(c->boot);
+  cudaGetLastError();
+  if (cur >= 0) cudaSetDevice(cur);
+  free(c);
+}
+
+static void fill_tmpl(struct p2pkit_comm *c, char *stage_dev) {
+  p2pk_ar_args *a = &c->tmpl;
+  int32_t *he = a->host_err;
+  memset(a, 0, sizeof *a);
+  a->host_err = he;
+  a->rank = c->rank;
+  a->nranks = c->nranks;
+  a->slots = P2PK_COLL_SLOTS;
+  a->timeout_ns = c->timeout_ns;
+  a->lay = c->lay;
+  a->local = c->scratch;
+  for (int p = 0; p < c->nranks; p++) a->peer[p] = c->staged ? NULL : c->peer[p];
+  a->stage = c->staged ? stage_dev : NULL;
+  a->direct = c->staged ? 0 : c->multiproc ? 2 : 1;
+  c->logged = 0;
+}
+
+static void log_comm(const struct p2pkit_comm *c, char labels[][64], const int *devs) {
+  if (!p2pk_log_enabled(P2PK_LEVEL_INFO, P2PK_LOG_COLL)) return;
+  int tr = c->staged ? P2PK_TRANSPORT_SHM : P2PK_TRANSPORT_P2P;
+  char plan[512] = "";
+  size_t used = 0;
+  for (int i = 0; i < c->table.nrows && used < sizeof plan - 64; i++) {
+    const p2pk_algo_row *r = &c->table.rows[i];
+    if (r->transport != tr || c->nranks < r->min_ranks || c->nranks > r->max_ranks) continue;
+    char lim[32];
+    if (r->max_bytes == SIZE_MAX) snprintf(lim, sizeof lim, "above");
+    else snprintf(lim, sizeof lim, "<=%zu B", r->max_bytes);
+    used += (size_t)snprintf(plan + used, sizeof plan - used, "%s%s %s/%s", used ? ", " : "", lim,
+                             p2pk_algo_name(r->algo), p2pk_proto_name(r->proto));
+  }
+  const p2pk_algo_force *f = &c->force;
+  for (int p = 0; p < c->nranks; p++) {
+    if (p == c->rank) continue;
+    P2PK_INFO(P2PK_LOG_COLL,
+              "comm rank %d/%d on GPU %d -> rank %d (GPU %d): transport %s; all-reduce table %s: "
+              "%s%s%s%s%s (LL up to %zu B, mailbox %llu B)",
+              c->rank, c->nranks, c->device, p, devs ? devs[p] : -1,
+              c->staged ? "host shared memory (staged)" : labels[p], c->table.source, plan,
+              f->algo >= 0 ? "; forced algorithm " : "", f->algo >= 0 ? p2pk_algo_name(f->algo) : "",
+              f->proto >= 0 ? "; forced protocol " : "", f->proto >= 0 ? p2pk_proto_name(f->proto) : "",
+              c->geom.ll_cap, (unsigned long long)(c->staged ? c->lay.stage_mailbox : c->lay.mailbox));
+  }
+}
+
+static void set_geom(struct p2pkit_comm *c, int sm_count, size_t ll_cap) {
+  c->geom.nranks = c->nranks;
+  c->geom.staged = c->staged;
+  c->geom.sm_count = sm_count;
+  c->geom.ll_cap = ll_cap;
+  c->geom.mailbox = c->lay.mailbox;
+  c->geom.mailboxes = (int)c->lay.nboxes;
+  c->geom.stage_mailbox = c->lay.stage_mailbox;
+}
+
+static p2pkit_status_t device_count(int *n) {
+  cudaError_t e = cudaGetDeviceCount(n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return p2pk_fail(e == cudaErrorNoDevice ? P2PKIT_ERR_NO_DEVICE : P2PKIT_ERR_NO_DRIVER,
+                     "no usable GPU: %s", cudaGetErrorString(e));
+  }
+  return P2PKIT_SUCCESS;
+}
+
+static p2pkit_status_t sm_count_of(int dev, int *sms) {
+  P2PK_CUDA_CHECK(cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev));
+  return P2PKIT_SUCCESS;
+}
+
+/* --------------------------------------------------- one process, n GPUs ---- */
+
+static void group_free(p2pk_group *g) {
+  for (int i = 0; i < g->n; i++) {
+    comm_free(g->comms[i]);
+    g->comms[i] = NULL;
+  }
+  if (g->stage) cudaFreeHost(g->stage);
+  cudaGetLastError();
+  pthread_mutex_destroy(&g->lock);
+  free(g);
+}
+
+static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const coll_cfg *cfg) {
+  const int n = g->n;
+  p2pkit_topo_t topo = NULL;
+  if (want_topology(cfg) && p2pkit_topo_discover(&topo) != P2PKIT_SUCCESS) topo = NULL;
+  char busid[P2PK_COLL_MAX_RANKS][32];
+  for (int i = 0; i < n; i++)
+    if (cudaDeviceGetPCIBusId(busid[i], sizeof busid[i], devs[i]) != cudaSuccess) {
+      cudaGetLastError();
+      snprintf(busid[i], sizeof busid[i], "?%d", devs[i]);
+    }
+  char labels[P2PK_COLL_MAX_RANKS][P2PK_COLL_MAX_RANKS][64];
+  int staged = cfg->force.algo == P2PK_ALGO_STAGED;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (i != j && !pair_p2p(cfg, topo, devs[i], busid[i], busid[j], labels[i][j], 64)) staged = 1;
+  p2pkit_topo_destroy(topo);
+  if (!staged)
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < n; j++)
+        if (i != j) P2PK_CHECK(enable_peer(devs[i], devs[j]));
+  p2pk_layout lay;
+  size_t ll_cap = 0;
+  P2PK_CHECK(p2pk_layout_compute(n, cfg->buffer, staged, &lay, &ll_cap));
+  int sms = 1 << 30;
+  for (int i = 0; i < n; i++) {
+    int s = 0;
+    P2PK_CHECK(sm_count_of(devs[i], &s));
+    if (s < sms) sms = s;
+  }
+  for (int i = 0; i < n; i++) {
+    struct p2pkit_comm *c = calloc(1, sizeof *c);
+    if (!c) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of memory for communicator %d", i);
+    g->comms[i] = c;
+    c->rank = i;
+    c->nranks = n;
+    c->device = devs[i];
+    c->staged = staged;
+    c->group = g;
+    c->timeout_ns = (uint64_t)cfg->timeout_s * 1000000000ULL;
+    c->buffer_bytes = cfg->buffer;
+    c->table = cfg->table;
+    c->force = cfg->force;
+    c->lay = lay;
+    set_geom(c, sms, ll_cap);
+    P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
+    P2PK_CHECK(comm_alloc(c));
+  }
+  if (staged && n > 1) {
+    size_t bytes = lay.stage_stride * (size_t)n;
+    cudaError_t e = cudaHostAlloc((void **)&g->stage, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      g->stage = NULL;
+      return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "pinning %zu bytes of host memory for staging: %s",
+                       bytes, cudaGetErrorString(e));
+    }
+    memset(g->stage, 0, bytes);
+  }
+  for (int i = 0; i < n; i++) {
+    struct p2pkit_comm *c = g->comms[i];
+    for (int p = 0; p < n; p++) c->peer[p] = g->comms[p]->scratch;
+    char *stage_dev = NULL;
+    if (g->stage) {
+      P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
+      P2PK_CUDA_CHECK(cudaHostGetDevicePointer((void **)&stage_dev, g->stage, 0));
+      c->stage = g->stage;
+      c->stage_bytes = lay.stage_stride * (size_t)n;
+    }
+    fill_tmpl(c, stage_dev);
+  }
+  for (int i = 0; i < n; i++) {
+    P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
+    P2PK_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  for (int i = 0; i < n; i++) log_comm(g->comms[i], labels[i], devs);
+  return P2PKIT_SUCCESS;
+}
+
+p2pkit_status_t p2pkit_comm_init_all(p2pkit_comm_t *comms, int ndev, const int *devs_in) {
+  if (!comms) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_all: comms is NULL");
+  if (ndev < 1 || ndev > P2PK_COLL_MAX_RANKS)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_all: %d GPUs; expected 1..%d", ndev,
+                     P2PK_COLL_MAX_RANKS);
+  int count = 0;
+  P2PK_CHECK(device_count(&count));
+  int devs[P2PK_COLL_MAX_RANKS];
+  for (int i = 0; i < ndev; i++) {
+    devs[i] = devs_in ? devs_in[i] : i;
+    if (devs[i] < 0 || devs[i] >= count)
+      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_all: device %d does not exist (%d GPUs)",
+                       devs[i], count);
+    for (int j = 0; j < i; j++)
+      if (devs[j] == devs[i])
+        return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_all: GPU %d is listed twice", devs[i]);
+  }
+  coll_cfg *cfg = malloc(sizeof *cfg);
+  p2pk_group *g = calloc(1, sizeof *g);
+  if (!cfg || !g) {
+    free(cfg);
+    free(g);
+    return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "init_all: out of memory");
+  }
+  pthread_mutex_init(&g->lock, NULL);
+  g->n = g->live = ndev;
+  int cur = -1;
+  cudaGetDevice(&cur);
+  p2pkit_status_t st = read_cfg(cfg, -1);
+  if (st == P2PKIT_SUCCESS) st = init_all_locked(g, devs, cfg);
+  free(cfg);
+  if (cur >= 0) cudaSetDevice(cur);
+  if (st != P2PKIT_SUCCESS) {
+    group_free(g);
+    return st;
+  }
+  for (int i = 0; i < ndev; i++) comms[i] = g->comms[i];
+  return P2PKIT_SUCCESS;
+}
+
+/* -------------------------------------------------- one process per GPU ---- */
+
+static int env_int(const char *name, int *out) {
+  const char *v = getenv(name);
+  if (!v || !*v) return 0;
+  char *end = NULL;
+  long x = strtol(v, &end, 10);
+  if (*end || x < 0 || x > 1000000) return 0;
+  *out = (int)x;
+  return 1;
+}
+
+typedef struct {
+  int nranks, rank, device, port, timeout_s;
+  const char *addr;
+  const char *secret;
+} rank_opts;
+
+static p2pkit_status_t resolve_opts(const p2pkit_comm_opts_t *o, rank_opts *r) {
+  int v = -1;
+  int env_size = -1, env_rank = -1;
+  if (env_int("WORLD_SIZE", &v) || env_int("OMPI_COMM_WORLD_SIZE", &v)) env_size = v;
+  if (env_int("RANK", &v) || env_int("OMPI_COMM_WORLD_RANK", &v)) env_rank = v;
+  r->nranks = o->nranks >= 0 ? o->nranks : env_size;
+  r->rank = o->rank >= 0 ? o->rank : env_rank;
+  if (r->nranks < 0 || r->rank < 0)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
+                     "rank and rank count unknown: set them in p2pkit_comm_opts_t or start under "
+                     "a launcher (RANK/WORLD_SIZE or OMPI_COMM_WORLD_RANK/_SIZE)");
+  if (o->nranks >= 0 && env_size >= 0 && o->nranks != env_size)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
+                     "opts.nranks=%d but the launcher says the job has %d ranks", o->nranks, env_size);
+  if (o->rank >= 0 && env_rank >= 0 && o->rank != env_rank)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "opts.rank=%d but the launcher says rank %d",
+                     o->rank, env_rank);
+  if (r->nranks < 1 || r->nranks > P2PK_COLL_MAX_RANKS || r->rank >= r->nranks)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d of %d: expected 0 <= rank < ranks <= %d",
+                     r->rank, r->nranks, P2PK_COLL_MAX_RANKS);
+  r->device = o->device;
+  if (r->device < 0 && !env_int("LOCAL_RANK", &r->device) &&
+      !env_int("OMPI_COMM_WORLD_LOCAL_RANK", &r->device))
+    r->device = -1;
+  r->addr = o->addr ? o->addr : getenv("MASTER_ADDR") && *getenv("MASTER_ADDR") ? getenv("MASTER_ADDR")
+                                                                                 : "127.0.0.1";
+  r->port = o->port;
+  if (r->port <= 0 && !env_int("MASTER_PORT", &r->port)) r->port = 29500;
+  r->secret = o->secret;
+  const char *from[] = {"TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"};
+  if (!r->secret && p2pk_param_str("P2PKIT_JOB_SECRET")[0]) r->secret = p2pk_param_str("P2PKIT_JOB_SECRET");
+  for (size_t i = 0; !r->secret && i < sizeof from / sizeof from[0]; i++)
+    if (getenv(from[i]) && *getenv(from[i])) r->secret = getenv(from[i]);
+  if (!r->secret) {
+    r->secret = "";
+    if (r->nranks > 1)
+      P2PK_WARN("no job secret (P2PKIT_JOB_SECRET, TORCHELASTIC_RUN_ID): any local process that "
+                "knows %s:%d can join this rendezvous", r->addr, r->port);
+  }
+  r->timeout_s = o->timeout_s;
+  return P2PKIT_SUCCESS;
+}
+
+typedef struct {
+  int32_t rank, device, sm_count, pid;
+  char busid[32];
+  char host[64];
+  uint64_t buffer, table_hash, chunk;
+  int32_t algo, proto, blocks, threads;
+} rank_info;
+
+static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info *all) {
+  const rank_info *me = &all[c->rank];
+  for (int r = 0; r < c->nranks; r++) {
+    const rank_info *o = &all[r];
+    if (strcmp(o->host, me->host) != 0)
+      return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "rank %d runs on host %s and rank %d on %s: a "
+                       "communicator spans one machine", r, o->host, c->rank, me->host);
+    const char *what = o->buffer != me->buffer ? "P2PKIT_BUFFER_SIZE"
+                       : o->table_hash != me->table_hash ? "the algorithm table (P2PKIT_ALGO_TABLE)"
+                       : o->algo != me->algo ? "P2PKIT_ALGO"
+                       : o->proto != me->proto ? "P2PKIT_PROTO"
+                       : o->blocks != me->blocks ? "P2PKIT_COLL_BLOCKS"
+                       : o->threads != me->threads ? "P2PKIT_COLL_THREADS"
+                       : o->chunk != me->chunk ? "P2PKIT_COLL_CHUNK" : NULL;
+    if (what)
+      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d and rank %d use different %s; every "
+                       "rank must choose algorithms alike", r, c->rank, what);
+  }
+  return P2PKIT_SUCCESS;
+}
+
+typedef struct {
+  cudaIpcMemHandle_t scratch;
+  char shm[P2PK_SHM_NAME];
+} handles_t;
+
+static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg, char *shm_name) {
+  const int n = c->nranks;
+  rank_info *all = calloc((size_t)n, sizeof *all);
+  handles_t *hs = calloc((size_t)n, sizeof *hs);
+  int32_t *rows = calloc((size_t)n * n, sizeof *rows);
+  char (*labels)[64] = calloc((size_t)n, 64);
+  int *devs = calloc((size_t)n, sizeof *devs);
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  p2pkit_topo_t topo = NULL;
+  if (!all || !hs || !rows || !labels || !devs) {
+    st = p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of memory");
+    goto out;
+  }
+  rank_info mine;
+  memset(&mine, 0, sizeof mine);
+  mine.rank = c->rank;
+  mine.device = c->device;
+  mine.pid = (int32_t)getpid();
+  P2PK_CHECK_GOTO(sm_count_of(c->device, &mine.sm_count), st, out);
+  P2PK_CUDA_CHECK_GOTO(cudaDeviceGetPCIBusId(mine.busid, sizeof mine.busid, c->device), st, out);
+  gethostname(mine.host, sizeof mine.host - 1);
+  mine.buffer = cfg->buffer;
+  mine.table_hash = p2pk_algo_table_hash(&cfg->table);
+  mine.algo = cfg->force.algo;
+  mine.proto = cfg->force.proto;
+  mine.blocks = cfg->force.blocks;
+  mine.threads = cfg->force.threads;
+  mine.chunk = cfg->force.chunk;
+  P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_INFO, &mine, all, sizeof mine), st, out);
+  P2PK_CHECK_GOTO(check_infos(c, all), st, out);
+  int sms = 1 << 30;
+  for (int r = 0; r < n; r++) {
+    devs[r] = all[r].device;
+    if (all[r].sm_count < sms) sms = all[r].sm_count;
+  }
+  /* Every rank judges its own pairs; P2P only if every pair has it. */
+  if (want_topology(cfg) && p2pkit_topo_discover(&topo) != P2PKIT_SUCCESS) topo = NULL;
+  int32_t *row = &rows[(size_t)c->rank * n];
+  for (int p = 0; p < n; p++)
+    row[p] = p == c->rank ? 1 : pair_p2p(cfg, topo, c->device, mine.busid, all[p].busid, labels[p], 64);
+  P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_P2P, row, rows, (size_t)n * sizeof *rows), st, out);
+  c->staged = cfg->force.algo == P2PK_ALGO_STAGED;
+  for (int i = 0; i < n * n; i++)
+    if (!rows[i]) c->staged = 1;
+  size_t ll_cap = 0;
+  P2PK_CHECK_GOTO(p2pk_layout_compute(n, cfg->buffer, c->staged, &c->lay, &ll_cap), st, out);
+  set_geom(c, sms, ll_cap);
+  P2PK_CHECK_GOTO(comm_alloc(c), st, out);
+  handles_t h;
+  memset(&h, 0, sizeof h);
+  if (!c->staged) P2PK_CUDA_CHECK_GOTO(cudaIpcGetMemHandle(&h.scratch, c->scratch), st, out);
+  c->stage_bytes = c->staged ? c->lay.stage_stride * (size_t)n : 0;
+  if (c->staged && c->rank == 0) {
+    P2PK_CHECK_GOTO(p2pk_shm_create(c->stage_bytes, shm_name, (void **)&c->stage), st, out);
+    snprintf(h.shm, sizeof h.shm, "%s", shm_name);
+  }
+  P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_HANDLES, &h, hs, sizeof h), st, out);
+  char *stage_dev = NULL;
+  if (c->staged) {
+    if (c->rank != 0)
+      P2PK_CHECK_GOTO(p2pk_shm_attach(hs[0].shm, c->stage_bytes, (void **)&c->stage), st, out);
+    P2PK_CUDA_CHECK_GOTO(cudaHostRegister(c->stage, c->stage_bytes,
+                                          cudaHostRegisterMapped | cudaHostRegisterPortable), st, out);
+    c->stage_registered = 1;
+    P2PK_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&stage_dev, c->stage, 0), st, out);
+  } else {
+    for (int p = 0; p < n; p++) {
+      if (p == c->rank) {
+        c->peer[p] = c->scratch;
+        continue;
+      }
+      void *ptr = NULL;
+      cudaError_t e = cudaIpcOpenMemHandle(&ptr, hs[p].scratch, cudaIpcMemLazyEnablePeerAccess);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        st = p2pk_fail(P2PKIT_ERR_CUDA, "rank %d (GPU %d) cannot map rank %d's memory (GPU %s) "
+                       "through CUDA IPC: %s", c->rank, c->device, p, all[p].busid,
+                       cudaGetErrorString(e));
+        goto out;
+      }
+      c->peer_ipc[p] = ptr;
+      c->peer[p] = ptr;
+    }
+  }
+  P2PK_CUDA_CHECK_GOTO(cudaDeviceSynchronize(), st, out);
+  /* Everyone has mapped everything: the shared-memory name can go. */
+  P2PK_CHECK_GOTO(p2pk_boot_barrier(c->boot, TAG_MAPPED), st, out);
+  if (c->rank == 0 && shm_name[0]) {
+    p2pk_shm_unlink(shm_name);
+    shm_name[0] = '\0';
+  }
+  fill_tmpl(c, stage_dev);
+  log_comm(c, labels, devs);
+out:
+  p2pkit_topo_destroy(topo);
+  free(all);
+  free(hs);
+  free(rows);
+  free(labels);
+  free(devs);
+  return st;
+}
+
+p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts, p2pkit_comm_t *comm_p) {
+  if (!comm_p) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_rank: comm_p is NULL");
+  p2pkit_comm_opts_t o;
+  if (opts) o = *opts;
+  else p2pkit_comm_opts_init(&o);
+  rank_opts r;
+  P2PK_CHECK(resolve_opts(&o, &r));
+  coll_cfg *cfg = malloc(sizeof *cfg);
+  if (!cfg) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "init_rank: out of memory");
+  p2pkit_status_t st = read_cfg(cfg, r.timeout_s);
+  int count = 0;
+  if (st == P2PKIT_SUCCESS) st = device_count(&count);
+  if (st == P2PKIT_SUCCESS && r.device < 0) r.device = r.rank % count;
+  if (st == P2PKIT_SUCCESS && r.device >= count)
+    st = p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d: device %d does not exist (%d GPUs "
+                   "visible)", r.rank, r.device, count);
+  struct p2pkit_comm *c = st == P2PKIT_SUCCESS ? calloc(1, sizeof *c) : NULL;
+  if (st == P2PKIT_SUCCESS && !c) st = p2pk_fail(P2PKIT_ERR_NO_MEMORY, "init_rank: out of memory");
+  if (st != P2PKIT_SUCCESS) {
+    free(cfg);
+    return st;
+  }
+  c->rank = r.rank;
+  c->nranks = r.nranks;
+  c->device = r.device;
+  c->multiproc = 1;
+  c->timeout_ns = (uint64_t)cfg->timeout_s * 1000000000ULL;
+  c->buffer_bytes = cfg->buffer;
+  c->table = cfg->table;
+  c->force = cfg->force;
+  int cur = -1;
+  cudaGetDevice(&cur);
+  char shm_name[P2PK_SHM_NAME] = "";
+  st = cudaSetDevice(c->device) == cudaSuccess
+           ? P2PKIT_SUCCESS
+           : p2pk_fail(P2PKIT_ERR_CUDA, "rank %d: cannot use GPU %d", c->rank, c->device);
+  if (st == P2PKIT_SUCCESS) {
+    p2pk_boot_opts bo = {r.rank, r.nranks, r.addr, r.port, r.secret, cfg->timeout_s * 1000};
+    st = p2pk_boot_init(&bo, &c->boot);
+  }
+  if (st == P2PKIT_SUCCESS) st = init_rank_body(c, cfg, shm_name);
+  free(cfg);
+  if (shm_name[0]) p2pk_shm_unlink(shm_name);
+  if (st != P2PKIT_SUCCESS) {
+    comm_free(c);
+    if (cur >= 0) cudaSetDevice(cur);
+    return st;
+  }
+  if (cur >= 0) cudaSetDevice(cur);
+  *comm_p = c;
+  return P2PKIT_SUCCESS;
+}
+
+/* ------------------------------------------------------------ teardown ---- */
+
+p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t c) {
+  if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "destroy: communicator is NULL");
+  int cur = -1;
+  cudaGetDevice(&cur);
+  /* Our kernels end (at worst after the timeout) before memory goes. */
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  if (cudaSetDevice(c->device) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+    cudaError_t e = cudaGetLastError();
+    st = p2pk_fail(P2PKIT_ERR_CUDA, "destroy: rank %d, GPU %d: %s", c->rank, c->device,
+                   cudaGetErrorString(e));
+  }
+  if (c->group) {
+    p2pk_group *g = c->group;
+    pthread_mutex_lock(&g->lock);
+    int last = --g->live == 0;
+    pthread_mutex_unlock(&g->lock);
+    /* Peers' kernels may still write here: the group frees all at once. */
+    if (last) group_free(g);
+  } else {
+    /* Close my mappings of the peers' memory, then wait until every peer has
+     * closed its mappings of mine before freeing it. A dead peer fails the
+     * barrier at once (its socket is closed); everything is freed anyway. */
+    while (c->regs) {
+      p2pk_reg *r = c->regs;
+      c->regs = r->next;
+      reg_free(c, r);
+    }
+    for (int p = 0; p < c->nranks; p++)
+      if (c->peer_ipc[p]) {
+        cudaIpcCloseMemHandle(c->peer_ipc[p]);
+        c->peer_ipc[p] = NULL;
+      }
+    p2pkit_status_t bs = p2pk_boot_barrier(c->boot, TAG_DESTROY);
+    if (st == P2PKIT_SUCCESS) st = bs;
+    comm_free(c);
+  }
+  if (cur >= 0) cudaSetDevice(cur);
+  return st;
+}
+
+int p2pkit_comm_rank(p2pkit_comm_t c) { return c ? c->rank : -1; }
+int p2pkit_comm_size(p2pkit_comm_t c) { return c ? c->nranks : -1; }
+int p2pkit_comm_device(p2pkit_comm_t c) { return c ? c->device : -1; }
+
+/* -------------------------------------------------------- registration ---- */
+
+typedef struct {
+  int32_t valid, pad;
+  uint64_t offset, bytes;
+  cudaIpcMemHandle_t handle;
+} reg_info;
+
+static p2pkit_status_t check_device_buffer(const struct p2pkit_comm *c, const void *buf,
+                                           const char *what) {
+  struct cudaPointerAttributes at;
+  if (cudaPointerGetAttributes(&at, buf) != cudaSuccess) {
+    cudaGetLastError();
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s %p is not memory CUDA knows", what, buf);
+  }
+  if (at.type != cudaMemoryTypeDevice || at.device != c->device)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s %p is not device memory of GPU %d (rank %d)",
+                     what, buf, c->device, c->rank);
+  return P2PKIT_SUCCESS;
+}
+
+p2pkit_status_t p2pkit_comm_register(p2pkit_comm_t c, void *buf, size_t bytes, void **handle_p) {
+  if (!c || !handle_p)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "register: communicator or handle_p is NULL");
+  int cur = -1;
+  cudaGetDevice(&cur);
+  cudaSetDevice(c->device);
+  reg_info mine;
+  memset(&mine, 0, sizeof mine);
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  if (!buf || bytes == 0)
+    st = p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "register: rank %d gave buffer %p of %zu bytes",
+                   c->rank, buf, bytes);
+  if (st == P2PKIT_SUCCESS) st = check_device_buffer(c, buf, "register: buffer");
+  char *base = NULL;
+  size_t size = 0;
+  if (st == P2PKIT_SUCCESS && c->multiproc) {
+    st = p2pk_alloc_range(buf, &base, &size);
+    if (st == P2PKIT_SUCCESS && (char *)buf + bytes > base + size)
+      st = p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "register: %zu bytes at %p run past the end of "
+                     "their allocation", bytes, buf);
+    if (st == P2PKIT_SUCCESS && cudaIpcGetMemHandle(&mine.handle, base) != cudaSuccess) {
+      cudaError_t e = cudaGetLastError();
+      st = p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "register: buffer %p cannot be shared through CUDA "
+                     "IPC: %s", buf, cudaGetErrorString(e));
+    }
+  }
+  mine.valid = st == P2PKIT_SUCCESS;
+  mine.offset = (uint64_t)((char *)buf - base);
+  mine.bytes = bytes;
+  p2pk_reg *r = calloc(1, sizeof *r);
+  reg_info all[P2PK_COLL_MAX_RANKS];
+  if (!r && st == P2PKIT_SUCCESS) {
+    st = p2pk_fail(P2PKIT_ERR_NO_MEMORY, "register: out of memory");
+    mine.valid = 0;
+  }
+  /* Every rank takes part in the exchange, even after a local failure, so
+   * registration numbers stay aligned across ranks. */
+  if (c->multiproc) {
+    p2pkit_status_t bs = p2pk_boot_allgather(c->boot, TAG_REG, &mine, all, sizeof mine);
+    if (st == P2PKIT_SUCCESS) st = bs;
+  }
+  int id = c->next_reg_id++;
+  if (st == P2PKIT_SUCCESS) {
+    r->id = id;
+    r->buf = buf;
+    r->bytes = bytes;
+    r->peer[c->rank] = buf;
+    for (int p = 0; c->multiproc && p < c->nranks && st == P2PKIT_SUCCESS; p++) {
+      if (p == c->rank || !all[p].valid) continue;
+      void *ptr = NULL;
+      cudaError_t e = cudaIpcOpenMemHandle(&ptr, all[p].handle, cudaIpcMemLazyEnablePeerAccess);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        st = p2pk_fail(P2PKIT_ERR_CUDA, "register: rank %d cannot map rank %d's buffer: %s",
+                       c->rank, p, cudaGetErrorString(e));
+        break;
+      }
+      r->ipc_base[p] = ptr;
+      r->peer[p] = (char *)ptr + all[p].offset;
+    }
+  }
+  if (st != P2PKIT_SUCCESS) {
+    if (r) reg_free(c, r);
+    if (cur >= 0) cudaSetDevice(cur);
+    return st;
+  }
+  r->next = c->regs;
+  c->regs = r;
+  if (cur >= 0) cudaSetDevice(cur);
+  *handle_p = r;
+  return P2PKIT_SUCCESS;
+}
+
+p2pkit_status_t p2pkit_comm_deregister(p2pkit_comm_t c, void *handle) {
+  if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "deregister: communicator is NULL");
+  p2pk_reg **pp = &c->regs;
+  while (*pp && *pp != handle) pp = &(*pp)->next;
+  if (!*pp)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "deregister: %p is not a registration of rank %d",
+                     handle, c->rank);
+  p2pk_reg *r = *pp;
+  *pp = r->next;
+  int cur = -1;
+  cudaGetDevice(&cur);
+  cudaSetDevice(c->device);
+  /* Kernels that write into peers' registered buffers must be done, and every
+   * peer must have closed its mapping before the caller frees the buffer. */
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  if (c->multiproc) {
+    if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
+    reg_free(c, r);
+    st = p2pk_boot_barrier(c->boot, TAG_DEREG);
+  } else {
+    free(r);
+  }
+  if (cur >= 0) cudaSetDevice(cur);
+  return st;
+}
+
+void p2pk_comm_set_force(struct p2pkit_comm *c, const p2pk_algo_force *f) {
+  if (c && f) c->force = *f;
+}
+
+void p2pk_comm_choose(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_choice *out) {
+  p2pk_algo_choose(&c->table, &c->force, &c->geom, bytes, out);
+}

@@ -1,0 +1,416 @@
+// Device helpers shared by the all-reduce kernels: memory operations with the
+// ordering they need, bounded waits, element types and reductions, chunk
+// copy/reduce loops, and the per-call header exchange.
+#ifndef P2PK_KERN_COMMON_CUH
+#define P2PK_KERN_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "coll/coll_dev.h"
+#include "p2pkit.h"
+
+namespace p2pk {
+
+// ---------------------------------------------------------------- memory ---
+
+__device__ __forceinline__ uint64_t globaltimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void st_vol_v4(void *p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ uint4 ld_vol_v4(const void *p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t ld_acq(const void *p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_rel(void *p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t ld_vol_u64(const void *p) {
+  uint64_t v;
+  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_vol_u64(void *p, uint64_t v) {
+  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ int32_t ld_vol_i32(const void *p) {
+  int32_t v;
+  asm volatile("ld.volatile.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_vol_i32(void *p, int32_t v) {
+  asm volatile("st.volatile.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// ------------------------------------------------------------- addresses ---
+
+__device__ __forceinline__ p2pk_dev_ctrl *ctrl_of(char *base) { return (p2pk_dev_ctrl *)base; }
+__device__ __forceinline__ p2pk_stage_ctrl *stage_ctrl(const p2pk_ar_args &a, int r) {
+  return (p2pk_stage_ctrl *)(a.stage + (uint64_t)r * a.lay.stage_stride);
+}
+// Slot at `dst` that holds data coming from `src`: 0..n-2.
+__device__ __forceinline__ int pslot(int src, int dst, int n) { return (src - dst - 1 + n) % n; }
+// uint64 counter arrays [set][rank][mailbox] inside a scratch.
+__device__ __forceinline__ uint64_t *counter(char *base, uint64_t off, int set, int r, int n, int m) {
+  return (uint64_t *)(base + off) + ((uint64_t)set * n + r) * P2PK_COLL_MAILBOXES + m;
+}
+__device__ __forceinline__ char *mailbox(const p2pk_ar_args &a, char *base, int set, int slot,
+                                         int m) {
+  uint64_t i = ((uint64_t)set * (a.nranks - 1) + slot) * a.lay.nboxes + m;
+  return base + a.lay.data_off + i * a.lay.mailbox;
+}
+__device__ __forceinline__ char *outbox(const p2pk_ar_args &a, int r, int m) {
+  return a.stage + (uint64_t)r * a.lay.stage_stride + a.lay.stage_data_off +
+         (uint64_t)m * a.lay.stage_mailbox;
+}
+
+// ---------------------------------------------------------------- errors ---
+
+// Record the first error of this rank where the host sees it, and make every
+// waiting thread of this rank give up. On a mismatch the peers are alive, so
+// tell them too (a timed-out peer may be gone: leave it alone).
+static __device__ __noinline__ void fail(const p2pk_ar_args &a, int code, int peer) {
+  p2pk_dev_ctrl *c = ctrl_of(a.local);
+  if (atomicCAS(&c->err_code, 0, code) == 0) {
+    c->err_peer = peer;
+    volatile int32_t *he = a.host_err;
+    he[1] = peer;
+    __threadfence_system();
+    he[0] = code;
+    __threadfence_system();
+  }
+  atomicCAS(&c->abort, 0, 1 + a.rank);
+  if (code == P2PK_DERR_MISMATCH) {
+    for (int p = 0; p < a.nranks; p++) {
+      if (p == a.rank) continue;
+      if (a.stage) st_vol_i32(&stage_ctrl(a, p)->abort, 1 + a.rank);
+      else st_vol_i32(&ctrl_of(a.peer[p])->abort, 1 + a.rank);
+    }
+  }
+}
+
+// A bounded wait: call poll() in the spin loop; true means give up (the
+// timeout passed, or this rank was told to abort).
+struct Waiter {
+  uint64_t deadline;
+  uint32_t spins;
+  __device__ __forceinline__ explicit Waiter(const p2pk_ar_args &a)
+      : deadline(globaltimer() + a.timeout_ns), spins(0) {}
+  __device__ __forceinline__ bool poll(const p2pk_ar_args &a, int peer) {
+    if (++spins & 63) return false;
+    p2pk_dev_ctrl *c = ctrl_of(a.local);
+    int32_t ab = ld_vol_i32(&c->abort);
+    if (!ab && a.stage) ab = ld_vol_i32(&stage_ctrl(a, a.rank)->abort);
+    if (ab) {
+      if (ab != 1 + a.rank) fail(a, P2PK_DERR_ABORTED, ab - 1);
+      return true;
+    }
+    if (globaltimer() > deadline) {
+      fail(a, P2PK_DERR_TIMEOUT, peer);
+      return true;
+    }
+    return false;
+  }
+};
+
+// Wait until *p >= want (masking `mask` off); false when giving up.
+__device__ __forceinline__ bool wait_geq(const p2pk_ar_args &a, Waiter &w, const void *p,
+                                         uint64_t want, int peer, uint64_t mask = ~0ULL) {
+  while ((ld_acq(p) & mask) < want)
+    if (w.poll(a, peer)) return false;
+  return true;
+}
+
+// ---------------------------------------------------------- call prologue ---
+
+// Every kernel starts here: this block's sequence number (all blocks agree;
+// each block index keeps its own copy so no block overwrites one another
+// still reads), and whether the communicator is already dead.
+__device__ __forceinline__ bool prologue(const p2pk_ar_args &a, uint32_t *seq_p) {
+  __shared__ uint32_t s_seq;
+  __shared__ int32_t s_abort;
+  p2pk_dev_ctrl *c = ctrl_of(a.local);
+  if (threadIdx.x == 0) {
+    s_abort = ld_vol_i32(&c->abort);
+    s_seq = c->seq[blockIdx.x] + 1;
+  }
+  __syncthreads();
+  uint32_t seq = s_seq;
+  for (uint32_t i = blockIdx.x + threadIdx.x * gridDim.x; i < P2PK_COLL_MAX_BLOCKS;
+       i += blockDim.x * gridDim.x)
+    c->seq[i] = seq;
+  *seq_p = seq;
+  return s_abort == 0;
+}
+
+// The header: what this call is (count, type, op, algorithm, grid), sent to
+// every peer as one LL line tagged with the sequence number; one thread of
+// block 0 checks the peers' lines. A mismatch aborts everyone at once instead
+// of a hang until the timeout.
+static __device__ __noinline__ void header_send(const p2pk_ar_args &a, uint32_t seq) {
+  uint4 line = make_uint4(a.hdr0, seq, a.hdr1, seq);
+  int slot = seq & 1;
+  if (a.stage) {
+    st_vol_v4(stage_ctrl(a, a.rank)->hdr[slot], line);
+    return;
+  }
+  for (int p = 0; p < a.nranks; p++)
+    if (p != a.rank) st_vol_v4(ctrl_of(a.peer[p])->hdr[slot][a.rank], line);
+}
+
+static __device__ __noinline__ bool header_check(const p2pk_ar_args &a, uint32_t seq, Waiter &w) {
+  int slot = seq & 1;
+  for (int p = 0; p < a.nranks; p++) {
+    if (p == a.rank) continue;
+    const void *src = a.stage ? (const void *)stage_ctrl(a, p)->hdr[slot]
+                              : (const void *)ctrl_of(a.local)->hdr[slot][p];
+    uint4 v;
+    for (;;) {
+      v = ld_vol_v4(src);
+      if (v.y == seq && v.w == seq) break;
+      if (w.poll(a, p)) return false;
+    }
+    if (v.x != a.hdr0 || v.z != a.hdr1) {
+      fail(a, P2PK_DERR_MISMATCH, p);
+      return false;
+    }
+  }
+  return true;
+}
+
+// ------------------------------------------------------------------ types ---
+
+template <class B, class A>
+struct TraitBase {
+  typedef B bits;
+  typedef A acc;
+};
+struct TF32 : TraitBase<uint32_t, float> {
+  static __device__ __forceinline__ float ld(uint32_t b) { return __uint_as_float(b); }
+  static __device__ __forceinline__ uint32_t st(float a) { return __float_as_uint(a); }
+  static __device__ __forceinline__ float add(float x, float y) { return x + y; }
+  static __device__ __forceinline__ float mul(float x, float y) { return x * y; }
+  static __device__ __forceinline__ float div(float x, int n) { return x / (float)n; }
+};
+struct TF16 : TraitBase<uint16_t, float> {
+  static __device__ __forceinline__ float ld(uint16_t b) { return __half2float(__ushort_as_half(b)); }
+  static __device__ __forceinline__ uint16_t st(float a) { return __half_as_ushort(__float2half_rn(a)); }
+  static __device__ __forceinline__ float add(float x, float y) { return x + y; }
+  static __device__ __forceinline__ float mul(float x, float y) { return x * y; }
+  static __device__ __forceinline__ float div(float x, int n) { return x / (float)n; }
+};
+struct TBF16 : TraitBase<uint16_t, float> {
+  static __device__ __forceinline__ float ld(uint16_t b) {
+    return __bfloat162float(__ushort_as_bfloat16(b));
+  }
+  static __device__ __forceinline__ uint16_t st(float a) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(a));
+  }
+  static __device__ __forceinline__ float add(float x, float y) { return x + y; }
+  static __device__ __forceinline__ float mul(float x, float y) { return x * y; }
+  static __device__ __forceinline__ float div(float x, int n) { return x / (float)n; }
+};
+struct TF64 : TraitBase<uint64_t, double> {
+  static __device__ __forceinline__ double ld(uint64_t b) { return __longlong_as_double((long long)b); }
+  static __device__ __forceinline__ uint64_t st(double a) { return (uint64_t)__double_as_longlong(a); }
+  static __device__ __forceinline__ double add(double x, double y) { return x + y; }
+  static __device__ __forceinline__ double mul(double x, double y) { return x * y; }
+  static __device__ __forceinline__ double div(double x, int n) { return x / (double)n; }
+};
+// Integers wrap like the hardware does (computed unsigned: no signed overflow).
+struct TI32 : TraitBase<uint32_t, int32_t> {
+  static __device__ __forceinline__ int32_t ld(uint32_t b) { return (int32_t)b; }
+  static __device__ __forceinline__ uint32_t st(int32_t a) { return (uint32_t)a; }
+  static __device__ __forceinline__ int32_t add(int32_t x, int32_t y) { return (int32_t)((uint32_t)x + (uint32_t)y); }
+  static __device__ __forceinline__ int32_t mul(int32_t x, int32_t y) { return (int32_t)((uint32_t)x * (uint32_t)y); }
+  static __device__ __forceinline__ int32_t div(int32_t x, int n) { return x / n; }
+};
+struct TI64 : TraitBase<uint64_t, int64_t> {
+  static __device__ __forceinline__ int64_t ld(uint64_t b) { return (int64_t)b; }
+  static __device__ __forceinline__ uint64_t st(int64_t a) { return (uint64_t)a; }
+  static __device__ __forceinline__ int64_t add(int64_t x, int64_t y) { return (int64_t)((uint64_t)x + (uint64_t)y); }
+  static __device__ __forceinline__ int64_t mul(int64_t x, int64_t y) { return (int64_t)((uint64_t)x * (uint64_t)y); }
+  static __device__ __forceinline__ int64_t div(int64_t x, int n) { return x / n; }
+};
+struct TU8 : TraitBase<uint8_t, uint32_t> {
+  static __device__ __forceinline__ uint32_t ld(uint8_t b) { return b; }
+  static __device__ __forceinline__ uint8_t st(uint32_t a) { return (uint8_t)a; }
+  static __device__ __forceinline__ uint32_t add(uint32_t x, uint32_t y) { return (x + y) & 0xff; }
+  static __device__ __forceinline__ uint32_t mul(uint32_t x, uint32_t y) { return (x * y) & 0xff; }
+  static __device__ __forceinline__ uint32_t div(uint32_t x, int n) { return x / (uint32_t)n; }
+};
+
+template <class T>
+__device__ __forceinline__ typename T::acc apply(int op, typename T::acc x, typename T::acc y) {
+  switch (op) {
+    case P2PKIT_PROD: return T::mul(x, y);
+    case P2PKIT_MIN: return y < x ? y : x;
+    case P2PKIT_MAX: return y > x ? y : x;
+    default: return T::add(x, y); /* SUM, AVG */
+  }
+}
+template <class T>
+__device__ __forceinline__ typename T::acc finish(int op, typename T::acc x, int n) {
+  return op == P2PKIT_AVG ? T::div(x, n) : x;
+}
+
+// A 16-byte or 8-byte vector seen as elements.
+template <class T>
+union Pack16 {
+  enum { N = 16 / sizeof(typename T::bits) };
+  uint4 u;
+  typename T::bits e[N];
+};
+template <class T>
+union Pack8 {
+  enum { N = 8 / sizeof(typename T::bits) };
+  uint2 u;
+  typename T::bits e[N];
+};
+
+// ------------------------------------------------------------ chunk loops ---
+
+enum { UNROLL = 4 };
+
+// Loads of data another GPU wrote. Device memory (our scratch, written over
+// NVLink): through L2 only, since L1 is not coherent. Host memory: volatile,
+// never cached.
+template <bool HOST>
+__device__ __forceinline__ uint4 ld16(const char *p) {
+  if (HOST) return ld_vol_v4(p);
+  return __ldcg((const uint4 *)p);
+}
+__device__ __forceinline__ uint8_t ld_cg(const uint8_t *p) { return __ldcg((const unsigned char *)p); }
+__device__ __forceinline__ uint16_t ld_cg(const uint16_t *p) { return __ldcg((const unsigned short *)p); }
+__device__ __forceinline__ uint32_t ld_cg(const uint32_t *p) { return __ldcg((const unsigned int *)p); }
+__device__ __forceinline__ uint64_t ld_cg(const uint64_t *p) {
+  return __ldcg((const unsigned long long *)p);
+}
+template <class B, bool HOST>
+__device__ __forceinline__ B ld_elem(const char *p) {
+  if (HOST) return *(const volatile B *)p;
+  return ld_cg((const B *)p);
+}
+
+__device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+// dst[0..len) = src[0..len) by the whole block; len a multiple of the element
+// size. 16-byte accesses where both sides allow, element accesses otherwise.
+template <class T>
+__device__ void copy_chunk(char *dst, const char *src, uint64_t len) {
+  typedef typename T::bits B;
+  uint64_t done = 0;
+  if (aligned16(dst) && aligned16(src)) {
+    const uint64_t nv = len / 16;
+    for (uint64_t base = threadIdx.x; base < nv; base += (uint64_t)blockDim.x * UNROLL) {
+      uint4 v[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) {
+        uint64_t i = base + (uint64_t)u * blockDim.x;
+        if (i < nv) v[u] = ld16<false>(src + i * 16);
+      }
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) {
+        uint64_t i = base + (uint64_t)u * blockDim.x;
+        if (i < nv) *(uint4 *)(dst + i * 16) = v[u];
+      }
+    }
+    done = nv * 16;
+  }
+  for (uint64_t o = done + threadIdx.x * sizeof(B); o < len; o += (uint64_t)blockDim.x * sizeof(B))
+    *(B *)(dst + o) = ld_elem<B, false>(src + o);
+}
+
+// out[0..len) = reduce over r = 0..n-1 of src[r][0..len), in rank order, so
+// every rank computes the same bits; src[me] is this rank's input (device
+// memory), the others are mailboxes (HOST: in host memory). The result also
+// goes to also[0..nalso) (remote mailboxes or peers' outputs).
+template <class T, bool HOST>
+__device__ void reduce_chunk(int op, int n, int me, char *out, const char *const *src,
+                             char *const *also, int nalso, uint64_t len) {
+  typedef typename T::bits B;
+  typedef typename T::acc A;
+  typedef Pack16<T> P;
+  bool vec = aligned16(out);
+  for (int r = 0; r < n; r++) vec = vec && aligned16(src[r]);
+  for (int k = 0; k < nalso; k++) vec = vec && aligned16(also[k]);
+  uint64_t done = 0;
+  if (vec) {
+    const uint64_t nv = len / 16;
+    for (uint64_t base = threadIdx.x; base < nv; base += (uint64_t)blockDim.x * UNROLL) {
+      A acc[UNROLL][P::N];
+      P v[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) {
+        uint64_t i = base + (uint64_t)u * blockDim.x;
+        if (i < nv) v[u].u = me == 0 ? ld16<false>(src[0] + i * 16) : ld16<HOST>(src[0] + i * 16);
+      }
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+        for (int e = 0; e < P::N; e++) acc[u][e] = T::ld(v[u].e[e]);
+      for (int r = 1; r < n; r++) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+          uint64_t i = base + (uint64_t)u * blockDim.x;
+          if (i < nv) v[u].u = r == me ? ld16<false>(src[r] + i * 16) : ld16<HOST>(src[r] + i * 16);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+          for (int e = 0; e < P::N; e++) acc[u][e] = apply<T>(op, acc[u][e], T::ld(v[u].e[e]));
+      }
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) {
+        uint64_t i = base + (uint64_t)u * blockDim.x;
+        if (i >= nv) continue;
+#pragma unroll
+        for (int e = 0; e < P::N; e++) v[u].e[e] = T::st(finish<T>(op, acc[u][e], n));
+        *(uint4 *)(out + i * 16) = v[u].u;
+        for (int k = 0; k < nalso; k++) *(uint4 *)(also[k] + i * 16) = v[u].u;
+      }
+    }
+    done = nv * 16;
+  }
+  for (uint64_t o = done + threadIdx.x * sizeof(B); o < len; o += (uint64_t)blockDim.x * sizeof(B)) {
+    A x = T::ld(me == 0 ? ld_elem<B, false>(src[0] + o) : ld_elem<B, HOST>(src[0] + o));
+    for (int r = 1; r < n; r++)
+      x = apply<T>(op, x, T::ld(r == me ? ld_elem<B, false>(src[r] + o) : ld_elem<B, HOST>(src[r] + o)));
+    B y = T::st(finish<T>(op, x, n));
+    *(B *)(out + o) = y;
+    for (int k = 0; k < nalso; k++) *(B *)(also[k] + o) = y;
+  }
+}
+
+// Dispatch on the element type.
+#define P2PK_FOR_DTYPE(dtype, KERNEL, ...)                                 \
+  switch (dtype) {                                                         \
+    case P2PKIT_FLOAT32: KERNEL<p2pk::TF32><<<__VA_ARGS__>>>(*a); break;   \
+    case P2PKIT_FLOAT16: KERNEL<p2pk::TF16><<<__VA_ARGS__>>>(*a); break;   \
+    case P2PKIT_BFLOAT16: KERNEL<p2pk::TBF16><<<__VA_ARGS__>>>(*a); break; \
+    case P2PKIT_FLOAT64: KERNEL<p2pk::TF64><<<__VA_ARGS__>>>(*a); break;   \
+    case P2PKIT_INT32: KERNEL<p2pk::TI32><<<__VA_ARGS__>>>(*a); break;     \
+    case P2PKIT_INT64: KERNEL<p2pk::TI64><<<__VA_ARGS__>>>(*a); break;     \
+    case P2PKIT_UINT8: KERNEL<p2pk::TU8><<<__VA_ARGS__>>>(*a); break;      \
+    default: return cudaErrorInvalidValue;                                 \
+  }
+
+}  // namespace p2pk
+
+#endif

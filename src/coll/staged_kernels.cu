@@ -1,0 +1,99 @@
+// All-reduce through host shared memory, for GPUs without P2P (or with
+// P2PKIT_P2P_DISABLE=1). One launch of 2G blocks: writer block b copies its
+// chunks of this rank's input into this rank's outbox in host memory (the
+// GPU-to-host direction of PCIe); reader block b reads the same chunks of
+// every peer's outbox (host-to-GPU) and reduces them with the local input in
+// rank order. Writers run ahead of readers, so both PCIe directions carry
+// data at once. Each outbox is read by all peers, so a rank writes its data
+// once whatever the rank count. Counters and flags work like the P2P mailboxes
+// (see allreduce_kernels.cu), with the shared ones in host memory.
+#include "coll/kern_common.cuh"
+
+namespace p2pk {
+
+template <class T>
+__global__ void __launch_bounds__(512) staged_kernel(const __grid_constant__ p2pk_ar_args a) {
+  __shared__ int s_ok;
+  __shared__ const char *s_src[P2PK_COLL_MAX_RANKS];
+  uint32_t seq;
+  if (!prologue(a, &seq)) return;
+  Waiter w(a);
+  const int G = gridDim.x / 2;
+  const bool writer = (int)blockIdx.x < G;
+  const int b = writer ? blockIdx.x : blockIdx.x - G;
+  if (threadIdx.x == 0) {
+    s_ok = 1;
+    if (blockIdx.x == 0) header_send(a, seq);
+    if ((int)blockIdx.x == G) s_ok = header_check(a, seq, w);
+  }
+  __syncthreads();
+  if (!s_ok) return;
+  const int n = a.nranks, me = a.rank, S = a.slots;
+  const uint64_t nbytes = a.count * sizeof(typename T::bits), K = a.chunk;
+  const uint64_t chunks = (nbytes + K - 1) / K;
+  const uint64_t J = chunks > (uint64_t)b ? (chunks - 1 - b) / G + 1 : 0;
+  p2pk_dev_ctrl *c = ctrl_of(a.local);
+  p2pk_stage_ctrl *mine = stage_ctrl(a, me);
+  const bool inplace = a.in == a.out;
+  for (uint64_t j = 0; j < J; j++) {
+    const uint64_t off = ((uint64_t)b + j * G) * K;
+    const uint64_t len = min(K, nbytes - off);
+    const int m = b * S + (int)(j % S);
+    const uint64_t progress = ((uint64_t)seq << 32) | (j + 1);
+    if (writer) {
+      uint64_t *usedp = counter(a.local, a.lay.sent_off, 0, me, n, m);
+      if (threadIdx.x == 0) {
+        bool ok = true;
+        for (int q = 0; q < n && ok; q++)
+          if (q != me) ok = wait_geq(a, w, &mine->freed[m][q], *usedp, q);
+        s_ok = ok;
+      }
+      __syncthreads();
+      if (!s_ok) return;
+      copy_chunk<T>(outbox(a, me, m), (const char *)a.in + off, len);
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        uint64_t u = *usedp + 1;
+        *usedp = u;
+        st_rel(&mine->ready[m], u);
+        st_vol_u64(&c->wprog[b], progress);
+      }
+    } else {
+      if (threadIdx.x == 0) {
+        bool ok = true;
+        for (int q = 0; q < n && ok; q++) {
+          if (q == me) continue;
+          uint64_t want = *counter(a.local, a.lay.recvd_off, 0, q, n, m) + 1;
+          ok = wait_geq(a, w, &stage_ctrl(a, q)->ready[m], want, q);
+          s_src[q] = outbox(a, q, m);
+        }
+        s_src[me] = (const char *)a.in + off;
+        // In place: this rank's writer must have copied the chunk out before
+        // the result overwrites it.
+        if (ok && inplace) ok = wait_geq(a, w, &c->wprog[b], progress, me);
+        s_ok = ok;
+      }
+      __syncthreads();
+      if (!s_ok) return;
+      reduce_chunk<T, true>(a.op, n, me, (char *)a.out + off, s_src, nullptr, 0, len);
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        for (int q = 0; q < n; q++) {
+          if (q == me) continue;
+          uint64_t *rc = counter(a.local, a.lay.recvd_off, 0, q, n, m);
+          uint64_t r = *rc + 1;
+          *rc = r;
+          st_rel(&stage_ctrl(a, q)->freed[m][me], r);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace p2pk
+
+extern "C" cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int threads,
+                                                    cudaStream_t stream) {
+  P2PK_FOR_DTYPE(a->dtype, p2pk::staged_kernel, 2 * blocks, threads, 0, stream)
+  return cudaGetLastError();
+}

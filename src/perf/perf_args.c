@@ -1,0 +1,347 @@
+/* The command line of `p2pkit perf`: nccl-tests' flags where they apply. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/algo.h"
+#include "core/param.h"
+#include "perf/perf.h"
+
+void p2pk_perf_usage(FILE *out) {
+  fprintf(out,
+          "usage: p2pkit perf <collective> [options]\n\n"
+          "Times a collective over a range of sizes like nccl-tests (same flags, same columns),\n"
+          "checks every result, and with --vs-nccl measures NCCL through the same harness.\n"
+          "collectives: all_reduce, broadcast, reduce, all_gather, reduce_scatter, sendrecv,\n"
+          "             alltoall (p2pkit has all_reduce today; the others run with --nccl-only)\n\n"
+          "  -b, --minbytes SIZE    smallest size (default 8; K, M, G suffixes)\n"
+          "  -e, --maxbytes SIZE    largest size (default 128M)\n"
+          "  -f, --stepfactor N     multiply the size by N each step (default 2)\n"
+          "  -i, --stepbytes SIZE   add SIZE each step instead\n"
+          "  -n, --iters N          calls per timed region (default 20)\n"
+          "  -w, --warmup_iters N   untimed calls first (default 5)\n"
+          "  -c, --check 0|1        check every result on the GPU (default 1); #wrong must be 0\n"
+          "  -G, --cudagraph N      capture the -n calls in a CUDA graph and time N launches of it\n"
+          "  -d, --datatype T       float, half, bfloat16, double, int32, int64, uint8 (default float)\n"
+          "  -o, --op OP            sum, prod, min, max, avg (default sum)\n"
+          "  -r, --root N           root rank of broadcast and reduce (default 0)\n"
+          "  -g, --ngpus N          GPUs in this process (default: all; 1 with -p)\n"
+          "  -p, --procs N          fork N processes, one GPU each (rendezvous on 127.0.0.1)\n"
+          "  -R, --local_register 0|1  register the buffers with the library (default 0)\n"
+          "      --repeats N        timed regions per point; the median is shown (default 5)\n"
+          "      --vs-nccl          also run NCCL (P2PKIT_NCCL_LIB) the same way; adds its time\n"
+          "                         and the speedup (NCCL time / p2pkit time)\n"
+          "      --nccl-only        run only NCCL\n"
+          "      --json             write the results as JSON on stdout instead of the table\n"
+          "      --json-file FILE   also write the JSON document to FILE\n"
+          "      --algo A[/P]       force p2pkit's all-reduce algorithm A (oneshot, twoshot,\n"
+          "                         staged) and protocol P (ll, simple): P2PKIT_ALGO, P2PKIT_PROTO\n"
+          "      --sweep-algos LIST one pass per A[/P] in the comma list, then the fastest per size\n"
+          "      --algo-table FILE  write the fastest per size as an algorithm table (needs every\n"
+          "                         entry with its protocol; load it with P2PKIT_ALGO_TABLE)\n"
+          "  -h, --help             this text\n\n"
+          "Columns: time is microseconds per call (median of the repeats, max over GPUs);\n"
+          "algbw = size / time; busbw = algbw x factor (all_reduce 2(n-1)/n; all_gather,\n"
+          "reduce_scatter, alltoall (n-1)/n; broadcast, reduce, sendrecv 1).\n"
+          "Settings: P2PKIT_TIMEOUT (seconds without progress before giving up), P2PKIT_NCCL_LIB.\n");
+}
+
+static int bad(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(FILE *err, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(err, "p2pkit perf: error: ");
+  vfprintf(err, fmt, ap);
+  fputc('\n', err);
+  va_end(ap);
+  return PERF_PARSE_ERROR;
+}
+
+static const struct {
+  const char *name;
+  p2pkit_dtype_t d;
+} dtypes[] = {
+    {"float", P2PKIT_FLOAT32},   {"float32", P2PKIT_FLOAT32}, {"fp32", P2PKIT_FLOAT32},
+    {"half", P2PKIT_FLOAT16},    {"float16", P2PKIT_FLOAT16}, {"fp16", P2PKIT_FLOAT16},
+    {"bfloat16", P2PKIT_BFLOAT16}, {"bf16", P2PKIT_BFLOAT16},
+    {"double", P2PKIT_FLOAT64},  {"float64", P2PKIT_FLOAT64}, {"fp64", P2PKIT_FLOAT64},
+    {"int32", P2PKIT_INT32},     {"int", P2PKIT_INT32},
+    {"int64", P2PKIT_INT64},     {"uint8", P2PKIT_UINT8},
+};
+
+int p2pk_perf_dtype_parse(const char *name, p2pkit_dtype_t *out) {
+  for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+    if (strcmp(name, dtypes[i].name) == 0) {
+      *out = dtypes[i].d;
+      return 0;
+    }
+  return -1;
+}
+
+const char *p2pk_perf_dtype_name(p2pkit_dtype_t d) {
+  for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+    if (dtypes[i].d == d) return dtypes[i].name; /* the first spelling is nccl-tests' */
+  return "?";
+}
+
+size_t p2pk_perf_dtype_size(p2pkit_dtype_t d) {
+  switch (d) {
+    case P2PKIT_FLOAT32: case P2PKIT_INT32: return 4;
+    case P2PKIT_FLOAT16: case P2PKIT_BFLOAT16: return 2;
+    case P2PKIT_FLOAT64: case P2PKIT_INT64: return 8;
+    case P2PKIT_UINT8: return 1;
+    default: return 0;
+  }
+}
+
+static const char *const op_names[P2PKIT_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+
+int p2pk_perf_op_parse(const char *name, p2pkit_redop_t *out) {
+  for (int i = 0; i < P2PKIT_REDOP_COUNT; i++)
+    if (strcmp(name, op_names[i]) == 0) {
+      *out = (p2pkit_redop_t)i;
+      return 0;
+    }
+  return -1;
+}
+
+const char *p2pk_perf_op_name(p2pkit_redop_t op) {
+  return op >= 0 && op < P2PKIT_REDOP_COUNT ? op_names[op] : "?";
+}
+
+void p2pk_perf_args_default(perf_args *a) {
+  memset(a, 0, sizeof *a);
+  a->min_bytes = 8;
+  a->max_bytes = 128u << 20;
+  a->step_factor = 2;
+  a->iters = 20;
+  a->warmup = 5;
+  a->check = 1;
+  a->repeats = 5;
+  a->dtype = P2PKIT_FLOAT32;
+  a->op = P2PKIT_SUM;
+}
+
+int p2pk_perf_uses_p2pkit(const perf_args *a) { return !a->nccl_only; }
+
+int p2pk_perf_algo_split(const char *entry, int *algo, int *proto) {
+  char name[32];
+  const char *slash = strchr(entry, '/');
+  size_t len = slash ? (size_t)(slash - entry) : strlen(entry);
+  if (len == 0 || len >= sizeof name) return -1;
+  memcpy(name, entry, len);
+  name[len] = '\0';
+  *algo = p2pk_algo_from_name(name);
+  *proto = slash ? p2pk_proto_from_name(slash + 1) : -1;
+  return *algo < 0 || (slash && *proto < 0) ? -1 : 0;
+}
+
+static int check_algo(FILE *err, const char *flag, const char *entry) {
+  int algo, proto;
+  if (p2pk_perf_algo_split(entry, &algo, &proto) != 0)
+    return bad(err, "%s '%s': unknown algorithm (oneshot, twoshot or staged, optionally /ll or "
+               "/simple)", flag, entry);
+  return 0;
+}
+int p2pk_perf_uses_nccl(const perf_args *a) { return a->nccl_only || a->vs_nccl; }
+
+int p2pk_perf_sizes(const perf_args *a, size_t *out, int max) {
+  int n = 0;
+  size_t s = a->min_bytes;
+  if (s == 0) return 0;
+  while (s <= a->max_bytes && n < max) {
+    out[n++] = s;
+    size_t next = a->step_bytes ? s + a->step_bytes : s * (size_t)a->step_factor;
+    if (next <= s) break; /* overflow, or a factor of 1 */
+    s = next;
+  }
+  return n;
+}
+
+/* Options: short, long, takes a value. */
+static const struct {
+  char s;
+  const char *l;
+  int arg;
+} opts[] = {
+    {'b', "minbytes", 1}, {'e', "maxbytes", 1}, {'f', "stepfactor", 1}, {'i', "stepbytes", 1},
+    {'n', "iters", 1},    {'w', "warmup_iters", 1}, {'c', "check", 1}, {'G', "cudagraph", 1},
+    {'d', "datatype", 1}, {'o', "op", 1},        {'r', "root", 1},    {'g', "ngpus", 1},
+    {'p', "procs", 1},    {'R', "local_register", 1}, {0, "repeats", 1}, {0, "vs-nccl", 0},
+    {0, "nccl-only", 0},  {0, "json", 0},        {0, "json-file", 1}, {0, "algo", 1},
+    {0, "sweep-algos", 1}, {0, "algo-table", 1}, {'h', "help", 0},
+};
+
+static int int_arg(FILE *err, const char *flag, const char *v, long lo, long hi, int *out) {
+  char *end = NULL;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (!*v || *end || errno) return bad(err, "%s '%s' is not a whole number", flag, v);
+  if (x < lo || x > hi) return bad(err, "%s %ld is out of range (%ld to %ld)", flag, x, lo, hi);
+  *out = (int)x;
+  return 0;
+}
+
+static int size_arg(FILE *err, const char *flag, const char *v, size_t *out) {
+  if (v[0] == '-') return bad(err, "%s '%s': sizes cannot be negative", flag, v);
+  if (p2pk_parse_size(v, out) != 0)
+    return bad(err, "%s '%s' is not a size (a number of bytes, optionally with K, M or G)", flag, v);
+  if (*out == 0) return bad(err, "%s 0: sizes must be at least 1 byte", flag);
+  return 0;
+}
+
+static int split_algos(FILE *err, const char *list, perf_args *a) {
+  const char *p = list;
+  a->nalgos = 0;
+  while (*p) {
+    size_t len = strcspn(p, ",");
+    if (len == 0 || len >= sizeof a->algos[0])
+      return bad(err, "--sweep-algos '%s': empty or overlong algorithm name", list);
+    if (a->nalgos >= P2PK_PERF_MAX_ALGOS)
+      return bad(err, "--sweep-algos '%s': at most %d algorithms", list, P2PK_PERF_MAX_ALGOS);
+    memcpy(a->algos[a->nalgos], p, len);
+    a->algos[a->nalgos][len] = '\0';
+    if (check_algo(err, "--sweep-algos", a->algos[a->nalgos])) return PERF_PARSE_ERROR;
+    for (int i = 0; i < a->nalgos; i++)
+      if (strcmp(a->algos[i], a->algos[a->nalgos]) == 0)
+        return bad(err, "--sweep-algos '%s': %s is listed twice", list, a->algos[i]);
+    a->nalgos++;
+    p += len;
+    if (*p == ',') p++;
+  }
+  if (a->nalgos == 0) return bad(err, "--sweep-algos needs a list of algorithms");
+  return 0;
+}
+
+static int apply(FILE *err, char s, const char *l, const char *flag, const char *v, perf_args *a) {
+  int x = 0;
+  switch (s) {
+    case 'b': return size_arg(err, flag, v, &a->min_bytes);
+    case 'e': return size_arg(err, flag, v, &a->max_bytes);
+    case 'i': return size_arg(err, flag, v, &a->step_bytes);
+    case 'f':
+      if (int_arg(err, flag, v, 1, 1 << 20, &x)) return PERF_PARSE_ERROR;
+      a->step_factor = x;
+      return 0;
+    case 'n': return int_arg(err, flag, v, 1, 1000000, &a->iters);
+    case 'w': return int_arg(err, flag, v, 0, 1000000, &a->warmup);
+    case 'c': return int_arg(err, flag, v, 0, 1, &a->check);
+    case 'G': return int_arg(err, flag, v, 0, 10000, &a->graph);
+    case 'g': return int_arg(err, flag, v, 1, P2PK_PERF_MAX_RANKS, &a->ngpus);
+    case 'p': return int_arg(err, flag, v, 1, P2PK_PERF_MAX_RANKS, &a->nprocs);
+    case 'r': return int_arg(err, flag, v, 0, P2PK_PERF_MAX_RANKS - 1, &a->root);
+    case 'R': return int_arg(err, flag, v, 0, 1, &a->reg);
+    case 'd':
+      if (p2pk_perf_dtype_parse(v, &a->dtype))
+        return bad(err, "%s '%s': unknown data type (float, half, bfloat16, double, int32, "
+                   "int64, uint8)", flag, v);
+      return 0;
+    case 'o':
+      if (p2pk_perf_op_parse(v, &a->op))
+        return bad(err, "%s '%s': unknown reduction (sum, prod, min, max, avg)", flag, v);
+      return 0;
+    default: break;
+  }
+  if (strcmp(l, "repeats") == 0) return int_arg(err, flag, v, 1, P2PK_PERF_MAX_REPEATS, &a->repeats);
+  if (strcmp(l, "vs-nccl") == 0) a->vs_nccl = 1;
+  else if (strcmp(l, "nccl-only") == 0) a->nccl_only = 1;
+  else if (strcmp(l, "json") == 0) a->json = 1;
+  else if (strcmp(l, "json-file") == 0) a->json_file = v;
+  else if (strcmp(l, "algo-table") == 0) a->algo_table = v;
+  else if (strcmp(l, "sweep-algos") == 0) return split_algos(err, v, a);
+  else if (strcmp(l, "algo") == 0) {
+    if (check_algo(err, flag, v)) return PERF_PARSE_ERROR;
+    a->algo = v;
+  }
+  return 0;
+}
+
+/* Everything that can be judged before touching a GPU. */
+static int validate(FILE *err, perf_args *a) {
+  if (!a->coll) {
+    bad(err, "which collective? (all_reduce, broadcast, reduce, all_gather, reduce_scatter, "
+        "sendrecv, alltoall)");
+    p2pk_perf_usage(err);
+    return PERF_PARSE_ERROR;
+  }
+  if (a->max_bytes < a->min_bytes)
+    return bad(err, "-e %zu is smaller than -b %zu", a->max_bytes, a->min_bytes);
+  if (!a->step_bytes && a->step_factor < 2 && a->max_bytes != a->min_bytes)
+    return bad(err, "-f %ld: the step factor must be at least 2 (or give -i BYTES)", a->step_factor);
+  size_t sizes[P2PK_PERF_MAX_SIZES + 1];
+  if (p2pk_perf_sizes(a, sizes, P2PK_PERF_MAX_SIZES + 1) > P2PK_PERF_MAX_SIZES)
+    return bad(err, "-b %zu -e %zu gives more than %d sizes; raise -f or -i", a->min_bytes,
+               a->max_bytes, P2PK_PERF_MAX_SIZES);
+  if (a->nprocs > 0 && a->ngpus > 1)
+    return bad(err, "-p runs one GPU per process; -g %d cannot be combined with it", a->ngpus);
+  if (a->vs_nccl && a->nccl_only) return bad(err, "--vs-nccl and --nccl-only exclude each other");
+  if (!a->coll->p2pkit_call && !a->nccl_only)
+    return bad(err, "p2pkit has no %s yet; measure NCCL alone with --nccl-only", a->coll->name);
+  if (a->nalgos && (a->vs_nccl || a->nccl_only || a->algo))
+    return bad(err, "--sweep-algos cannot be combined with --vs-nccl, --nccl-only or --algo");
+  if (a->algo && a->nccl_only) return bad(err, "--algo chooses p2pkit's algorithm; not with --nccl-only");
+  if (a->algo_table && !a->nalgos) return bad(err, "--algo-table needs --sweep-algos");
+  if ((a->algo || a->nalgos) && a->coll->id != PERF_ALL_REDUCE)
+    return bad(err, "--algo and --sweep-algos choose p2pkit's all-reduce algorithm; not for %s",
+               a->coll->name);
+  for (int i = 0; a->algo_table && i < a->nalgos; i++)
+    if (!strchr(a->algos[i], '/'))
+      return bad(err, "--algo-table: give each algorithm its protocol (e.g. --sweep-algos "
+                 "oneshot/ll,oneshot/simple,twoshot/simple); '%s' has none", a->algos[i]);
+  return 0;
+}
+
+int p2pk_perf_parse(int argc, char **argv, perf_args *a, FILE *err) {
+  p2pk_perf_args_default(a);
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (arg[0] != '-' || arg[1] == '\0') {
+      if (a->coll) return bad(err, "unexpected argument '%s' (one collective per run)", arg);
+      a->coll = p2pk_perf_coll(arg);
+      if (!a->coll)
+        return bad(err, "unknown collective '%s' (all_reduce, broadcast, reduce, all_gather, "
+                   "reduce_scatter, sendrecv, alltoall)", arg);
+      continue;
+    }
+    /* -b8, -b 8, --minbytes 8, --minbytes=8 */
+    int found = -1;
+    const char *inline_v = NULL;
+    char lname[32] = "";
+    if (arg[1] == '-') {
+      const char *eq = strchr(arg + 2, '=');
+      size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+      if (len < sizeof lname) {
+        memcpy(lname, arg + 2, len);
+        lname[len] = '\0';
+      }
+      for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
+        if (strcmp(opts[k].l, lname) == 0) found = (int)k;
+      if (eq) inline_v = eq + 1;
+    } else {
+      for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
+        if (opts[k].s && opts[k].s == arg[1]) found = (int)k;
+      if (found >= 0 && arg[2]) inline_v = arg + 2;
+    }
+    if (found < 0 || (inline_v && !opts[found].arg)) {
+      bad(err, "unknown option '%s'", arg);
+      p2pk_perf_usage(err);
+      return PERF_PARSE_ERROR;
+    }
+    if (opts[found].s == 'h') {
+      p2pk_perf_usage(stdout);
+      return PERF_PARSE_HELP;
+    }
+    const char *v = NULL;
+    if (opts[found].arg) {
+      if (inline_v) v = inline_v;
+      else if (i + 1 < argc) v = argv[++i];
+      else return bad(err, "%s needs a value", arg);
+    }
+    char flag[40];
+    if (opts[found].s) snprintf(flag, sizeof flag, "-%c", opts[found].s);
+    else snprintf(flag, sizeof flag, "--%s", opts[found].l);
+    if (apply(err, opts[found].s, opts[found].l, flag, v, a)) return PERF_PARSE_ERROR;
+  }
+  return validate(err, a) ? PERF_PARSE_ERROR : PERF_PARSE_OK;
+}

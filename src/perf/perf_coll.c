@@ -1,0 +1,171 @@
+/* One descriptor per collective. Adding one: a row in `colls`, its element
+ * counts, its calls, and its output layout in perf_expected() (perf_data.h). */
+#include <math.h>
+#include <string.h>
+
+#include "perf/nccl_dl.h"
+#include "perf/perf.h"
+
+/* ---- bus bandwidth factors (nccl-tests' definitions) -------------------- */
+
+static double factor_allreduce(int n) { return n > 0 ? 2.0 * (n - 1) / n : 0.0; }
+static double factor_gather(int n) { return n > 0 ? (double)(n - 1) / n : 0.0; }
+static double factor_one(int n) { return 1.0; }
+
+/* ---- element counts ----------------------------------------------------- */
+
+static void counts_whole(size_t count, int n, perf_counts *o) {
+  memset(o, 0, sizeof *o);
+  o->count = o->param = o->send_elems = o->recv_elems = count;
+}
+
+/* A block per rank: the count is rounded down to whole blocks, at least one. */
+static size_t block(size_t count, int n) {
+  size_t p = count / (size_t)n;
+  return p ? p : 1;
+}
+
+static void counts_allgather(size_t count, int n, perf_counts *o) {
+  memset(o, 0, sizeof *o);
+  o->param = block(count, n);
+  o->count = o->recv_elems = o->param * (size_t)n;
+  o->send_elems = o->param;
+  o->ip_send_step = o->param; /* in place: rank r sends from its own block */
+}
+
+static void counts_reducescatter(size_t count, int n, perf_counts *o) {
+  memset(o, 0, sizeof *o);
+  o->param = block(count, n);
+  o->count = o->send_elems = o->param * (size_t)n;
+  o->recv_elems = o->param;
+  o->ip_recv_step = o->param; /* in place: rank r receives into its own block */
+}
+
+static void counts_alltoall(size_t count, int n, perf_counts *o) {
+  memset(o, 0, sizeof *o);
+  o->param = block(count, n);
+  o->count = o->send_elems = o->recv_elems = o->param * (size_t)n;
+}
+
+/* ---- p2pkit ------------------------------------------------------------- */
+
+static p2pkit_status_t p2pkit_allreduce(const perf_call *c) {
+  return p2pkit_all_reduce(c->send, c->recv, c->param, c->dtype, c->op, (p2pkit_comm_t)c->comm,
+                           c->stream);
+}
+
+/* ---- NCCL --------------------------------------------------------------- */
+
+#define NCOMM(c) ((p2pk_nccl_comm_t)(c)->comm)
+#define NTYPE(c) p2pk_nccl_dtype((c)->dtype)
+#define NOP(c) p2pk_nccl_op((c)->op)
+
+static p2pkit_status_t nccl_allreduce(const p2pk_nccl_api *api, const perf_call *c) {
+  return p2pk_nccl_check(api, api->AllReduce(c->send, c->recv, c->param, NTYPE(c), NOP(c), NCOMM(c),
+                                             c->stream), "ncclAllReduce");
+}
+
+static p2pkit_status_t nccl_broadcast(const p2pk_nccl_api *api, const perf_call *c) {
+  return p2pk_nccl_check(api, api->Broadcast(c->send, c->recv, c->param, NTYPE(c), c->root, NCOMM(c),
+                                             c->stream), "ncclBroadcast");
+}
+
+static p2pkit_status_t nccl_reduce(const p2pk_nccl_api *api, const perf_call *c) {
+  return p2pk_nccl_check(api, api->Reduce(c->send, c->recv, c->param, NTYPE(c), NOP(c), c->root,
+                                          NCOMM(c), c->stream), "ncclReduce");
+}
+
+static p2pkit_status_t nccl_allgather(const p2pk_nccl_api *api, const perf_call *c) {
+  return p2pk_nccl_check(api, api->AllGather(c->send, c->recv, c->param, NTYPE(c), NCOMM(c),
+                                             c->stream), "ncclAllGather");
+}
+
+static p2pkit_status_t nccl_reducescatter(const p2pk_nccl_api *api, const perf_call *c) {
+  return p2pk_nccl_check(api, api->ReduceScatter(c->send, c->recv, c->param, NTYPE(c), NOP(c),
+                                                 NCOMM(c), c->stream), "ncclReduceScatter");
+}
+
+/* Send and receive calls of one rank, fused in their own group. */
+static p2pkit_status_t nccl_p2p(const p2pk_nccl_api *api, const perf_call *c, int all) {
+  p2pkit_status_t st = p2pk_nccl_check(api, api->GroupStart(), "ncclGroupStart");
+  if (st != P2PKIT_SUCCESS) return st;
+  size_t block_bytes = c->param * c->type_size;
+  for (int q = 0; q < c->nranks && st == P2PKIT_SUCCESS; q++) {
+    int to = all ? q : (c->rank + 1) % c->nranks;
+    int from = all ? q : (c->rank + c->nranks - 1) % c->nranks;
+    size_t off = all ? (size_t)q * block_bytes : 0;
+    st = p2pk_nccl_check(api, api->Send((const char *)c->send + off, c->param, NTYPE(c), to,
+                                        NCOMM(c), c->stream), "ncclSend");
+    if (st == P2PKIT_SUCCESS)
+      st = p2pk_nccl_check(api, api->Recv((char *)c->recv + off, c->param, NTYPE(c), from, NCOMM(c),
+                                          c->stream), "ncclRecv");
+    if (!all) break;
+  }
+  p2pkit_status_t end = p2pk_nccl_check(api, api->GroupEnd(), "ncclGroupEnd");
+  return st != P2PKIT_SUCCESS ? st : end;
+}
+
+static p2pkit_status_t nccl_sendrecv(const p2pk_nccl_api *api, const perf_call *c) {
+  return nccl_p2p(api, c, 0);
+}
+
+static p2pkit_status_t nccl_alltoall(const p2pk_nccl_api *api, const perf_call *c) {
+  return nccl_p2p(api, c, 1);
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+static const perf_coll colls[] = {
+    /* name, id, op, root, in-place, factor, counts, p2pkit, nccl */
+    {"all_reduce", PERF_ALL_REDUCE, 1, 0, 1, factor_allreduce, counts_whole, p2pkit_allreduce,
+     nccl_allreduce},
+    {"broadcast", PERF_BROADCAST, 0, 1, 1, factor_one, counts_whole, NULL, nccl_broadcast},
+    {"reduce", PERF_REDUCE, 1, 1, 1, factor_one, counts_whole, NULL, nccl_reduce},
+    {"all_gather", PERF_ALL_GATHER, 0, 0, 1, factor_gather, counts_allgather, NULL, nccl_allgather},
+    {"reduce_scatter", PERF_REDUCE_SCATTER, 1, 0, 1, factor_gather, counts_reducescatter, NULL,
+     nccl_reducescatter},
+    /* Receiving into the buffer being sent races: no in-place variant. */
+    {"sendrecv", PERF_SENDRECV, 0, 0, 0, factor_one, counts_whole, NULL, nccl_sendrecv},
+    {"alltoall", PERF_ALLTOALL, 0, 0, 0, factor_gather, counts_alltoall, NULL, nccl_alltoall},
+};
+
+static const struct {
+  const char *alias, *name;
+} aliases[] = {
+    {"allreduce", "all_reduce"},         {"bcast", "broadcast"},
+    {"allgather", "all_gather"},         {"reducescatter", "reduce_scatter"},
+    {"send_recv", "sendrecv"},           {"all_to_all", "alltoall"},
+    {"all_reduce_perf", "all_reduce"},   {"broadcast_perf", "broadcast"},
+    {"reduce_perf", "reduce"},           {"all_gather_perf", "all_gather"},
+    {"reduce_scatter_perf", "reduce_scatter"}, {"sendrecv_perf", "sendrecv"},
+    {"alltoall_perf", "alltoall"},
+};
+
+const perf_coll *p2pk_perf_coll(const char *name) {
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+    if (strcmp(name, aliases[i].alias) == 0) name = aliases[i].name;
+  for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
+    if (strcmp(name, colls[i].name) == 0) return &colls[i];
+  return NULL;
+}
+
+const perf_coll *p2pk_perf_coll_at(int i) {
+  return i >= 0 && (size_t)i < sizeof colls / sizeof colls[0] ? &colls[i] : NULL;
+}
+
+void p2pk_perf_counts(const perf_coll *c, size_t bytes, size_t type_size, int nranks,
+                      perf_counts *out) {
+  size_t count = type_size ? bytes / type_size : 0;
+  if (count == 0) count = 1;
+  c->counts(count, nranks > 0 ? nranks : 1, out);
+  out->bytes = out->count * type_size;
+}
+
+double p2pk_perf_algbw(size_t bytes, double time_us) {
+  if (!(time_us > 0)) return NAN;
+  return (double)bytes / time_us / 1e3; /* bytes/us = MB/s; /1e3 = GB/s */
+}
+
+double p2pk_perf_busbw(const perf_coll *c, size_t bytes, double time_us, int nranks) {
+  return p2pk_perf_algbw(bytes, time_us) * c->factor(nranks);
+}

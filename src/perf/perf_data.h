@@ -1,0 +1,246 @@
+/* The data `p2pkit perf` moves and what each rank must hold afterwards: pure
+ * functions of (collective, dtype, op, ranks, rank, index, seed), compiled
+ * both for the host (tests, spot checks) and the GPU (fill and check kernels).
+ *
+ * Exactness, nccl-tests style: inputs are small positive integers chosen so
+ * that every partial sum, product, min and max is exact in the dtype whatever
+ * the order of reduction. So the expected value is exact, and a result is
+ * right only when it is bit-for-bit that value. The one exception is avg on
+ * floating types, where libraries scale by 1/n (inexact unless n is a power of
+ * two): there the expected integer is compared with a tolerance of (n + 2)
+ * unit roundoffs, and inputs are kept small enough that this stays under 0.5.
+ * For avg the last rank's value is nudged so the sum divides by n, which makes
+ * integer avg exact too. Inputs are never 0; the poison pattern (all bytes
+ * 0xFF: NaN, -1 or 255) never equals an expected value. */
+#ifndef P2PK_PERF_DATA_H
+#define P2PK_PERF_DATA_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "p2pkit.h"
+
+#ifdef __CUDACC__
+#define PERF_HD static __host__ __device__ inline
+#else
+#define PERF_HD static inline
+#endif
+
+typedef enum {
+  PERF_ALL_REDUCE = 0,
+  PERF_BROADCAST = 1,
+  PERF_REDUCE = 2,
+  PERF_ALL_GATHER = 3,
+  PERF_REDUCE_SCATTER = 4,
+  PERF_SENDRECV = 5,
+  PERF_ALLTOALL = 6,
+  PERF_COLL_COUNT
+} perf_coll_id;
+
+/* Everything the generator needs; passed by value to kernels. */
+typedef struct {
+  int coll;       /* perf_coll_id */
+  int dtype;      /* p2pkit_dtype_t */
+  int op;         /* p2pkit_redop_t; P2PKIT_SUM for collectives without one */
+  int nranks;
+  int root;
+  uint32_t seed;  /* differs per size, place, library and phase */
+  uint64_t param; /* the count passed to the call (elements per block) */
+} perf_gen;
+
+PERF_HD uint32_t perf_hash(uint64_t i, uint32_t rank, uint32_t seed) {
+  uint64_t x = i * 0x9E3779B97F4A7C15ull ^ (((uint64_t)rank << 32) | seed) * 0xC2B2AE3D27D4EB4Full;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 32;
+  return (uint32_t)x;
+}
+
+/* Largest integer below which sums stay exact (and, for uint8, below the
+ * poison value 255). */
+PERF_HD double perf_exact_limit(int dtype) {
+  switch (dtype) {
+    case P2PKIT_FLOAT32: return 16777216.0;          /* 2^24 */
+    case P2PKIT_FLOAT16: return 2048.0;              /* 2^11 */
+    case P2PKIT_BFLOAT16: return 256.0;              /* 2^8 */
+    case P2PKIT_INT32: return 2147483647.0;
+    case P2PKIT_UINT8: return 254.0;
+    default: return 9007199254740992.0;              /* 2^53: double, int64 */
+  }
+}
+
+PERF_HD int perf_dtype_is_float(int dtype) {
+  return dtype == P2PKIT_FLOAT32 || dtype == P2PKIT_FLOAT16 || dtype == P2PKIT_BFLOAT16 ||
+         dtype == P2PKIT_FLOAT64;
+}
+
+/* Unit roundoff (half an ulp of 1) of a floating dtype; 0 for integers. */
+PERF_HD double perf_unit_roundoff(int dtype) {
+  switch (dtype) {
+    case P2PKIT_FLOAT16: return 1.0 / 2048;               /* 2^-11 */
+    case P2PKIT_BFLOAT16: return 1.0 / 256;               /* 2^-8 */
+    case P2PKIT_FLOAT32: return 1.0 / 16777216;           /* 2^-24 */
+    case P2PKIT_FLOAT64: return 1.0 / 9007199254740992.0; /* 2^-53 */
+    default: return 0.0;
+  }
+}
+
+/* Inputs (other than for prod) are 1..K, K chosen so n*K + n - 1 < limit;
+ * for avg on floats also so that the tolerance stays under half a unit (an
+ * off-by-one result is always caught). */
+PERF_HD uint32_t perf_value_range(int dtype, int op, int nranks) {
+  double k = (perf_exact_limit(dtype) - nranks) / nranks;
+  if (op == P2PKIT_AVG && perf_dtype_is_float(dtype)) {
+    double avg_k = 0.5 / ((nranks + 2) * perf_unit_roundoff(dtype)) - 1; /* avg < K + 1 */
+    if (avg_k < k) k = avg_k;
+  }
+  if (k > 65536.0) k = 65536.0;
+  if (k < 1.0) k = 1.0;
+  return (uint32_t)k;
+}
+
+PERF_HD double perf_raw(const perf_gen *g, int rank, uint64_t i) {
+  uint32_t h = perf_hash(i, (uint32_t)rank, g->seed);
+  /* prod: 1 or 2 on the first 7 ranks, 1 beyond: products stay <= 128. */
+  if (g->op == P2PKIT_PROD) return rank < 7 ? 1.0 + (double)(h & 1u) : 1.0;
+  return 1.0 + (double)(h % perf_value_range(g->dtype, g->op, g->nranks));
+}
+
+/* Element i of rank `rank`'s input. */
+PERF_HD double perf_input(const perf_gen *g, int rank, uint64_t i) {
+  double v = perf_raw(g, rank, i);
+  if (g->op == P2PKIT_AVG && g->nranks > 1 && rank == g->nranks - 1) {
+    double s = v;
+    for (int q = 0; q < g->nranks - 1; q++) s += perf_raw(g, q, i);
+    uint64_t rem = (uint64_t)s % (uint64_t)g->nranks;
+    if (rem) v += (double)((uint64_t)g->nranks - rem);
+  }
+  return v;
+}
+
+/* Element i of the reduction over all ranks' inputs. */
+PERF_HD double perf_reduced(const perf_gen *g, uint64_t i) {
+  double acc = perf_input(g, 0, i);
+  for (int q = 1; q < g->nranks; q++) {
+    double x = perf_input(g, q, i);
+    switch (g->op) {
+      case P2PKIT_PROD: acc *= x; break;
+      case P2PKIT_MIN: acc = x < acc ? x : acc; break;
+      case P2PKIT_MAX: acc = x > acc ? x : acc; break;
+      default: acc += x; break; /* sum, avg */
+    }
+  }
+  if (g->op == P2PKIT_AVG) acc /= g->nranks; /* exact: the sum divides by n */
+  return acc;
+}
+
+/* Element j of rank `rank`'s output (nccl-tests' layouts). */
+PERF_HD double perf_expected(const perf_gen *g, int rank, uint64_t j) {
+  uint64_t p = g->param ? g->param : 1;
+  switch (g->coll) {
+    case PERF_BROADCAST: return perf_input(g, g->root, j);
+    case PERF_ALL_GATHER: return perf_input(g, (int)(j / p), j % p);
+    case PERF_REDUCE_SCATTER: return perf_reduced(g, (uint64_t)rank * p + j);
+    case PERF_ALLTOALL: return perf_input(g, (int)(j / p), (uint64_t)rank * p + j % p);
+    case PERF_SENDRECV: return perf_input(g, (rank + g->nranks - 1) % g->nranks, j);
+    default: return perf_reduced(g, j); /* all_reduce; reduce (on the root) */
+  }
+}
+
+/* Allowed |got - expected|: 0 except avg on floating types, where scaling
+ * each term by a rounded 1/n and summing n terms errs by at most about
+ * (n + 1) unit roundoffs of the result. */
+PERF_HD double perf_tolerance(const perf_gen *g, double expected) {
+  if (g->op != P2PKIT_AVG || !perf_dtype_is_float(g->dtype)) return 0.0;
+  if (g->coll != PERF_ALL_REDUCE && g->coll != PERF_REDUCE && g->coll != PERF_REDUCE_SCATTER)
+    return 0.0;
+  double a = expected < 0 ? -expected : expected;
+  return a * perf_unit_roundoff(g->dtype) * (g->nranks + 2);
+}
+
+/* 1 when `got` is not an acceptable `expected` (NaN is never acceptable). */
+PERF_HD int perf_is_wrong(double got, double expected, double tol) {
+  double d = got - expected;
+  if (d < 0) d = -d;
+  return !(d <= tol);
+}
+
+/* ---- storage: half and bfloat16 as raw bits, so this needs no CUDA header. */
+
+PERF_HD uint32_t perf_f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+PERF_HD float perf_bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* float -> IEEE half, round to nearest even (normals, zero, inf, NaN; tiny
+ * values round half up, which the generator never produces). */
+PERF_HD uint16_t perf_f32_to_f16(float f) {
+  uint32_t x = perf_f32_bits(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t a = x & 0x7fffffffu;
+  if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u));
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past 65504 */
+  if (a < 0x38800000u) {                                   /* below 2^-14: subnormal */
+    float m = perf_bits_f32(a) * 16777216.0f + 0.5f;       /* units of 2^-24 */
+    return (uint16_t)(sign | (uint32_t)m);
+  }
+  uint32_t h = ((((a >> 23) - 127u + 15u)) << 10) | ((a & 0x7fffffu) >> 13);
+  uint32_t rest = a & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++; /* carry may bump the exponent */
+  return (uint16_t)(sign | h);
+}
+
+PERF_HD float perf_f16_to_f32(uint16_t h) {
+  uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+  uint32_t e = ((uint32_t)h >> 10) & 0x1fu, m = (uint32_t)h & 0x3ffu;
+  if (e == 0) {
+    float v = (float)m * (1.0f / 16777216.0f);
+    return sign ? -v : v;
+  }
+  if (e == 31) return perf_bits_f32(sign | 0x7f800000u | (m << 13));
+  return perf_bits_f32(sign | ((e - 15u + 127u) << 23) | (m << 13));
+}
+
+PERF_HD uint16_t perf_f32_to_bf16(float f) {
+  uint32_t x = perf_f32_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+PERF_HD float perf_bf16_to_f32(uint16_t b) { return perf_bits_f32((uint32_t)b << 16); }
+
+PERF_HD double perf_load(const void *buf, int dtype, uint64_t i) {
+  switch (dtype) {
+    case P2PKIT_FLOAT32: return ((const float *)buf)[i];
+    case P2PKIT_FLOAT16: return perf_f16_to_f32(((const uint16_t *)buf)[i]);
+    case P2PKIT_BFLOAT16: return perf_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case P2PKIT_FLOAT64: return ((const double *)buf)[i];
+    case P2PKIT_INT32: return (double)((const int32_t *)buf)[i];
+    case P2PKIT_INT64: return (double)((const int64_t *)buf)[i];
+    default: return (double)((const uint8_t *)buf)[i];
+  }
+}
+
+PERF_HD void perf_store(void *buf, int dtype, uint64_t i, double v) {
+  switch (dtype) {
+    case P2PKIT_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case P2PKIT_FLOAT16: ((uint16_t *)buf)[i] = perf_f32_to_f16((float)v); break;
+    case P2PKIT_BFLOAT16: ((uint16_t *)buf)[i] = perf_f32_to_bf16((float)v); break;
+    case P2PKIT_FLOAT64: ((double *)buf)[i] = v; break;
+    case P2PKIT_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case P2PKIT_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    default: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+  }
+}
+
+#endif

@@ -1,0 +1,849 @@
+/* One process of a `p2pkit perf` run: its GPUs (all of them, or one per
+ * process with -p), buffers, communicators of both libraries, and for each
+ * size and place: warm-up, timed regions (eager calls or one CUDA graph),
+ * then a checked call on fresh data into a poisoned output.
+ *
+ * Both libraries go through the same code; only the call differs. Rank 0
+ * (process 0) gathers the times and #wrong through the shared region and
+ * prints. */
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "core/param.h"
+#include "perf/nccl_dl.h"
+#include "perf/perf.h"
+#include "perf/perf_kernels.h"
+#include "perf/perf_proc.h"
+#include "topo/nvml_dl.h"
+
+#define MAXG P2PK_PERF_MAX_RANKS
+/* Device memory left for the libraries' own buffers when judging -e. */
+#define LIB_RESERVE ((size_t)256 << 20)
+
+typedef struct {
+  const perf_args *a;
+  perf_shared *sh;
+  int proc, nprocs, child, bar_sense, timeout_s, tty;
+  int usage;               /* the failure is the caller's input or machine: exit 2 */
+  int nranks, nlocal, rank0;
+  int dev[MAXG];
+  size_t ts;               /* bytes per element */
+  size_t buf_bytes;        /* each of sbuf and rbuf */
+  cudaStream_t stream[MAXG];
+  cudaEvent_t ev0[MAXG], ev1[MAXG];
+  void *sbuf[MAXG], *rbuf[MAXG];
+  unsigned long long *dwrong[MAXG];
+  cudaGraphExec_t gexec[MAXG];
+  int nsizes;
+  size_t sizes[P2PK_PERF_MAX_SIZES];
+  p2pk_nccl_api nccl;
+  p2pk_nccl_comm_t ncomm[MAXG];
+  int have_ncomm;
+  void *nreg[MAXG][2];
+  p2pkit_comm_t pcomm[MAXG];
+  int have_pcomm;
+  void *preg[MAXG][2];
+  char proto_env[40];      /* "=" + the caller's P2PKIT_PROTO, "" when unset */
+  perf_report *rep;        /* process 0 only */
+  FILE *table;             /* process 0 without --json: stdout */
+  int64_t wrong_total;
+} perf_ctx;
+
+static p2pkit_status_t usage_fail(perf_ctx *c, p2pkit_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static p2pkit_status_t usage_fail(perf_ctx *c, p2pkit_status_t st, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  c->usage = 1;
+  return p2pk_fail(st, "%s", msg);
+}
+
+static void progress_clear(perf_ctx *c) {
+  if (c->tty) fputs("\r\033[K", stderr);
+}
+
+static void phase(perf_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void phase(perf_ctx *c, const char *fmt, ...) {
+  char buf[128];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  p2pk_perf_heartbeat(c->sh, c->proc, "%s", buf);
+  if (c->tty) {
+    fprintf(stderr, "\r\033[K[p2pkit perf] %s", buf);
+    fflush(stderr);
+  }
+}
+
+static p2pkit_status_t barrier(perf_ctx *c) {
+  int r = p2pk_perf_barrier(c->sh, c->nprocs, &c->bar_sense, c->timeout_s);
+  if (r == -1) return p2pk_fail(P2PKIT_ERR_REMOTE, "another rank failed");
+  if (r == -2)
+    return p2pk_fail(P2PKIT_ERR_TIMEOUT, "waited %d s for the other ranks (P2PKIT_TIMEOUT)",
+                     c->timeout_s);
+  return P2PKIT_SUCCESS;
+}
+
+static p2pkit_status_t set_device(perf_ctx *c, int l) {
+  P2PK_CUDA_CHECK(cudaSetDevice(c->dev[l]));
+  return P2PKIT_SUCCESS;
+}
+
+/* ---- setup ------------------------------------------------------------- */
+
+static p2pkit_status_t find_gpus(perf_ctx *c) {
+  const perf_args *a = c->a;
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    int drv = 0;
+    cudaDriverGetVersion(&drv);
+    return usage_fail(c, P2PKIT_ERR_NO_DEVICE, "no usable GPU on this machine (%s)",
+                      drv == 0 ? "the CUDA driver libcuda.so.1 is not installed"
+                      : e != cudaSuccess ? cudaGetErrorString(e)
+                                         : "the CUDA runtime sees no GPU");
+  }
+  if (c->child) {
+    if (c->nprocs > count)
+      return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT,
+                        "-p %d needs %d GPUs (one per process); this machine has %d", c->nprocs,
+                        c->nprocs, count);
+    c->nlocal = 1;
+    c->nranks = c->nprocs;
+    c->rank0 = c->proc;
+    c->dev[0] = c->proc;
+  } else {
+    int n = a->ngpus ? a->ngpus : count;
+    if (n > count)
+      return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT, "-g %d: this machine has %d GPU%s", n,
+                        count, count == 1 ? "" : "s");
+    if (n > MAXG) n = MAXG;
+    c->nlocal = c->nranks = n;
+    c->rank0 = 0;
+    for (int i = 0; i < n; i++) c->dev[i] = i;
+  }
+  if (a->coll->uses_root && a->root >= c->nranks)
+    return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT, "-r %d: the root must be a rank, 0..%d",
+                      a->root, c->nranks - 1);
+  return set_device(c, 0);
+}
+
+static void gib(char *buf, size_t len, size_t bytes) {
+  snprintf(buf, len, "%.2f GiB", (double)bytes / (1 << 30));
+}
+
+static p2pkit_status_t alloc(perf_ctx *c) {
+  const perf_args *a = c->a;
+  c->nsizes = p2pk_perf_sizes(a, c->sizes, P2PK_PERF_MAX_SIZES);
+  size_t elems = 0;
+  for (int i = 0; i < c->nsizes; i++) {
+    perf_counts k;
+    p2pk_perf_counts(a->coll, c->sizes[i], c->ts, c->nranks, &k);
+    if (k.send_elems > elems) elems = k.send_elems;
+    if (k.recv_elems > elems) elems = k.recv_elems;
+  }
+  if (elems > ((size_t)1 << 62) / c->ts)
+    return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT, "-e %zu is larger than any GPU", a->max_bytes);
+  c->buf_bytes = elems * c->ts;
+  size_t need = 2 * c->buf_bytes + LIB_RESERVE;
+  for (int l = 0; l < c->nlocal; l++) { /* judge -e before allocating anything */
+    P2PK_CHECK(set_device(c, l));
+    size_t free_b = 0, total = 0;
+    P2PK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+    if (need > free_b) {
+      char n1[32], n2[32], n3[32];
+      gib(n1, sizeof n1, need);
+      gib(n2, sizeof n2, c->buf_bytes);
+      gib(n3, sizeof n3, free_b);
+      return usage_fail(c, P2PKIT_ERR_NO_MEMORY,
+                        "-e %zu needs %s on each GPU (send and receive buffers of %s, plus 256 MiB "
+                        "for the libraries) but GPU %d has %s free",
+                        a->max_bytes, n1, n2, c->dev[l], n3);
+    }
+  }
+  for (int l = 0; l < c->nlocal; l++) {
+    P2PK_CHECK(set_device(c, l));
+    P2PK_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream[l], cudaStreamNonBlocking));
+    P2PK_CUDA_CHECK(cudaEventCreate(&c->ev0[l]));
+    P2PK_CUDA_CHECK(cudaEventCreate(&c->ev1[l]));
+    P2PK_CUDA_CHECK(cudaMalloc(&c->sbuf[l], c->buf_bytes));
+    P2PK_CUDA_CHECK(cudaMalloc(&c->rbuf[l], c->buf_bytes));
+    P2PK_CUDA_CHECK(cudaMalloc((void **)&c->dwrong[l], sizeof(unsigned long long)));
+  }
+  return P2PKIT_SUCCESS;
+}
+
+static void utc_now(char *buf, size_t len) {
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Whether p2pkit will stage through host memory: P2P disabled, or a pair of
+ * the run's GPUs that cannot reach each other. */
+static int staged_transport(const perf_ctx *c) {
+  if (p2pk_param_int("P2PKIT_P2P_DISABLE") != 0) return 1;
+  for (int i = 0; i < c->nranks; i++)
+    for (int j = 0; j < c->nranks; j++) {
+      int ok = 0;
+      if (i != j && (cudaDeviceCanAccessPeer(&ok, i, j) != cudaSuccess || !ok)) return 1;
+    }
+  return 0;
+}
+
+/* Every process names its GPUs in the shared region; process 0 builds the report. */
+static p2pkit_status_t describe(perf_ctx *c) {
+  for (int l = 0; l < c->nlocal; l++) {
+    struct cudaDeviceProp p;
+    P2PK_CUDA_CHECK(cudaGetDeviceProperties(&p, c->dev[l]));
+    perf_rank_info *k = &c->sh->slot[c->rank0 + l].info;
+    k->rank = c->rank0 + l;
+    k->device = c->dev[l];
+    k->pid = (int)getpid();
+    snprintf(k->name, sizeof k->name, "%s", p.name);
+    snprintf(k->busid, sizeof k->busid, "%04x:%02x:%02x.0", p.pciDomainID, p.pciBusID,
+             p.pciDeviceID);
+  }
+  P2PK_CHECK(barrier(c));
+  if (c->proc != 0) return P2PKIT_SUCCESS;
+  const perf_args *a = c->a;
+  perf_report *r = calloc(1, sizeof *r);
+  int npasses = a->nalgos ? a->nalgos : 1;
+  if (r) r->passes = calloc((size_t)npasses, sizeof *r->passes);
+  if (!r || !r->passes) {
+    free(r);
+    return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of host memory for the results");
+  }
+  c->rep = r;
+  r->args = a;
+  r->npasses = npasses;
+  r->nranks = c->nranks;
+  r->nprocs = c->child ? c->nprocs : 1;
+  r->gpus_per_proc = c->nlocal;
+  for (int i = 0; i < c->nranks; i++) r->ranks[i] = c->sh->slot[i].info;
+  gethostname(r->hostname, sizeof r->hostname - 1);
+  utc_now(r->date, sizeof r->date);
+  cudaDriverGetVersion(&r->cuda_driver);
+  cudaRuntimeGetVersion(&r->cuda_runtime);
+  const p2pk_nvml_api *nv = NULL;
+  if (p2pk_nvml_get(&nv) == P2PKIT_SUCCESS &&
+      nv->SystemGetDriverVersion(r->driver, sizeof r->driver) != NVML_SUCCESS)
+    r->driver[0] = '\0';
+  r->staged = staged_transport(c);
+  r->nccl_version = c->nccl.version;
+  snprintf(r->nccl_path, sizeof r->nccl_path, "%s", c->nccl.path);
+  c->table = a->json ? NULL : stdout;
+  return P2PKIT_SUCCESS;
+}
+
+/* ---- communicators ------------------------------------------------------ */
+
+static p2pkit_status_t nccl_unique_id(perf_ctx *c, p2pk_nccl_id *id) {
+  perf_shared *sh = c->sh;
+  if (c->proc == 0) {
+    P2PK_CHECK(p2pk_nccl_check(&c->nccl, c->nccl.GetUniqueId(id), "ncclGetUniqueId"));
+    memcpy(sh->nccl_id, id, sizeof *id);
+    atomic_store(&sh->nccl_id_ready, 1);
+    return P2PKIT_SUCCESS;
+  }
+  int64_t t0 = p2pk_perf_now_ms();
+  while (!atomic_load(&sh->nccl_id_ready)) {
+    if (atomic_load(&sh->abort)) return p2pk_fail(P2PKIT_ERR_REMOTE, "another rank failed");
+    if (c->timeout_s > 0 && p2pk_perf_now_ms() - t0 > (int64_t)c->timeout_s * 1000)
+      return p2pk_fail(P2PKIT_ERR_TIMEOUT, "rank 0 did not publish NCCL's unique id within %d s",
+                       c->timeout_s);
+    usleep(1000);
+  }
+  memcpy(id, sh->nccl_id, sizeof *id);
+  return P2PKIT_SUCCESS;
+}
+
+static p2pkit_status_t nccl_init(perf_ctx *c) {
+  phase(c, "NCCL: creating the communicator%s", c->nlocal > 1 ? "s" : "");
+  if (!c->child) {
+    P2PK_CHECK(p2pk_nccl_check(&c->nccl, c->nccl.CommInitAll(c->ncomm, c->nlocal, c->dev),
+                               "ncclCommInitAll"));
+  } else {
+    p2pk_nccl_id id;
+    P2PK_CHECK(nccl_unique_id(c, &id));
+    P2PK_CHECK(set_device(c, 0));
+    P2PK_CHECK(p2pk_nccl_check(&c->nccl, c->nccl.CommInitRank(&c->ncomm[0], c->nranks, id, c->rank0),
+                               "ncclCommInitRank"));
+  }
+  c->have_ncomm = 1;
+  if (!c->a->reg) return P2PKIT_SUCCESS;
+  if (!c->nccl.CommRegister)
+    return usage_fail(c, P2PKIT_ERR_UNSUPPORTED, "-R 1: this NCCL (%s) has no ncclCommRegister",
+                      c->nccl.path);
+  for (int l = 0; l < c->nlocal; l++) {
+    P2PK_CHECK(set_device(c, l));
+    P2PK_CHECK(p2pk_nccl_check(&c->nccl, c->nccl.CommRegister(c->ncomm[l], c->sbuf[l], c->buf_bytes,
+                                                              &c->nreg[l][0]), "ncclCommRegister"));
+    P2PK_CHECK(p2pk_nccl_check(&c->nccl, c->nccl.CommRegister(c->ncomm[l], c->rbuf[l], c->buf_bytes,
+                                                              &c->nreg[l][1]), "ncclCommRegister"));
+  }
+  return P2PKIT_SUCCESS;
+}
+
+static void nccl_fini(perf_ctx *c) {
+  if (!c->have_ncomm) return;
+  for (int l = 0; l < c->nlocal; l++) {
+    for (int b = 0; b < 2; b++)
+      if (c->nreg[l][b]) c->nccl.CommDeregister(c->ncomm[l], c->nreg[l][b]);
+    cudaSetDevice(c->dev[l]);
+    c->nccl.CommDestroy(c->ncomm[l]);
+  }
+  c->have_ncomm = 0;
+}
+
+static const char *pass_algo(const perf_args *a, int pass) {
+  if (a->nalgos) return a->algos[pass];
+  if (a->algo) return a->algo;
+  const char *env = getenv("P2PKIT_ALGO");
+  return env ? env : "";
+}
+
+/* P2PKIT_ALGO / P2PKIT_PROTO for a forced "algo[/proto]"; a pass without a
+ * protocol gets the caller's P2PKIT_PROTO back. */
+static void algo_env(perf_ctx *c, const char *entry) {
+  char algo[32];
+  const char *slash = strchr(entry, '/');
+  size_t len = slash ? (size_t)(slash - entry) : strlen(entry);
+  if (len >= sizeof algo) len = sizeof algo - 1;
+  memcpy(algo, entry, len);
+  algo[len] = '\0';
+  setenv("P2PKIT_ALGO", algo, 1);
+  if (slash) setenv("P2PKIT_PROTO", slash + 1, 1);
+  else if (c->proto_env[0]) setenv("P2PKIT_PROTO", c->proto_env + 1, 1);
+  else unsetenv("P2PKIT_PROTO");
+}
+
+static p2pkit_status_t p2pkit_init(perf_ctx *c, int pass) {
+  const char *algo = pass_algo(c->a, pass);
+  phase(c, "p2pkit: creating the communicator%s%s%s", c->nlocal > 1 ? "s" : "",
+        algo[0] ? ", algo " : "", algo);
+  /* Set before the communicator exists, whether it reads it then or per call. */
+  if (c->a->nalgos || c->a->algo) algo_env(c, algo);
+  p2pk_param_reset();
+  if (!c->child) {
+    P2PK_CHECK(p2pkit_comm_init_all(c->pcomm, c->nlocal, c->dev));
+  } else {
+    char port[16];
+    snprintf(port, sizeof port, "%d", c->sh->ports[pass]);
+    setenv("MASTER_PORT", port, 1);
+    p2pkit_comm_opts_t o;
+    p2pkit_comm_opts_init(&o);
+    P2PK_CHECK(p2pkit_comm_init_rank(&o, &c->pcomm[0]));
+  }
+  c->have_pcomm = 1;
+  if (!c->a->reg) return P2PKIT_SUCCESS;
+  /* Every rank registers the same two buffers in the same order. */
+  for (int l = 0; l < c->nlocal; l++) {
+    P2PK_CHECK(set_device(c, l));
+    P2PK_CHECK(p2pkit_comm_register(c->pcomm[l], c->sbuf[l], c->buf_bytes, &c->preg[l][0]));
+    P2PK_CHECK(p2pkit_comm_register(c->pcomm[l], c->rbuf[l], c->buf_bytes, &c->preg[l][1]));
+  }
+  return P2PKIT_SUCCESS;
+}
+
+static p2pkit_status_t p2pkit_fini(perf_ctx *c) {
+  if (!c->have_pcomm) return P2PKIT_SUCCESS;
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  for (int l = 0; l < c->nlocal; l++)
+    for (int b = 0; b < 2; b++)
+      if (c->preg[l][b]) {
+        p2pkit_status_t s = p2pkit_comm_deregister(c->pcomm[l], c->preg[l][b]);
+        if (st == P2PKIT_SUCCESS) st = s;
+        c->preg[l][b] = NULL;
+      }
+  for (int l = 0; l < c->nlocal; l++) {
+    p2pkit_status_t s = p2pkit_comm_destroy(c->pcomm[l]);
+    if (st == P2PKIT_SUCCESS) st = s;
+  }
+  c->have_pcomm = 0;
+  return st;
+}
+
+/* ---- one call of the collective on every local GPU --------------------- */
+
+static void buffers(const perf_ctx *c, int l, const perf_counts *k, int ip, const void **send,
+                    void **recv) {
+  size_t rank = (size_t)(c->rank0 + l);
+  if (!ip) {
+    *send = c->sbuf[l];
+    *recv = c->rbuf[l];
+    return;
+  }
+  char *base = c->rbuf[l];
+  *send = base + k->ip_send_step * rank * c->ts;
+  *recv = base + k->ip_recv_step * rank * c->ts;
+}
+
+static p2pkit_status_t launch(perf_ctx *c, perf_lib lib, const perf_counts *k, int ip) {
+  const perf_args *a = c->a;
+  int grouped = c->nlocal > 1;
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  if (grouped)
+    st = lib == PERF_LIB_NCCL ? p2pk_nccl_check(&c->nccl, c->nccl.GroupStart(), "ncclGroupStart")
+                              : p2pkit_group_start();
+  for (int l = 0; l < c->nlocal && st == P2PKIT_SUCCESS; l++) {
+    perf_call call;
+    buffers(c, l, k, ip, &call.send, &call.recv);
+    call.param = k->param;
+    call.dtype = a->dtype;
+    call.op = a->op;
+    call.root = a->root;
+    call.rank = c->rank0 + l;
+    call.nranks = c->nranks;
+    call.type_size = c->ts;
+    call.stream = (p2pkit_stream_t)c->stream[l];
+    if (grouped) st = set_device(c, l);
+    if (st != P2PKIT_SUCCESS) break;
+    if (lib == PERF_LIB_NCCL) {
+      call.comm = c->ncomm[l];
+      st = a->coll->nccl_call(&c->nccl, &call);
+    } else {
+      call.comm = c->pcomm[l];
+      st = a->coll->p2pkit_call(&call);
+    }
+  }
+  if (grouped) {
+    p2pkit_status_t end = lib == PERF_LIB_NCCL
+                              ? p2pk_nccl_check(&c->nccl, c->nccl.GroupEnd(), "ncclGroupEnd")
+                              : p2pkit_group_end();
+    if (st == P2PKIT_SUCCESS) st = end;
+  }
+  return st;
+}
+
+static p2pkit_status_t sync_all(perf_ctx *c) {
+  for (int l = 0; l < c->nlocal; l++) {
+    P2PK_CHECK(set_device(c, l));
+    P2PK_CUDA_CHECK(cudaStreamSynchronize(c->stream[l]));
+  }
+  return P2PKIT_SUCCESS;
+}
+
+/* -n calls captured into one graph per GPU. */
+static p2pkit_status_t capture(perf_ctx *c, perf_lib lib, const perf_counts *k, int ip) {
+  cudaGraph_t graph[MAXG];
+  memset(graph, 0, sizeof graph);
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  int begun = 0;
+  for (; begun < c->nlocal && st == P2PKIT_SUCCESS; begun++) {
+    cudaSetDevice(c->dev[begun]);
+    cudaError_t e = cudaStreamBeginCapture(c->stream[begun], cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess)
+      st = p2pk_fail(P2PKIT_ERR_CUDA, "cudaStreamBeginCapture on GPU %d failed: %s",
+                     c->dev[begun], cudaGetErrorString(e));
+  }
+  if (st != P2PKIT_SUCCESS) begun--; /* the one that failed never began */
+  for (int it = 0; it < c->a->iters && st == P2PKIT_SUCCESS; it++) st = launch(c, lib, k, ip);
+  for (int l = 0; l < begun; l++) { /* end every capture, also after a failure */
+    cudaSetDevice(c->dev[l]);
+    cudaError_t e = cudaStreamEndCapture(c->stream[l], &graph[l]);
+    if (e != cudaSuccess && st == P2PKIT_SUCCESS)
+      st = p2pk_fail(P2PKIT_ERR_CUDA, "capturing %d calls in a CUDA graph on GPU %d failed: %s",
+                     c->a->iters, c->dev[l], cudaGetErrorString(e));
+  }
+  for (int l = 0; l < c->nlocal; l++) {
+    if (st == P2PKIT_SUCCESS) {
+      cudaSetDevice(c->dev[l]);
+      cudaError_t e = cudaGraphInstantiate(&c->gexec[l], graph[l], 0);
+      if (e != cudaSuccess)
+        st = p2pk_fail(P2PKIT_ERR_CUDA, "cudaGraphInstantiate on GPU %d failed: %s", c->dev[l],
+                       cudaGetErrorString(e));
+    }
+    if (graph[l]) cudaGraphDestroy(graph[l]);
+  }
+  return st;
+}
+
+static void graphs_free(perf_ctx *c) {
+  for (int l = 0; l < c->nlocal; l++)
+    if (c->gexec[l]) {
+      cudaGraphExecDestroy(c->gexec[l]);
+      c->gexec[l] = NULL;
+    }
+}
+
+static p2pkit_status_t graph_launch(perf_ctx *c) {
+  for (int l = 0; l < c->nlocal; l++) {
+    P2PK_CHECK(set_device(c, l));
+    P2PK_CUDA_CHECK(cudaGraphLaunch(c->gexec[l], c->stream[l]));
+  }
+  return P2PKIT_SUCCESS;
+}
+
+/* ---- data: fill, poison, check ------------------------------------------ */
+
+static perf_gen make_gen(const perf_ctx *c, const perf_counts *k, uint32_t seed) {
+  const perf_args *a = c->a;
+  perf_gen g;
+  g.coll = a->coll->id;
+  g.dtype = a->dtype;
+  g.op = a->coll->uses_op ? a->op : P2PKIT_SUM;
+  g.nranks = c->nranks;
+  g.root = a->coll->uses_root ? a->root : 0;
+  g.seed = seed;
+  g.param = k->param;
+  return g;
+}
+
+/* Inputs of every local rank; with `poison`, the output region first gets
+ * all bytes 0xFF, a value no correct result has. */
+static p2pkit_status_t prepare(perf_ctx *c, const perf_counts *k, int ip, const perf_gen *g,
+                               int poison) {
+  for (int l = 0; l < c->nlocal; l++) {
+    const void *send;
+    void *recv;
+    buffers(c, l, k, ip, &send, &recv);
+    P2PK_CHECK(set_device(c, l));
+    if (poison) {
+      size_t elems = ip ? (k->send_elems > k->recv_elems ? k->send_elems : k->recv_elems)
+                        : k->recv_elems;
+      P2PK_CUDA_CHECK(cudaMemsetAsync(c->rbuf[l], 0xFF, elems * c->ts, c->stream[l]));
+    }
+    P2PK_CUDA_CHECK(p2pk_perf_fill((void *)send, k->send_elems, g, c->rank0 + l, c->stream[l]));
+  }
+  return sync_all(c);
+}
+
+/* The first and last 64 elements, compared on the host: a cross-check of
+ * the GPU check itself. */
+static p2pkit_status_t spot_check(perf_ctx *c, int l, const void *recv, uint64_t n,
+                                  const perf_gen *g, int64_t *bad) {
+  enum { S = 64 };
+  double head[S], tail[S]; /* room for S elements of up to 8 bytes */
+  uint64_t nh = n < S ? n : S;
+  uint64_t nt = n - nh < S ? n - nh : S;
+  int rank = c->rank0 + l;
+  P2PK_CUDA_CHECK(cudaMemcpyAsync(head, recv, nh * c->ts, cudaMemcpyDeviceToHost, c->stream[l]));
+  if (nt)
+    P2PK_CUDA_CHECK(cudaMemcpyAsync(tail, (const char *)recv + (n - nt) * c->ts, nt * c->ts,
+                                    cudaMemcpyDeviceToHost, c->stream[l]));
+  P2PK_CUDA_CHECK(cudaStreamSynchronize(c->stream[l]));
+  *bad = 0;
+  for (uint64_t i = 0; i < nh; i++) {
+    double want = perf_expected(g, rank, i);
+    *bad += perf_is_wrong(perf_load(head, g->dtype, i), want, perf_tolerance(g, want));
+  }
+  for (uint64_t i = 0; i < nt; i++) {
+    double want = perf_expected(g, rank, n - nt + i);
+    *bad += perf_is_wrong(perf_load(tail, g->dtype, i), want, perf_tolerance(g, want));
+  }
+  return P2PKIT_SUCCESS;
+}
+
+static p2pkit_status_t verify(perf_ctx *c, const perf_counts *k, int ip, const perf_gen *g,
+                              int64_t *wrong_p) {
+  int64_t total = 0;
+  for (int l = 0; l < c->nlocal; l++) {
+    int rank = c->rank0 + l;
+    if (c->a->coll->id == PERF_REDUCE && rank != c->a->root) continue; /* only the root has it */
+    const void *send;
+    void *recv;
+    buffers(c, l, k, ip, &send, &recv);
+    P2PK_CHECK(set_device(c, l));
+    unsigned long long h = 0;
+    P2PK_CUDA_CHECK(cudaMemsetAsync(c->dwrong[l], 0, sizeof h, c->stream[l]));
+    P2PK_CUDA_CHECK(p2pk_perf_check(recv, k->recv_elems, g, rank, c->dwrong[l], c->stream[l]));
+    P2PK_CUDA_CHECK(cudaMemcpyAsync(&h, c->dwrong[l], sizeof h, cudaMemcpyDeviceToHost, c->stream[l]));
+    P2PK_CUDA_CHECK(cudaStreamSynchronize(c->stream[l]));
+    int64_t spot = 0;
+    P2PK_CHECK(spot_check(c, l, recv, k->recv_elems, g, &spot));
+    if (spot > (int64_t)h) {
+      P2PK_WARN("perf: host spot check found %lld wrong values on rank %d where the GPU check "
+                "found %llu", (long long)spot, rank, h);
+      h = (unsigned long long)spot;
+    }
+    total += (int64_t)h;
+  }
+  *wrong_p = total;
+  return P2PKIT_SUCCESS;
+}
+
+/* ---- one measurement ---------------------------------------------------- */
+
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* Process 0: per repeat the slowest process, then median, min, max. */
+static void gather(perf_ctx *c, perf_stat *out) {
+  int reps = c->a->repeats;
+  double t[P2PK_PERF_MAX_REPEATS];
+  int64_t wrong = 0;
+  for (int r = 0; r < reps; r++) {
+    t[r] = 0;
+    for (int q = 0; q < c->nprocs; q++)
+      if (c->sh->slot[q].t[r] > t[r]) t[r] = c->sh->slot[q].t[r];
+  }
+  for (int q = 0; q < c->nprocs; q++) {
+    int64_t w = c->sh->slot[q].wrong;
+    if (w < 0) wrong = -1;
+    else if (wrong >= 0) wrong += w;
+  }
+  qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+  out->measured = 1;
+  out->t_min = t[0];
+  out->t_max = t[reps - 1];
+  out->t_med = reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2;
+  out->wrong = wrong;
+}
+
+static p2pkit_status_t timed(perf_ctx *c, perf_lib lib, const perf_counts *k, int ip,
+                             const char *what) {
+  const perf_args *a = c->a;
+  int calls = a->graph ? a->iters * a->graph : a->iters;
+  double *t = c->sh->slot[c->proc].t;
+  for (int r = 0; r < a->repeats; r++) {
+    phase(c, "%s: timing %d/%d", what, r + 1, a->repeats);
+    P2PK_CHECK(barrier(c));
+    for (int l = 0; l < c->nlocal; l++) {
+      P2PK_CHECK(set_device(c, l));
+      P2PK_CUDA_CHECK(cudaEventRecord(c->ev0[l], c->stream[l]));
+    }
+    if (a->graph)
+      for (int g = 0; g < a->graph; g++) P2PK_CHECK(graph_launch(c));
+    else
+      for (int it = 0; it < a->iters; it++) P2PK_CHECK(launch(c, lib, k, ip));
+    for (int l = 0; l < c->nlocal; l++) {
+      P2PK_CHECK(set_device(c, l));
+      P2PK_CUDA_CHECK(cudaEventRecord(c->ev1[l], c->stream[l]));
+    }
+    double worst = 0;
+    for (int l = 0; l < c->nlocal; l++) {
+      float ms = 0;
+      P2PK_CHECK(set_device(c, l));
+      P2PK_CUDA_CHECK(cudaEventSynchronize(c->ev1[l]));
+      P2PK_CUDA_CHECK(cudaEventElapsedTime(&ms, c->ev0[l], c->ev1[l]));
+      if (ms > worst) worst = ms;
+    }
+    t[r] = worst * 1000.0 / calls;
+  }
+  return P2PKIT_SUCCESS;
+}
+
+static p2pkit_status_t measure(perf_ctx *c, perf_lib lib, const perf_counts *k, int ip,
+                               uint32_t seed, perf_stat *out) {
+  const perf_args *a = c->a;
+  char what[96];
+  snprintf(what, sizeof what, "%s %s %zu B %s", lib == PERF_LIB_NCCL ? "NCCL" : "p2pkit",
+           a->coll->name, k->bytes, ip ? "in-place" : "out-of-place");
+  phase(c, "%s: warm-up", what);
+  perf_gen g = make_gen(c, k, seed);
+  P2PK_CHECK(prepare(c, k, ip, &g, 0));
+  P2PK_CHECK(barrier(c));
+  for (int w = 0; w < a->warmup; w++) P2PK_CHECK(launch(c, lib, k, ip));
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  if (a->graph) {
+    phase(c, "%s: capturing a CUDA graph", what);
+    st = capture(c, lib, k, ip);
+    if (st == P2PKIT_SUCCESS) st = graph_launch(c); /* upload and warm the graph */
+  }
+  if (st == P2PKIT_SUCCESS) st = sync_all(c);
+  if (st == P2PKIT_SUCCESS) st = timed(c, lib, k, ip, what);
+  graphs_free(c);
+  P2PK_CHECK(st);
+
+  int64_t wrong = -1;
+  if (a->check) {
+    phase(c, "%s: checking", what);
+    g.seed = seed ^ 0xA5A5A5A5u; /* data the timed calls never saw */
+    P2PK_CHECK(prepare(c, k, ip, &g, 1));
+    P2PK_CHECK(barrier(c));
+    P2PK_CHECK(launch(c, lib, k, ip));
+    P2PK_CHECK(sync_all(c));
+    P2PK_CHECK(verify(c, k, ip, &g, &wrong));
+  }
+  c->sh->slot[c->proc].wrong = wrong;
+  P2PK_CHECK(barrier(c));
+  if (c->proc == 0) gather(c, out);
+  return P2PKIT_SUCCESS;
+}
+
+/* ---- passes ------------------------------------------------------------- */
+
+static uint32_t seed_of(int size, int ip, int lib, int pass) {
+  return (uint32_t)(1u + (uint32_t)size * 7919u + (uint32_t)ip * 104729u +
+                    (uint32_t)lib * 15485863u + (uint32_t)pass * 32452843u);
+}
+
+static p2pkit_status_t run_pass(perf_ctx *c, int pass) {
+  const perf_args *a = c->a;
+  int use[PERF_LIB_COUNT] = {p2pk_perf_uses_p2pkit(a), p2pk_perf_uses_nccl(a)};
+  if (use[PERF_LIB_P2PKIT]) P2PK_CHECK(p2pkit_init(c, pass));
+  perf_pass *p = c->rep ? &c->rep->passes[pass] : NULL;
+  if (p) {
+    snprintf(p->algo, sizeof p->algo, "%s", use[PERF_LIB_P2PKIT] ? pass_algo(a, pass) : "");
+    if (c->table) {
+      progress_clear(c);
+      p2pk_perf_print_header(c->table, c->rep, p);
+      fflush(c->table);
+    }
+  }
+  for (int s = 0; s < c->nsizes; s++) {
+    perf_row row;
+    memset(&row, 0, sizeof row);
+    p2pk_perf_counts(a->coll, c->sizes[s], c->ts, c->nranks, &row.k);
+    for (int lib = 0; lib < PERF_LIB_COUNT; lib++) {
+      if (!use[lib]) continue;
+      for (int ip = 0; ip < (a->coll->has_inplace ? 2 : 1); ip++)
+        P2PK_CHECK(measure(c, (perf_lib)lib, &row.k, ip, seed_of(s, ip, lib, pass),
+                           &row.st[lib][ip]));
+    }
+    if (p) {
+      p->rows[p->nrows++] = row;
+      if (c->table) {
+        progress_clear(c);
+        p2pk_perf_print_row(c->table, c->rep, &row);
+        fflush(c->table);
+      }
+    }
+  }
+  if (p && c->table) {
+    progress_clear(c);
+    p2pk_perf_print_footer(c->table, c->rep, p);
+    fflush(c->table);
+  }
+  if (p) c->wrong_total += p2pk_perf_pass_wrong(p);
+  phase(c, "p2pkit: destroying the communicator");
+  return p2pkit_fini(c);
+}
+
+static p2pkit_status_t write_file(const char *path, const perf_report *r,
+                                  void (*fn)(FILE *, const perf_report *)) {
+  FILE *f = fopen(path, "w");
+  if (!f) return p2pk_fail(P2PKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  fn(f, r);
+  if (fclose(f) != 0) return p2pk_fail(P2PKIT_ERR_IO, "writing %s failed: %s", path, strerror(errno));
+  return P2PKIT_SUCCESS;
+}
+
+static p2pkit_status_t write_table(const char *path, const perf_report *r) {
+  FILE *f = fopen(path, "w");
+  if (!f) return p2pk_fail(P2PKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  p2pkit_status_t st = p2pk_perf_write_algo_table(f, r);
+  if (fclose(f) != 0 && st == P2PKIT_SUCCESS)
+    st = p2pk_fail(P2PKIT_ERR_IO, "writing %s failed: %s", path, strerror(errno));
+  return st;
+}
+
+static p2pkit_status_t outputs(perf_ctx *c) {
+  const perf_args *a = c->a;
+  if (c->proc != 0) return P2PKIT_SUCCESS;
+  progress_clear(c);
+  if (a->nalgos && c->table) p2pk_perf_print_winners(c->table, c->rep);
+  if (a->algo_table) P2PK_CHECK(write_table(a->algo_table, c->rep));
+  if (a->json) p2pk_perf_write_json(stdout, c->rep);
+  if (a->json_file) P2PK_CHECK(write_file(a->json_file, c->rep, p2pk_perf_write_json));
+  fflush(stdout);
+  return P2PKIT_SUCCESS;
+}
+
+static p2pkit_status_t run(perf_ctx *c) {
+  const perf_args *a = c->a;
+  if (p2pk_perf_uses_nccl(a)) {
+    phase(c, "loading NCCL");
+    p2pkit_status_t st = p2pk_nccl_load(&c->nccl, NULL);
+    if (st != P2PKIT_SUCCESS) {
+      c->usage = 1;
+      return st;
+    }
+  }
+  phase(c, "finding GPUs");
+  P2PK_CHECK(find_gpus(c));
+  phase(c, "allocating buffers");
+  P2PK_CHECK(alloc(c));
+  P2PK_CHECK(describe(c));
+  if (p2pk_perf_uses_nccl(a)) P2PK_CHECK(nccl_init(c));
+  int npasses = a->nalgos ? a->nalgos : 1;
+  for (int pass = 0; pass < npasses; pass++) P2PK_CHECK(run_pass(c, pass));
+  P2PK_CHECK(outputs(c));
+  phase(c, "cleaning up");
+  nccl_fini(c);
+  return P2PKIT_SUCCESS;
+}
+
+/* Device resources; only after success (after a failure a peer may still be
+ * waiting inside a kernel, and freeing would block: the exit cleans up). */
+static void release(perf_ctx *c) {
+  for (int l = 0; l < c->nlocal; l++) {
+    if (cudaSetDevice(c->dev[l]) != cudaSuccess) continue;
+    if (c->sbuf[l]) cudaFree(c->sbuf[l]);
+    if (c->rbuf[l]) cudaFree(c->rbuf[l]);
+    if (c->dwrong[l]) cudaFree(c->dwrong[l]);
+    if (c->ev0[l]) cudaEventDestroy(c->ev0[l]);
+    if (c->ev1[l]) cudaEventDestroy(c->ev1[l]);
+    if (c->stream[l]) cudaStreamDestroy(c->stream[l]);
+  }
+}
+
+static void report_free(perf_report *r) {
+  if (!r) return;
+  free(r->passes);
+  free(r);
+}
+
+int p2pk_perf_run(const perf_args *a, perf_shared *sh, int proc, int nprocs) {
+  perf_ctx *c = calloc(1, sizeof *c);
+  if (!c) {
+    fprintf(stderr, "p2pkit perf: error: out of host memory\n");
+    return P2PK_PERF_EXIT_FAIL;
+  }
+  c->a = a;
+  c->sh = sh;
+  c->proc = proc;
+  c->nprocs = nprocs;
+  c->child = a->nprocs > 0;
+  c->timeout_s = (int)p2pk_param_int("P2PKIT_TIMEOUT");
+  c->ts = p2pk_perf_dtype_size(a->dtype);
+  c->tty = proc == 0 && isatty(STDERR_FILENO);
+  const char *proto = getenv("P2PKIT_PROTO");
+  if (proto) snprintf(c->proto_env, sizeof c->proto_env, "=%s", proto);
+  p2pk_perf_heartbeat(sh, proc, "starting");
+  perf_watchdog *wd = p2pk_perf_watchdog_start(sh, proc, c->timeout_s, !c->child);
+
+  p2pkit_status_t st = run(c);
+  int code = P2PK_PERF_EXIT_OK;
+  if (st != P2PKIT_SUCCESS) {
+    const char *detail = p2pkit_last_error();
+    code = c->usage ? P2PK_PERF_EXIT_USAGE : P2PK_PERF_EXIT_FAIL;
+    progress_clear(c);
+    if (c->child) {
+      p2pk_perf_set_error(sh, proc, code, "%s", detail[0] ? detail : p2pkit_strerror(st));
+      atomic_store(&sh->abort, 1);
+    } else {
+      fprintf(stderr, "p2pkit perf: error: %s\n", detail[0] ? detail : p2pkit_strerror(st));
+    }
+  } else {
+    release(c);
+    if (c->wrong_total > 0) {
+      code = P2PK_PERF_EXIT_FAIL;
+      if (c->child)
+        p2pk_perf_set_error(sh, proc, code, "%lld wrong values (see the #wrong columns)",
+                            (long long)c->wrong_total);
+      else
+        fprintf(stderr, "p2pkit perf: error: %lld wrong values (see the #wrong columns)\n",
+                (long long)c->wrong_total);
+    }
+  }
+  p2pk_perf_watchdog_stop(wd);
+  report_free(c->rep);
+  free(c);
+  return code;
+}

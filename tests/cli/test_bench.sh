@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# p2pkit bench from the command line, without a GPU: bad input gets one line
+# on stderr and exit code 2; plans (--dry-run) against recorded machines.
+# Usage: test_bench.sh P2PKIT_BINARY TESTS_DATA_DIR
+set -u
+bin=$1
+data=$2
+fails=0
+out=$(mktemp)
+err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  fails=$((fails + 1))
+}
+
+# expect_error "message part" args...: exit 2, exactly one line on stderr, naming it.
+expect_error() {
+  local want=$1
+  shift
+  "$bin" bench "$@" >"$out" 2>"$err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$err")
+  [ "$rc" = 2 ] || fail "bench $*: exit $rc, expected 2 ($(cat "$err"))"
+  [ "$lines" = 1 ] || fail "bench $*: $lines lines on stderr, expected 1: $(cat "$err")"
+  grep -qF -- "$want" "$err" || fail "bench $*: stderr lacks '$want': $(cat "$err")"
+  grep -q '^p2pkit bench: error: ' "$err" || fail "bench $*: not a p2pkit error line: $(cat "$err")"
+  [ -s "$out" ] && fail "bench $*: wrote to stdout on error: $(head -c 200 "$out")"
+}
+
+expect_ok() {
+  "$bin" bench "$@" >"$out" 2>"$err"
+  local rc=$?
+  [ "$rc" = 0 ] || fail "bench $*: exit $rc: $(cat "$err")"
+}
+
+# --- arguments, no machine needed ---
+expect_ok --help
+grep -q -- '--methods LIST' "$out" || fail "--help lacks --methods"
+grep -q -- '-b, --minbytes SIZE' "$out" || fail "--help lacks -b"
+expect_error "-b 0: a size must be at least 1 byte" -b 0
+expect_error "-b -5: a size cannot be negative" -b -5
+expect_error "-b 'many' is not a size" -b many
+expect_error "-e 'x1' is not a size" -b 1M -e x1
+expect_error "is smaller than -b" -b 4M -e 1M
+expect_error "unknown method 'teleport'" --methods ce,teleport
+expect_error "pair 0:1 is given twice" --pairs 0:1,1:0,0:1
+expect_error "GPU 1 is listed twice" --gpus 1,0,1
+expect_error "unknown option '--fast'" --fast
+expect_error "-n needs a value" -n
+expect_error "unknown mode 'diagonal'" --mode diagonal
+expect_error "only one of --json and --csv" --json --csv
+
+# --- plans against recorded machines (works without a GPU) ---
+if [ -f "$data/nvswitch8.p2pkit" ]; then
+  expect_ok --from "$data/nvswitch8.p2pkit" --dry-run -b 8 -e 1G -f 8
+  grep -q '^plan: 10 sizes (8 B .. 1 GiB), 56 pairs' "$out" || fail "nvswitch8 plan header: $(head -1 "$out")"
+  grep -q '0->7   NV18' "$out" || fail "nvswitch8 plan lacks 0->7 NV18"
+  grep -q 'P2P/NVLink/SM / P2P/NVLink/CE' "$out" || fail "nvswitch8: AUTO should go SM small, CE large"
+  grep -q 'GPU7 14 GiB$' "$out" || fail "nvswitch8: memory plan (7 pairs x 2 x 1 GiB on each GPU): $(tail -1 "$out")"
+  expect_error "GPU 8 does not exist (this machine has 8: 0..7)" --from "$data/nvswitch8.p2pkit" --dry-run --gpus 0,8
+  expect_error "pair 9:0: GPU 9 does not exist" --from "$data/nvswitch8.p2pkit" --dry-run --pairs 0:1,9:0
+  P2PKIT_P2P_DISABLE=1 "$bin" bench --from "$data/nvswitch8.p2pkit" --dry-run --pairs 0:1 >"$out" 2>"$err" ||
+    fail "dry run with P2P disabled: $(cat "$err")"
+  grep -q 'STAGED/host (P2P disabled by P2PKIT_P2P_DISABLE)' "$out" || fail "P2P disabled: not staged: $(cat "$out")"
+  P2PKIT_P2P_LEVEL=NEAR "$bin" bench --from "$data/nvswitch8.p2pkit" --dry-run >"$out" 2>"$err"
+  rc=$?
+  [ "$rc" = 2 ] || fail "P2PKIT_P2P_LEVEL=NEAR: exit $rc"
+  grep -qF "P2PKIT_P2P_LEVEL='NEAR' is not one of LOC, NVL, PIX, PXB, PHB, SYS" "$err" || fail "P2PKIT_P2P_LEVEL=NEAR: $(cat "$err")"
+else
+  echo "note: $data/nvswitch8.p2pkit missing; plan checks skipped"
+fi
+if [ -f "$data/sys.p2pkit" ]; then
+  expect_ok --from "$data/sys.p2pkit" --dry-run
+  grep -q 'STAGED/host (no peer access' "$out" || fail "sys: no peer access should stage: $(cat "$out")"
+fi
+if [ -f "$data/pxb.p2pkit" ]; then
+  P2PKIT_P2P_LEVEL=PIX "$bin" bench --from "$data/pxb.p2pkit" --dry-run -b 8 -e 1M >"$out" 2>"$err" || fail "pxb plan: $(cat "$err")"
+  grep -q 'PXB .*STAGED/host (path PXB is beyond P2PKIT_P2P_LEVEL=PIX)' "$out" || fail "pxb with level PIX: $(cat "$out")"
+  grep -q 'PIX .*P2P/PCIe/SM / P2P/PCIe/CE' "$out" || fail "pxb: PIX pairs keep P2P: $(cat "$out")"
+fi
+expect_error "cannot open topology file" --from /nonexistent/machine.p2pkit --dry-run
+
+# --- no GPU here: a run says so in one line ---
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  "$bin" bench -b 1M >"$out" 2>"$err"
+  rc=$?
+  [ "$rc" = 2 ] || fail "bench without a GPU: exit $rc"
+  [ "$(wc -l <"$err")" = 1 ] || fail "bench without a GPU: not one line: $(cat "$err")"
+  grep -qE 'no NVIDIA driver|no usable GPU' "$err" || fail "bench without a GPU: $(cat "$err")"
+fi
+
+if [ "$fails" -gt 0 ]; then
+  echo "$fails check(s) failed"
+  exit 1
+fi
+echo "test_bench.sh: all checks passed"

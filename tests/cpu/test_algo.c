@@ -1,0 +1,294 @@
+/* The all-reduce algorithm table, its text format, the choice rules and the
+ * scratch layout: all plain C, checked without a GPU. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "coll/algo.h"
+#include "coll/coll.h"
+#include "core/param.h"
+#include "test.h"
+
+static p2pk_algo_geom geom2(void) {
+  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10};
+  return g;
+}
+
+static const p2pk_algo_force no_force = {-1, -1, 0, 0, 0};
+
+TEST(default_table_two_ranks) {
+  p2pk_algo_table t;
+  p2pk_algo_table_default(&t);
+  CHECK_STR(t.source, "built-in");
+  const p2pk_algo_row *r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 8);
+  CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 256 << 10);
+  CHECK(r && r->proto == P2PK_PROTO_LL);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (256 << 10) + 1);
+  CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_SIMPLE);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (size_t)1 << 40);
+  CHECK(r && r->proto == P2PK_PROTO_SIMPLE);
+}
+
+TEST(default_table_more_ranks_and_shm) {
+  p2pk_algo_table t;
+  p2pk_algo_table_default(&t);
+  const p2pk_algo_row *r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 4, 64 << 10);
+  CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 8, (64 << 10) + 1);
+  CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_SIMPLE);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 8, (512 << 10) + 1);
+  CHECK(r && r->algo == P2PK_ALGO_TWOSHOT);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_SHM, 2, 8);
+  CHECK(r && r->algo == P2PK_ALGO_STAGED);
+  CHECK(p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 1, 8) == NULL);
+}
+
+static const char *good =
+    "# from a sweep\n"
+    "p2pkit-algo-table 1\n"
+    "\n"
+    "p2p 2 2 64K oneshot ll 16 256 0   # small\n"
+    "p2p 2 2 16M twoshot simple 66 512 128K\n"
+    "p2p 2 8 inf oneshot simple 0 0 0\n"
+    "shm 2 16 inf staged simple 8 512 1M\n";
+
+TEST(parse_good_table) {
+  p2pk_algo_table t;
+  CHECK_OK(p2pk_algo_table_parse("sweep.txt", good, &t));
+  CHECK_EQ(t.nrows, 4);
+  CHECK_STR(t.source, "sweep.txt");
+  CHECK_EQ(t.rows[0].max_bytes, 64 << 10);
+  CHECK_EQ(t.rows[0].blocks, 16);
+  CHECK_EQ(t.rows[0].threads, 256);
+  CHECK_EQ(t.rows[1].algo, P2PK_ALGO_TWOSHOT);
+  CHECK_EQ(t.rows[1].chunk, 128 << 10);
+  CHECK(t.rows[2].max_bytes == SIZE_MAX);
+  CHECK_EQ(t.rows[2].max_ranks, 8);
+  CHECK_EQ(t.rows[3].transport, P2PK_TRANSPORT_SHM);
+  const p2pk_algo_row *r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 1 << 20);
+  CHECK(r == &t.rows[1]);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 3, 8);
+  CHECK(r == &t.rows[2]);
+}
+
+static void expect_parse_error(const char *text, const char *needle) {
+  p2pk_algo_table t;
+  p2pkit_status_t st = p2pk_algo_table_parse("bad.txt", text, &t);
+  CHECK_EQ(st, P2PKIT_ERR_PARSE);
+  if (!strstr(p2pkit_last_error(), needle))
+    T_FAIL("error '%s' does not mention '%s'", p2pkit_last_error(), needle);
+}
+
+TEST(parse_errors_name_the_line) {
+  expect_parse_error("", "empty");
+  expect_parse_error("p2p 2 2 inf oneshot ll 0 0 0\n", "bad.txt:1: expected the header");
+  expect_parse_error("p2pkit-algo-table 2\n", "header");
+  expect_parse_error("p2pkit-algo-table 1\n", "no rows");
+  expect_parse_error("p2pkit-algo-table 1\nnvl 2 2 inf oneshot ll 0 0 0\n", "bad.txt:2: transport");
+  expect_parse_error("p2pkit-algo-table 1\np2p 3 2 inf oneshot ll 0 0 0\n", "rank range");
+  expect_parse_error("p2pkit-algo-table 1\np2p 2 2 lots oneshot ll 0 0 0\n", "max_bytes");
+  expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf threeshot ll 0 0 0\n", "algorithm");
+  expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf oneshot ll128 0 0 0\n", "protocol");
+  expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf oneshot ll 0 0\n", "expected 9 fields");
+  expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf oneshot ll 0 0 0 7\n", "found 10");
+  expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf staged simple 0 0 0\n", "staged");
+  expect_parse_error("p2pkit-algo-table 1\nshm 2 2 inf oneshot simple 0 0 0\n", "staged");
+  expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf oneshot ll -1 0 0\n", "blocks");
+  expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf oneshot ll 0 2048 0\n", "threads");
+  expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf oneshot ll 0 0 2G\n", "chunk");
+}
+
+TEST(write_then_parse_round_trip) {
+  p2pk_algo_table t, back;
+  CHECK_OK(p2pk_algo_table_parse("sweep.txt", good, &t));
+  char path[] = "/tmp/p2pk_algo_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  CHECK_OK(p2pk_algo_table_write(&t, f));
+  fclose(f);
+  CHECK_OK(p2pk_algo_table_load(path, &back));
+  CHECK_EQ(back.nrows, t.nrows);
+  CHECK(p2pk_algo_table_hash(&back) == p2pk_algo_table_hash(&t));
+  p2pk_algo_table d;
+  p2pk_algo_table_default(&d);
+  CHECK(p2pk_algo_table_hash(&d) != p2pk_algo_table_hash(&t));
+  unlink(path);
+  CHECK_EQ(p2pk_algo_table_load(path, &back), P2PKIT_ERR_IO);
+  CHECK(strstr(p2pkit_last_error(), path) != NULL);
+}
+
+TEST(choose_fills_automatic_fields) {
+  p2pk_algo_table t;
+  p2pk_algo_table_default(&t);
+  p2pk_algo_geom g = geom2();
+  p2pk_algo_choice c;
+  p2pk_algo_choose(&t, &no_force, &g, 8, &c);
+  CHECK_EQ(c.algo, P2PK_ALGO_ONESHOT);
+  CHECK_EQ(c.proto, P2PK_PROTO_LL);
+  CHECK_EQ(c.blocks, 1);
+  p2pk_algo_choose(&t, &no_force, &g, 64 << 10, &c);
+  CHECK_EQ(c.blocks, (64 << 10) / 8 / c.threads);
+  p2pk_algo_choose(&t, &no_force, &g, 1 << 20, &c);
+  CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
+  CHECK(c.blocks >= 1 && c.blocks <= g.sm_count);
+  CHECK(c.chunk % 16 == 0 && c.chunk > 0 && c.chunk <= g.mailbox);
+  CHECK((uint64_t)c.blocks * c.chunk >= (1u << 20)); /* one round covers the message */
+  p2pk_algo_choose(&t, &no_force, &g, (size_t)1 << 30, &c);
+  CHECK_EQ(c.blocks, g.sm_count);
+  CHECK_EQ(c.chunk, g.mailbox);
+  CHECK_EQ(c.slots, P2PK_COLL_SLOTS);
+  CHECK(c.threads % 32 == 0 && c.threads >= 64 && c.threads <= 512);
+}
+
+TEST(choose_respects_limits_and_overrides) {
+  p2pk_algo_table t;
+  p2pk_algo_table_default(&t);
+  p2pk_algo_geom g = geom2();
+  p2pk_algo_choice c;
+  /* LL only fits its area: a forced LL on a large message falls back. */
+  p2pk_algo_force f = no_force;
+  f.proto = P2PK_PROTO_LL;
+  p2pk_algo_choose(&t, &f, &g, (size_t)2 << 20, &c);
+  CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
+  p2pk_algo_choose(&t, &f, &g, 1 << 20, &c);
+  CHECK_EQ(c.proto, P2PK_PROTO_LL);
+  /* Forced two-shot never runs LL. */
+  f = no_force;
+  f.algo = P2PK_ALGO_TWOSHOT;
+  p2pk_algo_choose(&t, &f, &g, 8, &c);
+  CHECK_EQ(c.algo, P2PK_ALGO_TWOSHOT);
+  CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
+  CHECK(c.chunk >= 16 && c.chunk % 16 == 0);
+  /* Blocks: never more than the mailboxes allow; chunk never above a mailbox. */
+  f = no_force;
+  f.blocks = 1000;
+  f.chunk = (size_t)1 << 30;
+  p2pk_algo_choose(&t, &f, &g, (size_t)1 << 30, &c);
+  CHECK_EQ(c.blocks, P2PK_COLL_MAILBOXES / P2PK_COLL_SLOTS);
+  CHECK_EQ(c.chunk, g.mailbox);
+  f.chunk = 1000; /* rounded down to 16 */
+  f.threads = 100;
+  p2pk_algo_choose(&t, &f, &g, (size_t)1 << 30, &c);
+  CHECK_EQ(c.chunk, 992);
+  CHECK_EQ(c.threads, 96);
+  /* A P2P communicator cannot stage; a staged one always does. */
+  f = no_force;
+  f.algo = P2PK_ALGO_STAGED;
+  p2pk_algo_choose(&t, &f, &g, 1 << 20, &c);
+  CHECK(c.algo != P2PK_ALGO_STAGED);
+  g.staged = 1;
+  f.algo = P2PK_ALGO_ONESHOT;
+  p2pk_algo_choose(&t, &f, &g, (size_t)128 << 20, &c);
+  CHECK_EQ(c.algo, P2PK_ALGO_STAGED);
+  CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
+  CHECK(2 * c.blocks <= g.sm_count);
+  CHECK(c.chunk <= g.stage_mailbox);
+  CHECK(c.blocks * P2PK_COLL_SLOTS <= P2PK_STAGE_MAILBOXES);
+}
+
+TEST(choose_is_deterministic) {
+  p2pk_algo_table t;
+  p2pk_algo_table_default(&t);
+  p2pk_algo_geom g = geom2();
+  for (size_t b = 1; b < ((size_t)1 << 31); b = b * 3 + 1) {
+    p2pk_algo_choice x, y;
+    p2pk_algo_choose(&t, &no_force, &g, b, &x);
+    p2pk_algo_choose(&t, &no_force, &g, b, &y);
+    CHECK(memcmp(&x, &y, sizeof x) == 0);
+    if (x.proto == P2PK_PROTO_SIMPLE) CHECK(x.chunk >= 16 && x.chunk <= g.mailbox);
+  }
+}
+
+TEST(force_from_environment) {
+  p2pk_algo_force f;
+  setenv("P2PKIT_ALGO", "twoshot", 1);
+  setenv("P2PKIT_PROTO", "simple", 1);
+  setenv("P2PKIT_COLL_CHUNK", "64K", 1);
+  setenv("P2PKIT_COLL_BLOCKS", "33", 1);
+  p2pk_param_reset();
+  CHECK_OK(p2pk_algo_force_from_env(&f));
+  CHECK_EQ(f.algo, P2PK_ALGO_TWOSHOT);
+  CHECK_EQ(f.proto, P2PK_PROTO_SIMPLE);
+  CHECK_EQ(f.chunk, 64 << 10);
+  CHECK_EQ(f.blocks, 33);
+  setenv("P2PKIT_ALGO", "ring", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_algo_force_from_env(&f), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "ring") != NULL);
+  setenv("P2PKIT_ALGO", "", 1);
+  setenv("P2PKIT_COLL_BLOCKS", "5000", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_algo_force_from_env(&f), P2PKIT_ERR_INVALID_ARGUMENT);
+  unsetenv("P2PKIT_ALGO");
+  unsetenv("P2PKIT_PROTO");
+  unsetenv("P2PKIT_COLL_CHUNK");
+  unsetenv("P2PKIT_COLL_BLOCKS");
+  p2pk_param_reset();
+  CHECK_OK(p2pk_algo_force_from_env(&f));
+  CHECK_EQ(f.algo, -1);
+  CHECK_EQ(f.proto, -1);
+  CHECK_EQ(f.blocks, 0);
+  CHECK_EQ(f.chunk, 0);
+}
+
+TEST(layout_fits_and_does_not_overlap) {
+  for (int n = 2; n <= P2PK_COLL_MAX_RANKS; n++) {
+    p2pk_layout l;
+    size_t ll = 0;
+    CHECK_OK(p2pk_layout_compute(n, 64u << 20, 0, &l, &ll));
+    CHECK(l.total <= (64u << 20));
+    CHECK(l.mailbox >= 4096 && l.mailbox % 4096 == 0);
+    CHECK(ll >= (16u << 10) && ll <= (1u << 20) && l.ll_bytes == 2 * ll);
+    CHECK(l.ready_off >= sizeof(p2pk_dev_ctrl));
+    uint64_t counters = (uint64_t)P2PK_COLL_SETS * n * P2PK_COLL_MAILBOXES * 8;
+    CHECK(l.freed_off >= l.ready_off + counters);
+    CHECK(l.sent_off >= l.freed_off + counters);
+    CHECK(l.recvd_off >= l.sent_off + counters);
+    CHECK(l.agtok_off >= l.recvd_off + counters);
+    CHECK(l.ll_off >= l.agtok_off + (uint64_t)n * P2PK_COLL_MAILBOXES * 8);
+    CHECK(l.data_off >= l.ll_off + 2 * (uint64_t)(n - 1) * l.ll_bytes);
+    CHECK_EQ(l.total, l.data_off + (uint64_t)P2PK_COLL_SETS * (n - 1) * l.nboxes * l.mailbox);
+    CHECK(l.nboxes >= 16 && l.nboxes <= P2PK_COLL_MAILBOXES);
+    CHECK(n > 4 || l.nboxes == P2PK_COLL_MAILBOXES);
+    CHECK(l.ll_off % 4096 == 0 && l.data_off % 4096 == 0);
+  }
+  p2pk_layout l;
+  size_t ll;
+  CHECK_OK(p2pk_layout_compute(2, 1 << 20, 0, &l, &ll)); /* small: fewer mailboxes */
+  CHECK(l.nboxes < P2PK_COLL_MAILBOXES && l.total <= (1u << 20));
+  CHECK_EQ(p2pk_layout_compute(2, 256 << 10, 0, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "P2PKIT_BUFFER_SIZE") != NULL);
+  CHECK_EQ(p2pk_layout_compute(0, 64u << 20, 0, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pk_layout_compute(P2PK_COLL_MAX_RANKS + 1, 64u << 20, 0, &l, &ll),
+           P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_OK(p2pk_layout_compute(4, 64u << 20, 1, &l, &ll));
+  CHECK_EQ(ll, 0);
+  CHECK(l.stage_mailbox >= 4096 && l.stage_mailbox % 4096 == 0);
+  CHECK(l.stage_data_off >= sizeof(p2pk_stage_ctrl));
+  CHECK_EQ(l.stage_stride, l.stage_data_off + (uint64_t)P2PK_STAGE_MAILBOXES * l.stage_mailbox);
+  CHECK(l.stage_stride <= (64u << 20));
+  CHECK_EQ(l.mailbox, 0);
+  CHECK_EQ(p2pk_layout_compute(2, 64 << 10, 1, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
+}
+
+TEST(names) {
+  CHECK_STR(p2pk_algo_name(P2PK_ALGO_TWOSHOT), "twoshot");
+  CHECK_STR(p2pk_algo_name(99), "?");
+  CHECK_EQ(p2pk_algo_from_name("OneShot"), P2PK_ALGO_ONESHOT);
+  CHECK_EQ(p2pk_algo_from_name("ring"), -1);
+  CHECK_EQ(p2pk_proto_from_name("LL"), P2PK_PROTO_LL);
+  CHECK_EQ(p2pkit_dtype_size(P2PKIT_BFLOAT16), 2);
+  CHECK_EQ(p2pkit_dtype_size(P2PKIT_INT64), 8);
+  CHECK_EQ(p2pkit_dtype_size((p2pkit_dtype_t)42), 0);
+  CHECK_STR(p2pkit_dtype_name(P2PKIT_UINT8), "uint8");
+  CHECK_STR(p2pkit_redop_name(P2PKIT_AVG), "avg");
+  CHECK_STR(p2pkit_redop_name((p2pkit_redop_t)-1), "invalid");
+}
+
+T_MAIN(T_CASE(default_table_two_ranks), T_CASE(default_table_more_ranks_and_shm),
+       T_CASE(parse_good_table), T_CASE(parse_errors_name_the_line),
+       T_CASE(write_then_parse_round_trip), T_CASE(choose_fills_automatic_fields),
+       T_CASE(choose_respects_limits_and_overrides), T_CASE(choose_is_deterministic),
+       T_CASE(force_from_environment), T_CASE(layout_fits_and_does_not_overlap), T_CASE(names))

@@ -1,0 +1,314 @@
+/* The TCP rendezvous, with real processes on 127.0.0.1: every rank is a
+ * forked child reporting its status, elapsed time and what it received
+ * through a pipe. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll/bootstrap.h"
+#include "test.h"
+
+#define MAXP 8
+#define BLOB 37
+
+typedef struct {
+  int status;       /* of init, or of the first failing operation */
+  int stage;        /* 0 init, 1 allgather, 2 barrier, 3 done */
+  int data_ok;
+  int64_t elapsed_ms;
+  char msg[256];
+} report_t;
+
+typedef struct {
+  int rank, nranks;
+  const char *secret;
+  int delay_ms;    /* start late */
+  int die_after_init; /* exit right after the rendezvous */
+  unsigned tag;    /* all-gather tag */
+  int rounds;
+} who_t;
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t l = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &l) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+static void blob_of(int rank, int round, unsigned char *b) {
+  for (int i = 0; i < BLOB; i++) b[i] = (unsigned char)(rank * 31 + round * 7 + i);
+}
+
+static void child(const who_t *w, int port, int timeout_ms, int fd) {
+  report_t rep;
+  memset(&rep, 0, sizeof rep);
+  if (w->delay_ms) usleep((useconds_t)w->delay_ms * 1000);
+  int64_t t0 = now_ms();
+  p2pk_boot_opts o = {w->rank, w->nranks, "127.0.0.1", port, w->secret, timeout_ms};
+  p2pk_boot *b = NULL;
+  rep.status = p2pk_boot_init(&o, &b);
+  rep.elapsed_ms = now_ms() - t0;
+  if (rep.status == P2PKIT_SUCCESS) {
+    rep.stage = 1;
+    if (w->die_after_init) _exit(0);
+    rep.data_ok = 1;
+    for (int round = 0; round < w->rounds && rep.status == P2PKIT_SUCCESS; round++) {
+      unsigned char mine[BLOB], all[MAXP * BLOB];
+      blob_of(w->rank, round, mine);
+      t0 = now_ms();
+      rep.status = p2pk_boot_allgather(b, w->tag, mine, all, BLOB);
+      rep.elapsed_ms = now_ms() - t0;
+      for (int r = 0; rep.status == P2PKIT_SUCCESS && r < w->nranks; r++) {
+        unsigned char want[BLOB];
+        blob_of(r, round, want);
+        if (memcmp(all + r * BLOB, want, BLOB) != 0) rep.data_ok = 0;
+      }
+    }
+    if (rep.status == P2PKIT_SUCCESS) {
+      rep.stage = 2;
+      rep.status = p2pk_boot_barrier(b, 99);
+    }
+    if (rep.status == P2PKIT_SUCCESS) rep.stage = 3;
+    p2pk_boot_destroy(b);
+  }
+  snprintf(rep.msg, sizeof rep.msg, "%s", p2pkit_last_error());
+  if (write(fd, &rep, sizeof rep) != (ssize_t)sizeof rep) _exit(3);
+  _exit(0);
+}
+
+/* Start one child per entry; collect their reports (killing any that is
+ * still running after `limit_ms`: a hang is a failure). */
+static void run(const who_t *w, int n, int timeout_ms, int limit_ms, report_t *rep) {
+  int port = free_port();
+  CHECK(port > 0);
+  pid_t pid[MAXP];
+  int fds[MAXP];
+  for (int i = 0; i < n; i++) {
+    int p[2];
+    if (pipe(p) != 0) {
+      T_FAIL("pipe: %s", strerror(errno));
+      return;
+    }
+    fflush(NULL);
+    pid[i] = fork();
+    if (pid[i] == 0) {
+      close(p[0]);
+      child(&w[i], port, timeout_ms, p[1]);
+    }
+    close(p[1]);
+    fds[i] = p[0];
+  }
+  int64_t deadline = now_ms() + limit_ms;
+  for (int i = 0; i < n; i++) {
+    memset(&rep[i], 0, sizeof rep[i]);
+    rep[i].status = -1;
+    struct pollfd pf = {fds[i], POLLIN, 0};
+    int64_t left = deadline - now_ms();
+    if (left > 0 && poll(&pf, 1, (int)left) == 1 && read(fds[i], &rep[i], sizeof rep[i]) == sizeof rep[i]) {
+      /* reported */
+    } else if (!w[i].die_after_init) {
+      T_FAIL("process %d (rank %d) did not report within %d ms: a hang", i, w[i].rank, limit_ms);
+      kill(pid[i], SIGKILL);
+    }
+    close(fds[i]);
+  }
+  for (int i = 0; i < n; i++) waitpid(pid[i], NULL, 0);
+}
+
+static who_t rank_(int rank, int nranks, const char *secret) {
+  who_t w = {rank, nranks, secret, 0, 0, 1, 3};
+  return w;
+}
+
+TEST(all_ranks_arrive_and_allgather) {
+  who_t w[4];
+  report_t rep[4];
+  for (int r = 0; r < 4; r++) w[r] = rank_(r, 4, "s3cret");
+  w[3].delay_ms = 300; /* the others retry until it comes */
+  run(w, 4, 10000, 20000, rep);
+  for (int r = 0; r < 4; r++) {
+    if (rep[r].status != P2PKIT_SUCCESS) T_FAIL("rank %d: %d %s", r, rep[r].status, rep[r].msg);
+    CHECK_EQ(rep[r].stage, 3);
+    CHECK_EQ(rep[r].data_ok, 1);
+  }
+}
+
+TEST(single_rank_needs_no_network) {
+  p2pk_boot_opts o = {0, 1, "127.0.0.1", 1, "", 1000};
+  p2pk_boot *b = NULL;
+  CHECK_OK(p2pk_boot_init(&o, &b));
+  int x = 42, y = 0;
+  CHECK_OK(p2pk_boot_allgather(b, 1, &x, &y, sizeof x));
+  CHECK_EQ(y, 42);
+  CHECK_OK(p2pk_boot_barrier(b, 2));
+  CHECK_EQ(p2pk_boot_rank(b), 0);
+  CHECK_EQ(p2pk_boot_nranks(b), 1);
+  p2pk_boot_destroy(b);
+}
+
+TEST(wrong_secret_is_refused) {
+  who_t w[2] = {rank_(0, 2, "right"), rank_(1, 2, "wrong")};
+  report_t rep[2];
+  int64_t t0 = now_ms();
+  run(w, 2, 2000, 15000, rep);
+  (void)t0;
+  CHECK_EQ(rep[1].status, P2PKIT_ERR_REMOTE);
+  if (!strstr(rep[1].msg, "secret")) T_FAIL("refusal does not say why: %s", rep[1].msg);
+  if (strstr(rep[1].msg, "right")) T_FAIL("refusal leaks the secret: %s", rep[1].msg);
+  CHECK(rep[1].elapsed_ms < 1500); /* refused at once, not timed out */
+  CHECK_EQ(rep[0].status, P2PKIT_ERR_TIMEOUT); /* rank 1 never really arrived */
+}
+
+TEST(stranger_refused_job_continues) {
+  /* A process of another job claims rank 1 first; the real rank 1 comes later. */
+  who_t w[3] = {rank_(0, 2, "job-a"), rank_(1, 2, "job-b"), rank_(1, 2, "job-a")};
+  w[2].delay_ms = 400;
+  report_t rep[3];
+  run(w, 3, 8000, 20000, rep);
+  CHECK_EQ(rep[1].status, P2PKIT_ERR_REMOTE);
+  if (rep[0].status != P2PKIT_SUCCESS || rep[2].status != P2PKIT_SUCCESS)
+    T_FAIL("job ranks: %d (%s), %d (%s)", rep[0].status, rep[0].msg, rep[2].status, rep[2].msg);
+  CHECK_EQ(rep[0].data_ok, 1);
+  CHECK_EQ(rep[2].data_ok, 1);
+}
+
+TEST(missing_rank_times_out) {
+  who_t w[2] = {rank_(0, 3, "x"), rank_(1, 3, "x")}; /* rank 2 never starts */
+  report_t rep[2];
+  const int timeout = 1500;
+  run(w, 2, timeout, 15000, rep);
+  for (int r = 0; r < 2; r++) {
+    CHECK_EQ(rep[r].status, P2PKIT_ERR_TIMEOUT);
+    if (rep[r].elapsed_ms < timeout - 100 || rep[r].elapsed_ms > timeout + 3000)
+      T_FAIL("rank %d gave up after %lld ms; timeout %d ms", r, (long long)rep[r].elapsed_ms, timeout);
+  }
+  if (!strstr(rep[0].msg, "rank(s) 2 ")) T_FAIL("rank 0 does not name the missing rank: %s", rep[0].msg);
+}
+
+TEST(rank0_missing_times_out) {
+  who_t w[1] = {rank_(1, 2, "x")};
+  report_t rep[1];
+  run(w, 1, 1000, 10000, rep);
+  CHECK_EQ(rep[0].status, P2PKIT_ERR_TIMEOUT);
+  CHECK(rep[0].elapsed_ms >= 900 && rep[0].elapsed_ms < 4000);
+  if (!strstr(rep[0].msg, "127.0.0.1")) T_FAIL("message lacks the address: %s", rep[0].msg);
+}
+
+TEST(rank_count_mismatch_fails_fast) {
+  who_t w[2] = {rank_(0, 2, "x"), rank_(1, 3, "x")};
+  report_t rep[2];
+  run(w, 2, 5000, 15000, rep);
+  CHECK_EQ(rep[0].status, P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(rep[1].status, P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(rep[0].elapsed_ms < 3000);
+  if (!strstr(rep[0].msg, "3 ranks")) T_FAIL("unclear: %s", rep[0].msg);
+}
+
+TEST(duplicate_rank_fails) {
+  who_t w[3] = {rank_(0, 3, "x"), rank_(1, 3, "x"), rank_(1, 3, "x")};
+  w[2].delay_ms = 200;
+  report_t rep[3];
+  run(w, 3, 5000, 15000, rep);
+  CHECK_EQ(rep[0].status, P2PKIT_ERR_INVALID_ARGUMENT);
+  if (!strstr(rep[0].msg, "twice")) T_FAIL("unclear: %s", rep[0].msg);
+  /* Everyone learns it, none waits for the timeout. */
+  for (int i = 1; i < 3; i++) CHECK(rep[i].status != P2PKIT_SUCCESS && rep[i].elapsed_ms < 3000);
+}
+
+TEST(different_collectives_are_detected) {
+  who_t w[2] = {rank_(0, 2, "x"), rank_(1, 2, "x")};
+  w[1].tag = 7;
+  report_t rep[2];
+  run(w, 2, 5000, 15000, rep);
+  CHECK_EQ(rep[0].status, P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(rep[1].status != P2PKIT_SUCCESS);
+  CHECK_EQ(rep[0].stage, 1);
+}
+
+TEST(dead_peer_fails_fast) {
+  who_t w[3] = {rank_(0, 3, "x"), rank_(1, 3, "x"), rank_(2, 3, "x")};
+  w[2].die_after_init = 1;
+  report_t rep[3];
+  run(w, 3, 8000, 20000, rep);
+  for (int r = 0; r < 2; r++) {
+    CHECK_EQ(rep[r].status, P2PKIT_ERR_REMOTE);
+    CHECK(rep[r].elapsed_ms < 4000); /* socket closed: no need to wait 8 s */
+  }
+}
+
+TEST(bad_options) {
+  p2pk_boot *b = NULL;
+  p2pk_boot_opts o = {0, 2, "127.0.0.1", 0, "", 1000};
+  CHECK_EQ(p2pk_boot_init(&o, &b), P2PKIT_ERR_INVALID_ARGUMENT);
+  o.port = 70000;
+  CHECK_EQ(p2pk_boot_init(&o, &b), P2PKIT_ERR_INVALID_ARGUMENT);
+  o.port = 5000;
+  o.rank = 2;
+  CHECK_EQ(p2pk_boot_init(&o, &b), P2PKIT_ERR_INVALID_ARGUMENT);
+  o.rank = 0;
+  o.timeout_ms = 0;
+  CHECK_EQ(p2pk_boot_init(&o, &b), P2PKIT_ERR_INVALID_ARGUMENT);
+  o.timeout_ms = 1000;
+  char big[P2PK_BOOT_SECRET_MAX + 2];
+  memset(big, 'a', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  o.secret = big;
+  CHECK_EQ(p2pk_boot_init(&o, &b), P2PKIT_ERR_INVALID_ARGUMENT);
+  o.secret = "";
+  o.addr = "no-such-host.invalid";
+  CHECK_EQ(p2pk_boot_init(&o, &b), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(b == NULL);
+}
+
+TEST(port_in_use_is_a_clear_error) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t l = sizeof a;
+  CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0);
+  getsockname(fd, (struct sockaddr *)&a, &l);
+  p2pk_boot *b = NULL;
+  p2pk_boot_opts o = {0, 2, "127.0.0.1", ntohs(a.sin_port), "", 1000};
+  CHECK_EQ(p2pk_boot_init(&o, &b), P2PKIT_ERR_SYSTEM);
+  if (!strstr(p2pkit_last_error(), "cannot listen")) T_FAIL("unclear: %s", p2pkit_last_error());
+  close(fd);
+}
+
+TEST(secret_compare) {
+  CHECK(p2pk_secret_equal("abc", 3, "abc", 3));
+  CHECK(!p2pk_secret_equal("abc", 3, "abd", 3));
+  CHECK(!p2pk_secret_equal("abc", 3, "abc", 2));
+  CHECK(!p2pk_secret_equal("", 0, "a", 1));
+  CHECK(p2pk_secret_equal("", 0, "", 0));
+}
+
+T_MAIN(T_CASE(all_ranks_arrive_and_allgather), T_CASE(single_rank_needs_no_network),
+       T_CASE(wrong_secret_is_refused), T_CASE(stranger_refused_job_continues),
+       T_CASE(missing_rank_times_out), T_CASE(rank0_missing_times_out),
+       T_CASE(rank_count_mismatch_fails_fast), T_CASE(duplicate_rank_fails),
+       T_CASE(different_collectives_are_detected), T_CASE(dead_peer_fails_fast),
+       T_CASE(bad_options), T_CASE(port_in_use_is_a_clear_error), T_CASE(secret_compare))

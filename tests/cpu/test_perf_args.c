@@ -1,0 +1,265 @@
+/* `p2pkit perf` command line: nccl-tests' flags, defaults, names, the size
+ * list, and a one-line error naming the bad value for every bad input. */
+#include <stdarg.h>
+
+#include "perf/perf.h"
+#include "test.h"
+
+static char errbuf[8192];
+
+/* Parse a NULL-terminated list; `perf` is argv[0]. Error text in errbuf. */
+static int parse(perf_args *a, ...) {
+  char *argv[64];
+  int argc = 0;
+  argv[argc++] = "perf";
+  va_list ap;
+  va_start(ap, a);
+  for (char *s; (s = va_arg(ap, char *)) != NULL && argc < 63;) argv[argc++] = s;
+  va_end(ap);
+  argv[argc] = NULL;
+  errbuf[0] = '\0';
+  FILE *err = fmemopen(errbuf, sizeof errbuf - 1, "w");
+  int r = p2pk_perf_parse(argc, argv, a, err);
+  fclose(err);
+  return r;
+}
+
+static int lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+TEST(defaults_like_nccl_tests) {
+  perf_args a;
+  CHECK_EQ(parse(&a, "all_reduce", NULL), PERF_PARSE_OK);
+  CHECK_STR(a.coll->name, "all_reduce");
+  CHECK_EQ(a.min_bytes, 8);
+  CHECK_EQ(a.max_bytes, 128 << 20);
+  CHECK_EQ(a.step_factor, 2);
+  CHECK_EQ(a.iters, 20);
+  CHECK_EQ(a.warmup, 5);
+  CHECK_EQ(a.check, 1);
+  CHECK_EQ(a.graph, 0);
+  CHECK_EQ(a.repeats, 5);
+  CHECK_EQ(a.dtype, P2PKIT_FLOAT32);
+  CHECK_EQ(a.op, P2PKIT_SUM);
+  CHECK_EQ(a.ngpus, 0);
+  CHECK_EQ(a.nprocs, 0);
+  CHECK(!a.vs_nccl && !a.nccl_only && !a.json && !a.reg);
+  CHECK(p2pk_perf_uses_p2pkit(&a) && !p2pk_perf_uses_nccl(&a));
+  CHECK_STR(errbuf, "");
+}
+
+TEST(every_flag) {
+  perf_args a;
+  CHECK_EQ(parse(&a, "-b", "1K", "-e", "1M", "-f", "4", "-n", "7", "-w", "2", "-c", "0", "-G", "3",
+                 "-d", "bfloat16", "-o", "max", "-g", "2", "-R", "1", "--repeats", "9", "all_reduce",
+                 "--vs-nccl", "--json", "--json-file", "out.json", "--algo", "oneshot/ll", NULL),
+           PERF_PARSE_OK);
+  CHECK_EQ(a.min_bytes, 1024);
+  CHECK_EQ(a.max_bytes, 1 << 20);
+  CHECK_EQ(a.step_factor, 4);
+  CHECK_EQ(a.iters, 7);
+  CHECK_EQ(a.warmup, 2);
+  CHECK_EQ(a.check, 0);
+  CHECK_EQ(a.graph, 3);
+  CHECK_EQ(a.dtype, P2PKIT_BFLOAT16);
+  CHECK_EQ(a.op, P2PKIT_MAX);
+  CHECK_EQ(a.ngpus, 2);
+  CHECK_EQ(a.reg, 1);
+  CHECK_EQ(a.repeats, 9);
+  CHECK(a.vs_nccl && a.json && p2pk_perf_uses_nccl(&a) && p2pk_perf_uses_p2pkit(&a));
+  CHECK_STR(a.json_file, "out.json");
+  CHECK_STR(a.algo, "oneshot/ll");
+
+  /* long forms, --x=v, -xV, -p, sweep */
+  CHECK_EQ(parse(&a, "allreduce", "--minbytes=64", "--maxbytes", "4K", "--datatype", "half",
+                 "-i256", "--op=avg", "-p", "2", "--sweep-algos", "oneshot/ll,twoshot/simple",
+                 "--algo-table", "t.txt", NULL),
+           PERF_PARSE_OK);
+  CHECK_STR(a.coll->name, "all_reduce");
+  CHECK_EQ(a.min_bytes, 64);
+  CHECK_EQ(a.max_bytes, 4096);
+  CHECK_EQ(a.step_bytes, 256);
+  CHECK_EQ(a.dtype, P2PKIT_FLOAT16);
+  CHECK_EQ(a.op, P2PKIT_AVG);
+  CHECK_EQ(a.nprocs, 2);
+  CHECK_EQ(a.nalgos, 2);
+  CHECK_STR(a.algos[0], "oneshot/ll");
+  CHECK_STR(a.algos[1], "twoshot/simple");
+  CHECK_STR(a.algo_table, "t.txt");
+
+  CHECK_EQ(parse(&a, "broadcast", "--nccl-only", "-r", "1", NULL), PERF_PARSE_OK);
+  CHECK(a.nccl_only && !p2pk_perf_uses_p2pkit(&a) && p2pk_perf_uses_nccl(&a));
+  CHECK_EQ(a.root, 1);
+  CHECK_EQ(p2pk_perf_primary(&a), PERF_LIB_NCCL);
+}
+
+TEST(dtype_and_op_names) {
+  static const struct {
+    const char *name;
+    p2pkit_dtype_t d;
+    size_t size;
+  } t[] = {{"float", P2PKIT_FLOAT32, 4},   {"half", P2PKIT_FLOAT16, 2}, {"bfloat16", P2PKIT_BFLOAT16, 2},
+           {"double", P2PKIT_FLOAT64, 8},  {"int32", P2PKIT_INT32, 4},  {"int64", P2PKIT_INT64, 8},
+           {"uint8", P2PKIT_UINT8, 1}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    p2pkit_dtype_t d;
+    CHECK_EQ(p2pk_perf_dtype_parse(t[i].name, &d), 0);
+    CHECK_EQ(d, t[i].d);
+    CHECK_STR(p2pk_perf_dtype_name(d), t[i].name); /* printed as nccl-tests spells it */
+    CHECK_EQ(p2pk_perf_dtype_size(d), t[i].size);
+  }
+  p2pkit_dtype_t d;
+  CHECK_EQ(p2pk_perf_dtype_parse("fp16", &d), 0);
+  CHECK_EQ(d, P2PKIT_FLOAT16);
+  CHECK_EQ(p2pk_perf_dtype_parse("float8", &d), -1);
+  static const char *ops[] = {"sum", "prod", "min", "max", "avg"};
+  for (int i = 0; i < 5; i++) {
+    p2pkit_redop_t op;
+    CHECK_EQ(p2pk_perf_op_parse(ops[i], &op), 0);
+    CHECK_STR(p2pk_perf_op_name(op), ops[i]);
+  }
+  p2pkit_redop_t op;
+  CHECK_EQ(p2pk_perf_op_parse("mean", &op), -1);
+}
+
+/* Each bad input: error, one line naming `needle` (usage follows only for an
+ * unknown flag or a missing collective). */
+static void bad_case(int line, const char *needle, int want_usage, ...) {
+  char *argv[32];
+  int argc = 0;
+  argv[argc++] = "perf";
+  va_list ap;
+  va_start(ap, want_usage);
+  for (char *s; (s = va_arg(ap, char *)) != NULL && argc < 31;) argv[argc++] = s;
+  va_end(ap);
+  perf_args a;
+  errbuf[0] = '\0';
+  FILE *err = fmemopen(errbuf, sizeof errbuf - 1, "w");
+  int r = p2pk_perf_parse(argc, argv, &a, err);
+  fclose(err);
+  if (r != PERF_PARSE_ERROR) T_FAIL("line %d: accepted, wanted an error", line);
+  if (strncmp(errbuf, "p2pkit perf: error: ", 20) != 0) T_FAIL("line %d: no error prefix: %s", line, errbuf);
+  if (!strstr(errbuf, needle)) T_FAIL("line %d: error does not name '%s': %s", line, needle, errbuf);
+  int has_usage = strstr(errbuf, "usage: p2pkit perf") != NULL;
+  if (has_usage != want_usage) T_FAIL("line %d: usage %s: %s", line, has_usage ? "printed" : "missing", errbuf);
+  if (!want_usage && lines(errbuf) != 1) T_FAIL("line %d: %d lines: %s", line, lines(errbuf), errbuf);
+}
+
+TEST(bad_inputs) {
+  bad_case(__LINE__, "which collective", 1, NULL);
+  bad_case(__LINE__, "unknown collective 'allreduc'", 0, "allreduc", NULL);
+  bad_case(__LINE__, "unexpected argument 'extra'", 0, "all_reduce", "extra", NULL);
+  bad_case(__LINE__, "unknown option '--bogus'", 1, "all_reduce", "--bogus", NULL);
+  bad_case(__LINE__, "unknown option '-x'", 1, "all_reduce", "-x", NULL);
+  bad_case(__LINE__, "unknown option '--json=1'", 1, "all_reduce", "--json=1", NULL);
+  bad_case(__LINE__, "'float8': unknown data type", 0, "all_reduce", "-d", "float8", NULL);
+  bad_case(__LINE__, "'mean': unknown reduction", 0, "all_reduce", "-o", "mean", NULL);
+  bad_case(__LINE__, "-b 0: sizes must be at least 1 byte", 0, "all_reduce", "-b", "0", NULL);
+  bad_case(__LINE__, "-e 0: sizes must be at least 1 byte", 0, "all_reduce", "-e", "0", NULL);
+  bad_case(__LINE__, "'-1': sizes cannot be negative", 0, "all_reduce", "-b", "-1", NULL);
+  bad_case(__LINE__, "-b 'abc' is not a size", 0, "all_reduce", "-b", "abc", NULL);
+  bad_case(__LINE__, "-e '1X' is not a size", 0, "all_reduce", "-e", "1X", NULL);
+  bad_case(__LINE__, "-e '99999999999999999999' is not a size", 0, "all_reduce", "-e",
+           "99999999999999999999", NULL);
+  bad_case(__LINE__, "-e 4 is smaller than -b 8", 0, "all_reduce", "-e", "4", NULL);
+  bad_case(__LINE__, "-f 1", 0, "all_reduce", "-f", "1", NULL);
+  bad_case(__LINE__, "more than 256 sizes", 0, "all_reduce", "-b", "1", "-e", "1G", "-i", "1", NULL);
+  bad_case(__LINE__, "-n 0 is out of range", 0, "all_reduce", "-n", "0", NULL);
+  bad_case(__LINE__, "-n 'x' is not a whole number", 0, "all_reduce", "-n", "x", NULL);
+  bad_case(__LINE__, "-c 2 is out of range", 0, "all_reduce", "-c", "2", NULL);
+  bad_case(__LINE__, "-g 0 is out of range", 0, "all_reduce", "-g", "0", NULL);
+  bad_case(__LINE__, "-g 65 is out of range", 0, "all_reduce", "-g", "65", NULL);
+  bad_case(__LINE__, "--repeats 0 is out of range", 0, "all_reduce", "--repeats", "0", NULL);
+  bad_case(__LINE__, "-g 2 cannot be combined", 0, "all_reduce", "-p", "2", "-g", "2", NULL);
+  bad_case(__LINE__, "-b needs a value", 0, "all_reduce", "-b", NULL);
+  bad_case(__LINE__, "exclude each other", 0, "all_reduce", "--vs-nccl", "--nccl-only", NULL);
+  bad_case(__LINE__, "p2pkit has no broadcast yet", 0, "broadcast", NULL);
+  bad_case(__LINE__, "--algo 'fastest': unknown algorithm", 0, "all_reduce", "--algo", "fastest", NULL);
+  bad_case(__LINE__, "'oneshot/xl': unknown algorithm", 0, "all_reduce", "--algo", "oneshot/xl", NULL);
+  bad_case(__LINE__, "oneshot is listed twice", 0, "all_reduce", "--sweep-algos", "oneshot,oneshot", NULL);
+  bad_case(__LINE__, "'twoshot' has none", 0, "all_reduce", "--sweep-algos", "oneshot/ll,twoshot",
+           "--algo-table", "t", NULL);
+  bad_case(__LINE__, "--algo-table needs --sweep-algos", 0, "all_reduce", "--algo-table", "t", NULL);
+  bad_case(__LINE__, "cannot be combined with --vs-nccl", 0, "all_reduce", "--sweep-algos", "oneshot",
+           "--vs-nccl", NULL);
+  bad_case(__LINE__, "not with --nccl-only", 0, "all_reduce", "--nccl-only", "--algo", "oneshot", NULL);
+}
+
+TEST(help) {
+  perf_args a;
+  FILE *saved = stdout;
+  char out[8192];
+  stdout = fmemopen(out, sizeof out - 1, "w");
+  int r = parse(&a, "all_reduce", "--help", NULL);
+  fclose(stdout);
+  stdout = saved;
+  CHECK_EQ(r, PERF_PARSE_HELP);
+  CHECK(strstr(out, "usage: p2pkit perf") != NULL);
+  CHECK(strstr(out, "--vs-nccl") != NULL);
+}
+
+TEST(size_list) {
+  perf_args a;
+  size_t s[P2PK_PERF_MAX_SIZES];
+  CHECK_EQ(parse(&a, "all_reduce", "-b", "8", "-e", "1G", NULL), PERF_PARSE_OK);
+  int n = p2pk_perf_sizes(&a, s, P2PK_PERF_MAX_SIZES);
+  CHECK_EQ(n, 28);
+  CHECK_EQ(s[0], 8);
+  CHECK_EQ(s[n - 1], 1 << 30);
+  for (int i = 1; i < n; i++) CHECK_EQ(s[i], 2 * s[i - 1]);
+  CHECK_EQ(parse(&a, "all_reduce", "-b", "8", "-e", "100", NULL), PERF_PARSE_OK);
+  n = p2pk_perf_sizes(&a, s, P2PK_PERF_MAX_SIZES);
+  CHECK_EQ(n, 4);
+  CHECK_EQ(s[3], 64);
+  CHECK_EQ(parse(&a, "all_reduce", "-b", "1", "-e", "35", "-i", "10", NULL), PERF_PARSE_OK);
+  n = p2pk_perf_sizes(&a, s, P2PK_PERF_MAX_SIZES);
+  CHECK_EQ(n, 4);
+  CHECK_EQ(s[1], 11);
+  CHECK_EQ(s[3], 31);
+  CHECK_EQ(parse(&a, "all_reduce", "-b", "64M", "-e", "64M", "-f", "1", NULL), PERF_PARSE_OK);
+  CHECK_EQ(p2pk_perf_sizes(&a, s, P2PK_PERF_MAX_SIZES), 1);
+  CHECK_EQ(parse(&a, "all_reduce", "-b", "8", "-e", "1G", "-f", "4", NULL), PERF_PARSE_OK);
+  n = p2pk_perf_sizes(&a, s, P2PK_PERF_MAX_SIZES);
+  CHECK_EQ(n, 14);
+  CHECK_EQ(s[n - 1], 512 << 20); /* 8 * 4^13 */
+}
+
+TEST(algo_names) {
+  int algo, proto;
+  CHECK_EQ(p2pk_perf_algo_split("oneshot", &algo, &proto), 0);
+  CHECK(algo >= 0 && proto == -1);
+  int oneshot = algo;
+  CHECK_EQ(p2pk_perf_algo_split("twoshot/simple", &algo, &proto), 0);
+  CHECK(algo >= 0 && algo != oneshot && proto >= 0);
+  int simple = proto;
+  CHECK_EQ(p2pk_perf_algo_split("oneshot/ll", &algo, &proto), 0);
+  CHECK(algo == oneshot && proto >= 0 && proto != simple);
+  CHECK_EQ(p2pk_perf_algo_split("staged", &algo, &proto), 0);
+  CHECK_EQ(p2pk_perf_algo_split("ring", &algo, &proto), -1);
+  CHECK_EQ(p2pk_perf_algo_split("oneshot/", &algo, &proto), -1);
+  CHECK_EQ(p2pk_perf_algo_split("/ll", &algo, &proto), -1);
+}
+
+TEST(collective_table) {
+  static const char *names[] = {"all_reduce", "broadcast", "reduce", "all_gather",
+                                "reduce_scatter", "sendrecv", "alltoall"};
+  int n = 0;
+  for (; p2pk_perf_coll_at(n); n++) {
+    const perf_coll *c = p2pk_perf_coll_at(n);
+    CHECK_STR(c->name, names[n]);
+    CHECK(p2pk_perf_coll(c->name) == c);
+    CHECK(c->factor && c->counts && c->nccl_call); /* NCCL's side exists for every one */
+  }
+  CHECK_EQ(n, 7);
+  CHECK(p2pk_perf_coll("all_reduce")->p2pkit_call != NULL);
+  CHECK(p2pk_perf_coll("bcast") == p2pk_perf_coll("broadcast"));
+  CHECK(p2pk_perf_coll("all_gather_perf") == p2pk_perf_coll("all_gather"));
+  CHECK(p2pk_perf_coll("gather") == NULL);
+}
+
+T_MAIN(T_CASE(defaults_like_nccl_tests), T_CASE(every_flag), T_CASE(dtype_and_op_names),
+       T_CASE(bad_inputs), T_CASE(help), T_CASE(size_list), T_CASE(algo_names),
+       T_CASE(collective_table))

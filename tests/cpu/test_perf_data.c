@@ -1,0 +1,197 @@
+/* The data `p2pkit perf` moves and checks (perf_data.h): inputs are exact in
+ * every dtype, and perf_expected() agrees with an independent simulation of
+ * each collective done here in the dtype's own arithmetic, for every dtype,
+ * op, rank count and root. */
+#include <stdint.h>
+
+#include "perf/perf.h"
+#include "perf/perf_data.h"
+#include "test.h"
+
+static const p2pkit_dtype_t all_dtypes[] = {P2PKIT_FLOAT32, P2PKIT_FLOAT16, P2PKIT_BFLOAT16,
+                                            P2PKIT_FLOAT64, P2PKIT_INT32,   P2PKIT_INT64,
+                                            P2PKIT_UINT8};
+#define NDT (sizeof all_dtypes / sizeof all_dtypes[0])
+
+/* Round a value to what the dtype can hold (store then load). */
+static double in_dtype(int dtype, double v) {
+  uint64_t cell = 0;
+  perf_store(&cell, dtype, 0, v);
+  return perf_load(&cell, dtype, 0);
+}
+
+/* One reduction step as a library does it: op in the dtype, result rounded. */
+static double step(int dtype, int op, double acc, double x) {
+  switch (op) {
+    case P2PKIT_PROD: return in_dtype(dtype, acc * x);
+    case P2PKIT_MIN: return x < acc ? x : acc;
+    case P2PKIT_MAX: return x > acc ? x : acc;
+    default: return in_dtype(dtype, acc + x);
+  }
+}
+
+/* A reduction over ranks in the order given, avg as libraries do it: floats
+ * scale each term by 1/n (NCCL's premultiply), integers divide the sum. */
+static double sim_reduce(const perf_gen *g, uint64_t i, const int *order) {
+  int n = g->nranks, dt = g->dtype;
+  int fl = perf_dtype_is_float(dt);
+  double acc = 0;
+  for (int k = 0; k < n; k++) {
+    double x = in_dtype(dt, perf_input(g, order[k], i));
+    if (g->op == P2PKIT_AVG && fl) x = in_dtype(dt, x * in_dtype(dt, 1.0 / n));
+    int op = g->op == P2PKIT_AVG ? P2PKIT_SUM : g->op;
+    acc = k == 0 ? x : step(dt, op, acc, x);
+  }
+  if (g->op == P2PKIT_AVG && !fl) acc = (double)((int64_t)acc / n);
+  return acc;
+}
+
+/* What rank r holds at element j after the collective, from the collective's
+ * definition (not from perf_expected). */
+static double simulate(const perf_gen *g, int r, uint64_t j, const int *order) {
+  uint64_t p = g->param;
+  int n = g->nranks;
+  switch (g->coll) {
+    case PERF_ALL_REDUCE:
+    case PERF_REDUCE: return sim_reduce(g, j, order);
+    case PERF_BROADCAST: return in_dtype(g->dtype, perf_input(g, g->root, j));
+    case PERF_ALL_GATHER: return in_dtype(g->dtype, perf_input(g, (int)(j / p), j % p));
+    case PERF_REDUCE_SCATTER: return sim_reduce(g, (uint64_t)r * p + j, order);
+    case PERF_ALLTOALL: return in_dtype(g->dtype, perf_input(g, (int)(j / p), (uint64_t)r * p + j % p));
+    case PERF_SENDRECV: return in_dtype(g->dtype, perf_input(g, (r - 1 + n) % n, j));
+  }
+  return -1;
+}
+
+TEST(inputs_are_exact_nonzero_and_rank_dependent) {
+  for (size_t d = 0; d < NDT; d++)
+    for (int op = 0; op < P2PKIT_REDOP_COUNT; op++)
+      for (int n = 1; n <= 16; n++) {
+        perf_gen g = {PERF_ALL_REDUCE, (int)all_dtypes[d], op, n, 0, 1234u, 100};
+        int differs = 0;
+        for (int r = 0; r < n; r++)
+          for (uint64_t i = 0; i < 200; i++) {
+            double v = perf_input(&g, r, i);
+            if (!(v >= 1)) T_FAIL("dtype %d op %d n %d: input %g is not >= 1", g.dtype, op, n, v);
+            if (in_dtype(g.dtype, v) != v)
+              T_FAIL("dtype %d op %d: input %g is not exact in the dtype", g.dtype, op, v);
+            if (r > 0 && v != perf_input(&g, 0, i)) differs = 1;
+          }
+        if (n > 1 && !differs) T_FAIL("dtype %d op %d n %d: ranks hold the same data", g.dtype, op, n);
+      }
+}
+
+TEST(seed_changes_the_data) {
+  perf_gen a = {PERF_ALL_REDUCE, P2PKIT_FLOAT32, P2PKIT_SUM, 2, 0, 1, 64};
+  perf_gen b = a;
+  b.seed = 2;
+  int same = 0;
+  for (uint64_t i = 0; i < 64; i++) same += perf_input(&a, 0, i) == perf_input(&b, 0, i);
+  CHECK(same < 16);
+}
+
+TEST(expected_matches_simulation_every_collective) {
+  int orders[2][16];
+  for (size_t ci = 0; p2pk_perf_coll_at((int)ci); ci++) {
+    const perf_coll *c = p2pk_perf_coll_at((int)ci);
+    for (size_t d = 0; d < NDT; d++)
+      for (int op = 0; op < P2PKIT_REDOP_COUNT; op++) {
+        if (!c->uses_op && op != P2PKIT_SUM) continue;
+        static const int ranks[] = {1, 2, 3, 4, 7, 8, 16};
+        for (size_t ni = 0; ni < sizeof ranks / sizeof ranks[0]; ni++) {
+          int n = ranks[ni];
+          for (int k = 0; k < n; k++) orders[0][k] = k, orders[1][k] = n - 1 - k;
+          for (int root = 0; root < n; root += n > 1 ? n - 1 : 1) {
+            perf_counts k;
+            size_t ts = p2pk_perf_dtype_size(all_dtypes[d]);
+            p2pk_perf_counts(c, 37 * (size_t)n * ts, ts, n, &k);
+            perf_gen g = {c->id, (int)all_dtypes[d], op, n, root, 99u + (uint32_t)n, k.param};
+            int bad = 0;
+            for (int r = 0; r < n && !bad; r++) {
+              if (c->id == PERF_REDUCE && r != root) continue;
+              for (uint64_t j = 0; j < k.recv_elems && !bad; j++) {
+                double want = perf_expected(&g, r, j);
+                for (int o = 0; o < 2; o++) {
+                  double got = simulate(&g, r, j, orders[o]);
+                  if (perf_is_wrong(got, want, perf_tolerance(&g, want))) {
+                    T_FAIL("%s dtype %s op %s n %d root %d rank %d elem %llu order %d: simulated "
+                           "%.17g, expected %.17g", c->name, p2pk_perf_dtype_name(all_dtypes[d]),
+                           p2pk_perf_op_name((p2pkit_redop_t)op), n, root, r,
+                           (unsigned long long)j, o, got, want);
+                    bad = 1;
+                    break;
+                  }
+                  /* Exact everywhere but float avg: a tolerance of zero. */
+                  if ((op != P2PKIT_AVG || !perf_dtype_is_float(g.dtype)) &&
+                      perf_tolerance(&g, want) != 0)
+                    T_FAIL("%s: non-zero tolerance for an exact case", c->name);
+                }
+              }
+            }
+          }
+        }
+      }
+  }
+}
+
+TEST(float_avg_is_exact_for_powers_of_two) {
+  /* 1/n is exact for n = 2, 4, 8: premultiplied sums then hit the integer. */
+  for (int n = 2; n <= 8; n *= 2) {
+    perf_gen g = {PERF_ALL_REDUCE, P2PKIT_FLOAT16, P2PKIT_AVG, n, 0, 5u, 64};
+    int order[8];
+    for (int k = 0; k < n; k++) order[k] = k;
+    for (uint64_t j = 0; j < 64; j++) {
+      double want = perf_expected(&g, 0, j);
+      CHECK(want == (double)(int64_t)want); /* the sum divides by n */
+      CHECK_NEAR(simulate(&g, 0, j, order), want, 0);
+    }
+  }
+}
+
+TEST(wrong_values_are_caught) {
+  for (size_t d = 0; d < NDT; d++) {
+    perf_gen g = {PERF_ALL_REDUCE, (int)all_dtypes[d], P2PKIT_SUM, 2, 0, 7u, 16};
+    uint64_t poison = ~0ull; /* all bytes 0xFF, as the harness poisons outputs */
+    for (uint64_t j = 0; j < 16; j++) {
+      double want = perf_expected(&g, 0, j);
+      double tol = perf_tolerance(&g, want);
+      CHECK(!perf_is_wrong(want, want, tol));
+      CHECK(perf_is_wrong(want + 1, want, tol));
+      CHECK(perf_is_wrong(perf_input(&g, 0, j), want, tol)); /* an unreduced input */
+      CHECK(perf_is_wrong(perf_load(&poison, g.dtype, 0), want, tol));
+    }
+    /* avg's tolerance stays under half a unit: an off-by-one still fails. */
+    g.op = P2PKIT_AVG;
+    for (g.nranks = 2; g.nranks <= 16; g.nranks++)
+      for (uint64_t j = 0; j < 64; j++) {
+        double want = perf_expected(&g, 0, j), tol = perf_tolerance(&g, want);
+        if (!perf_is_wrong(want + 1, want, tol) || !perf_is_wrong(want - 1, want, tol))
+          T_FAIL("dtype %d avg n %d: %g +- 1 passes (tolerance %g)", g.dtype, g.nranks, want, tol);
+      }
+  }
+  CHECK(perf_is_wrong(NAN, 1.0, 1e9)); /* NaN is never right */
+}
+
+TEST(half_and_bfloat16_conversions) {
+  CHECK_EQ(perf_f32_to_f16(1.0f), 0x3C00);
+  CHECK_EQ(perf_f32_to_f16(-2.0f), 0xC000);
+  CHECK_EQ(perf_f32_to_f16(65504.0f), 0x7BFF);
+  CHECK_EQ(perf_f32_to_f16(65520.0f), 0x7C00); /* rounds to infinity */
+  CHECK_EQ(perf_f32_to_f16(2049.0f), perf_f32_to_f16(2048.0f)); /* tie to even */
+  CHECK_EQ(perf_f32_to_f16(2051.0f), perf_f32_to_f16(2052.0f));
+  CHECK_EQ(perf_f32_to_f16(0.0f), 0);
+  CHECK_EQ(perf_f32_to_f16(0.1f), 0x2E66);
+  CHECK(isnan(perf_f16_to_f32(perf_f32_to_f16(NAN))));
+  CHECK(isnan(perf_bf16_to_f32(perf_f32_to_bf16(NAN))));
+  CHECK_NEAR(perf_f16_to_f32(0x0001), 5.960464477539063e-08, 0); /* smallest subnormal */
+  CHECK_EQ(perf_f32_to_bf16(1.0f), 0x3F80);
+  CHECK_EQ(perf_f32_to_bf16(257.0f), perf_f32_to_bf16(256.0f)); /* tie to even */
+  CHECK_EQ(perf_f32_to_bf16(259.0f), perf_f32_to_bf16(260.0f));
+  for (int v = 0; v <= 2048; v++) CHECK_NEAR(perf_f16_to_f32(perf_f32_to_f16((float)v)), v, 0);
+  for (int v = 0; v <= 256; v++) CHECK_NEAR(perf_bf16_to_f32(perf_f32_to_bf16((float)v)), v, 0);
+}
+
+T_MAIN(T_CASE(inputs_are_exact_nonzero_and_rank_dependent), T_CASE(seed_changes_the_data),
+       T_CASE(expected_matches_simulation_every_collective),
+       T_CASE(float_avg_is_exact_for_powers_of_two), T_CASE(wrong_values_are_caught),
+       T_CASE(half_and_bfloat16_conversions))
