@@ -176,7 +176,8 @@ P2PKIT_API const char *p2pkit_path_name(p2pkit_path_t path);
  * then owns it), per-pair peer-access state and staging buffers. Thread-safe. */
 P2PKIT_API p2pkit_status_t p2pkit_ctx_create(p2pkit_topo_t topo, p2pkit_ctx_t *ctx_p);
 P2PKIT_API void p2pkit_ctx_destroy(p2pkit_ctx_t ctx);
-/* What P2PKIT_PATH_AUTO picks for src -> dst at this size, and why. */
+/* What P2PKIT_PATH_AUTO picks for src -> dst at this size, and why (the text
+ * the log prints, e.g. "P2P/NVLink/CE"; valid until this thread's next call). */
 P2PKIT_API p2pkit_status_t p2pkit_copy_choose(p2pkit_ctx_t ctx, int src_dev, int dst_dev,
                                               size_t bytes, p2pkit_path_t *path_p,
                                               const char **why_p);

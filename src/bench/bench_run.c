@@ -416,13 +416,13 @@ static p2pkit_status_t run_group(brun *b, int method, int mode, bpair **g, int n
       x->mismatches = bad_all;
       x->verified = bad_all == 0;
     }
-  } else if (st == P2PKIT_ERR_UNSUPPORTED) {
-    /* A path this pair cannot take here: say so and go on. */
+  } else {
     for (int i = first; i < last; i++) {
       b->r->rows[i].status = P2PK_ROW_FAILED;
       snprintf(b->r->rows[i].note, sizeof b->r->rows[i].note, "%s", p2pkit_last_error());
     }
-    st = P2PKIT_SUCCESS;
+    /* A path this pair cannot take here: say so and go on. */
+    if (st == P2PKIT_ERR_UNSUPPORTED) st = P2PKIT_SUCCESS;
   }
   free(t.us);
   free(t.total_us);
@@ -562,8 +562,11 @@ static p2pkit_status_t lat_flag(brun *b, const bpair *p, lat_bufs *l, p2pk_bench
   int iters = o->lat_iters < 10 ? 10 : o->lat_iters;
   for (int r = -1; r < o->iters && st == P2PKIT_SUCCESS; r++) { /* r = -1: warm-up */
     unsigned long long hs[4] = {0}, hd[4] = {0};
+    /* Zeroed and finished before either kernel starts: they run on
+     * non-blocking streams, which do not wait for the legacy stream. */
     P2PK_CUDA_CHECK_GOTO(cudaSetDevice(p->src), st, out);
     P2PK_CUDA_CHECK_GOTO(cudaMemset(l->slot_s, 0, 256), st, out);
+    P2PK_CUDA_CHECK_GOTO(cudaDeviceSynchronize(), st, out);
     P2PK_CUDA_CHECK_GOTO(cudaSetDevice(p->dst), st, out);
     P2PK_CUDA_CHECK_GOTO(cudaMemset(l->slot_d, 0, 256), st, out);
     P2PK_CUDA_CHECK_GOTO(cudaDeviceSynchronize(), st, out);
@@ -640,6 +643,10 @@ static p2pkit_status_t run_latency(brun *b) {
         continue;
       }
       st = k == P2PK_LAT_FLAG ? lat_flag(b, p, &l, x, samples) : lat_b2b(b, p, &l, k, x, samples);
+      if (st != P2PKIT_SUCCESS) {
+        x->status = P2PK_ROW_FAILED;
+        snprintf(x->note, sizeof x->note, "%s", p2pkit_last_error());
+      }
     }
     if (st != P2PKIT_SUCCESS) drain(b, (bpair *[]){(bpair *)p}, 1);
     lat_free(&l);
@@ -701,7 +708,11 @@ static p2pkit_status_t sweep_one(brun *b, bpair *p, int method, const p2pk_copy_
     snprintf(x->note, sizeof x->note, "%s", p2pkit_last_error());
     return P2PKIT_SUCCESS;
   }
-  P2PK_CHECK(st);
+  if (st != P2PKIT_SUCCESS) {
+    x->status = P2PK_ROW_FAILED;
+    snprintf(x->note, sizeof x->note, "%s", p2pkit_last_error());
+    return st;
+  }
   p2pk_stats s;
   p2pk_stats_compute(us, iters, &s);
   x->gbps = s.median > 0 ? (double)b->bytes / (s.median * 1e3) : 0;

@@ -99,7 +99,11 @@ int cmd_bench(int argc, char **argv) {
   }
   st = p2pk_bench_run(&o, ctx, &r);
   if (st != P2PKIT_SUCCESS) {
-    cli_error("bench", "%s", p2pkit_last_error());
+    /* What was measured before the failure is still worth having. */
+    char why[1024];
+    snprintf(why, sizeof why, "%s", p2pkit_last_error());
+    if (r.nrows || r.nlats || r.nsweeps) outputs(&o, &r);
+    cli_error("bench", "%s", why);
     rc = st == P2PKIT_ERR_INVALID_ARGUMENT ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     goto out;
   }

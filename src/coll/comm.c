@@ -666,6 +666,7 @@ p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts, p2pkit_com
   if (opts) o = *opts;
   else p2pkit_comm_opts_init(&o);
   rank_opts r;
+  memset(&r, 0, sizeof r); /* gcc 13 cannot see resolve_opts fills it */
   P2PK_CHECK(resolve_opts(&o, &r));
   coll_cfg *cfg = malloc(sizeof *cfg);
   if (!cfg) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "init_rank: out of memory");

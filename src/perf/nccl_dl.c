@@ -41,6 +41,7 @@ p2pkit_status_t p2pk_nccl_load(p2pk_nccl_api *api, const char *path) {
       {(void **)&a.GroupEnd, "ncclGroupEnd", 1},
       {(void **)&a.CommRegister, "ncclCommRegister", 0},
       {(void **)&a.CommDeregister, "ncclCommDeregister", 0},
+      {(void **)&a.CommGetAsyncError, "ncclCommGetAsyncError", 0},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
     *table[i].slot = dlsym(lib, table[i].name);

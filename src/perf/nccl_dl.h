@@ -64,6 +64,7 @@ typedef struct p2pk_nccl_api_s {
   /* optional (NULL when the library lacks them) */
   p2pk_nccl_result (*CommRegister)(p2pk_nccl_comm_t, void *, size_t, void **);
   p2pk_nccl_result (*CommDeregister)(p2pk_nccl_comm_t, void *);
+  p2pk_nccl_result (*CommGetAsyncError)(p2pk_nccl_comm_t, p2pk_nccl_result *);
 } p2pk_nccl_api;
 
 /* dlopen `path` (NULL: P2PKIT_NCCL_LIB, default libnccl.so.2) and resolve

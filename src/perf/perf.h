@@ -144,6 +144,7 @@ typedef struct {
 typedef struct {
   perf_counts k;
   perf_stat st[PERF_LIB_COUNT][2]; /* [library][0 out-of-place, 1 in-place] */
+  int algo, proto;  /* what p2pkit ran at this size (src/coll/algo.h codes), -1 unknown */
 } perf_row;
 
 typedef struct {

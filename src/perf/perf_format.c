@@ -298,6 +298,13 @@ void p2pk_perf_write_json(FILE *out, const perf_report *r) {
       pj_str(&j, "type", p2pk_perf_dtype_name(a->dtype));
       pj_str(&j, "redop", a->coll->uses_op ? p2pk_perf_op_name(a->op) : "none");
       pj_int(&j, "root", a->coll->uses_root ? a->root : -1);
+      if (row->algo >= 0) {
+        char ran[48];
+        snprintf(ran, sizeof ran, "%s/%s", p2pk_algo_name(row->algo), p2pk_proto_name(row->proto));
+        pj_str(&j, "p2pkit_algo", ran);
+      } else {
+        pj_null(&j, "p2pkit_algo");
+      }
       for (int ip = 0; ip < 2; ip++) {
         pj_obj(&j, ip ? "in_place" : "out_of_place");
         json_stat(&j, "p2pkit", r, row, &row->st[PERF_LIB_P2PKIT][ip]);
@@ -321,21 +328,28 @@ void p2pk_perf_write_json(FILE *out, const perf_report *r) {
 
 /* ---- the sweep ---------------------------------------------------------- */
 
-/* Can pass `pi` stand in a table for this transport? (staged is the only
- * algorithm of host staging, and host staging's only one.) */
-static int fits_transport(const perf_report *r, int pi, int *algo, int *proto) {
-  if (p2pk_perf_algo_split(r->passes[pi].algo, algo, proto) != 0) return 0;
+/* What pass `pi` ran at row i: the communicator's own choice when known,
+ * else the algorithm the pass forced. 0 when that cannot stand in a table for
+ * this transport (staged is host staging's only algorithm, and only its). */
+static int ran(const perf_report *r, int pi, int i, int *algo, int *proto) {
+  const perf_row *row = &r->passes[pi].rows[i];
+  if (row->algo >= 0 && row->proto >= 0) {
+    *algo = row->algo;
+    *proto = row->proto;
+  } else if (p2pk_perf_algo_split(r->passes[pi].algo, algo, proto) != 0 || *proto < 0) {
+    return 0;
+  }
   return (*algo == P2PK_ALGO_STAGED) == (r->staged != 0);
 }
 
 /* The pass with the lowest out-of-place median at row i among those whose
- * results were right (and, for the table, that fit the transport); -1 if none. */
+ * results were right (and, for the table, whose algorithm is known); -1 if none. */
 static int winner(const perf_report *r, int i, int for_table) {
   int best = -1;
   for (int pi = 0; pi < r->npasses; pi++) {
     const perf_pass *p = &r->passes[pi];
     int algo, proto;
-    if (i >= p->nrows || (for_table && !fits_transport(r, pi, &algo, &proto))) continue;
+    if (i >= p->nrows || (for_table && !ran(r, pi, i, &algo, &proto))) continue;
     const perf_stat *s = &p->rows[i].st[PERF_LIB_P2PKIT][0];
     if (!s->measured || s->wrong > 0 || !(s->t_med > 0)) continue;
     if (best < 0 || s->t_med < r->passes[best].rows[i].st[PERF_LIB_P2PKIT][0].t_med) best = pi;
@@ -376,7 +390,7 @@ p2pkit_status_t p2pk_perf_write_algo_table(FILE *out, const perf_report *r) {
   int nrows = r->npasses ? r->passes[0].nrows : 0;
   for (int i = 0; i < nrows; i++) {
     int w = winner(r, i, 1), algo, proto;
-    if (w < 0 || !fits_transport(r, w, &algo, &proto)) continue;
+    if (w < 0 || !ran(r, w, i, &algo, &proto)) continue;
     p2pk_algo_row *last = t.nrows ? &t.rows[t.nrows - 1] : NULL;
     size_t bytes = r->passes[0].rows[i].k.bytes;
     if (last && last->algo == algo && last->proto == proto) {
@@ -395,8 +409,8 @@ p2pkit_status_t p2pk_perf_write_algo_table(FILE *out, const perf_report *r) {
     row->proto = proto;
   }
   if (t.nrows == 0)
-    return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "no algorithm of the sweep ran correctly on the %s "
-                     "transport; no table written", r->staged ? "shm" : "p2p");
+    return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "no pass of the sweep gave right results with a known "
+                     "algorithm on the %s transport; no table written", r->staged ? "shm" : "p2p");
   t.rows[t.nrows - 1].max_bytes = SIZE_MAX;
   for (int i = 0; i < builtin.nrows && t.nrows < P2PK_ALGO_MAX_ROWS; i++) t.rows[t.nrows++] = builtin.rows[i];
   fprintf(out, "# written by p2pkit perf %s --sweep-algos on %s, %s: %d rank(s) (%d process(es) x %d "

@@ -90,6 +90,8 @@ int p2pk_perf_barrier(perf_shared *sh, int nprocs, int *sense, int timeout_s) {
 
 /* ---- watchdog ---------------------------------------------------------- */
 
+int p2pk_perf_stall_limit_s(int timeout_s) { return timeout_s + 1 + timeout_s / 10; }
+
 struct perf_watchdog {
   pthread_t thread;
   pthread_mutex_t lock;
@@ -111,13 +113,14 @@ static void *watch(void *arg) {
     pthread_cond_timedwait(&w->cond, &w->lock, &until);
     if (w->stop) break;
     int64_t idle = p2pk_perf_now_ms() - atomic_load(&s->heartbeat_ms);
-    if (idle > (int64_t)w->timeout_s * 1000) {
+    int limit = p2pk_perf_stall_limit_s(w->timeout_s);
+    if (idle > (int64_t)limit * 1000) {
       char phase[sizeof s->phase];
       memcpy(phase, s->phase, sizeof phase);
       phase[sizeof phase - 1] = '\0';
       p2pk_perf_set_error(w->sh, w->proc, P2PK_PERF_EXIT_FAIL,
-                          "no progress for %d s while %s (P2PKIT_TIMEOUT=%d); giving up",
-                          w->timeout_s, phase[0] ? phase : "starting", w->timeout_s);
+                          "no progress for %d s while %s (P2PKIT_TIMEOUT=%d); giving up", limit,
+                          phase[0] ? phase : "starting", w->timeout_s);
       atomic_store(&w->sh->abort, 1);
       if (w->print) {
         fprintf(stderr, "p2pkit perf: error: %s\n", s->error);
@@ -239,7 +242,7 @@ int p2pk_perf_spawn(perf_shared *sh, int nprocs, int timeout_s, perf_child_fn fn
   int64_t term_at = 0;     /* when we sent SIGTERM (0: not yet) */
   /* The child's own watchdog speaks first (it knows the phase); this one is
    * for a child that cannot. */
-  int64_t stall_ms = ((int64_t)timeout_s + 2 + timeout_s / 10) * 1000;
+  int stall_s = p2pk_perf_stall_limit_s(timeout_s) + 2;
   for (;;) {
     int alive = reap(c, nprocs);
     if (first < 0) /* among those that failed on their own, the one whose error came first */
@@ -253,12 +256,12 @@ int p2pk_perf_spawn(perf_shared *sh, int nprocs, int timeout_s, perf_child_fn fn
       int64_t now = p2pk_perf_now_ms();
       for (int p = 0; p < nprocs; p++) {
         perf_slot *s = &sh->slot[p];
-        if (c[p].alive && now - atomic_load(&s->heartbeat_ms) > stall_ms) {
+        if (c[p].alive && now - atomic_load(&s->heartbeat_ms) > (int64_t)stall_s * 1000) {
           char phase[sizeof s->phase];
           memcpy(phase, s->phase, sizeof phase);
           phase[sizeof phase - 1] = '\0';
           snprintf(why, sizeof why, "no progress for %d s while %s (P2PKIT_TIMEOUT=%d); killed",
-                   timeout_s, phase[0] ? phase : "starting", timeout_s);
+                   stall_s, phase[0] ? phase : "starting", timeout_s);
           first = p;
           break;
         }

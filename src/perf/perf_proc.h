@@ -51,8 +51,14 @@ void p2pk_perf_set_error(perf_shared *sh, int proc, int code, const char *fmt, .
  * is this process's own state, 0 at the start. */
 int p2pk_perf_barrier(perf_shared *sh, int nprocs, int *sense, int timeout_s);
 
+/* Seconds without progress before a process gives up: P2PKIT_TIMEOUT plus a
+ * margin, so that a library's own timeout (p2pkit's kernels give up after
+ * P2PKIT_TIMEOUT) reports first, with its better reason. */
+int p2pk_perf_stall_limit_s(int timeout_s);
+
 /* A thread that ends the process with exit code 1 when process `proc` makes
- * no progress for timeout_s (<= 0: no watchdog). `print` also writes the
+ * no progress for p2pk_perf_stall_limit_s(timeout_s) (timeout_s <= 0: no
+ * watchdog). `print` also writes the
  * error line on stderr (one-process mode); children leave it in their slot. */
 typedef struct perf_watchdog perf_watchdog;
 perf_watchdog *p2pk_perf_watchdog_start(perf_shared *sh, int proc, int timeout_s, int print);
@@ -60,7 +66,7 @@ void p2pk_perf_watchdog_stop(perf_watchdog *w);
 
 /* Fork `nprocs` children running fn(arg, sh, proc, nprocs) and exiting with
  * its return value. Waits for them all; when one fails (non-zero exit,
- * signal) or one shows no progress for timeout_s + 2 s + 10%, the others are
+ * signal) or one shows no progress for 2 s past the stall limit, the others are
  * killed. Prints one line on `err` naming the first rank that failed and why.
  * Returns 0 when all exited 0, else the first failure's exit code (2 stays 2,
  * anything else becomes 1). The parent makes no CUDA call. */

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "coll/coll.h"
 #include "core/check.h"
 #include "core/param.h"
 #include "perf/nccl_dl.h"
@@ -86,12 +87,16 @@ static void phase(perf_ctx *c, const char *fmt, ...) {
   }
 }
 
+static int wait_limit_s(const perf_ctx *c) {
+  return c->timeout_s > 0 ? p2pk_perf_stall_limit_s(c->timeout_s) : 0;
+}
+
 static p2pkit_status_t barrier(perf_ctx *c) {
-  int r = p2pk_perf_barrier(c->sh, c->nprocs, &c->bar_sense, c->timeout_s);
+  int r = p2pk_perf_barrier(c->sh, c->nprocs, &c->bar_sense, wait_limit_s(c));
   if (r == -1) return p2pk_fail(P2PKIT_ERR_REMOTE, "another rank failed");
   if (r == -2)
-    return p2pk_fail(P2PKIT_ERR_TIMEOUT, "waited %d s for the other ranks (P2PKIT_TIMEOUT)",
-                     c->timeout_s);
+    return p2pk_fail(P2PKIT_ERR_TIMEOUT, "waited %d s for the other ranks (P2PKIT_TIMEOUT=%d)",
+                     wait_limit_s(c), c->timeout_s);
   return P2PKIT_SUCCESS;
 }
 
@@ -191,18 +196,6 @@ static void utc_now(char *buf, size_t len) {
   strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* Whether p2pkit will stage through host memory: P2P disabled, or a pair of
- * the run's GPUs that cannot reach each other. */
-static int staged_transport(const perf_ctx *c) {
-  if (p2pk_param_int("P2PKIT_P2P_DISABLE") != 0) return 1;
-  for (int i = 0; i < c->nranks; i++)
-    for (int j = 0; j < c->nranks; j++) {
-      int ok = 0;
-      if (i != j && (cudaDeviceCanAccessPeer(&ok, i, j) != cudaSuccess || !ok)) return 1;
-    }
-  return 0;
-}
-
 /* Every process names its GPUs in the shared region; process 0 builds the report. */
 static p2pkit_status_t describe(perf_ctx *c) {
   for (int l = 0; l < c->nlocal; l++) {
@@ -241,7 +234,6 @@ static p2pkit_status_t describe(perf_ctx *c) {
   if (p2pk_nvml_get(&nv) == P2PKIT_SUCCESS &&
       nv->SystemGetDriverVersion(r->driver, sizeof r->driver) != NVML_SUCCESS)
     r->driver[0] = '\0';
-  r->staged = staged_transport(c);
   r->nccl_version = c->nccl.version;
   snprintf(r->nccl_path, sizeof r->nccl_path, "%s", c->nccl.path);
   c->table = a->json ? NULL : stdout;
@@ -261,9 +253,9 @@ static p2pkit_status_t nccl_unique_id(perf_ctx *c, p2pk_nccl_id *id) {
   int64_t t0 = p2pk_perf_now_ms();
   while (!atomic_load(&sh->nccl_id_ready)) {
     if (atomic_load(&sh->abort)) return p2pk_fail(P2PKIT_ERR_REMOTE, "another rank failed");
-    if (c->timeout_s > 0 && p2pk_perf_now_ms() - t0 > (int64_t)c->timeout_s * 1000)
+    if (c->timeout_s > 0 && p2pk_perf_now_ms() - t0 > (int64_t)wait_limit_s(c) * 1000)
       return p2pk_fail(P2PKIT_ERR_TIMEOUT, "rank 0 did not publish NCCL's unique id within %d s",
-                       c->timeout_s);
+                       wait_limit_s(c));
     usleep(1000);
   }
   memcpy(id, sh->nccl_id, sizeof *id);
@@ -348,6 +340,7 @@ static p2pkit_status_t p2pkit_init(perf_ctx *c, int pass) {
     P2PK_CHECK(p2pkit_comm_init_rank(&o, &c->pcomm[0]));
   }
   c->have_pcomm = 1;
+  if (c->rep) c->rep->staged = c->pcomm[0]->staged; /* the same for every pair */
   if (!c->a->reg) return P2PKIT_SUCCESS;
   /* Every rank registers the same two buffers in the same order. */
   for (int l = 0; l < c->nlocal; l++) {
@@ -483,6 +476,29 @@ static p2pkit_status_t graph_launch(perf_ctx *c) {
   for (int l = 0; l < c->nlocal; l++) {
     P2PK_CHECK(set_device(c, l));
     P2PK_CUDA_CHECK(cudaGraphLaunch(c->gexec[l], c->stream[l]));
+  }
+  return P2PKIT_SUCCESS;
+}
+
+/* An error a collective left behind on the device (a peer timed out, died
+ * or called with other arguments): the run stops with it. */
+static p2pkit_status_t async_errors(perf_ctx *c, perf_lib lib, const char *what) {
+  for (int l = 0; l < c->nlocal; l++) {
+    if (lib == PERF_LIB_P2PKIT) {
+      p2pkit_status_t s = P2PKIT_SUCCESS;
+      P2PK_CHECK(p2pkit_comm_get_async_error(c->pcomm[l], &s));
+      if (s != P2PKIT_SUCCESS) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", p2pkit_last_error());
+        return p2pk_fail(s, "%s: %s", what, detail[0] ? detail : p2pkit_strerror(s));
+      }
+    } else if (c->nccl.CommGetAsyncError) {
+      p2pk_nccl_result r = P2PK_NCCL_SUCCESS;
+      if (c->nccl.CommGetAsyncError(c->ncomm[l], &r) == P2PK_NCCL_SUCCESS &&
+          r != P2PK_NCCL_SUCCESS && r != P2PK_NCCL_IN_PROGRESS)
+        return p2pk_fail(P2PKIT_ERR_REMOTE, "%s: NCCL reports %s (rank %d)", what,
+                         c->nccl.GetErrorString(r), c->rank0 + l);
+    }
   }
   return P2PKIT_SUCCESS;
 }
@@ -659,6 +675,7 @@ static p2pkit_status_t measure(perf_ctx *c, perf_lib lib, const perf_counts *k, 
   if (st == P2PKIT_SUCCESS) st = timed(c, lib, k, ip, what);
   graphs_free(c);
   P2PK_CHECK(st);
+  P2PK_CHECK(async_errors(c, lib, what));
 
   int64_t wrong = -1;
   if (a->check) {
@@ -668,6 +685,7 @@ static p2pkit_status_t measure(perf_ctx *c, perf_lib lib, const perf_counts *k, 
     P2PK_CHECK(barrier(c));
     P2PK_CHECK(launch(c, lib, k, ip));
     P2PK_CHECK(sync_all(c));
+    P2PK_CHECK(async_errors(c, lib, what));
     P2PK_CHECK(verify(c, k, ip, &g, &wrong));
   }
   c->sh->slot[c->proc].wrong = wrong;
@@ -700,6 +718,13 @@ static p2pkit_status_t run_pass(perf_ctx *c, int pass) {
     perf_row row;
     memset(&row, 0, sizeof row);
     p2pk_perf_counts(a->coll, c->sizes[s], c->ts, c->nranks, &row.k);
+    row.algo = row.proto = -1;
+    if (use[PERF_LIB_P2PKIT] && a->coll->id == PERF_ALL_REDUCE) {
+      p2pk_algo_choice ch; /* deterministic: every rank makes the same choice */
+      p2pk_comm_choose(c->pcomm[0], row.k.bytes, &ch);
+      row.algo = ch.algo;
+      row.proto = ch.proto;
+    }
     for (int lib = 0; lib < PERF_LIB_COUNT; lib++) {
       if (!use[lib]) continue;
       for (int ip = 0; ip < (a->coll->has_inplace ? 2 : 1); ip++)

@@ -36,6 +36,7 @@
 #define MAX_KEY 32
 #define MAX_VALUE 512
 #define MAX_NUMA_OS (1 << 20)
+#define MAX_LINKS_PER_PEER 64 /* NVLinks in one group; the NCCL reader takes the same */
 
 /* --- the records ---------------------------------------------------------- */
 
@@ -162,7 +163,7 @@ static const field nvl_fields[] = {
     FINT("gpu", nvl_rec, gpu, 0, P2PK_MAX_GPUS - 1, MUST),
     FENUM("peer", nvl_rec, grp.peer, peer_names, MUST),
     FBUSID("busid", nvl_rec, grp.peer_busid, 0),
-    FINT("count", nvl_rec, grp.count, 0, 1024, MUST),
+    FINT("count", nvl_rec, grp.count, 0, MAX_LINKS_PER_PEER, MUST),
     FINT("version", nvl_rec, grp.version, 0, 64, 0),
 };
 

@@ -29,6 +29,7 @@
 #define CLASS_NVSWITCH 0x068000u
 #define CLASS_IBMNPU 0x068001u /* NCCL's "CPU" NVLink peer */
 #define MAX_CPUS 4096
+#define MAX_LINKS_PER_PEER 64 /* NVLinks in one <nvlink>; the p2pkit reader takes the same */
 
 /* --- shared helpers -------------------------------------------------------- */
 
@@ -97,7 +98,8 @@ static p2pkit_status_t attr_int(const nccl_reader *r, const p2pk_xml_node *n, co
   return P2PKIT_SUCCESS;
 }
 
-/* A PCI class, 24 bits: "0x030200", or NCCL's short "0x03" (base class only). */
+/* A PCI class, 24 bits: "0x030200", or shorter and left-aligned as NCCL
+ * matches them ("0x03" is any display controller). */
 static p2pkit_status_t attr_class(const nccl_reader *r, const p2pk_xml_node *n, const char *key,
                                   unsigned *out) {
   const char *v = p2pk_xml_attr_get(n, key);
@@ -107,7 +109,7 @@ static p2pkit_status_t attr_class(const nccl_reader *r, const p2pk_xml_node *n, 
   if (nd == 0 || nd > 6 || h[nd])
     return nerr(r, n, "<%s %s=\"%.40s\">: expected a PCI class like 0x030200", n->name, key, v);
   unsigned c = (unsigned)strtoul(h, NULL, 16);
-  *out = nd <= 2 ? c << 16 : nd <= 4 ? c << 8 : c;
+  *out = c << (4 * (6 - nd));
   return P2PKIT_SUCCESS;
 }
 
@@ -182,8 +184,10 @@ static p2pkit_status_t note_gpu(nccl_reader *r, const p2pk_xml_node *gpu, int de
   return P2PKIT_SUCCESS;
 }
 
+/* As NCCL reads them: a <gpu> child makes a GPU whatever the class says. */
 static p2pk_pci_kind pci_kind(unsigned cls, const p2pk_xml_node *gpu, const p2pk_xml_node *n) {
-  if ((cls >> 16) == 0x03) return gpu ? P2PK_PCI_GPU : P2PK_PCI_OTHER;
+  if (gpu) return P2PK_PCI_GPU;
+  if ((cls >> 16) == 0x03) return P2PK_PCI_OTHER; /* a GPU NCCL does not use */
   if ((cls >> 16) == 0x02 || child_named(n, "nic")) return P2PK_PCI_OTHER;
   /* NCCL treats every other class as a PCI switch, bridges first of all. */
   return P2PK_PCI_SWITCH;
@@ -217,7 +221,7 @@ static p2pkit_status_t add_pci_node(nccl_reader *r, const p2pk_xml_node *n, int 
 
 static p2pkit_status_t read_pci(nccl_reader *r, const p2pk_xml_node *n, int parent) {
   const p2pk_xml_node *gpu = NULL;
-  int idx, dev = -1;
+  int idx = -1, dev = -1;
   P2PK_CHECK(add_pci_node(r, n, parent, &idx, &gpu, &dev));
   if (gpu) P2PK_CHECK(note_gpu(r, gpu, dev, idx));
   for (const p2pk_xml_node *c = n->first_child; c; c = c->next)
@@ -256,7 +260,7 @@ static p2pkit_status_t read_nvlink(nccl_reader *r, const p2pk_xml_node *n, p2pk_
   unsigned cls;
   P2PK_CHECK(attr_class(r, n, "tclass", &cls));
   if (!p2pk_xml_attr_get(n, "count")) return nerr(r, n, "<nvlink>: expected a count attribute");
-  P2PK_CHECK(attr_int(r, n, "count", 0, 64, 0, &l->count));
+  P2PK_CHECK(attr_int(r, n, "count", 0, MAX_LINKS_PER_PEER, 0, &l->count));
   const char *target = p2pk_xml_attr_get(n, "target");
   if (!target) target = "";
   if ((cls >> 16) == 0x03) {

@@ -187,7 +187,9 @@ static int log_path(struct p2pkit_ctx *c, int src, int dst, p2pkit_path_t path, 
 }
 
 static p2pkit_status_t check_stream(cudaStream_t stream, int src) {
-  if (!stream) return P2PKIT_SUCCESS;
+  /* NULL and the special handles name a stream of whatever device is
+   * current: p2pkit makes that the source GPU before using them. */
+  if (!stream || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return P2PKIT_SUCCESS;
   int dev = -1;
   cudaError_t e = cudaStreamGetDevice(stream, &dev);
   if (e != cudaSuccess) {

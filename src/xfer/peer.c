@@ -55,7 +55,9 @@ p2pkit_status_t p2pk_peer_acquire(int a, int b) {
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "peer access GPU%d -> GPU%d: bad pair", a, b);
   pthread_mutex_lock(&peer_lock);
   peer_entry *p = &peers[a][b];
-  if (p->refs == 0 && !p->on) {
+  /* First holder: ask the driver again (the application may have turned it
+   * on or off since); later holders trust the table. */
+  if (p->refs == 0) {
     int already = 0;
     cudaError_t e = enable(a, b, &already);
     if (e != cudaSuccess) {
@@ -77,11 +79,13 @@ void p2pk_peer_release(int a, int b) {
   if (!in_range(a, b)) return;
   pthread_mutex_lock(&peer_lock);
   peer_entry *p = &peers[a][b];
-  if (p->refs > 0 && --p->refs == 0 && p->ours && p->on) {
-    int was = 0;
-    cudaError_t e = disable(a, b, &was);
-    if (e != cudaSuccess)
-      P2PK_WARN("disabling peer access GPU%d -> GPU%d: %s", a, b, cudaGetErrorString(e));
+  if (p->refs > 0 && --p->refs == 0) {
+    if (p->ours && p->on) {
+      int was = 0;
+      cudaError_t e = disable(a, b, &was);
+      if (e != cudaSuccess)
+        P2PK_WARN("disabling peer access GPU%d -> GPU%d: %s", a, b, cudaGetErrorString(e));
+    }
     p->on = 0;
     p->ours = 0;
   }

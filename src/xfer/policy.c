@@ -59,7 +59,7 @@ static p2pkit_status_t read_int(const char *name, long lo, long hi, long *out) {
 p2pkit_status_t p2pk_xfer_settings_read(p2pk_xfer_settings *s) {
   p2pk_xfer_settings r;
   memset(&r, 0, sizeof r);
-  long v;
+  long v = 0;
   P2PK_CHECK(read_int("P2PKIT_P2P_DISABLE", 0, 1, &v));
   r.p2p_disable = (int)v;
   const char *lv = p2pk_param_str("P2PKIT_P2P_LEVEL");

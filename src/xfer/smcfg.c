@@ -21,13 +21,15 @@ const char *p2pk_hint_name(int hint) {
 }
 
 void p2pk_sm_config_default(p2pk_sm_config *c) {
-  /* Bulk copies for large bodies (the chunk kernel below 256 KiB and for
-   * bodies whose source and destination disagree mod 16). */
-  c->kind = P2PK_SMK_TMA;
+  /* Contiguous chunk per block, 8 streaming 16-byte loads in flight per
+   * thread, 1024 threads per SM. The TMA kind (bulk copies through shared
+   * memory, tile/stages below) is measured by `p2pkit bench --sm-sweep`;
+   * make it the default here once the device run shows it faster. */
+  c->kind = P2PK_SMK_CHUNK;
   c->hint = P2PK_HINT_CS;
-  c->blocks_per_sm = 1;
+  c->blocks_per_sm = 2;
   c->threads = 512;
-  c->unroll = 4;
+  c->unroll = 8;
   c->tile_kib = 16;
   c->stages = 4;
 }

@@ -46,6 +46,16 @@ if command -v python3 >/dev/null; then
     || { echo "FAIL env --json"; fail=1; }
 fi
 
+# The 2x H200 device machine recorded with --save prints, here without a GPU,
+# exactly the matrix `p2pkit topo -m` printed on the machine itself.
+if [ -f "$data/h200x2.p2pkit" ] && [ -f "$data/h200x2.device-topo-m.txt" ]; then
+  n=$(wc -l < "$data/h200x2.device-topo-m.txt")
+  "$bin" topo --from "$data/h200x2.p2pkit" -m | head -n "$n" > "$tmp/h200.txt"
+  if diff -u "$data/h200x2.device-topo-m.txt" "$tmp/h200.txt"; then echo "ok   h200x2 --from matches the device"
+  else echo "FAIL h200x2 --from differs from the device"; fail=1; fi
+  grep -q "NV18" "$tmp/h200.txt" || { echo "FAIL h200x2: no NV18"; fail=1; }
+fi
+
 # Golden outputs: tests/data/golden/FILE.txt is `p2pkit topo --from FILE`;
 # regenerate with scripts/golden.sh after a reviewed change.
 for g in "$data"/golden/*.txt; do

@@ -48,6 +48,7 @@ static perf_row *add_row(perf_pass *p, size_t bytes, double t_oop, double t_ip, 
   perf_row *r = &p->rows[p->nrows++];
   memset(r, 0, sizeof *r);
   p2pk_perf_counts(args.coll, bytes, p2pk_perf_dtype_size(args.dtype), rep.nranks, &r->k);
+  r->algo = r->proto = -1;
   if (t_oop > 0) r->st[PERF_LIB_P2PKIT][0] = stat_of(t_oop, wrong);
   if (t_ip > 0) r->st[PERF_LIB_P2PKIT][1] = stat_of(t_ip, 0);
   if (n_oop > 0) r->st[PERF_LIB_NCCL][0] = stat_of(n_oop, 0);
@@ -267,6 +268,8 @@ TEST(json_document) {
   CHECK(fd >= 0);
   if (fd < 0) return;
   FILE *f = fdopen(fd, "w");
+  pass.rows[0].algo = P2PK_ALGO_TWOSHOT;
+  pass.rows[0].proto = P2PK_PROTO_SIMPLE;
   p2pk_perf_write_json(f, &rep);
   fclose(f);
   if (system("python3 -c 'import json' 2>/dev/null") != 0) {
@@ -284,6 +287,7 @@ TEST(json_document) {
              "p=d[\"passes\"][0]; r=p[\"results\"]\n"
              "assert p[\"algo\"]==\"oneshot/\\\"ll\\\"\\n\"\n"
              "assert r[0][\"size\"]==1048576 and r[0][\"count\"]==262144\n"
+             "assert r[0][\"p2pkit_algo\"]==\"twoshot/simple\" and r[1][\"p2pkit_algo\"] is None\n"
              "o=r[0][\"out_of_place\"]\n"
              "assert o[\"p2pkit\"][\"time_us\"]==10 and o[\"nccl\"][\"time_us\"]==20 and o[\"speedup\"]==2\n"
              "assert abs(o[\"p2pkit\"][\"busbw_gbps\"]-104.858)<1e-3 and o[\"p2pkit\"][\"wrong\"]==0\n"
@@ -336,6 +340,19 @@ TEST(algorithm_table) {
   fclose(f);
   const char *w = line_with(buf, "     1048576 ");
   CHECK(w && strstr(w, "oneshot/simple") != NULL);
+
+  /* What the communicator reports it ran wins over the pass's name: forced
+   * oneshot/ll above the LL limit runs oneshot/simple. */
+  passes[0].rows[3].st[PERF_LIB_P2PKIT][0].t_med = 50; /* now the fastest at 16M */
+  passes[0].rows[3].algo = P2PK_ALGO_ONESHOT;
+  passes[0].rows[3].proto = P2PK_PROTO_SIMPLE;
+  f = fmemopen(buf, sizeof buf - 1, "w");
+  CHECK_OK(p2pk_perf_write_algo_table(f, &rep));
+  fclose(f);
+  CHECK_OK(p2pk_algo_table_parse("written", buf, &tab));
+  CHECK_EQ(tab.rows[1].max_bytes, SIZE_MAX);
+  CHECK_STR(p2pk_proto_name(tab.rows[1].proto), "simple");
+  CHECK_EQ(tab.nrows, 2 + def.nrows);
 
   /* Host staging: only staged can stand; none ran -> no table, an error. */
   rep.staged = 1;

@@ -1,0 +1,678 @@
+/* All-reduce on real GPUs, checked against a float64 / exact-integer host
+ * reference: every type x op x in-place/out-of-place at odd counts, with
+ * 16-byte-aligned and unaligned (rank-dependent) pointers, for each
+ * algorithm; the same bits on every rank; the bytes around the output left
+ * alone; CUDA graph capture and replay; P2P disabled (host staging); one
+ * process driving all GPUs, and one process per GPU (children started with
+ * fork+exec of this binary, so each starts CUDA fresh); a rank killed
+ * mid-run. Cases can be named on the command line (`quick`, `quick_mp` are
+ * small sets for compute-sanitizer). */
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "coll/coll.h"
+#include "coll_util.h"
+#include "core/param.h"
+#include "gpu_test.h"
+#include "test.h"
+
+extern char **environ;
+
+#define MAXR 4
+#define PAD 256
+#define MAXCOUNT ((size_t)(1u << 20) + 3)
+static const size_t COUNTS[] = {1, 3, 1023, 4097, MAXCOUNT};
+#define NCOUNTS (sizeof COUNTS / sizeof COUNTS[0])
+static const p2pkit_redop_t ALL_OPS[] = {P2PKIT_SUM, P2PKIT_PROD, P2PKIT_MIN, P2PKIT_MAX, P2PKIT_AVG};
+
+typedef struct {
+  const char *name;
+  int algo, proto, blocks, threads;
+  size_t chunk;
+} variant_t;
+
+static const variant_t V_AUTO = {"auto", -1, -1, 0, 0, 0};
+static const variant_t V_LL = {"oneshot-ll", P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0};
+static const variant_t V_ONESHOT = {"oneshot", P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 0, 0, 0};
+/* Few blocks, small chunks: many mailbox uses per block and per call. */
+static const variant_t V_ONESHOT_SMALL = {"oneshot-3x4K", P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 3, 128, 4096};
+static const variant_t V_TWOSHOT = {"twoshot", P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0};
+static const variant_t V_TWOSHOT_SMALL = {"twoshot-5x1040", P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 5, 96, 1040};
+static const variant_t V_STAGED_SMALL = {"staged-2x4K", -1, -1, 2, 128, 4096};
+
+typedef struct {
+  int nr, nloc, rank0, multiproc;
+  int dev[MAXR];
+  p2pkit_comm_t comm[MAXR];
+  cudaStream_t s[MAXR];
+  char *din[MAXR], *dout[MAXR];
+  size_t cap;
+  void *hin[MAXR];            /* inputs of every rank */
+  unsigned char *hout[MAXR];  /* outputs of the local ranks */
+  int failures;
+} runner_t;
+
+static void set_variant(runner_t *R, const variant_t *v) {
+  p2pk_algo_force f = {v->algo, v->proto, v->blocks, v->threads, v->chunk};
+  for (int l = 0; l < R->nloc; l++) p2pk_comm_set_force(R->comm[l], &f);
+}
+
+static int runner_alloc(runner_t *R) {
+  R->cap = MAXCOUNT * 8 + 2 * PAD;
+  for (int r = 0; r < R->nr; r++) {
+    R->hin[r] = malloc(R->cap);
+    if (!R->hin[r]) return -1;
+  }
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaStreamCreateWithFlags(&R->s[l], cudaStreamNonBlocking));
+    T_CUDA(cudaMalloc((void **)&R->din[l], R->cap));
+    T_CUDA(cudaMalloc((void **)&R->dout[l], R->cap));
+    R->hout[l] = malloc(R->cap);
+    if (!R->hout[l]) return -1;
+  }
+  return 0;
+}
+
+static void runner_free(runner_t *R) {
+  for (int l = 0; l < R->nloc; l++) {
+    cudaSetDevice(R->dev[l]);
+    if (R->s[l]) cudaStreamDestroy(R->s[l]);
+    cudaFree(R->din[l]);
+    cudaFree(R->dout[l]);
+    free(R->hout[l]);
+  }
+  for (int r = 0; r < R->nr; r++) free(R->hin[r]);
+}
+
+static int runner_single(runner_t *R, int want) {
+  memset(R, 0, sizeof *R);
+  int n = 0;
+  T_CUDA(cudaGetDeviceCount(&n));
+  R->nr = R->nloc = n < want ? n : want;
+  for (int l = 0; l < R->nloc; l++) R->dev[l] = l;
+  p2pkit_status_t st = p2pkit_comm_init_all(R->comm, R->nloc, R->dev);
+  if (st != P2PKIT_SUCCESS) {
+    T_FAIL("init_all(%d): %s: %s", R->nloc, p2pkit_strerror(st), p2pkit_last_error());
+    return -1;
+  }
+  return runner_alloc(R);
+}
+
+static void runner_destroy(runner_t *R) {
+  runner_free(R);
+  for (int l = 0; l < R->nloc; l++)
+    if (R->comm[l]) CHECK_OK(p2pkit_comm_destroy(R->comm[l]));
+}
+
+static size_t misalign_of(int rank, size_t es, int misalign) {
+  return misalign ? ((size_t)(rank + 1) * es) % 16 : 0;
+}
+
+/* Every rank's output, the same bits everywhere: single process compares
+ * the buffers, one process per GPU compares hashes through the bootstrap. */
+static int same_everywhere(runner_t *R, size_t *off, size_t bytes) {
+  if (!R->multiproc) {
+    for (int l = 1; l < R->nloc; l++)
+      if (memcmp(R->hout[l] + PAD + off[l], R->hout[0] + PAD + off[0], bytes) != 0) return 0;
+    return 1;
+  }
+  uint64_t h = cu_hash(R->hout[0] + PAD + off[0], bytes), all[MAXR];
+  if (p2pk_boot_allgather(R->comm[0]->boot, 900, &h, all, sizeof h) != P2PKIT_SUCCESS) return 0;
+  for (int r = 0; r < R->nr; r++)
+    if (all[r] != h) return 0;
+  return 1;
+}
+
+static int untouched(const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != 0xA5) return 0;
+  return 1;
+}
+
+/* Upload inputs and poison outputs for one call; pointers into *in / *out. */
+static void prepare(runner_t *R, char **dout, char **din, size_t cap, p2pkit_dtype_t dt,
+                    p2pkit_redop_t op, size_t count, int inplace, int misalign, uint64_t seed,
+                    const void **in, void **out, size_t *off) {
+  size_t es = p2pkit_dtype_size(dt), bytes = count * es;
+  for (int r = 0; r < R->nr; r++) cu_fill(R->hin[r], count, dt, op, seed + (uint64_t)r);
+  for (int l = 0; l < R->nloc; l++) {
+    int g = R->rank0 + l;
+    off[l] = misalign_of(g, es, misalign);
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaMemset(dout[l], 0xA5, cap));
+    out[l] = dout[l] + PAD + off[l];
+    in[l] = inplace ? out[l] : din[l] + PAD + off[l];
+    T_CUDA(cudaMemcpy((void *)in[l], R->hin[g], bytes, cudaMemcpyHostToDevice));
+  }
+}
+
+/* Read back and judge; returns 1 when everything is right. */
+static int verify(runner_t *R, char **dout, const char *what, p2pkit_dtype_t dt, p2pkit_redop_t op,
+                  size_t count, size_t *off) {
+  size_t es = p2pkit_dtype_size(dt), bytes = count * es;
+  int ok = 1;
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaStreamSynchronize(R->s[l]));
+    p2pkit_status_t as = P2PKIT_SUCCESS;
+    CHECK_OK(p2pkit_comm_get_async_error(R->comm[l], &as));
+    if (as != P2PKIT_SUCCESS) {
+      T_FAIL("%s: rank %d: async error %s: %s", what, R->rank0 + l, p2pkit_strerror(as), p2pkit_last_error());
+      return 0;
+    }
+    T_CUDA(cudaMemcpy(R->hout[l], dout[l], PAD + off[l] + bytes + PAD, cudaMemcpyDeviceToHost));
+    if (!untouched(R->hout[l], PAD + off[l]) || !untouched(R->hout[l] + PAD + off[l] + bytes, PAD)) {
+      T_FAIL("%s: rank %d wrote outside its output", what, R->rank0 + l);
+      ok = 0;
+    }
+    const void *ins[MAXR];
+    for (int r = 0; r < R->nr; r++) ins[r] = R->hin[r];
+    double got = 0, want = 0;
+    size_t bad = cu_check(R->hout[l] + PAD + off[l], ins, R->nr, count, dt, op, &got, &want);
+    if (bad < count) {
+      T_FAIL("%s: rank %d: element %zu of %zu is %.17g, expected %.17g", what, R->rank0 + l, bad,
+             count, got, want);
+      ok = 0;
+    }
+  }
+  if (ok && !same_everywhere(R, off, bytes)) {
+    T_FAIL("%s: ranks disagree bit for bit", what);
+    ok = 0;
+  }
+  return ok;
+}
+
+static void describe(char *buf, size_t len, const char *vname, p2pkit_dtype_t dt, p2pkit_redop_t op,
+                     size_t count, int inplace, int misalign) {
+  snprintf(buf, len, "[%s %s %s count %zu %s%s]", vname, p2pkit_dtype_name(dt), p2pkit_redop_name(op),
+           count, inplace ? "in-place" : "out-of-place", misalign ? " unaligned" : "");
+}
+
+static int run_case(runner_t *R, const char *vname, p2pkit_dtype_t dt, p2pkit_redop_t op,
+                    size_t count, int inplace, int misalign) {
+  char what[160];
+  describe(what, sizeof what, vname, dt, op, count, inplace, misalign);
+  const void *in[MAXR];
+  void *out[MAXR];
+  size_t off[MAXR];
+  uint64_t seed = cu_hash(what, strlen(what));
+  prepare(R, R->dout, R->din, R->cap, dt, op, count, inplace, misalign, seed, in, out, off);
+  CHECK_OK(p2pkit_group_start());
+  for (int l = 0; l < R->nloc; l++) {
+    p2pkit_status_t st = p2pkit_all_reduce(in[l], out[l], count, dt, op, R->comm[l], R->s[l]);
+    if (st != P2PKIT_SUCCESS) {
+      T_FAIL("%s: rank %d: %s: %s", what, R->rank0 + l, p2pkit_strerror(st), p2pkit_last_error());
+      p2pkit_group_end();
+      return 0;
+    }
+  }
+  CHECK_OK(p2pkit_group_end());
+  return verify(R, R->dout, what, dt, op, count, off);
+}
+
+static void matrix(runner_t *R, const variant_t *v, const p2pkit_redop_t *ops, int nops,
+                   const size_t *counts, int ncounts, int ndtypes) {
+  set_variant(R, v);
+  int k = 0;
+  for (int d = 0; d < ndtypes && R->failures < 8; d++)
+    for (int o = 0; o < nops; o++)
+      for (int inplace = 0; inplace < 2; inplace++)
+        for (int c = 0; c < ncounts; c++)
+          if (!run_case(R, v->name, (p2pkit_dtype_t)d, ops[o], counts[c], inplace, k++ % 2))
+            R->failures++;
+  set_variant(R, &V_AUTO);
+}
+
+/* The full check of one communicator kind. */
+static void full_suite(runner_t *R, int staged) {
+  static const p2pkit_redop_t few[] = {P2PKIT_SUM, P2PKIT_MIN, P2PKIT_AVG};
+  static const p2pkit_redop_t few2[] = {P2PKIT_SUM, P2PKIT_PROD, P2PKIT_MAX};
+  matrix(R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+  if (staged) {
+    matrix(R, &V_STAGED_SMALL, few, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+    return;
+  }
+  matrix(R, &V_LL, few, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+  matrix(R, &V_ONESHOT, few2, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+  matrix(R, &V_ONESHOT_SMALL, few2, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+  matrix(R, &V_TWOSHOT, few, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+  matrix(R, &V_TWOSHOT_SMALL, few, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+}
+
+/* --- graphs ----------------------------------------------------------------- */
+
+typedef struct {
+  const variant_t *v;
+  p2pkit_dtype_t dt;
+  p2pkit_redop_t op;
+  size_t count;
+  int inplace, misalign;
+} gop_t;
+
+/* Capture three all-reduces (LL, chunked one-shot, two-shot) per rank into
+ * one graph, replay it `reps` times with fresh inputs, check every replay. */
+static void graph_replay(runner_t *R, int reps) {
+  const gop_t ops[3] = {
+      {&V_LL, P2PKIT_FLOAT32, P2PKIT_SUM, 1023, 0, 0},
+      {&V_ONESHOT_SMALL, P2PKIT_BFLOAT16, P2PKIT_MAX, 300001, 1, 1},
+      {&V_TWOSHOT, P2PKIT_FLOAT32, P2PKIT_AVG, MAXCOUNT, 0, 1},
+  };
+  char *din[3][MAXR], *dout[3][MAXR];
+  const void *in[3][MAXR];
+  void *out[3][MAXR];
+  size_t off[3][MAXR];
+  cudaGraph_t graph[MAXR];
+  cudaGraphExec_t exec[MAXR];
+  memset(graph, 0, sizeof graph);
+  memset(exec, 0, sizeof exec);
+  for (int k = 0; k < 3; k++)
+    for (int l = 0; l < R->nloc; l++) {
+      T_CUDA(cudaSetDevice(R->dev[l]));
+      T_CUDA(cudaMalloc((void **)&din[k][l], R->cap));
+      T_CUDA(cudaMalloc((void **)&dout[k][l], R->cap));
+    }
+  /* Pointers are fixed at capture; replays only change the data. */
+  for (int k = 0; k < 3; k++)
+    prepare(R, dout[k], din[k], R->cap, ops[k].dt, ops[k].op, ops[k].count, ops[k].inplace,
+            ops[k].misalign, 1, in[k], out[k], off[k]);
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaStreamBeginCapture(R->s[l], cudaStreamCaptureModeGlobal));
+  }
+  for (int k = 0; k < 3; k++) {
+    set_variant(R, ops[k].v);
+    for (int l = 0; l < R->nloc; l++)
+      CHECK_OK(p2pkit_all_reduce(in[k][l], out[k][l], ops[k].count, ops[k].dt, ops[k].op,
+                                 R->comm[l], R->s[l]));
+  }
+  set_variant(R, &V_AUTO);
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaStreamEndCapture(R->s[l], &graph[l]));
+    if (graph[l]) T_CUDA(cudaGraphInstantiate(&exec[l], graph[l], 0));
+  }
+  for (int rep = 0; rep < reps && R->failures < 8; rep++) {
+    for (int k = 0; k < 3; k++)
+      prepare(R, dout[k], din[k], R->cap, ops[k].dt, ops[k].op, ops[k].count, ops[k].inplace,
+              ops[k].misalign, 1000 + (uint64_t)rep * 10 + (uint64_t)k * 100, in[k], out[k], off[k]);
+    for (int l = 0; l < R->nloc; l++) {
+      T_CUDA(cudaSetDevice(R->dev[l]));
+      if (exec[l]) T_CUDA(cudaGraphLaunch(exec[l], R->s[l]));
+    }
+    for (int k = 0; k < 3; k++) {
+      char what[160];
+      describe(what, sizeof what, ops[k].v->name, ops[k].dt, ops[k].op, ops[k].count,
+               ops[k].inplace, ops[k].misalign);
+      char w2[200];
+      snprintf(w2, sizeof w2, "graph replay %d %s", rep, what);
+      /* Inputs of op k were regenerated with its seed: rebuild them host-side. */
+      for (int r = 0; r < R->nr; r++)
+        cu_fill(R->hin[r], ops[k].count, ops[k].dt, ops[k].op,
+                1000 + (uint64_t)rep * 10 + (uint64_t)k * 100 + (uint64_t)r);
+      if (!verify(R, dout[k], w2, ops[k].dt, ops[k].op, ops[k].count, off[k])) R->failures++;
+    }
+  }
+  for (int l = 0; l < R->nloc; l++) {
+    cudaSetDevice(R->dev[l]);
+    if (exec[l]) cudaGraphExecDestroy(exec[l]);
+    if (graph[l]) cudaGraphDestroy(graph[l]);
+    for (int k = 0; k < 3; k++) {
+      cudaFree(din[k][l]);
+      cudaFree(dout[k][l]);
+    }
+  }
+}
+
+/* --- one process, all GPUs ------------------------------------------------- */
+
+TEST(one_process_all_algorithms) {
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) full_suite(&R, 0);
+  runner_destroy(&R);
+}
+
+TEST(one_process_graph_replay) {
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) graph_replay(&R, 5);
+  runner_destroy(&R);
+}
+
+TEST(one_process_p2p_disabled) {
+  setenv("P2PKIT_P2P_DISABLE", "1", 1);
+  p2pk_param_reset();
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) {
+    CHECK(R.comm[0]->staged);
+    full_suite(&R, 1);
+    graph_replay(&R, 3);
+  }
+  runner_destroy(&R);
+  unsetenv("P2PKIT_P2P_DISABLE");
+  p2pk_param_reset();
+}
+
+TEST(count_zero_is_a_no_op) {
+  runner_t R;
+  if (runner_single(&R, 2) == 0) {
+    for (int l = 0; l < R.nloc; l++) {
+      CHECK_OK(p2pkit_all_reduce(NULL, NULL, 0, P2PKIT_FLOAT32, P2PKIT_SUM, R.comm[l], R.s[l]));
+      CHECK_OK(p2pkit_all_reduce(R.din[l], R.dout[l], 0, P2PKIT_INT64, P2PKIT_MAX, R.comm[l], R.s[l]));
+    }
+    /* Nothing was launched: the next real call still pairs up. */
+    CHECK(run_case(&R, "after-zero", P2PKIT_FLOAT32, P2PKIT_SUM, 77, 0, 0));
+  }
+  runner_destroy(&R);
+}
+
+TEST(several_communicators_at_once) {
+  runner_t A, B;
+  if (runner_single(&A, 2) != 0) {
+    runner_destroy(&A);
+    return;
+  }
+  if (runner_single(&B, 2) != 0) {
+    runner_destroy(&B);
+    runner_destroy(&A);
+    return;
+  }
+  static const size_t counts[] = {5, 70001, 3000001};
+  for (int i = 0; i < 6; i++) {
+    size_t c = counts[i % 3] > MAXCOUNT ? MAXCOUNT : counts[i % 3];
+    CHECK(run_case(&A, "comm-A", P2PKIT_FLOAT32, P2PKIT_SUM, c, i % 2, 0));
+    CHECK(run_case(&B, "comm-B", P2PKIT_INT32, P2PKIT_MAX, c, 0, i % 2));
+  }
+  runner_destroy(&B);
+  CHECK(run_case(&A, "comm-A-after-B", P2PKIT_FLOAT64, P2PKIT_AVG, 4097, 1, 1));
+  runner_destroy(&A);
+}
+
+/* Small set for compute-sanitizer. */
+TEST(quick) {
+  static const size_t counts[] = {3, 4097};
+  static const p2pkit_redop_t ops[] = {P2PKIT_SUM, P2PKIT_MAX};
+  runner_t R;
+  if (runner_single(&R, 2) == 0) {
+    matrix(&R, &V_LL, ops, 1, counts, 2, 3);
+    matrix(&R, &V_ONESHOT_SMALL, ops + 1, 1, counts, 2, 3);
+    matrix(&R, &V_TWOSHOT_SMALL, ops, 1, counts, 2, 3);
+  }
+  runner_destroy(&R);
+}
+
+/* --- one process per GPU ------------------------------------------------- */
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t l = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &l) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+/* Start two children (ranks 0 and 1) running `mode`; wait for both at most
+ * `limit_s` seconds. */
+static void spawn_pair(const char *mode, int p2p_disable, int limit_s, int status[2], pid_t pid[2]) {
+  int port = free_port();
+  CHECK(port > 0);
+  size_t ne = 0;
+  while (environ[ne]) ne++;
+  char **env = calloc(ne + 2, sizeof *env);
+  size_t k = 0;
+  for (size_t i = 0; i < ne; i++)
+    if (strncmp(environ[i], "P2PKIT_P2P_DISABLE=", 19) != 0) env[k++] = environ[i];
+  if (p2p_disable) env[k++] = "P2PKIT_P2P_DISABLE=1";
+  env[k] = NULL;
+  char ports[16], ranks[2][8];
+  snprintf(ports, sizeof ports, "%d", port);
+  for (int r = 0; r < 2; r++) {
+    snprintf(ranks[r], sizeof ranks[r], "%d", r);
+    char *argv[] = {"test_allreduce", "--child", (char *)mode, ranks[r], ports, NULL};
+    fflush(NULL);
+    pid[r] = fork();
+    if (pid[r] == 0) {
+      execve("/proc/self/exe", argv, env);
+      _exit(127);
+    }
+  }
+  free(env);
+  double t0 = cu_now();
+  int done[2] = {0, 0};
+  while (!(done[0] && done[1])) {
+    for (int r = 0; r < 2; r++)
+      if (!done[r] && waitpid(pid[r], &status[r], WNOHANG) == pid[r]) done[r] = 1;
+    if (cu_now() - t0 > limit_s) {
+      T_FAIL("%s: children still running after %d s: a hang", mode, limit_s);
+      for (int r = 0; r < 2; r++)
+        if (!done[r]) {
+          kill(pid[r], SIGKILL);
+          waitpid(pid[r], &status[r], 0);
+          done[r] = 1;
+        }
+    }
+    usleep(20000);
+  }
+}
+
+static void expect_clean_exit(const char *mode, int r, int status) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+    printf("SKIP: %s rank %d: needs 2 GPUs\n", mode, r);
+    return;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    T_FAIL("%s: rank %d ended with %s %d", mode, r, WIFEXITED(status) ? "exit code" : "signal",
+           WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+static int shm_left_by(pid_t pid) {
+  DIR *d = opendir("/dev/shm");
+  if (!d) return 0;
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "p2pkit-%d-", (int)pid);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
+  closedir(d);
+  return n;
+}
+
+TEST(process_per_gpu) {
+  int st[2];
+  pid_t pid[2];
+  spawn_pair("check", 0, 580, st, pid);
+  for (int r = 0; r < 2; r++) expect_clean_exit("process_per_gpu", r, st[r]);
+}
+
+TEST(process_per_gpu_p2p_disabled) {
+  int st[2];
+  pid_t pid[2];
+  spawn_pair("check", 1, 580, st, pid);
+  for (int r = 0; r < 2; r++) expect_clean_exit("process_per_gpu_p2p_disabled", r, st[r]);
+  CHECK_EQ(shm_left_by(pid[0]), 0);
+}
+
+static void kill_test(const char *mode, int victim) {
+  int st[2];
+  pid_t pid[2];
+  double t0 = cu_now();
+  spawn_pair(mode, 0, 120, st, pid);
+  if (WIFEXITED(st[1 - victim]) && WEXITSTATUS(st[1 - victim]) == 77) {
+    printf("SKIP: %s: needs 2 GPUs\n", mode);
+    return;
+  }
+  if (!WIFSIGNALED(st[victim]) || WTERMSIG(st[victim]) != SIGKILL)
+    T_FAIL("%s: rank %d was supposed to die by SIGKILL", mode, victim);
+  expect_clean_exit(mode, 1 - victim, st[1 - victim]);
+  CHECK(cu_now() - t0 < 90);
+}
+
+TEST(kill_rank1_survivor_times_out) { kill_test("kill1", 1); }
+TEST(kill_rank0_survivor_times_out) { kill_test("kill0", 0); }
+
+TEST(quick_mp) {
+  int st[2];
+  pid_t pid[2];
+  spawn_pair("quick", 0, 580, st, pid);
+  for (int r = 0; r < 2; r++) expect_clean_exit("quick_mp", r, st[r]);
+}
+
+/* --- the children ------------------------------------------------------------ */
+
+#define KILL_TIMEOUT_S 4
+
+static void child_kill(runner_t *R, int victim) {
+  const int rank = R->rank0;
+  const size_t count = victim == 1 ? 1000 : (size_t)16 << 20; /* LL, then chunked one-shot */
+  float *in = NULL, *out = NULL;
+  T_CUDA(cudaMalloc((void **)&in, count * 4));
+  T_CUDA(cudaMalloc((void **)&out, count * 4));
+  float *h = malloc(count * 4);
+  for (size_t i = 0; i < count; i++) h[i] = (float)(rank + 1) + (float)(i % 7);
+  T_CUDA(cudaMemcpy(in, h, count * 4, cudaMemcpyHostToDevice));
+  for (int it = 0; it < 3; it++)
+    CHECK_OK(p2pkit_all_reduce(in, out, count, P2PKIT_FLOAT32, P2PKIT_SUM, R->comm[0], R->s[0]));
+  T_CUDA(cudaStreamSynchronize(R->s[0]));
+  T_CUDA(cudaMemcpy(h, out, count * 4, cudaMemcpyDeviceToHost));
+  CHECK_NEAR(h[count - 1], 3.0 + 2.0 * ((count - 1) % 7), 0);
+  if (rank == victim) {
+    fflush(NULL);
+    raise(SIGKILL);
+  }
+  usleep(300000); /* the victim is gone before the next call */
+  double t0 = cu_now();
+  CHECK_OK(p2pkit_all_reduce(in, out, count, P2PKIT_FLOAT32, P2PKIT_SUM, R->comm[0], R->s[0]));
+  cudaError_t e = cudaStreamSynchronize(R->s[0]);
+  double waited = cu_now() - t0;
+  if (e != cudaSuccess) T_FAIL("survivor rank %d: the stream failed: %s", rank, cudaGetErrorString(e));
+  p2pkit_status_t as = P2PKIT_SUCCESS;
+  CHECK_OK(p2pkit_comm_get_async_error(R->comm[0], &as));
+  CHECK_EQ(as, P2PKIT_ERR_TIMEOUT);
+  if (waited < KILL_TIMEOUT_S - 0.5 || waited > KILL_TIMEOUT_S + 4)
+    T_FAIL("survivor rank %d: the all-reduce ended after %.2f s; timeout %d s", rank, waited, KILL_TIMEOUT_S);
+  t0 = cu_now();
+  p2pkit_status_t st = p2pkit_all_reduce(in, out, count, P2PKIT_FLOAT32, P2PKIT_SUM, R->comm[0], R->s[0]);
+  CHECK_EQ(st, P2PKIT_ERR_TIMEOUT);
+  CHECK(cu_now() - t0 < 0.5);
+  printf("rank %d: after the peer died: %s\n", rank, p2pkit_last_error());
+  t0 = cu_now();
+  p2pkit_comm_destroy(R->comm[0]); /* fails (the peer is gone) but frees everything */
+  R->comm[0] = NULL;
+  if (cu_now() - t0 > 5) T_FAIL("survivor rank %d: destroy took %.1f s", rank, cu_now() - t0);
+  cudaFree(in);
+  cudaFree(out);
+  free(h);
+}
+
+static int child_main(int argc, char **argv) {
+  if (argc < 5) return 2;
+  const char *mode = argv[2];
+  int rank = atoi(argv[3]), port = atoi(argv[4]);
+  t_current = mode;
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) return 77;
+  int kill = strncmp(mode, "kill", 4) == 0;
+  p2pkit_comm_opts_t o;
+  p2pkit_comm_opts_init(&o);
+  o.nranks = 2;
+  o.rank = rank;
+  o.device = rank;
+  o.addr = "127.0.0.1";
+  o.port = port;
+  o.secret = "p2pkit-test-secret";
+  o.timeout_s = kill ? KILL_TIMEOUT_S : 60;
+  runner_t R;
+  memset(&R, 0, sizeof R);
+  R.nr = 2;
+  R.nloc = 1;
+  R.rank0 = rank;
+  R.multiproc = 1;
+  R.dev[0] = rank;
+  T_CUDA(cudaSetDevice(rank));
+  p2pkit_status_t st = p2pkit_comm_init_rank(&o, &R.comm[0]);
+  if (st != P2PKIT_SUCCESS) {
+    fprintf(stderr, "rank %d: init_rank: %s: %s\n", rank, p2pkit_strerror(st), p2pkit_last_error());
+    return 1;
+  }
+  CHECK_EQ(p2pkit_comm_rank(R.comm[0]), rank);
+  CHECK_EQ(p2pkit_comm_size(R.comm[0]), 2);
+  CHECK_EQ(p2pkit_comm_device(R.comm[0]), rank);
+  if (runner_alloc(&R) != 0) return 1;
+  if (kill) {
+    child_kill(&R, mode[4] - '0');
+  } else if (strcmp(mode, "quick") == 0) {
+    static const size_t counts[] = {3, 4097};
+    static const p2pkit_redop_t ops[] = {P2PKIT_SUM, P2PKIT_MAX};
+    matrix(&R, &V_LL, ops, 1, counts, 2, 3);
+    matrix(&R, &V_ONESHOT_SMALL, ops + 1, 1, counts, 2, 3);
+    matrix(&R, &V_TWOSHOT_SMALL, ops, 1, counts, 2, 3);
+  } else {
+    int staged = R.comm[0]->staged;
+    CHECK_EQ(staged, getenv("P2PKIT_P2P_DISABLE") != NULL);
+    full_suite(&R, staged);
+    if (!staged) {
+      /* Registered outputs: two-shot writes peers' shares straight into them. */
+      void *handle = NULL;
+      CHECK_OK(p2pkit_comm_register(R.comm[0], R.dout[0], R.cap, &handle));
+      static const p2pkit_redop_t ops[] = {P2PKIT_SUM, P2PKIT_AVG, P2PKIT_MAX};
+      matrix(&R, &V_TWOSHOT, ops, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+      matrix(&R, &V_TWOSHOT_SMALL, ops, 1, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+      if (handle) CHECK_OK(p2pkit_comm_deregister(R.comm[0], handle));
+    }
+    graph_replay(&R, 4);
+  }
+  runner_free(&R);
+  if (R.comm[0]) CHECK_OK(p2pkit_comm_destroy(R.comm[0]));
+  fflush(NULL);
+  return t_failed ? 1 : 0;
+}
+
+/* --- main ---------------------------------------------------------------------- */
+
+int t_failed;
+const char *t_current;
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main(argc, argv);
+  T_REQUIRE_GPUS(2);
+  static const struct {
+    t_case c;
+    int dflt;
+  } cases[] = {
+      {T_CASE(one_process_all_algorithms), 1}, {T_CASE(one_process_graph_replay), 1},
+      {T_CASE(one_process_p2p_disabled), 1},   {T_CASE(count_zero_is_a_no_op), 1},
+      {T_CASE(several_communicators_at_once), 1}, {T_CASE(process_per_gpu), 1},
+      {T_CASE(process_per_gpu_p2p_disabled), 1}, {T_CASE(kill_rank1_survivor_times_out), 1},
+      {T_CASE(kill_rank0_survivor_times_out), 1}, {T_CASE(quick), 0}, {T_CASE(quick_mp), 0},
+  };
+  int nfail = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int want = argc > 1 ? 0 : cases[i].dflt;
+    for (int a = 1; a < argc; a++)
+      if (strcmp(argv[a], cases[i].c.name) == 0) want = 1;
+    if (!want) continue;
+    t_current = cases[i].c.name;
+    int before = t_failed;
+    double t0 = cu_now();
+    cases[i].c.fn();
+    printf("%-40s %s (%.1f s)\n", cases[i].c.name, t_failed == before ? "ok" : "FAILED", cu_now() - t0);
+    fflush(stdout);
+    if (t_failed != before) nfail++;
+  }
+  return nfail ? 1 : 0;
+}
