@@ -51,7 +51,7 @@ if has topo; then
   run_stage topo 60 bash -c "$BUILD/p2pkit topo --save $LOG/h200x2.p2pkit --dump-nccl $LOG/h200x2.p2pkit-nccl.xml \
     --save-hwloc $LOG/h200x2.hwloc.xml > $LOG/topo.txt && $BUILD/p2pkit topo -m > $LOG/topo-m.txt \
     && $BUILD/p2pkit topo --json > $LOG/topo.json && $BUILD/p2pkit topo --from $LOG/h200x2.p2pkit -m > $LOG/topo-from-m.txt \
-    && cmp $LOG/topo-m.txt <(head -n $(wc -l < $LOG/topo-m.txt) $LOG/topo-from-m.txt) && echo 'recorded file prints the same matrix' \
+    && cmp $LOG/topo-m.txt <(head -n \$(wc -l < $LOG/topo-m.txt) $LOG/topo-from-m.txt) && echo 'recorded file prints the same matrix' \
     && P2PKIT_DEBUG=INFO $BUILD/p2pkit topo"
 fi
 if has tests; then
