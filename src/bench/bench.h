@@ -40,6 +40,8 @@ typedef enum {
   P2PK_LAT_COUNT
 } p2pk_bench_lat_kind;
 
+enum { P2PK_SM_SWEEP_FULL = 1, P2PK_SM_SWEEP_SHORT = 2 };
+
 #define P2PK_BENCH_MAX_SIZES 64
 #define P2PK_BENCH_MAX_PAIRS 4096
 #define P2PK_BENCH_PATH 512
@@ -61,7 +63,8 @@ typedef struct {
   int latency;
   size_t lat_bytes;
   int lat_iters; /* round trips per ping-pong launch; copies per back-to-back sample */
-  int sm_sweep, stage_sweep;
+  int sm_sweep;     /* 0, P2PK_SM_SWEEP_FULL or P2PK_SM_SWEEP_SHORT */
+  int stage_sweep;
   int have_sm_config;
   p2pk_sm_config sm;
   int anchor; /* measure memcpy-peer alongside (default 1) */
@@ -122,7 +125,9 @@ enum { P2PK_ROW_OK = 0, P2PK_ROW_SKIPPED = 1, P2PK_ROW_FAILED = 2 };
 typedef struct {
   int method, mode;
   int src, dst;   /* the pair; a group total: BOTH src<dst, ALL -1 -1 */
-  int total;      /* 1: bytes of the whole group over the group's time */
+  int total;      /* 1: the group's rate: the sum of its pairs' rates (each pair
+                     timed on its own device, all released at once by the gate);
+                     ungated (--no-gate, driver) its bytes over the group's time */
   int npairs;     /* pairs moving at once in this group */
   size_t bytes;   /* per pair */
   p2pk_stats us;  /* time per run, microseconds */
@@ -160,6 +165,7 @@ typedef struct {
   int depth, ramp;
   double gbps, cv;
   int status, verified;
+  p2pkit_status_t fail_status; /* why it failed (P2PKIT_SUCCESS otherwise) */
   char note[192];
 } p2pk_bench_sweep;
 
@@ -211,6 +217,21 @@ double p2pk_bench_median_gbps(const p2pk_bench_report *r, int mode, int method, 
 /* The fastest ok sweep entry of a method, or NULL. */
 const p2pk_bench_sweep *p2pk_bench_best_sweep(const p2pk_bench_report *r, int method);
 
+/* The SM kernel configurations a sweep times (P2PK_SM_SWEEP_FULL: every
+ * kind x hint x blocks x threads x unroll and bulk blocks x tile x stages;
+ * P2PK_SM_SWEEP_SHORT: the ~20 most promising); at most `max`, the count
+ * (out NULL: only the count). */
+int p2pk_bench_sm_sweep_configs(int which, p2pk_sm_config *out, int max);
+#define P2PK_BENCH_MAX_SM_CONFIGS 256
+
+/* Whether a finished run failed: data that did not verify anywhere, a failed
+ * bandwidth or latency measurement, or a swept method none of whose
+ * configurations ran (a few failed configurations are reported, not fatal).
+ * 0 ok; -1 with one line in msg. */
+int p2pk_bench_failures(const p2pk_bench_report *r, char *msg, size_t len);
+/* Sweep entries that failed. */
+int p2pk_bench_sweep_failed(const p2pk_bench_report *r);
+
 /* --- output ---------------------------------------------------------------- */
 
 p2pkit_status_t p2pk_bench_write_table(const p2pk_bench_report *r, FILE *out);
@@ -238,5 +259,8 @@ p2pkit_status_t p2pk_bench_run(const p2pk_bench_opts *o, p2pkit_ctx_t ctx, p2pk_
 /* Tests: when > 0, the Nth device or pinned allocation of the run fails as
  * if memory ran out (counts down). */
 extern int p2pk_bench_fail_alloc;
+/* Tests: when > 0, the Nth sweep measurement of the run fails as a kernel
+ * that cannot launch would (counts down); -1: every one fails. */
+extern int p2pk_bench_fail_sweep;
 
 #endif

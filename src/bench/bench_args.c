@@ -75,7 +75,8 @@ void p2pk_bench_usage(FILE *out) {
           "cudaMemcpyPeerAsync anchor measured in the same run.\n\n"
           "  --methods LIST      memcpy-peer, staged-serial, staged, driver, p2p-ce,\n"
           "                      p2p-sm-push, p2p-sm-pull (also: serial, ce, push, pull) or all\n"
-          "                      (default: all)\n"
+          "                      (default: all; with --latency or a sweep only, none unless\n"
+          "                      --mode, -e, -f, -i or a -b no sweep uses ask for bandwidth)\n"
           "  --mode LIST         oneway, both (each pair both ways at once), all (every pair at\n"
           "                      once); default oneway\n"
           "  --gpus LIST         GPUs to use, e.g. 0,1,3 (default: all)\n"
@@ -94,7 +95,8 @@ void p2pk_bench_usage(FILE *out) {
           "      --lat-iters N   round trips per ping-pong, copies per back-to-back sample\n"
           "                      (default 1000)\n"
           "      --sm-config TEXT  SM kernel for p2p-sm-push/pull (as P2PKIT_SM_COPY_CONFIG)\n"
-          "      --sm-sweep      time SM kernel configurations (push and pull) at -b\n"
+          "      --sm-sweep[=short|full]  time SM kernel configurations (push and pull) at -b:\n"
+          "                      every one (full, the default) or the ~20 most promising\n"
           "      --stage-sweep   time the staged pipeline's chunk, depth and ramp at -b\n"
           "      --no-anchor     skip the cudaMemcpyPeerAsync anchor\n"
           "      --no-gate       start timing without holding the stream until all is queued\n"
@@ -314,7 +316,7 @@ static int make_sizes(p2pk_bench_opts *o, int have_e, int have_f, int have_i, ch
 }
 
 int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_t len) {
-  int have_e = 0, have_f = 0, have_i = 0, rc;
+  int have_b = 0, have_e = 0, have_f = 0, have_i = 0, have_mode = 0, rc;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return 1;
@@ -327,7 +329,13 @@ int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_
       continue;
     }
     if (strcmp(a, "--latency") == 0) { o->latency = 1; continue; }
-    if (strcmp(a, "--sm-sweep") == 0) { o->sm_sweep = 1; continue; }
+    if (strcmp(a, "--sm-sweep") == 0 || strcmp(a, "--sm-sweep=full") == 0) {
+      o->sm_sweep = P2PK_SM_SWEEP_FULL;
+      continue;
+    }
+    if (strcmp(a, "--sm-sweep=short") == 0) { o->sm_sweep = P2PK_SM_SWEEP_SHORT; continue; }
+    if (strncmp(a, "--sm-sweep=", 11) == 0)
+      return fail(err, len, "%s: expected --sm-sweep, --sm-sweep=short or --sm-sweep=full", a);
     if (strcmp(a, "--stage-sweep") == 0) { o->stage_sweep = 1; continue; }
     if (strcmp(a, "--no-anchor") == 0) { o->anchor = 0; continue; }
     if (strcmp(a, "--no-gate") == 0) { o->gate = 0; continue; }
@@ -359,12 +367,14 @@ int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_
       o->methods_given = 1;
     } else if (!strcmp(opt, "--mode")) {
       if (parse_modes(v, &o->modes, err, len)) return -1;
+      have_mode = 1;
     } else if (!strcmp(opt, "--gpus")) {
       if (parse_gpus(v, o, err, len)) return -1;
     } else if (!strcmp(opt, "--pairs")) {
       if (parse_pairs(v, o, err, len)) return -1;
     } else if (!strcmp(opt, "-b") || !strcmp(opt, "--minbytes")) {
       if (parse_size(optbuf, v, &o->min_bytes, err, len)) return -1;
+      have_b = 1;
     } else if (!strcmp(opt, "-e") || !strcmp(opt, "--maxbytes")) {
       if (parse_size(optbuf, v, &o->max_bytes, err, len)) return -1;
       have_e = 1;
@@ -404,8 +414,14 @@ int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_
   }
   if (o->ngpus && o->npairs) return fail(err, len, "give --gpus or --pairs, not both");
   if (o->json == 1 && o->csv == 1) return fail(err, len, "only one of --json and --csv can go to stdout");
-  if (!o->methods_given)
-    o->methods = o->latency || o->sm_sweep || o->stage_sweep ? 0 : (1u << P2PK_BM_COUNT) - 1;
+  if (!o->methods_given) {
+    /* --latency and the sweeps alone run only themselves; an option that only
+     * bandwidth runs use (--mode, -e, -f, -i, or -b when no sweep takes it as
+     * its size) asks for those too, with every method. */
+    int sweep = o->sm_sweep || o->stage_sweep;
+    int bandwidth = have_mode || have_e || have_f || have_i || (have_b && !sweep);
+    o->methods = (o->latency || sweep) && !bandwidth ? 0 : (1u << P2PK_BM_COUNT) - 1;
+  }
   if (o->anchor && o->methods) o->methods |= 1u << P2PK_BM_MEMCPY_PEER;
   if (o->from[0] && !o->dry_run)
     return fail(err, len, "--from plans against a recorded machine: add --dry-run (a run needs the GPUs here)");

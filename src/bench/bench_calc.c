@@ -258,3 +258,124 @@ int p2pk_bench_mem_check(const size_t *need, const size_t *free_bytes, int ngpus
   }
   return 0;
 }
+
+/* --- SM sweep configurations ------------------------------------------------ */
+
+static int add_lsu(p2pk_sm_config *out, int n, int max, int kind, int hint, int bps, int threads,
+                   int unroll) {
+  if (n >= max) return n;
+  p2pk_sm_config c;
+  p2pk_sm_config_default(&c);
+  c.kind = kind;
+  c.hint = hint;
+  c.blocks_per_sm = bps;
+  c.threads = threads;
+  c.unroll = unroll;
+  if (out) out[n] = c;
+  return n + 1;
+}
+
+static int add_bulk(p2pk_sm_config *out, int n, int max, int kind, int bps, int tile_kib,
+                    int stages) {
+  if (n >= max) return n;
+  p2pk_sm_config c;
+  p2pk_sm_config_default(&c);
+  c.kind = kind;
+  c.blocks_per_sm = bps;
+  c.tile_kib = tile_kib;
+  c.stages = stages;
+  if (out) out[n] = c;
+  return n + 1;
+}
+
+int p2pk_bench_sm_sweep_configs(int which, p2pk_sm_config *out, int max) {
+  int n = 0;
+  if (which == P2PK_SM_SWEEP_SHORT) {
+    /* The fastest shapes of the first full sweep on the 2x H200 (push and
+     * pull, within 0.5% of the best), the default, and the bulk-copy kind
+     * across tile sizes, stage counts and blocks per SM (that sweep stopped
+     * before it reached them). */
+    static const int lsu[][5] = {
+        {P2PK_SMK_CHUNK, P2PK_HINT_CS, 2, 512, 8},      /* the default */
+        {P2PK_SMK_STRIDE, P2PK_HINT_PLAIN, 1, 1024, 8}, {P2PK_SMK_CHUNK, P2PK_HINT_CS, 1, 256, 8},
+        {P2PK_SMK_CHUNK, P2PK_HINT_PLAIN, 1, 1024, 8},  {P2PK_SMK_STRIDE, P2PK_HINT_NC, 1, 1024, 8},
+        {P2PK_SMK_STRIDE, P2PK_HINT_CS, 2, 1024, 4},    {P2PK_SMK_STRIDE, P2PK_HINT_CS, 2, 1024, 8},
+        {P2PK_SMK_STRIDE, P2PK_HINT_PLAIN, 4, 512, 2},  {P2PK_SMK_CHUNK, P2PK_HINT_CS, 4, 512, 8},
+        {P2PK_SMK_CHUNK, P2PK_HINT_CS, 2, 256, 4},      {P2PK_SMK_CHUNK, P2PK_HINT_PLAIN, 4, 256, 8},
+    };
+    static const int bulk[][3] = {
+        {1, 8, 4},  {1, 8, 6},  {1, 16, 4}, {1, 16, 6}, {1, 32, 4},
+        {1, 32, 6}, {2, 16, 4}, {2, 32, 3}, {4, 8, 4},  {4, 16, 3},
+    };
+    for (size_t i = 0; i < sizeof lsu / sizeof lsu[0]; i++)
+      n = add_lsu(out, n, max, lsu[i][0], lsu[i][1], lsu[i][2], lsu[i][3], lsu[i][4]);
+    for (size_t i = 0; i < sizeof bulk / sizeof bulk[0]; i++)
+      n = add_bulk(out, n, max, P2PK_SMK_TMA, bulk[i][0], bulk[i][1], bulk[i][2]);
+    return n;
+  }
+  static const int bps[] = {1, 2, 4}, thr[] = {256, 512, 1024}, unr[] = {2, 4, 8};
+  for (int kind = P2PK_SMK_STRIDE; kind <= P2PK_SMK_CHUNK; kind++)
+    for (int h = 0; h < P2PK_HINT_COUNT; h++)
+      for (size_t a = 0; a < 3; a++)
+        for (size_t t = 0; t < 3; t++)
+          for (size_t u = 0; u < 3; u++)
+            if (bps[a] * thr[t] <= 2048) /* resident at once */
+              n = add_lsu(out, n, max, kind, h, bps[a], thr[t], unr[u]);
+  static const int tbps[] = {1, 2, 3, 4}, tile[] = {8, 16, 32}, stages[] = {2, 3, 4, 6};
+  for (size_t a = 0; a < 4; a++)
+    for (size_t t = 0; t < 3; t++)
+      for (size_t s = 0; s < 4; s++) {
+        int smem = tile[t] * stages[s];
+        if (smem > P2PK_SM_MAX_SMEM_KIB || smem * tbps[a] > 220) continue;
+        n = add_bulk(out, n, max, P2PK_SMK_TMA, tbps[a], tile[t], stages[s]);
+      }
+  return n;
+}
+
+/* --- what fails a run ---------------------------------------------------------- */
+
+int p2pk_bench_failures(const p2pk_bench_report *r, char *msg, size_t len) {
+  int wrong = 0, failed = 0;
+  for (int i = 0; i < r->nrows; i++) {
+    wrong += r->rows[i].status == P2PK_ROW_OK && !r->rows[i].verified;
+    failed += r->rows[i].status == P2PK_ROW_FAILED;
+  }
+  for (int i = 0; i < r->nlats; i++) {
+    wrong += r->lats[i].status == P2PK_ROW_OK && !r->lats[i].verified;
+    failed += r->lats[i].status == P2PK_ROW_FAILED;
+  }
+  /* A sweep explores: a configuration that fails is reported with its reason
+   * and the sweep goes on; only a method none of whose configurations ran
+   * fails the run. */
+  int sw_ok[P2PK_BM_COUNT] = {0}, sw_failed[P2PK_BM_COUNT] = {0}, dead = 0;
+  for (int i = 0; i < r->nsweeps; i++) {
+    const p2pk_bench_sweep *s = &r->sweeps[i];
+    wrong += s->status == P2PK_ROW_OK && !s->verified;
+    if (s->method < 0 || s->method >= P2PK_BM_COUNT) continue;
+    sw_ok[s->method] += s->status == P2PK_ROW_OK;
+    sw_failed[s->method] += s->status == P2PK_ROW_FAILED;
+  }
+  for (int m = 0; m < P2PK_BM_COUNT; m++)
+    if (sw_failed[m] && !sw_ok[m] && !dead) dead = m + 1;
+  if (wrong) {
+    snprintf(msg, len, "%d measurement%s moved wrong data (see the verified column)", wrong,
+             wrong == 1 ? "" : "s");
+    return -1;
+  }
+  if (failed) {
+    snprintf(msg, len, "%d measurement%s failed (see the notes)", failed, failed == 1 ? "" : "s");
+    return -1;
+  }
+  if (dead) {
+    snprintf(msg, len, "every one of the %d %s sweep configurations failed (see the notes)",
+             sw_failed[dead - 1], p2pk_bench_method_name(dead - 1));
+    return -1;
+  }
+  return 0;
+}
+
+int p2pk_bench_sweep_failed(const p2pk_bench_report *r) {
+  int n = 0;
+  for (int i = 0; i < r->nsweeps; i++) n += r->sweeps[i].status == P2PK_ROW_FAILED;
+  return n;
+}

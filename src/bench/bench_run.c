@@ -16,6 +16,7 @@
 #include "xfer/xfer_kernels.h"
 
 int p2pk_bench_fail_alloc;
+int p2pk_bench_fail_sweep;
 
 #define POISON 0xA5
 #define GATE_TIMEOUT_NS 2000000000ull
@@ -217,20 +218,29 @@ static void drain(brun *b, bpair **g, int ng) {
   }
 }
 
+/* One timed run of the group. Gated: every stream is held by its own gate
+ * kernel, all released by one host store once everything is queued, so the
+ * copies start together; the group's rate is the sum of each pair's rate
+ * (each timed on its own device). Not gated: the lead's event starts the
+ * others, and the group's time runs from it to the last copy's end. */
 static p2pkit_status_t one_run(brun *b, int method, bpair **g, int ng, size_t bytes,
                                const p2pk_copy_opts *opts, int gated, double *us, double *total_us) {
   bpair *lead = g[0];
-  P2PK_CUDA_CHECK(cudaSetDevice(lead->src));
   if (gated) {
     b->gate[1] = 0;
     b->gate_seq++;
-    cudaError_t e = p2pk_launch_gate(&b->gate[0], b->gate_seq, &b->gate[1], GATE_TIMEOUT_NS,
-                                     lead->stream);
-    if (e != cudaSuccess)
-      return p2pk_fail(P2PKIT_ERR_CUDA, "timing gate on GPU%d: %s", lead->src, cudaGetErrorString(e));
+    for (int k = 0; k < ng; k++) {
+      P2PK_CUDA_CHECK(cudaSetDevice(g[k]->src));
+      cudaError_t e = p2pk_launch_gate(&b->gate[0], b->gate_seq, &b->gate[1], GATE_TIMEOUT_NS,
+                                       g[k]->stream);
+      if (e != cudaSuccess)
+        return p2pk_fail(P2PKIT_ERR_CUDA, "timing gate on GPU%d: %s", g[k]->src,
+                         cudaGetErrorString(e));
+    }
   }
+  P2PK_CUDA_CHECK(cudaSetDevice(lead->src));
   P2PK_CUDA_CHECK(cudaEventRecord(lead->ev_go, lead->stream));
-  for (int k = 1; k < ng; k++) {
+  for (int k = 1; k < ng && !gated; k++) {
     P2PK_CUDA_CHECK(cudaSetDevice(g[k]->src));
     P2PK_CUDA_CHECK(cudaStreamWaitEvent(g[k]->stream, lead->ev_go, 0));
   }
@@ -247,13 +257,19 @@ static p2pkit_status_t one_run(brun *b, int method, bpair **g, int ng, size_t by
   if (gated) __atomic_store_n(&b->gate[0], b->gate_seq, __ATOMIC_RELEASE);
   P2PK_CUDA_CHECK(cudaEventSynchronize(lead->ev_end));
   if (gated && __atomic_load_n(&b->gate[1], __ATOMIC_ACQUIRE))
-    return p2pk_fail(P2PKIT_ERR_TIMEOUT, "the timing gate on GPU%d timed out before the copies were "
-                     "queued (the driver blocked the host); run with --no-gate", lead->src);
+    return p2pk_fail(P2PKIT_ERR_TIMEOUT, "the timing gate timed out before the copies were "
+                     "queued (the driver blocked the host); run with --no-gate");
+  double rate_sum = 0; /* pairs per microsecond */
   for (int k = 0; k < ng; k++) {
     float ms = 0;
     P2PK_CUDA_CHECK(cudaSetDevice(g[k]->src));
     P2PK_CUDA_CHECK(cudaEventElapsedTime(&ms, g[k]->ev_start, g[k]->ev_stop));
     us[k] = ms * 1000.0;
+    if (us[k] > 0) rate_sum += 1.0 / us[k];
+  }
+  if (gated) {
+    *total_us = rate_sum > 0 ? ng / rate_sum : 0; /* ng * bytes over it: the sum of the rates */
+    return P2PKIT_SUCCESS;
   }
   float ms = 0;
   P2PK_CUDA_CHECK(cudaSetDevice(lead->src));
@@ -657,61 +673,43 @@ static p2pkit_status_t run_latency(brun *b) {
 
 /* --- sweeps --------------------------------------------------------------------------- */
 
-static int sm_sweep_configs(p2pk_sm_config *out, int max) {
-  static const int bps[] = {1, 2, 4}, thr[] = {256, 512, 1024}, unr[] = {2, 4, 8};
-  int n = 0;
-  for (int kind = P2PK_SMK_STRIDE; kind <= P2PK_SMK_CHUNK; kind++)
-    for (int h = 0; h < P2PK_HINT_COUNT; h++)
-      for (size_t a = 0; a < 3; a++)
-        for (size_t t = 0; t < 3; t++)
-          for (size_t u = 0; u < 3; u++) {
-            if (n >= max) return n;
-            p2pk_sm_config c;
-            p2pk_sm_config_default(&c);
-            c.kind = kind;
-            c.hint = h;
-            c.blocks_per_sm = bps[a];
-            c.threads = thr[t];
-            c.unroll = unr[u];
-            if (c.blocks_per_sm * c.threads > 2048) continue; /* not resident at once */
-            out[n++] = c;
-          }
-  static const int tbps[] = {1, 2, 3, 4}, tile[] = {8, 16, 32}, stages[] = {2, 3, 4, 6};
-  for (size_t a = 0; a < 4; a++)
-    for (size_t t = 0; t < 3; t++)
-      for (size_t s = 0; s < 4; s++) {
-        if (n >= max) return n;
-        int smem = tile[t] * stages[s];
-        if (smem > P2PK_SM_MAX_SMEM_KIB || smem * tbps[a] > 220) continue;
-        p2pk_sm_config c;
-        p2pk_sm_config_default(&c);
-        c.kind = P2PK_SMK_TMA;
-        c.blocks_per_sm = tbps[a];
-        c.tile_kib = tile[t];
-        c.stages = stages[s];
-        out[n++] = c;
-      }
-  return n;
+static int injected_sweep_failure(void) {
+  if (p2pk_bench_fail_sweep < 0) return 1;
+  return p2pk_bench_fail_sweep > 0 && --p2pk_bench_fail_sweep == 0;
 }
 
+/* After a configuration failed: can both GPUs still run work? A launch
+ * refused (bad shape, too much shared memory) leaves nothing behind; a
+ * fault is sticky and every later call would fail too. */
+static int pair_usable(const bpair *p) {
+  for (int k = 0; k < 2; k++) {
+    if (cudaSetDevice(k ? p->dst : p->src) != cudaSuccess) return 0;
+    if (cudaDeviceSynchronize() != cudaSuccess) return 0;
+  }
+  return 1;
+}
+
+/* One configuration. Its failure is recorded in x and the sweep goes on
+ * (P2PKIT_SUCCESS) while the GPUs can still run work; otherwise the error. */
 static p2pkit_status_t sweep_one(brun *b, bpair *p, int method, const p2pk_copy_opts *opts,
                                  p2pk_bench_sweep *x) {
   const p2pk_bench_opts *o = b->o;
   int iters = o->iters < 10 ? o->iters : 10;
-  double us[10], total[10];
+  double us[10] = {0}, total[10] = {0};
   uint64_t bad = 0;
   timing t = {us, total, &bad};
   bpair *g[1] = {p};
-  p2pkit_status_t st = measure(b, method, g, 1, b->bytes, opts, iters, 2, &t);
-  if (st == P2PKIT_ERR_UNSUPPORTED || st == P2PKIT_ERR_INVALID_ARGUMENT) {
-    x->status = P2PK_ROW_FAILED;
-    snprintf(x->note, sizeof x->note, "%s", p2pkit_last_error());
-    return P2PKIT_SUCCESS;
-  }
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  if (injected_sweep_failure())
+    st = p2pk_fail(P2PKIT_ERR_CUDA, "%s kernel on GPU%d: invalid argument (injected)",
+                   p2pk_bench_method_name(method), p->src);
+  else
+    st = measure(b, method, g, 1, b->bytes, opts, iters, 2, &t);
   if (st != P2PKIT_SUCCESS) {
     x->status = P2PK_ROW_FAILED;
+    x->fail_status = st;
     snprintf(x->note, sizeof x->note, "%s", p2pkit_last_error());
-    return st;
+    return pair_usable(p) ? P2PKIT_SUCCESS : st;
   }
   p2pk_stats s;
   p2pk_stats_compute(us, iters, &s);
@@ -731,8 +729,30 @@ static p2pk_bench_sweep *new_sweep(brun *b, int method, const bpair *p) {
   return x;
 }
 
+/* A method of which every configuration failed fails the run (with the
+ * first one's error); some failing is what a sweep is for. */
+static p2pkit_status_t sweeps_verdict(const p2pk_bench_report *r, int first) {
+  for (int m = 0; m < P2PK_BM_COUNT; m++) {
+    int ok = 0, failed = 0;
+    const p2pk_bench_sweep *first_failed = NULL;
+    for (int i = first; i < r->nsweeps; i++) {
+      const p2pk_bench_sweep *s = &r->sweeps[i];
+      if (s->method != m) continue;
+      ok += s->status == P2PK_ROW_OK;
+      failed += s->status == P2PK_ROW_FAILED;
+      if (s->status == P2PK_ROW_FAILED && !first_failed) first_failed = s;
+    }
+    if (failed && !ok)
+      return p2pk_fail(first_failed->fail_status ? first_failed->fail_status : P2PKIT_ERR_CUDA,
+                       "every one of the %d %s sweep configurations failed; the first (%s): %s",
+                       failed, p2pk_bench_method_name(m), first_failed->config, first_failed->note);
+  }
+  return P2PKIT_SUCCESS;
+}
+
 static p2pkit_status_t run_sweeps(brun *b) {
   const p2pk_bench_opts *o = b->o;
+  const int first = b->r->nsweeps;
   bpair *p = &b->pairs[in_universe(b, o->pairs[0][0], o->pairs[0][1])];
   P2PK_CHECK(dev_alloc(p->src, o->sizes[0], &p->sbuf, "a source buffer"));
   P2PK_CHECK(dev_alloc(p->dst, o->sizes[0], &p->dbuf, "a destination buffer"));
@@ -745,8 +765,8 @@ static p2pkit_status_t run_sweeps(brun *b) {
     x->status = P2PK_ROW_SKIPPED;
     snprintf(x->note, sizeof x->note, "%s", why);
   } else if (o->sm_sweep) {
-    p2pk_sm_config cfg[256];
-    int n = sm_sweep_configs(cfg, 256);
+    p2pk_sm_config cfg[P2PK_BENCH_MAX_SM_CONFIGS];
+    int n = p2pk_bench_sm_sweep_configs(o->sm_sweep, cfg, P2PK_BENCH_MAX_SM_CONFIGS);
     for (int i = 0; i < n && st == P2PKIT_SUCCESS; i++)
       for (int m = P2PK_BM_SM_PUSH; m <= P2PK_BM_SM_PULL && st == P2PKIT_SUCCESS; m++) {
         p2pk_bench_sweep *x = new_sweep(b, m, p);
@@ -781,6 +801,7 @@ static p2pkit_status_t run_sweeps(brun *b) {
   dev_free(p->src, &p->sbuf);
   dev_free(p->dst, &p->dbuf);
   b->bytes = 0;
+  if (st == P2PKIT_SUCCESS) st = sweeps_verdict(b->r, first);
   return st;
 }
 
@@ -908,7 +929,8 @@ p2pkit_status_t p2pk_bench_run(const p2pk_bench_opts *o, p2pkit_ctx_t ctx, p2pk_
   for (int m = 0; m < P2PK_BM_COUNT; m++) nmethods += (o->methods >> m) & 1;
   for (int m = 0; m < P2PK_MODE_COUNT; m++) nmodes += (o->modes >> m) & 1;
   b.nsteps = o->nsizes * nmethods * nmodes * o->npairs + (o->latency ? o->npairs * P2PK_LAT_COUNT : 0) +
-             (o->sm_sweep ? 2 * 256 : 0) + (o->stage_sweep ? 40 : 0);
+             (o->sm_sweep ? 2 * p2pk_bench_sm_sweep_configs(o->sm_sweep, NULL, P2PK_BENCH_MAX_SM_CONFIGS) : 0) +
+             (o->stage_sweep ? 40 : 0);
   p2pkit_status_t st = setup(&b);
   for (int s = 0; s < o->nsizes && st == P2PKIT_SUCCESS && o->methods; s++) st = run_size(&b, o->sizes[s]);
   if (st == P2PKIT_SUCCESS && o->latency) st = run_latency(&b);

@@ -65,7 +65,12 @@ static p2pkit_status_t check_ptr(struct p2pkit_comm *c, const void *p, const cha
       return P2PKIT_SUCCESS;
     }
   struct cudaPointerAttributes at;
-  if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
+  /* A pure query, but keep it legal inside a caller's stream capture too. */
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  cudaError_t e = cudaPointerGetAttributes(&at, p);
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  if (e != cudaSuccess) {
     cudaGetLastError();
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d: %s %p is not memory CUDA knows", c->rank,
                      what, p);

@@ -62,8 +62,11 @@ struct p2pkit_comm {
 
 /* comm.c: scratch layout for n ranks within `buffer` bytes per rank.
  * P2PKIT_ERR_INVALID_ARGUMENT when the buffer is too small for n ranks. */
-p2pkit_status_t p2pk_layout_compute(int nranks, size_t buffer, int staged, p2pk_layout *lay,
-                                    size_t *ll_cap_p);
+p2pkit_status_t p2pk_layout_compute(int nranks, size_t buffer, int staged, int boxes,
+                                    p2pk_layout *lay, size_t *ll_cap_p);
+/* Mailboxes per peer: P2PKIT_COLL_MAILBOXES, else 2 per multiprocessor (a
+ * block uses 2, so the grid can fill the GPU with the largest mailboxes). */
+int p2pk_mailboxes_for(int sm_count);
 /* allreduce.c: the error a kernel left behind, as a status (SUCCESS if none). */
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *comm);
 /* Tests and the sweep: replace the environment's overrides for this comm. */

@@ -14,6 +14,12 @@
 #define P2PK_COLL_SLOTS 2         /* mailboxes each block cycles through */
 #define P2PK_COLL_SETS 2          /* set 0: one-shot and reduce-scatter, set 1: all-gather */
 
+#ifdef __cplusplus
+#define P2PK_ALIGN16 alignas(16)
+#else
+#define P2PK_ALIGN16 _Alignas(16)
+#endif
+
 enum { P2PK_ALGO_ONESHOT = 0, P2PK_ALGO_TWOSHOT = 1, P2PK_ALGO_STAGED = 2, P2PK_ALGO_COUNT };
 enum { P2PK_PROTO_LL = 0, P2PK_PROTO_SIMPLE = 1, P2PK_PROTO_COUNT };
 /* Codes a kernel leaves in the host-mapped error words. */
@@ -30,12 +36,12 @@ typedef struct {
   int32_t abort;                         /* 0, or 1 + the rank that gave up */
   int32_t err_code, err_peer, err_pad;
   uint64_t wprog[P2PK_COLL_MAX_BLOCKS];  /* staged: (seq << 32) | chunks pushed */
-  uint32_t hdr[2][P2PK_COLL_MAX_RANKS][4]; /* LL lines {w0, seq, w1, seq}: [slot][src] */
+  P2PK_ALIGN16 uint32_t hdr[2][P2PK_COLL_MAX_RANKS][4]; /* LL lines {w0, seq, w1, seq}: [slot][src] */
 } p2pk_dev_ctrl;
 
 /* Head of each rank's part of the host staging region. */
 typedef struct {
-  uint32_t hdr[2][4];  /* this rank's LL header line per slot */
+  P2PK_ALIGN16 uint32_t hdr[2][4]; /* this rank's LL header line per slot */
   int32_t abort;       /* 0, or 1 + the rank that gave up */
   int32_t pad[7];
   uint64_t ready[P2PK_STAGE_MAILBOXES];                       /* written by the owner */

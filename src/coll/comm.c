@@ -57,8 +57,16 @@ void p2pkit_comm_opts_init(p2pkit_comm_opts_t *o) {
 
 static uint64_t round4k(uint64_t v) { return (v + 4095) & ~(uint64_t)4095; }
 
-p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, p2pk_layout *lay,
-                                    size_t *ll_cap_p) {
+int p2pk_mailboxes_for(int sm_count) {
+  int64_t v = p2pk_param_int("P2PKIT_COLL_MAILBOXES");
+  if (v <= 0) v = 2LL * (sm_count > 0 ? sm_count : 1);
+  if (v < 16) v = 16;
+  if (v > P2PK_COLL_MAILBOXES) v = P2PK_COLL_MAILBOXES;
+  return (int)v;
+}
+
+p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, int want_boxes,
+                                    p2pk_layout *lay, size_t *ll_cap_p) {
   memset(lay, 0, sizeof *lay);
   *ll_cap_p = 0;
   if (n < 1 || n > P2PK_COLL_MAX_RANKS)
@@ -99,7 +107,9 @@ p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, p2pk_layou
   off += 2 * peers * lay->ll_bytes;
   /* Fewer, larger mailboxes when many peers share the buffer (a block needs
    * P2PK_COLL_SLOTS of them, so this also bounds the grid). */
-  uint64_t nboxes = P2PK_COLL_MAILBOXES, boxes = 0, box = 0;
+  uint64_t nboxes = want_boxes >= 16 && want_boxes <= P2PK_COLL_MAILBOXES ? (uint64_t)want_boxes
+                                                                         : P2PK_COLL_MAILBOXES;
+  uint64_t boxes = 0, box = 0;
   for (;;) {
     boxes = (uint64_t)P2PK_COLL_SETS * peers * nboxes;
     box = buffer > off ? ((buffer - off) / boxes) & ~(uint64_t)4095 : 0;
@@ -364,15 +374,15 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
     for (int i = 0; i < n; i++)
       for (int j = 0; j < n; j++)
         if (i != j) P2PK_CHECK(enable_peer(devs[i], devs[j]));
-  p2pk_layout lay;
-  size_t ll_cap = 0;
-  P2PK_CHECK(p2pk_layout_compute(n, cfg->buffer, staged, &lay, &ll_cap));
   int sms = 1 << 30;
   for (int i = 0; i < n; i++) {
     int s = 0;
     P2PK_CHECK(sm_count_of(devs[i], &s));
     if (s < sms) sms = s;
   }
+  p2pk_layout lay;
+  size_t ll_cap = 0;
+  P2PK_CHECK(p2pk_layout_compute(n, cfg->buffer, staged, p2pk_mailboxes_for(sms), &lay, &ll_cap));
   for (int i = 0; i < n; i++) {
     struct p2pkit_comm *c = calloc(1, sizeof *c);
     if (!c) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of memory for communicator %d", i);
@@ -528,7 +538,7 @@ typedef struct {
   char busid[32];
   char host[64];
   uint64_t buffer, table_hash, chunk;
-  int32_t algo, proto, blocks, threads;
+  int32_t algo, proto, blocks, threads, boxes;
 } rank_info;
 
 static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info *all) {
@@ -538,13 +548,17 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
     if (strcmp(o->host, me->host) != 0)
       return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "rank %d runs on host %s and rank %d on %s: a "
                        "communicator spans one machine", r, o->host, c->rank, me->host);
+    if (r != c->rank && strcasecmp(o->busid, me->busid) == 0)
+      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "ranks %d and %d both use GPU %s: one GPU "
+                       "per rank", r < c->rank ? r : c->rank, r < c->rank ? c->rank : r, me->busid);
     const char *what = o->buffer != me->buffer ? "P2PKIT_BUFFER_SIZE"
                        : o->table_hash != me->table_hash ? "the algorithm table (P2PKIT_ALGO_TABLE)"
                        : o->algo != me->algo ? "P2PKIT_ALGO"
                        : o->proto != me->proto ? "P2PKIT_PROTO"
                        : o->blocks != me->blocks ? "P2PKIT_COLL_BLOCKS"
                        : o->threads != me->threads ? "P2PKIT_COLL_THREADS"
-                       : o->chunk != me->chunk ? "P2PKIT_COLL_CHUNK" : NULL;
+                       : o->chunk != me->chunk ? "P2PKIT_COLL_CHUNK"
+                       : o->boxes != me->boxes ? "P2PKIT_COLL_MAILBOXES" : NULL;
     if (what)
       return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d and rank %d use different %s; every "
                        "rank must choose algorithms alike", r, c->rank, what);
@@ -585,6 +599,7 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   mine.blocks = cfg->force.blocks;
   mine.threads = cfg->force.threads;
   mine.chunk = cfg->force.chunk;
+  mine.boxes = (int32_t)p2pk_param_int("P2PKIT_COLL_MAILBOXES");
   P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_INFO, &mine, all, sizeof mine), st, out);
   P2PK_CHECK_GOTO(check_infos(c, all), st, out);
   int sms = 1 << 30;
@@ -602,7 +617,8 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   for (int i = 0; i < n * n; i++)
     if (!rows[i]) c->staged = 1;
   size_t ll_cap = 0;
-  P2PK_CHECK_GOTO(p2pk_layout_compute(n, cfg->buffer, c->staged, &c->lay, &ll_cap), st, out);
+  P2PK_CHECK_GOTO(p2pk_layout_compute(n, cfg->buffer, c->staged, p2pk_mailboxes_for(sms), &c->lay,
+                                      &ll_cap), st, out);
   set_geom(c, sms, ll_cap);
   P2PK_CHECK_GOTO(comm_alloc(c), st, out);
   handles_t h;

@@ -347,37 +347,38 @@ __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const
   typedef typename T::bits B;
   typedef typename T::acc A;
   typedef Pack16<T> P;
+  enum { U = P::N >= 8 ? 2 : UNROLL }; /* 1- and 2-byte types: keep the accumulators in registers */
   bool vec = aligned16(out);
   for (int r = 0; r < n; r++) vec = vec && aligned16(src[r]);
   for (int k = 0; k < nalso; k++) vec = vec && aligned16(also[k]);
   uint64_t done = 0;
   if (vec) {
     const uint64_t nv = len / 16;
-    for (uint64_t base = threadIdx.x; base < nv; base += (uint64_t)blockDim.x * UNROLL) {
-      A acc[UNROLL][P::N];
-      P v[UNROLL];
+    for (uint64_t base = threadIdx.x; base < nv; base += (uint64_t)blockDim.x * U) {
+      A acc[U][P::N];
+      P v[U];
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++) {
+      for (int u = 0; u < U; u++) {
         uint64_t i = base + (uint64_t)u * blockDim.x;
         if (i < nv) v[u].u = me == 0 ? ld16<false>(src[0] + i * 16) : ld16<HOST>(src[0] + i * 16);
       }
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++)
+      for (int u = 0; u < U; u++)
 #pragma unroll
         for (int e = 0; e < P::N; e++) acc[u][e] = T::ld(v[u].e[e]);
       for (int r = 1; r < n; r++) {
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
+        for (int u = 0; u < U; u++) {
           uint64_t i = base + (uint64_t)u * blockDim.x;
           if (i < nv) v[u].u = r == me ? ld16<false>(src[r] + i * 16) : ld16<HOST>(src[r] + i * 16);
         }
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++)
+        for (int u = 0; u < U; u++)
 #pragma unroll
           for (int e = 0; e < P::N; e++) acc[u][e] = apply<T>(op, acc[u][e], T::ld(v[u].e[e]));
       }
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++) {
+      for (int u = 0; u < U; u++) {
         uint64_t i = base + (uint64_t)u * blockDim.x;
         if (i >= nv) continue;
 #pragma unroll

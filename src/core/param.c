@@ -36,6 +36,7 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_COLL_BLOCKS", "0", "all-reduce grid size (0: from the algorithm table)"},
     {"P2PKIT_COLL_THREADS", "0", "all-reduce threads per block (0: from the algorithm table)"},
     {"P2PKIT_COLL_CHUNK", "0", "all-reduce bytes per mailbox use (0: from the algorithm table)"},
+    {"P2PKIT_COLL_MAILBOXES", "0", "all-reduce mailboxes per peer, 16..512 (0: 2 per multiprocessor)"},
 };
 
 #define NPARAMS (sizeof params / sizeof params[0])

@@ -745,47 +745,45 @@ static p2pkit_status_t bad_value(const reader *r, const field *f, const char *v)
   return ferr(r, "%s: bad value for '%s'", kw, f->key);
 }
 
-static int parse_value(const field *f, const char *v, void *rec) {
-  char *p = (char *)rec + f->off;
+/* F_INT, F_HEX, F_U64, F_DOUBLE into p; -1 when malformed or out of range. */
+static int parse_number(const field *f, const char *v, char *p) {
   long long ll;
   unsigned long long ull;
-  int i, minor;
-  unsigned u;
-  double d;
   char *end;
+  if (f->type == F_INT) {
+    if (parse_ll(v, &ll) || !in_range(f, (double)ll)) return -1;
+    int i = (int)ll;
+    memcpy(p, &i, sizeof i);
+  } else if (f->type == F_HEX) {
+    if (parse_ull(v, 0, &ull) || ull > f->max) return -1;
+    unsigned u = (unsigned)ull;
+    memcpy(p, &u, sizeof u);
+  } else if (f->type == F_U64) {
+    if (parse_ull(v, 10, &ull)) return -1;
+    uint64_t u64 = ull;
+    memcpy(p, &u64, sizeof u64);
+  } else {
+    errno = 0;
+    double d = strtod(v, &end);
+    if (!*v || *end || errno || !isfinite(d) || !in_range(f, d)) return -1;
+    memcpy(p, &d, sizeof d);
+  }
+  return 0;
+}
+
+/* One value into the record; -1 when it is not one this field takes. */
+static int parse_value(const field *f, const char *v, void *rec) {
+  char *p = (char *)rec + f->off;
+  int i = 0, minor;
+  unsigned u;
   switch (f->type) {
-    case F_INT:
-      if (parse_ll(v, &ll) || !in_range(f, (double)ll)) return -1;
-      i = (int)ll;
-      memcpy(p, &i, sizeof i);
-      return 0;
-    case F_HEX:
-      if (parse_ull(v, 0, &ull) || ull > f->max) return -1;
-      u = (unsigned)ull;
-      memcpy(p, &u, sizeof u);
-      return 0;
-    case F_U64:
-      if (parse_ull(v, 10, &ull)) return -1;
-      uint64_t u64 = ull;
-      memcpy(p, &u64, sizeof u64);
-      return 0;
-    case F_DOUBLE:
-      errno = 0;
-      d = strtod(v, &end);
-      if (!*v || *end || errno || !isfinite(d) || !in_range(f, d)) return -1;
-      memcpy(p, &d, sizeof d);
-      return 0;
     case F_STR:
-      if (strlen(v) >= f->aux) return -1;
-      memcpy(p, v, strlen(v) + 1);
-      return 0;
     case F_BUSID:
       if (strlen(v) >= f->aux) return -1;
-      if (p2pk_busid_normalize(v, p) != 0) memcpy(p, v, strlen(v) + 1);
+      if (f->type == F_STR || p2pk_busid_normalize(v, p) != 0) memcpy(p, v, strlen(v) + 1);
       return 0;
     case F_ENUM:
-      for (i = 0; f->names[i] && strcmp(f->names[i], v) != 0; i++) {
-      }
+      while (f->names[i] && strcmp(f->names[i], v) != 0) i++;
       if (!f->names[i]) return -1;
       memcpy(p, &i, sizeof i);
       return 0;
@@ -798,8 +796,8 @@ static int parse_value(const field *f, const char *v, void *rec) {
       if (parse_known(v, &u)) return -1;
       memcpy(p, &u, sizeof u);
       return 0;
+    default: return parse_number(f, v, p);
   }
-  return -1;
 }
 
 /* The tokens after the keyword into `rec` (already holding the defaults). */

@@ -9,6 +9,7 @@
 //   src 4-aligned         -> four 4-byte loads, one 16-byte store
 //   otherwise             -> five aligned 4-byte loads joined by funnel shifts
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "xfer/pattern.h"
@@ -277,23 +278,64 @@ unsigned pattern_grid(size_t n) {
   return b > 4096 ? 4096u : b ? (unsigned)b : 1u;
 }
 
-// Largest dynamic shared memory the TMA kernel may use, per device.
-int tma_smem_set[64];
+// The TMA kernel's shared memory: its static part (the mbarriers) plus the
+// dynamic stages must fit what the function may use. Beyond 48 KiB in all a
+// launch needs cudaFuncAttributeMaxDynamicSharedMemorySize raised first (on
+// each device: the attribute belongs to the device's context). Per device,
+// under one lock: the static size (asked once) and the dynamic size the
+// attribute was last raised to (0: never, the 48 KiB default).
+#define TMA_MAX_DEVS 64
+struct tma_smem_state {
+  int known;
+  size_t static_bytes;
+  size_t dyn_set;
+};
+pthread_mutex_t tma_smem_lock = PTHREAD_MUTEX_INITIALIZER;
+tma_smem_state tma_smem[TMA_MAX_DEVS];
+const size_t default_smem_limit = 48u << 10;
+
+// Let k_copy_tma launch with `dynamic` bytes of dynamic shared memory on the
+// current device. `forget`: the cached state may be stale (a launch was
+// refused, e.g. after cudaDeviceReset); ask again.
+cudaError_t tma_smem_allow(size_t dynamic, int forget) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  tma_smem_state scratch = {0, 0, 0};
+  pthread_mutex_lock(&tma_smem_lock);
+  tma_smem_state *t = dev >= 0 && dev < TMA_MAX_DEVS ? &tma_smem[dev] : &scratch;
+  if (forget) *t = scratch;
+  if (!t->known) {
+    cudaFuncAttributes a;
+    e = cudaFuncGetAttributes(&a, k_copy_tma);
+    if (e == cudaSuccess) {
+      t->static_bytes = a.sharedSizeBytes;
+      t->known = 1;
+    }
+  }
+  if (e == cudaSuccess && t->static_bytes + dynamic > default_smem_limit && dynamic > t->dyn_set) {
+    e = cudaFuncSetAttribute(k_copy_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dynamic);
+    if (e == cudaSuccess) t->dyn_set = dynamic;
+  }
+  pthread_mutex_unlock(&tma_smem_lock);
+  return e;
+}
 
 cudaError_t launch_tma(unsigned char *d, const unsigned char *s, size_t body,
                        const p2pk_sm_config *cfg, int sm_count, edges e, cudaStream_t st) {
   const unsigned tile = (unsigned)cfg->tile_kib << 10;
-  const int smem = (int)tile * cfg->stages;
-  int dev = 0;
-  cudaGetDevice(&dev);
-  if (smem > 48 * 1024 && (dev < 0 || dev >= 64 || tma_smem_set[dev] < smem)) {
-    cudaError_t err = cudaFuncSetAttribute(k_copy_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  const size_t smem = (size_t)tile * (size_t)cfg->stages;
+  const unsigned grid = grid_for(body, tile, cfg->blocks_per_sm, sm_count);
+  cudaError_t err = cudaSuccess;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    err = tma_smem_allow(smem, attempt);
     if (err != cudaSuccess) return err;
-    if (dev >= 0 && dev < 64) tma_smem_set[dev] = smem;
+    k_copy_tma<<<grid, 32, smem, st>>>(d, s, body, tile, cfg->stages, e);
+    err = cudaGetLastError();
+    // Refused: the cached attribute may be stale; ask again, once.
+    if (err != cudaErrorInvalidValue) break;
   }
-  unsigned grid = grid_for(body, tile, cfg->blocks_per_sm, sm_count);
-  k_copy_tma<<<grid, 32, (size_t)smem, st>>>(d, s, body, tile, cfg->stages, e);
-  return cudaGetLastError();
+  return err;
 }
 
 }  // namespace

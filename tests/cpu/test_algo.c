@@ -237,7 +237,7 @@ TEST(layout_fits_and_does_not_overlap) {
   for (int n = 2; n <= P2PK_COLL_MAX_RANKS; n++) {
     p2pk_layout l;
     size_t ll = 0;
-    CHECK_OK(p2pk_layout_compute(n, 64u << 20, 0, &l, &ll));
+    CHECK_OK(p2pk_layout_compute(n, 64u << 20, 0, 512, &l, &ll));
     CHECK(l.total <= (64u << 20));
     CHECK(l.mailbox >= 4096 && l.mailbox % 4096 == 0);
     CHECK(ll >= (16u << 10) && ll <= (1u << 20) && l.ll_bytes == 2 * ll);
@@ -256,21 +256,54 @@ TEST(layout_fits_and_does_not_overlap) {
   }
   p2pk_layout l;
   size_t ll;
-  CHECK_OK(p2pk_layout_compute(2, 1 << 20, 0, &l, &ll)); /* small: fewer mailboxes */
+  CHECK_OK(p2pk_layout_compute(2, 1 << 20, 0, 512, &l, &ll)); /* small: fewer mailboxes */
   CHECK(l.nboxes < P2PK_COLL_MAILBOXES && l.total <= (1u << 20));
-  CHECK_EQ(p2pk_layout_compute(2, 256 << 10, 0, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pk_layout_compute(2, 256 << 10, 0, 512, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
   CHECK(strstr(p2pkit_last_error(), "P2PKIT_BUFFER_SIZE") != NULL);
-  CHECK_EQ(p2pk_layout_compute(0, 64u << 20, 0, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
-  CHECK_EQ(p2pk_layout_compute(P2PK_COLL_MAX_RANKS + 1, 64u << 20, 0, &l, &ll),
+  CHECK_EQ(p2pk_layout_compute(0, 64u << 20, 0, 512, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pk_layout_compute(P2PK_COLL_MAX_RANKS + 1, 64u << 20, 0, 512, &l, &ll),
            P2PKIT_ERR_INVALID_ARGUMENT);
-  CHECK_OK(p2pk_layout_compute(4, 64u << 20, 1, &l, &ll));
+  CHECK_OK(p2pk_layout_compute(4, 64u << 20, 1, 512, &l, &ll));
   CHECK_EQ(ll, 0);
   CHECK(l.stage_mailbox >= 4096 && l.stage_mailbox % 4096 == 0);
   CHECK(l.stage_data_off >= sizeof(p2pk_stage_ctrl));
   CHECK_EQ(l.stage_stride, l.stage_data_off + (uint64_t)P2PK_STAGE_MAILBOXES * l.stage_mailbox);
   CHECK(l.stage_stride <= (64u << 20));
   CHECK_EQ(l.mailbox, 0);
-  CHECK_EQ(p2pk_layout_compute(2, 64 << 10, 1, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pk_layout_compute(2, 64 << 10, 1, 512, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
+}
+
+TEST(mailbox_count_follows_the_gpu) {
+  unsetenv("P2PKIT_COLL_MAILBOXES");
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_mailboxes_for(132), 264);
+  CHECK_EQ(p2pk_mailboxes_for(4), 16);
+  CHECK_EQ(p2pk_mailboxes_for(1000), P2PK_COLL_MAILBOXES);
+  setenv("P2PKIT_COLL_MAILBOXES", "100", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_mailboxes_for(132), 100);
+  unsetenv("P2PKIT_COLL_MAILBOXES");
+  p2pk_param_reset();
+  /* Fewer mailboxes, larger ones, same buffer. */
+  p2pk_layout a, b;
+  size_t ll;
+  CHECK_OK(p2pk_layout_compute(2, 64u << 20, 0, 264, &a, &ll));
+  CHECK_OK(p2pk_layout_compute(2, 64u << 20, 0, 512, &b, &ll));
+  CHECK_EQ(a.nboxes, 264);
+  CHECK(a.mailbox >= 2 * b.mailbox - 4096);
+  CHECK(a.total <= (64u << 20));
+  /* The grid never needs more mailboxes than there are. */
+  p2pk_algo_table t;
+  p2pk_algo_table_default(&t);
+  p2pk_algo_geom g = geom2();
+  g.mailboxes = (int)a.nboxes;
+  g.mailbox = a.mailbox;
+  p2pk_algo_force f = no_force;
+  f.blocks = 264;
+  p2pk_algo_choice c;
+  p2pk_algo_choose(&t, &f, &g, (size_t)1 << 30, &c);
+  CHECK_EQ(c.blocks, 132);
+  CHECK_EQ(c.chunk, a.mailbox);
 }
 
 TEST(names) {
@@ -291,4 +324,5 @@ T_MAIN(T_CASE(default_table_two_ranks), T_CASE(default_table_more_ranks_and_shm)
        T_CASE(parse_good_table), T_CASE(parse_errors_name_the_line),
        T_CASE(write_then_parse_round_trip), T_CASE(choose_fills_automatic_fields),
        T_CASE(choose_respects_limits_and_overrides), T_CASE(choose_is_deterministic),
-       T_CASE(force_from_environment), T_CASE(layout_fits_and_does_not_overlap), T_CASE(names))
+       T_CASE(force_from_environment), T_CASE(layout_fits_and_does_not_overlap),
+       T_CASE(mailbox_count_follows_the_gpu), T_CASE(names))

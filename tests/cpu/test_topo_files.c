@@ -841,6 +841,82 @@ TEST(hwloc_fixture_loads) {
   p2pkit_topo_destroy(t);
 }
 
+/* Text of a file under tests/data (NULL on failure). */
+static char *slurp(const char *file, size_t *len) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", P2PK_TEST_DATA, file);
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = malloc(1 << 20);
+  *len = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+  fclose(f);
+  if (buf) buf[*len] = '\0';
+  return buf;
+}
+
+static void replace_once(char *text, const char *from, const char *to) {
+  char *p = strstr(text, from);
+  CHECK(p != NULL);
+  if (!p) return;
+  size_t nf = strlen(from), nt = strlen(to);
+  memmove(p + nt, p + nf, strlen(p + nf) + 1);
+  memcpy(p, to, nt);
+}
+
+/* Found by the fuzzer: libhwloc aborts or crashes on these; p2pkit refuses
+ * them before hwloc sees them. */
+TEST(hwloc_inputs_that_crash_hwloc_are_refused) {
+  static const struct {
+    const char *from, *to, *want;
+  } cases[] = {
+      {"complete_cpuset=\"0x00000003\"", "complete_cpuset=\",x00000003\"",
+       "bad.xml:4: <object complete_cpuset=\",x00000003\">: expected an hwloc bitmap"},
+      {"complete_cpuset=\"0x00000001\"", "complete_cpuste=\"0x00000001\"",
+       "<object cpuset=...>: expected complete_cpuset as well"},
+      {"<topology version=\"2.0\">", "<topology version=\"2.0\"><b>", "expected </b>"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t len = 0;
+    char *text = slurp("hwloc_3gpu.xml", &len);
+    CHECK(text != NULL);
+    if (!text) return;
+    replace_once(text, cases[i].from, cases[i].to);
+    struct p2pkit_topo *t = NULL;
+    CHECK_EQ(p2pk_topo_read_any("bad.xml", text, strlen(text), &t), P2PKIT_ERR_PARSE);
+    if (!strstr(p2pkit_last_error(), cases[i].want))
+      T_FAIL("case %zu: got \"%s\", want \"%s\"", i, p2pkit_last_error(), cases[i].want);
+    CHECK(t == NULL);
+    free(text);
+  }
+}
+
+/* Found by the fuzzer: a <pci> holding a <gpu> with an unusual class became
+ * a switch that a GPU pointed at, which --save then refused. NCCL itself
+ * takes any <pci> with a <gpu> as a GPU, and matches classes by prefix. */
+TEST(nccl_gpu_decided_by_gpu_child) {
+  const char text[] =
+      "<system version=\"1\"><cpu numaid=\"-1\">\n"
+      "<pci busid=\"0000:01:00.0\" class=\"0x032\"><gpu dev=\"0\" sm=\"70\"/></pci>\n"
+      "<pci busid=\"0000:02:00.0\" class=\"0x0680\"><gpu dev=\"1\" sm=\"70\"/></pci>\n"
+      "<pci busid=\"0000:03:00.0\" class=\"0x03\"/>\n"
+      "</cpu></system>";
+  struct p2pkit_topo *t = NULL;
+  CHECK_OK(p2pk_topo_read_nccl("odd.xml", text, sizeof text - 1, &t));
+  if (!t) return;
+  CHECK_EQ(t->ngpus, 2);
+  CHECK_EQ(t->pci[t->gpus[0].pci].kind, P2PK_PCI_GPU);
+  CHECK_EQ(t->pci[t->gpus[0].pci].class_id, 0x0320);
+  CHECK_EQ(t->pci[t->gpus[1].pci].kind, P2PK_PCI_GPU);
+  int idle = p2pk_topo_find_pci(t, "0000:03:00.0");
+  CHECK(idle >= 0);
+  if (idle >= 0) CHECK_EQ(t->pci[idle].kind, P2PK_PCI_OTHER); /* a GPU NCCL does not use */
+  CHECK_EQ(pcie(t, 0, 1), P2PKIT_LINK_PHB);
+  char *saved = write_mem(p2pk_topo_write_file, t, NULL);
+  CHECK(saved != NULL);
+  free(saved);
+  p2pkit_topo_destroy(t);
+}
+
 TEST(format_detection) {
   struct p2pkit_topo *t = NULL;
   const char p2pk[] = "\n\n  p2pkit-topo 1\nnuma os=0\n";
@@ -881,4 +957,5 @@ T_MAIN(T_CASE(every_fixture_classifies_every_pair), T_CASE(nvswitch_pcie_classes
        T_CASE(nccl_two_sockets_nested_switches_direct_nvlink), T_CASE(nccl_round_trip_keeps_classes),
        T_CASE(nccl_writer_speaks_nccls_dialect), T_CASE(nccl_errors_name_file_line_and_expectation),
        T_CASE(xml_reader_entities_quotes_comments_lines), T_CASE(xml_reader_limits_and_unterminated_buffers),
-       T_CASE(hwloc_fixture_loads), T_CASE(format_detection), T_CASE(bus_id_spellings_the_readers_rely_on))
+       T_CASE(hwloc_fixture_loads), T_CASE(hwloc_inputs_that_crash_hwloc_are_refused),
+       T_CASE(nccl_gpu_decided_by_gpu_child), T_CASE(format_detection), T_CASE(bus_id_spellings_the_readers_rely_on))

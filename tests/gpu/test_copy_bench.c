@@ -234,8 +234,8 @@ static void run_all(void) {
   p2pk_param_reset();
   CHECK_OK(p2pkit_ctx_create(NULL, &ctx));
   if (!ctx) return;
-  static const t_case cases[] = {T_CASE(small_run), T_CASE(sweeps), T_CASE(does_not_fit),
-                                 T_CASE(out_of_memory), T_CASE(cli_input)};
+  static const t_case cases[] = {T_CASE(small_run), T_CASE(does_not_fit), T_CASE(out_of_memory),
+                                 T_CASE(cli_input), T_CASE(sweeps)};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int before = t_failed;
     t_current = cases[i].name;
