@@ -377,3 +377,11 @@ extern "C" cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int bloc
   }
   return cudaGetLastError();
 }
+
+extern "C" cudaError_t p2pk_preload_allreduce_p2p(void) {
+  cudaError_t e = cudaSuccess;
+  P2PK_PRELOAD_DTYPES(p2pk::ll_kernel, e);
+  P2PK_PRELOAD_DTYPES(p2pk::oneshot_kernel, e);
+  P2PK_PRELOAD_DTYPES(p2pk::twoshot_kernel, e);
+  return e;
+}

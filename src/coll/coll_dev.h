@@ -104,6 +104,10 @@ cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int thr
                                       cudaStream_t stream);
 cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int threads,
                                          cudaStream_t stream);
+/* Load every kernel instance on the current device, so none loads lazily
+ * inside a caller's CUDA graph capture. */
+cudaError_t p2pk_preload_allreduce_p2p(void);
+cudaError_t p2pk_preload_allreduce_staged(void);
 #ifdef __cplusplus
 }
 #endif

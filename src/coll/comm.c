@@ -236,6 +236,8 @@ static p2pkit_status_t comm_alloc(struct p2pkit_comm *c) {
                      (unsigned long long)c->lay.total, c->device, cudaGetErrorString(e));
   }
   P2PK_CUDA_CHECK(cudaMemset(c->scratch, 0, c->lay.total));
+  P2PK_CUDA_CHECK(p2pk_preload_allreduce_p2p());
+  P2PK_CUDA_CHECK(p2pk_preload_allreduce_staged());
   P2PK_CUDA_CHECK(cudaHostAlloc((void **)&c->host_err, 64, cudaHostAllocMapped | cudaHostAllocPortable));
   memset(c->host_err, 0, 64);
   P2PK_CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->tmpl.host_err, c->host_err, 0));

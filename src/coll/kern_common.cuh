@@ -412,6 +412,21 @@ __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const
     default: return cudaErrorInvalidValue;                                 \
   }
 
+/* Load every dtype's instance of KERNEL now (cudaFuncGetAttributes forces the
+ * module in), so that no first launch happens inside a caller's stream
+ * capture: with lazy loading that would load a module mid-capture. */
+#define P2PK_PRELOAD_DTYPES(KERNEL, err)                                              \
+  do {                                                                                \
+    cudaFuncAttributes fa_;                                                           \
+    if ((err) == cudaSuccess) (err) = cudaFuncGetAttributes(&fa_, KERNEL<p2pk::TF32>); \
+    if ((err) == cudaSuccess) (err) = cudaFuncGetAttributes(&fa_, KERNEL<p2pk::TF16>); \
+    if ((err) == cudaSuccess) (err) = cudaFuncGetAttributes(&fa_, KERNEL<p2pk::TBF16>); \
+    if ((err) == cudaSuccess) (err) = cudaFuncGetAttributes(&fa_, KERNEL<p2pk::TF64>); \
+    if ((err) == cudaSuccess) (err) = cudaFuncGetAttributes(&fa_, KERNEL<p2pk::TI32>); \
+    if ((err) == cudaSuccess) (err) = cudaFuncGetAttributes(&fa_, KERNEL<p2pk::TI64>); \
+    if ((err) == cudaSuccess) (err) = cudaFuncGetAttributes(&fa_, KERNEL<p2pk::TU8>);  \
+  } while (0)
+
 }  // namespace p2pk
 
 #endif

@@ -97,3 +97,9 @@ extern "C" cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int b
   P2PK_FOR_DTYPE(a->dtype, p2pk::staged_kernel, 2 * blocks, threads, 0, stream)
   return cudaGetLastError();
 }
+
+extern "C" cudaError_t p2pk_preload_allreduce_staged(void) {
+  cudaError_t e = cudaSuccess;
+  P2PK_PRELOAD_DTYPES(p2pk::staged_kernel, e);
+  return e;
+}

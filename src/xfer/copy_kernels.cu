@@ -304,6 +304,8 @@ cudaError_t tma_smem_allow(size_t dynamic, int forget) {
   tma_smem_state scratch = {0, 0, 0};
   pthread_mutex_lock(&tma_smem_lock);
   tma_smem_state *t = dev >= 0 && dev < TMA_MAX_DEVS ? &tma_smem[dev] : &scratch;
+  // Never lower the limit: another thread may be about to launch with it.
+  size_t want = dynamic > t->dyn_set ? dynamic : t->dyn_set;
   if (forget) *t = scratch;
   if (!t->known) {
     cudaFuncAttributes a;
@@ -314,8 +316,8 @@ cudaError_t tma_smem_allow(size_t dynamic, int forget) {
     }
   }
   if (e == cudaSuccess && t->static_bytes + dynamic > default_smem_limit && dynamic > t->dyn_set) {
-    e = cudaFuncSetAttribute(k_copy_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dynamic);
-    if (e == cudaSuccess) t->dyn_set = dynamic;
+    e = cudaFuncSetAttribute(k_copy_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)want);
+    if (e == cudaSuccess) t->dyn_set = want;
   }
   pthread_mutex_unlock(&tma_smem_lock);
   return e;

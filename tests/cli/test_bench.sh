@@ -52,6 +52,7 @@ expect_error "unknown option '--fast'" --fast
 expect_error "-n needs a value" -n
 expect_error "unknown mode 'diagonal'" --mode diagonal
 expect_error "only one of --json and --csv" --json --csv
+expect_error "--sm-sweep=fast: expected --sm-sweep, --sm-sweep=short or --sm-sweep=full" --sm-sweep=fast
 
 # --- plans against recorded machines (works without a GPU) ---
 if [ -f "$data/nvswitch8.p2pkit" ]; then

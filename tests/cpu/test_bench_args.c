@@ -101,6 +101,39 @@ TEST(methods_and_modes) {
   CHECK_EQ(parse("--latency", &o, err, sizeof err), 0);
   CHECK_EQ(o.methods, 0); /* only what was asked for */
   CHECK_EQ(o.latency, 1);
+  /* An option only bandwidth runs use asks for them (every method) besides
+   * the latency or the sweep; -b is the sweeps' size, so not with a sweep. */
+  static const struct {
+    const char *line;
+    int bandwidth;
+  } implied[] = {
+      {"--gpus 0,1 --mode oneway,both,all -b 4K -e 1M -f 256 -n 3 -w 1 --latency --lat-iters 50", 1},
+      {"--latency --mode both", 1},
+      {"--latency -b 4K", 1},
+      {"--latency -b 1K -e 4K -i 1K", 1},
+      {"--latency --lat-bytes 64 -n 5", 0},
+      {"--sm-sweep -b 256M", 0},
+      {"--pairs 0:1 --sm-sweep --stage-sweep -b 4M -n 2 -w 1", 0},
+      {"--stage-sweep -b 4M -e 16M", 1},
+      {"--sm-sweep --latency -b 256M", 0},
+      {"--latency --mode all --methods ce", -1},
+  };
+  for (size_t i = 0; i < sizeof implied / sizeof implied[0]; i++) {
+    CHECK_EQ(parse(implied[i].line, &o, err, sizeof err), 0);
+    unsigned want = implied[i].bandwidth > 0    ? (1u << P2PK_BM_COUNT) - 1
+                    : implied[i].bandwidth == 0 ? 0u
+                                                : (1u << P2PK_BM_CE) | (1u << P2PK_BM_MEMCPY_PEER);
+    if (o.methods != want) T_FAIL("'%s': methods 0x%x, expected 0x%x", implied[i].line, o.methods, want);
+    p2pk_bench_opts_free(&o);
+  }
+  CHECK_EQ(parse("--sm-sweep", &o, err, sizeof err), 0);
+  CHECK_EQ(o.sm_sweep, P2PK_SM_SWEEP_FULL);
+  CHECK_EQ(parse("--sm-sweep=full", &o, err, sizeof err), 0);
+  CHECK_EQ(o.sm_sweep, P2PK_SM_SWEEP_FULL);
+  CHECK_EQ(parse("--sm-sweep=short -b 256M", &o, err, sizeof err), 0);
+  CHECK_EQ(o.sm_sweep, P2PK_SM_SWEEP_SHORT);
+  CHECK_EQ(o.methods, 0);
+  expect_error("--sm-sweep=some", "--sm-sweep=some: expected --sm-sweep, --sm-sweep=short or --sm-sweep=full");
   CHECK_EQ(parse("--sm-sweep --methods ce", &o, err, sizeof err), 0);
   CHECK_EQ(o.methods, (1u << P2PK_BM_CE) | (1u << P2PK_BM_MEMCPY_PEER));
   CHECK_EQ(parse("--sm-config kind=chunk,bps=3", &o, err, sizeof err), 0);

@@ -201,5 +201,110 @@ TEST(memory_plan) {
   CHECK_EQ(p2pk_bench_mem_check(n2, f2, 2, 150u << 20, err, sizeof err), 0);
 }
 
+static int same_config(const p2pk_sm_config *a, const p2pk_sm_config *b) {
+  return a->kind == b->kind && a->hint == b->hint && a->blocks_per_sm == b->blocks_per_sm &&
+         a->threads == b->threads && a->unroll == b->unroll && a->tile_kib == b->tile_kib &&
+         a->stages == b->stages;
+}
+
+/* Every swept configuration is one the setting accepts (its text parses back
+ * to it), the vector kinds keep every block resident, the bulk kind fits its
+ * shared memory; the short list is ~20 of the full one, with every kind. */
+TEST(sm_sweep_lists) {
+  static p2pk_sm_config full[P2PK_BENCH_MAX_SM_CONFIGS], shrt[P2PK_BENCH_MAX_SM_CONFIGS];
+  int nf = p2pk_bench_sm_sweep_configs(P2PK_SM_SWEEP_FULL, full, P2PK_BENCH_MAX_SM_CONFIGS);
+  int ns = p2pk_bench_sm_sweep_configs(P2PK_SM_SWEEP_SHORT, shrt, P2PK_BENCH_MAX_SM_CONFIGS);
+  CHECK_EQ(nf, p2pk_bench_sm_sweep_configs(P2PK_SM_SWEEP_FULL, NULL, P2PK_BENCH_MAX_SM_CONFIGS));
+  CHECK_EQ(ns, p2pk_bench_sm_sweep_configs(P2PK_SM_SWEEP_SHORT, NULL, P2PK_BENCH_MAX_SM_CONFIGS));
+  CHECK_EQ(nf, 144 + 36); /* 2 kinds x 3 hints x 8 resident shapes x 3 unrolls; 36 TMA */
+  CHECK(nf < P2PK_BENCH_MAX_SM_CONFIGS);
+  CHECK(ns >= 16 && ns <= 24);
+  CHECK_EQ(p2pk_bench_sm_sweep_configs(P2PK_SM_SWEEP_FULL, full, 5), 5);
+  p2pk_sm_config def;
+  p2pk_sm_config_default(&def);
+  for (int list = 0; list < 2; list++) {
+    const p2pk_sm_config *c = list ? shrt : full;
+    int n = list ? ns : nf;
+    unsigned kinds = 0;
+    int has_default = 0;
+    for (int i = 0; i < n; i++) {
+      char text[160], err[160];
+      p2pk_sm_config back;
+      p2pk_sm_config_format(&c[i], text, sizeof text);
+      if (p2pk_sm_config_parse(text, &back, err, sizeof err) != 0) T_FAIL("%s: %s", text, err);
+      else CHECK(same_config(&back, &c[i]));
+      kinds |= 1u << c[i].kind;
+      has_default |= same_config(&c[i], &def);
+      if (c[i].kind == P2PK_SMK_TMA) {
+        CHECK(c[i].tile_kib * c[i].stages <= P2PK_SM_MAX_SMEM_KIB);
+        CHECK(c[i].tile_kib * c[i].stages * c[i].blocks_per_sm <= 220);
+      } else {
+        CHECK(c[i].blocks_per_sm * c[i].threads <= 2048);
+      }
+      for (int k = 0; k < i; k++)
+        if (same_config(&c[k], &c[i])) T_FAIL("%s is listed twice", text);
+      if (list) { /* the short list is part of the full one */
+        int found = 0;
+        for (int k = 0; k < nf && !found; k++) found = same_config(&full[k], &c[i]);
+        if (!found) T_FAIL("short-list %s is not in the full sweep", text);
+      }
+    }
+    CHECK_EQ(kinds, (1u << P2PK_SMK_COUNT) - 1);
+    CHECK(has_default);
+  }
+}
+
+/* A failed sweep configuration is reported, not fatal; a sweep none of whose
+ * configurations ran, wrong data, or a failed measurement fail the run. */
+TEST(failures) {
+  p2pk_bench_report r;
+  p2pk_bench_report_init(&r);
+  char msg[256];
+  CHECK_EQ(p2pk_bench_failures(&r, msg, sizeof msg), 0);
+  for (int i = 0; i < 6; i++) {
+    p2pk_bench_sweep *s = p2pk_bench_add_sweep(&r);
+    if (!s) {
+      T_FAIL("out of memory");
+      return;
+    }
+    s->method = i < 3 ? P2PK_BM_SM_PUSH : P2PK_BM_SM_PULL;
+    s->status = P2PK_ROW_OK;
+    s->verified = 1;
+  }
+  r.sweeps[1].status = P2PK_ROW_FAILED;
+  r.sweeps[1].verified = 0;
+  CHECK_EQ(p2pk_bench_failures(&r, msg, sizeof msg), 0);
+  CHECK_EQ(p2pk_bench_sweep_failed(&r), 1);
+  for (int i = 3; i < 6; i++) r.sweeps[i].status = P2PK_ROW_FAILED;
+  CHECK_EQ(p2pk_bench_failures(&r, msg, sizeof msg), -1);
+  CHECK_STR(msg, "every one of the 3 p2p-sm-pull sweep configurations failed (see the notes)");
+  r.sweeps[5].status = P2PK_ROW_SKIPPED; /* skipped is not ran: still none ran */
+  CHECK_EQ(p2pk_bench_failures(&r, msg, sizeof msg), -1);
+  r.sweeps[4].status = P2PK_ROW_OK;
+  r.sweeps[4].verified = 1;
+  CHECK_EQ(p2pk_bench_failures(&r, msg, sizeof msg), 0);
+  r.sweeps[0].verified = 0; /* ran, wrong bytes */
+  CHECK_EQ(p2pk_bench_failures(&r, msg, sizeof msg), -1);
+  CHECK_STR(msg, "1 measurement moved wrong data (see the verified column)");
+  r.sweeps[0].verified = 1;
+  p2pk_bench_row *x = p2pk_bench_add_row(&r);
+  p2pk_bench_lat *l = p2pk_bench_add_lat(&r);
+  if (!x || !l) {
+    T_FAIL("out of memory");
+    p2pk_bench_report_free(&r);
+    return;
+  }
+  x->status = P2PK_ROW_FAILED;
+  l->status = P2PK_ROW_OK;
+  l->verified = 1;
+  CHECK_EQ(p2pk_bench_failures(&r, msg, sizeof msg), -1);
+  CHECK_STR(msg, "1 measurement failed (see the notes)");
+  x->status = P2PK_ROW_SKIPPED;
+  CHECK_EQ(p2pk_bench_failures(&r, msg, sizeof msg), 0);
+  l->verified = 0;
+  CHECK_EQ(p2pk_bench_failures(&r, msg, sizeof msg), -1);
+  p2pk_bench_report_free(&r);
+}
+
 T_MAIN(T_CASE(stats), T_CASE(expected_rates), T_CASE(verdicts), T_CASE(best_sweep),
-       T_CASE(memory_plan))
+       T_CASE(memory_plan), T_CASE(sm_sweep_lists), T_CASE(failures))

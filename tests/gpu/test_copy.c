@@ -203,6 +203,10 @@ TEST(sm_kernel_variants) {
       "kind=chunk,hint=nc,unroll=2,threads=1024",    "kind=chunk,hint=plain,unroll=8,bps=1",
       "kind=tma,tile=1K,stages=1,bps=1",             "kind=tma,tile=64K,stages=3,bps=1",
       "kind=tma,tile=8K,stages=8,bps=2",             "kind=tma,tile=16K,stages=2,bps=32",
+      /* exactly 48 KiB of stages: with the static mbarriers over the default
+       * limit, so the launcher must raise it (the device run's failure) */
+      "kind=tma,tile=8K,stages=6,bps=1",             "kind=tma,tile=16K,stages=3,bps=2",
+      "kind=tma,tile=47K,stages=1,bps=4",
   };
   static const size_t n[] = {17, 300 * 1024 + 5, (64u << 20) + 3};
   static const size_t off[][2] = {{0, 0}, {3, 3}, {0, 8}, {1, 3}, {8, 1}};
@@ -263,6 +267,7 @@ TEST(stream_order) {
 
 typedef struct {
   p2pkit_ctx_t ctx;
+  int index;
   int src, p2p;
   unsigned char *s, *d;
   size_t n;
@@ -277,12 +282,29 @@ static void *worker(void *arg) {
     w->failures++;
     return NULL;
   }
+  /* The TMA kernel (the first use of it in this process) with a different
+   * shared-memory size per thread, all over the 48 KiB default once the
+   * kernel's static mbarriers count: the threads race to raise the kernel's
+   * limit on each device (pushes on the source, pulls on the destination),
+   * and a smaller raise must never undo a larger one. */
+  p2pk_sm_config tma;
+  p2pk_sm_config_default(&tma);
+  tma.kind = P2PK_SMK_TMA;
+  tma.tile_kib = 16;
+  tma.stages = 3 + w->index; /* 48 .. 96 KiB */
+  p2pk_copy_opts tma_opts = {.sm = &tma};
   static const p2pkit_path_t paths[] = {P2PKIT_PATH_STAGED, P2PKIT_PATH_AUTO, P2PKIT_PATH_P2P_SM_PULL,
-                                        P2PKIT_PATH_STAGED_SERIAL};
-  for (int i = 0; i < 12; i++) {
-    if (paths[i % 4] == P2PKIT_PATH_P2P_SM_PULL && !w->p2p) continue;
-    if (p2pkit_copy(w->ctx, w->d, !w->src, w->s, w->src, w->n, s, paths[i % 4]) != P2PKIT_SUCCESS)
+                                        P2PKIT_PATH_STAGED_SERIAL, P2PKIT_PATH_P2P_SM_PUSH};
+  for (int i = 0; i < 15; i++) {
+    p2pkit_path_t path = paths[i % 5];
+    if (p2pk_path_is_p2p(path) && !w->p2p) continue;
+    int sm = path == P2PKIT_PATH_P2P_SM_PUSH || path == P2PKIT_PATH_P2P_SM_PULL;
+    const p2pk_copy_opts *opts = sm ? &tma_opts : NULL;
+    p2pkit_status_t st = p2pk_copy_ex(w->ctx, w->d, !w->src, w->s, w->src, w->n, s, path, opts);
+    if (st != P2PKIT_SUCCESS) {
+      fprintf(stderr, "  thread %d: %s: %s\n", w->index, p2pkit_path_name(path), p2pkit_last_error());
       w->failures++;
+    }
   }
   if (cudaStreamSynchronize(s) != cudaSuccess) w->failures++;
   cudaStreamDestroy(s);
@@ -304,7 +326,7 @@ TEST(threads) {
   iteration++;
   for (int t = 0; t < NT; t++) {
     int src = t % 2;
-    w[t] = (worker_args){ctx, src, pair.p2p != 0, buf[src] + (size_t)t * n,
+    w[t] = (worker_args){ctx, t, src, pair.p2p != 0, buf[src] + (size_t)t * n,
                          buf[!src] + (size_t)(NT + t) * n, n, 0};
     T_CUDA(cudaSetDevice(src));
     T_CUDA(p2pk_launch_fill(w[t].s, n, SEED, iteration, 0));
@@ -368,7 +390,11 @@ TEST(log_line) {
 static void run_all(void);
 T_MAIN(T_CASE(run_all))
 
+/* run_all has no checks of its own: it fails when a case did, and then names
+ * them (stdout line-buffered so the per-case lines stay in order with the
+ * failed checks' messages on stderr). */
 static void run_all(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
   T_REQUIRE_GPUS(2);
   setup();
   /* The kernel variants last: a faulting one (the TMA kind is new on peer
@@ -376,12 +402,23 @@ static void run_all(void) {
   static const t_case cases[] = {T_CASE(peer_access_already_enabled), T_CASE(every_path),
                                  T_CASE(p2p_disabled), T_CASE(stream_order), T_CASE(threads),
                                  T_CASE(log_line), T_CASE(sm_kernel_variants)};
+  char failed[512] = "";
+  int nfailed = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int before = t_failed;
     t_current = cases[i].name;
     cases[i].fn();
-    printf("%-40s %s\n", cases[i].name, t_failed == before ? "ok" : "FAILED");
+    int ok = t_failed == before;
+    printf("%-40s %s\n", cases[i].name, ok ? "ok" : "FAILED");
+    if (!ok) {
+      size_t at = strlen(failed);
+      snprintf(failed + at, sizeof failed - at, "%s%s", nfailed ? ", " : "", cases[i].name);
+      nfailed++;
+    }
   }
   t_current = "run_all";
   teardown();
+  if (nfailed)
+    fprintf(stderr, "run_all: %d of %zu cases failed: %s (their checks are above)\n", nfailed,
+            sizeof cases / sizeof cases[0], failed);
 }

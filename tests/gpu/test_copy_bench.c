@@ -96,23 +96,90 @@ TEST(small_run) {
   p2pk_bench_report_free(&r);
 }
 
+/* Every configuration of the full SM sweep and the staging sweep runs and
+ * verifies, the TMA ones at exactly 48 KiB of dynamic shared memory (plus the
+ * kernel's static mbarriers: over the default limit) included. */
 TEST(sweeps) {
   p2pk_bench_report r;
   CHECK_OK(run("--pairs 0:1 --sm-sweep --stage-sweep -b 4M -n 2 -w 1", &r));
-  CHECK(r.nsweeps >= 40);
-  int staged = 0;
+  int nsm = p2pk_bench_sm_sweep_configs(P2PK_SM_SWEEP_FULL, NULL, P2PK_BENCH_MAX_SM_CONFIGS);
+  CHECK_EQ(r.nsweeps, 2 * nsm + 40);
+  int staged = 0, at48k = 0;
   for (int i = 0; i < r.nsweeps; i++) {
     const p2pk_bench_sweep *s = &r.sweeps[i];
     staged += s->method == P2PK_BM_STAGED;
-    if (s->status == P2PK_ROW_SKIPPED) continue;
-    CHECK_EQ(s->status, P2PK_ROW_OK);
     if (s->status != P2PK_ROW_OK || !s->verified)
       printf("  %s %s: %s\n", p2pk_bench_method_name(s->method), s->config, s->note);
+    CHECK_EQ(s->status, P2PK_ROW_OK);
     CHECK(s->verified);
     CHECK(s->gbps > 0);
+    if (s->method != P2PK_BM_STAGED && s->sm.kind == P2PK_SMK_TMA &&
+        s->sm.tile_kib * s->sm.stages == 48 && s->status == P2PK_ROW_OK)
+      at48k++;
   }
   CHECK_EQ(staged, 40);
+  CHECK_EQ(at48k, 16); /* tile=8K,stages=6 and tile=16K,stages=3 at bps 1-4, push and pull */
   writers_ok(&r);
+  p2pk_bench_report_free(&r);
+}
+
+/* The short sweep: every configuration in it runs, every kind is in it. */
+TEST(short_sweep) {
+  p2pk_bench_report r;
+  CHECK_OK(run("--pairs 1:0 --sm-sweep=short -b 4M -n 2 -w 1", &r));
+  int n = p2pk_bench_sm_sweep_configs(P2PK_SM_SWEEP_SHORT, NULL, P2PK_BENCH_MAX_SM_CONFIGS);
+  CHECK_EQ(r.nsweeps, 2 * n);
+  unsigned kinds = 0;
+  for (int i = 0; i < r.nsweeps; i++) {
+    const p2pk_bench_sweep *s = &r.sweeps[i];
+    if (s->status != P2PK_ROW_OK || !s->verified)
+      printf("  %s %s: %s\n", p2pk_bench_method_name(s->method), s->config, s->note);
+    CHECK_EQ(s->status, P2PK_ROW_OK);
+    CHECK(s->verified);
+    CHECK_EQ(s->src, 1);
+    kinds |= 1u << s->sm.kind;
+  }
+  CHECK_EQ(kinds, (1u << P2PK_SMK_COUNT) - 1);
+  p2pk_bench_report_free(&r);
+}
+
+/* A configuration that fails is recorded with its reason and the sweep goes
+ * on: the run succeeds and the CLI's verdict is ok. A sweep of which every
+ * configuration failed fails the run. */
+TEST(sweep_failures) {
+  p2pk_bench_report r;
+  p2pk_bench_fail_sweep = 3; /* the third measurement: the second configuration's push */
+  CHECK_OK(run("--pairs 0:1 --sm-sweep=short --stage-sweep -b 4M -n 2 -w 1", &r));
+  CHECK_EQ(p2pk_bench_fail_sweep, 0);
+  int n = p2pk_bench_sm_sweep_configs(P2PK_SM_SWEEP_SHORT, NULL, P2PK_BENCH_MAX_SM_CONFIGS);
+  CHECK_EQ(r.nsweeps, 2 * n + 40);
+  int failed = 0;
+  for (int i = 0; i < r.nsweeps; i++) {
+    const p2pk_bench_sweep *s = &r.sweeps[i];
+    if (i == 2) {
+      CHECK_EQ(s->status, P2PK_ROW_FAILED);
+      CHECK(strstr(s->note, "(injected)") != NULL);
+      failed++;
+      continue;
+    }
+    CHECK_EQ(s->status, P2PK_ROW_OK);
+    CHECK(s->verified);
+  }
+  CHECK_EQ(failed, 1);
+  CHECK_EQ(p2pk_bench_sweep_failed(&r), 1);
+  char msg[256] = "";
+  CHECK_EQ(p2pk_bench_failures(&r, msg, sizeof msg), 0);
+  writers_ok(&r);
+  p2pk_bench_report_free(&r);
+
+  p2pk_bench_fail_sweep = -1; /* every one */
+  CHECK_EQ(run("--pairs 0:1 --stage-sweep -b 4M -n 2 -w 1", &r), P2PKIT_ERR_CUDA);
+  p2pk_bench_fail_sweep = 0;
+  CHECK(strstr(p2pkit_last_error(), "every one of the 40 staged sweep configurations failed") != NULL);
+  CHECK_EQ(r.nsweeps, 40);
+  for (int i = 0; i < r.nsweeps; i++) CHECK_EQ(r.sweeps[i].status, P2PK_ROW_FAILED);
+  CHECK_EQ(p2pk_bench_failures(&r, msg, sizeof msg), -1);
+  CHECK_STR(msg, "every one of the 40 staged sweep configurations failed (see the notes)");
   p2pk_bench_report_free(&r);
 }
 
@@ -228,20 +295,38 @@ TEST(cli_input) {
 static void run_all(void);
 T_MAIN(T_CASE(run_all))
 
+/* The cases share one context. run_all has no checks of its own: it fails
+ * when a case did, and then names them (each failed check printed its
+ * file:line when it failed; stdout is line-buffered so that the "FAILED"
+ * lines come out in order with those messages). */
 static void run_all(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
   T_REQUIRE_GPUS(2);
   unsetenv("P2PKIT_P2P_DISABLE");
   p2pk_param_reset();
   CHECK_OK(p2pkit_ctx_create(NULL, &ctx));
   if (!ctx) return;
-  static const t_case cases[] = {T_CASE(small_run), T_CASE(does_not_fit), T_CASE(out_of_memory),
-                                 T_CASE(cli_input), T_CASE(sweeps)};
+  static const t_case cases[] = {T_CASE(small_run),   T_CASE(does_not_fit),
+                                 T_CASE(out_of_memory), T_CASE(cli_input),
+                                 T_CASE(sweeps),      T_CASE(short_sweep),
+                                 T_CASE(sweep_failures)};
+  char failed[512] = "";
+  int nfailed = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int before = t_failed;
     t_current = cases[i].name;
     cases[i].fn();
-    printf("%-40s %s\n", cases[i].name, t_failed == before ? "ok" : "FAILED");
+    int ok = t_failed == before;
+    printf("%-40s %s\n", cases[i].name, ok ? "ok" : "FAILED");
+    if (!ok) {
+      size_t at = strlen(failed);
+      snprintf(failed + at, sizeof failed - at, "%s%s", nfailed ? ", " : "", cases[i].name);
+      nfailed++;
+    }
   }
   t_current = "run_all";
   p2pkit_ctx_destroy(ctx);
+  if (nfailed)
+    fprintf(stderr, "run_all: %d of %zu cases failed: %s (their checks are above)\n", nfailed,
+            sizeof cases / sizeof cases[0], failed);
 }
