@@ -16,8 +16,13 @@
  * bytes, and one-shot has fewer synchronisation steps; from 3 GPUs on,
  * two-shot sends 2(n-1)/n of the buffer per GPU instead of n-1. */
 static const p2pk_algo_row builtin[] = {
-    {P2PK_TRANSPORT_P2P, 2, 2, 256 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
-    {P2PK_TRANSPORT_P2P, 2, 2, SIZE_MAX, P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
+    /* 2 GPUs: from `p2pkit perf all_reduce --sweep-algos` on the 2x H200
+     * (bench/results/2026-11-29-h200x2-perf/algo_table.txt): LL wins to
+     * 512 KiB, one-shot simple to 8 MiB, two-shot beyond (417 vs 522 us at
+     * 128 MiB). */
+    {P2PK_TRANSPORT_P2P, 2, 2, 512 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
+    {P2PK_TRANSPORT_P2P, 2, 2, 8 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
+    {P2PK_TRANSPORT_P2P, 2, 2, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
     {P2PK_TRANSPORT_P2P, 3, P2PK_COLL_MAX_RANKS, 64 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
     {P2PK_TRANSPORT_P2P, 3, P2PK_COLL_MAX_RANKS, 512 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
     {P2PK_TRANSPORT_P2P, 3, P2PK_COLL_MAX_RANKS, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},

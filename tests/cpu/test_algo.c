@@ -22,12 +22,16 @@ TEST(default_table_two_ranks) {
   CHECK_STR(t.source, "built-in");
   const p2pk_algo_row *r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 8);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL);
-  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 256 << 10);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 512 << 10);
   CHECK(r && r->proto == P2PK_PROTO_LL);
-  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (256 << 10) + 1);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (512 << 10) + 1);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_SIMPLE);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 8 << 20);
+  CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_SIMPLE);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (8 << 20) + 1);
+  CHECK(r && r->algo == P2PK_ALGO_TWOSHOT && r->proto == P2PK_PROTO_SIMPLE);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (size_t)1 << 40);
-  CHECK(r && r->proto == P2PK_PROTO_SIMPLE);
+  CHECK(r && r->algo == P2PK_ALGO_TWOSHOT && r->proto == P2PK_PROTO_SIMPLE);
 }
 
 TEST(default_table_more_ranks_and_shm) {
