@@ -124,7 +124,6 @@ int p2pk_perf_dtype_parse(const char *name, p2pkit_dtype_t *out);
 int p2pk_perf_op_parse(const char *name, p2pkit_redop_t *out);
 const char *p2pk_perf_dtype_name(p2pkit_dtype_t d); /* nccl-tests' name */
 const char *p2pk_perf_op_name(p2pkit_redop_t op);
-size_t p2pk_perf_dtype_size(p2pkit_dtype_t d);
 /* The requested sizes in bytes, smallest first; returns how many (<= max). */
 int p2pk_perf_sizes(const perf_args *a, size_t *out, int max);
 int p2pk_perf_uses_p2pkit(const perf_args *a);

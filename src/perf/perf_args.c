@@ -85,16 +85,6 @@ const char *p2pk_perf_dtype_name(p2pkit_dtype_t d) {
   return "?";
 }
 
-size_t p2pk_perf_dtype_size(p2pkit_dtype_t d) {
-  switch (d) {
-    case P2PKIT_FLOAT32: case P2PKIT_INT32: return 4;
-    case P2PKIT_FLOAT16: case P2PKIT_BFLOAT16: return 2;
-    case P2PKIT_FLOAT64: case P2PKIT_INT64: return 8;
-    case P2PKIT_UINT8: return 1;
-    default: return 0;
-  }
-}
-
 static const char *const op_names[P2PKIT_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
 
 int p2pk_perf_op_parse(const char *name, p2pkit_redop_t *out) {

@@ -836,7 +836,7 @@ int p2pk_perf_run(const perf_args *a, perf_shared *sh, int proc, int nprocs) {
   c->nprocs = nprocs;
   c->child = a->nprocs > 0;
   c->timeout_s = (int)p2pk_param_int("P2PKIT_TIMEOUT");
-  c->ts = p2pk_perf_dtype_size(a->dtype);
+  c->ts = p2pkit_dtype_size(a->dtype);
   c->tty = proc == 0 && isatty(STDERR_FILENO);
   const char *proto = getenv("P2PKIT_PROTO");
   if (proto) snprintf(c->proto_env, sizeof c->proto_env, "=%s", proto);

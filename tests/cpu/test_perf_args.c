@@ -109,7 +109,7 @@ TEST(dtype_and_op_names) {
     CHECK_EQ(p2pk_perf_dtype_parse(t[i].name, &d), 0);
     CHECK_EQ(d, t[i].d);
     CHECK_STR(p2pk_perf_dtype_name(d), t[i].name); /* printed as nccl-tests spells it */
-    CHECK_EQ(p2pk_perf_dtype_size(d), t[i].size);
+    CHECK_EQ(p2pkit_dtype_size(d), t[i].size);
   }
   p2pkit_dtype_t d;
   CHECK_EQ(p2pk_perf_dtype_parse("fp16", &d), 0);

@@ -103,7 +103,7 @@ TEST(expected_matches_simulation_every_collective) {
           for (int k = 0; k < n; k++) orders[0][k] = k, orders[1][k] = n - 1 - k;
           for (int root = 0; root < n; root += n > 1 ? n - 1 : 1) {
             perf_counts k;
-            size_t ts = p2pk_perf_dtype_size(all_dtypes[d]);
+            size_t ts = p2pkit_dtype_size(all_dtypes[d]);
             p2pk_perf_counts(c, 37 * (size_t)n * ts, ts, n, &k);
             perf_gen g = {c->id, (int)all_dtypes[d], op, n, root, 99u + (uint32_t)n, k.param};
             int bad = 0;

@@ -47,7 +47,7 @@ static perf_row *add_row(perf_pass *p, size_t bytes, double t_oop, double t_ip, 
                          double n_ip, int64_t wrong) {
   perf_row *r = &p->rows[p->nrows++];
   memset(r, 0, sizeof *r);
-  p2pk_perf_counts(args.coll, bytes, p2pk_perf_dtype_size(args.dtype), rep.nranks, &r->k);
+  p2pk_perf_counts(args.coll, bytes, p2pkit_dtype_size(args.dtype), rep.nranks, &r->k);
   r->algo = r->proto = -1;
   if (t_oop > 0) r->st[PERF_LIB_P2PKIT][0] = stat_of(t_oop, wrong);
   if (t_ip > 0) r->st[PERF_LIB_P2PKIT][1] = stat_of(t_ip, 0);

@@ -301,12 +301,21 @@ static void graph_replay(runner_t *R, int reps) {
                                  R->comm[l], R->s[l]));
   }
   set_variant(R, &V_AUTO);
+  /* End every capture before instantiating any graph: cudaGraphInstantiate
+   * is not permitted while another stream still captures in Global mode, and
+   * that failed call also invalidates the other stream's capture. */
   for (int l = 0; l < R->nloc; l++) {
     T_CUDA(cudaSetDevice(R->dev[l]));
     T_CUDA(cudaStreamEndCapture(R->s[l], &graph[l]));
-    if (graph[l]) T_CUDA(cudaGraphInstantiate(&exec[l], graph[l], 0));
   }
-  for (int rep = 0; rep < reps && R->failures < 8; rep++) {
+  int ready = 1;
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    if (graph[l]) T_CUDA(cudaGraphInstantiate(&exec[l], graph[l], 0));
+    if (!exec[l]) ready = 0;
+  }
+  if (!ready) R->failures++; /* already reported; replaying nothing proves nothing */
+  for (int rep = 0; ready && rep < reps && R->failures < 8; rep++) {
     for (int k = 0; k < 3; k++)
       prepare(R, dout[k], din[k], R->cap, ops[k].dt, ops[k].op, ops[k].count, ops[k].inplace,
               ops[k].misalign, 1000 + (uint64_t)rep * 10 + (uint64_t)k * 100, in[k], out[k], off[k]);

@@ -29,7 +29,7 @@ TEST(device_data_equals_host_data) {
     for (int op = 0; op < P2PKIT_REDOP_COUNT; op++) {
       perf_gen g = {PERF_ALL_GATHER, (int)dts[d], op, 3, 0, 77u, N};
       T_CUDA(p2pk_perf_fill(dbuf, N, &g, 2, 0));
-      T_CUDA(cudaMemcpy(hbuf, dbuf, N * p2pk_perf_dtype_size(dts[d]), cudaMemcpyDeviceToHost));
+      T_CUDA(cudaMemcpy(hbuf, dbuf, N * p2pkit_dtype_size(dts[d]), cudaMemcpyDeviceToHost));
       int bad = 0;
       for (uint64_t i = 0; i < N && bad < 3; i++)
         if (perf_load(hbuf, g.dtype, i) != perf_input(&g, 2, i)) {
@@ -43,7 +43,7 @@ TEST(device_data_equals_host_data) {
 TEST(check_counts_what_is_wrong) {
   for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
     for (int op = 0; op < P2PKIT_REDOP_COUNT; op++) {
-      size_t ts = p2pk_perf_dtype_size(dts[d]);
+      size_t ts = p2pkit_dtype_size(dts[d]);
       /* one rank: the all-reduce of the input is the input */
       perf_gen g = {PERF_ALL_REDUCE, (int)dts[d], op, 1, 0, 5u, N};
       T_CUDA(p2pk_perf_fill(dbuf, N, &g, 0, 0));
@@ -66,7 +66,7 @@ TEST(check_against_host_reduction) {
    * arithmetic, copied back: the GPU check agrees with the host reference. */
   for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
     for (int op = 0; op < P2PKIT_REDOP_COUNT; op++) {
-      size_t ts = p2pk_perf_dtype_size(dts[d]);
+      size_t ts = p2pkit_dtype_size(dts[d]);
       perf_gen g = {PERF_ALL_REDUCE, (int)dts[d], op, 3, 0, 11u, N};
       unsigned char *in = malloc(3 * N * ts), *acc = malloc(N * ts);
       for (int r = 0; r < 3; r++) {
