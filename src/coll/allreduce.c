@@ -91,18 +91,6 @@ static p2pkit_status_t check_ptr(struct p2pkit_comm *c, const void *p, const cha
   return P2PKIT_SUCCESS;
 }
 
-static int capturing(p2pkit_stream_t stream) {
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  /* The legacy stream is never captured, and asking about it while other
-   * streams capture would itself break their capture. */
-  if (!stream) return 0;
-  if (cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return cs != cudaStreamCaptureStatusNone;
-}
-
 /* Where peers may write this rank's all-gather share (two-shot). */
 static void set_direct(const struct p2pkit_comm *c, p2pk_ar_args *a, const char *out, size_t bytes,
                        int direct_ok) {
@@ -167,16 +155,6 @@ p2pkit_status_t p2pkit_all_reduce(const void *sendbuf, void *recvbuf, size_t cou
   } else {
     p2pk_algo_choice ch;
     p2pk_algo_choose(&c->table, &c->force, &c->geom, bytes, &ch);
-    if (ch.algo == P2PK_ALGO_TWOSHOT && c->force.algo < 0 && capturing(stream)) {
-      /* Two-shot replayed from a CUDA graph left outputs unwritten on the
-       * 2x H200 (tests/gpu/test_allreduce.c one_process_graph_replay, device
-       * run of 2026-11-29); until that is fixed, graphs get one-shot, which
-       * the graph-mode perf runs checked correct at every size. */
-      p2pk_algo_force f = c->force;
-      f.algo = P2PK_ALGO_ONESHOT;
-      f.proto = P2PK_PROTO_SIMPLE;
-      p2pk_algo_choose(&c->table, &f, &c->geom, bytes, &ch);
-    }
     p2pk_ar_args a = c->tmpl;
     a.in = sendbuf;
     a.out = recvbuf;
