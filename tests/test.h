@@ -59,6 +59,27 @@ typedef struct {
 #define TEST(name) static void name(void)
 #define T_CASE(name) {#name, name}
 
+/* Run `cases` in order, printing each verdict; the names of the failed ones
+ * go to `failed` (comma separated). Returns how many failed. For tests that
+ * run their cases inside a shared set-up instead of through T_MAIN. */
+static inline int t_run_cases(const t_case *cases, size_t n, char *failed, size_t cap) {
+  int nfailed = 0;
+  failed[0] = '\0';
+  for (size_t i = 0; i < n; i++) {
+    int before = t_failed;
+    t_current = cases[i].name;
+    cases[i].fn();
+    int ok = t_failed == before;
+    printf("%-40s %s\n", cases[i].name, ok ? "ok" : "FAILED");
+    if (!ok) {
+      size_t at = strlen(failed);
+      snprintf(failed + at, cap - at, "%s%s", nfailed ? ", " : "", cases[i].name);
+      nfailed++;
+    }
+  }
+  return nfailed;
+}
+
 /* Runs every case (or those named on the command line). */
 #define T_MAIN(...)                                                          \
   int t_failed;                                                              \

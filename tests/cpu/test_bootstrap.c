@@ -14,6 +14,7 @@
 
 #include "coll/bootstrap.h"
 #include "test.h"
+#include "test_net.h"
 
 #define MAXP 8
 #define BLOB 37
@@ -41,21 +42,6 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t l = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      getsockname(fd, (struct sockaddr *)&a, &l) != 0) {
-    if (fd >= 0) close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 static void blob_of(int rank, int round, unsigned char *b) {
   for (int i = 0; i < BLOB; i++) b[i] = (unsigned char)(rank * 31 + round * 7 + i);

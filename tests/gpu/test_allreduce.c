@@ -23,6 +23,7 @@
 #include "core/param.h"
 #include "gpu_test.h"
 #include "test.h"
+#include "test_net.h"
 
 extern char **environ;
 
@@ -425,21 +426,6 @@ TEST(quick) {
 
 /* --- one process per GPU ------------------------------------------------- */
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t l = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      getsockname(fd, (struct sockaddr *)&a, &l) != 0) {
-    if (fd >= 0) close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 /* Start two children (ranks 0 and 1) running `mode`; wait for both at most
  * `limit_s` seconds. */

@@ -402,20 +402,8 @@ static void run_all(void) {
   static const t_case cases[] = {T_CASE(peer_access_already_enabled), T_CASE(every_path),
                                  T_CASE(p2p_disabled), T_CASE(stream_order), T_CASE(threads),
                                  T_CASE(log_line), T_CASE(sm_kernel_variants)};
-  char failed[512] = "";
-  int nfailed = 0;
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    int before = t_failed;
-    t_current = cases[i].name;
-    cases[i].fn();
-    int ok = t_failed == before;
-    printf("%-40s %s\n", cases[i].name, ok ? "ok" : "FAILED");
-    if (!ok) {
-      size_t at = strlen(failed);
-      snprintf(failed + at, sizeof failed - at, "%s%s", nfailed ? ", " : "", cases[i].name);
-      nfailed++;
-    }
-  }
+  char failed[512];
+  int nfailed = t_run_cases(cases, sizeof cases / sizeof cases[0], failed, sizeof failed);
   t_current = "run_all";
   teardown();
   if (nfailed)

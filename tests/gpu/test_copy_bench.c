@@ -310,20 +310,8 @@ static void run_all(void) {
                                  T_CASE(out_of_memory), T_CASE(cli_input),
                                  T_CASE(sweeps),      T_CASE(short_sweep),
                                  T_CASE(sweep_failures)};
-  char failed[512] = "";
-  int nfailed = 0;
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    int before = t_failed;
-    t_current = cases[i].name;
-    cases[i].fn();
-    int ok = t_failed == before;
-    printf("%-40s %s\n", cases[i].name, ok ? "ok" : "FAILED");
-    if (!ok) {
-      size_t at = strlen(failed);
-      snprintf(failed + at, sizeof failed - at, "%s%s", nfailed ? ", " : "", cases[i].name);
-      nfailed++;
-    }
-  }
+  char failed[512];
+  int nfailed = t_run_cases(cases, sizeof cases / sizeof cases[0], failed, sizeof failed);
   t_current = "run_all";
   p2pkit_ctx_destroy(ctx);
   if (nfailed)
