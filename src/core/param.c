@@ -68,7 +68,10 @@ const char *p2pk_param_str(const char *name) {
 int p2pk_param_is_set(const char *name) {
   size_t i = index_of(name);
   p2pk_param_str(name);
-  return cache[i] != NULL;
+  pthread_mutex_lock(&cache_lock);
+  int set = cache[i] != NULL;
+  pthread_mutex_unlock(&cache_lock);
+  return set;
 }
 
 int p2pk_parse_size(const char *text, size_t *bytes_p) {
