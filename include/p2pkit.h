@@ -289,6 +289,57 @@ P2PKIT_API p2pkit_status_t p2pkit_send(const void *sendbuf, size_t count, p2pkit
 P2PKIT_API p2pkit_status_t p2pkit_recv(void *recvbuf, size_t count, p2pkit_dtype_t dtype,
                                        int peer, p2pkit_comm_t comm, p2pkit_stream_t stream);
 
+/* ----------------------------------------------------------------- ddp ---- */
+/* Gradient sync for data-parallel training (src/ddp/README.md). Register every
+ * gradient once, in the model's parameter order (as model.parameters()); p2pkit
+ * groups them into buckets in reverse order (the last parameters' gradients,
+ * ready first in the backward pass, go into the first bucket), one data type per
+ * bucket. During backward, mark each gradient ready on the stream that produced
+ * it; when a bucket is complete (and every earlier bucket has been launched:
+ * all ranks launch buckets in the same order) it is averaged over the ranks on
+ * the communication stream, overlapping the rest of the backward pass.
+ * p2pkit_grad_sync_wait() makes the compute stream wait for every bucket.
+ * A gradient registered with buf NULL lives inside its bucket (no copies; take
+ * its address with p2pkit_grad_sync_grad after build); one registered with the
+ * caller's buffer is copied into the bucket and back. */
+typedef struct p2pkit_grad_sync *p2pkit_grad_sync_t;
+
+typedef struct {
+  size_t bucket_bytes;          /* 0: P2PKIT_BUCKET_SIZE (25 MiB) */
+  size_t first_bucket_bytes;    /* 0: P2PKIT_FIRST_BUCKET_SIZE (1 MiB) */
+  p2pkit_stream_t comm_stream;  /* NULL: p2pkit creates a non-blocking one */
+} p2pkit_grad_sync_opts_t;
+
+P2PKIT_API void p2pkit_grad_sync_opts_init(p2pkit_grad_sync_opts_t *opts);
+/* `opts` NULL: defaults. The communicator must outlive the grad sync. */
+P2PKIT_API p2pkit_status_t p2pkit_grad_sync_create(p2pkit_comm_t comm,
+                                                   const p2pkit_grad_sync_opts_t *opts,
+                                                   p2pkit_grad_sync_t *gs_p);
+/* Before build. buf NULL: p2pkit owns the gradient (a view into its bucket). */
+P2PKIT_API p2pkit_status_t p2pkit_grad_sync_register(p2pkit_grad_sync_t gs, void *buf,
+                                                     size_t count, p2pkit_dtype_t dtype);
+/* Collective (every rank, same registrations): lay out, allocate and register
+ * the buckets. */
+P2PKIT_API p2pkit_status_t p2pkit_grad_sync_build(p2pkit_grad_sync_t gs);
+/* Address of gradient `index` (registration order): its view in the bucket, or
+ * the caller's buffer. After build. */
+P2PKIT_API p2pkit_status_t p2pkit_grad_sync_grad(p2pkit_grad_sync_t gs, size_t index,
+                                                 void **ptr_p);
+/* Buckets after build, and each one's payload bytes and gradient count. */
+P2PKIT_API p2pkit_status_t p2pkit_grad_sync_bucket_count(p2pkit_grad_sync_t gs, size_t *n_p);
+P2PKIT_API p2pkit_status_t p2pkit_grad_sync_bucket_info(p2pkit_grad_sync_t gs, size_t bucket,
+                                                        size_t *bytes_p, size_t *ngrads_p);
+/* The gradient at `buf` (a registered address) is complete once `stream`'s
+ * work so far is. Twice in one step, or an unregistered address: an error. */
+P2PKIT_API p2pkit_status_t p2pkit_grad_sync_mark_ready(p2pkit_grad_sync_t gs, const void *buf,
+                                                       p2pkit_stream_t stream);
+/* End of the step: `stream` waits for every bucket (gradients averaged and,
+ * for caller buffers, copied back). A gradient never marked ready: an error
+ * naming it (the step is reset; the other ranks' buckets will time out). */
+P2PKIT_API p2pkit_status_t p2pkit_grad_sync_wait(p2pkit_grad_sync_t gs, p2pkit_stream_t stream);
+/* Waits for the communication stream; frees the buckets (collective). */
+P2PKIT_API p2pkit_status_t p2pkit_grad_sync_destroy(p2pkit_grad_sync_t gs);
+
 #ifdef __cplusplus
 }
 #endif

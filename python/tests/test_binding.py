@@ -1,0 +1,154 @@
+"""The Python binding's CPU-side parts (CI, no GPU): loading libp2pkit,
+statuses turned into exceptions with the library's sentence, tensor checks on
+fake tensor-like objects. Written with unittest so it runs with or without
+pytest (python3 -m pytest python/tests/test_binding.py, or python3 FILE).
+A GPU case at the end skips itself without torch or a GPU."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import p2pkit  # noqa: E402
+
+try:
+    import torch
+    HAVE_GPU = torch.cuda.is_available()
+except ImportError:
+    torch = None
+    HAVE_GPU = False
+
+
+class FakeDevice:
+    def __init__(self, kind, index):
+        self.type, self.index = kind, index
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+class FakeTensor:
+    """Just what check_tensor reads."""
+
+    def __init__(self, dtype="torch.float32", cuda=True, index=0, contiguous=True, n=4):
+        self.dtype, self.is_cuda, self._contig, self._n = dtype, cuda, contiguous, n
+        self.device = FakeDevice("cuda", index) if cuda else FakeDevice("cpu", None)
+
+    def is_contiguous(self):
+        return self._contig
+
+    def numel(self):
+        return self._n
+
+    def data_ptr(self):
+        return 0x1000
+
+
+class Library(unittest.TestCase):
+    def test_loads_and_version(self):
+        lib = p2pkit.load_library()
+        self.assertIs(lib, p2pkit.load_library())  # loaded once
+        self.assertEqual(p2pkit.version(), 100)    # 0.1.0
+
+    def test_dtypes_agree_with_library(self):
+        lib = p2pkit.load_library()
+        for name, (value, size) in p2pkit.DTYPES.items():
+            self.assertEqual(lib.p2pkit_dtype_size(value), size, name)
+            self.assertEqual(lib.p2pkit_dtype_name(value).decode(), name)
+        self.assertEqual(lib.p2pkit_dtype_size(len(p2pkit.DTYPES)), 0)
+
+    def test_ops_agree_with_library(self):
+        lib = p2pkit.load_library()
+        for name, value in p2pkit.OPS.items():
+            self.assertEqual(lib.p2pkit_redop_name(value).decode(), name)
+
+    def test_missing_library_names_where_it_looked(self):
+        saved, p2pkit._lib = p2pkit._lib, None
+        old = os.environ.get("P2PKIT_LIB")
+        os.environ["P2PKIT_LIB"] = "/nonexistent/libp2pkit.so"
+        try:
+            with self.assertRaises(OSError) as cm:
+                p2pkit.load_library()
+            self.assertIn("/nonexistent/libp2pkit.so", str(cm.exception))
+            self.assertIn("P2PKIT_LIB", str(cm.exception))
+        finally:
+            p2pkit._lib = saved
+            if old is None:
+                del os.environ["P2PKIT_LIB"]
+            else:
+                os.environ["P2PKIT_LIB"] = old
+
+
+class Errors(unittest.TestCase):
+    LAUNCHER = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                "OMPI_COMM_WORLD_LOCAL_RANK")
+
+    def test_comm_without_launcher_raises_library_sentence(self):
+        saved = {k: os.environ.pop(k) for k in self.LAUNCHER if k in os.environ}
+        try:
+            with self.assertRaises(p2pkit.P2PKitError) as cm:
+                p2pkit.Comm()
+            e = cm.exception
+            self.assertEqual(e.status, 1)  # P2PKIT_ERR_INVALID_ARGUMENT
+            self.assertEqual(e.name, p2pkit.load_library().p2pkit_strerror(1).decode())
+            self.assertIn("launcher", e.detail)
+            self.assertIn("p2pkit_comm_init_rank", str(e))
+        finally:
+            os.environ.update(saved)
+
+    def test_all_reduce_needs_comm_and_known_op(self):
+        with self.assertRaisesRegex(ValueError, "needs a p2pkit.Comm"):
+            p2pkit.all_reduce(FakeTensor(), comm=None)
+
+        class C:
+            device = 0
+        with self.assertRaisesRegex(ValueError, "operation 'mean' is not one of"):
+            p2pkit.all_reduce(FakeTensor(), op="mean", comm=C())
+
+
+class TensorChecks(unittest.TestCase):
+    def test_good(self):
+        for name, (value, _) in p2pkit.DTYPES.items():
+            self.assertEqual(p2pkit.check_tensor(FakeTensor(dtype="torch." + name, n=7), 0),
+                             (value, 7))
+
+    def test_not_a_tensor(self):
+        with self.assertRaisesRegex(TypeError, "expected a torch.Tensor, got list"):
+            p2pkit.check_tensor([1, 2], 0)
+
+    def test_cpu_tensor(self):
+        with self.assertRaisesRegex(ValueError, "on cpu, not on a CUDA device"):
+            p2pkit.check_tensor(FakeTensor(cuda=False), 0)
+
+    def test_other_gpu(self):
+        with self.assertRaisesRegex(ValueError, "on cuda:1, but the communicator's GPU is cuda:0"):
+            p2pkit.check_tensor(FakeTensor(index=1), 0)
+
+    def test_not_contiguous(self):
+        with self.assertRaisesRegex(ValueError, "not contiguous"):
+            p2pkit.check_tensor(FakeTensor(contiguous=False), 0)
+
+    def test_unsupported_dtype(self):
+        with self.assertRaisesRegex(ValueError, "torch.complex64 is not supported"):
+            p2pkit.check_tensor(FakeTensor(dtype="torch.complex64"), 0)
+
+
+@unittest.skipUnless(HAVE_GPU, "needs torch with a CUDA GPU")
+class OneRankGPU(unittest.TestCase):
+    """One rank (WORLD_SIZE 1): the real ctypes path, stream and pointer."""
+
+    def test_all_reduce_one_rank(self):
+        comm = p2pkit.Comm(rank=0, world_size=1, device=0, addr="127.0.0.1", port=29611,
+                           secret="test")
+        try:
+            t = torch.arange(1000, dtype=torch.float32, device="cuda:0")
+            p2pkit.all_reduce(t, op="avg", comm=comm)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(t, torch.arange(1000, dtype=torch.float32, device="cuda:0")))
+            with self.assertRaisesRegex(ValueError, "not contiguous"):
+                p2pkit.all_reduce(t.view(10, 100).t(), comm=comm)
+        finally:
+            comm.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
