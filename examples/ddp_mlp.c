@@ -736,18 +736,7 @@ typedef struct {
 
 static int child_main(void *arg, perf_shared *sh, int proc, int nprocs) {
   const spawn_arg *sa = arg;
-  char v[32];
-  snprintf(v, sizeof v, "%d", proc);
-  setenv("RANK", v, 1);
-  setenv("LOCAL_RANK", v, 1);
-  snprintf(v, sizeof v, "%d", nprocs);
-  setenv("WORLD_SIZE", v, 1);
-  setenv("LOCAL_WORLD_SIZE", v, 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  snprintf(v, sizeof v, "%d", sh->ports[0]);
-  setenv("MASTER_PORT", v, 1);
-  setenv("P2PKIT_JOB_SECRET", sh->secret, 1);
-  p2pk_param_reset();
+  p2pk_proc_launcher_env(sh, proc, nprocs);
   return rank_main(sa->a, sh);
 }
 

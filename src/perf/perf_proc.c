@@ -1,5 +1,7 @@
 #include "perf/perf_proc.h"
 
+#include "core/param.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -334,4 +336,19 @@ void p2pk_perf_random_secret(char *buf, size_t len) {
   size_t o = 0;
   for (size_t i = 0; i < sizeof r && o + 2 < len; i++) o += (size_t)snprintf(buf + o, len - o, "%02x", r[i]);
   if (len) buf[o < len ? o : len - 1] = '\0';
+}
+
+void p2pk_proc_launcher_env(const perf_shared *sh, int proc, int nprocs) {
+  char v[32];
+  snprintf(v, sizeof v, "%d", proc);
+  setenv("RANK", v, 1);
+  setenv("LOCAL_RANK", v, 1);
+  snprintf(v, sizeof v, "%d", nprocs);
+  setenv("WORLD_SIZE", v, 1);
+  setenv("LOCAL_WORLD_SIZE", v, 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  snprintf(v, sizeof v, "%d", sh->ports[0]);
+  setenv("MASTER_PORT", v, 1);
+  setenv("P2PKIT_JOB_SECRET", sh->secret, 1);
+  p2pk_param_reset();
 }

@@ -71,6 +71,12 @@ void p2pk_perf_watchdog_stop(perf_watchdog *w);
  * Returns 0 when all exited 0, else the first failure's exit code (2 stays 2,
  * anything else becomes 1). The parent makes no CUDA call. */
 typedef int (*perf_child_fn)(void *arg, perf_shared *sh, int proc, int nprocs);
+
+/* In a child of the spawner: the environment a launcher like torchrun would
+ * give rank `proc` of `nprocs` (RANK, LOCAL_RANK, WORLD_SIZE,
+ * LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT = the first shared
+ * port, P2PKIT_JOB_SECRET), then settings are read afresh. */
+void p2pk_proc_launcher_env(const perf_shared *sh, int proc, int nprocs);
 int p2pk_perf_spawn(perf_shared *sh, int nprocs, int timeout_s, perf_child_fn fn, void *arg,
                     FILE *err);
 
