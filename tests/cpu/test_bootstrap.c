@@ -269,14 +269,9 @@ TEST(bad_options) {
 }
 
 TEST(port_in_use_is_a_clear_error) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t l = sizeof a;
-  CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0);
-  getsockname(fd, (struct sockaddr *)&a, &l);
+  int fd = bind_loopback(&a);
+  CHECK(fd >= 0 && listen(fd, 1) == 0);
   p2pk_boot *b = NULL;
   p2pk_boot_opts o = {0, 2, "127.0.0.1", ntohs(a.sin_port), "", 1000};
   CHECK_EQ(p2pk_boot_init(&o, &b), P2PKIT_ERR_SYSTEM);
