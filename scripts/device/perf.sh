@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# p2pkit perf all_reduce against NCCL on the 2-GPU machine: what the lead runs.
+# p2pkit perf against NCCL on the 2-GPU machine: all-reduce in every mode, then
+# each other collective (issue 5) eager, one process: what the lead runs.
 # Usage: scripts/device/perf.sh BUILD_DIR LOG_DIR
 # Writes LOG_DIR/<run>.txt (the nccl-tests style table) and LOG_DIR/<run>.json
-# for each run, then a summary. About 1-2 minutes of GPU time in all.
+# for each run, then a summary. About 3-5 minutes of GPU time in all.
 # The caller's NCCL_NVLS_ENABLE is left as it is (never unset here).
 set -uo pipefail
 build=${1:?usage: perf.sh BUILD_DIR LOG_DIR}
@@ -21,8 +22,10 @@ mkdir -p "$log"
 status=0
 summary=()
 # run NAME [VAR=VALUE ...] -- ARGS...
+# PERF_RUNS="g2_eager g2_broadcast ..." runs only those (default: all).
 run() {
   local name=$1; shift
+  if [ -n "${PERF_RUNS:-}" ] && [[ " $PERF_RUNS " != *" $name "* ]]; then return 0; fi
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
@@ -59,6 +62,11 @@ run g2_nop2p P2PKIT_P2P_DISABLE=1 NCCL_P2P_DISABLE=1 -- \
 # Algorithm sweep, one process eager, written as a table for P2PKIT_ALGO_TABLE.
 run g2_sweep -- all_reduce -g 2 -b 8 -e 256M -f 4 -n 10 -w 2 --repeats 3 \
     --sweep-algos oneshot/ll,oneshot/simple,twoshot/simple --algo-table "$log/algo_table.txt"
+# The other collectives (issue 5): 8 B - 1 GiB, x4 steps, eager, checked
+# (-c 1 is the default), against NCCL in the same run.
+for coll in broadcast reduce all_gather reduce_scatter sendrecv alltoall; do
+  run "g2_$coll" -- $coll --vs-nccl -g 2 -b 8 -e 1G -f 4 -c 1
+done
 
 echo
 echo "=== summary (logs in $log)"

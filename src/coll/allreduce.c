@@ -1,28 +1,15 @@
-/* p2pkit_all_reduce: argument checks and one kernel launch. The per-call host
- * work is a few comparisons, a table lookup and the launch: no allocation, no
- * synchronisation; pointers are checked with CUDA once and remembered. */
+/* Every collective but send/recv: argument checks and one kernel launch
+ * (p2pk_coll_launch). The per-call host work is a few comparisons, a table
+ * lookup and the launch: no allocation, no synchronisation; pointers are
+ * checked with CUDA once and remembered. What moves where comes from plan.c. */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "coll/coll.h"
+#include "coll/plan.h"
 #include "core/check.h"
 #include "core/log.h"
-
-static _Thread_local int group_depth;
-
-/* Launches never block on peers, so a group only has to nest correctly. */
-p2pkit_status_t p2pkit_group_start(void) {
-  group_depth++;
-  return P2PKIT_SUCCESS;
-}
-
-p2pkit_status_t p2pkit_group_end(void) {
-  if (group_depth <= 0)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_group_end without p2pkit_group_start");
-  group_depth--;
-  return P2PKIT_SUCCESS;
-}
 
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
   volatile int32_t *he = c->host_err;
@@ -33,17 +20,17 @@ p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
   switch (code) {
     case P2PK_DERR_TIMEOUT:
       return p2pk_fail(P2PKIT_ERR_TIMEOUT,
-                       "rank %d (GPU %d): rank %d did not take part in an all-reduce within %u s "
+                       "rank %d (GPU %d): rank %d did not take part in a collective within %u s "
                        "(it exited, hangs, or called something else); the communicator is unusable",
                        c->rank, c->device, peer, secs);
     case P2PK_DERR_MISMATCH:
       return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
-                       "rank %d (GPU %d): rank %d called all-reduce with another count, type, "
-                       "operation or algorithm; the communicator is unusable",
+                       "rank %d (GPU %d): rank %d called another collective, or with another "
+                       "count, type, operation, root or algorithm; the communicator is unusable",
                        c->rank, c->device, peer);
     default:
       return p2pk_fail(P2PKIT_ERR_REMOTE,
-                       "rank %d (GPU %d): rank %d gave up on an all-reduce; the communicator is "
+                       "rank %d (GPU %d): rank %d gave up on a collective; the communicator is "
                        "unusable", c->rank, c->device, peer);
   }
 }
@@ -57,8 +44,8 @@ p2pkit_status_t p2pkit_comm_get_async_error(p2pkit_comm_t comm, p2pkit_status_t 
 
 /* Device memory of this rank's GPU (or managed memory). *direct_ok: plain
  * device memory, which peers may write into. */
-static p2pkit_status_t check_ptr(struct p2pkit_comm *c, const void *p, const char *what,
-                                 int *direct_ok) {
+p2pkit_status_t p2pk_coll_check_ptr(struct p2pkit_comm *c, const void *p, const char *what,
+                                    int *direct_ok) {
   for (int i = 0; i < P2PK_PTR_CACHE; i++)
     if (c->ok_ptr[i] == p) {
       *direct_ok = 1;
@@ -80,7 +67,7 @@ static p2pkit_status_t check_ptr(struct p2pkit_comm *c, const void *p, const cha
     return P2PKIT_SUCCESS;
   }
   if (at.type != cudaMemoryTypeDevice)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d: %s %p is host memory; all-reduce needs "
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d: %s %p is host memory; collectives need "
                      "device memory of GPU %d", c->rank, what, p, c->device);
   if (at.device != c->device)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d: %s %p is on GPU %d, the communicator "
@@ -110,83 +97,169 @@ static void set_direct(const struct p2pkit_comm *c, p2pk_ar_args *a, const char 
   }
 }
 
+p2pkit_status_t p2pk_coll_check_args(struct p2pkit_comm *c, const char *name, p2pkit_dtype_t dtype,
+                                     int has_op, p2pkit_redop_t op, size_t count, size_t *es_p) {
+  if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: communicator is NULL", name);
+  size_t es = p2pkit_dtype_size(dtype);
+  if (!es)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: data type %d is not a "
+                     "p2pkit_dtype_t", name, c->rank, (int)dtype);
+  if (has_op && ((int)op < 0 || op >= P2PKIT_REDOP_COUNT))
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: operation %d is not a "
+                     "p2pkit_redop_t", name, c->rank, (int)op);
+  if (count > (UINT64_C(1) << 40) || count > SIZE_MAX / es / (size_t)c->nranks)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: count %zu is too large", name,
+                     c->rank, count);
+  *es_p = es;
+  return P2PKIT_SUCCESS;
+}
+
+p2pkit_status_t p2pk_coll_enter(struct p2pkit_comm *c, const char *name, int *prev) {
+  *prev = -1;
+  cudaGetDevice(prev);
+  if (*prev != c->device && cudaSetDevice(c->device) != cudaSuccess) {
+    cudaError_t e = cudaGetLastError();
+    return p2pk_fail(P2PKIT_ERR_CUDA, "%s: rank %d cannot use GPU %d: %s", name, c->rank,
+                     c->device, cudaGetErrorString(e));
+  }
+  return P2PKIT_SUCCESS;
+}
+
+p2pkit_status_t p2pk_coll_leave(struct p2pkit_comm *c, const char *name, int prev, cudaError_t e) {
+  if (prev >= 0 && prev != c->device) cudaSetDevice(prev);
+  if (e != cudaSuccess)
+    return p2pk_fail(P2PKIT_ERR_CUDA, "%s: rank %d: launching on GPU %d failed: %s", name, c->rank,
+                     c->device, cudaGetErrorString(e));
+  return P2PKIT_SUCCESS;
+}
+
+/* What a collective of `block` bytes per rank runs: the all-reduce table for
+ * all-reduce; the one-shot push (LL when small) for the others. */
+static void choose(const struct p2pkit_comm *c, int kind, const p2pk_coll_plan *pl, size_t block,
+                   p2pk_algo_choice *ch) {
+  p2pk_algo_force f = c->force;
+  if (kind != P2PK_COLL_ALL_REDUCE && !c->staged) f.algo = P2PK_ALGO_ONESHOT;
+  p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);
+  /* Staged, a peer's own bytes each: one outbox segment per peer. */
+  if (ch->algo == P2PK_ALGO_STAGED && !pl->stage_shared && c->nranks > 2) {
+    uint32_t most = (uint32_t)(c->geom.stage_mailbox / (size_t)(c->nranks - 1)) & ~15u;
+    if (ch->chunk > most) ch->chunk = most;
+  }
+}
+
+p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *sendbuf,
+                                 void *recvbuf, size_t count, p2pkit_dtype_t dtype,
+                                 p2pkit_redop_t op, int root, p2pkit_stream_t stream) {
+  const char *name = p2pk_coll_name(kind);
+  const int has_op = p2pk_coll_has_op(kind);
+  size_t es = 0;
+  P2PK_CHECK(p2pk_coll_check_args(c, name, dtype, has_op, op, count, &es));
+  if (!has_op) op = P2PKIT_SUM;
+  if (!p2pk_coll_has_root(kind)) root = 0;
+  else if (root < 0 || root >= c->nranks)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: root %d is not a rank of %d",
+                     name, c->rank, root, c->nranks);
+  if (count == 0) return P2PKIT_SUCCESS;
+  const size_t block = count * es;
+  p2pk_coll_plan pl;
+  /* Addresses only: NULL checks come first, with the plan saying which
+   * buffer this rank uses. */
+  P2PK_CHECK(p2pk_coll_plan_make(kind, c->rank, c->nranks, root, block, (const void *)16,
+                                 (const void *)((uintptr_t)1 << 62), &pl));
+  const char *s = sendbuf, *r = recvbuf;
+  if ((pl.in_bytes && !s) || (pl.out_bytes && !r))
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: %s is NULL", name, c->rank,
+                     pl.in_bytes && !s ? "sendbuf" : "recvbuf");
+  P2PK_CHECK(p2pk_comm_async_status(c));
+  if ((pl.in_bytes && (uintptr_t)s % es) || (pl.out_bytes && (uintptr_t)r % es))
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: buffers %p, %p are not "
+                     "aligned to their %zu-byte %s elements", name, c->rank, sendbuf, recvbuf, es,
+                     p2pkit_dtype_name(dtype));
+  P2PK_CHECK(p2pk_coll_plan_make(kind, c->rank, c->nranks, root, block, s, r, &pl));
+  int direct_ok = 0, unused = 0;
+  if (pl.in_bytes) P2PK_CHECK(p2pk_coll_check_ptr(c, sendbuf, "sendbuf", &unused));
+  if (pl.out_bytes) P2PK_CHECK(p2pk_coll_check_ptr(c, recvbuf, "recvbuf", &direct_ok));
+
+  int prev = -1;
+  P2PK_CHECK(p2pk_coll_enter(c, name, &prev));
+  cudaError_t e = cudaSuccess;
+  if (c->nranks == 1) {
+    if (pl.in_bytes && pl.out_bytes && s != r)
+      e = cudaMemcpyAsync(recvbuf, sendbuf, block, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
+    return p2pk_coll_leave(c, name, prev, e);
+  }
+  p2pk_algo_choice ch;
+  choose(c, kind, &pl, block, &ch);
+  p2pk_ar_args a = c->tmpl;
+  a.in = sendbuf;
+  a.out = recvbuf;
+  a.count = count;
+  a.dtype = dtype;
+  a.op = op;
+  a.algo = ch.algo;
+  a.proto = ch.proto;
+  a.slots = ch.slots;
+  a.chunk = ch.chunk;
+  a.send_mask = pl.send_mask;
+  a.recv_mask = pl.recv_mask;
+  a.in_stride = pl.in_stride;
+  a.out_stride = pl.out_stride;
+  a.reduce = pl.reduce;
+  a.self_copy = pl.self_copy;
+  a.stage_shared = pl.stage_shared;
+  a.wait_writer = pl.wait_writer;
+  p2pk_coll_header(kind, count, dtype, op, root, ch.algo, ch.proto, ch.blocks, &a.hdr0, &a.hdr1);
+  if (ch.algo == P2PK_ALGO_TWOSHOT) set_direct(c, &a, r, block, direct_ok);
+  uint64_t combo = 1ULL << ((kind * P2PK_ALGO_COUNT + ch.algo) * P2PK_PROTO_COUNT + ch.proto);
+  if (!(c->logged & combo)) {
+    c->logged |= combo;
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): %s of %zu B uses %s/%s, %d blocks x %d "
+              "threads, chunk %u B%s", c->rank, c->device, name, block, p2pk_algo_name(ch.algo),
+              p2pk_proto_name(ch.proto), ch.blocks, ch.threads, ch.chunk,
+              a.out_token ? ", all-gather into peers' outputs" : "");
+  }
+  P2PK_TRACE(P2PK_LOG_COLL, "rank %d %s %zu x %s %s root %d: %s/%s grid %d x %d chunk %u",
+             c->rank, name, count, p2pkit_dtype_name(dtype), p2pkit_redop_name(op), root,
+             p2pk_algo_name(ch.algo), p2pk_proto_name(ch.proto), ch.blocks, ch.threads, ch.chunk);
+  e = c->staged ? p2pk_launch_allreduce_staged(&a, ch.blocks, ch.threads, (cudaStream_t)stream)
+                : p2pk_launch_allreduce_p2p(&a, ch.blocks, ch.threads, (cudaStream_t)stream);
+  return p2pk_coll_leave(c, name, prev, e);
+}
+
 p2pkit_status_t p2pkit_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
                                   p2pkit_dtype_t dtype, p2pkit_redop_t op, p2pkit_comm_t c,
                                   p2pkit_stream_t stream) {
-  if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "all_reduce: communicator is NULL");
-  size_t es = p2pkit_dtype_size(dtype);
-  if (!es)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "all_reduce: rank %d: data type %d is not a "
-                     "p2pkit_dtype_t", c->rank, (int)dtype);
-  if ((int)op < 0 || op >= P2PKIT_REDOP_COUNT)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "all_reduce: rank %d: operation %d is not a "
-                     "p2pkit_redop_t", c->rank, (int)op);
-  if (count == 0) return P2PKIT_SUCCESS;
-  if (!sendbuf || !recvbuf)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "all_reduce: rank %d: %s is NULL", c->rank,
-                     sendbuf ? "recvbuf" : "sendbuf");
-  if (count > (UINT64_C(1) << 40) || count > SIZE_MAX / es)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "all_reduce: rank %d: count %zu is too large",
-                     c->rank, count);
-  P2PK_CHECK(p2pk_comm_async_status(c));
-  const size_t bytes = count * es;
-  const char *s = sendbuf, *r = recvbuf;
-  if ((uintptr_t)s % es || (uintptr_t)r % es)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "all_reduce: rank %d: buffers %p, %p are not "
-                     "aligned to their %zu-byte %s elements", c->rank, sendbuf, recvbuf, es,
-                     p2pkit_dtype_name(dtype));
-  if (s != r && s < r + bytes && r < s + bytes)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "all_reduce: rank %d: sendbuf and recvbuf "
-                     "overlap without being equal", c->rank);
-  int direct_ok = 0, unused = 0;
-  P2PK_CHECK(check_ptr(c, sendbuf, "sendbuf", &unused));
-  P2PK_CHECK(check_ptr(c, recvbuf, "recvbuf", &direct_ok));
+  return p2pk_coll_launch(c, P2PK_COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0, stream);
+}
 
-  int cur = -1;
-  cudaGetDevice(&cur);
-  if (cur != c->device && cudaSetDevice(c->device) != cudaSuccess) {
-    cudaError_t e = cudaGetLastError();
-    return p2pk_fail(P2PKIT_ERR_CUDA, "all_reduce: rank %d cannot use GPU %d: %s", c->rank,
-                     c->device, cudaGetErrorString(e));
-  }
-  cudaError_t e = cudaSuccess;
-  if (c->nranks == 1) {
-    if (s != r) e = cudaMemcpyAsync(recvbuf, sendbuf, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
-  } else {
-    p2pk_algo_choice ch;
-    p2pk_algo_choose(&c->table, &c->force, &c->geom, bytes, &ch);
-    p2pk_ar_args a = c->tmpl;
-    a.in = sendbuf;
-    a.out = recvbuf;
-    a.count = count;
-    a.dtype = dtype;
-    a.op = op;
-    a.algo = ch.algo;
-    a.proto = ch.proto;
-    a.slots = ch.slots;
-    a.chunk = ch.chunk;
-    a.hdr0 = (uint32_t)count;
-    a.hdr1 = (uint32_t)(((count >> 32) & 0xff) << 24 | ((uint32_t)ch.blocks & 0x3ff) << 14 |
-                        ((uint32_t)ch.algo & 3) << 12 | ((uint32_t)ch.proto & 1) << 11 |
-                        ((uint32_t)dtype & 0xf) << 4 | ((uint32_t)op & 0xf));
-    if (ch.algo == P2PK_ALGO_TWOSHOT) set_direct(c, &a, r, bytes, direct_ok);
-    int combo = 1 << (ch.algo * P2PK_PROTO_COUNT + ch.proto);
-    if (!(c->logged & combo)) {
-      c->logged |= combo;
-      P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): all-reduce of %zu B uses %s/%s, %d blocks x %d "
-                "threads, chunk %u B%s", c->rank, c->device, bytes, p2pk_algo_name(ch.algo),
-                p2pk_proto_name(ch.proto), ch.blocks, ch.threads, ch.chunk,
-                a.out_token ? ", all-gather into peers' outputs" : "");
-    }
-    P2PK_TRACE(P2PK_LOG_COLL, "rank %d all_reduce %zu x %s %s: %s/%s grid %d x %d chunk %u",
-               c->rank, count, p2pkit_dtype_name(dtype), p2pkit_redop_name(op),
-               p2pk_algo_name(ch.algo), p2pk_proto_name(ch.proto), ch.blocks, ch.threads, ch.chunk);
-    e = c->staged ? p2pk_launch_allreduce_staged(&a, ch.blocks, ch.threads, (cudaStream_t)stream)
-                  : p2pk_launch_allreduce_p2p(&a, ch.blocks, ch.threads, (cudaStream_t)stream);
-  }
-  if (cur >= 0 && cur != c->device) cudaSetDevice(cur);
-  if (e != cudaSuccess)
-    return p2pk_fail(P2PKIT_ERR_CUDA, "all_reduce: rank %d: launching on GPU %d failed: %s",
-                     c->rank, c->device, cudaGetErrorString(e));
-  return P2PKIT_SUCCESS;
+p2pkit_status_t p2pkit_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                 p2pkit_dtype_t dtype, int root, p2pkit_comm_t c,
+                                 p2pkit_stream_t stream) {
+  return p2pk_coll_launch(c, P2PK_COLL_BROADCAST, sendbuf, recvbuf, count, dtype, P2PKIT_SUM, root,
+                          stream);
+}
+
+p2pkit_status_t p2pkit_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                              p2pkit_dtype_t dtype, p2pkit_redop_t op, int root, p2pkit_comm_t c,
+                              p2pkit_stream_t stream) {
+  return p2pk_coll_launch(c, P2PK_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, stream);
+}
+
+p2pkit_status_t p2pkit_all_gather(const void *sendbuf, void *recvbuf, size_t count,
+                                  p2pkit_dtype_t dtype, p2pkit_comm_t c, p2pkit_stream_t stream) {
+  return p2pk_coll_launch(c, P2PK_COLL_ALL_GATHER, sendbuf, recvbuf, count, dtype, P2PKIT_SUM, 0,
+                          stream);
+}
+
+p2pkit_status_t p2pkit_reduce_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                                      p2pkit_dtype_t dtype, p2pkit_redop_t op, p2pkit_comm_t c,
+                                      p2pkit_stream_t stream) {
+  return p2pk_coll_launch(c, P2PK_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count, dtype, op, 0,
+                          stream);
+}
+
+p2pkit_status_t p2pkit_all_to_all(const void *sendbuf, void *recvbuf, size_t count,
+                                  p2pkit_dtype_t dtype, p2pkit_comm_t c, p2pkit_stream_t stream) {
+  return p2pk_coll_launch(c, P2PK_COLL_ALL_TO_ALL, sendbuf, recvbuf, count, dtype, P2PKIT_SUM, 0,
+                          stream);
 }

@@ -1,6 +1,9 @@
-// All-reduce kernels over P2P (NVLink or PCIe peer access). One launch per
-// call; no host work between steps, so a call can be captured in a CUDA graph
-// and replayed: every sequence number and mailbox counter lives in device
+// Collective kernels over P2P (NVLink or PCIe peer access). The LL and
+// one-shot kernels run every collective but send/recv from the call's plan
+// (peer masks, strides, reduce or copy: plan.h); all-reduce is the plan
+// "every peer both ways, reduce". p2p_kernel runs a group's sends and
+// receives. One launch per call; no host work between steps, so a call can
+// be captured in a CUDA graph and replayed: every sequence number and mailbox counter lives in device
 // memory and only kernels advance it.
 //
 //  ll_kernel       one-shot push, LL protocol: each 16-byte store carries 8
@@ -52,6 +55,11 @@ __device__ __forceinline__ void store_line(char *out, uint64_t line, uint64_t nb
     if (o + e * sizeof(B) < nbytes) *(B *)(p + e * sizeof(B)) = v.e[e];
 }
 
+__device__ __forceinline__ bool has(uint32_t mask, int p) { return (mask >> p) & 1u; }
+
+// Every collective except send/recv: push this rank's share for each peer in
+// send_mask, then either reduce everyone's lines in rank order (reduce) or
+// copy each received line to that peer's output block.
 template <class T>
 __global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar_args a) {
   typedef typename T::acc A;
@@ -64,27 +72,48 @@ __global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar
   const uint64_t first = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
   const char *in = (const char *)a.in;
+  char *out = (char *)a.out;
   Waiter w(a);
   const bool leader = blockIdx.x == 0 && threadIdx.x == 0;
   if (leader) header_send(a, seq);
-  for (uint64_t i = first; i < nlines; i += stride) {
+  for (uint64_t i = first; a.send_mask && i < nlines; i += stride) {
     uint2 v = load_line<T>(in, i, nbytes);
-    uint4 line = make_uint4(v.x, seq, v.y, seq);
     for (int k = 1; k < n; k++) {
       int p = me + k < n ? me + k : me + k - n;
+      if (!has(a.send_mask, p)) continue;
+      if (a.in_stride) v = load_line<T>(in + p * a.in_stride, i, nbytes);
       char *dst = a.peer[p] + a.lay.ll_off +
                   ((uint64_t)slot * (n - 1) + pslot(me, p, n)) * a.lay.ll_bytes + i * 16;
-      st_vol_v4(dst, line);
+      st_vol_v4(dst, make_uint4(v.x, seq, v.y, seq));
     }
   }
+  // Every rank waits for every peer's header, so no rank starts call s + 2
+  // (and overwrites this call's slot) before everyone finished call s.
   if (leader) header_check(a, seq, w);
   const char *mine = a.local + a.lay.ll_off + (uint64_t)slot * (n - 1) * a.lay.ll_bytes;
+  const char *own = in + me * a.in_stride;
   for (uint64_t i = first; i < nlines; i += stride) {
+    if (!a.reduce) {
+      for (int r = 0; r < n; r++) {
+        if (!has(a.recv_mask, r)) continue;
+        const char *src = mine + (uint64_t)pslot(r, me, n) * a.lay.ll_bytes + i * 16;
+        uint4 x;
+        for (;;) {
+          x = ld_vol_v4(src);
+          if (x.y == seq && x.w == seq) break;
+          if (w.poll(a, r)) break;
+        }
+        store_line<T>(out + r * a.out_stride, i, nbytes, make_uint2(x.x, x.z));
+      }
+      if (a.self_copy) store_line<T>(out + me * a.out_stride, i, nbytes, load_line<T>(own, i, nbytes));
+      continue;
+    }
+    if (!a.recv_mask) break;
     Pack8<T> v;
     A acc[Pack8<T>::N];
     for (int r = 0; r < n; r++) {
       if (r == me) {
-        v.u = load_line<T>(in, i, nbytes);
+        v.u = load_line<T>(own, i, nbytes);
       } else {
         const char *src = mine + (uint64_t)pslot(r, me, n) * a.lay.ll_bytes + i * 16;
         uint4 x;
@@ -101,18 +130,29 @@ __global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar
     }
 #pragma unroll
     for (int e = 0; e < Pack8<T>::N; e++) v.e[e] = T::st(finish<T>(a.op, acc[e], n));
-    store_line<T>((char *)a.out, i, nbytes, v.u);
+    store_line<T>(out, i, nbytes, v.u);
   }
 }
 
 // ------------------------------------------------------- chunked protocols ---
 
-// What one block knows about its share of the call.
+// What one block knows about its share of the call: which bytes move where
+// (from the call's arguments, or from one send/recv operation), and which
+// steps are this block's.
 struct Plan {
   int n, me, G, b, S;
   uint64_t nbytes, K;
   uint64_t steps; // chunks (one-shot) or chunk groups of n shards (two-shot)
   uint64_t J;     // steps of this block: b, b + G, b + 2G, ...
+  const char *in;
+  char *out;
+  uint32_t send, recv; // peer masks
+  uint64_t in_stride, out_stride;
+  int reduce, self_copy;
+  __device__ void set_steps(uint64_t step_bytes) {
+    steps = (nbytes + step_bytes - 1) / step_bytes;
+    J = steps > (uint64_t)b ? (steps - 1 - b) / G + 1 : 0;
+  }
   __device__ Plan(const p2pk_ar_args &a, uint64_t step_bytes, uint64_t esize) {
     n = a.nranks;
     me = a.rank;
@@ -121,8 +161,32 @@ struct Plan {
     S = a.slots;
     nbytes = a.count * esize;
     K = a.chunk;
-    steps = (nbytes + step_bytes - 1) / step_bytes;
-    J = steps > (uint64_t)b ? (steps - 1 - b) / G + 1 : 0;
+    in = (const char *)a.in;
+    out = (char *)a.out;
+    send = a.send_mask;
+    recv = a.recv_mask;
+    in_stride = a.in_stride;
+    out_stride = a.out_stride;
+    reduce = a.reduce;
+    self_copy = a.self_copy;
+    set_steps(step_bytes);
+  }
+  // One point-to-point operation on blocks [op.base, op.base + op.blocks).
+  __device__ Plan(const p2pk_ar_args &a, const p2pk_p2p_op &op) {
+    n = a.nranks;
+    me = a.rank;
+    G = op.blocks;
+    b = (int)blockIdx.x - op.base;
+    S = a.slots;
+    nbytes = op.bytes;
+    K = op.chunk;
+    in = op.send ? op.buf : nullptr;
+    out = op.send ? nullptr : op.buf;
+    send = op.send ? 1u << op.peer : 0u;
+    recv = op.send ? 0u : 1u << op.peer;
+    in_stride = out_stride = 0;
+    reduce = self_copy = 0;
+    set_steps(K);
   }
   __device__ int box(uint64_t j) const { return b * S + (int)(j % S); }
   __device__ uint64_t step(uint64_t j) const { return (uint64_t)b + j * G; }
@@ -135,9 +199,11 @@ __device__ __forceinline__ uint64_t *agtok(const p2pk_ar_args &a, char *base, in
 
 // Thread 0: wait until every peer drained my previous use of its mailbox m
 // of `set`. The block then fills the mailboxes; push_done() raises them.
-__device__ bool wait_free(const p2pk_ar_args &a, Waiter &w, const Plan &P, int set, int m) {
+__device__ bool wait_free(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint32_t mask, int set,
+                          int m) {
   for (int k = 1; k < P.n; k++) {
     int p = peer_k(P.me, k, P.n);
+    if (!has(mask, p)) continue;
     uint64_t used = *counter(a.local, a.lay.sent_off, set, p, P.n, m);
     if (!wait_geq(a, w, counter(a.local, a.lay.freed_off, set, p, P.n, m), used, p)) return false;
   }
@@ -147,9 +213,11 @@ __device__ bool wait_free(const p2pk_ar_args &a, Waiter &w, const Plan &P, int s
 // Thread 0, after a barrier that follows the block's stores: one more use of
 // every peer's mailbox m of `set` is ready (release: covers the whole block's
 // stores, ordered by the barrier).
-__device__ void push_done(const p2pk_ar_args &a, const Plan &P, int set, int m, const int *direct) {
+__device__ void push_done(const p2pk_ar_args &a, const Plan &P, uint32_t mask, int set, int m,
+                          const int *direct) {
   for (int k = 1; k < P.n; k++) {
     int p = peer_k(P.me, k, P.n);
+    if (!has(mask, p)) continue;
     uint64_t *sc = counter(a.local, a.lay.sent_off, set, p, P.n, m);
     uint64_t s = *sc + 1;
     *sc = s;
@@ -160,10 +228,11 @@ __device__ void push_done(const p2pk_ar_args &a, const Plan &P, int set, int m, 
 
 // Thread 0: wait for the next use of my mailbox m of `set` from every peer.
 // `direct` (optional) receives whether the peer wrote into my output itself.
-__device__ bool wait_ready(const p2pk_ar_args &a, Waiter &w, const Plan &P, int set, int m,
-                           int *direct) {
+__device__ bool wait_ready(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint32_t mask, int set,
+                           int m, int *direct) {
   for (int k = 1; k < P.n; k++) {
     int p = peer_k(P.me, k, P.n);
+    if (!has(mask, p)) continue;
     uint64_t want = *counter(a.local, a.lay.recvd_off, set, p, P.n, m) + 1;
     const uint64_t *rf = counter(a.local, a.lay.ready_off, set, p, P.n, m);
     uint64_t v;
@@ -176,9 +245,10 @@ __device__ bool wait_ready(const p2pk_ar_args &a, Waiter &w, const Plan &P, int 
 
 // Thread 0, after a barrier that follows the block's reads of mailbox m:
 // hand it back to every peer.
-__device__ void drain_done(const p2pk_ar_args &a, const Plan &P, int set, int m) {
+__device__ void drain_done(const p2pk_ar_args &a, const Plan &P, uint32_t mask, int set, int m) {
   for (int k = 1; k < P.n; k++) {
     int p = peer_k(P.me, k, P.n);
+    if (!has(mask, p)) continue;
     uint64_t *rc = counter(a.local, a.lay.recvd_off, set, p, P.n, m);
     uint64_t r = *rc + 1;
     *rc = r;
@@ -202,40 +272,67 @@ __device__ bool start_call(const p2pk_ar_args &a, uint32_t seq, Waiter &w, int *
 
 // ------------------------------------------------------------- one-shot ---
 
+// Push this block's chunk j to every peer in P.send (each peer's share of
+// the input when in_stride is set).
 template <class T>
 __device__ bool os_push(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint64_t j, int *s_ok) {
+  if (!P.send) return true;
   const uint64_t off = P.step(j) * P.K;
   const uint64_t len = min(P.K, P.nbytes - off);
   const int m = P.box(j);
-  if (threadIdx.x == 0) *s_ok = wait_free(a, w, P, 0, m);
+  if (threadIdx.x == 0) *s_ok = wait_free(a, w, P, P.send, 0, m);
   __syncthreads();
   if (!*s_ok) return false;
   for (int k = 1; k < P.n; k++) {
     int p = peer_k(P.me, k, P.n);
-    copy_chunk<T>(mailbox(a, a.peer[p], 0, pslot(P.me, p, P.n), m), (const char *)a.in + off, len);
+    if (!has(P.send, p)) continue;
+    copy_chunk<T>(mailbox(a, a.peer[p], 0, pslot(P.me, p, P.n), m),
+                  P.in + p * P.in_stride + off, len);
   }
   __syncthreads();
-  if (threadIdx.x == 0) push_done(a, P, 0, m, nullptr);
+  if (threadIdx.x == 0) push_done(a, P, P.send, 0, m, nullptr);
   return true;
 }
 
+// Chunk j of what arrives: reduced in rank order with this rank's share into
+// out, or copied to each sender's output block (plus this rank's own block).
 template <class T>
 __device__ bool os_reduce(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint64_t j, int *s_ok,
                           const char **s_src) {
+  if (!P.recv && !P.self_copy) return true;
   const uint64_t off = P.step(j) * P.K;
   const uint64_t len = min(P.K, P.nbytes - off);
   const int m = P.box(j);
+  const char *own = P.in + P.me * P.in_stride + off;
   if (threadIdx.x == 0) {
-    *s_ok = wait_ready(a, w, P, 0, m, nullptr);
+    *s_ok = wait_ready(a, w, P, P.recv, 0, m, nullptr);
     for (int r = 0; r < P.n; r++)
-      s_src[r] = r == P.me ? (const char *)a.in + off : mailbox(a, a.local, 0, pslot(r, P.me, P.n), m);
+      s_src[r] = r == P.me ? own : mailbox(a, a.local, 0, pslot(r, P.me, P.n), m);
   }
   __syncthreads();
   if (!*s_ok) return false;
-  reduce_chunk<T, false>(a.op, P.n, P.me, (char *)a.out + off, s_src, nullptr, 0, len);
+  if (P.reduce) {
+    reduce_chunk<T, false>(a.op, P.n, P.me, P.out + off, s_src, nullptr, 0, len);
+  } else {
+    for (int r = 0; r < P.n; r++)
+      if (has(P.recv, r) || (r == P.me && P.self_copy))
+        copy_chunk<T>(P.out + r * P.out_stride + off, s_src[r], len);
+  }
   __syncthreads();
-  if (threadIdx.x == 0) drain_done(a, P, 0, m);
+  if (threadIdx.x == 0) drain_done(a, P, P.recv, 0, m);
   return true;
+}
+
+// The pipeline of one block: push chunk j + 1 before taking chunk j in, so
+// the peer's data is in flight while this block works.
+template <class T>
+__device__ void os_run(const p2pk_ar_args &a, Waiter &w, const Plan &P, int *s_ok,
+                       const char **s_src) {
+  if (P.J > 0 && !os_push<T>(a, w, P, 0, s_ok)) return;
+  for (uint64_t j = 0; j < P.J; j++) {
+    if (j + 1 < P.J && !os_push<T>(a, w, P, j + 1, s_ok)) return;
+    if (!os_reduce<T>(a, w, P, j, s_ok, s_src)) return;
+  }
 }
 
 template <class T>
@@ -247,13 +344,28 @@ __global__ void __launch_bounds__(512) oneshot_kernel(const __grid_constant__ p2
   Waiter w(a);
   if (!start_call(a, seq, w, &s_ok)) return;
   const Plan P(a, a.chunk, sizeof(typename T::bits));
-  // Push the next chunk before reducing this one: the peer's data is in
-  // flight while this block works.
-  if (P.J > 0 && !os_push<T>(a, w, P, 0, &s_ok)) return;
-  for (uint64_t j = 0; j < P.J; j++) {
-    if (j + 1 < P.J && !os_push<T>(a, w, P, j + 1, &s_ok)) return;
-    if (!os_reduce<T>(a, w, P, j, &s_ok, s_src)) return;
-  }
+  os_run<T>(a, w, P, &s_ok, s_src);
+}
+
+// ------------------------------------------------------------- send/recv ---
+
+// Every send and receive of one group on this communicator, each on its own
+// blocks. No sequence number, no header: only the two ranks of a pair take
+// part, and the pair's mailbox counters order its operations.
+template <class T>
+__global__ void __launch_bounds__(512) p2p_kernel(const __grid_constant__ p2pk_p2p_args pa) {
+  __shared__ int s_ok;
+  __shared__ const char *s_src[P2PK_COLL_MAX_RANKS];
+  const p2pk_ar_args &a = pa.a;
+  if (threadIdx.x == 0) s_ok = ld_vol_i32(&ctrl_of(a.local)->abort) == 0;
+  __syncthreads();
+  if (!s_ok) return;
+  int i = 0;
+  while (i + 1 < pa.nops && (int)blockIdx.x >= pa.op[i + 1].base) i++;
+  if ((int)blockIdx.x >= pa.op[i].base + pa.op[i].blocks) return;
+  Waiter w(a);
+  const Plan P(a, pa.op[i]);
+  os_run<T>(a, w, P, &s_ok, s_src);
 }
 
 // ------------------------------------------------------------- two-shot ---
@@ -276,7 +388,7 @@ template <class T>
 __device__ bool ts_push(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint64_t j, int *s_ok) {
   const Shards sh(P, j);
   const int m = P.box(j);
-  if (threadIdx.x == 0) *s_ok = wait_free(a, w, P, 0, m);
+  if (threadIdx.x == 0) *s_ok = wait_free(a, w, P, P.send, 0, m);
   __syncthreads();
   if (!*s_ok) return false;
   for (int k = 1; k < P.n; k++) {
@@ -288,7 +400,7 @@ __device__ bool ts_push(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint64_
   if (threadIdx.x == 0) {
     // Where my all-gather share should land, for the peers to check.
     for (int k = 1; k < P.n; k++) st_vol_u64(agtok(a, a.peer[peer_k(P.me, k, P.n)], P.me, m), a.out_token);
-    push_done(a, P, 0, m, nullptr);
+    push_done(a, P, P.send, 0, m, nullptr);
   }
   return true;
 }
@@ -299,7 +411,7 @@ __device__ bool ts_reduce(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint6
   const Shards sh(P, j);
   const int m = P.box(j);
   if (threadIdx.x == 0) {
-    bool ok = wait_ready(a, w, P, 0, m, nullptr) && wait_free(a, w, P, 1, m);
+    bool ok = wait_ready(a, w, P, P.recv, 0, m, nullptr) && wait_free(a, w, P, P.send, 1, m);
     for (int k = 1; k < P.n && ok; k++) {
       int p = peer_k(P.me, k, P.n);
       uint64_t tok = ld_vol_u64(agtok(a, a.local, p, m));
@@ -319,8 +431,8 @@ __device__ bool ts_reduce(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint6
                          sh.len(P.me));
   __syncthreads();
   if (threadIdx.x == 0) {
-    drain_done(a, P, 0, m);
-    push_done(a, P, 1, m, s_direct);
+    drain_done(a, P, P.recv, 0, m);
+    push_done(a, P, P.send, 1, m, s_direct);
   }
   return true;
 }
@@ -330,7 +442,7 @@ __device__ bool ts_gather(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint6
                           int *s_direct) {
   const Shards sh(P, j);
   const int m = P.box(j);
-  if (threadIdx.x == 0) *s_ok = wait_ready(a, w, P, 1, m, s_direct);
+  if (threadIdx.x == 0) *s_ok = wait_ready(a, w, P, P.recv, 1, m, s_direct);
   __syncthreads();
   if (!*s_ok) return false;
   for (int k = 1; k < P.n; k++) {
@@ -339,7 +451,7 @@ __device__ bool ts_gather(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint6
       copy_chunk<T>((char *)a.out + sh.at(p), mailbox(a, a.local, 1, pslot(p, P.me, P.n), m), sh.len(p));
   }
   __syncthreads();
-  if (threadIdx.x == 0) drain_done(a, P, 1, m);
+  if (threadIdx.x == 0) drain_done(a, P, P.recv, 1, m);
   return true;
 }
 
@@ -378,8 +490,27 @@ extern "C" cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int bloc
   return cudaGetLastError();
 }
 
+extern "C" cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *pa, int esize, int blocks, int threads,
+                                       cudaStream_t stream) {
+  switch (esize) {
+    case 8: p2pk::p2p_kernel<p2pk::TI64><<<blocks, threads, 0, stream>>>(*pa); break;
+    case 4: p2pk::p2p_kernel<p2pk::TI32><<<blocks, threads, 0, stream>>>(*pa); break;
+    case 2: p2pk::p2p_kernel<p2pk::TF16><<<blocks, threads, 0, stream>>>(*pa); break;
+    case 1: p2pk::p2p_kernel<p2pk::TU8><<<blocks, threads, 0, stream>>>(*pa); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
 extern "C" cudaError_t p2pk_preload_allreduce_p2p(void) {
   cudaError_t e = cudaSuccess;
+  {
+    cudaFuncAttributes fa;
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::p2p_kernel<p2pk::TI64>);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::p2p_kernel<p2pk::TI32>);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::p2p_kernel<p2pk::TF16>);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::p2p_kernel<p2pk::TU8>);
+  }
   P2PK_PRELOAD_DTYPES(p2pk::ll_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::oneshot_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::twoshot_kernel, e);

@@ -57,7 +57,7 @@ struct p2pkit_comm {
   p2pk_ar_args tmpl; /* kernel arguments every call starts from */
   const void *ok_ptr[P2PK_PTR_CACHE]; /* device pointers already checked */
   int ok_next;
-  int logged; /* (algorithm, protocol) pairs already logged at INFO, a bit each */
+  uint64_t logged; /* (collective, algorithm, protocol) already logged at INFO, a bit each */
 };
 
 /* comm.c: scratch layout for n ranks within `buffer` bytes per rank.
@@ -69,6 +69,21 @@ p2pkit_status_t p2pk_layout_compute(int nranks, size_t buffer, int staged, int b
 int p2pk_mailboxes_for(int sm_count);
 /* allreduce.c: the error a kernel left behind, as a status (SUCCESS if none). */
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *comm);
+/* allreduce.c, shared by every collective and send/recv: */
+/* Communicator, type, operation (when has_op) and count; *es_p the element size. */
+p2pkit_status_t p2pk_coll_check_args(struct p2pkit_comm *c, const char *name, p2pkit_dtype_t dtype,
+                                     int has_op, p2pkit_redop_t op, size_t count, size_t *es_p);
+/* Device memory of this rank's GPU (cached); *direct_ok: plain device memory. */
+p2pkit_status_t p2pk_coll_check_ptr(struct p2pkit_comm *c, const void *p, const char *what,
+                                    int *direct_ok);
+/* Make the communicator's GPU current (*prev: the caller's), and back,
+ * turning a launch error into a status. */
+p2pkit_status_t p2pk_coll_enter(struct p2pkit_comm *c, const char *name, int *prev);
+p2pkit_status_t p2pk_coll_leave(struct p2pkit_comm *c, const char *name, int prev, cudaError_t e);
+/* One collective (P2PK_COLL_*): checks, plan, choice, one launch. */
+p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *sendbuf,
+                                 void *recvbuf, size_t count, p2pkit_dtype_t dtype,
+                                 p2pkit_redop_t op, int root, p2pkit_stream_t stream);
 /* Tests and the sweep: replace the environment's overrides for this comm. */
 void p2pk_comm_set_force(struct p2pkit_comm *comm, const p2pk_algo_force *f);
 /* What the next all-reduce of `bytes` would run. */

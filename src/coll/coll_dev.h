@@ -20,6 +20,17 @@
 #define P2PK_ALIGN16 _Alignas(16)
 #endif
 
+/* Which collective a kernel runs (part of the per-call header). */
+enum {
+  P2PK_COLL_ALL_REDUCE = 0,
+  P2PK_COLL_BROADCAST = 1,
+  P2PK_COLL_REDUCE = 2,
+  P2PK_COLL_ALL_GATHER = 3,
+  P2PK_COLL_REDUCE_SCATTER = 4,
+  P2PK_COLL_ALL_TO_ALL = 5,
+  P2PK_COLL_KINDS
+};
+
 enum { P2PK_ALGO_ONESHOT = 0, P2PK_ALGO_TWOSHOT = 1, P2PK_ALGO_STAGED = 2, P2PK_ALGO_COUNT };
 enum { P2PK_PROTO_LL = 0, P2PK_PROTO_SIMPLE = 1, P2PK_PROTO_COUNT };
 /* Codes a kernel leaves in the host-mapped error words. */
@@ -44,7 +55,7 @@ typedef struct {
   P2PK_ALIGN16 uint32_t hdr[2][4]; /* this rank's LL header line per slot */
   int32_t abort;       /* 0, or 1 + the rank that gave up */
   int32_t pad[7];
-  uint64_t ready[P2PK_STAGE_MAILBOXES];                       /* written by the owner */
+  uint64_t ready[P2PK_STAGE_MAILBOXES][P2PK_COLL_MAX_RANKS];  /* [m][reader], by the owner */
   uint64_t freed[P2PK_STAGE_MAILBOXES][P2PK_COLL_MAX_RANKS];  /* [m][reader] */
 } p2pk_stage_ctrl;
 
@@ -91,7 +102,35 @@ typedef struct {
   int32_t direct;
   uint64_t out_token;
   char *peer_out[P2PK_COLL_MAX_RANKS];
+  /* What moves where (all-reduce: every peer both ways, reduce, no strides).
+   * Rank p's share of the input is in + p * in_stride; what comes from rank
+   * p goes to out + p * out_stride (copy) or is reduced with this rank's
+   * share into out (reduce). See plan.h. */
+  uint32_t send_mask, recv_mask; /* peers this rank pushes to / receives from */
+  uint64_t in_stride, out_stride;
+  int32_t reduce;      /* 1: reduce what arrives with in + rank * in_stride */
+  int32_t self_copy;   /* 1: out + rank * out_stride = in + rank * in_stride */
+  int32_t stage_shared; /* staged: 1: one outbox segment read by every peer */
+  int32_t wait_writer;  /* staged: readers wait for this rank's writers (in place) */
 } p2pk_ar_args;
+
+/* Send/recv: one kernel runs every point-to-point operation of a group on one
+ * communicator, each on its own range of blocks. Grid and chunk of an
+ * operation depend only on its size, so both ends agree without a header. */
+#define P2PK_P2P_MAX_OPS (2 * (P2PK_COLL_MAX_RANKS - 1))
+typedef struct {
+  char *buf;           /* send: source; recv: destination */
+  uint64_t bytes;
+  int32_t peer, send;  /* send 1: push to peer; 0: receive from peer */
+  int32_t base, blocks; /* blocks [base, base + blocks) of the grid */
+  uint32_t chunk, pad;
+} p2pk_p2p_op;
+
+typedef struct {
+  p2pk_ar_args a;      /* the communicator's template (in/out unused) */
+  int32_t nops, pad;
+  p2pk_p2p_op op[P2PK_P2P_MAX_OPS];
+} p2pk_p2p_args;
 
 #define P2PK_READY_DIRECT (1ULL << 63) /* all-gather share already in the output */
 
@@ -104,6 +143,10 @@ cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int thr
                                       cudaStream_t stream);
 cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int threads,
                                          cudaStream_t stream);
+/* Send/recv over P2P (allreduce_kernels.cu); `esize` picks the element width
+ * of the copy loops (1, 2, 4 or 8: the smallest of the group's types). */
+cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *a, int esize, int blocks, int threads,
+                            cudaStream_t stream);
 /* Load every kernel instance on the current device, so none loads lazily
  * inside a caller's CUDA graph capture. */
 cudaError_t p2pk_preload_allreduce_p2p(void);

@@ -287,6 +287,11 @@ static void fill_tmpl(struct p2pkit_comm *c, char *stage_dev) {
   for (int p = 0; p < c->nranks; p++) a->peer[p] = c->staged ? NULL : c->peer[p];
   a->stage = c->staged ? stage_dev : NULL;
   a->direct = c->staged ? 0 : c->multiproc ? 2 : 1;
+  /* All-reduce: every peer both ways, reduced (p2pk_coll_launch sets these
+   * per call for the other collectives). */
+  a->send_mask = a->recv_mask = (uint32_t)(((uint64_t)1 << c->nranks) - 1) & ~((uint32_t)1 << c->rank);
+  a->reduce = 1;
+  a->stage_shared = 1;
   c->logged = 0;
 }
 

@@ -311,8 +311,9 @@ __device__ __forceinline__ B ld_elem(const char *p) {
 __device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 // dst[0..len) = src[0..len) by the whole block; len a multiple of the element
-// size. 16-byte accesses where both sides allow, element accesses otherwise.
-template <class T>
+// size; src in host memory when HOST. 16-byte accesses where both sides
+// allow, element accesses otherwise.
+template <class T, bool HOST = false>
 __device__ void copy_chunk(char *dst, const char *src, uint64_t len) {
   typedef typename T::bits B;
   uint64_t done = 0;
@@ -323,7 +324,7 @@ __device__ void copy_chunk(char *dst, const char *src, uint64_t len) {
 #pragma unroll
       for (int u = 0; u < UNROLL; u++) {
         uint64_t i = base + (uint64_t)u * blockDim.x;
-        if (i < nv) v[u] = ld16<false>(src + i * 16);
+        if (i < nv) v[u] = ld16<HOST>(src + i * 16);
       }
 #pragma unroll
       for (int u = 0; u < UNROLL; u++) {
@@ -334,7 +335,7 @@ __device__ void copy_chunk(char *dst, const char *src, uint64_t len) {
     done = nv * 16;
   }
   for (uint64_t o = done + threadIdx.x * sizeof(B); o < len; o += (uint64_t)blockDim.x * sizeof(B))
-    *(B *)(dst + o) = ld_elem<B, false>(src + o);
+    *(B *)(dst + o) = ld_elem<B, HOST>(src + o);
 }
 
 // out[0..len) = reduce over r = 0..n-1 of src[r][0..len), in rank order, so

@@ -54,6 +54,42 @@ static p2pkit_status_t p2pkit_allreduce(const perf_call *c) {
                            c->stream);
 }
 
+static p2pkit_status_t p2pkit_bcast(const perf_call *c) {
+  return p2pkit_broadcast(c->send, c->recv, c->param, c->dtype, c->root, (p2pkit_comm_t)c->comm,
+                          c->stream);
+}
+
+static p2pkit_status_t p2pkit_reduce_call(const perf_call *c) {
+  return p2pkit_reduce(c->send, c->recv, c->param, c->dtype, c->op, c->root, (p2pkit_comm_t)c->comm,
+                       c->stream);
+}
+
+static p2pkit_status_t p2pkit_allgather(const perf_call *c) {
+  return p2pkit_all_gather(c->send, c->recv, c->param, c->dtype, (p2pkit_comm_t)c->comm, c->stream);
+}
+
+static p2pkit_status_t p2pkit_reducescatter(const perf_call *c) {
+  return p2pkit_reduce_scatter(c->send, c->recv, c->param, c->dtype, c->op, (p2pkit_comm_t)c->comm,
+                               c->stream);
+}
+
+static p2pkit_status_t p2pkit_alltoall(const perf_call *c) {
+  return p2pkit_all_to_all(c->send, c->recv, c->param, c->dtype, (p2pkit_comm_t)c->comm, c->stream);
+}
+
+/* As nccl-tests' sendrecv: send to the next rank, receive from the previous,
+ * in one group. */
+static p2pkit_status_t p2pkit_sendrecv(const perf_call *c) {
+  p2pkit_comm_t comm = (p2pkit_comm_t)c->comm;
+  int to = (c->rank + 1) % c->nranks, from = (c->rank + c->nranks - 1) % c->nranks;
+  p2pkit_status_t st = p2pkit_group_start();
+  if (st != P2PKIT_SUCCESS) return st;
+  st = p2pkit_send(c->send, c->param, c->dtype, to, comm, c->stream);
+  if (st == P2PKIT_SUCCESS) st = p2pkit_recv(c->recv, c->param, c->dtype, from, comm, c->stream);
+  p2pkit_status_t end = p2pkit_group_end();
+  return st != P2PKIT_SUCCESS ? st : end;
+}
+
 /* ---- NCCL --------------------------------------------------------------- */
 
 #define NCOMM(c) ((p2pk_nccl_comm_t)(c)->comm)
@@ -119,14 +155,19 @@ static const perf_coll colls[] = {
     /* name, id, op, root, in-place, factor, counts, p2pkit, nccl */
     {"all_reduce", PERF_ALL_REDUCE, 1, 0, 1, factor_allreduce, counts_whole, p2pkit_allreduce,
      nccl_allreduce},
-    {"broadcast", PERF_BROADCAST, 0, 1, 1, factor_one, counts_whole, NULL, nccl_broadcast},
-    {"reduce", PERF_REDUCE, 1, 1, 1, factor_one, counts_whole, NULL, nccl_reduce},
-    {"all_gather", PERF_ALL_GATHER, 0, 0, 1, factor_gather, counts_allgather, NULL, nccl_allgather},
-    {"reduce_scatter", PERF_REDUCE_SCATTER, 1, 0, 1, factor_gather, counts_reducescatter, NULL,
-     nccl_reducescatter},
+    {"broadcast", PERF_BROADCAST, 0, 1, 1, factor_one, counts_whole, p2pkit_bcast,
+     nccl_broadcast},
+    {"reduce", PERF_REDUCE, 1, 1, 1, factor_one, counts_whole, p2pkit_reduce_call,
+     nccl_reduce},
+    {"all_gather", PERF_ALL_GATHER, 0, 0, 1, factor_gather, counts_allgather,
+     p2pkit_allgather, nccl_allgather},
+    {"reduce_scatter", PERF_REDUCE_SCATTER, 1, 0, 1, factor_gather, counts_reducescatter,
+     p2pkit_reducescatter, nccl_reducescatter},
     /* Receiving into the buffer being sent races: no in-place variant. */
-    {"sendrecv", PERF_SENDRECV, 0, 0, 0, factor_one, counts_whole, NULL, nccl_sendrecv},
-    {"alltoall", PERF_ALLTOALL, 0, 0, 0, factor_gather, counts_alltoall, NULL, nccl_alltoall},
+    {"sendrecv", PERF_SENDRECV, 0, 0, 0, factor_one, counts_whole, p2pkit_sendrecv,
+     nccl_sendrecv},
+    {"alltoall", PERF_ALLTOALL, 0, 0, 0, factor_gather, counts_alltoall, p2pkit_alltoall,
+     nccl_alltoall},
 };
 
 static const struct {

@@ -176,7 +176,8 @@ TEST(bad_inputs) {
   bad_case(__LINE__, "-g 2 cannot be combined", 0, "all_reduce", "-p", "2", "-g", "2", NULL);
   bad_case(__LINE__, "-b needs a value", 0, "all_reduce", "-b", NULL);
   bad_case(__LINE__, "exclude each other", 0, "all_reduce", "--vs-nccl", "--nccl-only", NULL);
-  bad_case(__LINE__, "p2pkit has no broadcast yet", 0, "broadcast", NULL);
+  bad_case(__LINE__, "choose p2pkit's all-reduce algorithm; not for broadcast", 0, "broadcast",
+           "--algo", "oneshot", NULL);
   bad_case(__LINE__, "--algo 'fastest': unknown algorithm", 0, "all_reduce", "--algo", "fastest", NULL);
   bad_case(__LINE__, "'oneshot/xl': unknown algorithm", 0, "all_reduce", "--algo", "oneshot/xl", NULL);
   bad_case(__LINE__, "oneshot is listed twice", 0, "all_reduce", "--sweep-algos", "oneshot,oneshot", NULL);
@@ -255,6 +256,8 @@ TEST(collective_table) {
   }
   CHECK_EQ(n, 7);
   CHECK(p2pk_perf_coll("all_reduce")->p2pkit_call != NULL);
+  /* p2pkit has every collective (issue 5). */
+  for (int i = 0; p2pk_perf_coll_at(i); i++) CHECK(p2pk_perf_coll_at(i)->p2pkit_call != NULL);
   CHECK(p2pk_perf_coll("bcast") == p2pk_perf_coll("broadcast"));
   CHECK(p2pk_perf_coll("all_gather_perf") == p2pk_perf_coll("all_gather"));
   CHECK(p2pk_perf_coll("gather") == NULL);

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Data-parallel training on the GPU machine (issue 7): the gradient-sync GPU
+# test, the Python binding and DDP hook tests, the torchrun example with and
+# without the hook, and the cuBLAS MLP example (checks, then p2pkit vs NCCL).
+# Usage: scripts/device/ddp.sh BUILD_DIR LOG_DIR     (about 2-3 minutes)
+# NCCL_NVLS_ENABLE / TORCH_SYMM_MEM_DISABLE_MULTICAST are forced off here.
+set -uo pipefail
+build=${1:?usage: ddp.sh BUILD_DIR LOG_DIR}
+log=${2:?usage: ddp.sh BUILD_DIR LOG_DIR}
+mkdir -p "$log"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export P2PKIT_LIB=$PWD/$build/libp2pkit.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+status=0
+summary=()
+step() { # step NAME LIMIT_S CMD...
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS rc=0
+  echo "=== $name: $*"
+  timeout --kill-after=10 "$limit" "$@" > "$log/$name.txt" 2>&1 || rc=$?
+  tail -n 30 "$log/$name.txt"
+  summary+=("$(printf '%-22s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
+  [ "$rc" = 0 ] || status=1
+}
+python3 -c 'import torch; print("torch", torch.__version__, "gpus", torch.cuda.device_count())' > "$log/torch.txt" 2>&1
+step grad_sync_test 240 "$build/tests/test_ddp_grad_sync"
+step py_binding 120 python3 python/tests/test_binding.py -v
+step py_ddp_hook 300 python3 python/tests/test_ddp_hook.py -v
+step ddp_torch_p2pkit 180 python3 -m torch.distributed.run --standalone --nproc_per_node="$ngpu" examples/ddp_torch.py
+step ddp_torch_nccl 180 python3 -m torch.distributed.run --standalone --nproc_per_node="$ngpu" examples/ddp_torch.py --no-p2pkit
+if [ -x "$build/examples/ddp_mlp" ]; then
+  step mlp_smoke 120 "$build/examples/ddp_mlp" -p "$ngpu" --steps 10 --width 512 --layers 4 --backend p2pkit
+  step mlp_both 300 "$build/examples/ddp_mlp" -p "$ngpu" --backend both
+else
+  summary+=("ddp_mlp not built (no cuBLAS?)"); status=1
+fi
+echo
+echo "=== summary (logs in $log)"
+printf '%s\n' "${summary[@]}"
+exit $status

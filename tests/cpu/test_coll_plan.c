@@ -1,0 +1,179 @@
+/* Collective plans (src/coll/plan.c): masks, strides and in-place forms of
+ * every collective, checked by running the plan on host memory for every
+ * rank count, rank and root and comparing with NCCL's semantics; overlap
+ * rules; bus-bandwidth factors against the perf table; header words. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/plan.h"
+#include "perf/perf.h"
+#include "test.h"
+
+#define MAXN 5
+#define BLK 7 /* elements per rank's share: odd */
+
+/* What a kernel does with the plan, on int32 sums: pushes, then per rank
+ * either the rank-order reduction or the copies. */
+static void run_plan(int kind, int n, int root, int32_t in[MAXN][MAXN * BLK],
+                     int32_t out[MAXN][MAXN * BLK]) {
+  p2pk_coll_plan pl[MAXN];
+  for (int r = 0; r < n; r++)
+    CHECK_OK(p2pk_coll_plan_make(kind, r, n, root, BLK * 4, in[r], out[r], &pl[r]));
+  for (int r = 0; r < n; r++) {
+    CHECK((pl[r].send_mask >> r & 1) == 0 && (pl[r].recv_mask >> r & 1) == 0);
+    for (int p = 0; p < n; p++) /* every push has a receiver and the other way round */
+      if (p != r) CHECK_EQ(pl[r].send_mask >> p & 1, pl[p].recv_mask >> r & 1);
+    CHECK_EQ(pl[r].stage_shared, pl[r].in_stride == 0);
+  }
+  for (int q = 0; q < n; q++) {
+    const p2pk_coll_plan *P = &pl[q];
+    if (n == 1) { /* the host copies; no kernel */
+      if (P->in_bytes && P->out_bytes) memcpy(out[q], in[q], BLK * 4);
+      continue;
+    }
+    if (P->reduce) {
+      if (!P->recv_mask) continue;
+      for (int i = 0; i < BLK; i++) {
+        int32_t acc = 0;
+        for (int r = 0; r < n; r++) acc += in[r][q * (P->in_stride / 4) + i];
+        out[q][i] = acc;
+      }
+      continue;
+    }
+    for (int r = 0; r < n; r++) {
+      int from_peer = r != q && (P->recv_mask >> r & 1);
+      int mine = r == q && P->self_copy;
+      if (!from_peer && !mine) continue;
+      /* What r pushed for q (its share for q), or q's own share. */
+      const int32_t *src = in[r] + q * (pl[r].in_stride / 4);
+      memcpy(out[q] + r * (P->out_stride / 4), src, BLK * 4);
+    }
+  }
+}
+
+TEST(plans_match_nccl_semantics) {
+  int32_t in[MAXN][MAXN * BLK], out[MAXN][MAXN * BLK];
+  for (int n = 1; n <= MAXN; n++)
+    for (int kind = 0; kind < P2PK_COLL_KINDS; kind++)
+      for (int root = 0; root < (p2pk_coll_has_root(kind) ? n : 1); root++) {
+        for (int r = 0; r < n; r++)
+          for (int i = 0; i < MAXN * BLK; i++) in[r][i] = 1000 * r + i + 1, out[r][i] = -1;
+        run_plan(kind, n, root, in, out);
+        for (int q = 0; q < n; q++)
+          for (int i = 0; i < n * BLK; i++) {
+            int32_t want = -1, sum = 0;
+            int blk = i / BLK, e = i % BLK;
+            switch (kind) {
+              case P2PK_COLL_ALL_REDUCE:
+                if (i < BLK) for (int r = 0; r < n; r++) sum += in[r][i], want = sum;
+                break;
+              case P2PK_COLL_BROADCAST:
+                if (i < BLK) want = in[root][i];
+                break;
+              case P2PK_COLL_REDUCE:
+                if (i < BLK && q == root) for (int r = 0; r < n; r++) sum += in[r][i], want = sum;
+                break;
+              case P2PK_COLL_ALL_GATHER: want = in[blk][e]; break;
+              case P2PK_COLL_REDUCE_SCATTER:
+                if (i < BLK) for (int r = 0; r < n; r++) sum += in[r][q * BLK + i], want = sum;
+                break;
+              case P2PK_COLL_ALL_TO_ALL: want = in[blk][q * BLK + e]; break;
+            }
+            if (out[q][i] != want) {
+              T_FAIL("%s n %d root %d: rank %d element %d is %d, expected %d",
+                     p2pk_coll_name(kind), n, root, q, i, out[q][i], want);
+              return;
+            }
+          }
+      }
+}
+
+TEST(in_place_forms_and_overlaps) {
+  static char buf[1 << 12];
+  char *b = buf + 64;
+  const uint64_t B = 40;
+  p2pk_coll_plan pl;
+  for (int r = 0; r < 3; r++) {
+    CHECK_OK(p2pk_coll_plan_make(P2PK_COLL_ALL_GATHER, r, 3, 0, B, b + r * B, b, &pl));
+    CHECK(pl.in_place && !pl.self_copy);
+    CHECK_OK(p2pk_coll_plan_make(P2PK_COLL_REDUCE_SCATTER, r, 3, 0, B, b, b + r * B, &pl));
+    CHECK(pl.in_place && pl.reduce);
+    CHECK_OK(p2pk_coll_plan_make(P2PK_COLL_ALL_TO_ALL, r, 3, 0, B, b, b, &pl));
+    CHECK(pl.in_place && !pl.self_copy && pl.wait_writer);
+    CHECK_OK(p2pk_coll_plan_make(P2PK_COLL_ALL_REDUCE, r, 3, 0, B, b, b, &pl));
+    CHECK(pl.in_place && pl.wait_writer);
+  }
+  /* Overlap other than the in-place form. */
+  CHECK_EQ(p2pk_coll_plan_make(P2PK_COLL_ALL_GATHER, 1, 3, 0, B, b + 8, b, &pl),
+           P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "all_gather: rank 1: sendbuf and recvbuf overlap") != NULL);
+  CHECK_EQ(p2pk_coll_plan_make(P2PK_COLL_REDUCE_SCATTER, 0, 2, 0, B, b, b + 4, &pl),
+           P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pk_coll_plan_make(P2PK_COLL_ALL_REDUCE, 0, 2, 0, B, b, b + 8, &pl),
+           P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pk_coll_plan_make(P2PK_COLL_BROADCAST, 0, 2, 0, B, b, b + 8, &pl),
+           P2PKIT_ERR_INVALID_ARGUMENT);
+  /* Buffers a rank does not use may be anything. */
+  CHECK_OK(p2pk_coll_plan_make(P2PK_COLL_BROADCAST, 1, 2, 0, B, b, b + 8, &pl));
+  CHECK(pl.in_bytes == 0 && pl.recv_mask == 1 && pl.send_mask == 0);
+  CHECK_OK(p2pk_coll_plan_make(P2PK_COLL_REDUCE, 1, 2, 0, B, b, b + 8, &pl));
+  CHECK(pl.out_bytes == 0 && pl.send_mask == 1 && pl.recv_mask == 0);
+  /* Disjoint is fine, adjacent too. */
+  CHECK_OK(p2pk_coll_plan_make(P2PK_COLL_ALL_TO_ALL, 0, 2, 0, B, b, b + 2 * B, &pl));
+  CHECK(!pl.in_place && pl.self_copy);
+  /* Roots and ranks. */
+  CHECK_EQ(p2pk_coll_plan_make(P2PK_COLL_BROADCAST, 0, 2, 2, B, b, b, &pl), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "root 2 is not a rank of 2") != NULL);
+  CHECK_EQ(p2pk_coll_plan_make(P2PK_COLL_REDUCE, 0, 2, -1, B, b, b, &pl), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_OK(p2pk_coll_plan_make(P2PK_COLL_ALL_GATHER, 0, 2, 7, B, b, b + 2 * B, &pl)); /* no root: ignored */
+  CHECK_EQ(p2pk_coll_plan_make(P2PK_COLL_KINDS, 0, 2, 0, B, b, b, &pl), P2PKIT_ERR_INTERNAL);
+}
+
+TEST(busbw_factors_match_perf) {
+  static const struct {
+    const char *perf;
+    int kind;
+  } map[] = {{"all_reduce", P2PK_COLL_ALL_REDUCE},   {"broadcast", P2PK_COLL_BROADCAST},
+             {"reduce", P2PK_COLL_REDUCE},           {"all_gather", P2PK_COLL_ALL_GATHER},
+             {"reduce_scatter", P2PK_COLL_REDUCE_SCATTER}, {"alltoall", P2PK_COLL_ALL_TO_ALL}};
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+    for (int n = 1; n <= 16; n++)
+      CHECK_NEAR(p2pk_perf_coll(map[i].perf)->factor(n), p2pk_coll_busbw_factor(map[i].kind, n), 1e-12);
+  /* The definitions on 2 GPUs. */
+  CHECK_NEAR(p2pk_coll_busbw_factor(P2PK_COLL_ALL_GATHER, 2), 0.5, 0);
+  CHECK_NEAR(p2pk_coll_busbw_factor(P2PK_COLL_REDUCE_SCATTER, 2), 0.5, 0);
+  CHECK_NEAR(p2pk_coll_busbw_factor(P2PK_COLL_ALL_TO_ALL, 2), 0.5, 0);
+  CHECK_NEAR(p2pk_coll_busbw_factor(P2PK_COLL_BROADCAST, 2), 1, 0);
+  CHECK_NEAR(p2pk_coll_busbw_factor(P2PK_COLL_REDUCE, 2), 1, 0);
+  CHECK_NEAR(p2pk_perf_coll("sendrecv")->factor(2), 1, 0);
+  CHECK_NEAR(p2pk_coll_busbw_factor(P2PK_COLL_ALL_REDUCE, 2), 1, 0);
+  /* busbw = algbw * factor: 1 GB in 1 ms all-gather on 2 GPUs is 500 GB/s. */
+  CHECK_NEAR(p2pk_perf_busbw(p2pk_perf_coll("all_gather"), 1000000000, 1000, 2), 500, 1e-9);
+}
+
+TEST(header_words) {
+  uint32_t a0, a1, b0, b1;
+  /* All-reduce's words are what they were before the other collectives. */
+  p2pk_coll_header(P2PK_COLL_ALL_REDUCE, 1000, P2PKIT_FLOAT32, P2PKIT_SUM, 0, 0, 1, 132, &a0, &a1);
+  CHECK_EQ(a0, 1000u);
+  CHECK_EQ(a1, (132u << 14) | (1u << 11));
+  for (int k = 0; k < P2PK_COLL_KINDS; k++)
+    for (int j = k + 1; j < P2PK_COLL_KINDS; j++) {
+      p2pk_coll_header(k, 77, 1, 0, 0, 0, 0, 4, &a0, &a1);
+      p2pk_coll_header(j, 77, 1, 0, 0, 0, 0, 4, &b0, &b1);
+      CHECK(a0 != b0 || a1 != b1);
+    }
+  for (int root = 1; root < 16; root++) {
+    p2pk_coll_header(P2PK_COLL_BROADCAST, 77, 1, 0, 0, 0, 0, 4, &a0, &a1);
+    p2pk_coll_header(P2PK_COLL_BROADCAST, 77, 1, 0, root, 0, 0, 4, &b0, &b1);
+    CHECK(a0 != b0 || a1 != b1);
+  }
+  CHECK_STR(p2pk_coll_name(P2PK_COLL_REDUCE_SCATTER), "reduce_scatter");
+  CHECK_STR(p2pk_coll_name(-1), "?");
+  CHECK(p2pk_coll_has_op(P2PK_COLL_REDUCE) && !p2pk_coll_has_op(P2PK_COLL_ALL_GATHER));
+  CHECK(p2pk_coll_has_root(P2PK_COLL_BROADCAST) && !p2pk_coll_has_root(P2PK_COLL_ALL_TO_ALL));
+}
+
+T_MAIN(T_CASE(plans_match_nccl_semantics), T_CASE(in_place_forms_and_overlaps),
+       T_CASE(busbw_factors_match_perf), T_CASE(header_words))

@@ -1,0 +1,687 @@
+/* Broadcast, reduce, all-gather, reduce-scatter, all-to-all and send/recv on
+ * real GPUs, checked against a host reference built from every rank's input:
+ * every collective x type (x op) at odd counts and every root, in place and
+ * out of place, 16-byte-aligned and unaligned pointers, poisoned outputs and
+ * guard bytes around them; each protocol forced (LL, chunked one-shot with
+ * small chunks, staged); CUDA graph capture and replay; P2P disabled; one
+ * process driving all GPUs and one process per GPU (children started with
+ * fork+exec of this binary). Cases can be named on the command line
+ * (`quick`, `quick_mp` are small sets for compute-sanitizer). */
+#include <cuda_runtime_api.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "coll/coll.h"
+#include "coll/plan.h"
+#include "coll_util.h"
+#include "core/param.h"
+#include "gpu_test.h"
+#include "test.h"
+#include "test_net.h"
+
+extern char **environ;
+
+#define MAXR 4
+#define PAD 256
+#define MAXCOUNT ((size_t)300001)
+static const size_t COUNTS[] = {1, 3, 1023, 4097, MAXCOUNT};
+#define NCOUNTS (sizeof COUNTS / sizeof COUNTS[0])
+static const p2pkit_redop_t ALL_OPS[] = {P2PKIT_SUM, P2PKIT_PROD, P2PKIT_MIN, P2PKIT_MAX, P2PKIT_AVG};
+enum { SENDRECV = P2PK_COLL_KINDS }; /* the ring of send/recv pairs, as nccl-tests */
+
+typedef struct {
+  const char *name;
+  int algo, proto, blocks, threads;
+  size_t chunk;
+} variant_t;
+
+static const variant_t V_AUTO = {"auto", -1, -1, 0, 0, 0};
+static const variant_t V_LL = {"ll", P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0};
+static const variant_t V_SIMPLE = {"simple", P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 0, 0, 0};
+/* Few blocks, small chunks: many mailbox uses per block and per call. */
+static const variant_t V_SMALL = {"simple-3x4K", P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 3, 128, 4096};
+static const variant_t V_STAGED_SMALL = {"staged-2x4K", -1, -1, 2, 128, 4096};
+
+typedef struct {
+  int nr, nloc, rank0;
+  int dev[MAXR];
+  p2pkit_comm_t comm[MAXR];
+  cudaStream_t s[MAXR];
+  char *din[MAXR], *dout[MAXR];
+  size_t cap;
+  void *hin[MAXR];            /* every rank's input (nr shares) */
+  unsigned char *hout[MAXR];  /* read back, local ranks */
+  unsigned char *want;        /* expected output of one rank */
+  int failures;
+} runner_t;
+
+static void set_variant(runner_t *R, const variant_t *v) {
+  p2pk_algo_force f = {v->algo, v->proto, v->blocks, v->threads, v->chunk};
+  for (int l = 0; l < R->nloc; l++) p2pk_comm_set_force(R->comm[l], &f);
+}
+
+static int runner_alloc(runner_t *R) {
+  R->cap = MAXR * MAXCOUNT * 8 + 2 * PAD + 16;
+  R->want = malloc(R->cap);
+  if (!R->want) return -1;
+  for (int r = 0; r < R->nr; r++)
+    if (!(R->hin[r] = malloc(R->cap))) return -1;
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaStreamCreateWithFlags(&R->s[l], cudaStreamNonBlocking));
+    T_CUDA(cudaMalloc((void **)&R->din[l], R->cap));
+    T_CUDA(cudaMalloc((void **)&R->dout[l], R->cap));
+    if (!(R->hout[l] = malloc(R->cap))) return -1;
+  }
+  return 0;
+}
+
+static void runner_free(runner_t *R) {
+  for (int l = 0; l < R->nloc; l++) {
+    cudaSetDevice(R->dev[l]);
+    if (R->s[l]) cudaStreamDestroy(R->s[l]);
+    cudaFree(R->din[l]);
+    cudaFree(R->dout[l]);
+    free(R->hout[l]);
+  }
+  for (int r = 0; r < R->nr; r++) free(R->hin[r]);
+  free(R->want);
+}
+
+static int runner_single(runner_t *R, int want) {
+  memset(R, 0, sizeof *R);
+  int n = 0;
+  T_CUDA(cudaGetDeviceCount(&n));
+  R->nr = R->nloc = n < want ? n : want;
+  for (int l = 0; l < R->nloc; l++) R->dev[l] = l;
+  p2pkit_status_t st = p2pkit_comm_init_all(R->comm, R->nloc, R->dev);
+  if (st != P2PKIT_SUCCESS) {
+    T_FAIL("init_all(%d): %s: %s", R->nloc, p2pkit_strerror(st), p2pkit_last_error());
+    return -1;
+  }
+  return runner_alloc(R);
+}
+
+static void runner_destroy(runner_t *R) {
+  runner_free(R);
+  for (int l = 0; l < R->nloc; l++)
+    if (R->comm[l]) CHECK_OK(p2pkit_comm_destroy(R->comm[l]));
+}
+
+/* --- one call ------------------------------------------------------------------ */
+
+typedef struct {
+  int kind, root, inplace, misalign;
+  p2pkit_dtype_t dt;
+  p2pkit_redop_t op;
+  size_t count;
+} call_t;
+
+/* Where rank r's buffers sit, in elements from the start of its user region
+ * (PAD + misalignment into dout / din): the send share(s) and the output. */
+typedef struct {
+  size_t in_elems, out_elems; /* lengths */
+  size_t in_at, out_at;       /* offsets inside the one buffer when in place */
+  size_t span;                /* elements of dout the call may touch */
+  int writes;                 /* 0: this rank's recvbuf is not written */
+} shape_t;
+
+static shape_t shape_of(const call_t *k, int n, int rank) {
+  shape_t s = {k->count, k->count, 0, 0, k->count, 1};
+  switch (k->kind) {
+    case P2PK_COLL_ALL_GATHER:
+      s.out_elems = n * k->count;
+      s.in_at = k->inplace ? rank * k->count : 0;
+      break;
+    case P2PK_COLL_REDUCE_SCATTER:
+      s.in_elems = n * k->count;
+      s.out_at = k->inplace ? rank * k->count : 0;
+      break;
+    case P2PK_COLL_ALL_TO_ALL: s.in_elems = s.out_elems = n * k->count; break;
+    case P2PK_COLL_REDUCE: s.writes = rank == k->root; break;
+    default: break;
+  }
+  s.span = s.in_elems > s.out_elems ? s.in_elems : s.out_elems;
+  if (!k->inplace) s.span = s.out_elems;
+  return s;
+}
+
+static size_t misalign_of(int rank, size_t es, int misalign) {
+  return misalign ? ((size_t)(rank + 1) * es) % 16 : 0;
+}
+
+/* Rank r's pointers for the call, after uploading its input. */
+static void prepare(runner_t *R, char **dout, char **din, const call_t *k, uint64_t seed,
+                    const void **in, void **out, size_t *off) {
+  size_t es = p2pkit_dtype_size(k->dt);
+  for (int r = 0; r < R->nr; r++)
+    cu_fill(R->hin[r], shape_of(k, R->nr, r).in_elems, k->dt, k->op, seed + (uint64_t)r);
+  for (int l = 0; l < R->nloc; l++) {
+    int g = R->rank0 + l;
+    shape_t s = shape_of(k, R->nr, g);
+    off[l] = misalign_of(g, es, k->misalign);
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaMemset(dout[l], 0xA5, R->cap));
+    T_CUDA(cudaMemset(din[l], 0x5A, R->cap));
+    char *base = dout[l] + PAD + off[l];
+    out[l] = base + s.out_at * es;
+    in[l] = k->inplace ? base + s.in_at * es : din[l] + PAD + off[l];
+    T_CUDA(cudaMemcpy((void *)in[l], R->hin[g], s.in_elems * es, cudaMemcpyHostToDevice));
+    T_CUDA(cudaDeviceSynchronize());
+  }
+}
+
+static p2pkit_status_t issue(runner_t *R, const call_t *k, const void **in, void **out) {
+  p2pkit_status_t st = p2pkit_group_start();
+  for (int l = 0; l < R->nloc && st == P2PKIT_SUCCESS; l++) {
+    p2pkit_comm_t c = R->comm[l];
+    cudaStream_t s = R->s[l];
+    int n = R->nr, g = R->rank0 + l;
+    switch (k->kind) {
+      case P2PK_COLL_ALL_REDUCE: st = p2pkit_all_reduce(in[l], out[l], k->count, k->dt, k->op, c, s); break;
+      case P2PK_COLL_BROADCAST: st = p2pkit_broadcast(in[l], out[l], k->count, k->dt, k->root, c, s); break;
+      case P2PK_COLL_REDUCE: st = p2pkit_reduce(in[l], out[l], k->count, k->dt, k->op, k->root, c, s); break;
+      case P2PK_COLL_ALL_GATHER: st = p2pkit_all_gather(in[l], out[l], k->count, k->dt, c, s); break;
+      case P2PK_COLL_REDUCE_SCATTER: st = p2pkit_reduce_scatter(in[l], out[l], k->count, k->dt, k->op, c, s); break;
+      case P2PK_COLL_ALL_TO_ALL: st = p2pkit_all_to_all(in[l], out[l], k->count, k->dt, c, s); break;
+      default: /* send to the next rank, receive from the previous one */
+        st = p2pkit_send(in[l], k->count, k->dt, (g + 1) % n, c, s);
+        if (st == P2PKIT_SUCCESS) st = p2pkit_recv(out[l], k->count, k->dt, (g + n - 1) % n, c, s);
+        break;
+    }
+  }
+  p2pkit_status_t end = p2pkit_group_end();
+  return st != P2PKIT_SUCCESS ? st : end;
+}
+
+static int untouched(const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != 0xA5) return 0;
+  return 1;
+}
+
+static const char *kind_name(int kind) { return kind == SENDRECV ? "sendrecv" : p2pk_coll_name(kind); }
+
+/* Rank q's expected output of a copying collective into R->want; the
+ * reductions go through cu_check instead. */
+static void expect_copy(runner_t *R, const call_t *k, int q) {
+  size_t es = p2pkit_dtype_size(k->dt), b = k->count * es;
+  int n = R->nr;
+  switch (k->kind) {
+    case P2PK_COLL_BROADCAST: memcpy(R->want, R->hin[k->root], b); break;
+    case P2PK_COLL_ALL_GATHER:
+      for (int r = 0; r < n; r++) memcpy(R->want + r * b, R->hin[r], b);
+      break;
+    case P2PK_COLL_ALL_TO_ALL:
+      for (int r = 0; r < n; r++) memcpy(R->want + r * b, (char *)R->hin[r] + q * b, b);
+      break;
+    default: memcpy(R->want, R->hin[(q + n - 1) % n], b); break; /* sendrecv */
+  }
+}
+
+static int verify(runner_t *R, char **dout, const char *what, const call_t *k, size_t *off) {
+  size_t es = p2pkit_dtype_size(k->dt);
+  int ok = 1, n = R->nr;
+  for (int l = 0; l < R->nloc; l++) {
+    int q = R->rank0 + l;
+    shape_t s = shape_of(k, n, q);
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaStreamSynchronize(R->s[l]));
+    p2pkit_status_t as = P2PKIT_SUCCESS;
+    CHECK_OK(p2pkit_comm_get_async_error(R->comm[l], &as));
+    if (as != P2PKIT_SUCCESS) {
+      T_FAIL("%s: rank %d: async error %s: %s", what, q, p2pkit_strerror(as), p2pkit_last_error());
+      ok = 0;
+      continue;
+    }
+    size_t span = s.span * es;
+    T_CUDA(cudaMemcpy(R->hout[l], dout[l], PAD + off[l] + span + PAD, cudaMemcpyDeviceToHost));
+    if (!untouched(R->hout[l], PAD + off[l]) || !untouched(R->hout[l] + PAD + off[l] + span, PAD)) {
+      T_FAIL("%s: rank %d wrote outside its buffer", what, q);
+      ok = 0;
+    }
+    const unsigned char *got = R->hout[l] + PAD + off[l] + s.out_at * es;
+    if (!s.writes) {
+      /* A reduce's non-root: recvbuf untouched (out of place), the input
+       * as it was (in place). */
+      int same = k->inplace ? memcmp(got, R->hin[q], k->count * es) == 0 : untouched(got, k->count * es);
+      if (!same) {
+        T_FAIL("%s: rank %d is not the root but its recvbuf changed", what, q);
+        ok = 0;
+      }
+      continue;
+    }
+    if (k->kind == P2PK_COLL_REDUCE || k->kind == P2PK_COLL_REDUCE_SCATTER ||
+        k->kind == P2PK_COLL_ALL_REDUCE) {
+      const void *ins[MAXR];
+      size_t sh = k->kind == P2PK_COLL_REDUCE_SCATTER ? (size_t)q * k->count * es : 0;
+      for (int r = 0; r < n; r++) ins[r] = (const char *)R->hin[r] + sh;
+      double g = 0, w = 0;
+      size_t bad = cu_check(got, ins, n, k->count, k->dt, k->op, &g, &w);
+      if (bad < k->count) {
+        T_FAIL("%s: rank %d: element %zu of %zu is %.17g, expected %.17g", what, q, bad, k->count, g, w);
+        ok = 0;
+      }
+      continue;
+    }
+    expect_copy(R, k, q);
+    size_t ob = s.out_elems * es;
+    if (memcmp(got, R->want, ob) != 0) {
+      size_t i = 0;
+      while (i < ob && got[i] == R->want[i]) i++;
+      T_FAIL("%s: rank %d: byte %zu of %zu is 0x%02x, expected 0x%02x", what, q, i, ob, got[i],
+             R->want[i]);
+      ok = 0;
+    }
+  }
+  return ok;
+}
+
+static void describe(char *buf, size_t len, const char *vname, const call_t *k) {
+  snprintf(buf, len, "[%s %s root %d %s %s count %zu %s%s]", vname, kind_name(k->kind), k->root,
+           p2pkit_dtype_name(k->dt), p2pkit_redop_name(k->op), k->count,
+           k->inplace ? "in-place" : "out-of-place", k->misalign ? " unaligned" : "");
+}
+
+static int run_case(runner_t *R, const char *vname, const call_t *k) {
+  char what[200];
+  describe(what, sizeof what, vname, k);
+  const void *in[MAXR];
+  void *out[MAXR];
+  size_t off[MAXR];
+  uint64_t seed = cu_hash(what, strlen(what));
+  prepare(R, R->dout, R->din, k, seed, in, out, off);
+  p2pkit_status_t st = issue(R, k, in, out);
+  if (st != P2PKIT_SUCCESS) {
+    T_FAIL("%s: %s: %s", what, p2pkit_strerror(st), p2pkit_last_error());
+    return 0;
+  }
+  return verify(R, R->dout, what, k, off);
+}
+
+/* Every type (x op where it applies) x in place / out of place x count x
+ * root of `kind`, pointers unaligned every other case. */
+static void matrix(runner_t *R, const variant_t *v, int kind, const p2pkit_redop_t *ops, int nops) {
+  set_variant(R, v);
+  int k = 0, has_op = kind != SENDRECV && p2pk_coll_has_op(kind);
+  int roots = kind != SENDRECV && p2pk_coll_has_root(kind) ? R->nr : 1;
+  int inplaces = kind == SENDRECV ? 1 : 2;
+  for (int d = 0; d < P2PKIT_DTYPE_COUNT && R->failures < 8; d++)
+    for (int o = 0; o < (has_op ? nops : 1); o++)
+      for (int root = 0; root < roots; root++)
+        for (int ip = 0; ip < inplaces; ip++)
+          for (size_t c = 0; c < NCOUNTS; c++) {
+            call_t call = {kind, root, ip, k++ % 2, (p2pkit_dtype_t)d, has_op ? ops[o] : P2PKIT_SUM,
+                           COUNTS[c]};
+            if (!run_case(R, v->name, &call)) R->failures++;
+          }
+  set_variant(R, &V_AUTO);
+}
+
+static void full_suite(runner_t *R, int staged) {
+  static const p2pkit_redop_t few[] = {P2PKIT_SUM, P2PKIT_MIN, P2PKIT_AVG};
+  for (int kind = P2PK_COLL_BROADCAST; kind <= SENDRECV; kind++) {
+    if (kind == SENDRECV && staged) continue; /* not implemented: see p2p_unsupported_when_staged */
+    matrix(R, &V_AUTO, kind, ALL_OPS, 5);
+    if (staged) {
+      matrix(R, &V_STAGED_SMALL, kind, few, 3);
+      continue;
+    }
+    if (kind != SENDRECV) matrix(R, &V_LL, kind, few, 2);
+    matrix(R, &V_SIMPLE, kind, few + 1, 2);
+    matrix(R, &V_SMALL, kind, few, 3);
+  }
+}
+
+/* Send/recv without P2P: a clear error, nothing launched, the communicator
+ * still works for collectives. */
+static void p2p_unsupported_when_staged(runner_t *R) {
+  CHECK_OK(p2pkit_group_start());
+  for (int l = 0; l < R->nloc; l++) {
+    CHECK_OK(p2pkit_send(R->din[l], 5, P2PKIT_FLOAT32, (R->rank0 + l + 1) % R->nr, R->comm[l], R->s[l]));
+    CHECK_OK(p2pkit_recv(R->dout[l], 5, P2PKIT_FLOAT32, (R->rank0 + l + R->nr - 1) % R->nr, R->comm[l], R->s[l]));
+  }
+  CHECK_EQ(p2pkit_group_end(), P2PKIT_ERR_UNSUPPORTED);
+  CHECK(strstr(p2pkit_last_error(), "staged") != NULL);
+  call_t k = {P2PK_COLL_ALL_GATHER, 0, 0, 0, P2PKIT_FLOAT32, P2PKIT_SUM, 77};
+  CHECK(run_case(R, "after-unsupported", &k));
+}
+
+/* --- graphs ---------------------------------------------------------------------- */
+
+#define NG 6
+/* Capture one call of each collective (and a send/recv ring) per rank into
+ * one graph, replay it `reps` times with fresh inputs, check every replay. */
+static void graph_replay(runner_t *R, int reps, int staged) {
+  int last = R->nr - 1;
+  const call_t ops[NG] = {
+      {P2PK_COLL_BROADCAST, last, 0, 1, P2PKIT_FLOAT32, P2PKIT_SUM, 1023},
+      {P2PK_COLL_REDUCE, 0, 1, 0, P2PKIT_BFLOAT16, P2PKIT_MAX, 300001},
+      {P2PK_COLL_ALL_GATHER, 0, 1, 1, P2PKIT_INT32, P2PKIT_SUM, 4097},
+      {P2PK_COLL_REDUCE_SCATTER, 0, 0, 0, P2PKIT_FLOAT32, P2PKIT_AVG, 300001},
+      {P2PK_COLL_ALL_TO_ALL, 0, 0, 1, P2PKIT_UINT8, P2PKIT_SUM, 70001},
+      {SENDRECV, 0, 0, 0, P2PKIT_FLOAT64, P2PKIT_SUM, 3},
+  };
+  const int nops = staged ? NG - 1 : NG;
+  char *din[NG][MAXR], *dout[NG][MAXR];
+  const void *in[NG][MAXR];
+  void *out[NG][MAXR];
+  size_t off[NG][MAXR];
+  cudaGraph_t graph[MAXR];
+  cudaGraphExec_t exec[MAXR];
+  memset(graph, 0, sizeof graph);
+  memset(exec, 0, sizeof exec);
+  memset(din, 0, sizeof din);
+  memset(dout, 0, sizeof dout);
+  for (int k = 0; k < nops; k++)
+    for (int l = 0; l < R->nloc; l++) {
+      T_CUDA(cudaSetDevice(R->dev[l]));
+      T_CUDA(cudaMalloc((void **)&din[k][l], R->cap));
+      T_CUDA(cudaMalloc((void **)&dout[k][l], R->cap));
+    }
+  for (int k = 0; k < nops; k++) prepare(R, dout[k], din[k], &ops[k], 1, in[k], out[k], off[k]);
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaStreamBeginCapture(R->s[l], cudaStreamCaptureModeGlobal));
+  }
+  for (int k = 0; k < nops; k++) CHECK_OK(issue(R, &ops[k], in[k], out[k]));
+  /* End every capture before instantiating any graph (Global mode). */
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaStreamEndCapture(R->s[l], &graph[l]));
+  }
+  int ready = 1;
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    if (graph[l]) T_CUDA(cudaGraphInstantiate(&exec[l], graph[l], 0));
+    if (!exec[l]) ready = 0;
+  }
+  if (!ready) R->failures++;
+  for (int rep = 0; ready && rep < reps && R->failures < 8; rep++) {
+    for (int k = 0; k < nops; k++)
+      prepare(R, dout[k], din[k], &ops[k], 1000 + (uint64_t)rep * 10 + (uint64_t)k * 100, in[k],
+              out[k], off[k]);
+    for (int l = 0; l < R->nloc; l++) {
+      T_CUDA(cudaSetDevice(R->dev[l]));
+      if (exec[l]) T_CUDA(cudaGraphLaunch(exec[l], R->s[l]));
+    }
+    for (int k = 0; k < nops; k++) {
+      char what[200], w2[240];
+      describe(what, sizeof what, "graph", &ops[k]);
+      snprintf(w2, sizeof w2, "replay %d %s", rep, what);
+      /* Inputs of op k were regenerated with its seed: rebuild them host-side. */
+      for (int r = 0; r < R->nr; r++)
+        cu_fill(R->hin[r], shape_of(&ops[k], R->nr, r).in_elems, ops[k].dt, ops[k].op,
+                1000 + (uint64_t)rep * 10 + (uint64_t)k * 100 + (uint64_t)r);
+      if (!verify(R, dout[k], w2, &ops[k], off[k])) R->failures++;
+    }
+  }
+  for (int l = 0; l < R->nloc; l++) {
+    cudaSetDevice(R->dev[l]);
+    if (exec[l]) cudaGraphExecDestroy(exec[l]);
+    if (graph[l]) cudaGraphDestroy(graph[l]);
+    for (int k = 0; k < nops; k++) {
+      cudaFree(din[k][l]);
+      cudaFree(dout[k][l]);
+    }
+  }
+}
+
+/* --- argument checks (no launch) ------------------------------------------------ */
+
+static void argument_errors(runner_t *R) {
+  p2pkit_comm_t c = R->comm[0];
+  cudaStream_t s = R->s[0];
+  char *a = R->din[0], *b = R->dout[0];
+  CHECK_EQ(p2pkit_broadcast(a, b, 5, P2PKIT_FLOAT32, R->nr, c, s), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "root") != NULL);
+  CHECK_EQ(p2pkit_reduce(a, b, 5, P2PKIT_FLOAT32, P2PKIT_SUM, -1, c, s), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pkit_reduce(a, b, 5, P2PKIT_FLOAT32, (p2pkit_redop_t)9, 0, c, s), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pkit_all_gather(a, b, 5, (p2pkit_dtype_t)42, c, s), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pkit_all_gather(a, NULL, 5, P2PKIT_FLOAT32, c, s), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pkit_all_gather(b + 4, b, 5, P2PKIT_FLOAT32, c, s), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "overlap") != NULL);
+  CHECK_EQ(p2pkit_reduce_scatter(a + 1, b, 5, P2PKIT_FLOAT32, P2PKIT_SUM, c, s), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "aligned") != NULL);
+  CHECK_EQ(p2pkit_all_to_all(R->want, b, 5, P2PKIT_FLOAT32, c, s), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pkit_send(a, 5, P2PKIT_FLOAT32, R->nr, c, s), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pkit_recv(NULL, 5, P2PKIT_FLOAT32, 0, c, s), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pkit_broadcast(a, b, 5, P2PKIT_FLOAT32, 0, NULL, s), P2PKIT_ERR_INVALID_ARGUMENT);
+  /* Count 0: a no-op for everyone, also with NULL buffers. */
+  CHECK_OK(p2pkit_broadcast(NULL, NULL, 0, P2PKIT_FLOAT32, 0, c, s));
+  CHECK_OK(p2pkit_send(NULL, 0, P2PKIT_FLOAT32, 0, c, s));
+  /* A group: two sends to one peer, a send to itself without a receive. */
+  CHECK_OK(p2pkit_group_start());
+  CHECK_OK(p2pkit_send(a, 5, P2PKIT_FLOAT32, 1 % R->nr, c, s));
+  CHECK_OK(p2pkit_send(a, 5, P2PKIT_FLOAT32, 1 % R->nr, c, s));
+  CHECK_EQ(p2pkit_group_end(), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_OK(p2pkit_group_start());
+  CHECK_OK(p2pkit_send(a, 5, P2PKIT_FLOAT32, R->rank0, c, s));
+  CHECK_EQ(p2pkit_group_end(), P2PKIT_ERR_INVALID_ARGUMENT);
+  /* Send to itself with the matching receive: a local copy. */
+  float h[5] = {1, 2, 3, 4, 5}, g[5] = {0};
+  T_CUDA(cudaSetDevice(R->dev[0]));
+  T_CUDA(cudaMemcpy(a, h, sizeof h, cudaMemcpyHostToDevice));
+  CHECK_OK(p2pkit_group_start());
+  CHECK_OK(p2pkit_send(a, 5, P2PKIT_FLOAT32, R->rank0, c, s));
+  CHECK_OK(p2pkit_recv(b, 5, P2PKIT_FLOAT32, R->rank0, c, s));
+  CHECK_OK(p2pkit_group_end());
+  T_CUDA(cudaStreamSynchronize(s));
+  T_CUDA(cudaMemcpy(g, b, sizeof g, cudaMemcpyDeviceToHost));
+  CHECK(memcmp(g, h, sizeof h) == 0);
+}
+
+/* --- one process, all GPUs ------------------------------------------------------ */
+
+TEST(one_process_all_collectives) {
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) full_suite(&R, 0);
+  runner_destroy(&R);
+}
+
+TEST(one_process_graph_replay) {
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) graph_replay(&R, 5, 0);
+  runner_destroy(&R);
+}
+
+TEST(one_process_p2p_disabled) {
+  setenv("P2PKIT_P2P_DISABLE", "1", 1);
+  p2pk_param_reset();
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) {
+    CHECK(R.comm[0]->staged);
+    full_suite(&R, 1);
+    graph_replay(&R, 3, 1);
+    p2p_unsupported_when_staged(&R);
+  }
+  runner_destroy(&R);
+  unsetenv("P2PKIT_P2P_DISABLE");
+  p2pk_param_reset();
+}
+
+TEST(mixed_with_all_reduce) {
+  /* Collectives, send/recv and all-reduce back to back on one communicator:
+   * sequence numbers, LL slots and mailbox counters stay in step. */
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) {
+    static const size_t counts[] = {5, 70001, 300001};
+    for (int i = 0; i < 12 && R.failures < 4; i++) {
+      call_t k = {i % (SENDRECV + 1), i % R.nr, i % 2, (i / 2) % 2, (p2pkit_dtype_t)(i % P2PKIT_DTYPE_COUNT),
+                  ALL_OPS[i % 5], counts[i % 3]};
+      if (k.kind == SENDRECV) k.inplace = 0;
+      if (!run_case(&R, "mixed", &k)) R.failures++;
+    }
+  }
+  runner_destroy(&R);
+}
+
+TEST(argument_checks) {
+  runner_t R;
+  if (runner_single(&R, 2) == 0) argument_errors(&R);
+  runner_destroy(&R);
+}
+
+TEST(quick) {
+  runner_t R;
+  if (runner_single(&R, 2) == 0)
+    for (int kind = P2PK_COLL_BROADCAST; kind <= SENDRECV; kind++) {
+      call_t k = {kind, 1, 0, 1, P2PKIT_FLOAT32, P2PKIT_SUM, 4097};
+      CHECK(run_case(&R, "quick", &k));
+      k.count = 3;
+      CHECK(run_case(&R, "quick", &k));
+    }
+  runner_destroy(&R);
+}
+
+/* --- one process per GPU -------------------------------------------------------- */
+
+static void spawn_pair(const char *mode, int p2p_disable, int limit_s, int status[2]) {
+  int port = free_port();
+  CHECK(port > 0);
+  size_t ne = 0;
+  while (environ[ne]) ne++;
+  char **env = calloc(ne + 2, sizeof *env);
+  size_t k = 0;
+  for (size_t i = 0; i < ne; i++)
+    if (strncmp(environ[i], "P2PKIT_P2P_DISABLE=", 19) != 0) env[k++] = environ[i];
+  if (p2p_disable) env[k++] = "P2PKIT_P2P_DISABLE=1";
+  env[k] = NULL;
+  char ports[16], ranks[2][8];
+  snprintf(ports, sizeof ports, "%d", port);
+  pid_t pid[2];
+  for (int r = 0; r < 2; r++) {
+    snprintf(ranks[r], sizeof ranks[r], "%d", r);
+    char *argv[] = {"test_collectives", "--child", (char *)mode, ranks[r], ports, NULL};
+    fflush(NULL);
+    pid[r] = fork();
+    if (pid[r] == 0) {
+      execve("/proc/self/exe", argv, env);
+      _exit(127);
+    }
+  }
+  free(env);
+  double t0 = cu_now();
+  int done[2] = {0, 0};
+  while (!(done[0] && done[1])) {
+    for (int r = 0; r < 2; r++)
+      if (!done[r] && waitpid(pid[r], &status[r], WNOHANG) == pid[r]) done[r] = 1;
+    if (cu_now() - t0 > limit_s) {
+      T_FAIL("%s: children still running after %d s: a hang", mode, limit_s);
+      for (int r = 0; r < 2; r++)
+        if (!done[r]) {
+          kill(pid[r], SIGKILL);
+          waitpid(pid[r], &status[r], 0);
+          done[r] = 1;
+        }
+    }
+    usleep(20000);
+  }
+  for (int r = 0; r < 2; r++) {
+    if (WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 77) {
+      printf("SKIP: %s rank %d: needs 2 GPUs\n", mode, r);
+      continue;
+    }
+    if (!WIFEXITED(status[r]) || WEXITSTATUS(status[r]) != 0)
+      T_FAIL("%s: rank %d ended with %s %d", mode, r, WIFEXITED(status[r]) ? "exit code" : "signal",
+             WIFEXITED(status[r]) ? WEXITSTATUS(status[r]) : WTERMSIG(status[r]));
+  }
+}
+
+TEST(process_per_gpu) {
+  int st[2];
+  spawn_pair("check", 0, 580, st);
+}
+
+TEST(process_per_gpu_p2p_disabled) {
+  int st[2];
+  spawn_pair("check", 1, 580, st);
+}
+
+TEST(quick_mp) {
+  int st[2];
+  spawn_pair("quick", 0, 300, st);
+}
+
+static int child_main(int argc, char **argv) {
+  if (argc < 5) return 2;
+  const char *mode = argv[2];
+  int rank = atoi(argv[3]), port = atoi(argv[4]);
+  t_current = mode;
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) return 77;
+  p2pkit_comm_opts_t o;
+  p2pkit_comm_opts_init(&o);
+  o.nranks = 2;
+  o.rank = rank;
+  o.device = rank;
+  o.addr = "127.0.0.1";
+  o.port = port;
+  o.secret = "p2pkit-test-secret";
+  o.timeout_s = 60;
+  runner_t R;
+  memset(&R, 0, sizeof R);
+  R.nr = 2;
+  R.nloc = 1;
+  R.rank0 = rank;
+  R.dev[0] = rank;
+  T_CUDA(cudaSetDevice(rank));
+  p2pkit_status_t st = p2pkit_comm_init_rank(&o, &R.comm[0]);
+  if (st != P2PKIT_SUCCESS) {
+    fprintf(stderr, "rank %d: init_rank: %s: %s\n", rank, p2pkit_strerror(st), p2pkit_last_error());
+    return 1;
+  }
+  if (runner_alloc(&R) != 0) return 1;
+  int staged = R.comm[0]->staged;
+  CHECK_EQ(staged, getenv("P2PKIT_P2P_DISABLE") != NULL);
+  if (strcmp(mode, "quick") == 0) {
+    for (int kind = P2PK_COLL_BROADCAST; kind <= SENDRECV; kind++) {
+      call_t k = {kind, 1, 0, 1, P2PKIT_FLOAT32, P2PKIT_SUM, 4097};
+      CHECK(run_case(&R, "quick", &k));
+    }
+  } else {
+    full_suite(&R, staged);
+    graph_replay(&R, 4, staged);
+    if (staged) p2p_unsupported_when_staged(&R);
+  }
+  runner_free(&R);
+  CHECK_OK(p2pkit_comm_destroy(R.comm[0]));
+  fflush(NULL);
+  return t_failed ? 1 : 0;
+}
+
+/* --- main ------------------------------------------------------------------------- */
+
+int t_failed;
+const char *t_current;
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main(argc, argv);
+  T_REQUIRE_GPUS(2);
+  static const struct {
+    t_case c;
+    int dflt;
+  } cases[] = {
+      {T_CASE(argument_checks), 1},        {T_CASE(one_process_all_collectives), 1},
+      {T_CASE(one_process_graph_replay), 1}, {T_CASE(one_process_p2p_disabled), 1},
+      {T_CASE(mixed_with_all_reduce), 1},  {T_CASE(process_per_gpu), 1},
+      {T_CASE(process_per_gpu_p2p_disabled), 1}, {T_CASE(quick), 0}, {T_CASE(quick_mp), 0},
+  };
+  int nfail = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int want = argc > 1 ? 0 : cases[i].dflt;
+    for (int a = 1; a < argc; a++)
+      if (strcmp(argv[a], cases[i].c.name) == 0) want = 1;
+    if (!want) continue;
+    t_current = cases[i].c.name;
+    int before = t_failed;
+    double t0 = cu_now();
+    cases[i].c.fn();
+    printf("%-40s %s (%.1f s)\n", cases[i].c.name, t_failed == before ? "ok" : "FAILED", cu_now() - t0);
+    fflush(stdout);
+    if (t_failed != before) nfail++;
+  }
+  return nfail ? 1 : 0;
+}
