@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU tests, topology record, benchmarks.
 # Usage (from the repo root): scripts/device_run.sh [stage ...]
-#   stages: machine build topo tests xfer coll ddp perf doctor   (default: all)
+#   stages: machine build topo tests cases xfer coll ddp perf doctor   (default: all)
+#   (cases: the collective GPU tests one case per process; TESTS_EXCLUDE: a ctest -E regex)
 # Everything is logged under $LOG (default /tmp/p2pkit-device) and packed
 # into $OUT/device-logs.tgz; a summary goes to $OUT/summary.txt.
 set -uo pipefail
@@ -13,7 +14,7 @@ OUT=${OUT:-/tmp/p2pkit-out}
 LOG=${LOG:-/tmp/p2pkit-device}
 BUILD=${BUILD:-build-dev}
 mkdir -p "$OUT" "$LOG"
-stages=${*:-machine build topo tests xfer coll ddp perf doctor}
+stages=${*:-machine build topo tests cases xfer coll ddp perf doctor}
 summary="$LOG/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
@@ -55,9 +56,9 @@ if has topo; then
     && P2PKIT_DEBUG=INFO $BUILD/p2pkit topo"
 fi
 if has tests; then
-  run_stage tests "${TEST_SECS:-420}" ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 300
+  run_stage tests "${TEST_SECS:-420}" ctest --test-dir "$BUILD" -L gpu -E "${TESTS_EXCLUDE:-^none$}" --output-on-failure --timeout 300
 fi
-for part in xfer coll ddp perf doctor; do
+for part in cases xfer coll ddp perf doctor; do
   if has $part && [ -x scripts/device/$part.sh ]; then
     mkdir -p "$LOG/$part"
     run_stage $part "${PART_SECS:-300}" scripts/device/$part.sh "$BUILD" "$LOG/$part"
