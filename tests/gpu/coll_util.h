@@ -1,14 +1,24 @@
 /* Helpers for the all-reduce tests and the sweep: input generation, a host
  * reference (float64 for floating types, exact wrap-around integers for
- * integer types), comparison with per-type tolerance, hashing. */
+ * integer types), comparison with per-type tolerance, hashing; and for the
+ * process-per-GPU tests, the rank count and the start of and wait for the
+ * child processes (cu_test_nranks, cu_spawn_ranks). */
 #ifndef P2PK_COLL_UTIL_H
 #define P2PK_COLL_UTIL_H
 
+#include <cuda_runtime_api.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "coll/coll_dev.h"
 #include "p2pkit.h"
 
 static inline double cu_now(void) {
@@ -132,6 +142,19 @@ static inline double cu_tol(p2pkit_dtype_t dt) {
   }
 }
 
+/* Smallest positive (subnormal) value of the type: the absolute error of
+ * rounding a result below the normal range to the type is half of it. With
+ * 5 or more ranks a float16 product of the cu_fill inputs can fall there. */
+static inline double cu_tiny(p2pkit_dtype_t dt) {
+  switch (dt) {
+    case P2PKIT_FLOAT32: return ldexp(1.0, -149);
+    case P2PKIT_FLOAT16: return ldexp(1.0, -24);
+    case P2PKIT_BFLOAT16: return ldexp(1.0, -133);
+    case P2PKIT_FLOAT64: return ldexp(1.0, -1074);
+    default: return 0;
+  }
+}
+
 /* Integer reference with the hardware's wrap-around, in rank order. */
 static inline uint64_t cu_int_ref(const void *const *in, int n, size_t i, p2pkit_dtype_t dt,
                                   p2pkit_redop_t op) {
@@ -189,8 +212,9 @@ static inline size_t cu_check(const void *out, const void *const *in, int n, siz
   for (size_t i = 0; i < count; i++) {
     if (cu_is_float(dt)) {
       double mag = 0, ref = cu_float_ref(in, n, i, dt, op, &mag), v = cu_get_f(out, i, dt);
-      /* One rounding per step of the accumulation, one to the type. */
-      double tol = cu_tol(dt) * n * mag;
+      /* One rounding per step of the accumulation, one to the type (at
+       * most one subnormal step where the result is below the normal range). */
+      double tol = cu_tol(dt) * n * mag + cu_tiny(dt);
       if (!(fabs(v - ref) <= tol)) {
         *got = v, *want = ref;
         return i;
@@ -211,6 +235,101 @@ static inline uint64_t cu_hash(const void *p, size_t n) {
   uint64_t h = 1469598103934665603ULL;
   for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ULL;
   return h;
+}
+
+/* --- one process per GPU ----------------------------------------------------- */
+
+/* How many ranks a test of `maxr` ranks at most runs: one per visible GPU, at
+ * most maxr (and P2PK_COLL_MAX_RANKS); P2PKIT_TEST_NRANKS asks for fewer
+ * (clamped to 2..that). Never below 2: with fewer GPUs the children say so
+ * and skip (exit 77). */
+static inline int cu_test_nranks(int maxr) {
+  int ngpu = 0;
+  if (cudaGetDeviceCount(&ngpu) != cudaSuccess) {
+    cudaGetLastError();
+    ngpu = 0;
+  }
+  if (maxr > P2PK_COLL_MAX_RANKS) maxr = P2PK_COLL_MAX_RANKS;
+  int n = ngpu < maxr ? ngpu : maxr;
+  const char *e = getenv("P2PKIT_TEST_NRANKS");
+  if (e && *e) {
+    char *end = NULL;
+    long v = strtol(e, &end, 10);
+    if (end == e || *end != '\0')
+      fprintf(stderr, "P2PKIT_TEST_NRANKS=%s is not a number: ignored\n", e);
+    else if (v < n)
+      n = v < 2 ? 2 : (int)v;
+  }
+  return n < 2 ? 2 : n;
+}
+
+extern char **environ;
+
+#ifndef W_EXITCODE
+#define W_EXITCODE(ret, sig) ((ret) << 8 | (sig))
+#endif
+
+/* Start n children, ranks 0..n-1, each running this binary afresh (fork +
+ * exec of /proc/self/exe, so each starts CUDA on its own) as
+ * `prog --child mode <rank> <port> <n>`, with P2PKIT_P2P_DISABLE=1 in their
+ * environment when p2p_disable (else without it). Wait for all of them at
+ * most limit_s seconds; then SIGKILL and reap those still running.
+ * status[r] / pid[r]: each child's wait status and pid (a failed fork reads
+ * as exit code 127). Returns 1 when children had to be killed (a hang), else
+ * 0. */
+static inline int cu_spawn_ranks(const char *prog, const char *mode, int n, int port,
+                                 int p2p_disable, int limit_s, int *status, pid_t *pid) {
+  if (n > P2PK_COLL_MAX_RANKS) n = P2PK_COLL_MAX_RANKS;
+  size_t ne = 0;
+  while (environ[ne]) ne++;
+  char **env = calloc(ne + 2, sizeof *env);
+  if (!env) {
+    for (int r = 0; r < n; r++) pid[r] = -1, status[r] = W_EXITCODE(127, 0);
+    return 0;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < ne; i++)
+    if (strncmp(environ[i], "P2PKIT_P2P_DISABLE=", 19) != 0) env[k++] = environ[i];
+  if (p2p_disable) env[k++] = "P2PKIT_P2P_DISABLE=1";
+  env[k] = NULL;
+  char ports[16], nranks[16], ranks[P2PK_COLL_MAX_RANKS][16];
+  snprintf(ports, sizeof ports, "%d", port);
+  snprintf(nranks, sizeof nranks, "%d", n);
+  int done[P2PK_COLL_MAX_RANKS] = {0}, ndone = 0;
+  for (int r = 0; r < n; r++) {
+    snprintf(ranks[r], sizeof ranks[r], "%d", r);
+    char *argv[] = {(char *)prog, "--child", (char *)mode, ranks[r], ports, nranks, NULL};
+    status[r] = 0;
+    fflush(NULL);
+    pid[r] = fork();
+    if (pid[r] == 0) {
+      execve("/proc/self/exe", argv, env);
+      _exit(127);
+    }
+    if (pid[r] < 0) {
+      status[r] = W_EXITCODE(127, 0);
+      done[r] = 1;
+      ndone++;
+    }
+  }
+  free(env);
+  double t0 = cu_now();
+  int hung = 0;
+  while (ndone < n) {
+    for (int r = 0; r < n; r++)
+      if (!done[r] && waitpid(pid[r], &status[r], WNOHANG) == pid[r]) done[r] = 1, ndone++;
+    if (ndone < n && cu_now() - t0 > limit_s) {
+      hung = 1;
+      for (int r = 0; r < n; r++)
+        if (!done[r]) {
+          kill(pid[r], SIGKILL);
+          waitpid(pid[r], &status[r], 0);
+          done[r] = 1, ndone++;
+        }
+    }
+    if (ndone < n) usleep(20000);
+  }
+  return hung;
 }
 
 #endif

@@ -5,8 +5,12 @@
  * guard bytes around them; each protocol forced (LL, chunked one-shot with
  * small chunks, staged); CUDA graph capture and replay; P2P disabled; one
  * process driving all GPUs and one process per GPU (children started with
- * fork+exec of this binary). Cases can be named on the command line
- * (`quick`, `quick_mp` are small sets for compute-sanitizer). */
+ * fork+exec of this binary). Every GPU takes part (up to P2PK_COLL_MAX_RANKS;
+ * the cases that say so use 2); P2PKIT_TEST_NRANKS=k asks for fewer (at
+ * least 2). Send/recv runs every shift s = 1..n-1: rank r sends to r + s and
+ * receives from r - s (mod n; s = n/2 pairs ranks both ways). Cases can be
+ * named on the command line (`quick`, `quick_mp` are small sets for
+ * compute-sanitizer). */
 #include <cuda_runtime_api.h>
 #include <signal.h>
 #include <stdint.h>
@@ -21,15 +25,13 @@
 #include "test.h"
 #include "test_net.h"
 
-extern char **environ;
-
-#define MAXR 4
+#define MAXR P2PK_COLL_MAX_RANKS
 #define PAD 256
 #define MAXCOUNT ((size_t)300001)
 static const size_t COUNTS[] = {1, 3, 1023, 4097, MAXCOUNT};
 #define NCOUNTS (sizeof COUNTS / sizeof COUNTS[0])
 static const p2pkit_redop_t ALL_OPS[] = {P2PKIT_SUM, P2PKIT_PROD, P2PKIT_MIN, P2PKIT_MAX, P2PKIT_AVG};
-enum { SENDRECV = P2PK_COLL_KINDS }; /* the ring of send/recv pairs, as nccl-tests */
+enum { SENDRECV = P2PK_COLL_KINDS }; /* send/recv pairs at a shift, as nccl-tests' ring */
 
 typedef struct {
   const char *name;
@@ -63,7 +65,7 @@ static void set_variant(runner_t *R, const variant_t *v) {
 }
 
 static int runner_alloc(runner_t *R) {
-  R->cap = MAXR * MAXCOUNT * 8 + 2 * PAD + 16;
+  R->cap = (size_t)R->nr * MAXCOUNT * 8 + 2 * PAD + 16; /* n shares + the largest misalignment */
   R->want = malloc(R->cap);
   if (!R->want) return -1;
   for (int r = 0; r < R->nr; r++)
@@ -92,9 +94,9 @@ static void runner_free(runner_t *R) {
 
 static int runner_single(runner_t *R, int want) {
   memset(R, 0, sizeof *R);
-  int n = 0;
+  int n = 0, k = cu_test_nranks(want);
   T_CUDA(cudaGetDeviceCount(&n));
-  R->nr = R->nloc = n < want ? n : want;
+  R->nr = R->nloc = n < k ? n : k;
   for (int l = 0; l < R->nloc; l++) R->dev[l] = l;
   p2pkit_status_t st = p2pkit_comm_init_all(R->comm, R->nloc, R->dev);
   if (st != P2PKIT_SUCCESS) {
@@ -113,11 +115,15 @@ static void runner_destroy(runner_t *R) {
 /* --- one call ------------------------------------------------------------------ */
 
 typedef struct {
-  int kind, root, inplace, misalign;
+  int kind, root, inplace, misalign; /* send/recv: root picks the shift (sr_shift) */
   p2pkit_dtype_t dt;
   p2pkit_redop_t op;
   size_t count;
 } call_t;
+
+/* Send/recv of n ranks: rank r sends to r + shift and receives from r - shift
+ * (mod n), shift 1..n-1 from k->root (root 0: the ring, shift 1). */
+static int sr_shift(const call_t *k, int n) { return k->root % (n - 1) + 1; }
 
 /* Where rank r's buffers sit, in elements from the start of its user region
  * (PAD + misalignment into dout / din): the send share(s) and the output. */
@@ -186,10 +192,12 @@ static p2pkit_status_t issue(runner_t *R, const call_t *k, const void **in, void
       case P2PK_COLL_ALL_GATHER: st = p2pkit_all_gather(in[l], out[l], k->count, k->dt, c, s); break;
       case P2PK_COLL_REDUCE_SCATTER: st = p2pkit_reduce_scatter(in[l], out[l], k->count, k->dt, k->op, c, s); break;
       case P2PK_COLL_ALL_TO_ALL: st = p2pkit_all_to_all(in[l], out[l], k->count, k->dt, c, s); break;
-      default: /* send to the next rank, receive from the previous one */
-        st = p2pkit_send(in[l], k->count, k->dt, (g + 1) % n, c, s);
-        if (st == P2PKIT_SUCCESS) st = p2pkit_recv(out[l], k->count, k->dt, (g + n - 1) % n, c, s);
+      default: { /* send to the rank `shift` ahead, receive from the one `shift` behind */
+        int sh = sr_shift(k, n);
+        st = p2pkit_send(in[l], k->count, k->dt, (g + sh) % n, c, s);
+        if (st == P2PKIT_SUCCESS) st = p2pkit_recv(out[l], k->count, k->dt, (g + n - sh) % n, c, s);
         break;
+      }
     }
   }
   p2pkit_status_t end = p2pkit_group_end();
@@ -217,7 +225,7 @@ static void expect_copy(runner_t *R, const call_t *k, int q) {
     case P2PK_COLL_ALL_TO_ALL:
       for (int r = 0; r < n; r++) memcpy(R->want + r * b, (char *)R->hin[r] + q * b, b);
       break;
-    default: memcpy(R->want, R->hin[(q + n - 1) % n], b); break; /* sendrecv */
+    default: memcpy(R->want, R->hin[(q + n - sr_shift(k, n)) % n], b); break; /* sendrecv */
   }
 }
 
@@ -279,15 +287,17 @@ static int verify(runner_t *R, char **dout, const char *what, const call_t *k, s
   return ok;
 }
 
-static void describe(char *buf, size_t len, const char *vname, const call_t *k) {
-  snprintf(buf, len, "[%s %s root %d %s %s count %zu %s%s]", vname, kind_name(k->kind), k->root,
-           p2pkit_dtype_name(k->dt), p2pkit_redop_name(k->op), k->count,
-           k->inplace ? "in-place" : "out-of-place", k->misalign ? " unaligned" : "");
+static void describe(char *buf, size_t len, const char *vname, const call_t *k, int n) {
+  int sr = k->kind == SENDRECV;
+  snprintf(buf, len, "[%s %s %s %d %s %s count %zu %s%s]", vname, kind_name(k->kind),
+           sr ? "shift" : "root", sr ? sr_shift(k, n) : k->root, p2pkit_dtype_name(k->dt),
+           p2pkit_redop_name(k->op), k->count, k->inplace ? "in-place" : "out-of-place",
+           k->misalign ? " unaligned" : "");
 }
 
 static int run_case(runner_t *R, const char *vname, const call_t *k) {
   char what[200];
-  describe(what, sizeof what, vname, k);
+  describe(what, sizeof what, vname, k, R->nr);
   const void *in[MAXR];
   void *out[MAXR];
   size_t off[MAXR];
@@ -302,11 +312,11 @@ static int run_case(runner_t *R, const char *vname, const call_t *k) {
 }
 
 /* Every type (x op where it applies) x in place / out of place x count x
- * root of `kind`, pointers unaligned every other case. */
+ * root of `kind` (send/recv: x shift), pointers unaligned every other case. */
 static void matrix(runner_t *R, const variant_t *v, int kind, const p2pkit_redop_t *ops, int nops) {
   set_variant(R, v);
   int k = 0, has_op = kind != SENDRECV && p2pk_coll_has_op(kind);
-  int roots = kind != SENDRECV && p2pk_coll_has_root(kind) ? R->nr : 1;
+  int roots = kind == SENDRECV ? R->nr - 1 : p2pk_coll_has_root(kind) ? R->nr : 1;
   int inplaces = kind == SENDRECV ? 1 : 2;
   for (int d = 0; d < P2PKIT_DTYPE_COUNT && R->failures < 8; d++)
     for (int o = 0; o < (has_op ? nops : 1); o++)
@@ -409,7 +419,7 @@ static void graph_replay(runner_t *R, int reps, int staged) {
     }
     for (int k = 0; k < nops; k++) {
       char what[200], w2[240];
-      describe(what, sizeof what, "graph", &ops[k]);
+      describe(what, sizeof what, "graph", &ops[k], R->nr);
       snprintf(w2, sizeof w2, "replay %d %s", rep, what);
       /* Inputs of op k were regenerated with its seed: rebuild them host-side. */
       for (int r = 0; r < R->nr; r++)
@@ -538,50 +548,20 @@ TEST(quick) {
 
 /* --- one process per GPU -------------------------------------------------------- */
 
-static void spawn_pair(const char *mode, int p2p_disable, int limit_s, int status[2]) {
+/* One child per rank (cu_test_nranks) running `mode`; wait for all of them
+ * at most `limit_s` seconds and judge how each ended. */
+static void spawn_ranks(const char *mode, int p2p_disable, int limit_s) {
+  int status[MAXR];
+  pid_t pid[MAXR];
+  int n = cu_test_nranks(MAXR);
   int port = free_port();
   CHECK(port > 0);
-  size_t ne = 0;
-  while (environ[ne]) ne++;
-  char **env = calloc(ne + 2, sizeof *env);
-  size_t k = 0;
-  for (size_t i = 0; i < ne; i++)
-    if (strncmp(environ[i], "P2PKIT_P2P_DISABLE=", 19) != 0) env[k++] = environ[i];
-  if (p2p_disable) env[k++] = "P2PKIT_P2P_DISABLE=1";
-  env[k] = NULL;
-  char ports[16], ranks[2][8];
-  snprintf(ports, sizeof ports, "%d", port);
-  pid_t pid[2];
-  for (int r = 0; r < 2; r++) {
-    snprintf(ranks[r], sizeof ranks[r], "%d", r);
-    char *argv[] = {"test_collectives", "--child", (char *)mode, ranks[r], ports, NULL};
-    fflush(NULL);
-    pid[r] = fork();
-    if (pid[r] == 0) {
-      execve("/proc/self/exe", argv, env);
-      _exit(127);
-    }
-  }
-  free(env);
-  double t0 = cu_now();
-  int done[2] = {0, 0};
-  while (!(done[0] && done[1])) {
-    for (int r = 0; r < 2; r++)
-      if (!done[r] && waitpid(pid[r], &status[r], WNOHANG) == pid[r]) done[r] = 1;
-    if (cu_now() - t0 > limit_s) {
-      T_FAIL("%s: children still running after %d s: a hang", mode, limit_s);
-      for (int r = 0; r < 2; r++)
-        if (!done[r]) {
-          kill(pid[r], SIGKILL);
-          waitpid(pid[r], &status[r], 0);
-          done[r] = 1;
-        }
-    }
-    usleep(20000);
-  }
-  for (int r = 0; r < 2; r++) {
+  printf("%s: %d ranks, one process each\n", mode, n);
+  if (cu_spawn_ranks("test_collectives", mode, n, port, p2p_disable, limit_s, status, pid))
+    T_FAIL("%s: children still running after %d s: a hang", mode, limit_s);
+  for (int r = 0; r < n; r++) {
     if (WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 77) {
-      printf("SKIP: %s rank %d: needs 2 GPUs\n", mode, r);
+      printf("SKIP: %s rank %d: needs %d GPUs\n", mode, r, n);
       continue;
     }
     if (!WIFEXITED(status[r]) || WEXITSTATUS(status[r]) != 0)
@@ -590,31 +570,24 @@ static void spawn_pair(const char *mode, int p2p_disable, int limit_s, int statu
   }
 }
 
-TEST(process_per_gpu) {
-  int st[2];
-  spawn_pair("check", 0, 580, st);
-}
+TEST(process_per_gpu) { spawn_ranks("check", 0, 580); }
 
-TEST(process_per_gpu_p2p_disabled) {
-  int st[2];
-  spawn_pair("check", 1, 580, st);
-}
+TEST(process_per_gpu_p2p_disabled) { spawn_ranks("check", 1, 580); }
 
-TEST(quick_mp) {
-  int st[2];
-  spawn_pair("quick", 0, 300, st);
-}
+TEST(quick_mp) { spawn_ranks("quick", 0, 300); }
 
+/* argv: prog --child mode rank port nranks (cu_spawn_ranks); device = rank. */
 static int child_main(int argc, char **argv) {
-  if (argc < 5) return 2;
+  if (argc < 6) return 2;
   const char *mode = argv[2];
-  int rank = atoi(argv[3]), port = atoi(argv[4]);
+  int rank = atoi(argv[3]), port = atoi(argv[4]), nranks = atoi(argv[5]);
   t_current = mode;
+  if (nranks < 2 || nranks > MAXR || rank < 0 || rank >= nranks) return 2;
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) return 77;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < nranks) return 77;
   p2pkit_comm_opts_t o;
   p2pkit_comm_opts_init(&o);
-  o.nranks = 2;
+  o.nranks = nranks;
   o.rank = rank;
   o.device = rank;
   o.addr = "127.0.0.1";
@@ -623,7 +596,7 @@ static int child_main(int argc, char **argv) {
   o.timeout_s = 60;
   runner_t R;
   memset(&R, 0, sizeof R);
-  R.nr = 2;
+  R.nr = nranks;
   R.nloc = 1;
   R.rank0 = rank;
   R.dev[0] = rank;
@@ -633,6 +606,9 @@ static int child_main(int argc, char **argv) {
     fprintf(stderr, "rank %d: init_rank: %s: %s\n", rank, p2pkit_strerror(st), p2pkit_last_error());
     return 1;
   }
+  CHECK_EQ(p2pkit_comm_rank(R.comm[0]), rank);
+  CHECK_EQ(p2pkit_comm_size(R.comm[0]), nranks);
+  CHECK_EQ(p2pkit_comm_device(R.comm[0]), rank);
   if (runner_alloc(&R) != 0) return 1;
   int staged = R.comm[0]->staged;
   CHECK_EQ(staged, getenv("P2PKIT_P2P_DISABLE") != NULL);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Each case of the collective GPU tests as its own process, with its own time
 # limit and log, so a hang names its case (ctest shows nothing of a test it
-# had to kill). Usage: scripts/device/gpu_cases.sh BUILD_DIR LOG_DIR [test ...]
+# had to kill). Usage: scripts/device/cases.sh BUILD_DIR LOG_DIR [test ...]
 #   default tests: test_allreduce test_allreduce_errors test_collectives
 #   CASE_SECS (default 150): limit per case; P2PKIT_TIMEOUT is passed through.
 set -uo pipefail
