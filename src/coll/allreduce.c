@@ -17,6 +17,17 @@ p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
   if (code == P2PK_DERR_NONE) return P2PKIT_SUCCESS;
   int32_t peer = he[1];
   unsigned secs = (unsigned)(c->timeout_ns / 1000000000ULL);
+  if (he[2]) {
+    const uint32_t *u = (const uint32_t *)(he + 4);
+    int region = he[2];
+    P2PK_WARN("rank %d (GPU %d): block %d gave up waiting on the word at %s%d+0x%llx for %llu; it "
+              "read %llu", c->rank, c->device, he[3], region == 1 ? "scratch" : region == 2 ? "stage"
+              : "peer", region >= 3 ? region - 3 : c->rank,
+              (unsigned long long)u[0] | (unsigned long long)u[1] << 32,
+              (unsigned long long)u[2] | (unsigned long long)u[3] << 32,
+              (unsigned long long)u[4] | (unsigned long long)u[5] << 32);
+    he[2] = 0;
+  }
   switch (code) {
     case P2PK_DERR_TIMEOUT:
       return p2pk_fail(P2PKIT_ERR_TIMEOUT,

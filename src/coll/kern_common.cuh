@@ -129,11 +129,42 @@ struct Waiter {
   }
 };
 
+// The first wait of this rank that gave up: which word it was (region: 1
+// this rank's scratch, 2 the staged host buffer, 3 + p peer p's scratch,
+// byte offset), what it waited for and what it saw, in the host-mapped error
+// words 2..9 (the host logs them with the error).
+static __device__ __noinline__ void note_wait(const p2pk_ar_args &a, const void *p, uint64_t want,
+                                              uint64_t seen) {
+  p2pk_dev_ctrl *c = ctrl_of(a.local);
+  if (atomicCAS(&c->err_pad, 0, 1) != 0) return;
+  const char *q = (const char *)p;
+  int32_t region = 0;
+  uint64_t off = (uint64_t)(uintptr_t)q;
+  if (q >= a.local && q < a.local + a.lay.total) {
+    region = 1, off = (uint64_t)(q - a.local);
+  } else if (a.stage && q >= a.stage && q < a.stage + a.lay.stage_stride * (uint64_t)a.nranks) {
+    region = 2, off = (uint64_t)(q - a.stage);
+  } else {
+    for (int r = 0; r < a.nranks; r++)
+      if (a.peer[r] && q >= a.peer[r] && q < a.peer[r] + a.lay.total) region = 3 + r, off = (uint64_t)(q - a.peer[r]);
+  }
+  volatile int32_t *he = a.host_err;
+  he[2] = region;
+  he[3] = (int32_t)blockIdx.x;
+  he[4] = (int32_t)(uint32_t)off, he[5] = (int32_t)(uint32_t)(off >> 32);
+  he[6] = (int32_t)(uint32_t)want, he[7] = (int32_t)(uint32_t)(want >> 32);
+  he[8] = (int32_t)(uint32_t)seen, he[9] = (int32_t)(uint32_t)(seen >> 32);
+  __threadfence_system();
+}
+
 // Wait until *p >= want (masking `mask` off); false when giving up.
 __device__ __forceinline__ bool wait_geq(const p2pk_ar_args &a, Waiter &w, const void *p,
                                          uint64_t want, int peer, uint64_t mask = ~0ULL) {
   while ((ld_acq(p) & mask) < want)
-    if (w.poll(a, peer)) return false;
+    if (w.poll(a, peer)) {
+      note_wait(a, p, want, ld_acq(p) & mask);
+      return false;
+    }
   return true;
 }
 
