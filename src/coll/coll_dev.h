@@ -55,7 +55,7 @@ typedef struct {
   P2PK_ALIGN16 uint32_t hdr[2][4]; /* this rank's LL header line per slot */
   int32_t abort;       /* 0, or 1 + the rank that gave up */
   int32_t pad[7];
-  uint64_t ready[P2PK_STAGE_MAILBOXES][P2PK_COLL_MAX_RANKS];  /* [m][reader], by the owner */
+  uint64_t ready[P2PK_STAGE_MAILBOXES];                       /* written by the owner */
   uint64_t freed[P2PK_STAGE_MAILBOXES][P2PK_COLL_MAX_RANKS];  /* [m][reader] */
 } p2pk_stage_ctrl;
 

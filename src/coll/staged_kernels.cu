@@ -1,8 +1,7 @@
-// Collectives through host shared memory, for GPUs without P2P (or with
-// P2PKIT_P2P_DISABLE=1); the plan (plan.h) decides who writes what for whom,
-// the description here is all-reduce's. One launch of 2G blocks: writer
-// block b copies its chunks of this rank's input into this rank's outbox in
-// host memory (the GPU-to-host direction of PCIe); reader block b reads the same chunks of
+// All-reduce through host shared memory, for GPUs without P2P (or with
+// P2PKIT_P2P_DISABLE=1). One launch of 2G blocks: writer block b copies its
+// chunks of this rank's input into this rank's outbox in host memory (the
+// GPU-to-host direction of PCIe); reader block b reads the same chunks of
 // every peer's outbox (host-to-GPU) and reduces them with the local input in
 // rank order. Writers run ahead of readers, so both PCIe directions carry
 // data at once. Each outbox is read by all peers, so a rank writes its data
@@ -35,82 +34,52 @@ __global__ void __launch_bounds__(512) staged_kernel(const __grid_constant__ p2p
   const uint64_t J = chunks > (uint64_t)b ? (chunks - 1 - b) / G + 1 : 0;
   p2pk_dev_ctrl *c = ctrl_of(a.local);
   p2pk_stage_ctrl *mine = stage_ctrl(a, me);
-  const char *in = (const char *)a.in;
-  char *out = (char *)a.out;
-  // Outbox segment of the bytes meant for reader q: one shared segment when
-  // every reader gets the same bytes, else one per peer slot (K fits n-1).
-  auto seg = [&](int src, int dst) -> uint64_t {
-    return a.stage_shared ? 0 : (uint64_t)pslot(src, dst, n) * K;
-  };
+  const bool inplace = a.in == a.out;
   for (uint64_t j = 0; j < J; j++) {
     const uint64_t off = ((uint64_t)b + j * G) * K;
     const uint64_t len = min(K, nbytes - off);
     const int m = b * S + (int)(j % S);
     const uint64_t progress = ((uint64_t)seq << 32) | (j + 1);
     if (writer) {
-      if (a.send_mask) {
-        // Every reader of mailbox m (this call's or an earlier one's) must
-        // have drained what it was sent there before anything overwrites it.
-        if (threadIdx.x == 0) {
-          bool ok = true;
-          for (int q = 0; q < n && ok; q++)
-            if (q != me)
-              ok = wait_geq(a, w, &mine->freed[m][q], *counter(a.local, a.lay.sent_off, 0, q, n, m), q);
-          s_ok = ok;
-        }
-        __syncthreads();
-        if (!s_ok) return;
-        if (a.stage_shared) {
-          copy_chunk<T>(outbox(a, me, m), in + off, len);
-        } else {
-          for (int q = 0; q < n; q++)
-            if (q != me && ((a.send_mask >> q) & 1u))
-              copy_chunk<T>(outbox(a, me, m) + seg(me, q), in + q * a.in_stride + off, len);
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-          for (int q = 0; q < n; q++) {
-            if (q == me || !((a.send_mask >> q) & 1u)) continue;
-            uint64_t *usedp = counter(a.local, a.lay.sent_off, 0, q, n, m);
-            uint64_t u = *usedp + 1;
-            *usedp = u;
-            st_rel(&mine->ready[m][q], u);
-          }
-        }
-      }
-      if (threadIdx.x == 0) st_vol_u64(&c->wprog[b], progress);
-    } else {
-      if (!a.recv_mask && !a.self_copy) continue;
+      uint64_t *usedp = counter(a.local, a.lay.sent_off, 0, me, n, m);
       if (threadIdx.x == 0) {
         bool ok = true;
-        for (int q = 0; q < n && ok; q++) {
-          if (q == me) continue;
-          s_src[q] = outbox(a, q, m) + seg(q, me);
-          if (!((a.recv_mask >> q) & 1u)) continue;
-          uint64_t want = *counter(a.local, a.lay.recvd_off, 0, q, n, m) + 1;
-          ok = wait_geq(a, w, &stage_ctrl(a, q)->ready[m][me], want, q);
-        }
-        s_src[me] = in + me * a.in_stride + off;
-        // In place: this rank's writer must have copied the chunk out before
-        // the result overwrites it.
-        if (ok && a.wait_writer && a.send_mask) ok = wait_geq(a, w, &c->wprog[b], progress, me);
+        for (int q = 0; q < n && ok; q++)
+          if (q != me) ok = wait_geq(a, w, &mine->freed[m][q], *usedp, q);
         s_ok = ok;
       }
       __syncthreads();
       if (!s_ok) return;
-      if (a.reduce) {
-        reduce_chunk<T, true>(a.op, n, me, out + off, s_src, nullptr, 0, len);
-      } else {
-        for (int q = 0; q < n; q++) {
-          if (q == me ? !a.self_copy : !((a.recv_mask >> q) & 1u)) continue;
-          if (q == me) copy_chunk<T>(out + q * a.out_stride + off, s_src[q], len);
-          else copy_chunk<T, true>(out + q * a.out_stride + off, s_src[q], len);
-        }
+      copy_chunk<T>(outbox(a, me, m), (const char *)a.in + off, len);
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        uint64_t u = *usedp + 1;
+        *usedp = u;
+        st_rel(&mine->ready[m], u);
+        st_vol_u64(&c->wprog[b], progress);
       }
+    } else {
+      if (threadIdx.x == 0) {
+        bool ok = true;
+        for (int q = 0; q < n && ok; q++) {
+          if (q == me) continue;
+          uint64_t want = *counter(a.local, a.lay.recvd_off, 0, q, n, m) + 1;
+          ok = wait_geq(a, w, &stage_ctrl(a, q)->ready[m], want, q);
+          s_src[q] = outbox(a, q, m);
+        }
+        s_src[me] = (const char *)a.in + off;
+        // In place: this rank's writer must have copied the chunk out before
+        // the result overwrites it.
+        if (ok && inplace) ok = wait_geq(a, w, &c->wprog[b], progress, me);
+        s_ok = ok;
+      }
+      __syncthreads();
+      if (!s_ok) return;
+      reduce_chunk<T, true>(a.op, n, me, (char *)a.out + off, s_src, nullptr, 0, len);
       __syncthreads();
       if (threadIdx.x == 0) {
         for (int q = 0; q < n; q++) {
-          if (q == me || !((a.recv_mask >> q) & 1u)) continue;
+          if (q == me) continue;
           uint64_t *rc = counter(a.local, a.lay.recvd_off, 0, q, n, m);
           uint64_t r = *rc + 1;
           *rc = r;
