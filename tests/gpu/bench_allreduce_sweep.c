@@ -118,15 +118,25 @@ static double time_graph(impl_t *I, size_t count) {
   cudaGraph_t g[MAXR] = {0};
   cudaGraphExec_t x[MAXR] = {0};
   double res = -1;
-  for (int r = 0; r < B->n; r++) {
+  int bad = 0, begun = 0;
+  for (int r = 0; r < B->n && !bad; r++, begun++) {
     cudaSetDevice(B->dev[r]);
-    if (cudaStreamBeginCapture(B->s[r], cudaStreamCaptureModeGlobal) != cudaSuccess) goto out;
+    if (cudaStreamBeginCapture(B->s[r], cudaStreamCaptureModeGlobal) != cudaSuccess) bad = 1;
   }
-  int bad = 0;
+  if (bad) begun--; /* the one that failed did not begin */
   for (int i = 0; i < iters && !bad; i++) bad = call(I, count);
+  /* End every capture before instantiating any graph, and end them all even
+   * after a failure: cudaGraphInstantiate is not permitted while another
+   * stream still captures in Global mode, and a capture left open makes every
+   * later call fail (seen on the device: every graph point after the first
+   * was reported wrong). */
+  for (int r = 0; r < begun; r++) {
+    cudaSetDevice(B->dev[r]);
+    if (cudaStreamEndCapture(B->s[r], &g[r]) != cudaSuccess) bad = 1;
+  }
+  if (bad) goto out;
   for (int r = 0; r < B->n; r++) {
     cudaSetDevice(B->dev[r]);
-    if (cudaStreamEndCapture(B->s[r], &g[r]) != cudaSuccess || bad) goto out;
     if (cudaGraphInstantiate(&x[r], g[r], 0) != cudaSuccess) goto out;
   }
   double t[REPEATS + 1];
