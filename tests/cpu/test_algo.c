@@ -192,6 +192,52 @@ TEST(choose_respects_limits_and_overrides) {
   CHECK(c.blocks * P2PK_COLL_SLOTS <= P2PK_STAGE_MAILBOXES);
 }
 
+/* Issue 8 before any 4/8-GPU machine: for every rank count the communicator
+ * supports, both transports and sizes from 1 B to 1 GiB (odd ones too), the
+ * built-in choice is one the kernels can run with the layout that rank count
+ * gets: LL only where the LL area holds the message, mailbox uses inside the
+ * mailboxes, a chunk that fits a mailbox, a grid the GPU can hold; and the
+ * table's intent (two-shot for large messages, earlier from 3 ranks on). */
+TEST(choice_valid_for_every_rank_count) {
+  p2pk_algo_table t;
+  p2pk_algo_table_default(&t);
+  for (int n = 2; n <= P2PK_COLL_MAX_RANKS; n++)
+    for (int staged = 0; staged <= 1; staged++) {
+      p2pk_layout l;
+      size_t ll = 0;
+      CHECK_OK(p2pk_layout_compute(n, 64u << 20, staged, p2pk_mailboxes_for(132), &l, &ll));
+      p2pk_algo_geom g = {n, staged, 132, ll, (size_t)l.mailbox, (int)l.nboxes, (size_t)l.stage_mailbox};
+      for (size_t b = 1; b <= ((size_t)1 << 30); b = b < 16 ? b + 1 : b * 2 + (b & 1 ? 0 : 1)) {
+        p2pk_algo_choice c;
+        p2pk_algo_choose(&t, &no_force, &g, b, &c);
+        char what[96];
+        snprintf(what, sizeof what, "%d ranks, %s, %zu B", n, staged ? "staged" : "p2p", b);
+        t_current = what;
+        CHECK(c.threads % 32 == 0 && c.threads >= 32 && c.threads <= 512);
+        CHECK(c.blocks >= 1 && c.slots >= 1);
+        if (staged) {
+          CHECK_EQ(c.algo, P2PK_ALGO_STAGED);
+          CHECK(2 * c.blocks <= g.sm_count);
+          CHECK(c.blocks * c.slots <= P2PK_STAGE_MAILBOXES);
+          CHECK(c.chunk > 0 && c.chunk % 16 == 0 && c.chunk <= g.stage_mailbox);
+          continue;
+        }
+        CHECK(c.algo == P2PK_ALGO_ONESHOT || c.algo == P2PK_ALGO_TWOSHOT);
+        if (c.proto == P2PK_PROTO_LL) {
+          CHECK_EQ(c.algo, P2PK_ALGO_ONESHOT);
+          CHECK(b <= g.ll_cap);
+        } else {
+          CHECK(c.blocks <= g.sm_count);
+          CHECK(c.blocks * c.slots <= g.mailboxes);
+          CHECK(c.chunk > 0 && c.chunk % 16 == 0 && c.chunk <= g.mailbox);
+        }
+        if (b > ((size_t)8 << 20) || (n >= 3 && b > ((size_t)512 << 10))) CHECK_EQ(c.algo, P2PK_ALGO_TWOSHOT);
+        if (b <= ((size_t)64 << 10)) CHECK_EQ(c.proto, P2PK_PROTO_LL);
+      }
+    }
+  t_current = "choice_valid_for_every_rank_count";
+}
+
 TEST(choose_is_deterministic) {
   p2pk_algo_table t;
   p2pk_algo_table_default(&t);
@@ -327,6 +373,6 @@ TEST(names) {
 T_MAIN(T_CASE(default_table_two_ranks), T_CASE(default_table_more_ranks_and_shm),
        T_CASE(parse_good_table), T_CASE(parse_errors_name_the_line),
        T_CASE(write_then_parse_round_trip), T_CASE(choose_fills_automatic_fields),
-       T_CASE(choose_respects_limits_and_overrides), T_CASE(choose_is_deterministic),
+       T_CASE(choose_respects_limits_and_overrides), T_CASE(choose_is_deterministic), T_CASE(choice_valid_for_every_rank_count),
        T_CASE(force_from_environment), T_CASE(layout_fits_and_does_not_overlap),
        T_CASE(mailbox_count_follows_the_gpu), T_CASE(names))
