@@ -145,17 +145,12 @@ p2pkit_status_t p2pk_coll_leave(struct p2pkit_comm *c, const char *name, int pre
 }
 
 /* What a collective of `block` bytes per rank runs: the all-reduce table for
- * all-reduce; the one-shot push (LL when small) for the others. */
-static void choose(const struct p2pkit_comm *c, int kind, const p2pk_coll_plan *pl, size_t block,
-                   p2pk_algo_choice *ch) {
+ * all-reduce; the one-shot push (LL when small) for the others (which only
+ * run over P2P). */
+static void choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_algo_choice *ch) {
   p2pk_algo_force f = c->force;
-  if (kind != P2PK_COLL_ALL_REDUCE && !c->staged) f.algo = P2PK_ALGO_ONESHOT;
+  if (kind != P2PK_COLL_ALL_REDUCE) f.algo = P2PK_ALGO_ONESHOT;
   p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);
-  /* Staged, a peer's own bytes each: one outbox segment per peer. */
-  if (ch->algo == P2PK_ALGO_STAGED && !pl->stage_shared && c->nranks > 2) {
-    uint32_t most = (uint32_t)(c->geom.stage_mailbox / (size_t)(c->nranks - 1)) & ~15u;
-    if (ch->chunk > most) ch->chunk = most;
-  }
 }
 
 p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *sendbuf,
@@ -208,7 +203,7 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
     return p2pk_coll_leave(c, name, prev, e);
   }
   p2pk_algo_choice ch;
-  choose(c, kind, &pl, block, &ch);
+  choose(c, kind, block, &ch);
   p2pk_ar_args a = c->tmpl;
   a.in = sendbuf;
   a.out = recvbuf;
@@ -225,8 +220,6 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
   a.out_stride = pl.out_stride;
   a.reduce = pl.reduce;
   a.self_copy = pl.self_copy;
-  a.stage_shared = pl.stage_shared;
-  a.wait_writer = pl.wait_writer;
   p2pk_coll_header(kind, count, dtype, op, root, ch.algo, ch.proto, ch.blocks, &a.hdr0, &a.hdr1);
   if (ch.algo == P2PK_ALGO_TWOSHOT) set_direct(c, &a, r, block, direct_ok);
   uint64_t combo = 1ULL << ((kind * P2PK_ALGO_COUNT + ch.algo) * P2PK_PROTO_COUNT + ch.proto);

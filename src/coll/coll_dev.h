@@ -110,8 +110,6 @@ typedef struct {
   uint64_t in_stride, out_stride;
   int32_t reduce;      /* 1: reduce what arrives with in + rank * in_stride */
   int32_t self_copy;   /* 1: out + rank * out_stride = in + rank * in_stride */
-  int32_t stage_shared; /* staged: 1: one outbox segment read by every peer */
-  int32_t wait_writer;  /* staged: readers wait for this rank's writers (in place) */
 } p2pk_ar_args;
 
 /* Send/recv: one kernel runs every point-to-point operation of a group on one

@@ -291,7 +291,6 @@ static void fill_tmpl(struct p2pkit_comm *c, char *stage_dev) {
    * per call for the other collectives). */
   a->send_mask = a->recv_mask = (uint32_t)(((uint64_t)1 << c->nranks) - 1) & ~((uint32_t)1 << c->rank);
   a->reduce = 1;
-  a->stage_shared = 1;
   c->logged = 0;
 }
 

@@ -18,6 +18,8 @@ typedef struct {
   int stage_shared; /* every peer gets the same bytes: one staged outbox segment */
   int in_place;     /* the buffers are the collective's in-place form */
   int wait_writer;  /* staged: in place and the writers read what readers write */
+  /* (stage_shared and wait_writer are for the staged kernel of every collective,
+   * wip/staged-collectives.patch; main stages all-reduce only) */
   uint64_t in_bytes, out_bytes; /* how much of sendbuf / recvbuf the call touches */
 } p2pk_coll_plan;
 

@@ -3,7 +3,8 @@
  * every collective x type (x op) at odd counts and every root, in place and
  * out of place, 16-byte-aligned and unaligned pointers, poisoned outputs and
  * guard bytes around them; each protocol forced (LL, chunked one-shot with
- * small chunks, staged); CUDA graph capture and replay; P2P disabled; one
+ * small chunks); CUDA graph capture and replay; P2P disabled (only
+ * all-reduce is carried: the others must refuse cleanly); one
  * process driving all GPUs and one process per GPU (children started with
  * fork+exec of this binary). Every GPU takes part (up to P2PK_COLL_MAX_RANKS;
  * the cases that say so use 2); P2PKIT_TEST_NRANKS=k asks for fewer (at
@@ -44,7 +45,6 @@ static const variant_t V_LL = {"ll", P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0};
 static const variant_t V_SIMPLE = {"simple", P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 0, 0, 0};
 /* Few blocks, small chunks: many mailbox uses per block and per call. */
 static const variant_t V_SMALL = {"simple-3x4K", P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 3, 128, 4096};
-static const variant_t V_STAGED_SMALL = {"staged-2x4K", -1, -1, 2, 128, 4096};
 
 typedef struct {
   int nr, nloc, rank0;
@@ -330,15 +330,10 @@ static void matrix(runner_t *R, const variant_t *v, int kind, const p2pkit_redop
   set_variant(R, &V_AUTO);
 }
 
-static void full_suite(runner_t *R, int staged) {
+static void full_suite(runner_t *R) {
   static const p2pkit_redop_t few[] = {P2PKIT_SUM, P2PKIT_MIN, P2PKIT_AVG};
   for (int kind = P2PK_COLL_BROADCAST; kind <= SENDRECV; kind++) {
-    if (kind == SENDRECV && staged) continue; /* not implemented: see p2p_unsupported_when_staged */
     matrix(R, &V_AUTO, kind, ALL_OPS, 5);
-    if (staged) {
-      matrix(R, &V_STAGED_SMALL, kind, few, 3);
-      continue;
-    }
     if (kind != SENDRECV) matrix(R, &V_LL, kind, few, 2);
     matrix(R, &V_SIMPLE, kind, few + 1, 2);
     matrix(R, &V_SMALL, kind, few, 3);
@@ -391,7 +386,7 @@ static void p2p_unsupported_when_staged(runner_t *R) {
 #define NG 6
 /* Capture one call of each collective (and a send/recv ring) per rank into
  * one graph, replay it `reps` times with fresh inputs, check every replay. */
-static void graph_replay(runner_t *R, int reps, int staged) {
+static void graph_replay(runner_t *R, int reps) {
   int last = R->nr - 1;
   const call_t ops[NG] = {
       {P2PK_COLL_BROADCAST, last, 0, 1, P2PKIT_FLOAT32, P2PKIT_SUM, 1023},
@@ -401,7 +396,6 @@ static void graph_replay(runner_t *R, int reps, int staged) {
       {P2PK_COLL_ALL_TO_ALL, 0, 0, 1, P2PKIT_UINT8, P2PKIT_SUM, 70001},
       {SENDRECV, 0, 0, 0, P2PKIT_FLOAT64, P2PKIT_SUM, 3},
   };
-  const int nops = staged ? NG - 1 : NG;
   char *din[NG][MAXR], *dout[NG][MAXR];
   const void *in[NG][MAXR];
   void *out[NG][MAXR];
@@ -412,18 +406,18 @@ static void graph_replay(runner_t *R, int reps, int staged) {
   memset(exec, 0, sizeof exec);
   memset(din, 0, sizeof din);
   memset(dout, 0, sizeof dout);
-  for (int k = 0; k < nops; k++)
+  for (int k = 0; k < NG; k++)
     for (int l = 0; l < R->nloc; l++) {
       T_CUDA(cudaSetDevice(R->dev[l]));
       T_CUDA(cudaMalloc((void **)&din[k][l], R->cap));
       T_CUDA(cudaMalloc((void **)&dout[k][l], R->cap));
     }
-  for (int k = 0; k < nops; k++) prepare(R, dout[k], din[k], &ops[k], 1, in[k], out[k], off[k]);
+  for (int k = 0; k < NG; k++) prepare(R, dout[k], din[k], &ops[k], 1, in[k], out[k], off[k]);
   for (int l = 0; l < R->nloc; l++) {
     T_CUDA(cudaSetDevice(R->dev[l]));
     T_CUDA(cudaStreamBeginCapture(R->s[l], cudaStreamCaptureModeGlobal));
   }
-  for (int k = 0; k < nops; k++) CHECK_OK(issue(R, &ops[k], in[k], out[k]));
+  for (int k = 0; k < NG; k++) CHECK_OK(issue(R, &ops[k], in[k], out[k]));
   /* End every capture before instantiating any graph (Global mode). */
   for (int l = 0; l < R->nloc; l++) {
     T_CUDA(cudaSetDevice(R->dev[l]));
@@ -437,14 +431,14 @@ static void graph_replay(runner_t *R, int reps, int staged) {
   }
   if (!ready) R->failures++;
   for (int rep = 0; ready && rep < reps && R->failures < 8; rep++) {
-    for (int k = 0; k < nops; k++)
+    for (int k = 0; k < NG; k++)
       prepare(R, dout[k], din[k], &ops[k], 1000 + (uint64_t)rep * 10 + (uint64_t)k * 100, in[k],
               out[k], off[k]);
     for (int l = 0; l < R->nloc; l++) {
       T_CUDA(cudaSetDevice(R->dev[l]));
       if (exec[l]) T_CUDA(cudaGraphLaunch(exec[l], R->s[l]));
     }
-    for (int k = 0; k < nops; k++) {
+    for (int k = 0; k < NG; k++) {
       char what[200], w2[240];
       describe(what, sizeof what, "graph", &ops[k], R->nr);
       snprintf(w2, sizeof w2, "replay %d %s", rep, what);
@@ -459,7 +453,7 @@ static void graph_replay(runner_t *R, int reps, int staged) {
     cudaSetDevice(R->dev[l]);
     if (exec[l]) cudaGraphExecDestroy(exec[l]);
     if (graph[l]) cudaGraphDestroy(graph[l]);
-    for (int k = 0; k < nops; k++) {
+    for (int k = 0; k < NG; k++) {
       cudaFree(din[k][l]);
       cudaFree(dout[k][l]);
     }
@@ -514,13 +508,13 @@ static void argument_errors(runner_t *R) {
 
 TEST(one_process_all_collectives) {
   runner_t R;
-  if (runner_single(&R, MAXR) == 0) full_suite(&R, 0);
+  if (runner_single(&R, MAXR) == 0) full_suite(&R);
   runner_destroy(&R);
 }
 
 TEST(one_process_graph_replay) {
   runner_t R;
-  if (runner_single(&R, MAXR) == 0) graph_replay(&R, 5, 0);
+  if (runner_single(&R, MAXR) == 0) graph_replay(&R, 5);
   runner_destroy(&R);
 }
 
@@ -647,8 +641,8 @@ static int child_main(int argc, char **argv) {
     collectives_unsupported_when_staged(&R);
     p2p_unsupported_when_staged(&R);
   } else {
-    full_suite(&R, 0);
-    graph_replay(&R, 4, 0);
+    full_suite(&R);
+    graph_replay(&R, 4);
   }
   runner_free(&R);
   CHECK_OK(p2pkit_comm_destroy(R.comm[0]));
