@@ -26,6 +26,7 @@
 #include "gpu_test.h"
 #include "test.h"
 #include "test_net.h"
+#include "coll_runner.h"
 
 #define MAXR P2PK_COLL_MAX_RANKS
 #define PAD 256
@@ -34,11 +35,6 @@ static const size_t COUNTS[] = {1, 3, 1023, 4097, MAXCOUNT};
 #define NCOUNTS (sizeof COUNTS / sizeof COUNTS[0])
 static const p2pkit_redop_t ALL_OPS[] = {P2PKIT_SUM, P2PKIT_PROD, P2PKIT_MIN, P2PKIT_MAX, P2PKIT_AVG};
 
-typedef struct {
-  const char *name;
-  int algo, proto, blocks, threads;
-  size_t chunk;
-} variant_t;
 
 static const variant_t V_AUTO = {"auto", -1, -1, 0, 0, 0};
 static const variant_t V_LL = {"oneshot-ll", P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0};
@@ -49,69 +45,9 @@ static const variant_t V_TWOSHOT = {"twoshot", P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIM
 static const variant_t V_TWOSHOT_SMALL = {"twoshot-5x1040", P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 5, 96, 1040};
 static const variant_t V_STAGED_SMALL = {"staged-2x4K", -1, -1, 2, 128, 4096};
 
-typedef struct {
-  int nr, nloc, rank0, multiproc;
-  int dev[MAXR];
-  p2pkit_comm_t comm[MAXR];
-  cudaStream_t s[MAXR];
-  char *din[MAXR], *dout[MAXR];
-  size_t cap;
-  void *hin[MAXR];            /* inputs of every rank */
-  unsigned char *hout[MAXR];  /* outputs of the local ranks */
-  int failures;
-} runner_t;
-
-static void set_variant(runner_t *R, const variant_t *v) {
-  p2pk_algo_force f = {v->algo, v->proto, v->blocks, v->threads, v->chunk};
-  for (int l = 0; l < R->nloc; l++) p2pk_comm_set_force(R->comm[l], &f);
-}
-
-static int runner_alloc(runner_t *R) {
-  R->cap = MAXCOUNT * 8 + 2 * PAD + 16; /* + the largest misalignment */
-  for (int r = 0; r < R->nr; r++) {
-    R->hin[r] = malloc(R->cap);
-    if (!R->hin[r]) return -1;
-  }
-  for (int l = 0; l < R->nloc; l++) {
-    T_CUDA(cudaSetDevice(R->dev[l]));
-    T_CUDA(cudaStreamCreateWithFlags(&R->s[l], cudaStreamNonBlocking));
-    T_CUDA(cudaMalloc((void **)&R->din[l], R->cap));
-    T_CUDA(cudaMalloc((void **)&R->dout[l], R->cap));
-    R->hout[l] = malloc(R->cap);
-    if (!R->hout[l]) return -1;
-  }
-  return 0;
-}
-
-static void runner_free(runner_t *R) {
-  for (int l = 0; l < R->nloc; l++) {
-    cudaSetDevice(R->dev[l]);
-    if (R->s[l]) cudaStreamDestroy(R->s[l]);
-    cudaFree(R->din[l]);
-    cudaFree(R->dout[l]);
-    free(R->hout[l]);
-  }
-  for (int r = 0; r < R->nr; r++) free(R->hin[r]);
-}
-
-static int runner_single(runner_t *R, int want) {
-  memset(R, 0, sizeof *R);
-  int n = 0, k = cu_test_nranks(want);
-  T_CUDA(cudaGetDeviceCount(&n));
-  R->nr = R->nloc = n < k ? n : k;
-  for (int l = 0; l < R->nloc; l++) R->dev[l] = l;
-  p2pkit_status_t st = p2pkit_comm_init_all(R->comm, R->nloc, R->dev);
-  if (st != P2PKIT_SUCCESS) {
-    T_FAIL("init_all(%d): %s: %s", R->nloc, p2pkit_strerror(st), p2pkit_last_error());
-    return -1;
-  }
-  return runner_alloc(R);
-}
-
-static void runner_destroy(runner_t *R) {
-  runner_free(R);
-  for (int l = 0; l < R->nloc; l++)
-    if (R->comm[l]) CHECK_OK(p2pkit_comm_destroy(R->comm[l]));
+static size_t runner_cap(int nr) {
+  (void)nr;
+  return MAXCOUNT * 8 + 2 * PAD + 16; /* + the largest misalignment */
 }
 
 static size_t misalign_of(int rank, size_t es, int misalign) {
@@ -571,40 +507,13 @@ static void child_kill(runner_t *R, int victim) {
 
 /* argv: prog --child mode rank port nranks (cu_spawn_ranks); device = rank. */
 static int child_main(int argc, char **argv) {
-  if (argc < 6) return 2;
-  const char *mode = argv[2];
-  int rank = atoi(argv[3]), port = atoi(argv[4]), nranks = atoi(argv[5]);
-  t_current = mode;
-  if (nranks < 2 || nranks > MAXR || rank < 0 || rank >= nranks) return 2;
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n < nranks) return 77;
+  const char *mode = NULL;
+  int rank = 0, port = 0, nranks = 0;
+  int bad = cu_child_args(argc, argv, &mode, &rank, &port, &nranks);
+  if (bad) return bad;
   int kill = strncmp(mode, "kill", 4) == 0;
-  p2pkit_comm_opts_t o;
-  p2pkit_comm_opts_init(&o);
-  o.nranks = nranks;
-  o.rank = rank;
-  o.device = rank;
-  o.addr = "127.0.0.1";
-  o.port = port;
-  o.secret = "p2pkit-test-secret";
-  o.timeout_s = kill ? KILL_TIMEOUT_S : 60;
   runner_t R;
-  memset(&R, 0, sizeof R);
-  R.nr = nranks;
-  R.nloc = 1;
-  R.rank0 = rank;
-  R.multiproc = 1;
-  R.dev[0] = rank;
-  T_CUDA(cudaSetDevice(rank));
-  p2pkit_status_t st = p2pkit_comm_init_rank(&o, &R.comm[0]);
-  if (st != P2PKIT_SUCCESS) {
-    fprintf(stderr, "rank %d: init_rank: %s: %s\n", rank, p2pkit_strerror(st), p2pkit_last_error());
-    return 1;
-  }
-  CHECK_EQ(p2pkit_comm_rank(R.comm[0]), rank);
-  CHECK_EQ(p2pkit_comm_size(R.comm[0]), nranks);
-  CHECK_EQ(p2pkit_comm_device(R.comm[0]), rank);
-  if (runner_alloc(&R) != 0) return 1;
+  if (runner_join(&R, rank, nranks, port, kill ? KILL_TIMEOUT_S : 60) != 0) return 1;
   if (kill) {
     child_kill(&R, kill_victim(mode, nranks));
   } else if (strcmp(mode, "quick") == 0) {
@@ -628,8 +537,7 @@ static int child_main(int argc, char **argv) {
     }
     graph_replay(&R, 4);
   }
-  runner_free(&R);
-  if (R.comm[0]) CHECK_OK(p2pkit_comm_destroy(R.comm[0]));
+  runner_destroy(&R);
   fflush(NULL);
   return t_failed ? 1 : 0;
 }
@@ -642,29 +550,12 @@ const char *t_current;
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main(argc, argv);
   T_REQUIRE_GPUS(2);
-  static const struct {
-    t_case c;
-    int dflt;
-  } cases[] = {
+  static const cu_case cases[] = {
       {T_CASE(one_process_all_algorithms), 1}, {T_CASE(one_process_graph_replay), 1},
       {T_CASE(one_process_p2p_disabled), 1},   {T_CASE(count_zero_is_a_no_op), 1},
       {T_CASE(several_communicators_at_once), 1}, {T_CASE(process_per_gpu), 1},
       {T_CASE(process_per_gpu_p2p_disabled), 1}, {T_CASE(kill_last_rank_survivors_time_out), 1},
       {T_CASE(kill_rank0_survivors_time_out), 1}, {T_CASE(quick), 0}, {T_CASE(quick_mp), 0},
   };
-  int nfail = 0;
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    int want = argc > 1 ? 0 : cases[i].dflt;
-    for (int a = 1; a < argc; a++)
-      if (strcmp(argv[a], cases[i].c.name) == 0) want = 1;
-    if (!want) continue;
-    t_current = cases[i].c.name;
-    int before = t_failed;
-    double t0 = cu_now();
-    cases[i].c.fn();
-    printf("%-40s %s (%.1f s)\n", cases[i].c.name, t_failed == before ? "ok" : "FAILED", cu_now() - t0);
-    fflush(stdout);
-    if (t_failed != before) nfail++;
-  }
-  return nfail ? 1 : 0;
+  return cu_run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);
 }

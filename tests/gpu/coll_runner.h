@@ -1,0 +1,163 @@
+/* What the two collective GPU tests (test_allreduce.c, test_collectives.c)
+ * share: the forced-algorithm variants, the runner holding the local ranks'
+ * communicators, streams and buffers (one process driving every GPU, or one
+ * rank of a process-per-GPU job), the child side of that job, and the case
+ * table of main(). Include after test.h and gpu_test.h; the test defines
+ * runner_cap(), the bytes of each buffer for a rank count. */
+#ifndef P2PK_COLL_RUNNER_H
+#define P2PK_COLL_RUNNER_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/coll.h"
+#include "coll_util.h"
+
+typedef struct {
+  const char *name;
+  int algo, proto, blocks, threads;
+  size_t chunk;
+} variant_t;
+
+typedef struct {
+  int nr, nloc, rank0, multiproc;
+  int dev[P2PK_COLL_MAX_RANKS];
+  p2pkit_comm_t comm[P2PK_COLL_MAX_RANKS];
+  cudaStream_t s[P2PK_COLL_MAX_RANKS];
+  char *din[P2PK_COLL_MAX_RANKS], *dout[P2PK_COLL_MAX_RANKS];
+  size_t cap;                                 /* bytes of every buffer below */
+  void *hin[P2PK_COLL_MAX_RANKS];             /* inputs of every rank */
+  unsigned char *hout[P2PK_COLL_MAX_RANKS];   /* outputs of the local ranks, read back */
+  unsigned char *want;                        /* expected output of one rank */
+  int failures;
+} runner_t;
+
+static size_t runner_cap(int nr);
+
+static inline void set_variant(runner_t *R, const variant_t *v) {
+  p2pk_algo_force f = {v->algo, v->proto, v->blocks, v->threads, v->chunk};
+  for (int l = 0; l < R->nloc; l++) p2pk_comm_set_force(R->comm[l], &f);
+}
+
+static inline int runner_alloc(runner_t *R) {
+  R->cap = runner_cap(R->nr);
+  if (!(R->want = malloc(R->cap))) return -1;
+  for (int r = 0; r < R->nr; r++)
+    if (!(R->hin[r] = malloc(R->cap))) return -1;
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaStreamCreateWithFlags(&R->s[l], cudaStreamNonBlocking));
+    T_CUDA(cudaMalloc((void **)&R->din[l], R->cap));
+    T_CUDA(cudaMalloc((void **)&R->dout[l], R->cap));
+    if (!(R->hout[l] = malloc(R->cap))) return -1;
+  }
+  return 0;
+}
+
+static inline void runner_free(runner_t *R) {
+  for (int l = 0; l < R->nloc; l++) {
+    cudaSetDevice(R->dev[l]);
+    if (R->s[l]) cudaStreamDestroy(R->s[l]);
+    cudaFree(R->din[l]);
+    cudaFree(R->dout[l]);
+    free(R->hout[l]);
+  }
+  for (int r = 0; r < R->nr; r++) free(R->hin[r]);
+  free(R->want);
+}
+
+/* One process driving GPUs 0..k-1, k = cu_test_nranks(want) capped by the
+ * GPUs present. */
+static inline int runner_single(runner_t *R, int want) {
+  memset(R, 0, sizeof *R);
+  int n = 0, k = cu_test_nranks(want);
+  T_CUDA(cudaGetDeviceCount(&n));
+  R->nr = R->nloc = n < k ? n : k;
+  for (int l = 0; l < R->nloc; l++) R->dev[l] = l;
+  p2pkit_status_t st = p2pkit_comm_init_all(R->comm, R->nloc, R->dev);
+  if (st != P2PKIT_SUCCESS) {
+    T_FAIL("init_all(%d): %s: %s", R->nloc, p2pkit_strerror(st), p2pkit_last_error());
+    return -1;
+  }
+  return runner_alloc(R);
+}
+
+static inline void runner_destroy(runner_t *R) {
+  runner_free(R);
+  for (int l = 0; l < R->nloc; l++)
+    if (R->comm[l]) CHECK_OK(p2pkit_comm_destroy(R->comm[l]));
+}
+
+/* The child side of process per GPU: `prog --child MODE RANK PORT NRANKS`
+ * (cu_spawn_ranks). 0 with *mode, *rank, *port, *nranks set, or the exit
+ * code the child returns: 2 bad arguments, 77 fewer GPUs than ranks. */
+static inline int cu_child_args(int argc, char **argv, const char **mode, int *rank, int *port,
+                                int *nranks) {
+  if (argc < 6) return 2;
+  *mode = argv[2];
+  *rank = atoi(argv[3]), *port = atoi(argv[4]), *nranks = atoi(argv[5]);
+  t_current = *mode;
+  if (*nranks < 2 || *nranks > P2PK_COLL_MAX_RANKS || *rank < 0 || *rank >= *nranks) return 2;
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < *nranks) return 77;
+  return 0;
+}
+
+/* Rank `rank` of `nranks` joins the job on GPU `rank` (loopback rendezvous
+ * at `port`, the tests' secret) and allocates its buffers. 0, or 1 after
+ * saying why. */
+static inline int runner_join(runner_t *R, int rank, int nranks, int port, int timeout_s) {
+  p2pkit_comm_opts_t o;
+  p2pkit_comm_opts_init(&o);
+  o.nranks = nranks;
+  o.rank = rank;
+  o.device = rank;
+  o.addr = "127.0.0.1";
+  o.port = port;
+  o.secret = "p2pkit-test-secret";
+  o.timeout_s = timeout_s;
+  memset(R, 0, sizeof *R);
+  R->nr = nranks;
+  R->nloc = 1;
+  R->rank0 = rank;
+  R->multiproc = 1;
+  R->dev[0] = rank;
+  T_CUDA(cudaSetDevice(rank));
+  p2pkit_status_t st = p2pkit_comm_init_rank(&o, &R->comm[0]);
+  if (st != P2PKIT_SUCCESS) {
+    fprintf(stderr, "rank %d: init_rank: %s: %s\n", rank, p2pkit_strerror(st), p2pkit_last_error());
+    return 1;
+  }
+  CHECK_EQ(p2pkit_comm_rank(R->comm[0]), rank);
+  CHECK_EQ(p2pkit_comm_size(R->comm[0]), nranks);
+  CHECK_EQ(p2pkit_comm_device(R->comm[0]), rank);
+  return runner_alloc(R) != 0;
+}
+
+/* main()'s case table: the cases marked default (or those named on the
+ * command line) in order, each with its verdict and time. Returns the exit
+ * code. */
+typedef struct {
+  t_case c;
+  int dflt;
+} cu_case;
+
+static inline int cu_run_cases(const cu_case *cases, size_t n, int argc, char **argv) {
+  int nfail = 0;
+  for (size_t i = 0; i < n; i++) {
+    int want = argc > 1 ? 0 : cases[i].dflt;
+    for (int a = 1; a < argc; a++)
+      if (strcmp(argv[a], cases[i].c.name) == 0) want = 1;
+    if (!want) continue;
+    t_current = cases[i].c.name;
+    int before = t_failed;
+    double t0 = cu_now();
+    cases[i].c.fn();
+    printf("%-40s %s (%.1f s)\n", cases[i].c.name, t_failed == before ? "ok" : "FAILED", cu_now() - t0);
+    fflush(stdout);
+    if (t_failed != before) nfail++;
+  }
+  return nfail ? 1 : 0;
+}
+
+#endif
