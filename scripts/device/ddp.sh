@@ -11,17 +11,8 @@ mkdir -p "$log"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export P2PKIT_LIB=$PWD/$build/libp2pkit.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-status=0
-summary=()
-step() { # step NAME LIMIT_S CMD...
-  local name=$1 limit=$2; shift 2
-  local t0=$SECONDS rc=0
-  echo "=== $name: $*"
-  timeout --kill-after=10 "$limit" "$@" > "$log/$name.txt" 2>&1 || rc=$?
-  tail -n 30 "$log/$name.txt"
-  summary+=("$(printf '%-22s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
-  [ "$rc" = 0 ] || status=1
-}
+STEP_TAIL=30
+. "$(dirname "$0")/lib.sh"
 python3 -c 'import torch; print("torch", torch.__version__, "gpus", torch.cuda.device_count())' > "$log/torch.txt" 2>&1
 step grad_sync_test 240 "$build/tests/test_ddp_grad_sync"
 step py_binding 120 python3 python/tests/test_binding.py -v
@@ -34,7 +25,5 @@ if [ -x "$build/examples/ddp_mlp" ]; then
 else
   summary+=("ddp_mlp not built (no cuBLAS?)"); status=1
 fi
-echo
-echo "=== summary (logs in $log)"
-printf '%s\n' "${summary[@]}"
+step_summary "logs in $log"
 exit $status

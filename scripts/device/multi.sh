@@ -13,18 +13,9 @@ mkdir -p "$log"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 bin=$build/p2pkit
 n=$(nvidia-smi -L | wc -l)
-status=0
-summary=()
+STEP_TAIL=12
+. "$(dirname "$0")/lib.sh"
 want() { [[ " ${MULTI_SKIP:-} " != *" $1 "* ]]; }
-step() { # step NAME LIMIT_S CMD...
-  local name=$1 limit=$2; shift 2
-  local t0=$SECONDS rc=0
-  echo "=== $name: $*"
-  timeout --kill-after=10 "$limit" "$@" > "$log/$name.txt" 2>&1 || rc=$?
-  tail -n 12 "$log/$name.txt"
-  summary+=("$(printf '%-20s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
-  [ "$rc" = 0 ] || status=1
-}
 { date -u +%FT%TZ; nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv
   nvidia-smi topo -m; } > "$log/machine.txt" 2>&1
 if want topo; then
@@ -46,7 +37,5 @@ if want perf; then
   step "sweep_g${n}" 120 "$bin" perf all_reduce -g "$n" -b 8 -e 256M -f 4 -n 10 -w 2 --repeats 3 \
     --sweep-algos oneshot/ll,oneshot/simple,twoshot/simple --algo-table "$log/algo_table_g$n.txt"
 fi
-echo
-echo "=== summary ($n GPUs; logs in $log)"
-printf '%s\n' "${summary[@]}"
+step_summary "$n GPUs; logs in $log"
 exit $status
