@@ -96,13 +96,7 @@ __global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar
     if (!a.reduce) {
       for (int r = 0; r < n; r++) {
         if (!has(a.recv_mask, r)) continue;
-        const char *src = mine + (uint64_t)pslot(r, me, n) * a.lay.ll_bytes + i * 16;
-        uint4 x;
-        for (;;) {
-          x = ld_vol_v4(src);
-          if (x.y == seq && x.w == seq) break;
-          if (w.poll(a, r)) break;
-        }
+        uint4 x = ll_wait(a, w, mine + (uint64_t)pslot(r, me, n) * a.lay.ll_bytes + i * 16, seq, r);
         store_line<T>(out + r * a.out_stride, i, nbytes, make_uint2(x.x, x.z));
       }
       if (a.self_copy) store_line<T>(out + me * a.out_stride, i, nbytes, load_line<T>(own, i, nbytes));
@@ -115,13 +109,7 @@ __global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar
       if (r == me) {
         v.u = load_line<T>(own, i, nbytes);
       } else {
-        const char *src = mine + (uint64_t)pslot(r, me, n) * a.lay.ll_bytes + i * 16;
-        uint4 x;
-        for (;;) {
-          x = ld_vol_v4(src);
-          if (x.y == seq && x.w == seq) break;
-          if (w.poll(a, r)) break;
-        }
+        uint4 x = ll_wait(a, w, mine + (uint64_t)pslot(r, me, n) * a.lay.ll_bytes + i * 16, seq, r);
         v.u = make_uint2(x.x, x.z);
       }
 #pragma unroll

@@ -205,18 +205,28 @@ static __device__ __noinline__ void header_send(const p2pk_ar_args &a, uint32_t 
     if (p != a.rank) st_vol_v4(ctrl_of(a.peer[p])->hdr[slot][a.rank], line);
 }
 
+// Poll one LL line (16 bytes: data, seq, data, seq) until both flag words
+// carry `seq`; if the wait gives up first, the last line read, whose flags
+// then do not match.
+__device__ __forceinline__ uint4 ll_wait(const p2pk_ar_args &a, Waiter &w, const void *src,
+                                         uint32_t seq, int peer) {
+  uint4 x;
+  for (;;) {
+    x = ld_vol_v4(src);
+    if (x.y == seq && x.w == seq) break;
+    if (w.poll(a, peer)) break;
+  }
+  return x;
+}
+
 static __device__ __noinline__ bool header_check(const p2pk_ar_args &a, uint32_t seq, Waiter &w) {
   int slot = seq & 1;
   for (int p = 0; p < a.nranks; p++) {
     if (p == a.rank) continue;
     const void *src = a.stage ? (const void *)stage_ctrl(a, p)->hdr[slot]
                               : (const void *)ctrl_of(a.local)->hdr[slot][p];
-    uint4 v;
-    for (;;) {
-      v = ld_vol_v4(src);
-      if (v.y == seq && v.w == seq) break;
-      if (w.poll(a, p)) return false;
-    }
+    uint4 v = ll_wait(a, w, src, seq, p);
+    if (v.y != seq || v.w != seq) return false;
     if (v.x != a.hdr0 || v.z != a.hdr1) {
       fail(a, P2PK_DERR_MISMATCH, p);
       return false;
