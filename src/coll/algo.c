@@ -17,10 +17,12 @@
  * two-shot sends 2(n-1)/n of the buffer per GPU instead of n-1. */
 static const p2pk_algo_row builtin[] = {
     /* 2 GPUs: from `p2pkit perf all_reduce --sweep-algos` on the 2x H200
-     * (bench/results/2026-11-29-h200x2-perf/algo_table.txt): LL wins to
-     * 512 KiB, one-shot simple to 8 MiB, two-shot beyond (417 vs 522 us at
-     * 128 MiB). */
-    {P2PK_TRANSPORT_P2P, 2, 2, 512 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
+     * (bench/results/2026-11-29-h200x2-perf/algo_table.txt): one-shot simple
+     * to 8 MiB, two-shot beyond (417 vs 522 us at 128 MiB). LL to 1 MiB since
+     * its grid may exceed the SM count (third session's knob runs: 1 MiB,
+     * process per GPU, LL with one line per thread 10.8 us, one-shot simple
+     * at its best 13.3 us, NCCL 13.5 us). */
+    {P2PK_TRANSPORT_P2P, 2, 2, 1 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, 8 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
     {P2PK_TRANSPORT_P2P, 3, P2PK_COLL_MAX_RANKS, 64 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
@@ -281,9 +283,13 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
   c->threads = threads;
   size_t maxg = (size_t)sms < P2PK_COLL_MAX_BLOCKS ? (size_t)sms : P2PK_COLL_MAX_BLOCKS;
   if (row.proto == P2PK_PROTO_LL) {
+    /* One line per thread, up to four blocks per SM: an LL block only waits
+     * for the same block index on its peers, never for another block of its
+     * own grid, so the grid need not be resident all at once. */
     size_t lines = ceil_div(bytes, 8);
+    size_t ll_max = 4 * (size_t)sms < P2PK_COLL_MAX_BLOCKS ? 4 * (size_t)sms : P2PK_COLL_MAX_BLOCKS;
     size_t gb = row.blocks > 0 ? (size_t)row.blocks : ceil_div(lines, (size_t)threads);
-    c->blocks = (int)clampz(gb, 1, row.blocks > 0 ? P2PK_COLL_MAX_BLOCKS : maxg);
+    c->blocks = (int)clampz(gb, 1, row.blocks > 0 ? P2PK_COLL_MAX_BLOCKS : ll_max);
     c->chunk = 0;
     return;
   }

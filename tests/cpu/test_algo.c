@@ -22,9 +22,9 @@ TEST(default_table_two_ranks) {
   CHECK_STR(t.source, "built-in");
   const p2pk_algo_row *r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 8);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL);
-  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 512 << 10);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 1 << 20);
   CHECK(r && r->proto == P2PK_PROTO_LL);
-  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (512 << 10) + 1);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (1 << 20) + 1);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_SIMPLE);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 8 << 20);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_SIMPLE);
@@ -134,11 +134,16 @@ TEST(choose_fills_automatic_fields) {
   CHECK_EQ(c.blocks, 1);
   p2pk_algo_choose(&t, &no_force, &g, 64 << 10, &c);
   CHECK_EQ(c.blocks, (64 << 10) / 8 / c.threads);
+  /* LL: one 8-byte line per thread, up to four blocks per SM. */
   p2pk_algo_choose(&t, &no_force, &g, 1 << 20, &c);
+  CHECK_EQ(c.proto, P2PK_PROTO_LL);
+  CHECK_EQ(c.blocks, (1 << 20) / 8 / c.threads);
+  CHECK(c.blocks > g.sm_count && c.blocks <= 4 * g.sm_count);
+  p2pk_algo_choose(&t, &no_force, &g, 2 << 20, &c);
   CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
   CHECK(c.blocks >= 1 && c.blocks <= g.sm_count);
   CHECK(c.chunk % 16 == 0 && c.chunk > 0 && c.chunk <= g.mailbox);
-  CHECK((uint64_t)c.blocks * c.chunk >= (1u << 20)); /* one round covers the message */
+  CHECK((uint64_t)c.blocks * c.chunk >= (2u << 20)); /* one round covers the message */
   p2pk_algo_choose(&t, &no_force, &g, (size_t)1 << 30, &c);
   CHECK_EQ(c.blocks, g.sm_count);
   CHECK_EQ(c.chunk, g.mailbox);
@@ -226,6 +231,7 @@ TEST(choice_valid_for_every_rank_count) {
         if (c.proto == P2PK_PROTO_LL) {
           CHECK_EQ(c.algo, P2PK_ALGO_ONESHOT);
           CHECK(b <= g.ll_cap);
+          CHECK(c.blocks <= 4 * g.sm_count && c.blocks <= P2PK_COLL_MAX_BLOCKS);
         } else {
           CHECK(c.blocks <= g.sm_count);
           CHECK(c.blocks * c.slots <= g.mailboxes);
