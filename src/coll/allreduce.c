@@ -186,14 +186,14 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
   if (pl.in_bytes) P2PK_CHECK(p2pk_coll_check_ptr(c, sendbuf, "sendbuf", &unused));
   if (pl.out_bytes) P2PK_CHECK(p2pk_coll_check_ptr(c, recvbuf, "recvbuf", &direct_ok));
 
-  /* The staged kernel is all-reduce's (verified on the 2x H200). A version
-   * that runs every plan through host memory deadlocked on the device when a
-   * block reused a mailbox within one call (2026-11-29, not understood yet):
-   * until it is fixed the other collectives refuse instead of hanging. */
-  if (c->staged && kind != P2PK_COLL_ALL_REDUCE)
-    return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "%s: rank %d: this communicator uses the staged "
-                     "transport (no P2P between its GPUs, or P2PKIT_P2P_DISABLE=1), which carries "
-                     "only all-reduce so far", name, c->rank);
+  /* Staged all-to-all in place: a rank's output block q is written by its
+   * reader at the chunk where its writer reads block q only on 2 ranks (see
+   * staged_kernels.cu); with more the writer would have to run a whole
+   * segment ahead of the reader. */
+  if (c->staged && kind == P2PK_COLL_ALL_TO_ALL && pl.in_place && c->nranks > 2)
+    return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "%s: rank %d: in-place all-to-all through host "
+                     "memory (staged transport, %d ranks) is not supported: pass separate send "
+                     "and receive buffers", name, c->rank, c->nranks);
   int prev = -1;
   P2PK_CHECK(p2pk_coll_enter(c, name, &prev));
   cudaError_t e = cudaSuccess;

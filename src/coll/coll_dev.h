@@ -132,6 +132,41 @@ typedef struct {
 
 #define P2PK_READY_DIRECT (1ULL << 63) /* all-gather share already in the output */
 
+/* The staged transport's chunk stream (staged_kernels.cu has the picture).
+ * A call's stream is `segs` segments of one share each (B = count x element
+ * bytes), cut in chunks; every chunk passes through one outbox mailbox of
+ * every rank. Shared by the kernel and the CPU tests that run the stream on
+ * host memory. */
+#if defined(__CUDACC__)
+#define P2PK_HD static __host__ __device__ __forceinline__
+#else
+#define P2PK_HD static inline
+#endif
+enum { P2PK_STAGE_SHARED = 0, P2PK_STAGE_PER_DEST = 1, P2PK_STAGE_PAIR = 2 };
+/* shared: one segment, every reader takes the writer's whole share
+ * (all-reduce, broadcast, reduce, all-gather); per-dest: segment s carries
+ * every rank's block s, reduced by rank s (reduce-scatter); pair: in segment
+ * t rank q sends its block for rank (q + t + 1) % n (all-to-all). */
+P2PK_HD int p2pk_stage_mode(uint64_t in_stride, int reduce) {
+  return !in_stride ? P2PK_STAGE_SHARED : reduce ? P2PK_STAGE_PER_DEST : P2PK_STAGE_PAIR;
+}
+P2PK_HD int p2pk_stage_segs(int mode, int n) {
+  return mode == P2PK_STAGE_PER_DEST ? n : mode == P2PK_STAGE_PAIR ? n - 1 : 1;
+}
+/* The block of rank me's input that its writer puts in segment t (its offset
+ * is block x in_stride), or -1: the mailbox use is counted, nothing copied. */
+P2PK_HD int p2pk_stage_send_block(int mode, int n, int me, uint32_t send_mask, int t) {
+  if (mode == P2PK_STAGE_SHARED) return send_mask ? 0 : -1;
+  int blk = mode == P2PK_STAGE_PER_DEST ? t : (me + t + 1) % n;
+  return blk != me && ((send_mask >> blk) & 1u) ? blk : -1;
+}
+/* The peers whose segment-t data rank me's reader uses. */
+P2PK_HD uint32_t p2pk_stage_recv_from(int mode, int n, int me, uint32_t recv_mask, int t) {
+  if (mode == P2PK_STAGE_PER_DEST) return t == me ? recv_mask : 0;
+  if (mode == P2PK_STAGE_PAIR) return recv_mask & (1u << ((me - t - 1 + 2 * n) % n));
+  return recv_mask;
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif

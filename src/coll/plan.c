@@ -52,17 +52,14 @@ p2pkit_status_t p2pk_coll_plan_make(int kind, int rank, int n, int root, uint64_
     case P2PK_COLL_ALL_REDUCE:
       pl->send_mask = pl->recv_mask = all;
       pl->reduce = 1;
-      pl->stage_shared = 1;
       pl->in_bytes = pl->out_bytes = block;
       pl->in_place = s == r;
-      pl->wait_writer = pl->in_place;
       break;
     case P2PK_COLL_BROADCAST:
       /* The root pushes to everyone; the others only receive (their sendbuf
        * is not read, as in NCCL). */
       pl->send_mask = is_root ? all : 0;
       pl->recv_mask = is_root ? 0 : (uint32_t)1 << root;
-      pl->stage_shared = 1;
       pl->in_bytes = is_root ? block : 0;
       pl->out_bytes = block;
       pl->in_place = is_root && s == r;
@@ -74,7 +71,6 @@ p2pkit_status_t p2pk_coll_plan_make(int kind, int rank, int n, int root, uint64_
       pl->send_mask = is_root ? 0 : (uint32_t)1 << root;
       pl->recv_mask = is_root ? all : 0;
       pl->reduce = 1;
-      pl->stage_shared = 1;
       pl->in_bytes = block;
       pl->out_bytes = is_root ? block : 0;
       pl->in_place = is_root && s == r;
@@ -82,7 +78,6 @@ p2pkit_status_t p2pk_coll_plan_make(int kind, int rank, int n, int root, uint64_
     case P2PK_COLL_ALL_GATHER:
       pl->send_mask = pl->recv_mask = all;
       pl->out_stride = block;
-      pl->stage_shared = 1;
       pl->in_bytes = block;
       pl->out_bytes = nb;
       pl->in_place = s == r + (uint64_t)rank * block;
@@ -102,7 +97,6 @@ p2pkit_status_t p2pk_coll_plan_make(int kind, int rank, int n, int root, uint64_
       pl->in_bytes = pl->out_bytes = nb;
       pl->in_place = s == r;
       pl->self_copy = !pl->in_place;
-      pl->wait_writer = pl->in_place;
       break;
     default: break;
   }

@@ -15,11 +15,7 @@ typedef struct {
   uint64_t in_stride, out_stride; /* bytes between per-rank blocks (0: one block) */
   int reduce;       /* what arrives is reduced with this rank's share */
   int self_copy;    /* this rank copies its own share to its own output block */
-  int stage_shared; /* every peer gets the same bytes: one staged outbox segment */
   int in_place;     /* the buffers are the collective's in-place form */
-  int wait_writer;  /* staged: in place and the writers read what readers write */
-  /* (stage_shared and wait_writer are for the staged kernel of every collective,
-   * wip/staged-collectives.patch; main stages all-reduce only) */
   uint64_t in_bytes, out_bytes; /* how much of sendbuf / recvbuf the call touches */
 } p2pk_coll_plan;
 

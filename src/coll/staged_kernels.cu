@@ -1,12 +1,29 @@
-// All-reduce through host shared memory, for GPUs without P2P (or with
+// Every collective through host shared memory, for GPUs without P2P (or with
 // P2PKIT_P2P_DISABLE=1). One launch of 2G blocks: writer block b copies its
 // chunks of this rank's input into this rank's outbox in host memory (the
 // GPU-to-host direction of PCIe); reader block b reads the same chunks of
-// every peer's outbox (host-to-GPU) and reduces them with the local input in
-// rank order. Writers run ahead of readers, so both PCIe directions carry
-// data at once. Each outbox is read by all peers, so a rank writes its data
-// once whatever the rank count. Counters and flags work like the P2P mailboxes
-// (see allreduce_kernels.cu), with the shared ones in host memory.
+// the peers' outboxes (host-to-GPU) and reduces them with the local input in
+// rank order, or copies them to their place in the output. Writers run ahead
+// of readers, so both PCIe directions carry data at once. Counters and flags
+// work like the P2P mailboxes (see allreduce_kernels.cu), with the shared
+// ones in host memory.
+//
+// The handshake is the same for every collective and every chunk: each chunk
+// of the call's chunk stream goes through one outbox mailbox of every rank,
+// every reader waits for every peer's mailbox and hands it back. Only what is
+// copied differs (p2pk_ar_args' masks and strides, plan.h), as the stream's
+// segments of B = count x element bytes:
+//   shared   (all-reduce, broadcast, reduce, all-gather; in_stride 0): one
+//            segment; a rank's outbox holds its input, read by every peer
+//            in recv_mask.
+//   per-dest (reduce-scatter; in_stride, reduce): n segments; segment s holds
+//            every rank's block s, which only rank s reads and reduces (a
+//            writer skips its own segment).
+//   pair     (all-to-all; in_stride, no reduce): n-1 segments; in segment t
+//            rank q writes its block for rank (q + t + 1) % n, so each reader
+//            takes one peer's data per segment.
+// A mailbox use whose data nobody reads is skipped by the writer but still
+// counted, so the counters stay the same on every rank.
 #include "coll/kern_common.cuh"
 
 namespace p2pk {
@@ -29,18 +46,25 @@ __global__ void __launch_bounds__(512) staged_kernel(const __grid_constant__ p2p
   __syncthreads();
   if (!s_ok) return;
   const int n = a.nranks, me = a.rank, S = a.slots;
-  const uint64_t nbytes = a.count * sizeof(typename T::bits), K = a.chunk;
-  const uint64_t chunks = (nbytes + K - 1) / K;
+  const uint64_t B = a.count * sizeof(typename T::bits), K = a.chunk;
+  const int mode = p2pk_stage_mode(a.in_stride, a.reduce);
+  const uint64_t cps = (B + K - 1) / K;  // chunks per segment
+  const uint64_t chunks = cps * (uint64_t)p2pk_stage_segs(mode, n);
   const uint64_t J = chunks > (uint64_t)b ? (chunks - 1 - b) / G + 1 : 0;
   p2pk_dev_ctrl *c = ctrl_of(a.local);
   p2pk_stage_ctrl *mine = stage_ctrl(a, me);
   const bool inplace = a.in == a.out;
+  const char *in = (const char *)a.in;
+  char *out = (char *)a.out;
   for (uint64_t j = 0; j < J; j++) {
-    const uint64_t off = ((uint64_t)b + j * G) * K;
-    const uint64_t len = min(K, nbytes - off);
+    const uint64_t ci = (uint64_t)b + j * G;
+    const int t = (int)(ci / cps);                 // segment
+    const uint64_t x = (ci - (uint64_t)t * cps) * K; // offset inside the segment
+    const uint64_t len = min(K, B - x);
     const int m = b * S + (int)(j % S);
     const uint64_t progress = ((uint64_t)seq << 32) | (j + 1);
     if (writer) {
+      const int blk = p2pk_stage_send_block(mode, n, me, a.send_mask, t);
       uint64_t *usedp = counter(a.local, a.lay.sent_off, 0, me, n, m);
       if (threadIdx.x == 0) {
         bool ok = true;
@@ -50,7 +74,7 @@ __global__ void __launch_bounds__(512) staged_kernel(const __grid_constant__ p2p
       }
       __syncthreads();
       if (!s_ok) return;
-      copy_chunk<T>(outbox(a, me, m), (const char *)a.in + off, len);
+      if (blk >= 0) copy_chunk<T>(outbox(a, me, m), in + (uint64_t)blk * a.in_stride + x, len);
       __syncthreads();
       if (threadIdx.x == 0) {
         uint64_t u = *usedp + 1;
@@ -67,15 +91,24 @@ __global__ void __launch_bounds__(512) staged_kernel(const __grid_constant__ p2p
           ok = wait_geq(a, w, &stage_ctrl(a, q)->ready[m], want, q);
           s_src[q] = outbox(a, q, m);
         }
-        s_src[me] = (const char *)a.in + off;
+        s_src[me] = in + (uint64_t)t * a.in_stride + x;  // reduce: t is 0 or me
         // In place: this rank's writer must have copied the chunk out before
-        // the result overwrites it.
+        // the output overwrites it (all-to-all: the pair segment makes that
+        // the same chunk on 2 ranks; more refuse in place, see allreduce.c).
         if (ok && inplace) ok = wait_geq(a, w, &c->wprog[b], progress, me);
         s_ok = ok;
       }
       __syncthreads();
       if (!s_ok) return;
-      reduce_chunk<T, true>(a.op, n, me, (char *)a.out + off, s_src, nullptr, 0, len);
+      const uint32_t from = p2pk_stage_recv_from(mode, n, me, a.recv_mask, t);
+      if (a.reduce) {
+        if (from) reduce_chunk<T, true>(a.op, n, me, out + x, s_src, nullptr, 0, len);
+      } else {
+        for (int q = 0; q < n; q++)
+          if ((from >> q) & 1u) copy_chunk<T, true>(out + (uint64_t)q * a.out_stride + x, s_src[q], len);
+      }
+      if (a.self_copy && t == 0)
+        copy_chunk<T>(out + (uint64_t)me * a.out_stride + x, in + (uint64_t)me * a.in_stride + x, len);
       __syncthreads();
       if (threadIdx.x == 0) {
         for (int q = 0; q < n; q++) {
