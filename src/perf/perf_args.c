@@ -14,7 +14,7 @@ void p2pk_perf_usage(FILE *out) {
           "Times a collective over a range of sizes like nccl-tests (same flags, same columns),\n"
           "checks every result, and with --vs-nccl measures NCCL through the same harness.\n"
           "collectives: all_reduce, broadcast, reduce, all_gather, reduce_scatter, sendrecv,\n"
-          "             alltoall (p2pkit has all_reduce today; the others run with --nccl-only)\n\n"
+          "             alltoall\n\n"
           "  -b, --minbytes SIZE    smallest size (default 8; K, M, G suffixes)\n"
           "  -e, --maxbytes SIZE    largest size (default 128M)\n"
           "  -f, --stepfactor N     multiply the size by N each step (default 2)\n"
