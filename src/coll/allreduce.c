@@ -203,7 +203,18 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
     return p2pk_coll_leave(c, name, prev, e);
   }
   p2pk_algo_choice ch;
-  choose(c, kind, block, &ch);
+  /* Staged: the grid covers the whole chunk stream (reduce-scatter and
+   * all-to-all carry n or n-1 shares through it, staged_kernels.cu). */
+  size_t stream_bytes = block;
+  if (c->staged)
+    stream_bytes *= (size_t)p2pk_stage_segs(p2pk_stage_mode(pl.in_stride, pl.reduce), c->nranks);
+  choose(c, kind, stream_bytes, &ch);
+  if (c->staged && c->force.blocks <= 0) {
+    /* At least one block per segment while chunks cover a whole share, so
+     * a small reduce-scatter's segments do not queue behind one block. */
+    int segs = (int)(stream_bytes / block);
+    if (ch.chunk >= block && ch.blocks < segs) ch.blocks = segs < 16 ? segs : 16;
+  }
   p2pk_ar_args a = c->tmpl;
   a.in = sendbuf;
   a.out = recvbuf;
