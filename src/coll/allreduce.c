@@ -213,7 +213,8 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
     /* At least one block per segment while chunks cover a whole share, so
      * a small reduce-scatter's segments do not queue behind one block. */
     int segs = (int)(stream_bytes / block);
-    if (ch.chunk >= block && ch.blocks < segs) ch.blocks = segs < 16 ? segs : 16;
+    int cap = c->geom.sm_count / 2 < 16 ? c->geom.sm_count / 2 : 16;
+    if (ch.chunk >= block && ch.blocks < segs) ch.blocks = segs < cap ? segs : cap > 1 ? cap : 1;
   }
   p2pk_ar_args a = c->tmpl;
   a.in = sendbuf;
