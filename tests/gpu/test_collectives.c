@@ -516,6 +516,88 @@ TEST(process_per_gpu_p2p_disabled) { spawn_ranks("check", 1, 580); }
 
 TEST(quick_mp) { spawn_ranks("quick", 0, 300); }
 
+/* Kill modes: the victim dies by SIGKILL after a few good calls; the
+ * survivors' next call needs it and must fail on their own timeout.
+ *   kill-bcast: broadcast from the victim (last rank), P2P;
+ *   kill-ag:    all-gather, victim rank 0 (the bootstrap's root), staged;
+ *   kill-sr:    send/recv with shift 1, victim the last rank, P2P (on more
+ *               than 2 ranks the survivors that do not talk to it finish). */
+#define KILL_TIMEOUT_S 4
+static int kill_victim(const char *mode, int n) { return strcmp(mode, "kill-ag") == 0 ? 0 : n - 1; }
+
+static void kill_test(const char *mode, int p2p_disable) {
+  int status[MAXR];
+  pid_t pid[MAXR];
+  int n = cu_test_nranks(MAXR), port = free_port(), victim = kill_victim(mode, n);
+  CHECK(port > 0);
+  double t0 = cu_now();
+  if (cu_spawn_ranks("test_collectives", mode, n, port, p2p_disable, 120, status, pid))
+    T_FAIL("%s: children still running after 120 s: a hang", mode);
+  for (int r = 0; r < n; r++)
+    if (WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 77) {
+      printf("SKIP: %s: needs %d GPUs\n", mode, n);
+      return;
+    }
+  if (!WIFSIGNALED(status[victim]) || WTERMSIG(status[victim]) != SIGKILL)
+    T_FAIL("%s: rank %d was supposed to die by SIGKILL", mode, victim);
+  for (int r = 0; r < n; r++)
+    if (r != victim && (!WIFEXITED(status[r]) || WEXITSTATUS(status[r]) != 0))
+      T_FAIL("%s: survivor rank %d ended with %s %d", mode, r,
+             WIFEXITED(status[r]) ? "exit code" : "signal",
+             WIFEXITED(status[r]) ? WEXITSTATUS(status[r]) : WTERMSIG(status[r]));
+  CHECK(cu_now() - t0 < 90);
+}
+
+TEST(kill_broadcast_root_survivors_time_out) { kill_test("kill-bcast", 0); }
+TEST(kill_rank0_staged_all_gather_survivors_time_out) { kill_test("kill-ag", 1); }
+TEST(kill_sendrecv_peer_survivors_time_out) { kill_test("kill-sr", 0); }
+
+/* A kill mode's child (see kill_test). */
+static void child_kill(runner_t *R, const char *mode) {
+  const int rank = R->rank0, n = R->nr, victim = kill_victim(mode, n);
+  call_t k = {P2PK_COLL_ALL_GATHER, 0, 0, 0, P2PKIT_FLOAT32, P2PKIT_SUM, 70001};
+  if (strcmp(mode, "kill-bcast") == 0) k.kind = P2PK_COLL_BROADCAST, k.root = victim, k.count = 300001;
+  if (strcmp(mode, "kill-sr") == 0) k.kind = SENDRECV, k.root = 0; /* shift 1 */
+  /* Good calls first, the one the survivors will fail on among them. */
+  for (int it = 0; it < 2; it++) CHECK(run_case(R, "before the kill", &k));
+  if (rank == victim) {
+    fflush(NULL);
+    raise(SIGKILL);
+  }
+  usleep(300000); /* the victim is gone before the next call */
+  const int shift = sr_shift(&k, n);
+  const int talks = k.kind != SENDRECV || (rank + shift) % n == victim || (rank - shift + n) % n == victim;
+  const void *in[MAXR];
+  void *out[MAXR];
+  size_t off[MAXR];
+  prepare(R, R->dout, R->din, &k, 99, in, out, off);
+  double t0 = cu_now();
+  CHECK_OK(issue(R, &k, in, out));
+  cudaError_t e = cudaStreamSynchronize(R->s[0]);
+  double waited = cu_now() - t0;
+  if (e != cudaSuccess) T_FAIL("survivor rank %d: the stream failed: %s", rank, cudaGetErrorString(e));
+  p2pkit_status_t as = P2PKIT_SUCCESS;
+  CHECK_OK(p2pkit_comm_get_async_error(R->comm[0], &as));
+  if (!talks) { /* a send/recv between two survivors */
+    CHECK_EQ(as, P2PKIT_SUCCESS);
+    CHECK(verify(R, R->dout, "survivors' send/recv", &k, off));
+  } else {
+    CHECK_EQ(as, P2PKIT_ERR_TIMEOUT);
+    if (waited < KILL_TIMEOUT_S - 0.5 || waited > KILL_TIMEOUT_S + 4)
+      T_FAIL("survivor rank %d: %s ended after %.2f s; timeout %d s", rank, kind_name(k.kind), waited,
+             KILL_TIMEOUT_S);
+    /* The next call fails at once with the same status. */
+    t0 = cu_now();
+    CHECK_EQ(issue(R, &k, in, out), P2PKIT_ERR_TIMEOUT);
+    CHECK(cu_now() - t0 < 0.5);
+    printf("rank %d: after rank %d died: %s\n", rank, victim, p2pkit_last_error());
+  }
+  t0 = cu_now();
+  p2pkit_comm_destroy(R->comm[0]); /* may fail (the peer is gone) but frees everything */
+  R->comm[0] = NULL;
+  if (cu_now() - t0 > 5) T_FAIL("survivor rank %d: destroy took %.1f s", rank, cu_now() - t0);
+}
+
 /* argv: prog --child mode rank port nranks (cu_spawn_ranks); device = rank. */
 static int child_main(int argc, char **argv) {
   const char *mode = NULL;
@@ -523,10 +605,13 @@ static int child_main(int argc, char **argv) {
   int bad = cu_child_args(argc, argv, &mode, &rank, &port, &nranks);
   if (bad) return bad;
   runner_t R;
-  if (runner_join(&R, rank, nranks, port, 60) != 0) return 1;
+  const int kill = strncmp(mode, "kill", 4) == 0;
+  if (runner_join(&R, rank, nranks, port, kill ? KILL_TIMEOUT_S : 60) != 0) return 1;
   int staged = R.comm[0]->staged;
   CHECK_EQ(staged, getenv("P2PKIT_P2P_DISABLE") != NULL);
-  if (strcmp(mode, "quick") == 0) {
+  if (kill) {
+    child_kill(&R, mode);
+  } else if (strcmp(mode, "quick") == 0) {
     for (int kind = P2PK_COLL_BROADCAST; kind <= SENDRECV; kind++) {
       call_t k = {kind, 1, 0, 1, P2PKIT_FLOAT32, P2PKIT_SUM, 4097};
       CHECK(run_case(&R, "quick", &k));
@@ -553,7 +638,10 @@ int main(int argc, char **argv) {
       {T_CASE(argument_checks), 1},        {T_CASE(one_process_all_collectives), 1},
       {T_CASE(one_process_graph_replay), 1}, {T_CASE(one_process_p2p_disabled), 1},
       {T_CASE(mixed_with_all_reduce), 1},  {T_CASE(process_per_gpu), 1},
-      {T_CASE(process_per_gpu_p2p_disabled), 1}, {T_CASE(quick), 0}, {T_CASE(quick_mp), 0},
+      {T_CASE(process_per_gpu_p2p_disabled), 1},
+      {T_CASE(kill_broadcast_root_survivors_time_out), 1},
+      {T_CASE(kill_rank0_staged_all_gather_survivors_time_out), 1},
+      {T_CASE(kill_sendrecv_peer_survivors_time_out), 1}, {T_CASE(quick), 0}, {T_CASE(quick_mp), 0},
   };
   return cu_run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);
 }
