@@ -69,7 +69,7 @@ for coll in broadcast reduce all_gather reduce_scatter sendrecv alltoall; do
 done
 
 # The same without P2P: p2pkit stages through host memory, NCCL uses SHM.
-for coll in broadcast reduce all_gather reduce_scatter alltoall; do
+for coll in broadcast reduce all_gather reduce_scatter sendrecv alltoall; do
   run "g2_nop2p_$coll" P2PKIT_P2P_DISABLE=1 NCCL_P2P_DISABLE=1 -- \
     $coll --vs-nccl -g 2 -b 8 -e 128M -f 4 -n 10 -w 2 --repeats 3
 done

@@ -11,6 +11,7 @@
 #define P2PK_COLL_MAX_BLOCKS 1024 /* grid limit of every all-reduce kernel */
 #define P2PK_COLL_MAILBOXES 512   /* P2P mailboxes per (set, peer) */
 #define P2PK_STAGE_MAILBOXES 128  /* staged mailboxes per rank outbox */
+#define P2PK_STAGE_P2P_BOXES 16   /* staged send/recv mailboxes per (sender, receiver) */
 #define P2PK_COLL_SLOTS 2         /* mailboxes each block cycles through */
 #define P2PK_COLL_SETS 2          /* set 0: one-shot and reduce-scatter, set 1: all-gather */
 
@@ -57,6 +58,10 @@ typedef struct {
   int32_t pad[7];
   uint64_t ready[P2PK_STAGE_MAILBOXES];                       /* written by the owner */
   uint64_t freed[P2PK_STAGE_MAILBOXES][P2PK_COLL_MAX_RANKS];  /* [m][reader] */
+  /* Send/recv: this rank's mailboxes for each receiver [dst][m]; ready
+   * written by this rank, freed by the receiver. */
+  uint64_t p2p_ready[P2PK_COLL_MAX_RANKS][P2PK_STAGE_P2P_BOXES];
+  uint64_t p2p_freed[P2PK_COLL_MAX_RANKS][P2PK_STAGE_P2P_BOXES];
 } p2pk_stage_ctrl;
 
 /* Byte offsets inside a rank's scratch (the same on every rank). Counters are
@@ -78,6 +83,8 @@ typedef struct {
   uint64_t stage_stride;
   uint64_t stage_data_off; /* inside a part: [P2PK_STAGE_MAILBOXES] x stage_mailbox */
   uint64_t stage_mailbox;
+  uint64_t stage_p2p_off;  /* inside a part: send/recv [n receivers][P2PK_STAGE_P2P_BOXES] x stage_p2p_box */
+  uint64_t stage_p2p_box;
 } p2pk_layout;
 
 typedef struct {
@@ -180,6 +187,10 @@ cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int 
  * of the copy loops (1, 2, 4 or 8: the smallest of the group's types). */
 cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *a, int esize, int blocks, int threads,
                             cudaStream_t stream);
+/* Send/recv through host memory (staged_kernels.cu): each operation's blocks
+ * move its chunks through the sender's mailboxes for that receiver. */
+cudaError_t p2pk_launch_p2p_staged(const p2pk_p2p_args *a, int esize, int blocks, int threads,
+                                   cudaStream_t stream);
 /* Load every kernel instance on the current device, so none loads lazily
  * inside a caller's CUDA graph capture. */
 cudaError_t p2pk_preload_allreduce_p2p(void);

@@ -83,14 +83,25 @@ p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, int want_b
   if (staged) {
     lay->total = off;
     uint64_t head = round4k(sizeof(p2pk_stage_ctrl));
-    uint64_t box = buffer > head ? ((buffer - head) / P2PK_STAGE_MAILBOXES) & ~(uint64_t)4095 : 0;
+    /* A rank's part of the host region is P2PKIT_BUFFER_SIZE: the header,
+     * send/recv mailboxes for every receiver (128 KiB pieces, the size the
+     * knob runs found best at mid sizes, within an eighth of the buffer),
+     * and the collectives' outbox in what is left. */
+    uint64_t pbox = buffer / 8 / ((uint64_t)n * P2PK_STAGE_P2P_BOXES);
+    if (pbox > (128u << 10)) pbox = 128u << 10;
+    pbox &= ~(uint64_t)4095;
+    if (pbox < 4096) pbox = 4096;
+    uint64_t p2p = (uint64_t)n * P2PK_STAGE_P2P_BOXES * pbox;
+    uint64_t box = buffer > head + p2p ? ((buffer - head - p2p) / P2PK_STAGE_MAILBOXES) & ~(uint64_t)4095 : 0;
     if (box < 4096)
       return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_BUFFER_SIZE=%zu is too small for the "
-                       "staged transport (at least %llu bytes)", buffer,
-                       (unsigned long long)(head + 4096ULL * P2PK_STAGE_MAILBOXES));
+                       "staged transport with %d ranks (at least %llu bytes)", buffer, n,
+                       (unsigned long long)(head + p2p + 4096ULL * P2PK_STAGE_MAILBOXES));
     lay->stage_data_off = head;
     lay->stage_mailbox = box;
-    lay->stage_stride = head + box * P2PK_STAGE_MAILBOXES;
+    lay->stage_p2p_off = head + box * P2PK_STAGE_MAILBOXES;
+    lay->stage_p2p_box = pbox;
+    lay->stage_stride = lay->stage_p2p_off + p2p;
     return P2PKIT_SUCCESS;
   }
   if (n == 1) {

@@ -2,7 +2,8 @@
  * send and receive at once. Operations wait in a per-thread queue until the
  * outermost p2pkit_group_end (or launch at once outside a group); each
  * communicator then gets one kernel running all its operations side by side
- * (p2p_kernel in allreduce_kernels.cu), so a rank that sends to and receives
+ * (p2p_kernel in allreduce_kernels.cu over P2P, staged_p2p_kernel in
+ * staged_kernels.cu through host memory), so a rank that sends to and receives
  * from the same peer never waits on itself. Grid and chunk of an operation
  * depend only on its size, so the two ends agree without talking. */
 #include <cuda_runtime_api.h>
@@ -26,6 +27,27 @@ typedef struct {
 static _Thread_local int group_depth;
 static _Thread_local int queued;
 static _Thread_local p2p_pending queue[P2PK_P2P_QUEUE];
+
+/* Staged (no P2P): an operation's grid and chunk from its size alone (and
+ * P2PKIT_COLL_BLOCKS / P2PKIT_COLL_CHUNK, which peers must share), so both
+ * ends agree: 64 KiB or more per block, at most half the pair's
+ * mailboxes' worth of blocks (each cycles through two), pieces no larger
+ * than a send/recv mailbox. */
+static void staged_grid(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_choice *ch) {
+  memset(ch, 0, sizeof *ch);
+  size_t g = c->force.blocks > 0 ? (size_t)c->force.blocks : (bytes + (64u << 10) - 1) / (64u << 10);
+  if (g > P2PK_STAGE_P2P_BOXES / 2) g = P2PK_STAGE_P2P_BOXES / 2;
+  if (g < 1) g = 1;
+  size_t k = c->force.chunk > 0 ? c->force.chunk : (bytes + g - 1) / g;
+  k = (k + 15) & ~(size_t)15;
+  if (k > c->lay.stage_p2p_box) k = c->lay.stage_p2p_box;
+  ch->algo = P2PK_ALGO_STAGED;
+  ch->proto = P2PK_PROTO_SIMPLE;
+  ch->blocks = (int)g;
+  ch->threads = 512;
+  ch->chunk = (uint32_t)k;
+  ch->slots = 2;
+}
 
 /* The operations of one communicator: at most one send and one receive per
  * peer; a send to itself pairs with a receive from itself (a local copy). */
@@ -57,11 +79,15 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
       self[o->send] = o;
       continue;
     }
-    p2pk_algo_force f = c->force;
-    f.algo = P2PK_ALGO_ONESHOT;
-    f.proto = P2PK_PROTO_SIMPLE;
     p2pk_algo_choice ch;
-    p2pk_algo_choose(&c->table, &f, &c->geom, o->bytes, &ch);
+    if (c->staged) {
+      staged_grid(c, o->bytes, &ch);
+    } else {
+      p2pk_algo_force f = c->force;
+      f.algo = P2PK_ALGO_ONESHOT;
+      f.proto = P2PK_PROTO_SIMPLE;
+      p2pk_algo_choose(&c->table, &f, &c->geom, o->bytes, &ch);
+    }
     if (ch.blocks > cap) ch.blocks = cap; /* the chunk still fits a mailbox */
     p2pk_p2p_op *po = &pa.op[pa.nops++];
     po->buf = o->buf;
@@ -85,9 +111,6 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
   if (self[0] && self[0]->bytes != self[1]->bytes)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: sends %zu bytes to itself but "
                      "receives %zu", name, c->rank, self[1]->bytes, self[0]->bytes);
-  if (pa.nops && c->staged)
-    return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "%s: rank %d: send/recv without P2P (the staged "
-                     "host transport) is not implemented yet; collectives are", name, c->rank);
   int prev = -1;
   P2PK_CHECK(p2pk_coll_enter(c, name, &prev));
   cudaError_t e = cudaSuccess;
@@ -97,7 +120,8 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
   if (e == cudaSuccess && pa.nops) {
     P2PK_TRACE(P2PK_LOG_COLL, "rank %d send/recv: %d operations, grid %d x %d, element %zu B",
                c->rank, pa.nops, blocks, threads, esize);
-    e = p2pk_launch_p2p(&pa, (int)esize, blocks, threads, st);
+    e = c->staged ? p2pk_launch_p2p_staged(&pa, (int)esize, blocks, threads, st)
+                  : p2pk_launch_p2p(&pa, (int)esize, blocks, threads, st);
   }
   return p2pk_coll_leave(c, name, prev, e);
 }

@@ -123,7 +123,67 @@ __global__ void __launch_bounds__(512) staged_kernel(const __grid_constant__ p2p
   }
 }
 
+// Send/recv through host memory: one launch runs a group's operations side by
+// side, each on its own blocks (as p2p_kernel does over P2P). Every (sender,
+// receiver) pair has its own mailboxes in the sender's part of the host
+// region, so only the two ends touch them: block bb of an operation cycles
+// through mailboxes 2 bb and 2 bb + 1. The sender waits until the receiver
+// has drained a mailbox's previous use, fills it and raises its ready count;
+// the receiver waits for that count, copies out and raises freed. The local
+// use counts sit in set 1 of the scratch counters (the staged collectives use
+// set 0).
+template <class T>
+__global__ void __launch_bounds__(512) staged_p2p_kernel(const __grid_constant__ p2pk_p2p_args pa) {
+  __shared__ int s_ok;
+  const p2pk_ar_args &a = pa.a;
+  if (threadIdx.x == 0) s_ok = ld_vol_i32(&ctrl_of(a.local)->abort) == 0;
+  __syncthreads();
+  if (!s_ok) return;
+  int i = 0;
+  while (i + 1 < pa.nops && (int)blockIdx.x >= pa.op[i + 1].base) i++;
+  const p2pk_p2p_op &o = pa.op[i];
+  if ((int)blockIdx.x >= o.base + o.blocks) return;
+  Waiter w(a);
+  const int n = a.nranks, me = a.rank, bb = blockIdx.x - o.base, G = o.blocks;
+  const uint64_t K = o.chunk, chunks = (o.bytes + K - 1) / K;
+  const int src = o.send ? me : o.peer, dst = o.send ? o.peer : me;
+  p2pk_stage_ctrl *sc = stage_ctrl(a, src);
+  uint64_t j = 0;
+  for (uint64_t ci = bb; ci < chunks; ci += G, j++) {
+    const uint64_t x = ci * K, len = min(K, o.bytes - x);
+    const int m = 2 * bb + (int)(j & 1);
+    char *box = a.stage + (uint64_t)src * a.lay.stage_stride + a.lay.stage_p2p_off +
+                ((uint64_t)dst * P2PK_STAGE_P2P_BOXES + m) * a.lay.stage_p2p_box;
+    uint64_t *cnt = counter(a.local, o.send ? a.lay.sent_off : a.lay.recvd_off, 1, o.peer, n, m);
+    if (threadIdx.x == 0)
+      s_ok = o.send ? wait_geq(a, w, &sc->p2p_freed[dst][m], *cnt, o.peer)
+                    : wait_geq(a, w, &sc->p2p_ready[dst][m], *cnt + 1, o.peer);
+    __syncthreads();
+    if (!s_ok) return;
+    if (o.send) copy_chunk<T>(box, o.buf + x, len);
+    else copy_chunk<T, true>(o.buf + x, box, len);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      uint64_t u = *cnt + 1;
+      *cnt = u;
+      st_rel(o.send ? &sc->p2p_ready[dst][m] : &sc->p2p_freed[dst][m], u);
+    }
+  }
+}
+
 }  // namespace p2pk
+
+extern "C" cudaError_t p2pk_launch_p2p_staged(const p2pk_p2p_args *pa, int esize, int blocks,
+                                              int threads, cudaStream_t stream) {
+  switch (esize) {
+    case 8: p2pk::staged_p2p_kernel<p2pk::TI64><<<blocks, threads, 0, stream>>>(*pa); break;
+    case 4: p2pk::staged_p2p_kernel<p2pk::TI32><<<blocks, threads, 0, stream>>>(*pa); break;
+    case 2: p2pk::staged_p2p_kernel<p2pk::TF16><<<blocks, threads, 0, stream>>>(*pa); break;
+    case 1: p2pk::staged_p2p_kernel<p2pk::TU8><<<blocks, threads, 0, stream>>>(*pa); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
 
 extern "C" cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int threads,
                                                     cudaStream_t stream) {
@@ -134,5 +194,12 @@ extern "C" cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int b
 extern "C" cudaError_t p2pk_preload_allreduce_staged(void) {
   cudaError_t e = cudaSuccess;
   P2PK_PRELOAD_DTYPES(p2pk::staged_kernel, e);
+  {
+    cudaFuncAttributes fa;
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::staged_p2p_kernel<p2pk::TI64>);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::staged_p2p_kernel<p2pk::TI32>);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::staged_p2p_kernel<p2pk::TF16>);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::staged_p2p_kernel<p2pk::TU8>);
+  }
   return e;
 }

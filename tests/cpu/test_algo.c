@@ -323,8 +323,15 @@ TEST(layout_fits_and_does_not_overlap) {
   CHECK_EQ(ll, 0);
   CHECK(l.stage_mailbox >= 4096 && l.stage_mailbox % 4096 == 0);
   CHECK(l.stage_data_off >= sizeof(p2pk_stage_ctrl));
-  CHECK_EQ(l.stage_stride, l.stage_data_off + (uint64_t)P2PK_STAGE_MAILBOXES * l.stage_mailbox);
+  CHECK_EQ(l.stage_p2p_off, l.stage_data_off + (uint64_t)P2PK_STAGE_MAILBOXES * l.stage_mailbox);
+  CHECK(l.stage_p2p_box >= 4096 && l.stage_p2p_box % 4096 == 0 && l.stage_p2p_box <= (128u << 10));
+  CHECK_EQ(l.stage_stride, l.stage_p2p_off + 4ULL * P2PK_STAGE_P2P_BOXES * l.stage_p2p_box);
   CHECK(l.stage_stride <= (64u << 20));
+  /* Every rank count fits its parts in the buffer, send/recv mailboxes included. */
+  for (int n = 2; n <= P2PK_COLL_MAX_RANKS; n++) {
+    CHECK_OK(p2pk_layout_compute(n, 64u << 20, 1, 512, &l, &ll));
+    CHECK(l.stage_stride <= (64u << 20) && l.stage_mailbox >= (256u << 10));
+  }
   CHECK_EQ(l.mailbox, 0);
   CHECK_EQ(p2pk_layout_compute(2, 64 << 10, 1, 512, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
 }

@@ -3,7 +3,8 @@
  * every collective x type (x op) at odd counts and every root, in place and
  * out of place, 16-byte-aligned and unaligned pointers, poisoned outputs and
  * guard bytes around them; each protocol forced (LL, chunked one-shot with
- * small chunks, staged); CUDA graph capture and replay; P2P disabled; one
+ * small chunks, staged); CUDA graph capture and replay; P2P disabled; a
+ * rank killed mid-run (survivors time out, P2P and staged); one
  * process driving all GPUs and one process per GPU (children started with
  * fork+exec of this binary). Every GPU takes part (up to P2PK_COLL_MAX_RANKS;
  * the cases that say so use 2); P2PKIT_TEST_NRANKS=k asks for fewer (at
@@ -273,7 +274,6 @@ static void matrix(runner_t *R, const variant_t *v, int kind, const p2pkit_redop
 static void full_suite(runner_t *R, int staged) {
   static const p2pkit_redop_t few[] = {P2PKIT_SUM, P2PKIT_MIN, P2PKIT_AVG};
   for (int kind = P2PK_COLL_BROADCAST; kind <= SENDRECV; kind++) {
-    if (kind == SENDRECV && staged) continue; /* not implemented: see p2p_unsupported_when_staged */
     matrix(R, &V_AUTO, kind, ALL_OPS, 5);
     if (staged) {
       matrix(R, &V_STAGED_SMALL, kind, few, 3);
@@ -285,26 +285,12 @@ static void full_suite(runner_t *R, int staged) {
   }
 }
 
-/* Send/recv without P2P: a clear error, nothing launched, the communicator
- * still works for collectives. */
-static void p2p_unsupported_when_staged(runner_t *R) {
-  CHECK_OK(p2pkit_group_start());
-  for (int l = 0; l < R->nloc; l++) {
-    CHECK_OK(p2pkit_send(R->din[l], 5, P2PKIT_FLOAT32, (R->rank0 + l + 1) % R->nr, R->comm[l], R->s[l]));
-    CHECK_OK(p2pkit_recv(R->dout[l], 5, P2PKIT_FLOAT32, (R->rank0 + l + R->nr - 1) % R->nr, R->comm[l], R->s[l]));
-  }
-  CHECK_EQ(p2pkit_group_end(), P2PKIT_ERR_UNSUPPORTED);
-  CHECK(strstr(p2pkit_last_error(), "staged") != NULL);
-  call_t k = {P2PK_COLL_ALL_REDUCE, 0, 0, 0, P2PKIT_FLOAT32, P2PKIT_SUM, 77};
-  CHECK(run_case(R, "after-unsupported", &k));
-}
-
 /* --- graphs ---------------------------------------------------------------------- */
 
 #define NG 6
 /* Capture one call of each collective (and a send/recv ring) per rank into
  * one graph, replay it `reps` times with fresh inputs, check every replay. */
-static void graph_replay(runner_t *R, int reps, int staged) {
+static void graph_replay(runner_t *R, int reps) {
   int last = R->nr - 1;
   const call_t ops[NG] = {
       {P2PK_COLL_BROADCAST, last, 0, 1, P2PKIT_FLOAT32, P2PKIT_SUM, 1023},
@@ -314,7 +300,6 @@ static void graph_replay(runner_t *R, int reps, int staged) {
       {P2PK_COLL_ALL_TO_ALL, 0, 0, 1, P2PKIT_UINT8, P2PKIT_SUM, 70001},
       {SENDRECV, 0, 0, 0, P2PKIT_FLOAT64, P2PKIT_SUM, 3},
   };
-  const int nops = staged ? NG - 1 : NG;
   char *din[NG][MAXR], *dout[NG][MAXR];
   const void *in[NG][MAXR];
   void *out[NG][MAXR];
@@ -325,18 +310,18 @@ static void graph_replay(runner_t *R, int reps, int staged) {
   memset(exec, 0, sizeof exec);
   memset(din, 0, sizeof din);
   memset(dout, 0, sizeof dout);
-  for (int k = 0; k < nops; k++)
+  for (int k = 0; k < NG; k++)
     for (int l = 0; l < R->nloc; l++) {
       T_CUDA(cudaSetDevice(R->dev[l]));
       T_CUDA(cudaMalloc((void **)&din[k][l], R->cap));
       T_CUDA(cudaMalloc((void **)&dout[k][l], R->cap));
     }
-  for (int k = 0; k < nops; k++) prepare(R, dout[k], din[k], &ops[k], 1, in[k], out[k], off[k]);
+  for (int k = 0; k < NG; k++) prepare(R, dout[k], din[k], &ops[k], 1, in[k], out[k], off[k]);
   for (int l = 0; l < R->nloc; l++) {
     T_CUDA(cudaSetDevice(R->dev[l]));
     T_CUDA(cudaStreamBeginCapture(R->s[l], cudaStreamCaptureModeGlobal));
   }
-  for (int k = 0; k < nops; k++) CHECK_OK(issue(R, &ops[k], in[k], out[k]));
+  for (int k = 0; k < NG; k++) CHECK_OK(issue(R, &ops[k], in[k], out[k]));
   /* End every capture before instantiating any graph (Global mode). */
   for (int l = 0; l < R->nloc; l++) {
     T_CUDA(cudaSetDevice(R->dev[l]));
@@ -350,14 +335,14 @@ static void graph_replay(runner_t *R, int reps, int staged) {
   }
   if (!ready) R->failures++;
   for (int rep = 0; ready && rep < reps && R->failures < 8; rep++) {
-    for (int k = 0; k < nops; k++)
+    for (int k = 0; k < NG; k++)
       prepare(R, dout[k], din[k], &ops[k], 1000 + (uint64_t)rep * 10 + (uint64_t)k * 100, in[k],
               out[k], off[k]);
     for (int l = 0; l < R->nloc; l++) {
       T_CUDA(cudaSetDevice(R->dev[l]));
       if (exec[l]) T_CUDA(cudaGraphLaunch(exec[l], R->s[l]));
     }
-    for (int k = 0; k < nops; k++) {
+    for (int k = 0; k < NG; k++) {
       char what[200], w2[240];
       describe(what, sizeof what, "graph", &ops[k], R->nr);
       snprintf(w2, sizeof w2, "replay %d %s", rep, what);
@@ -372,7 +357,7 @@ static void graph_replay(runner_t *R, int reps, int staged) {
     cudaSetDevice(R->dev[l]);
     if (exec[l]) cudaGraphExecDestroy(exec[l]);
     if (graph[l]) cudaGraphDestroy(graph[l]);
-    for (int k = 0; k < nops; k++) {
+    for (int k = 0; k < NG; k++) {
       cudaFree(din[k][l]);
       cudaFree(dout[k][l]);
     }
@@ -433,7 +418,7 @@ TEST(one_process_all_collectives) {
 
 TEST(one_process_graph_replay) {
   runner_t R;
-  if (runner_single(&R, MAXR) == 0) graph_replay(&R, 5, 0);
+  if (runner_single(&R, MAXR) == 0) graph_replay(&R, 5);
   runner_destroy(&R);
 }
 
@@ -444,8 +429,7 @@ TEST(one_process_p2p_disabled) {
   if (runner_single(&R, MAXR) == 0) {
     CHECK(R.comm[0]->staged);
     full_suite(&R, 1);
-    graph_replay(&R, 3, 1);
-    p2p_unsupported_when_staged(&R);
+    graph_replay(&R, 3);
   }
   runner_destroy(&R);
   unsetenv("P2PKIT_P2P_DISABLE");
@@ -520,8 +504,9 @@ TEST(quick_mp) { spawn_ranks("quick", 0, 300); }
  * survivors' next call needs it and must fail on their own timeout.
  *   kill-bcast: broadcast from the victim (last rank), P2P;
  *   kill-ag:    all-gather, victim rank 0 (the bootstrap's root), staged;
- *   kill-sr:    send/recv with shift 1, victim the last rank, P2P (on more
- *               than 2 ranks the survivors that do not talk to it finish). */
+ *   kill-sr:    send/recv with shift 1, victim the last rank, P2P and staged
+ *               (on more than 2 ranks the survivors that do not talk to it
+ *               finish). */
 #define KILL_TIMEOUT_S 4
 static int kill_victim(const char *mode, int n) { return strcmp(mode, "kill-ag") == 0 ? 0 : n - 1; }
 
@@ -551,6 +536,7 @@ static void kill_test(const char *mode, int p2p_disable) {
 TEST(kill_broadcast_root_survivors_time_out) { kill_test("kill-bcast", 0); }
 TEST(kill_rank0_staged_all_gather_survivors_time_out) { kill_test("kill-ag", 1); }
 TEST(kill_sendrecv_peer_survivors_time_out) { kill_test("kill-sr", 0); }
+TEST(kill_staged_sendrecv_peer_survivors_time_out) { kill_test("kill-sr", 1); }
 
 /* A kill mode's child (see kill_test). */
 static void child_kill(runner_t *R, const char *mode) {
@@ -618,8 +604,7 @@ static int child_main(int argc, char **argv) {
     }
   } else {
     full_suite(&R, staged);
-    graph_replay(&R, 4, staged);
-    if (staged) p2p_unsupported_when_staged(&R);
+    graph_replay(&R, 4);
   }
   runner_destroy(&R);
   fflush(NULL);
@@ -641,7 +626,8 @@ int main(int argc, char **argv) {
       {T_CASE(process_per_gpu_p2p_disabled), 1},
       {T_CASE(kill_broadcast_root_survivors_time_out), 1},
       {T_CASE(kill_rank0_staged_all_gather_survivors_time_out), 1},
-      {T_CASE(kill_sendrecv_peer_survivors_time_out), 1}, {T_CASE(quick), 0}, {T_CASE(quick_mp), 0},
+      {T_CASE(kill_sendrecv_peer_survivors_time_out), 1},
+      {T_CASE(kill_staged_sendrecv_peer_survivors_time_out), 1}, {T_CASE(quick), 0}, {T_CASE(quick_mp), 0},
   };
   return cu_run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);
 }
