@@ -32,6 +32,7 @@ typedef struct p2pk_group {
 } p2pk_group;
 
 #define P2PK_PTR_CACHE 8
+#define P2PK_LOGGED_CE (1ULL << 63)
 
 struct p2pkit_comm {
   int rank, nranks, device;
@@ -57,7 +58,8 @@ struct p2pkit_comm {
   p2pk_ar_args tmpl; /* kernel arguments every call starts from */
   const void *ok_ptr[P2PK_PTR_CACHE]; /* device pointers already checked */
   int ok_next;
-  uint64_t logged; /* (collective, algorithm, protocol) already logged at INFO, a bit each */
+  uint64_t logged; /* (collective, algorithm, protocol) already logged at INFO, a bit each;
+                     P2PK_LOGGED_CE: send/recv over the copy engine */
 };
 
 /* comm.c: scratch layout for n ranks within `buffer` bytes per rank.

@@ -13,6 +13,7 @@
 #include "coll/coll.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "core/param.h"
 
 #define P2PK_P2P_QUEUE 64
 
@@ -49,14 +50,41 @@ static void staged_grid(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_cho
   ch->slots = 2;
 }
 
-/* The operations of one communicator: at most one send and one receive per
- * peer; a send to itself pairs with a receive from itself (a local copy). */
+static const char opname[] = "send/recv";
+
+/* The rules for the operations of one communicator in a group: one stream;
+ * at most one send and one receive per peer; a send to itself pairs with a
+ * receive from itself of the same size (a local copy). */
+static p2pkit_status_t check_ops(const struct p2pkit_comm *c, const p2p_pending *ops, int nops) {
+  int seen[2][P2PK_COLL_MAX_RANKS] = {{0}};
+  const p2p_pending *self[2] = {NULL, NULL};
+  for (int i = 0; i < nops; i++) {
+    const p2p_pending *o = &ops[i];
+    if (o->stream != ops[0].stream)
+      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: the operations of one group on "
+                       "one communicator must use one stream", opname, c->rank);
+    if (seen[o->send][o->peer]++)
+      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: more than one %s %s rank %d in "
+                       "one group (p2pkit allows one each way per peer)", opname, c->rank,
+                       o->send ? "send" : "receive", o->send ? "to" : "from", o->peer);
+    if (o->peer == c->rank) self[o->send] = o;
+  }
+  if ((self[0] != NULL) != (self[1] != NULL))
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: a %s itself without the matching "
+                     "%s in the same group", opname, c->rank, self[1] ? "send to" : "receive from",
+                     self[1] ? "receive" : "send");
+  if (self[0] && self[0]->bytes != self[1]->bytes)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: sends %zu bytes to itself but "
+                     "receives %zu", opname, c->rank, self[1]->bytes, self[0]->bytes);
+  return P2PKIT_SUCCESS;
+}
+
+/* One kernel for the operations of one communicator (checked by check_ops). */
 static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops, int nops) {
-  static const char name[] = "send/recv";
+  const char *name = opname;
   p2pk_p2p_args pa;
   memset(&pa, 0, sizeof pa);
   pa.a = c->tmpl;
-  int seen[2][P2PK_COLL_MAX_RANKS] = {{0}};
   const p2p_pending *self[2] = {NULL, NULL};
   size_t esize = 8;
   int blocks = 0, threads = 64;
@@ -68,13 +96,6 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
   if (cap < 1) cap = 1;
   for (int i = 0; i < nops; i++) {
     const p2p_pending *o = &ops[i];
-    if (o->stream != ops[0].stream)
-      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: the operations of one group on "
-                       "one communicator must use one stream", name, c->rank);
-    if (seen[o->send][o->peer]++)
-      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: more than one %s %s rank %d in "
-                       "one group (p2pkit allows one each way per peer)", name, c->rank,
-                       o->send ? "send" : "receive", o->send ? "to" : "from", o->peer);
     if (o->peer == c->rank) {
       self[o->send] = o;
       continue;
@@ -104,13 +125,6 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
      * divide every operation's alignment. */
     while (esize > 1 && (((uintptr_t)o->buf | o->bytes) & (esize - 1))) esize /= 2;
   }
-  if ((self[0] != NULL) != (self[1] != NULL))
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: a %s itself without the matching "
-                     "%s in the same group", name, c->rank, self[1] ? "send to" : "receive from",
-                     self[1] ? "receive" : "send");
-  if (self[0] && self[0]->bytes != self[1]->bytes)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: sends %zu bytes to itself but "
-                     "receives %zu", name, c->rank, self[1]->bytes, self[0]->bytes);
   int prev = -1;
   P2PK_CHECK(p2pk_coll_enter(c, name, &prev));
   cudaError_t e = cudaSuccess;
@@ -126,10 +140,90 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
   return p2pk_coll_leave(c, name, prev, e);
 }
 
-/* Launch everything queued, one kernel per communicator, in queue order. */
+/* Is a send's receive queued in the same group by this process, so the copy
+ * engine can move it? Same one-process communicator (its p2pk_group), P2P,
+ * the same size, at least P2PKIT_SENDRECV_CE_MIN bytes, and neither stream
+ * capturing a graph (events between two captures would join them). */
+static int ce_match(const p2p_pending *s, const p2p_pending *r, size_t min) {
+  if (!min || !s->send || r->send || s->bytes < min || s->bytes != r->bytes) return 0;
+  if (!s->c->group || s->c->group != r->c->group || s->c->staged || r->c->staged) return 0;
+  if (r->c->rank != s->peer || r->peer != s->c->rank || s->peer == s->c->rank) return 0;
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone, cr = cudaStreamCaptureStatusNone;
+  int prev = -1;
+  cudaGetDevice(&prev);
+  cudaSetDevice(s->c->device);
+  cudaError_t e1 = cudaStreamIsCapturing((cudaStream_t)s->stream, &cs);
+  cudaSetDevice(r->c->device);
+  cudaError_t e2 = cudaStreamIsCapturing((cudaStream_t)r->stream, &cr);
+  if (prev >= 0) cudaSetDevice(prev);
+  return e1 == cudaSuccess && e2 == cudaSuccess && cs == cudaStreamCaptureStatusNone &&
+         cr == cudaStreamCaptureStatusNone;
+}
+
+/* The copy engine moves send s into receive r: the copy waits for what the
+ * receiver's stream held before the group, the receiver's stream waits for
+ * the copy. Both waits only reach back to work queued before this group, so
+ * no cycle can form with the kernels of the group's other operations. */
+static p2pkit_status_t ce_copy(const p2p_pending *s, const p2p_pending *r) {
+  struct p2pkit_comm *cs = s->c, *cr = r->c;
+  cudaEvent_t ready = NULL, done = NULL;
+  int prev = -1;
+  cudaGetDevice(&prev);
+  cudaError_t e = cudaSetDevice(cr->device);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(ready, (cudaStream_t)r->stream);
+  if (e == cudaSuccess) e = cudaSetDevice(cs->device);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)s->stream, ready, 0);
+  if (e == cudaSuccess)
+    e = cudaMemcpyPeerAsync(r->buf, cr->device, s->buf, cs->device, s->bytes, (cudaStream_t)s->stream);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(done, (cudaStream_t)s->stream);
+  if (e == cudaSuccess) e = cudaSetDevice(cr->device);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)r->stream, done, 0);
+  /* Destroying a recorded event is fine: it is released once it completes. */
+  if (ready) cudaEventDestroy(ready);
+  if (done) cudaEventDestroy(done);
+  if (prev >= 0) cudaSetDevice(prev);
+  if (e != cudaSuccess)
+    return p2pk_fail(P2PKIT_ERR_CUDA, "%s: rank %d -> rank %d: copy engine: %s", opname, cs->rank,
+                     cr->rank, cudaGetErrorString(e));
+  if (!(cs->logged & P2PK_LOGGED_CE)) {
+    cs->logged |= P2PK_LOGGED_CE;
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d) -> rank %d (GPU %d): send/recv of %zu B and more "
+              "uses the copy engine (both ranks in this process)", cs->rank, cs->device, cr->rank,
+              cr->device, p2pk_param_size("P2PKIT_SENDRECV_CE_MIN"));
+  }
+  return P2PKIT_SUCCESS;
+}
+
+/* Launch everything queued: copy-engine pairs first (one process), then one
+ * kernel per communicator for the rest, in queue order. */
 static p2pkit_status_t flush(void) {
   p2pkit_status_t st = P2PKIT_SUCCESS;
   int done[P2PK_P2P_QUEUE] = {0};
+  /* Every communicator's operations must be valid before any is moved. */
+  for (int i = 0; i < queued && st == P2PKIT_SUCCESS; i++) {
+    int first = 1;
+    for (int j = 0; j < i; j++) first = first && queue[j].c != queue[i].c;
+    if (!first) continue;
+    p2p_pending ops[P2PK_P2P_QUEUE];
+    int n = 0;
+    for (int j = i; j < queued; j++)
+      if (queue[j].c == queue[i].c) ops[n++] = queue[j];
+    st = check_ops(queue[i].c, ops, n);
+  }
+  if (st != P2PKIT_SUCCESS) {
+    queued = 0;
+    return st;
+  }
+  size_t ce_min = p2pk_param_size("P2PKIT_SENDRECV_CE_MIN");
+  for (int i = 0; i < queued; i++)
+    for (int j = 0; j < queued && !done[i]; j++)
+      if (!done[j] && ce_match(&queue[i], &queue[j], ce_min)) {
+        done[i] = done[j] = 1;
+        p2pkit_status_t s = ce_copy(&queue[i], &queue[j]);
+        if (st == P2PKIT_SUCCESS) st = s;
+      }
   for (int i = 0; i < queued; i++) {
     if (done[i]) continue;
     p2p_pending ops[P2PK_P2P_QUEUE];

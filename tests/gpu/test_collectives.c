@@ -21,6 +21,7 @@
 #include "coll/coll.h"
 #include "coll/plan.h"
 #include "coll_util.h"
+#include "core/log.h"
 #include "core/param.h"
 #include "gpu_test.h"
 #include "test.h"
@@ -436,6 +437,45 @@ TEST(one_process_p2p_disabled) {
   p2pk_param_reset();
 }
 
+/* One process: a send whose receive is in the same group goes through the
+ * copy engine from P2PKIT_SENDRECV_CE_MIN on (here every size), ordered by
+ * events; the INFO log says so, and every shift, type and count checks out,
+ * also next to kernel send/recv of other sizes and in place of a kernel in
+ * graph capture (where the copy engine is not used). */
+TEST(one_process_sendrecv_copy_engine) {
+  char logpath[] = "/tmp/p2pk_ce_log_XXXXXX";
+  int fd = mkstemp(logpath);
+  CHECK(fd >= 0);
+  if (fd >= 0) close(fd);
+  setenv("P2PKIT_SENDRECV_CE_MIN", "1", 1);
+  setenv("P2PKIT_DEBUG", "INFO", 1);
+  setenv("P2PKIT_DEBUG_SUBSYS", "COLL", 1);
+  setenv("P2PKIT_DEBUG_FILE", logpath, 1);
+  p2pk_param_reset();
+  p2pk_log_reset();
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) {
+    matrix(&R, &V_AUTO, SENDRECV, ALL_OPS, 1);
+    graph_replay(&R, 2);
+  }
+  runner_destroy(&R);
+  unsetenv("P2PKIT_SENDRECV_CE_MIN");
+  unsetenv("P2PKIT_DEBUG");
+  unsetenv("P2PKIT_DEBUG_SUBSYS");
+  unsetenv("P2PKIT_DEBUG_FILE");
+  p2pk_param_reset();
+  p2pk_log_reset();
+  FILE *f = fopen(logpath, "r");
+  CHECK(f != NULL);
+  char line[512];
+  int ce = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (strstr(line, "uses the copy engine")) ce++;
+  if (f) fclose(f);
+  unlink(logpath);
+  CHECK(ce >= 1);
+}
+
 TEST(mixed_with_all_reduce) {
   /* Collectives, send/recv and all-reduce back to back on one communicator:
    * sequence numbers, LL slots and mailbox counters stay in step. */
@@ -622,7 +662,8 @@ int main(int argc, char **argv) {
   static const cu_case cases[] = {
       {T_CASE(argument_checks), 1},        {T_CASE(one_process_all_collectives), 1},
       {T_CASE(one_process_graph_replay), 1}, {T_CASE(one_process_p2p_disabled), 1},
-      {T_CASE(mixed_with_all_reduce), 1},  {T_CASE(process_per_gpu), 1},
+      {T_CASE(mixed_with_all_reduce), 1},  {T_CASE(one_process_sendrecv_copy_engine), 1},
+      {T_CASE(process_per_gpu), 1},
       {T_CASE(process_per_gpu_p2p_disabled), 1},
       {T_CASE(kill_broadcast_root_survivors_time_out), 1},
       {T_CASE(kill_rank0_staged_all_gather_survivors_time_out), 1},
