@@ -160,34 +160,54 @@ static int ce_match(const p2p_pending *s, const p2p_pending *r, size_t min) {
          cr == cudaStreamCaptureStatusNone;
 }
 
-/* The copy engine moves send s into receive r: the copy waits for what the
- * receiver's stream held before the group, the receiver's stream waits for
- * the copy. Both waits only reach back to work queued before this group, so
- * no cycle can form with the kernels of the group's other operations. */
-static p2pkit_status_t ce_copy(const p2p_pending *s, const p2p_pending *r) {
-  struct p2pkit_comm *cs = s->c, *cr = r->c;
-  cudaEvent_t ready = NULL, done = NULL;
-  int prev = -1;
+/* The copy engine moves each matched send into its receive. Three passes:
+ * every receiver's stream first records where it stands before the group
+ * (`ready`); then each copy waits for its receiver's `ready` and records
+ * `done`; then each receiver's stream waits for its `done`. Recording every
+ * `ready` before any copy is queued keeps the copies of a pair of ranks that
+ * send to each other concurrent (a later `ready` would sit behind the first
+ * copy). Every wait reaches back only to work queued before the group, so no
+ * cycle can form with the kernels of the group's other operations. */
+static p2pkit_status_t ce_copies(const p2p_pending *const *snd, const p2p_pending *const *rcv,
+                                 int np) {
+  cudaEvent_t ready[P2PK_P2P_QUEUE] = {0}, done[P2PK_P2P_QUEUE] = {0};
+  int prev = -1, bad = -1;
   cudaGetDevice(&prev);
-  cudaError_t e = cudaSetDevice(cr->device);
-  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
-  if (e == cudaSuccess) e = cudaEventRecord(ready, (cudaStream_t)r->stream);
-  if (e == cudaSuccess) e = cudaSetDevice(cs->device);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)s->stream, ready, 0);
-  if (e == cudaSuccess)
-    e = cudaMemcpyPeerAsync(r->buf, cr->device, s->buf, cs->device, s->bytes, (cudaStream_t)s->stream);
-  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
-  if (e == cudaSuccess) e = cudaEventRecord(done, (cudaStream_t)s->stream);
-  if (e == cudaSuccess) e = cudaSetDevice(cr->device);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)r->stream, done, 0);
+  cudaError_t e = cudaSuccess;
+  for (int k = 0; k < np && e == cudaSuccess; k++) {
+    e = cudaSetDevice(rcv[k]->c->device);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ready[k], cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventRecord(ready[k], (cudaStream_t)rcv[k]->stream);
+    if (e != cudaSuccess) bad = k;
+  }
+  for (int k = 0; k < np && e == cudaSuccess; k++) {
+    const p2p_pending *s = snd[k], *r = rcv[k];
+    e = cudaSetDevice(s->c->device);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)s->stream, ready[k], 0);
+    if (e == cudaSuccess)
+      e = cudaMemcpyPeerAsync(r->buf, r->c->device, s->buf, s->c->device, s->bytes,
+                              (cudaStream_t)s->stream);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&done[k], cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventRecord(done[k], (cudaStream_t)s->stream);
+    if (e != cudaSuccess) bad = k;
+  }
+  for (int k = 0; k < np && e == cudaSuccess; k++) {
+    e = cudaSetDevice(rcv[k]->c->device);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)rcv[k]->stream, done[k], 0);
+    if (e != cudaSuccess) bad = k;
+  }
   /* Destroying a recorded event is fine: it is released once it completes. */
-  if (ready) cudaEventDestroy(ready);
-  if (done) cudaEventDestroy(done);
+  for (int k = 0; k < np; k++) {
+    if (ready[k]) cudaEventDestroy(ready[k]);
+    if (done[k]) cudaEventDestroy(done[k]);
+  }
   if (prev >= 0) cudaSetDevice(prev);
   if (e != cudaSuccess)
-    return p2pk_fail(P2PKIT_ERR_CUDA, "%s: rank %d -> rank %d: copy engine: %s", opname, cs->rank,
-                     cr->rank, cudaGetErrorString(e));
-  if (!(cs->logged & P2PK_LOGGED_CE)) {
+    return p2pk_fail(P2PKIT_ERR_CUDA, "%s: rank %d -> rank %d: copy engine: %s", opname,
+                     snd[bad]->c->rank, rcv[bad]->c->rank, cudaGetErrorString(e));
+  for (int k = 0; k < np; k++) {
+    struct p2pkit_comm *cs = snd[k]->c, *cr = rcv[k]->c;
+    if (cs->logged & P2PK_LOGGED_CE) continue;
     cs->logged |= P2PK_LOGGED_CE;
     P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d) -> rank %d (GPU %d): send/recv of %zu B and more "
               "uses the copy engine (both ranks in this process)", cs->rank, cs->device, cr->rank,
@@ -217,13 +237,15 @@ static p2pkit_status_t flush(void) {
     return st;
   }
   size_t ce_min = p2pk_param_size("P2PKIT_SENDRECV_CE_MIN");
+  const p2p_pending *snd[P2PK_P2P_QUEUE], *rcv[P2PK_P2P_QUEUE];
+  int np = 0;
   for (int i = 0; i < queued; i++)
     for (int j = 0; j < queued && !done[i]; j++)
       if (!done[j] && ce_match(&queue[i], &queue[j], ce_min)) {
         done[i] = done[j] = 1;
-        p2pkit_status_t s = ce_copy(&queue[i], &queue[j]);
-        if (st == P2PKIT_SUCCESS) st = s;
+        snd[np] = &queue[i], rcv[np] = &queue[j], np++;
       }
+  if (np) st = ce_copies(snd, rcv, np);
   for (int i = 0; i < queued; i++) {
     if (done[i]) continue;
     p2p_pending ops[P2PK_P2P_QUEUE];
