@@ -337,9 +337,59 @@ __global__ void __launch_bounds__(512) oneshot_kernel(const __grid_constant__ p2
 
 // ------------------------------------------------------------- send/recv ---
 
+// A send or receive of at most P2PK_P2P_LL_MAX bytes, one block: LL lines
+// (8 data bytes and the message number twice per 16-byte store) into the
+// receiver's LL area for this pair, two slots alternating by message number.
+// The receiver polls the lines themselves, so a message costs one trip over
+// the link; it acknowledges each message in the sender's memory, and the
+// sender waits for the acknowledgement of message k - 2 before it reuses
+// that slot for message k (usually long there: no round trip).
+template <class T>
+__device__ void p2p_ll(const p2pk_ar_args &a, Waiter &w, const p2pk_p2p_op &o) {
+  __shared__ uint32_t s_k;
+  __shared__ int s_good;
+  p2pk_dev_ctrl *c = ctrl_of(a.local);
+  const int n = a.nranks, me = a.rank, p = o.peer;
+  const uint64_t nlines = (o.bytes + 7) / 8;
+  if (threadIdx.x == 0) {
+    s_good = 1;
+    uint64_t k = (o.send ? c->p2p_llsent[p] : c->p2p_llrecvd[p]) + 1;
+    if (o.send && k > 2) s_good = wait_geq(a, w, &c->p2p_llack[p], k - 2, p);
+    s_k = (uint32_t)k;
+  }
+  __syncthreads();
+  if (!s_good) return;
+  const uint32_t k = s_k;
+  const int src = o.send ? me : p, dst = o.send ? p : me;
+  char *lines = (o.send ? a.peer[p] : a.local) + a.lay.p2p_ll_off +
+                ((uint64_t)pslot(src, dst, n) * 2 + (k & 1)) * (2 * (uint64_t)P2PK_P2P_LL_MAX);
+  if (o.send) {
+    for (uint64_t i = threadIdx.x; i < nlines; i += blockDim.x) {
+      uint2 v = load_line<T>(o.buf, i, o.bytes);
+      st_vol_v4(lines + i * 16, make_uint4(v.x, k, v.y, k));
+    }
+    if (threadIdx.x == 0) c->p2p_llsent[p] = k;
+    return;
+  }
+  for (uint64_t i = threadIdx.x; i < nlines; i += blockDim.x) {
+    uint4 x = ll_wait(a, w, lines + i * 16, k, p);
+    if (x.y != k || x.w != k) {
+      s_good = 0;
+      break;
+    }
+    store_line<T>(o.buf, i, o.bytes, make_uint2(x.x, x.z));
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && s_good) {
+    c->p2p_llrecvd[p] = k;
+    st_rel(&ctrl_of(a.peer[p])->p2p_llack[me], k);
+  }
+}
+
 // Every send and receive of one group on this communicator, each on its own
 // blocks. No sequence number, no header: only the two ranks of a pair take
-// part, and the pair's mailbox counters order its operations.
+// part, and the pair's counters order its operations (LL and mailbox
+// messages each in their own order; both ends pick the protocol by size).
 template <class T>
 __global__ void __launch_bounds__(512) p2p_kernel(const __grid_constant__ p2pk_p2p_args pa) {
   __shared__ int s_ok;
@@ -352,6 +402,10 @@ __global__ void __launch_bounds__(512) p2p_kernel(const __grid_constant__ p2pk_p
   while (i + 1 < pa.nops && (int)blockIdx.x >= pa.op[i + 1].base) i++;
   if ((int)blockIdx.x >= pa.op[i].base + pa.op[i].blocks) return;
   Waiter w(a);
+  if (pa.op[i].bytes <= P2PK_P2P_LL_MAX) {
+    p2p_ll<T>(a, w, pa.op[i]);
+    return;
+  }
   const Plan P(a, pa.op[i]);
   os_run<T>(a, w, P, &s_ok, s_src);
 }

@@ -12,6 +12,7 @@
 #define P2PK_COLL_MAILBOXES 512   /* P2P mailboxes per (set, peer) */
 #define P2PK_STAGE_MAILBOXES 128  /* staged mailboxes per rank outbox */
 #define P2PK_STAGE_P2P_BOXES 16   /* staged send/recv mailboxes per (sender, receiver) */
+#define P2PK_P2P_LL_MAX (32u << 10) /* send/recv over P2P up to this size: LL, one block */
 #define P2PK_COLL_SLOTS 2         /* mailboxes each block cycles through */
 #define P2PK_COLL_SETS 2          /* set 0: one-shot and reduce-scatter, set 1: all-gather */
 
@@ -49,6 +50,10 @@ typedef struct {
   int32_t err_code, err_peer, err_pad;
   uint64_t wprog[P2PK_COLL_MAX_BLOCKS];  /* staged: (seq << 32) | chunks pushed */
   P2PK_ALIGN16 uint32_t hdr[2][P2PK_COLL_MAX_RANKS][4]; /* LL lines {w0, seq, w1, seq}: [slot][src] */
+  /* LL send/recv, per peer: messages sent to it and received from it (local),
+   * and how many of mine it has taken (written by that peer). */
+  uint64_t p2p_llsent[P2PK_COLL_MAX_RANKS], p2p_llrecvd[P2PK_COLL_MAX_RANKS];
+  uint64_t p2p_llack[P2PK_COLL_MAX_RANKS];
 } p2pk_dev_ctrl;
 
 /* Head of each rank's part of the host staging region. */
@@ -75,6 +80,7 @@ typedef struct {
   uint64_t agtok_off;   /* two-shot: [src][mailbox] where src wants its all-gather share */
   uint64_t ll_off;      /* [2 slots][n-1 peer slots] x ll_bytes */
   uint64_t ll_bytes;    /* LL lines per (slot, peer): 2 bytes per payload byte */
+  uint64_t p2p_ll_off;  /* LL send/recv: [n-1 peer slots][2 slots] x 2 * P2PK_P2P_LL_MAX */
   uint64_t data_off;    /* [2 sets][n-1 peer slots][nboxes] x mailbox */
   uint64_t mailbox;     /* bytes per P2P mailbox (multiple of 4096) */
   uint64_t nboxes;      /* P2P mailboxes per (set, peer): P2PK_COLL_MAILBOXES or fewer */

@@ -116,6 +116,8 @@ p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, int want_b
   lay->ll_off = off;
   lay->ll_bytes = 2 * ll_cap;
   off += 2 * peers * lay->ll_bytes;
+  lay->p2p_ll_off = off;
+  off += peers * 2 * 2 * (uint64_t)P2PK_P2P_LL_MAX;
   /* Fewer, larger mailboxes when many peers share the buffer (a block needs
    * P2PK_COLL_SLOTS of them, so this also bounds the grid). */
   uint64_t nboxes = want_boxes >= 16 && want_boxes <= P2PK_COLL_MAILBOXES ? (uint64_t)want_boxes

@@ -103,6 +103,12 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
     p2pk_algo_choice ch;
     if (c->staged) {
       staged_grid(c, o->bytes, &ch);
+    } else if (o->bytes <= P2PK_P2P_LL_MAX) {
+      /* LL, one block (p2p_ll in allreduce_kernels.cu): one trip over the link. */
+      memset(&ch, 0, sizeof ch);
+      ch.blocks = 1;
+      ch.threads = 512;
+      ch.chunk = 16;
     } else {
       p2pk_algo_force f = c->force;
       f.algo = P2PK_ALGO_ONESHOT;

@@ -304,7 +304,8 @@ TEST(layout_fits_and_does_not_overlap) {
     CHECK(l.recvd_off >= l.sent_off + counters);
     CHECK(l.agtok_off >= l.recvd_off + counters);
     CHECK(l.ll_off >= l.agtok_off + (uint64_t)n * P2PK_COLL_MAILBOXES * 8);
-    CHECK(l.data_off >= l.ll_off + 2 * (uint64_t)(n - 1) * l.ll_bytes);
+    CHECK(l.p2p_ll_off >= l.ll_off + 2 * (uint64_t)(n - 1) * l.ll_bytes);
+    CHECK(l.data_off >= l.p2p_ll_off + 4 * (uint64_t)(n - 1) * P2PK_P2P_LL_MAX);
     CHECK_EQ(l.total, l.data_off + (uint64_t)P2PK_COLL_SETS * (n - 1) * l.nboxes * l.mailbox);
     CHECK(l.nboxes >= 16 && l.nboxes <= P2PK_COLL_MAILBOXES);
     CHECK(n > 4 || l.nboxes == P2PK_COLL_MAILBOXES);
