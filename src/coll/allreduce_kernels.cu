@@ -337,52 +337,64 @@ __global__ void __launch_bounds__(512) oneshot_kernel(const __grid_constant__ p2
 
 // ------------------------------------------------------------- send/recv ---
 
-// A send or receive of at most P2PK_P2P_LL_MAX bytes, one block: LL lines
-// (8 data bytes and the message number twice per 16-byte store) into the
-// receiver's LL area for this pair, two slots alternating by message number.
-// The receiver polls the lines themselves, so a message costs one trip over
-// the link; it acknowledges each message in the sender's memory, and the
-// sender waits for the acknowledgement of message k - 2 before it reuses
-// that slot for message k (usually long there: no round trip).
+// A send or receive of at most P2PK_P2P_LL_MAX bytes: LL lines (8 data
+// bytes and the message number twice per 16-byte store) into the receiver's
+// LL area for this pair. The message is cut in regions of
+// P2PK_P2P_LL_PER_BLOCK bytes; region r has lines of its own and its own
+// message count on both ends (so the ends agree whatever the grid), and two
+// slots alternating by that count; block bb of the operation takes regions
+// bb, bb + G, ... The receiver polls the lines themselves (one trip over the
+// link) and acknowledges each region in the sender's memory; the sender
+// waits for the acknowledgement of use k - 2 before it reuses that slot for
+// use k (usually long there: no round trip).
 template <class T>
 __device__ void p2p_ll(const p2pk_ar_args &a, Waiter &w, const p2pk_p2p_op &o) {
   __shared__ uint32_t s_k;
   __shared__ int s_good;
   p2pk_dev_ctrl *c = ctrl_of(a.local);
   const int n = a.nranks, me = a.rank, p = o.peer;
-  const uint64_t nlines = (o.bytes + 7) / 8;
-  if (threadIdx.x == 0) {
-    s_good = 1;
-    uint64_t k = (o.send ? c->p2p_llsent[p] : c->p2p_llrecvd[p]) + 1;
-    if (o.send && k > 2) s_good = wait_geq(a, w, &c->p2p_llack[p], k - 2, p);
-    s_k = (uint32_t)k;
-  }
-  __syncthreads();
-  if (!s_good) return;
-  const uint32_t k = s_k;
   const int src = o.send ? me : p, dst = o.send ? p : me;
-  char *lines = (o.send ? a.peer[p] : a.local) + a.lay.p2p_ll_off +
-                ((uint64_t)pslot(src, dst, n) * 2 + (k & 1)) * (2 * (uint64_t)P2PK_P2P_LL_MAX);
-  if (o.send) {
-    for (uint64_t i = threadIdx.x; i < nlines; i += blockDim.x) {
-      uint2 v = load_line<T>(o.buf, i, o.bytes);
-      st_vol_v4(lines + i * 16, make_uint4(v.x, k, v.y, k));
+  const uint64_t nreg = (o.bytes + P2PK_P2P_LL_PER_BLOCK - 1) / P2PK_P2P_LL_PER_BLOCK;
+  char *area = (o.send ? a.peer[p] : a.local) + a.lay.p2p_ll_off +
+               (uint64_t)pslot(src, dst, n) * 2 * (2 * (uint64_t)P2PK_P2P_LL_MAX);
+  for (uint64_t r = (uint64_t)blockIdx.x - o.base; r < nreg; r += o.blocks) {
+    const uint64_t off = r * P2PK_P2P_LL_PER_BLOCK;
+    const uint64_t len = min((uint64_t)P2PK_P2P_LL_PER_BLOCK, o.bytes - off);
+    const uint64_t nlines = (len + 7) / 8;
+    if (threadIdx.x == 0) {
+      s_good = 1;
+      uint64_t k = (o.send ? c->p2p_llsent[p][r] : c->p2p_llrecvd[p][r]) + 1;
+      if (o.send && k > 2) s_good = wait_geq(a, w, &c->p2p_llack[p][r], k - 2, p);
+      s_k = (uint32_t)k;
     }
-    if (threadIdx.x == 0) c->p2p_llsent[p] = k;
-    return;
-  }
-  for (uint64_t i = threadIdx.x; i < nlines; i += blockDim.x) {
-    uint4 x = ll_wait(a, w, lines + i * 16, k, p);
-    if (x.y != k || x.w != k) {
-      s_good = 0;
-      break;
+    __syncthreads();
+    if (!s_good) return;
+    const uint32_t k = s_k;
+    char *lines = area + (uint64_t)(k & 1) * (2 * (uint64_t)P2PK_P2P_LL_MAX) + 2 * off;
+    char *buf = o.buf + off;
+    if (o.send) {
+      for (uint64_t i = threadIdx.x; i < nlines; i += blockDim.x) {
+        uint2 v = load_line<T>(buf, i, len);
+        st_vol_v4(lines + i * 16, make_uint4(v.x, k, v.y, k));
+      }
+      if (threadIdx.x == 0) c->p2p_llsent[p][r] = k;
+    } else {
+      for (uint64_t i = threadIdx.x; i < nlines; i += blockDim.x) {
+        uint4 x = ll_wait(a, w, lines + i * 16, k, p);
+        if (x.y != k || x.w != k) {
+          s_good = 0;
+          break;
+        }
+        store_line<T>(buf, i, len, make_uint2(x.x, x.z));
+      }
+      __syncthreads();
+      if (!s_good) return;
+      if (threadIdx.x == 0) {
+        c->p2p_llrecvd[p][r] = k;
+        st_rel(&ctrl_of(a.peer[p])->p2p_llack[me][r], k);
+      }
     }
-    store_line<T>(o.buf, i, o.bytes, make_uint2(x.x, x.z));
-  }
-  __syncthreads();
-  if (threadIdx.x == 0 && s_good) {
-    c->p2p_llrecvd[p] = k;
-    st_rel(&ctrl_of(a.peer[p])->p2p_llack[me], k);
+    __syncthreads(); /* s_k and s_good are reused for the next region */
   }
 }
 

@@ -12,7 +12,11 @@
 #define P2PK_COLL_MAILBOXES 512   /* P2P mailboxes per (set, peer) */
 #define P2PK_STAGE_MAILBOXES 128  /* staged mailboxes per rank outbox */
 #define P2PK_STAGE_P2P_BOXES 16   /* staged send/recv mailboxes per (sender, receiver) */
-#define P2PK_P2P_LL_MAX (32u << 10) /* send/recv over P2P up to this size: LL, one block */
+/* Send/recv over P2P up to P2PK_P2P_LL_MAX bytes: LL in regions of
+ * P2PK_P2P_LL_PER_BLOCK bytes, each with its own lines and counts. */
+#define P2PK_P2P_LL_BLOCKS 8
+#define P2PK_P2P_LL_PER_BLOCK (4u << 10)
+#define P2PK_P2P_LL_MAX (P2PK_P2P_LL_BLOCKS * P2PK_P2P_LL_PER_BLOCK)
 #define P2PK_COLL_SLOTS 2         /* mailboxes each block cycles through */
 #define P2PK_COLL_SETS 2          /* set 0: one-shot and reduce-scatter, set 1: all-gather */
 
@@ -50,10 +54,11 @@ typedef struct {
   int32_t err_code, err_peer, err_pad;
   uint64_t wprog[P2PK_COLL_MAX_BLOCKS];  /* staged: (seq << 32) | chunks pushed */
   P2PK_ALIGN16 uint32_t hdr[2][P2PK_COLL_MAX_RANKS][4]; /* LL lines {w0, seq, w1, seq}: [slot][src] */
-  /* LL send/recv, per peer: messages sent to it and received from it (local),
-   * and how many of mine it has taken (written by that peer). */
-  uint64_t p2p_llsent[P2PK_COLL_MAX_RANKS], p2p_llrecvd[P2PK_COLL_MAX_RANKS];
-  uint64_t p2p_llack[P2PK_COLL_MAX_RANKS];
+  /* LL send/recv, per peer and region: uses sent to it and received from it
+   * (local), and how many of mine it has taken (written by the peer). */
+  uint64_t p2p_llsent[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
+  uint64_t p2p_llrecvd[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
+  uint64_t p2p_llack[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
 } p2pk_dev_ctrl;
 
 /* Head of each rank's part of the host staging region. */

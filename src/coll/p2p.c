@@ -104,9 +104,11 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
     if (c->staged) {
       staged_grid(c, o->bytes, &ch);
     } else if (o->bytes <= P2PK_P2P_LL_MAX) {
-      /* LL, one block (p2p_ll in allreduce_kernels.cu): one trip over the link. */
+      /* LL (p2p_ll in allreduce_kernels.cu): one trip over the link, a block
+       * per P2PK_P2P_LL_PER_BLOCK region (one line per thread; with fewer
+       * blocks, under the cap below, a block takes several regions). */
       memset(&ch, 0, sizeof ch);
-      ch.blocks = 1;
+      ch.blocks = (int)((o->bytes + P2PK_P2P_LL_PER_BLOCK - 1) / P2PK_P2P_LL_PER_BLOCK);
       ch.threads = 512;
       ch.chunk = 16;
     } else {
