@@ -546,25 +546,13 @@ extern "C" cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int bloc
 
 extern "C" cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *pa, int esize, int blocks, int threads,
                                        cudaStream_t stream) {
-  switch (esize) {
-    case 8: p2pk::p2p_kernel<p2pk::TI64><<<blocks, threads, 0, stream>>>(*pa); break;
-    case 4: p2pk::p2p_kernel<p2pk::TI32><<<blocks, threads, 0, stream>>>(*pa); break;
-    case 2: p2pk::p2p_kernel<p2pk::TF16><<<blocks, threads, 0, stream>>>(*pa); break;
-    case 1: p2pk::p2p_kernel<p2pk::TU8><<<blocks, threads, 0, stream>>>(*pa); break;
-    default: return cudaErrorInvalidValue;
-  }
+  P2PK_FOR_ESIZE(esize, p2pk::p2p_kernel, blocks, threads, 0, stream)
   return cudaGetLastError();
 }
 
 extern "C" cudaError_t p2pk_preload_allreduce_p2p(void) {
   cudaError_t e = cudaSuccess;
-  {
-    cudaFuncAttributes fa;
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::p2p_kernel<p2pk::TI64>);
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::p2p_kernel<p2pk::TI32>);
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::p2p_kernel<p2pk::TF16>);
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::p2p_kernel<p2pk::TU8>);
-  }
+  P2PK_PRELOAD_ESIZES(p2pk::p2p_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::ll_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::oneshot_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::twoshot_kernel, e);

@@ -454,6 +454,26 @@ __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const
     default: return cudaErrorInvalidValue;                                 \
   }
 
+// Dispatch on the element width of the copy loops (send/recv: 8, 4, 2 or 1).
+#define P2PK_FOR_ESIZE(esize, KERNEL, ...)                                 \
+  switch (esize) {                                                         \
+    case 8: KERNEL<p2pk::TI64><<<__VA_ARGS__>>>(*pa); break;               \
+    case 4: KERNEL<p2pk::TI32><<<__VA_ARGS__>>>(*pa); break;               \
+    case 2: KERNEL<p2pk::TF16><<<__VA_ARGS__>>>(*pa); break;               \
+    case 1: KERNEL<p2pk::TU8><<<__VA_ARGS__>>>(*pa); break;                \
+    default: return cudaErrorInvalidValue;                                 \
+  }
+
+/* Load every element width's instance of KERNEL (as P2PK_PRELOAD_DTYPES). */
+#define P2PK_PRELOAD_ESIZES(KERNEL, err)                                              \
+  do {                                                                                \
+    cudaFuncAttributes fa_;                                                           \
+    if ((err) == cudaSuccess) (err) = cudaFuncGetAttributes(&fa_, KERNEL<p2pk::TI64>); \
+    if ((err) == cudaSuccess) (err) = cudaFuncGetAttributes(&fa_, KERNEL<p2pk::TI32>); \
+    if ((err) == cudaSuccess) (err) = cudaFuncGetAttributes(&fa_, KERNEL<p2pk::TF16>); \
+    if ((err) == cudaSuccess) (err) = cudaFuncGetAttributes(&fa_, KERNEL<p2pk::TU8>);  \
+  } while (0)
+
 /* Load every dtype's instance of KERNEL now (cudaFuncGetAttributes forces the
  * module in), so that no first launch happens inside a caller's stream
  * capture: with lazy loading that would load a module mid-capture. */

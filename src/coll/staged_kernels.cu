@@ -175,13 +175,7 @@ __global__ void __launch_bounds__(512) staged_p2p_kernel(const __grid_constant__
 
 extern "C" cudaError_t p2pk_launch_p2p_staged(const p2pk_p2p_args *pa, int esize, int blocks,
                                               int threads, cudaStream_t stream) {
-  switch (esize) {
-    case 8: p2pk::staged_p2p_kernel<p2pk::TI64><<<blocks, threads, 0, stream>>>(*pa); break;
-    case 4: p2pk::staged_p2p_kernel<p2pk::TI32><<<blocks, threads, 0, stream>>>(*pa); break;
-    case 2: p2pk::staged_p2p_kernel<p2pk::TF16><<<blocks, threads, 0, stream>>>(*pa); break;
-    case 1: p2pk::staged_p2p_kernel<p2pk::TU8><<<blocks, threads, 0, stream>>>(*pa); break;
-    default: return cudaErrorInvalidValue;
-  }
+  P2PK_FOR_ESIZE(esize, p2pk::staged_p2p_kernel, blocks, threads, 0, stream)
   return cudaGetLastError();
 }
 
@@ -194,12 +188,6 @@ extern "C" cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int b
 extern "C" cudaError_t p2pk_preload_allreduce_staged(void) {
   cudaError_t e = cudaSuccess;
   P2PK_PRELOAD_DTYPES(p2pk::staged_kernel, e);
-  {
-    cudaFuncAttributes fa;
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::staged_p2p_kernel<p2pk::TI64>);
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::staged_p2p_kernel<p2pk::TI32>);
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::staged_p2p_kernel<p2pk::TF16>);
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::staged_p2p_kernel<p2pk::TU8>);
-  }
+  P2PK_PRELOAD_ESIZES(p2pk::staged_p2p_kernel, e);
   return e;
 }
