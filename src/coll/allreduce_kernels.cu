@@ -407,18 +407,14 @@ __global__ void __launch_bounds__(512) p2p_kernel(const __grid_constant__ p2pk_p
   __shared__ int s_ok;
   __shared__ const char *s_src[P2PK_COLL_MAX_RANKS];
   const p2pk_ar_args &a = pa.a;
-  if (threadIdx.x == 0) s_ok = ld_vol_i32(&ctrl_of(a.local)->abort) == 0;
-  __syncthreads();
-  if (!s_ok) return;
-  int i = 0;
-  while (i + 1 < pa.nops && (int)blockIdx.x >= pa.op[i + 1].base) i++;
-  if ((int)blockIdx.x >= pa.op[i].base + pa.op[i].blocks) return;
+  const p2pk_p2p_op *op = p2p_op_of(pa, &s_ok);
+  if (!op) return;
   Waiter w(a);
-  if (pa.op[i].bytes <= P2PK_P2P_LL_MAX) {
-    p2p_ll<T>(a, w, pa.op[i]);
+  if (op->bytes <= P2PK_P2P_LL_MAX) {
+    p2p_ll<T>(a, w, *op);
     return;
   }
-  const Plan P(a, pa.op[i]);
+  const Plan P(a, *op);
   os_run<T>(a, w, P, &s_ok, s_src);
 }
 

@@ -235,6 +235,18 @@ static __device__ __noinline__ bool header_check(const p2pk_ar_args &a, uint32_t
   return true;
 }
 
+// Send/recv kernels: the operation of the group this block works on, or
+// null when the communicator is already dead or the block has none. *s_ok is
+// the caller's __shared__ flag.
+__device__ __forceinline__ const p2pk_p2p_op *p2p_op_of(const p2pk_p2p_args &pa, int *s_ok) {
+  if (threadIdx.x == 0) *s_ok = ld_vol_i32(&ctrl_of(pa.a.local)->abort) == 0;
+  __syncthreads();
+  if (!*s_ok) return nullptr;
+  int i = 0;
+  while (i + 1 < pa.nops && (int)blockIdx.x >= pa.op[i + 1].base) i++;
+  return (int)blockIdx.x < pa.op[i].base + pa.op[i].blocks ? &pa.op[i] : nullptr;
+}
+
 // ------------------------------------------------------------------ types ---
 
 template <class B, class A>

@@ -136,13 +136,9 @@ template <class T>
 __global__ void __launch_bounds__(512) staged_p2p_kernel(const __grid_constant__ p2pk_p2p_args pa) {
   __shared__ int s_ok;
   const p2pk_ar_args &a = pa.a;
-  if (threadIdx.x == 0) s_ok = ld_vol_i32(&ctrl_of(a.local)->abort) == 0;
-  __syncthreads();
-  if (!s_ok) return;
-  int i = 0;
-  while (i + 1 < pa.nops && (int)blockIdx.x >= pa.op[i + 1].base) i++;
-  const p2pk_p2p_op &o = pa.op[i];
-  if ((int)blockIdx.x >= o.base + o.blocks) return;
+  const p2pk_p2p_op *op = p2p_op_of(pa, &s_ok);
+  if (!op) return;
+  const p2pk_p2p_op &o = *op;
   Waiter w(a);
   const int n = a.nranks, me = a.rank, bb = blockIdx.x - o.base, G = o.blocks;
   const uint64_t K = o.chunk, chunks = (o.bytes + K - 1) / K;
