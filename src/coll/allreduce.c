@@ -205,14 +205,12 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
   p2pk_algo_choice ch;
   /* Staged: the grid covers the whole chunk stream (reduce-scatter and
    * all-to-all carry n or n-1 shares through it, staged_kernels.cu). */
-  size_t stream_bytes = block;
-  if (c->staged)
-    stream_bytes *= (size_t)p2pk_stage_segs(p2pk_stage_mode(pl.in_stride, pl.reduce), c->nranks);
-  choose(c, kind, stream_bytes, &ch);
+  const int segs =
+      c->staged ? p2pk_stage_segs(p2pk_stage_mode(pl.in_stride, pl.reduce), c->nranks) : 1;
+  choose(c, kind, block * (size_t)segs, &ch);
   if (c->staged && c->force.blocks <= 0) {
     /* At least one block per segment while chunks cover a whole share, so
      * a small reduce-scatter's segments do not queue behind one block. */
-    int segs = (int)(stream_bytes / block);
     int cap = c->geom.sm_count / 2 < 16 ? c->geom.sm_count / 2 : 16;
     if (ch.chunk >= block && ch.blocks < segs) ch.blocks = segs < cap ? segs : cap > 1 ? cap : 1;
   }

@@ -29,11 +29,11 @@ static _Thread_local int group_depth;
 static _Thread_local int queued;
 static _Thread_local p2p_pending queue[P2PK_P2P_QUEUE];
 
-/* Staged (no P2P): an operation's grid and chunk from its size alone (and
- * P2PKIT_COLL_BLOCKS / P2PKIT_COLL_CHUNK, which peers must share), so both
- * ends agree: 64 KiB or more per block, at most half the pair's
- * mailboxes' worth of blocks (each cycles through two), pieces no larger
- * than a send/recv mailbox. */
+/* Staged (no P2P): an operation's grid, threads and chunk (what launch_comm
+ * reads) from its size alone (and P2PKIT_COLL_BLOCKS / P2PKIT_COLL_CHUNK,
+ * which peers must share), so both ends agree: 64 KiB or more per block, at
+ * most half the pair's mailboxes' worth of blocks (each cycles through two),
+ * pieces no larger than a send/recv mailbox. */
 static void staged_grid(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_choice *ch) {
   memset(ch, 0, sizeof *ch);
   size_t g = c->force.blocks > 0 ? (size_t)c->force.blocks : (bytes + (64u << 10) - 1) / (64u << 10);
@@ -42,12 +42,9 @@ static void staged_grid(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_cho
   size_t k = c->force.chunk > 0 ? c->force.chunk : (bytes + g - 1) / g;
   k = (k + 15) & ~(size_t)15;
   if (k > c->lay.stage_p2p_box) k = c->lay.stage_p2p_box;
-  ch->algo = P2PK_ALGO_STAGED;
-  ch->proto = P2PK_PROTO_SIMPLE;
   ch->blocks = (int)g;
   ch->threads = 512;
   ch->chunk = (uint32_t)k;
-  ch->slots = 2;
 }
 
 static const char opname[] = "send/recv";
@@ -81,7 +78,6 @@ static p2pkit_status_t check_ops(const struct p2pkit_comm *c, const p2p_pending 
 
 /* One kernel for the operations of one communicator (checked by check_ops). */
 static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops, int nops) {
-  const char *name = opname;
   p2pk_p2p_args pa;
   memset(&pa, 0, sizeof pa);
   pa.a = c->tmpl;
@@ -110,7 +106,6 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
       memset(&ch, 0, sizeof ch);
       ch.blocks = (int)((o->bytes + P2PK_P2P_LL_PER_BLOCK - 1) / P2PK_P2P_LL_PER_BLOCK);
       ch.threads = 512;
-      ch.chunk = 16;
     } else {
       p2pk_algo_force f = c->force;
       f.algo = P2PK_ALGO_ONESHOT;
@@ -134,7 +129,7 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
     while (esize > 1 && (((uintptr_t)o->buf | o->bytes) & (esize - 1))) esize /= 2;
   }
   int prev = -1;
-  P2PK_CHECK(p2pk_coll_enter(c, name, &prev));
+  P2PK_CHECK(p2pk_coll_enter(c, opname, &prev));
   cudaError_t e = cudaSuccess;
   cudaStream_t st = (cudaStream_t)ops[0].stream;
   if (self[0] && self[0]->buf != self[1]->buf)
@@ -145,7 +140,7 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
     e = c->staged ? p2pk_launch_p2p_staged(&pa, (int)esize, blocks, threads, st)
                   : p2pk_launch_p2p(&pa, (int)esize, blocks, threads, st);
   }
-  return p2pk_coll_leave(c, name, prev, e);
+  return p2pk_coll_leave(c, opname, prev, e);
 }
 
 /* Is a send's receive queued in the same group by this process, so the copy
@@ -177,7 +172,7 @@ static int ce_match(const p2p_pending *s, const p2p_pending *r, size_t min) {
  * copy). Every wait reaches back only to work queued before the group, so no
  * cycle can form with the kernels of the group's other operations. */
 static p2pkit_status_t ce_copies(const p2p_pending *const *snd, const p2p_pending *const *rcv,
-                                 int np) {
+                                 int np, size_t ce_min) {
   cudaEvent_t ready[P2PK_P2P_QUEUE] = {0}, done[P2PK_P2P_QUEUE] = {0};
   int prev = -1, bad = -1;
   cudaGetDevice(&prev);
@@ -219,27 +214,32 @@ static p2pkit_status_t ce_copies(const p2p_pending *const *snd, const p2p_pendin
     cs->logged |= P2PK_LOGGED_CE;
     P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d) -> rank %d (GPU %d): send/recv of %zu B and more "
               "uses the copy engine (both ranks in this process)", cs->rank, cs->device, cr->rank,
-              cr->device, p2pk_param_size("P2PKIT_SENDRECV_CE_MIN"));
+              cr->device, ce_min);
   }
   return P2PKIT_SUCCESS;
+}
+
+/* The queued operations of queue[i]'s communicator from i on that `taken`
+ * does not mark yet, in queue order; marks them. */
+static int take_comm(int i, int *taken, p2p_pending *ops) {
+  int n = 0;
+  for (int j = i; j < queued; j++)
+    if (!taken[j] && queue[j].c == queue[i].c) ops[n++] = queue[j], taken[j] = 1;
+  return n;
 }
 
 /* Launch everything queued: copy-engine pairs first (one process), then one
  * kernel per communicator for the rest, in queue order. */
 static p2pkit_status_t flush(void) {
   p2pkit_status_t st = P2PKIT_SUCCESS;
-  int done[P2PK_P2P_QUEUE] = {0};
+  int done[P2PK_P2P_QUEUE] = {0}, checked[P2PK_P2P_QUEUE] = {0};
+  p2p_pending ops[P2PK_P2P_QUEUE];
   /* Every communicator's operations must be valid before any is moved. */
-  for (int i = 0; i < queued && st == P2PKIT_SUCCESS; i++) {
-    int first = 1;
-    for (int j = 0; j < i; j++) first = first && queue[j].c != queue[i].c;
-    if (!first) continue;
-    p2p_pending ops[P2PK_P2P_QUEUE];
-    int n = 0;
-    for (int j = i; j < queued; j++)
-      if (queue[j].c == queue[i].c) ops[n++] = queue[j];
-    st = check_ops(queue[i].c, ops, n);
-  }
+  for (int i = 0; i < queued && st == P2PKIT_SUCCESS; i++)
+    if (!checked[i]) {
+      int n = take_comm(i, checked, ops);
+      st = check_ops(queue[i].c, ops, n);
+    }
   if (st != P2PKIT_SUCCESS) {
     queued = 0;
     return st;
@@ -253,13 +253,10 @@ static p2pkit_status_t flush(void) {
         done[i] = done[j] = 1;
         snd[np] = &queue[i], rcv[np] = &queue[j], np++;
       }
-  if (np) st = ce_copies(snd, rcv, np);
+  if (np) st = ce_copies(snd, rcv, np, ce_min);
   for (int i = 0; i < queued; i++) {
     if (done[i]) continue;
-    p2p_pending ops[P2PK_P2P_QUEUE];
-    int n = 0;
-    for (int j = i; j < queued; j++)
-      if (!done[j] && queue[j].c == queue[i].c) ops[n++] = queue[j], done[j] = 1;
+    int n = take_comm(i, done, ops);
     p2pkit_status_t s = launch_comm(queue[i].c, ops, n);
     if (st == P2PKIT_SUCCESS) st = s;
   }
