@@ -79,6 +79,11 @@ __device__ __forceinline__ char *outbox(const p2pk_ar_args &a, int r, int m) {
   return a.stage + (uint64_t)r * a.lay.stage_stride + a.lay.stage_data_off +
          (uint64_t)m * a.lay.stage_mailbox;
 }
+// Staged send/recv: mailbox m that rank src fills for rank dst.
+__device__ __forceinline__ char *p2p_outbox(const p2pk_ar_args &a, int src, int dst, int m) {
+  return a.stage + (uint64_t)src * a.lay.stage_stride + a.lay.stage_p2p_off +
+         ((uint64_t)dst * P2PK_STAGE_P2P_BOXES + m) * a.lay.stage_p2p_box;
+}
 
 // ---------------------------------------------------------------- errors ---
 

@@ -148,8 +148,7 @@ __global__ void __launch_bounds__(512) staged_p2p_kernel(const __grid_constant__
   for (uint64_t ci = bb; ci < chunks; ci += G, j++) {
     const uint64_t x = ci * K, len = min(K, o.bytes - x);
     const int m = 2 * bb + (int)(j & 1);
-    char *box = a.stage + (uint64_t)src * a.lay.stage_stride + a.lay.stage_p2p_off +
-                ((uint64_t)dst * P2PK_STAGE_P2P_BOXES + m) * a.lay.stage_p2p_box;
+    char *box = p2p_outbox(a, src, dst, m);
     uint64_t *cnt = counter(a.local, o.send ? a.lay.sent_off : a.lay.recvd_off, 1, o.peer, n, m);
     if (threadIdx.x == 0)
       s_ok = o.send ? wait_geq(a, w, &sc->p2p_freed[dst][m], *cnt, o.peer)
