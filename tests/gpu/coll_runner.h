@@ -1,8 +1,8 @@
 /* What the two collective GPU tests (test_allreduce.c, test_collectives.c)
  * share: the forced-algorithm variants, the runner holding the local ranks'
  * communicators, streams and buffers (one process driving every GPU, or one
- * rank of a process-per-GPU job), the child side of that job, and the case
- * table of main(). Include after test.h and gpu_test.h; the test defines
+ * rank of a process-per-GPU job), both sides of that job (spawning and
+ * judging the children, the kill tests), and the case table of main(). Include after test.h and gpu_test.h; the test defines
  * runner_cap(), the bytes of each buffer for a rank count. */
 #ifndef P2PK_COLL_RUNNER_H
 #define P2PK_COLL_RUNNER_H
@@ -12,6 +12,7 @@
 
 #include "coll/coll.h"
 #include "coll_util.h"
+#include "test_net.h"
 
 typedef struct {
   const char *name;
@@ -132,6 +133,90 @@ static inline int runner_join(runner_t *R, int rank, int nranks, int port, int t
   CHECK_EQ(p2pkit_comm_size(R->comm[0]), nranks);
   CHECK_EQ(p2pkit_comm_device(R->comm[0]), rank);
   return runner_alloc(R) != 0;
+}
+
+/* --- process per GPU: the parent's side and the kill tests ---------------- */
+
+/* Start one child per rank (cu_test_nranks) of `prog` running `mode` and
+ * wait for all of them at most `limit_s` seconds; returns the rank count. */
+static inline int runner_spawn(const char *prog, const char *mode, int p2p_disable, int limit_s,
+                               int status[P2PK_COLL_MAX_RANKS], pid_t pid[P2PK_COLL_MAX_RANKS]) {
+  int n = cu_test_nranks(P2PK_COLL_MAX_RANKS);
+  int port = free_port();
+  CHECK(port > 0);
+  printf("%s: %d ranks, one process each\n", mode, n);
+  if (cu_spawn_ranks(prog, mode, n, port, p2p_disable, limit_s, status, pid))
+    T_FAIL("%s: children still running after %d s: a hang", mode, limit_s);
+  return n;
+}
+
+/* Child r of n exited 0, or skipped (exit 77, said so); anything else fails. */
+static inline void runner_expect_clean_exit(const char *mode, int r, int n, int status) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+    printf("SKIP: %s rank %d: needs %d GPUs\n", mode, r, n);
+    return;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    T_FAIL("%s: rank %d ended with %s %d", mode, r, WIFEXITED(status) ? "exit code" : "signal",
+           WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+/* A kill test's parent: rank victim_of(mode, n) must die by SIGKILL and
+ * every other rank exit cleanly (having timed out on it), within 90 s. */
+static inline void runner_kill_test(const char *prog, const char *mode, int p2p_disable,
+                                    int (*victim_of)(const char *mode, int n)) {
+  int status[P2PK_COLL_MAX_RANKS];
+  pid_t pid[P2PK_COLL_MAX_RANKS];
+  double t0 = cu_now();
+  int n = runner_spawn(prog, mode, p2p_disable, 120, status, pid), victim = victim_of(mode, n);
+  for (int r = 0; r < n; r++)
+    if (WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 77) {
+      printf("SKIP: %s: needs %d GPUs\n", mode, n);
+      return;
+    }
+  if (!WIFSIGNALED(status[victim]) || WTERMSIG(status[victim]) != SIGKILL)
+    T_FAIL("%s: rank %d was supposed to die by SIGKILL", mode, victim);
+  for (int r = 0; r < n; r++)
+    if (r != victim) runner_expect_clean_exit(mode, r, n, status[r]);
+  CHECK(cu_now() - t0 < 90);
+}
+
+/* A kill test's survivor, after the victim died: `call` (`what`, on
+ * R->comm[0] and stream R->s[0]) must end on the stream with
+ * P2PKIT_ERR_TIMEOUT after about timeout_s seconds, and the next call fail
+ * at once with the same status; with `needs_victim` 0 (a call between
+ * survivors) it must succeed instead. */
+static inline void runner_survivor_check(runner_t *R, int victim, int timeout_s, const char *what,
+                                         int needs_victim, p2pkit_status_t (*call)(void *),
+                                         void *ctx) {
+  const int rank = R->rank0;
+  double t0 = cu_now();
+  CHECK_OK(call(ctx));
+  cudaError_t e = cudaStreamSynchronize(R->s[0]);
+  double waited = cu_now() - t0;
+  if (e != cudaSuccess) T_FAIL("survivor rank %d: the stream failed: %s", rank, cudaGetErrorString(e));
+  p2pkit_status_t as = P2PKIT_SUCCESS;
+  CHECK_OK(p2pkit_comm_get_async_error(R->comm[0], &as));
+  if (!needs_victim) {
+    CHECK_EQ(as, P2PKIT_SUCCESS);
+    return;
+  }
+  CHECK_EQ(as, P2PKIT_ERR_TIMEOUT);
+  if (waited < timeout_s - 0.5 || waited > timeout_s + 4)
+    T_FAIL("survivor rank %d: %s ended after %.2f s; timeout %d s", rank, what, waited, timeout_s);
+  t0 = cu_now();
+  CHECK_EQ(call(ctx), P2PKIT_ERR_TIMEOUT);
+  CHECK(cu_now() - t0 < 0.5);
+  printf("rank %d: after rank %d died: %s\n", rank, victim, p2pkit_last_error());
+}
+
+/* A survivor destroys its communicator: that may fail (the peer is gone) but
+ * frees everything, and quickly. */
+static inline void runner_destroy_after_kill(runner_t *R) {
+  double t0 = cu_now();
+  p2pkit_comm_destroy(R->comm[0]);
+  R->comm[0] = NULL;
+  if (cu_now() - t0 > 5) T_FAIL("survivor rank %d: destroy took %.1f s", R->rank0, cu_now() - t0);
 }
 
 /* main()'s case table: the cases marked default (or those named on the

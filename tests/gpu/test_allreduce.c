@@ -369,27 +369,9 @@ TEST(quick) {
 
 /* --- one process per GPU ------------------------------------------------- */
 
-/* Start one child per rank (cu_test_nranks) running `mode`, wait for all
- * of them at most `limit_s` seconds; returns the rank count. */
 static int spawn_ranks(const char *mode, int p2p_disable, int limit_s, int status[MAXR],
                        pid_t pid[MAXR]) {
-  int n = cu_test_nranks(MAXR);
-  int port = free_port();
-  CHECK(port > 0);
-  printf("%s: %d ranks, one process each\n", mode, n);
-  if (cu_spawn_ranks("test_allreduce", mode, n, port, p2p_disable, limit_s, status, pid))
-    T_FAIL("%s: children still running after %d s: a hang", mode, limit_s);
-  return n;
-}
-
-static void expect_clean_exit(const char *mode, int r, int n, int status) {
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
-    printf("SKIP: %s rank %d: needs %d GPUs\n", mode, r, n);
-    return;
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    T_FAIL("%s: rank %d ended with %s %d", mode, r, WIFEXITED(status) ? "exit code" : "signal",
-           WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+  return runner_spawn("test_allreduce", mode, p2p_disable, limit_s, status, pid);
 }
 
 static int shm_left_by(pid_t pid) {
@@ -408,14 +390,14 @@ TEST(process_per_gpu) {
   int st[MAXR];
   pid_t pid[MAXR];
   int n = spawn_ranks("check", 0, 580, st, pid);
-  for (int r = 0; r < n; r++) expect_clean_exit("process_per_gpu", r, n, st[r]);
+  for (int r = 0; r < n; r++) runner_expect_clean_exit("process_per_gpu", r, n, st[r]);
 }
 
 TEST(process_per_gpu_p2p_disabled) {
   int st[MAXR];
   pid_t pid[MAXR];
   int n = spawn_ranks("check", 1, 580, st, pid);
-  for (int r = 0; r < n; r++) expect_clean_exit("process_per_gpu_p2p_disabled", r, n, st[r]);
+  for (int r = 0; r < n; r++) runner_expect_clean_exit("process_per_gpu_p2p_disabled", r, n, st[r]);
   CHECK_EQ(shm_left_by(pid[0]), 0);
 }
 
@@ -425,22 +407,7 @@ static int kill_victim(const char *mode, int n) { return strcmp(mode, "kill0") =
 
 /* The victim dies by SIGKILL mid-run; every other rank must see its next
  * all-reduce time out and exit cleanly. */
-static void kill_test(const char *mode) {
-  int st[MAXR];
-  pid_t pid[MAXR];
-  double t0 = cu_now();
-  int n = spawn_ranks(mode, 0, 120, st, pid), victim = kill_victim(mode, n);
-  for (int r = 0; r < n; r++)
-    if (WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 77) {
-      printf("SKIP: %s: needs %d GPUs\n", mode, n);
-      return;
-    }
-  if (!WIFSIGNALED(st[victim]) || WTERMSIG(st[victim]) != SIGKILL)
-    T_FAIL("%s: rank %d was supposed to die by SIGKILL", mode, victim);
-  for (int r = 0; r < n; r++)
-    if (r != victim) expect_clean_exit(mode, r, n, st[r]);
-  CHECK(cu_now() - t0 < 90);
-}
+static void kill_test(const char *mode) { runner_kill_test("test_allreduce", mode, 0, kill_victim); }
 
 TEST(kill_last_rank_survivors_time_out) { kill_test("killlast"); }
 TEST(kill_rank0_survivors_time_out) { kill_test("kill0"); }
@@ -449,12 +416,24 @@ TEST(quick_mp) {
   int st[MAXR];
   pid_t pid[MAXR];
   int n = spawn_ranks("quick", 0, 580, st, pid);
-  for (int r = 0; r < n; r++) expect_clean_exit("quick_mp", r, n, st[r]);
+  for (int r = 0; r < n; r++) runner_expect_clean_exit("quick_mp", r, n, st[r]);
 }
 
 /* --- the children ------------------------------------------------------------ */
 
 #define KILL_TIMEOUT_S 4
+
+typedef struct {
+  runner_t *R;
+  float *in, *out;
+  size_t count;
+} kill_call_t;
+
+static p2pkit_status_t kill_call(void *ctx) {
+  kill_call_t *k = ctx;
+  return p2pkit_all_reduce(k->in, k->out, k->count, P2PKIT_FLOAT32, P2PKIT_SUM, k->R->comm[0],
+                           k->R->s[0]);
+}
 
 static void child_kill(runner_t *R, int victim) {
   const int rank = R->rank0, n = R->nr;
@@ -468,8 +447,8 @@ static void child_kill(runner_t *R, int victim) {
   for (size_t i = 0; i < count; i++) h[i] = (float)(rank + 1) + (float)(i % 7);
   T_CUDA(cudaMemcpy(in, h, count * 4, cudaMemcpyHostToDevice));
   T_CUDA(cudaDeviceSynchronize());
-  for (int it = 0; it < 3; it++)
-    CHECK_OK(p2pkit_all_reduce(in, out, count, P2PKIT_FLOAT32, P2PKIT_SUM, R->comm[0], R->s[0]));
+  kill_call_t kc = {R, in, out, count};
+  for (int it = 0; it < 3; it++) CHECK_OK(kill_call(&kc));
   T_CUDA(cudaStreamSynchronize(R->s[0]));
   T_CUDA(cudaMemcpy(h, out, count * 4, cudaMemcpyDeviceToHost));
   /* sum over ranks r of (r + 1) + (i % 7): exact in float */
@@ -481,25 +460,8 @@ static void child_kill(runner_t *R, int victim) {
   usleep(300000); /* the victim is gone before the next call */
   /* Every survivor waits for the victim (or for a survivor that waits for
    * it) and gives up on its own timeout. */
-  double t0 = cu_now();
-  CHECK_OK(p2pkit_all_reduce(in, out, count, P2PKIT_FLOAT32, P2PKIT_SUM, R->comm[0], R->s[0]));
-  cudaError_t e = cudaStreamSynchronize(R->s[0]);
-  double waited = cu_now() - t0;
-  if (e != cudaSuccess) T_FAIL("survivor rank %d: the stream failed: %s", rank, cudaGetErrorString(e));
-  p2pkit_status_t as = P2PKIT_SUCCESS;
-  CHECK_OK(p2pkit_comm_get_async_error(R->comm[0], &as));
-  CHECK_EQ(as, P2PKIT_ERR_TIMEOUT);
-  if (waited < KILL_TIMEOUT_S - 0.5 || waited > KILL_TIMEOUT_S + 4)
-    T_FAIL("survivor rank %d: the all-reduce ended after %.2f s; timeout %d s", rank, waited, KILL_TIMEOUT_S);
-  t0 = cu_now();
-  p2pkit_status_t st = p2pkit_all_reduce(in, out, count, P2PKIT_FLOAT32, P2PKIT_SUM, R->comm[0], R->s[0]);
-  CHECK_EQ(st, P2PKIT_ERR_TIMEOUT);
-  CHECK(cu_now() - t0 < 0.5);
-  printf("rank %d: after rank %d died: %s\n", rank, victim, p2pkit_last_error());
-  t0 = cu_now();
-  p2pkit_comm_destroy(R->comm[0]); /* fails (the peer is gone) but frees everything */
-  R->comm[0] = NULL;
-  if (cu_now() - t0 > 5) T_FAIL("survivor rank %d: destroy took %.1f s", rank, cu_now() - t0);
+  runner_survivor_check(R, victim, KILL_TIMEOUT_S, "the all-reduce", 1, kill_call, &kc);
+  runner_destroy_after_kill(R);
   cudaFree(in);
   cudaFree(out);
   free(h);

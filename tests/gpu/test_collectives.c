@@ -512,26 +512,12 @@ TEST(quick) {
 
 /* --- one process per GPU -------------------------------------------------------- */
 
-/* One child per rank (cu_test_nranks) running `mode`; wait for all of them
- * at most `limit_s` seconds and judge how each ended. */
+/* One child per rank (cu_test_nranks) running `mode`; each must end cleanly. */
 static void spawn_ranks(const char *mode, int p2p_disable, int limit_s) {
   int status[MAXR];
   pid_t pid[MAXR];
-  int n = cu_test_nranks(MAXR);
-  int port = free_port();
-  CHECK(port > 0);
-  printf("%s: %d ranks, one process each\n", mode, n);
-  if (cu_spawn_ranks("test_collectives", mode, n, port, p2p_disable, limit_s, status, pid))
-    T_FAIL("%s: children still running after %d s: a hang", mode, limit_s);
-  for (int r = 0; r < n; r++) {
-    if (WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 77) {
-      printf("SKIP: %s rank %d: needs %d GPUs\n", mode, r, n);
-      continue;
-    }
-    if (!WIFEXITED(status[r]) || WEXITSTATUS(status[r]) != 0)
-      T_FAIL("%s: rank %d ended with %s %d", mode, r, WIFEXITED(status[r]) ? "exit code" : "signal",
-             WIFEXITED(status[r]) ? WEXITSTATUS(status[r]) : WTERMSIG(status[r]));
-  }
+  int n = runner_spawn("test_collectives", mode, p2p_disable, limit_s, status, pid);
+  for (int r = 0; r < n; r++) runner_expect_clean_exit(mode, r, n, status[r]);
 }
 
 TEST(process_per_gpu) { spawn_ranks("check", 0, 580); }
@@ -551,32 +537,27 @@ TEST(quick_mp) { spawn_ranks("quick", 0, 300); }
 static int kill_victim(const char *mode, int n) { return strcmp(mode, "kill-ag") == 0 ? 0 : n - 1; }
 
 static void kill_test(const char *mode, int p2p_disable) {
-  int status[MAXR];
-  pid_t pid[MAXR];
-  int n = cu_test_nranks(MAXR), port = free_port(), victim = kill_victim(mode, n);
-  CHECK(port > 0);
-  double t0 = cu_now();
-  if (cu_spawn_ranks("test_collectives", mode, n, port, p2p_disable, 120, status, pid))
-    T_FAIL("%s: children still running after 120 s: a hang", mode);
-  for (int r = 0; r < n; r++)
-    if (WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 77) {
-      printf("SKIP: %s: needs %d GPUs\n", mode, n);
-      return;
-    }
-  if (!WIFSIGNALED(status[victim]) || WTERMSIG(status[victim]) != SIGKILL)
-    T_FAIL("%s: rank %d was supposed to die by SIGKILL", mode, victim);
-  for (int r = 0; r < n; r++)
-    if (r != victim && (!WIFEXITED(status[r]) || WEXITSTATUS(status[r]) != 0))
-      T_FAIL("%s: survivor rank %d ended with %s %d", mode, r,
-             WIFEXITED(status[r]) ? "exit code" : "signal",
-             WIFEXITED(status[r]) ? WEXITSTATUS(status[r]) : WTERMSIG(status[r]));
-  CHECK(cu_now() - t0 < 90);
+  runner_kill_test("test_collectives", mode, p2p_disable, kill_victim);
 }
 
 TEST(kill_broadcast_root_survivors_time_out) { kill_test("kill-bcast", 0); }
 TEST(kill_rank0_staged_all_gather_survivors_time_out) { kill_test("kill-ag", 1); }
 TEST(kill_sendrecv_peer_survivors_time_out) { kill_test("kill-sr", 0); }
 TEST(kill_staged_sendrecv_peer_survivors_time_out) { kill_test("kill-sr", 1); }
+
+/* The call the survivors make after the kill, with its buffers. */
+typedef struct {
+  runner_t *R;
+  const call_t *k;
+  const void *in[MAXR];
+  void *out[MAXR];
+  size_t off[MAXR];
+} kill_call_t;
+
+static p2pkit_status_t kill_call(void *ctx) {
+  kill_call_t *c = ctx;
+  return issue(c->R, c->k, c->in, c->out);
+}
 
 /* A kill mode's child (see kill_test). */
 static void child_kill(runner_t *R, const char *mode) {
@@ -593,35 +574,15 @@ static void child_kill(runner_t *R, const char *mode) {
   usleep(300000); /* the victim is gone before the next call */
   const int shift = sr_shift(&k, n);
   const int talks = k.kind != SENDRECV || (rank + shift) % n == victim || (rank - shift + n) % n == victim;
-  const void *in[MAXR];
-  void *out[MAXR];
-  size_t off[MAXR];
-  prepare(R, R->dout, R->din, &k, 99, in, out, off);
-  double t0 = cu_now();
-  CHECK_OK(issue(R, &k, in, out));
-  cudaError_t e = cudaStreamSynchronize(R->s[0]);
-  double waited = cu_now() - t0;
-  if (e != cudaSuccess) T_FAIL("survivor rank %d: the stream failed: %s", rank, cudaGetErrorString(e));
-  p2pkit_status_t as = P2PKIT_SUCCESS;
-  CHECK_OK(p2pkit_comm_get_async_error(R->comm[0], &as));
-  if (!talks) { /* a send/recv between two survivors */
-    CHECK_EQ(as, P2PKIT_SUCCESS);
-    CHECK(verify(R, R->dout, "survivors' send/recv", &k, off));
-  } else {
-    CHECK_EQ(as, P2PKIT_ERR_TIMEOUT);
-    if (waited < KILL_TIMEOUT_S - 0.5 || waited > KILL_TIMEOUT_S + 4)
-      T_FAIL("survivor rank %d: %s ended after %.2f s; timeout %d s", rank, kind_name(k.kind), waited,
-             KILL_TIMEOUT_S);
-    /* The next call fails at once with the same status. */
-    t0 = cu_now();
-    CHECK_EQ(issue(R, &k, in, out), P2PKIT_ERR_TIMEOUT);
-    CHECK(cu_now() - t0 < 0.5);
-    printf("rank %d: after rank %d died: %s\n", rank, victim, p2pkit_last_error());
-  }
-  t0 = cu_now();
-  p2pkit_comm_destroy(R->comm[0]); /* may fail (the peer is gone) but frees everything */
-  R->comm[0] = NULL;
-  if (cu_now() - t0 > 5) T_FAIL("survivor rank %d: destroy took %.1f s", rank, cu_now() - t0);
+  kill_call_t kc;
+  memset(&kc, 0, sizeof kc);
+  kc.R = R;
+  kc.k = &k;
+  prepare(R, R->dout, R->din, &k, 99, kc.in, kc.out, kc.off);
+  runner_survivor_check(R, victim, KILL_TIMEOUT_S, kind_name(k.kind), talks, kill_call, &kc);
+  /* a send/recv between two survivors went through: check what arrived */
+  if (!talks) CHECK(verify(R, R->dout, "survivors' send/recv", &k, kc.off));
+  runner_destroy_after_kill(R);
 }
 
 /* argv: prog --child mode rank port nranks (cu_spawn_ranks); device = rank. */
