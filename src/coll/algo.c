@@ -239,6 +239,12 @@ static size_t clampz(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > 
 static size_t ceil_div(size_t a, size_t b) { return a / b + (a % b != 0); }
 static size_t round_up16(size_t v) { return (v + 15) & ~(size_t)15; }
 
+int p2pk_algo_staged_blocks_max(const p2pk_algo_geom *g) {
+  /* Writers and readers each take half the grid; a handful fill PCIe. */
+  int half = g->sm_count / 2 > 0 ? g->sm_count / 2 : 1;
+  return half < 16 ? half : 16;
+}
+
 void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const p2pk_algo_geom *g,
                       size_t bytes, p2pk_algo_choice *c) {
   int transport = g->staged ? P2PK_TRANSPORT_SHM : P2PK_TRANSPORT_P2P;
@@ -301,10 +307,10 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
                  : g->mailboxes > 0 ? (size_t)g->mailboxes : P2PK_COLL_MAILBOXES;
   size_t gmax = boxes / P2PK_COLL_SLOTS;
   if (row.algo == P2PK_ALGO_STAGED) {
-    /* Writers and readers each take half the grid; a handful fill PCIe. */
     size_t half = sms / 2 > 0 ? (size_t)sms / 2 : 1;
     if (gmax > half) gmax = half;
-    if (row.blocks <= 0 && gmax > 16) gmax = 16;
+    size_t dflt = (size_t)p2pk_algo_staged_blocks_max(g);
+    if (row.blocks <= 0 && gmax > dflt) gmax = dflt;
   } else if (row.blocks <= 0 && gmax > maxg) {
     gmax = maxg;
   }

@@ -87,6 +87,9 @@ uint64_t p2pk_algo_table_hash(const p2pk_algo_table *t);
  * P2PKIT_COLL_THREADS, P2PKIT_COLL_CHUNK. P2PKIT_ERR_INVALID_ARGUMENT on an
  * unknown algorithm or protocol name. */
 p2pkit_status_t p2pk_algo_force_from_env(p2pk_algo_force *f);
+/* Staged: blocks per side (writers, readers) a call gets unless
+ * P2PKIT_COLL_BLOCKS says otherwise. */
+int p2pk_algo_staged_blocks_max(const p2pk_algo_geom *g);
 /* Table row, overrides, then the rules that fill "auto" and clamp to what the
  * communicator has. Deterministic: every rank computes the same choice. */
 void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const p2pk_algo_geom *g,

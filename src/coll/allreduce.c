@@ -211,8 +211,8 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
   if (c->staged && c->force.blocks <= 0) {
     /* At least one block per segment while chunks cover a whole share, so
      * a small reduce-scatter's segments do not queue behind one block. */
-    int cap = c->geom.sm_count / 2 < 16 ? c->geom.sm_count / 2 : 16;
-    if (ch.chunk >= block && ch.blocks < segs) ch.blocks = segs < cap ? segs : cap > 1 ? cap : 1;
+    int cap = p2pk_algo_staged_blocks_max(&c->geom);
+    if (ch.chunk >= block && ch.blocks < segs) ch.blocks = segs < cap ? segs : cap;
   }
   p2pk_ar_args a = c->tmpl;
   a.in = sendbuf;
