@@ -530,20 +530,24 @@ __global__ void __launch_bounds__(512) twoshot_kernel(const __grid_constant__ p2
 
 extern "C" cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int threads,
                                                  cudaStream_t stream) {
+  cudaError_t e = cudaSuccess;
   if (a->proto == P2PK_PROTO_LL) {
-    P2PK_FOR_DTYPE(a->dtype, p2pk::ll_kernel, blocks, threads, 0, stream)
+    P2PK_FOR_DTYPE(a->dtype, p2pk::ll_kernel, blocks, threads, stream, *a)
   } else if (a->algo == P2PK_ALGO_TWOSHOT) {
-    P2PK_FOR_DTYPE(a->dtype, p2pk::twoshot_kernel, blocks, threads, 0, stream)
+    P2PK_FOR_DTYPE(a->dtype, p2pk::twoshot_kernel, blocks, threads, stream, *a)
   } else {
-    P2PK_FOR_DTYPE(a->dtype, p2pk::oneshot_kernel, blocks, threads, 0, stream)
+    P2PK_FOR_DTYPE(a->dtype, p2pk::oneshot_kernel, blocks, threads, stream, *a)
   }
-  return cudaGetLastError();
+  cudaError_t l = cudaGetLastError();
+  return e != cudaSuccess ? e : l;
 }
 
 extern "C" cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *pa, int esize, int blocks, int threads,
                                        cudaStream_t stream) {
-  P2PK_FOR_ESIZE(esize, p2pk::p2p_kernel, blocks, threads, 0, stream)
-  return cudaGetLastError();
+  cudaError_t e = cudaSuccess;
+  P2PK_FOR_ESIZE(esize, p2pk::p2p_kernel, blocks, threads, stream, *pa)
+  cudaError_t l = cudaGetLastError();
+  return e != cudaSuccess ? e : l;
 }
 
 extern "C" cudaError_t p2pk_preload_allreduce_p2p(void) {

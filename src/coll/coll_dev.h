@@ -128,6 +128,7 @@ typedef struct {
   uint64_t in_stride, out_stride;
   int32_t reduce;      /* 1: reduce what arrives with in + rank * in_stride */
   int32_t self_copy;   /* 1: out + rank * out_stride = in + rank * in_stride */
+  int32_t pdl;         /* launch with programmatic dependent launch (P2PKIT_PDL) */
 } p2pk_ar_args;
 
 /* Send/recv: one kernel runs every point-to-point operation of a group on one

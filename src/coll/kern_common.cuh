@@ -175,10 +175,24 @@ __device__ __forceinline__ bool wait_geq(const p2pk_ar_args &a, Waiter &w, const
 
 // ---------------------------------------------------------- call prologue ---
 
+// First thing of every kernel: when launched as a programmatic dependent
+// launch (P2PKIT_PDL), wait until the stream's previous kernel has finished
+// and its memory is visible (a no-op otherwise), then let the stream's next
+// kernel be scheduled early: it waits here in turn, so nothing of it runs
+// before this grid is done. Blocks of this grid never wait for one another,
+// so the next grid's idle blocks cannot starve this one.
+__device__ __forceinline__ void pdl_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Every kernel starts here: this block's sequence number (all blocks agree;
 // each block index keeps its own copy so no block overwrites one another
 // still reads), and whether the communicator is already dead.
 __device__ __forceinline__ bool prologue(const p2pk_ar_args &a, uint32_t *seq_p) {
+  pdl_start();
   __shared__ uint32_t s_seq;
   __shared__ int32_t s_abort;
   p2pk_dev_ctrl *c = ctrl_of(a.local);
@@ -244,6 +258,7 @@ static __device__ __noinline__ bool header_check(const p2pk_ar_args &a, uint32_t
 // null when the communicator is already dead or the block has none. *s_ok is
 // the caller's __shared__ flag.
 __device__ __forceinline__ const p2pk_p2p_op *p2p_op_of(const p2pk_p2p_args &pa, int *s_ok) {
+  pdl_start();
   if (threadIdx.x == 0) *s_ok = ld_vol_i32(&ctrl_of(pa.a.local)->abort) == 0;
   __syncthreads();
   if (!*s_ok) return nullptr;
@@ -459,26 +474,48 @@ __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const
 }
 
 // Dispatch on the element type.
-#define P2PK_FOR_DTYPE(dtype, KERNEL, ...)                                 \
-  switch (dtype) {                                                         \
-    case P2PKIT_FLOAT32: KERNEL<p2pk::TF32><<<__VA_ARGS__>>>(*a); break;   \
-    case P2PKIT_FLOAT16: KERNEL<p2pk::TF16><<<__VA_ARGS__>>>(*a); break;   \
-    case P2PKIT_BFLOAT16: KERNEL<p2pk::TBF16><<<__VA_ARGS__>>>(*a); break; \
-    case P2PKIT_FLOAT64: KERNEL<p2pk::TF64><<<__VA_ARGS__>>>(*a); break;   \
-    case P2PKIT_INT32: KERNEL<p2pk::TI32><<<__VA_ARGS__>>>(*a); break;     \
-    case P2PKIT_INT64: KERNEL<p2pk::TI64><<<__VA_ARGS__>>>(*a); break;     \
-    case P2PKIT_UINT8: KERNEL<p2pk::TU8><<<__VA_ARGS__>>>(*a); break;      \
-    default: return cudaErrorInvalidValue;                                 \
+// One launch of KERNEL<T>(arg) on `stream`; with `pdl`, as a programmatic
+// dependent launch: the grid may be scheduled while the stream's previous
+// kernel finishes, and waits for it in pdl_start() (griddepcontrol.wait).
+template <class Arg>
+static cudaError_t launch(void (*kernel)(Arg), int blocks, int threads, cudaStream_t stream,
+                          int pdl, const Arg &arg) {
+  if (!pdl) {
+    kernel<<<blocks, threads, 0, stream>>>(arg);
+    return cudaSuccess;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)blocks);
+  cfg.blockDim = dim3((unsigned)threads);
+  cfg.stream = stream;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, arg);
+}
+
+#define P2PK_FOR_DTYPE(dtype, KERNEL, blocks, threads, stream, arg)                               \
+  switch (dtype) {                                                                                \
+    case P2PKIT_FLOAT32: e = p2pk::launch(KERNEL<p2pk::TF32>, blocks, threads, stream, (arg).pdl, arg); break;  \
+    case P2PKIT_FLOAT16: e = p2pk::launch(KERNEL<p2pk::TF16>, blocks, threads, stream, (arg).pdl, arg); break;  \
+    case P2PKIT_BFLOAT16: e = p2pk::launch(KERNEL<p2pk::TBF16>, blocks, threads, stream, (arg).pdl, arg); break; \
+    case P2PKIT_FLOAT64: e = p2pk::launch(KERNEL<p2pk::TF64>, blocks, threads, stream, (arg).pdl, arg); break;  \
+    case P2PKIT_INT32: e = p2pk::launch(KERNEL<p2pk::TI32>, blocks, threads, stream, (arg).pdl, arg); break;    \
+    case P2PKIT_INT64: e = p2pk::launch(KERNEL<p2pk::TI64>, blocks, threads, stream, (arg).pdl, arg); break;    \
+    case P2PKIT_UINT8: e = p2pk::launch(KERNEL<p2pk::TU8>, blocks, threads, stream, (arg).pdl, arg); break;     \
+    default: return cudaErrorInvalidValue;                                                        \
   }
 
 // Dispatch on the element width of the copy loops (send/recv: 8, 4, 2 or 1).
-#define P2PK_FOR_ESIZE(esize, KERNEL, ...)                                 \
-  switch (esize) {                                                         \
-    case 8: KERNEL<p2pk::TI64><<<__VA_ARGS__>>>(*pa); break;               \
-    case 4: KERNEL<p2pk::TI32><<<__VA_ARGS__>>>(*pa); break;               \
-    case 2: KERNEL<p2pk::TF16><<<__VA_ARGS__>>>(*pa); break;               \
-    case 1: KERNEL<p2pk::TU8><<<__VA_ARGS__>>>(*pa); break;                \
-    default: return cudaErrorInvalidValue;                                 \
+#define P2PK_FOR_ESIZE(esize, KERNEL, blocks, threads, stream, arg)                               \
+  switch (esize) {                                                                                \
+    case 8: e = p2pk::launch(KERNEL<p2pk::TI64>, blocks, threads, stream, (arg).a.pdl, arg); break; \
+    case 4: e = p2pk::launch(KERNEL<p2pk::TI32>, blocks, threads, stream, (arg).a.pdl, arg); break; \
+    case 2: e = p2pk::launch(KERNEL<p2pk::TF16>, blocks, threads, stream, (arg).a.pdl, arg); break; \
+    case 1: e = p2pk::launch(KERNEL<p2pk::TU8>, blocks, threads, stream, (arg).a.pdl, arg); break;  \
+    default: return cudaErrorInvalidValue;                                                        \
   }
 
 /* Load every element width's instance of KERNEL (as P2PK_PRELOAD_DTYPES). */

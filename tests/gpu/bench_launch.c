@@ -1,0 +1,263 @@
+/* Where the time of a small collective goes: the floors it stands on,
+ * measured next to it in one process driving every GPU. Not a test:
+ * scripts/device/latency.sh runs it on the device machine.
+ *
+ *   bench_launch [--iters N]
+ *
+ * Lines (median of 5 repeats, microseconds):
+ *   set_device      one cudaSetDevice, alternating between two GPUs
+ *   fill_host       host time to enqueue one 16-byte fill kernel (queue not full)
+ *   fill_eager      GPU time per fill kernel, N back to back
+ *   fill_graph      GPU time per fill kernel, N captured in one graph
+ *   ar_host         host time of one p2pkit_all_reduce of 8 bytes (one GPU's call)
+ *   ar_eager        time per all-reduce, every GPU's call enqueued per step, N steps
+ *   ar_graph        time per all-reduce, N captured per GPU, graphs replayed
+ * The fill kernel is the library's pattern writer: a launch with small
+ * arguments and no work. The all-reduce result is checked after each form. */
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_util.h"
+#include "p2pkit.h"
+#include "xfer/xfer_kernels.h"
+
+#define MAXG 8
+#define REPS 5
+
+typedef struct {
+  int n, iters;
+  int dev[MAXG];
+  cudaStream_t s[MAXG];
+  float *in[MAXG], *out[MAXG];
+  p2pkit_comm_t comm[MAXG];
+} lb_t;
+
+static int cmpd(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *t, int n) {
+  qsort(t, (size_t)n, sizeof t[0], cmpd);
+  return t[n / 2];
+}
+
+static void report(const char *what, double *t, int n) {
+  qsort(t, (size_t)n, sizeof t[0], cmpd);
+  printf("%-12s %8.3f us   (min %.3f, max %.3f)\n", what, t[n / 2] * 1e6, t[0] * 1e6,
+         t[n - 1] * 1e6);
+  fflush(stdout);
+}
+
+static int sync_all(lb_t *B) {
+  for (int r = 0; r < B->n; r++) {
+    cudaSetDevice(B->dev[r]);
+    cudaError_t e = cudaStreamSynchronize(B->s[r]);
+    if (e != cudaSuccess) {
+      fprintf(stderr, "bench_launch: GPU %d: %s\n", B->dev[r], cudaGetErrorString(e));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int ar_step(lb_t *B) {
+  for (int r = 0; r < B->n; r++)
+    if (p2pkit_all_reduce(B->in[r], B->out[r], 2, P2PKIT_FLOAT32, P2PKIT_SUM, B->comm[r],
+                          (p2pkit_stream_t)B->s[r]) != P2PKIT_SUCCESS) {
+      fprintf(stderr, "bench_launch: all_reduce: %s\n", p2pkit_last_error());
+      return -1;
+    }
+  return 0;
+}
+
+/* out = sum over ranks of in (rank r holds 1 + r): every rank, both words. */
+static int ar_check(lb_t *B, const char *form) {
+  float want = 0;
+  for (int r = 0; r < B->n; r++) want += (float)(1 + r);
+  for (int r = 0; r < B->n; r++) {
+    float h[2] = {-1, -1};
+    cudaSetDevice(B->dev[r]);
+    if (cudaMemcpy(h, B->out[r], sizeof h, cudaMemcpyDeviceToHost) != cudaSuccess || h[0] != want ||
+        h[1] != want) {
+      fprintf(stderr, "bench_launch: %s: rank %d has %g %g, want %g\n", form, r, h[0], h[1], want);
+      return -1;
+    }
+    cudaMemset(B->out[r], 0xff, 8); /* poison for the next form */
+    cudaDeviceSynchronize();
+  }
+  return 0;
+}
+
+/* Capture `iters` steps per GPU (fill: GPU 0 only), replay, time per step. */
+static double graph_time(lb_t *B, int fill, void *fbuf) {
+  cudaGraph_t g[MAXG] = {0};
+  cudaGraphExec_t x[MAXG] = {0};
+  int ng = fill ? 1 : B->n, bad = 0, begun = 0;
+  double res = -1, t[REPS + 1];
+  for (int r = 0; r < ng && !bad; r++, begun++) {
+    cudaSetDevice(B->dev[r]);
+    if (cudaStreamBeginCapture(B->s[r], cudaStreamCaptureModeGlobal) != cudaSuccess) bad = 1;
+  }
+  if (bad) begun--;
+  for (int i = 0; i < B->iters && !bad; i++) {
+    if (fill) {
+      cudaSetDevice(B->dev[0]);
+      bad = p2pk_launch_fill(fbuf, 16, 1, (uint32_t)i, B->s[0]) != cudaSuccess;
+    } else {
+      bad = ar_step(B) != 0;
+    }
+  }
+  for (int r = 0; r < begun; r++) {
+    cudaSetDevice(B->dev[r]);
+    if (cudaStreamEndCapture(B->s[r], &g[r]) != cudaSuccess) bad = 1;
+  }
+  for (int r = 0; r < ng && !bad; r++) {
+    cudaSetDevice(B->dev[r]);
+    if (cudaGraphInstantiate(&x[r], g[r], 0) != cudaSuccess) bad = 1;
+  }
+  for (int k = 0; k <= REPS && !bad; k++) {
+    double t0 = cu_now();
+    for (int r = 0; r < ng && !bad; r++) {
+      cudaSetDevice(B->dev[r]);
+      bad = cudaGraphLaunch(x[r], B->s[r]) != cudaSuccess;
+    }
+    if (bad || sync_all(B)) bad = 1;
+    t[k] = (cu_now() - t0) / B->iters;
+  }
+  if (!bad) res = median(t + 1, REPS); /* t[0]: upload and warm-up */
+  for (int r = 0; r < ng; r++) {
+    cudaSetDevice(B->dev[r]);
+    if (x[r]) cudaGraphExecDestroy(x[r]);
+    if (g[r]) cudaGraphDestroy(g[r]);
+  }
+  if (bad) fprintf(stderr, "bench_launch: graph of %s failed: %s\n", fill ? "fills" : "all-reduces",
+                   cudaGetErrorString(cudaGetLastError()));
+  return res;
+}
+
+int main(int argc, char **argv) {
+  lb_t B;
+  memset(&B, 0, sizeof B);
+  B.iters = 1000;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) B.iters = atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: bench_launch [--iters N]\n");
+      return 2;
+    }
+  }
+  if (B.iters < 10 || B.iters > 100000) {
+    fprintf(stderr, "bench_launch: --iters must be 10 to 100000\n");
+    return 2;
+  }
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2) {
+    printf("SKIP: bench_launch needs 2 GPUs (found %d)\n", ndev);
+    return 77;
+  }
+  B.n = ndev < MAXG ? ndev : MAXG;
+  const char *pdl = getenv("P2PKIT_PDL");
+  printf("bench_launch: %d GPUs, %d calls per timing, P2PKIT_PDL=%s\n", B.n, B.iters,
+         pdl ? pdl : "(unset)");
+  for (int r = 0; r < B.n; r++) {
+    B.dev[r] = r;
+    cudaSetDevice(r);
+    if (cudaStreamCreateWithFlags(&B.s[r], cudaStreamNonBlocking) != cudaSuccess ||
+        cudaMalloc((void **)&B.in[r], 64) != cudaSuccess ||
+        cudaMalloc((void **)&B.out[r], 64) != cudaSuccess) {
+      fprintf(stderr, "bench_launch: GPU %d: %s\n", r, cudaGetErrorString(cudaGetLastError()));
+      return 1;
+    }
+    float v[2] = {(float)(1 + r), (float)(1 + r)};
+    cudaMemcpy(B.in[r], v, sizeof v, cudaMemcpyHostToDevice);
+  }
+  if (p2pkit_comm_init_all(B.comm, B.n, B.dev) != P2PKIT_SUCCESS) {
+    fprintf(stderr, "bench_launch: comm_init_all: %s\n", p2pkit_last_error());
+    return 1;
+  }
+  double t[REPS];
+  int rc = 0;
+
+  /* cudaSetDevice alternating between GPU 0 and 1. */
+  for (int k = 0; k < REPS; k++) {
+    double t0 = cu_now();
+    for (int i = 0; i < B.iters; i++) cudaSetDevice(B.dev[i & 1]);
+    t[k] = (cu_now() - t0) / B.iters;
+  }
+  report("set_device", t, REPS);
+
+  /* Fill kernels on GPU 0. */
+  void *fbuf = NULL;
+  cudaSetDevice(B.dev[0]);
+  if (cudaMalloc(&fbuf, 64) != cudaSuccess) return 1;
+  int q = B.iters < 200 ? B.iters : 200; /* few enough that the launch queue never fills */
+  for (int k = 0; k < REPS; k++) {
+    if (sync_all(&B)) return 1;
+    double t0 = cu_now();
+    for (int i = 0; i < q; i++) p2pk_launch_fill(fbuf, 16, 1, (uint32_t)i, B.s[0]);
+    t[k] = (cu_now() - t0) / q;
+  }
+  report("fill_host", t, REPS);
+  for (int k = 0; k < REPS; k++) {
+    if (sync_all(&B)) return 1;
+    double t0 = cu_now();
+    for (int i = 0; i < B.iters; i++) p2pk_launch_fill(fbuf, 16, 1, (uint32_t)i, B.s[0]);
+    if (sync_all(&B)) return 1;
+    t[k] = (cu_now() - t0) / B.iters;
+  }
+  report("fill_eager", t, REPS);
+  double g = graph_time(&B, 1, fbuf);
+  if (g > 0) printf("%-12s %8.3f us\n", "fill_graph", g * 1e6);
+  else rc = 1;
+
+  /* 8-byte all-reduce. */
+  for (int w = 0; w < 50; w++)
+    if (ar_step(&B)) return 1;
+  if (sync_all(&B) || ar_check(&B, "warm-up")) return 1;
+  for (int k = 0; k < REPS; k++) {
+    double host = 0;
+    for (int i = 0; i < q; i++) {
+      double t0 = cu_now();
+      if (p2pkit_all_reduce(B.in[0], B.out[0], 2, P2PKIT_FLOAT32, P2PKIT_SUM, B.comm[0],
+                            (p2pkit_stream_t)B.s[0]) != P2PKIT_SUCCESS)
+        return 1;
+      host += cu_now() - t0;
+      for (int r = 1; r < B.n; r++)
+        if (p2pkit_all_reduce(B.in[r], B.out[r], 2, P2PKIT_FLOAT32, P2PKIT_SUM, B.comm[r],
+                              (p2pkit_stream_t)B.s[r]) != P2PKIT_SUCCESS)
+          return 1;
+    }
+    if (sync_all(&B)) return 1;
+    t[k] = host / q;
+  }
+  report("ar_host", t, REPS);
+  for (int k = 0; k < REPS; k++) {
+    double t0 = cu_now();
+    for (int i = 0; i < B.iters; i++)
+      if (ar_step(&B)) return 1;
+    if (sync_all(&B)) return 1;
+    t[k] = (cu_now() - t0) / B.iters;
+  }
+  report("ar_eager", t, REPS);
+  if (ar_check(&B, "eager")) rc = 1;
+  g = graph_time(&B, 0, NULL);
+  if (g > 0) printf("%-12s %8.3f us\n", "ar_graph", g * 1e6);
+  else rc = 1;
+  if (ar_check(&B, "graph")) rc = 1;
+
+  for (int r = 0; r < B.n; r++) p2pkit_comm_destroy(B.comm[r]);
+  cudaSetDevice(B.dev[0]);
+  cudaFree(fbuf);
+  for (int r = 0; r < B.n; r++) {
+    cudaSetDevice(B.dev[r]);
+    cudaFree(B.in[r]);
+    cudaFree(B.out[r]);
+    cudaStreamDestroy(B.s[r]);
+  }
+  printf("bench_launch: %s\n", rc ? "FAILED" : "all-reduce results checked");
+  return rc;
+}
