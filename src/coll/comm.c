@@ -304,7 +304,10 @@ static void fill_tmpl(struct p2pkit_comm *c, char *stage_dev) {
    * per call for the other collectives). */
   a->send_mask = a->recv_mask = (uint32_t)(((uint64_t)1 << c->nranks) - 1) & ~((uint32_t)1 << c->rank);
   a->reduce = 1;
-  a->pdl = p2pk_param_int("P2PKIT_PDL") > 0;
+  /* Programmatic dependent launch: Hopper and later (griddepcontrol). */
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
+  a->pdl = major >= 9 && p2pk_param_int("P2PKIT_PDL") > 0;
   c->logged = 0;
 }
 
