@@ -23,6 +23,16 @@
 
 namespace p2pk {
 
+// Phase timestamps of the LL kernel (P2PKIT_KTRACE builds only): block 0,
+// thread 0, per call parity; what bench_launch prints. See p2pk_ktrace_read.
+enum { KT_ENTRY, KT_DEP, KT_PROLOGUE, KT_PUSHED, KT_HEADER, KT_DATA, KT_END, KT_N };
+#ifdef P2PK_KTRACE
+__device__ unsigned long long ktrace[2][KT_N];
+#define KT_MARK(t) ((t) = globaltimer())
+#else
+#define KT_MARK(t) ((void)0)
+#endif
+
 // ---------------------------------------------------------------- LL -------
 
 template <class T>
@@ -70,14 +80,19 @@ __global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar
   const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
   const char *in = (const char *)a.in;
   char *out = (char *)a.out;
+  unsigned long long kt[KT_N] = {0};
+  (void)kt;
+  KT_MARK(kt[KT_ENTRY]);
   // This thread's first line of the input (the same for every peer when
   // there are no per-peer shares), loaded before the prologue's own loads so
   // both latencies overlap; it is pushed and then reduced from registers.
   pdl_start();
+  KT_MARK(kt[KT_DEP]);
   const bool pre = first < nlines && !a.in_stride;
   const uint2 v_first = pre ? load_line<T>(in, first, nbytes) : make_uint2(0, 0);
   uint32_t seq;
   if (!prologue(a, &seq)) return;
+  KT_MARK(kt[KT_PROLOGUE]);
   const uint32_t slot = seq & 1;
   Waiter w(a);
   const bool leader = blockIdx.x == 0 && threadIdx.x == 0;
@@ -95,7 +110,9 @@ __global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar
   }
   // Every rank waits for every peer's header, so no rank starts call s + 2
   // (and overwrites this call's slot) before everyone finished call s.
+  KT_MARK(kt[KT_PUSHED]);
   if (leader) header_check(a, seq, w);
+  KT_MARK(kt[KT_HEADER]);
   const char *mine = a.local + a.lay.ll_off + (uint64_t)slot * (n - 1) * a.lay.ll_bytes;
   const char *own = in + me * a.in_stride;
   for (uint64_t i = first; i < nlines; i += stride) {
@@ -117,6 +134,7 @@ __global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar
       } else {
         uint4 x = ll_wait(a, w, mine + (uint64_t)pslot(r, me, n) * a.lay.ll_bytes + i * 16, seq, r);
         v.u = make_uint2(x.x, x.z);
+        if (i == first) KT_MARK(kt[KT_DATA]);
       }
 #pragma unroll
       for (int e = 0; e < Pack8<T>::N; e++)
@@ -126,6 +144,11 @@ __global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar
     for (int e = 0; e < Pack8<T>::N; e++) v.e[e] = T::st(finish<T>(a.op, acc[e], n));
     store_line<T>(out, i, nbytes, v.u);
   }
+#ifdef P2PK_KTRACE
+  KT_MARK(kt[KT_END]);
+  if (leader)
+    for (int k = 0; k < KT_N; k++) ktrace[slot][k] = kt[k];
+#endif
 }
 
 // ------------------------------------------------------- chunked protocols ---
@@ -554,6 +577,16 @@ extern "C" cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *pa, int esize, int b
   P2PK_FOR_ESIZE(esize, p2pk::p2p_kernel, blocks, threads, stream, *pa)
   cudaError_t l = cudaGetLastError();
   return e != cudaSuccess ? e : l;
+}
+
+extern "C" int p2pk_ktrace_read(unsigned long long out[2][7]) {
+#ifdef P2PK_KTRACE
+  static_assert(p2pk::KT_N == 7, "p2pk_ktrace_read's shape");
+  return cudaMemcpyFromSymbol(out, p2pk::ktrace, sizeof p2pk::ktrace) == cudaSuccess ? 0 : -1;
+#else
+  (void)out;
+  return -1;
+#endif
 }
 
 extern "C" cudaError_t p2pk_preload_allreduce_p2p(void) {

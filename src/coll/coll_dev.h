@@ -206,6 +206,11 @@ cudaError_t p2pk_launch_p2p_staged(const p2pk_p2p_args *a, int esize, int blocks
 /* Load every kernel instance on the current device, so none loads lazily
  * inside a caller's CUDA graph capture. */
 cudaError_t p2pk_preload_allreduce_p2p(void);
+/* P2PKIT_KTRACE builds: the LL kernel's phase timestamps (globaltimer, ns) of
+ * the current device's last two calls, [call parity][entry, dependency
+ * resolved, prologue done, lines pushed, header seen, first peer line seen,
+ * end]; -1 in other builds. */
+int p2pk_ktrace_read(unsigned long long out[2][7]);
 cudaError_t p2pk_preload_allreduce_staged(void);
 #ifdef __cplusplus
 }

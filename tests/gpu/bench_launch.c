@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll/coll_dev.h"
 #include "coll_util.h"
 #include "p2pkit.h"
 #include "xfer/xfer_kernels.h"
@@ -90,6 +91,25 @@ static int ar_check(lb_t *B, const char *form) {
     cudaDeviceSynchronize();
   }
   return 0;
+}
+
+/* P2PKIT_KTRACE builds: the LL kernel's phases in the last two calls on each
+ * GPU, microseconds from the call's entry, and the gap from the earlier
+ * call's end to the later one's entry. */
+static void ktrace_print(lb_t *B, const char *form) {
+  static const char *const names[7] = {"entry", "dep", "prologue", "pushed", "header", "data", "end"};
+  for (int r = 0; r < B->n; r++) {
+    unsigned long long t[2][7];
+    cudaSetDevice(B->dev[r]);
+    if (p2pk_ktrace_read(t) != 0) {
+      if (r == 0) printf("ktrace: not in this build (cmake -DP2PKIT_KTRACE=ON)\n");
+      return;
+    }
+    int late = t[1][0] > t[0][0];
+    printf("ktrace %s GPU %d:", form, B->dev[r]);
+    for (int k = 1; k < 7; k++) printf(" %s +%.3f", names[k], (t[late][k] - t[late][0]) * 1e-3);
+    printf(" | gap from previous end %.3f us\n", ((double)t[late][0] - (double)t[!late][6]) * 1e-3);
+  }
 }
 
 /* Capture `iters` steps per GPU (fill: GPU 0 only), replay, time per step. */
@@ -243,10 +263,12 @@ int main(int argc, char **argv) {
     t[k] = (cu_now() - t0) / B.iters;
   }
   report("ar_eager", t, REPS);
+  ktrace_print(&B, "eager");
   if (ar_check(&B, "eager")) rc = 1;
   g = graph_time(&B, 0, NULL);
   if (g > 0) printf("%-12s %8.3f us\n", "ar_graph", g * 1e6);
   else rc = 1;
+  ktrace_print(&B, "graph");
   if (ar_check(&B, "graph")) rc = 1;
 
   for (int r = 0; r < B.n; r++) p2pkit_comm_destroy(B.comm[r]);
