@@ -73,81 +73,120 @@ __device__ __forceinline__ bool has(uint32_t mask, int p) { return (mask >> p) &
 template <class T>
 __global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar_args a) {
   typedef typename T::acc A;
-  const int n = a.nranks, me = a.rank;
-  const uint64_t nbytes = a.count * sizeof(typename T::bits);
-  const uint64_t nlines = (nbytes + 7) / 8;
-  const uint64_t first = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-  const char *in = (const char *)a.in;
-  char *out = (char *)a.out;
   unsigned long long kt[KT_N] = {0};
   (void)kt;
   KT_MARK(kt[KT_ENTRY]);
+  // Every argument this kernel uses is read into registers (peers' scratch
+  // into shared memory) before it waits for the stream's previous kernel, so
+  // those loads overlap the wait (P2PKIT_PDL) instead of each costing a trip
+  // to memory on the critical path (P2PKIT_KTRACE runs: ~1.3 us of a 3.4 us
+  // 8-byte all-reduce went to loads between the prologue and the first
+  // store). The LL kernel only runs over P2P (a.stage is null).
+  __shared__ char *s_peer[P2PK_COLL_MAX_RANKS];
+  const int n = pin(a.nranks), me = pin(a.rank);
+  if ((int)threadIdx.x < n) s_peer[threadIdx.x] = a.peer[threadIdx.x];
+  const uint64_t nbytes = pin(a.count) * sizeof(typename T::bits);
+  const uint64_t nlines = (nbytes + 7) / 8;
+  const uint64_t first = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  const char *in = pin((const char *)a.in);
+  char *out = pin((char *)a.out);
+  char *local = pin(a.local);
+  const uint64_t ll_off = pin(a.lay.ll_off), ll_bytes = pin(a.lay.ll_bytes);
+  const uint64_t in_stride = pin(a.in_stride), out_stride = pin(a.out_stride);
+  const uint32_t send_mask = pin(a.send_mask), recv_mask = pin(a.recv_mask);
+  const int reduce = pin(a.reduce), self_copy = pin(a.self_copy), op = pin(a.op);
+  const uint32_t hdr0 = pin(a.hdr0), hdr1 = pin(a.hdr1);
+  const uint64_t timeout_ns = pin(a.timeout_ns);
   // This thread's first line of the input (the same for every peer when
-  // there are no per-peer shares), loaded before the prologue's own loads so
-  // both latencies overlap; it is pushed and then reduced from registers.
+  // there are no per-peer shares), loaded right after the wait so its
+  // latency overlaps the prologue's; it is pushed and reduced from registers.
   pdl_start();
   KT_MARK(kt[KT_DEP]);
-  const bool pre = first < nlines && !a.in_stride;
+  const bool pre = first < nlines && !in_stride;
   const uint2 v_first = pre ? load_line<T>(in, first, nbytes) : make_uint2(0, 0);
   uint32_t seq;
-  if (!prologue(a, &seq)) return;
+  if (!prologue_at(local, &seq)) return; // its barrier also publishes s_peer
   KT_MARK(kt[KT_PROLOGUE]);
+  Waiter w(timeout_ns);
   const uint32_t slot = seq & 1;
-  Waiter w(a);
-  const bool leader = blockIdx.x == 0 && threadIdx.x == 0;
-  if (leader) header_send(a, seq);
-  for (uint64_t i = first; a.send_mask && i < nlines; i += stride) {
+  // The header goes out and is checked by the last thread of block 0, which
+  // pushes no line for a small call, so its wait for the peers' headers runs
+  // beside thread 0's wait for their data instead of before it. A mismatch
+  // raises abort, which every other wait sees.
+  const bool leader = blockIdx.x == 0 && threadIdx.x == blockDim.x - 1;
+  if (leader) { // the header (header_send, P2P form)
+    const uint4 line = make_uint4(hdr0, seq, hdr1, seq);
+    for (int p = 0; p < n; p++)
+      if (p != me) st_vol_v4(ctrl_of(s_peer[p])->hdr[slot][me], line);
+  }
+  for (uint64_t i = first; send_mask && i < nlines; i += stride) {
     uint2 v = pre && i == first ? v_first : load_line<T>(in, i, nbytes);
     for (int k = 1; k < n; k++) {
       int p = me + k < n ? me + k : me + k - n;
-      if (!has(a.send_mask, p)) continue;
-      if (a.in_stride) v = load_line<T>(in + p * a.in_stride, i, nbytes);
-      char *dst = a.peer[p] + a.lay.ll_off +
-                  ((uint64_t)slot * (n - 1) + pslot(me, p, n)) * a.lay.ll_bytes + i * 16;
+      if (!has(send_mask, p)) continue;
+      if (in_stride) v = load_line<T>(in + p * in_stride, i, nbytes);
+      char *dst = s_peer[p] + ll_off + ((uint64_t)slot * (n - 1) + pslot(me, p, n)) * ll_bytes + i * 16;
       st_vol_v4(dst, make_uint4(v.x, seq, v.y, seq));
     }
   }
-  // Every rank waits for every peer's header, so no rank starts call s + 2
-  // (and overwrites this call's slot) before everyone finished call s.
   KT_MARK(kt[KT_PUSHED]);
-  if (leader) header_check(a, seq, w);
-  KT_MARK(kt[KT_HEADER]);
-  const char *mine = a.local + a.lay.ll_off + (uint64_t)slot * (n - 1) * a.lay.ll_bytes;
-  const char *own = in + me * a.in_stride;
-  for (uint64_t i = first; i < nlines; i += stride) {
-    if (!a.reduce) {
-      for (int r = 0; r < n; r++) {
-        if (!has(a.recv_mask, r)) continue;
-        uint4 x = ll_wait(a, w, mine + (uint64_t)pslot(r, me, n) * a.lay.ll_bytes + i * 16, seq, r);
-        store_line<T>(out + r * a.out_stride, i, nbytes, make_uint2(x.x, x.z));
+  // Every rank waits for every peer's header, so no rank starts call s + 2
+  // (and overwrites this call's slot) before everyone finished call s
+  // (header_check, P2P form).
+  if (leader) {
+    for (int p = 0; p < n; p++) {
+      if (p == me) continue;
+      uint4 v = ll_wait(a, w, ctrl_of(local)->hdr[slot][p], seq, p);
+      if (v.y != seq || v.w != seq) break;
+      if (v.x != hdr0 || v.z != hdr1) {
+        fail(a, P2PK_DERR_MISMATCH, p);
+        break;
       }
-      if (a.self_copy) store_line<T>(out + me * a.out_stride, i, nbytes, load_line<T>(own, i, nbytes));
+    }
+  }
+  KT_MARK(kt[KT_HEADER]);
+  const char *mine = local + ll_off + (uint64_t)slot * (n - 1) * ll_bytes;
+  const char *own = in + me * in_stride;
+  for (uint64_t i = first; i < nlines; i += stride) {
+    if (!reduce) {
+      for (int r = 0; r < n; r++) {
+        if (!has(recv_mask, r)) continue;
+        uint4 x = ll_wait(a, w, mine + (uint64_t)pslot(r, me, n) * ll_bytes + i * 16, seq, r);
+        store_line<T>(out + r * out_stride, i, nbytes, make_uint2(x.x, x.z));
+      }
+      if (self_copy) store_line<T>(out + me * out_stride, i, nbytes, load_line<T>(own, i, nbytes));
       continue;
     }
-    if (!a.recv_mask) break;
+    if (!recv_mask) break;
     Pack8<T> v;
     A acc[Pack8<T>::N];
     for (int r = 0; r < n; r++) {
       if (r == me) {
         v.u = pre && i == first ? v_first : load_line<T>(own, i, nbytes);
       } else {
-        uint4 x = ll_wait(a, w, mine + (uint64_t)pslot(r, me, n) * a.lay.ll_bytes + i * 16, seq, r);
+        uint4 x = ll_wait(a, w, mine + (uint64_t)pslot(r, me, n) * ll_bytes + i * 16, seq, r);
         v.u = make_uint2(x.x, x.z);
         if (i == first) KT_MARK(kt[KT_DATA]);
       }
 #pragma unroll
       for (int e = 0; e < Pack8<T>::N; e++)
-        acc[e] = r == 0 ? T::ld(v.e[e]) : apply<T>(a.op, acc[e], T::ld(v.e[e]));
+        acc[e] = r == 0 ? T::ld(v.e[e]) : apply<T>(op, acc[e], T::ld(v.e[e]));
     }
 #pragma unroll
-    for (int e = 0; e < Pack8<T>::N; e++) v.e[e] = T::st(finish<T>(a.op, acc[e], n));
+    for (int e = 0; e < Pack8<T>::N; e++) v.e[e] = T::st(finish<T>(op, acc[e], n));
     store_line<T>(out, i, nbytes, v.u);
   }
 #ifdef P2PK_KTRACE
   KT_MARK(kt[KT_END]);
-  if (leader)
+  // Thread 0 times the data; the header thread adds when it saw the header.
+  __shared__ unsigned long long s_hdr;
+  if (leader) s_hdr = kt[KT_HEADER];
+  __syncthreads();
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    kt[KT_HEADER] = s_hdr;
     for (int k = 0; k < KT_N; k++) ktrace[slot][k] = kt[k];
+  }
 #endif
 }
 

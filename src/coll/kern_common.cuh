@@ -117,6 +117,8 @@ struct Waiter {
   uint32_t spins;
   __device__ __forceinline__ explicit Waiter(const p2pk_ar_args &a)
       : deadline(globaltimer() + a.timeout_ns), spins(0) {}
+  __device__ __forceinline__ explicit Waiter(uint64_t timeout_ns)
+      : deadline(globaltimer() + timeout_ns), spins(0) {}
   __device__ __forceinline__ bool poll(const p2pk_ar_args &a, int peer) {
     if (++spins & 63) return false;
     p2pk_dev_ctrl *c = ctrl_of(a.local);
@@ -191,11 +193,10 @@ __device__ __forceinline__ void pdl_start() {
 // Every kernel starts here: this block's sequence number (all blocks agree;
 // each block index keeps its own copy so no block overwrites one another
 // still reads), and whether the communicator is already dead.
-__device__ __forceinline__ bool prologue(const p2pk_ar_args &a, uint32_t *seq_p) {
-  pdl_start();
+__device__ __forceinline__ bool prologue_at(char *local, uint32_t *seq_p) {
   __shared__ uint32_t s_seq;
   __shared__ int32_t s_abort;
-  p2pk_dev_ctrl *c = ctrl_of(a.local);
+  p2pk_dev_ctrl *c = ctrl_of(local);
   if (threadIdx.x == 0) {
     s_abort = ld_vol_i32(&c->abort);
     s_seq = c->seq[blockIdx.x] + 1;
@@ -207,6 +208,31 @@ __device__ __forceinline__ bool prologue(const p2pk_ar_args &a, uint32_t *seq_p)
     c->seq[i] = seq;
   *seq_p = seq;
   return s_abort == 0;
+}
+
+__device__ __forceinline__ bool prologue(const p2pk_ar_args &a, uint32_t *seq_p) {
+  pdl_start();
+  return prologue_at(a.local, seq_p);
+}
+
+// Keep a value in a register from here on: the compiler may otherwise load
+// a kernel argument again where it is used (after the dependency wait, where
+// the load's latency is no longer hidden).
+template <class V>
+__device__ __forceinline__ V pin(V v) {
+  static_assert(sizeof(V) == 8 || sizeof(V) == 4, "pin: 4 or 8 bytes");
+  if constexpr (sizeof(V) == 8) {
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    asm volatile("" : "+l"(u));
+    memcpy(&v, &u, 8);
+  } else {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    asm volatile("" : "+r"(u));
+    memcpy(&v, &u, 4);
+  }
+  return v;
 }
 
 // The header: what this call is (count, type, op, algorithm, grid), sent to
