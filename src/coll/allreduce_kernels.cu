@@ -71,7 +71,7 @@ __device__ __forceinline__ bool has(uint32_t mask, int p) { return (mask >> p) &
 // send_mask, then either reduce everyone's lines in rank order (reduce) or
 // copy each received line to that peer's output block.
 template <class T>
-__global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar_args a) {
+__global__ void __launch_bounds__(512 + 32) ll_kernel(const __grid_constant__ p2pk_ar_args a) {
   typedef typename T::acc A;
   unsigned long long kt[KT_N] = {0};
   (void)kt;
@@ -87,8 +87,13 @@ __global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar
   if ((int)threadIdx.x < n) s_peer[threadIdx.x] = a.peer[threadIdx.x];
   const uint64_t nbytes = pin(a.count) * sizeof(typename T::bits);
   const uint64_t nlines = (nbytes + 7) / 8;
-  const uint64_t first = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  // Lines go to the first blockDim.x - 32 threads of each block; the extra
+  // warp holds none, and its first thread in block 0 sends and checks the
+  // header, so that wait runs beside the data waits, never before one (a
+  // line on the header thread cost ~1 us in graph replay).
+  const unsigned lt = blockDim.x - 32; // threads with lines
+  const uint64_t first = threadIdx.x < lt ? (uint64_t)blockIdx.x * lt + threadIdx.x : nlines;
+  const uint64_t stride = (uint64_t)gridDim.x * lt;
   const char *in = pin((const char *)a.in);
   char *out = pin((char *)a.out);
   char *local = pin(a.local);
@@ -110,11 +115,9 @@ __global__ void __launch_bounds__(512) ll_kernel(const __grid_constant__ p2pk_ar
   KT_MARK(kt[KT_PROLOGUE]);
   Waiter w(timeout_ns);
   const uint32_t slot = seq & 1;
-  // The header goes out and is checked by the last thread of block 0, which
-  // pushes no line for a small call, so its wait for the peers' headers runs
-  // beside thread 0's wait for their data instead of before it. A mismatch
-  // raises abort, which every other wait sees.
-  const bool leader = blockIdx.x == 0 && threadIdx.x == blockDim.x - 1;
+  // The header thread (see lt above). A mismatch raises abort, which every
+  // other wait sees.
+  const bool leader = blockIdx.x == 0 && threadIdx.x == lt;
   if (leader) { // the header (header_send, P2P form)
     const uint4 line = make_uint4(hdr0, seq, hdr1, seq);
     for (int p = 0; p < n; p++)
@@ -599,8 +602,8 @@ __global__ void __launch_bounds__(512) twoshot_kernel(const __grid_constant__ p2
 extern "C" cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int threads,
                                                  cudaStream_t stream) {
   cudaError_t e = cudaSuccess;
-  if (a->proto == P2PK_PROTO_LL) {
-    P2PK_FOR_DTYPE(a->dtype, p2pk::ll_kernel, blocks, threads, stream, *a)
+  if (a->proto == P2PK_PROTO_LL) { // one more warp: the header's (ll_kernel)
+    P2PK_FOR_DTYPE(a->dtype, p2pk::ll_kernel, blocks, threads + 32, stream, *a)
   } else if (a->algo == P2PK_ALGO_TWOSHOT) {
     P2PK_FOR_DTYPE(a->dtype, p2pk::twoshot_kernel, blocks, threads, stream, *a)
   } else {
