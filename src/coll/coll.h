@@ -2,6 +2,7 @@
 #ifndef P2PK_COLL_H
 #define P2PK_COLL_H
 
+#include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -60,6 +61,10 @@ struct p2pkit_comm {
   int ok_next;
   uint64_t logged; /* (collective, algorithm, protocol) already logged at INFO, a bit each;
                      P2PK_LOGGED_CE: send/recv over the copy engine */
+  /* Copy-engine broadcast (p2p.c, one process): made on first use. */
+  cudaStream_t ce_side;  /* root: the copies to the peers, beside its own copy */
+  cudaEvent_t ce_ev[3];  /* [0] receiver ready, [1] root start, [2] root done */
+  int bcast_ce_logged;
 };
 
 /* comm.c: scratch layout for n ranks within `buffer` bytes per rank.
@@ -86,6 +91,15 @@ p2pkit_status_t p2pk_coll_leave(struct p2pkit_comm *c, const char *name, int pre
 p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *sendbuf,
                                  void *recvbuf, size_t count, p2pkit_dtype_t dtype,
                                  p2pkit_redop_t op, int root, p2pkit_stream_t stream);
+/* p2p.c: a broadcast inside a group that may go over the copy engine (one
+ * process, P2P, at least P2PKIT_BCAST_CE_MIN bytes) waits in the group's
+ * queue; returns 1 when it was queued. Every other collective first calls
+ * p2pk_group_collective(), which launches queued broadcasts, so launches keep
+ * the callers' order. */
+int p2pk_group_defer_bcast(struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
+                           size_t count, p2pkit_dtype_t dtype, int root, size_t bytes,
+                           p2pkit_stream_t stream);
+p2pkit_status_t p2pk_group_collective(void);
 /* Tests and the sweep: replace the environment's overrides for this comm. */
 void p2pk_comm_set_force(struct p2pkit_comm *comm, const p2pk_algo_force *f);
 /* What the next all-reduce of `bytes` would run. */

@@ -278,6 +278,9 @@ static void comm_free(struct p2pkit_comm *c) {
     if (c->peer_ipc[p]) cudaIpcCloseMemHandle(c->peer_ipc[p]);
   if (c->scratch) cudaFree(c->scratch);
   if (c->host_err) cudaFreeHost(c->host_err);
+  if (c->ce_side) cudaStreamDestroy(c->ce_side);
+  for (int i = 0; i < 3; i++)
+    if (c->ce_ev[i]) cudaEventDestroy(c->ce_ev[i]);
   if (c->stage_registered) cudaHostUnregister(c->stage);
   if (c->stage && c->multiproc) munmap(c->stage, c->stage_bytes);
   p2pk_boot_destroy(c->boot);

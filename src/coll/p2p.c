@@ -264,18 +264,179 @@ static p2pkit_status_t flush(void) {
   return st;
 }
 
+/* ---- broadcast over the copy engine (one process) ------------------------
+ * Inside a group, a large broadcast of a one-process communicator waits here
+ * until the group ends (or another collective comes, which must not overtake
+ * it). When every rank's call of the same broadcast is queued, the root's
+ * copy engine writes each receiver's output directly (cudaMemcpyPeerAsync on
+ * a side stream, so the root's own copy runs beside it), ordered by events:
+ * the receivers record `ready` where their streams stand, the side stream
+ * waits for all of them and for the root's `start`, and everyone waits for
+ * `done`. Anything else (a rank missing, arguments that differ, a stream
+ * being captured) launches the broadcast kernel instead, in queue order, so
+ * every rank of a broadcast takes the same path. */
+
+typedef struct {
+  struct p2pkit_comm *c;
+  const void *send;
+  void *recv;
+  size_t count, bytes;
+  p2pkit_dtype_t dtype;
+  int root;
+  p2pkit_stream_t stream;
+} bcast_pending;
+
+static _Thread_local int nbcast, bcast_flushing;
+static _Thread_local bcast_pending bqueue[P2PK_P2P_QUEUE];
+
+int p2pk_group_defer_bcast(struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
+                           size_t count, p2pkit_dtype_t dtype, int root, size_t bytes,
+                           p2pkit_stream_t stream) {
+  if (group_depth <= 0 || bcast_flushing || !c->group || c->staged || c->multiproc ||
+      c->nranks < 2 || nbcast == P2PK_P2P_QUEUE)
+    return 0;
+  size_t min = p2pk_param_size("P2PKIT_BCAST_CE_MIN");
+  if (!min || bytes < min) return 0;
+  bcast_pending *b = &bqueue[nbcast++];
+  b->c = c;
+  b->send = sendbuf;
+  b->recv = recvbuf;
+  b->count = count;
+  b->bytes = bytes;
+  b->dtype = dtype;
+  b->root = root;
+  b->stream = stream;
+  return 1;
+}
+
+static int capturing(const bcast_pending *b) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaSetDevice(b->c->device) != cudaSuccess ||
+      cudaStreamIsCapturing((cudaStream_t)b->stream, &cs) != cudaSuccess) {
+    cudaGetLastError();
+    return 1; /* not known: the kernel path is always right */
+  }
+  return cs != cudaStreamCaptureStatusNone;
+}
+
+static cudaError_t lazy_event(cudaEvent_t *ev) {
+  return *ev ? cudaSuccess : cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
+}
+
+/* set[r]: rank r's call of one broadcast (all checked alike). */
+static p2pkit_status_t bcast_ce(bcast_pending *const *set, int n) {
+  const bcast_pending *R = set[set[0]->root];
+  struct p2pkit_comm *rc = R->c;
+  cudaError_t e = cudaSuccess;
+  int bad = R->c->rank;
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    if (r == R->root) continue;
+    struct p2pkit_comm *c = set[r]->c;
+    e = cudaSetDevice(c->device);
+    if (e == cudaSuccess) e = lazy_event(&c->ce_ev[0]);
+    if (e == cudaSuccess) e = cudaEventRecord(c->ce_ev[0], (cudaStream_t)set[r]->stream);
+    if (e != cudaSuccess) bad = r;
+  }
+  if (e == cudaSuccess) e = cudaSetDevice(rc->device);
+  if (e == cudaSuccess && !rc->ce_side) e = cudaStreamCreateWithFlags(&rc->ce_side, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = lazy_event(&rc->ce_ev[1]);
+  if (e == cudaSuccess) e = lazy_event(&rc->ce_ev[2]);
+  if (e == cudaSuccess) e = cudaEventRecord(rc->ce_ev[1], (cudaStream_t)R->stream);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(rc->ce_side, rc->ce_ev[1], 0);
+  for (int r = 0; r < n && e == cudaSuccess; r++)
+    if (r != R->root) e = cudaStreamWaitEvent(rc->ce_side, set[r]->c->ce_ev[0], 0);
+  for (int r = 0; r < n && e == cudaSuccess; r++)
+    if (r != R->root)
+      e = cudaMemcpyPeerAsync(set[r]->recv, set[r]->c->device, R->send, rc->device, R->bytes,
+                              rc->ce_side);
+  if (e == cudaSuccess) e = cudaEventRecord(rc->ce_ev[2], rc->ce_side);
+  if (e == cudaSuccess && R->send != R->recv)
+    e = cudaMemcpyAsync(R->recv, R->send, R->bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)R->stream);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)R->stream, rc->ce_ev[2], 0);
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    if (r == R->root) continue;
+    e = cudaSetDevice(set[r]->c->device);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)set[r]->stream, rc->ce_ev[2], 0);
+    if (e != cudaSuccess) bad = r;
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return p2pk_fail(P2PKIT_ERR_CUDA, "broadcast: rank %d (root %d): copy engine: %s", bad,
+                     R->root, cudaGetErrorString(e));
+  }
+  if (!rc->bcast_ce_logged) {
+    rc->bcast_ce_logged = 1;
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): broadcast of %zu B as root uses the copy engine "
+              "(every rank in this process, in one group; P2PKIT_BCAST_CE_MIN=%zu)", rc->rank,
+              rc->device, R->bytes, p2pk_param_size("P2PKIT_BCAST_CE_MIN"));
+  }
+  return P2PKIT_SUCCESS;
+}
+
+/* Launch every queued broadcast, in queue order: by the copy engine where
+ * all ranks' calls are here and agree, else by the kernel. */
+static p2pkit_status_t bcast_flush(void) {
+  if (!nbcast) return P2PKIT_SUCCESS;
+  int n = nbcast;
+  bcast_pending q[P2PK_P2P_QUEUE];
+  memcpy(q, bqueue, (size_t)n * sizeof q[0]);
+  nbcast = 0;
+  bcast_flushing = 1;
+  int done[P2PK_P2P_QUEUE] = {0};
+  int prev = -1;
+  cudaGetDevice(&prev);
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  for (int i = 0; i < n && st == P2PKIT_SUCCESS; i++) {
+    if (done[i]) continue;
+    const p2pk_group *g = q[i].c->group;
+    int nr = q[i].c->nranks, whole = g->n == nr;
+    bcast_pending *set[P2PK_COLL_MAX_RANKS] = {0};
+    int at[P2PK_COLL_MAX_RANKS];
+    /* Each rank's first call not yet launched is its part of this one. */
+    for (int r = 0; r < nr && whole; r++) {
+      at[r] = -1;
+      for (int j = i; j < n && at[r] < 0; j++)
+        if (!done[j] && q[j].c == g->comms[r]) at[r] = j;
+      if (at[r] < 0) whole = 0;
+      else set[r] = &q[at[r]];
+    }
+    for (int r = 0; r < nr && whole; r++) {
+      const bcast_pending *b = set[r];
+      if (b->c->rank != r || b->root != q[i].root || b->bytes != q[i].bytes ||
+          b->dtype != q[i].dtype || capturing(b))
+        whole = 0;
+    }
+    if (whole) {
+      st = bcast_ce(set, nr);
+      for (int r = 0; r < nr; r++) done[at[r]] = 1;
+      continue;
+    }
+    done[i] = 1;
+    st = p2pk_coll_launch(q[i].c, P2PK_COLL_BROADCAST, q[i].send, q[i].recv, q[i].count,
+                          q[i].dtype, P2PKIT_SUM, q[i].root, q[i].stream);
+  }
+  bcast_flushing = 0;
+  if (prev >= 0) cudaSetDevice(prev);
+  return st;
+}
+
+p2pkit_status_t p2pk_group_collective(void) { return nbcast && !bcast_flushing ? bcast_flush() : P2PKIT_SUCCESS; }
+
 p2pkit_status_t p2pkit_group_start(void) {
   group_depth++;
   return P2PKIT_SUCCESS;
 }
 
-/* Collectives launch at once (their launches never block on peers); queued
- * sends and receives launch here. */
+/* Collectives launch at once (their launches never block on peers), except
+ * broadcasts that may use the copy engine; queued broadcasts, then queued
+ * sends and receives, launch here. */
 p2pkit_status_t p2pkit_group_end(void) {
   if (group_depth <= 0)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_group_end without p2pkit_group_start");
   if (--group_depth > 0) return P2PKIT_SUCCESS;
-  return flush();
+  p2pkit_status_t st = bcast_flush();
+  p2pkit_status_t s2 = flush();
+  return st != P2PKIT_SUCCESS ? st : s2;
 }
 
 static p2pkit_status_t post(int send, void *buf, size_t count, p2pkit_dtype_t dtype, int peer,

@@ -476,6 +476,99 @@ TEST(one_process_sendrecv_copy_engine) {
   CHECK(ce >= 1);
 }
 
+/* Two broadcasts and an all-reduce per rank in one group, in that order on
+ * every rank: each broadcast is queued, so the all-reduce must launch after
+ * the first two and the second broadcast's round must match its own calls.
+ * Float inputs with small integers: exact sums. */
+static void bcast_group_order(runner_t *R) {
+  const size_t cnt = (256u << 10) + 5; /* floats: over the 1 MiB threshold set below */
+  if (R->nr < 2 || cnt * 4 * 3 > R->cap) {
+    T_FAIL("bcast_group_order: needs 2 ranks and %zu bytes per buffer", cnt * 12);
+    return;
+  }
+  float *h = malloc(cnt * 4);
+  CHECK(h != NULL);
+  if (!h) return;
+  for (int l = 0; l < R->nloc; l++) {
+    int g = R->rank0 + l;
+    for (size_t i = 0; i < cnt; i++) h[i] = (float)((i * 7 + (size_t)g * 3) % 64);
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaMemcpy(R->din[l], h, cnt * 4, cudaMemcpyHostToDevice));
+    T_CUDA(cudaMemset(R->dout[l], 0xA5, cnt * 4 * 3));
+    T_CUDA(cudaDeviceSynchronize());
+  }
+  CHECK_OK(p2pkit_group_start());
+  for (int l = 0; l < R->nloc; l++) {
+    float *in = (float *)R->din[l], *out = (float *)R->dout[l];
+    /* A: root 0, out of place into out[0..cnt); B: the last rank, in place
+     * in out[cnt..2cnt) (its input copied there first, on its stream). */
+    int last = R->nr - 1, g = R->rank0 + l;
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    if (g == last) T_CUDA(cudaMemcpyAsync(out + cnt, in, cnt * 4, cudaMemcpyDeviceToDevice, R->s[l]));
+    CHECK_OK(p2pkit_broadcast(in, out, cnt, P2PKIT_FLOAT32, 0, R->comm[l], R->s[l]));
+    CHECK_OK(p2pkit_broadcast(out + cnt, out + cnt, cnt, P2PKIT_FLOAT32, last, R->comm[l], R->s[l]));
+    CHECK_OK(p2pkit_all_reduce(in, out + 2 * cnt, cnt, P2PKIT_FLOAT32, P2PKIT_SUM, R->comm[l], R->s[l]));
+  }
+  CHECK_OK(p2pkit_group_end());
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaStreamSynchronize(R->s[l]));
+    float *o = malloc(cnt * 4 * 3);
+    CHECK(o != NULL);
+    if (!o) break;
+    T_CUDA(cudaMemcpy(o, R->dout[l], cnt * 4 * 3, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t i = 0; i < cnt; i++) {
+      float a = (float)((i * 7) % 64), b = (float)((i * 7 + (size_t)(R->nr - 1) * 3) % 64), sum = 0;
+      for (int r = 0; r < R->nr; r++) sum += (float)((i * 7 + (size_t)r * 3) % 64);
+      if (o[i] != a || o[cnt + i] != b || o[2 * cnt + i] != sum) bad++;
+    }
+    if (bad) T_FAIL("bcast_group_order: rank %d: %zu of %zu elements wrong", R->rank0 + l, bad, cnt);
+    free(o);
+  }
+  free(h);
+}
+
+TEST(one_process_broadcast_copy_engine) {
+  /* Every broadcast of 1 MiB or more in a group goes over the copy engine:
+   * the broadcast matrix (types, roots, in and out of place, odd counts,
+   * unaligned pointers: its largest count is over 1 MiB), graph replay (the
+   * kernel, under capture), two broadcasts and an all-reduce in one group;
+   * the log shows the copy engine was used. */
+  char logpath[] = "/tmp/p2pk_bce_log_XXXXXX";
+  int fd = mkstemp(logpath);
+  CHECK(fd >= 0);
+  if (fd >= 0) close(fd);
+  setenv("P2PKIT_BCAST_CE_MIN", "1M", 1);
+  setenv("P2PKIT_DEBUG", "INFO", 1);
+  setenv("P2PKIT_DEBUG_SUBSYS", "COLL", 1);
+  setenv("P2PKIT_DEBUG_FILE", logpath, 1);
+  p2pk_param_reset();
+  p2pk_log_reset();
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) {
+    matrix(&R, &V_AUTO, P2PK_COLL_BROADCAST, ALL_OPS, 1);
+    graph_replay(&R, 2);
+    bcast_group_order(&R);
+  }
+  runner_destroy(&R);
+  unsetenv("P2PKIT_BCAST_CE_MIN");
+  unsetenv("P2PKIT_DEBUG");
+  unsetenv("P2PKIT_DEBUG_SUBSYS");
+  unsetenv("P2PKIT_DEBUG_FILE");
+  p2pk_param_reset();
+  p2pk_log_reset();
+  FILE *f = fopen(logpath, "r");
+  CHECK(f != NULL);
+  char line[512];
+  int ce = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (strstr(line, "broadcast of") && strstr(line, "uses the copy engine")) ce++;
+  if (f) fclose(f);
+  unlink(logpath);
+  CHECK(ce >= 1);
+}
+
 TEST(mixed_with_all_reduce) {
   /* Collectives, send/recv and all-reduce back to back on one communicator:
    * sequence numbers, LL slots and mailbox counters stay in step. */
@@ -624,6 +717,7 @@ int main(int argc, char **argv) {
       {T_CASE(argument_checks), 1},        {T_CASE(one_process_all_collectives), 1},
       {T_CASE(one_process_graph_replay), 1}, {T_CASE(one_process_p2p_disabled), 1},
       {T_CASE(mixed_with_all_reduce), 1},  {T_CASE(one_process_sendrecv_copy_engine), 1},
+      {T_CASE(one_process_broadcast_copy_engine), 1},
       {T_CASE(process_per_gpu), 1},
       {T_CASE(process_per_gpu_p2p_disabled), 1},
       {T_CASE(kill_broadcast_root_survivors_time_out), 1},
