@@ -150,6 +150,23 @@ p2pkit_status_t p2pk_coll_leave(struct p2pkit_comm *c, const char *name, int pre
 static void choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_algo_choice *ch) {
   p2pk_algo_force f = c->force;
   if (kind != P2PK_COLL_ALL_REDUCE) f.algo = P2PK_ALGO_ONESHOT;
+  /* Two blocks per multiprocessor (as many as the mailboxes allow) for the
+   * chunked kernels over P2P from these sizes, unless a setting or the
+   * table's row names a grid. Fourth session's grid runs on the 2x H200
+   * (bench/results/2026-11-29-h200x2-s4/knobs): all-reduce 32-64 MiB 8-9%
+   * faster, reduce-scatter, all-gather and all-to-all 8-17% faster from 16
+   * MiB shares, reduce 1-10% from 16 MiB; but a 16 MiB all-reduce and 8 MiB
+   * shares 15-20% slower, and the data-parallel example's ~25 MiB buckets
+   * slower too, so smaller calls keep one block per SM. The broadcast
+   * kernel gained nothing (one process uses the copy engine, p2p.c). */
+  const size_t wide_min = kind == P2PK_COLL_ALL_REDUCE ? (size_t)32 << 20
+                          : kind == P2PK_COLL_BROADCAST ? SIZE_MAX : (size_t)16 << 20;
+  if (!c->staged && f.blocks <= 0 && block >= wide_min) {
+    const p2pk_algo_row *r = kind == P2PK_COLL_ALL_REDUCE
+                                 ? p2pk_algo_lookup(&c->table, P2PK_TRANSPORT_P2P, c->nranks, block)
+                                 : NULL;
+    if (!r || r->blocks <= 0) f.blocks = 2 * c->geom.sm_count;
+  }
   p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);
 }
 

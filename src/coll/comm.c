@@ -59,7 +59,7 @@ static uint64_t round4k(uint64_t v) { return (v + 4095) & ~(uint64_t)4095; }
 
 int p2pk_mailboxes_for(int sm_count) {
   int64_t v = p2pk_param_int("P2PKIT_COLL_MAILBOXES");
-  if (v <= 0) v = 2LL * (sm_count > 0 ? sm_count : 1);
+  if (v <= 0) v = 4LL * (sm_count > 0 ? sm_count : 1);
   if (v < 16) v = 16;
   if (v > P2PK_COLL_MAILBOXES) v = P2PK_COLL_MAILBOXES;
   return (int)v;
@@ -69,6 +69,11 @@ p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, int want_b
                                     p2pk_layout *lay, size_t *ll_cap_p) {
   memset(lay, 0, sizeof *lay);
   *ll_cap_p = 0;
+  /* P2PKIT_BUFFER_SIZE=0 (the default): 128 MiB of device scratch over P2P,
+   * so 4 mailboxes per multiprocessor (two blocks per SM, see
+   * p2pk_coll_launch) keep ~120 KiB each on 2 GPUs; 64 MiB of host memory
+   * per rank staged. */
+  if (buffer == 0) buffer = staged ? (size_t)64 << 20 : (size_t)128 << 20;
   if (n < 1 || n > P2PK_COLL_MAX_RANKS)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%d ranks; p2pkit handles 1..%d", n,
                      P2PK_COLL_MAX_RANKS);

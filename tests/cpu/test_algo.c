@@ -337,10 +337,29 @@ TEST(layout_fits_and_does_not_overlap) {
   CHECK_EQ(p2pk_layout_compute(2, 64 << 10, 1, 512, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
 }
 
+TEST(default_buffer_is_128m_p2p_and_64m_staged) {
+  /* P2PKIT_BUFFER_SIZE=0: 128 MiB of device scratch over P2P, so 512
+   * mailboxes on 2 GPUs keep ~120 KiB each (a 16 MiB two-shot on 132
+   * blocks moves 63.5 KiB shards in one step); the staged host part stays
+   * what 64 MiB gives. */
+  p2pk_layout d, x;
+  size_t ll, llx;
+  CHECK_OK(p2pk_layout_compute(2, 0, 0, 512, &d, &ll));
+  CHECK_OK(p2pk_layout_compute(2, 128u << 20, 0, 512, &x, &llx));
+  CHECK_EQ(d.mailbox, x.mailbox);
+  CHECK_EQ(d.nboxes, 512);
+  CHECK(d.mailbox >= (112u << 10));
+  CHECK(d.total <= (128u << 20));
+  CHECK_OK(p2pk_layout_compute(2, 0, 1, 512, &d, &ll));
+  CHECK_OK(p2pk_layout_compute(2, 64u << 20, 1, 512, &x, &llx));
+  CHECK_EQ(d.stage_mailbox, x.stage_mailbox);
+  CHECK_EQ(d.stage_stride, x.stage_stride);
+}
+
 TEST(mailbox_count_follows_the_gpu) {
   unsetenv("P2PKIT_COLL_MAILBOXES");
   p2pk_param_reset();
-  CHECK_EQ(p2pk_mailboxes_for(132), 264);
+  CHECK_EQ(p2pk_mailboxes_for(132), 512);
   CHECK_EQ(p2pk_mailboxes_for(4), 16);
   CHECK_EQ(p2pk_mailboxes_for(1000), P2PK_COLL_MAILBOXES);
   setenv("P2PKIT_COLL_MAILBOXES", "100", 1);
@@ -389,4 +408,5 @@ T_MAIN(T_CASE(default_table_two_ranks), T_CASE(default_table_more_ranks_and_shm)
        T_CASE(write_then_parse_round_trip), T_CASE(choose_fills_automatic_fields),
        T_CASE(choose_respects_limits_and_overrides), T_CASE(choose_is_deterministic), T_CASE(choice_valid_for_every_rank_count),
        T_CASE(force_from_environment), T_CASE(layout_fits_and_does_not_overlap),
-       T_CASE(mailbox_count_follows_the_gpu), T_CASE(names))
+       T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged),
+       T_CASE(names))

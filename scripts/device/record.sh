@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The recording run of a session, in one call on the 2-GPU machine: build,
+# the collective GPU tests one case per process, the perf tables against
+# NCCL (PERF_RUNS picks; default: all-reduce in three modes, P2P off, and
+# every other collective over P2P), the data-parallel example with both
+# backends, and the small-message floors. About 8 minutes.
+# Usage: scripts/device/record.sh LOG_DIR   (then tar LOG_DIR into $OUT)
+set -uo pipefail
+log=${1:?usage: record.sh LOG_DIR}
+mkdir -p "$log"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export P2PKIT_TIMEOUT=${P2PKIT_TIMEOUT:-20} PATH=$PATH:/usr/local/cuda/bin
+build=build-dev
+STEP_TAIL=4
+. "$(dirname "$0")/lib.sh"
+{ date -u +%FT%TZ; git log -1 --format='%H %s' 2>/dev/null; nvidia-smi --query-gpu=index,name,driver_version --format=csv; } > "$log/machine.txt" 2>&1
+step build 300 env LOG="$log/build-logs" scripts/device_run.sh build
+step cases 200 env CASE_SECS=100 scripts/device/cases.sh "$build" "$log/cases" test_collectives test_allreduce
+step ddp_grad_sync 90 "$build/tests/test_ddp_grad_sync"
+export PERF_RUNS=${PERF_RUNS:-"g2_eager g2_graph p2_eager g2_nop2p g2_broadcast g2_reduce g2_all_gather g2_reduce_scatter g2_sendrecv g2_alltoall"}
+step perf 360 scripts/device/perf.sh "$build" "$log/perf"
+step graph_n200 60 "$build/p2pkit" perf all_reduce -g 2 -G 1 -n 200 -b 8 -e 64K -f 8 --vs-nccl --json-file "$log/graph_n200.json"
+step launch 60 "$build/tests/bench_launch"
+step mlp 120 "$build/examples/ddp_mlp" -p 2 --backend both
+step_summary "logs in $log"
+exit $status
