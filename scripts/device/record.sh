@@ -13,9 +13,11 @@ export P2PKIT_TIMEOUT=${P2PKIT_TIMEOUT:-20} PATH=$PATH:/usr/local/cuda/bin
 build=build-dev
 STEP_TAIL=4
 . "$(dirname "$0")/lib.sh"
-{ date -u +%FT%TZ; git log -1 --format='%H %s' 2>/dev/null; nvidia-smi --query-gpu=index,name,driver_version --format=csv; } > "$log/machine.txt" 2>&1
+# The device's copy of the tree may carry a stale .git: the caller names the
+# commit it sent (RECORD_COMMIT).
+{ date -u +%FT%TZ; echo "commit: ${RECORD_COMMIT:-unknown}"; nvidia-smi --query-gpu=index,name,driver_version --format=csv; } > "$log/machine.txt" 2>&1
 step build 300 env LOG="$log/build-logs" scripts/device_run.sh build
-step cases 200 env CASE_SECS=100 scripts/device/cases.sh "$build" "$log/cases" test_collectives test_allreduce
+step cases 200 env CASE_SECS=100 scripts/device/cases.sh "$build" "$log/cases" ${RECORD_TESTS:-test_collectives test_allreduce}
 step ddp_grad_sync 90 "$build/tests/test_ddp_grad_sync"
 export PERF_RUNS=${PERF_RUNS:-"g2_eager g2_graph p2_eager g2_nop2p g2_broadcast g2_reduce g2_all_gather g2_reduce_scatter g2_sendrecv g2_alltoall"}
 step perf 360 scripts/device/perf.sh "$build" "$log/perf"
