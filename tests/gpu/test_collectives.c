@@ -437,43 +437,61 @@ TEST(one_process_p2p_disabled) {
   p2pk_param_reset();
 }
 
+/* The collectives' INFO log in a temporary file while `var`=`value`, for the
+ * copy-engine cases: logcap_end() restores the settings and counts the log
+ * lines holding both needles. */
+typedef struct {
+  char path[64];
+  const char *var;
+} logcap_t;
+
+static void logcap_begin(logcap_t *L, const char *var, const char *value) {
+  snprintf(L->path, sizeof L->path, "/tmp/p2pk_ce_log_XXXXXX");
+  L->var = var;
+  int fd = mkstemp(L->path);
+  CHECK(fd >= 0);
+  if (fd >= 0) close(fd);
+  setenv(var, value, 1);
+  setenv("P2PKIT_DEBUG", "INFO", 1);
+  setenv("P2PKIT_DEBUG_SUBSYS", "COLL", 1);
+  setenv("P2PKIT_DEBUG_FILE", L->path, 1);
+  p2pk_param_reset();
+  p2pk_log_reset();
+}
+
+static int logcap_end(logcap_t *L, const char *needle1, const char *needle2) {
+  unsetenv(L->var);
+  unsetenv("P2PKIT_DEBUG");
+  unsetenv("P2PKIT_DEBUG_SUBSYS");
+  unsetenv("P2PKIT_DEBUG_FILE");
+  p2pk_param_reset();
+  p2pk_log_reset();
+  FILE *f = fopen(L->path, "r");
+  CHECK(f != NULL);
+  char line[512];
+  int hits = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (strstr(line, needle1) && strstr(line, needle2)) hits++;
+  if (f) fclose(f);
+  unlink(L->path);
+  return hits;
+}
+
 /* One process: a send whose receive is in the same group goes through the
  * copy engine from P2PKIT_SENDRECV_CE_MIN on (here every size), ordered by
  * events; the INFO log says so, and every shift, type and count checks out,
  * also next to kernel send/recv of other sizes and in place of a kernel in
  * graph capture (where the copy engine is not used). */
 TEST(one_process_sendrecv_copy_engine) {
-  char logpath[] = "/tmp/p2pk_ce_log_XXXXXX";
-  int fd = mkstemp(logpath);
-  CHECK(fd >= 0);
-  if (fd >= 0) close(fd);
-  setenv("P2PKIT_SENDRECV_CE_MIN", "1", 1);
-  setenv("P2PKIT_DEBUG", "INFO", 1);
-  setenv("P2PKIT_DEBUG_SUBSYS", "COLL", 1);
-  setenv("P2PKIT_DEBUG_FILE", logpath, 1);
-  p2pk_param_reset();
-  p2pk_log_reset();
+  logcap_t L;
+  logcap_begin(&L, "P2PKIT_SENDRECV_CE_MIN", "1");
   runner_t R;
   if (runner_single(&R, MAXR) == 0) {
     matrix(&R, &V_AUTO, SENDRECV, ALL_OPS, 1);
     graph_replay(&R, 2);
   }
   runner_destroy(&R);
-  unsetenv("P2PKIT_SENDRECV_CE_MIN");
-  unsetenv("P2PKIT_DEBUG");
-  unsetenv("P2PKIT_DEBUG_SUBSYS");
-  unsetenv("P2PKIT_DEBUG_FILE");
-  p2pk_param_reset();
-  p2pk_log_reset();
-  FILE *f = fopen(logpath, "r");
-  CHECK(f != NULL);
-  char line[512];
-  int ce = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (strstr(line, "uses the copy engine")) ce++;
-  if (f) fclose(f);
-  unlink(logpath);
-  CHECK(ce >= 1);
+  CHECK(logcap_end(&L, "send/recv", "uses the copy engine") >= 1);
 }
 
 /* Two broadcasts and an all-reduce per rank in one group, in that order on
@@ -535,16 +553,8 @@ TEST(one_process_broadcast_copy_engine) {
    * unaligned pointers: its largest count is over 1 MiB), graph replay (the
    * kernel, under capture), two broadcasts and an all-reduce in one group;
    * the log shows the copy engine was used. */
-  char logpath[] = "/tmp/p2pk_bce_log_XXXXXX";
-  int fd = mkstemp(logpath);
-  CHECK(fd >= 0);
-  if (fd >= 0) close(fd);
-  setenv("P2PKIT_BCAST_CE_MIN", "1M", 1);
-  setenv("P2PKIT_DEBUG", "INFO", 1);
-  setenv("P2PKIT_DEBUG_SUBSYS", "COLL", 1);
-  setenv("P2PKIT_DEBUG_FILE", logpath, 1);
-  p2pk_param_reset();
-  p2pk_log_reset();
+  logcap_t L;
+  logcap_begin(&L, "P2PKIT_BCAST_CE_MIN", "1M");
   runner_t R;
   if (runner_single(&R, MAXR) == 0) {
     matrix(&R, &V_AUTO, P2PK_COLL_BROADCAST, ALL_OPS, 1);
@@ -552,21 +562,7 @@ TEST(one_process_broadcast_copy_engine) {
     bcast_group_order(&R);
   }
   runner_destroy(&R);
-  unsetenv("P2PKIT_BCAST_CE_MIN");
-  unsetenv("P2PKIT_DEBUG");
-  unsetenv("P2PKIT_DEBUG_SUBSYS");
-  unsetenv("P2PKIT_DEBUG_FILE");
-  p2pk_param_reset();
-  p2pk_log_reset();
-  FILE *f = fopen(logpath, "r");
-  CHECK(f != NULL);
-  char line[512];
-  int ce = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (strstr(line, "broadcast of") && strstr(line, "uses the copy engine")) ce++;
-  if (f) fclose(f);
-  unlink(logpath);
-  CHECK(ce >= 1);
+  CHECK(logcap_end(&L, "broadcast of", "uses the copy engine") >= 1);
 }
 
 TEST(mixed_with_all_reduce) {
