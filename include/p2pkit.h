@@ -249,12 +249,20 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_register(p2pkit_comm_t comm, void *buf, s
                                                 void **handle_p);
 P2PKIT_API p2pkit_status_t p2pkit_comm_deregister(p2pkit_comm_t comm, void *handle);
 
-/* One process, several GPUs: bracket the per-rank calls of one collective. */
+/* One process, several GPUs: bracket the per-rank calls of one collective.
+ * As with NCCL, work inside a group may be enqueued only at the outermost
+ * p2pkit_group_end (sends and receives; large broadcasts, which then use the
+ * copy engine, P2PKIT_BCAST_CE_MIN). */
 P2PKIT_API p2pkit_status_t p2pkit_group_start(void);
 P2PKIT_API p2pkit_status_t p2pkit_group_end(void);
 
 /* Stream-ordered, capturable in a CUDA graph; the same bits on every rank.
- * count 0 is a successful no-op; sendbuf == recvbuf is in-place. */
+ * count 0 is a successful no-op; sendbuf == recvbuf is in-place.
+ * On sm_90+ the kernels over P2P are programmatic dependent launches
+ * (P2PKIT_PDL=0 turns that off) and let the stream's next kernel launch
+ * early: a kernel of yours launched after one with programmatic stream
+ * serialization must call cudaGridDependencySynchronize() before it reads
+ * the result (the CUDA rule for such launches; plain launches wait anyway). */
 P2PKIT_API p2pkit_status_t p2pkit_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
                                              p2pkit_dtype_t dtype, p2pkit_redop_t op,
                                              p2pkit_comm_t comm, p2pkit_stream_t stream);
