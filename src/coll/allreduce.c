@@ -145,9 +145,8 @@ p2pkit_status_t p2pk_coll_leave(struct p2pkit_comm *c, const char *name, int pre
 }
 
 /* What a collective of `block` bytes per rank runs: the all-reduce table for
- * all-reduce; the one-shot push (LL when small) for the others (which only
- * run over P2P). */
-static void choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_algo_choice *ch) {
+ * all-reduce; the one-shot push (LL when small) for the others. */
+void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_algo_choice *ch) {
   p2pk_algo_force f = c->force;
   if (kind != P2PK_COLL_ALL_REDUCE) f.algo = P2PK_ALGO_ONESHOT;
   /* Two blocks per multiprocessor (as many as the mailboxes allow) for the
@@ -228,7 +227,7 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
    * all-to-all carry n or n-1 shares through it, staged_kernels.cu). */
   const int segs =
       c->staged ? p2pk_stage_segs(p2pk_stage_mode(pl.in_stride, pl.reduce), c->nranks) : 1;
-  choose(c, kind, block * (size_t)segs, &ch);
+  p2pk_coll_choose(c, kind, block * (size_t)segs, &ch);
   if (c->staged && c->force.blocks <= 0) {
     /* At least one block per segment while chunks cover a whole share, so
      * a small reduce-scatter's segments do not queue behind one block. */

@@ -102,7 +102,10 @@ int p2pk_group_defer_bcast(struct p2pkit_comm *c, const void *sendbuf, void *rec
 p2pkit_status_t p2pk_group_collective(void);
 /* Tests and the sweep: replace the environment's overrides for this comm. */
 void p2pk_comm_set_force(struct p2pkit_comm *comm, const p2pk_algo_force *f);
-/* What the next all-reduce of `bytes` would run. */
+/* What a collective (P2PK_COLL_*) of `block` bytes per rank runs: the table
+ * and settings, then the grid rule (two blocks per SM for large calls). */
+void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_algo_choice *ch);
+/* What the next all-reduce of `bytes` would run (p2pk_coll_choose). */
 void p2pk_comm_choose(const struct p2pkit_comm *comm, size_t bytes, p2pk_algo_choice *c);
 
 #endif

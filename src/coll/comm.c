@@ -934,5 +934,5 @@ void p2pk_comm_set_force(struct p2pkit_comm *c, const p2pk_algo_force *f) {
 }
 
 void p2pk_comm_choose(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_choice *out) {
-  p2pk_algo_choose(&c->table, &c->force, &c->geom, bytes, out);
+  p2pk_coll_choose(c, P2PK_COLL_ALL_REDUCE, bytes, out);
 }

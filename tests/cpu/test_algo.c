@@ -2,6 +2,7 @@
  * scratch layout: all plain C, checked without a GPU. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "coll/algo.h"
@@ -337,6 +338,62 @@ TEST(layout_fits_and_does_not_overlap) {
   CHECK_EQ(p2pk_layout_compute(2, 64 << 10, 1, 512, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
 }
 
+/* The grid rule on top of the table (p2pk_coll_choose): two blocks per SM,
+ * as far as the mailboxes allow, for all-reduces from 32 MiB and the other
+ * chunked collectives' shares from 16 MiB; never for broadcast, staged
+ * calls, or when a setting or the table row names a grid. */
+TEST(large_calls_get_two_blocks_per_sm) {
+  struct p2pkit_comm c;
+  memset(&c, 0, sizeof c);
+  c.rank = 0;
+  c.nranks = 2;
+  p2pk_algo_table_default(&c.table);
+  c.force = no_force;
+  c.geom = geom2();
+  c.geom.mailboxes = 512;
+  c.geom.mailbox = 120 << 10;
+  p2pk_algo_choice ch;
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)16 << 20, &ch);
+  CHECK_EQ(ch.algo, P2PK_ALGO_TWOSHOT);
+  CHECK_EQ(ch.blocks, 132);
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)32 << 20, &ch);
+  CHECK_EQ(ch.blocks, 256); /* 512 mailboxes, 2 per block */
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 30, &ch);
+  CHECK_EQ(ch.blocks, 256);
+  p2pk_coll_choose(&c, P2PK_COLL_REDUCE_SCATTER, (size_t)16 << 20, &ch);
+  CHECK_EQ(ch.algo, P2PK_ALGO_ONESHOT);
+  CHECK_EQ(ch.blocks, 256);
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, (size_t)8 << 20, &ch);
+  CHECK_EQ(ch.blocks, 132);
+  p2pk_coll_choose(&c, P2PK_COLL_REDUCE, (size_t)16 << 20, &ch);
+  CHECK_EQ(ch.blocks, 256);
+  p2pk_coll_choose(&c, P2PK_COLL_BROADCAST, (size_t)512 << 20, &ch);
+  CHECK_EQ(ch.blocks, 132);
+  /* Fewer mailboxes bound it. */
+  c.geom.mailboxes = 264;
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_TO_ALL, (size_t)64 << 20, &ch);
+  CHECK_EQ(ch.blocks, 132);
+  c.geom.mailboxes = 512;
+  /* A setting wins. */
+  c.force.blocks = 66;
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 30, &ch);
+  CHECK_EQ(ch.blocks, 66);
+  c.force.blocks = 0;
+  /* A table row with a grid wins. */
+  p2pk_algo_table t;
+  CHECK_OK(p2pk_algo_table_parse("t", "p2pkit-algo-table 1\np2p 2 2 inf twoshot simple 100 0 0\n", &t));
+  c.table = t;
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 30, &ch);
+  CHECK_EQ(ch.blocks, 100);
+  p2pk_algo_table_default(&c.table);
+  /* Staged calls keep the staged grid. */
+  c.staged = 1;
+  c.geom.staged = 1;
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 30, &ch);
+  CHECK_EQ(ch.algo, P2PK_ALGO_STAGED);
+  CHECK(ch.blocks <= p2pk_algo_staged_blocks_max(&c.geom));
+}
+
 TEST(default_buffer_is_128m_p2p_and_64m_staged) {
   /* P2PKIT_BUFFER_SIZE=0: 128 MiB of device scratch over P2P, so 512
    * mailboxes on 2 GPUs keep ~120 KiB each (a 16 MiB two-shot on 132
@@ -408,5 +465,5 @@ T_MAIN(T_CASE(default_table_two_ranks), T_CASE(default_table_more_ranks_and_shm)
        T_CASE(write_then_parse_round_trip), T_CASE(choose_fills_automatic_fields),
        T_CASE(choose_respects_limits_and_overrides), T_CASE(choose_is_deterministic), T_CASE(choice_valid_for_every_rank_count),
        T_CASE(force_from_environment), T_CASE(layout_fits_and_does_not_overlap),
-       T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged),
+       T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged), T_CASE(large_calls_get_two_blocks_per_sm),
        T_CASE(names))
