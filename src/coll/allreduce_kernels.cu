@@ -118,11 +118,7 @@ __global__ void __launch_bounds__(512 + 32) ll_kernel(const __grid_constant__ p2
   // The header thread (see lt above). A mismatch raises abort, which every
   // other wait sees.
   const bool leader = blockIdx.x == 0 && threadIdx.x == lt;
-  if (leader) { // the header (header_send, P2P form)
-    const uint4 line = make_uint4(hdr0, seq, hdr1, seq);
-    for (int p = 0; p < n; p++)
-      if (p != me) st_vol_v4(ctrl_of(s_peer[p])->hdr[slot][me], line);
-  }
+  if (leader) header_send_from(a, seq, s_peer, n, me, hdr0, hdr1, nullptr);
   for (uint64_t i = first; send_mask && i < nlines; i += stride) {
     uint2 v = pre && i == first ? v_first : load_line<T>(in, i, nbytes);
     for (int k = 1; k < n; k++) {
@@ -135,19 +131,8 @@ __global__ void __launch_bounds__(512 + 32) ll_kernel(const __grid_constant__ p2
   }
   KT_MARK(kt[KT_PUSHED]);
   // Every rank waits for every peer's header, so no rank starts call s + 2
-  // (and overwrites this call's slot) before everyone finished call s
-  // (header_check, P2P form).
-  if (leader) {
-    for (int p = 0; p < n; p++) {
-      if (p == me) continue;
-      uint4 v = ll_wait(a, w, ctrl_of(local)->hdr[slot][p], seq, p);
-      if (v.y != seq || v.w != seq) break;
-      if (v.x != hdr0 || v.z != hdr1) {
-        fail(a, P2PK_DERR_MISMATCH, p);
-        break;
-      }
-    }
-  }
+  // (and overwrites this call's slot) before everyone finished call s.
+  if (leader) header_check_at(a, seq, w, n, me, local, hdr0, hdr1, nullptr);
   KT_MARK(kt[KT_HEADER]);
   const char *mine = local + ll_off + (uint64_t)slot * (n - 1) * ll_bytes;
   const char *own = in + me * in_stride;
@@ -609,16 +594,14 @@ extern "C" cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int bloc
   } else {
     P2PK_FOR_DTYPE(a->dtype, p2pk::oneshot_kernel, blocks, threads, stream, *a)
   }
-  cudaError_t l = cudaGetLastError();
-  return e != cudaSuccess ? e : l;
+  return e;
 }
 
 extern "C" cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *pa, int esize, int blocks, int threads,
                                        cudaStream_t stream) {
   cudaError_t e = cudaSuccess;
   P2PK_FOR_ESIZE(esize, p2pk::p2p_kernel, blocks, threads, stream, *pa)
-  cudaError_t l = cudaGetLastError();
-  return e != cudaSuccess ? e : l;
+  return e;
 }
 
 extern "C" int p2pk_ktrace_read(unsigned long long out[2][7]) {

@@ -115,10 +115,9 @@ static __device__ __noinline__ void fail(const p2pk_ar_args &a, int code, int pe
 struct Waiter {
   uint64_t deadline;
   uint32_t spins;
-  __device__ __forceinline__ explicit Waiter(const p2pk_ar_args &a)
-      : deadline(globaltimer() + a.timeout_ns), spins(0) {}
   __device__ __forceinline__ explicit Waiter(uint64_t timeout_ns)
       : deadline(globaltimer() + timeout_ns), spins(0) {}
+  __device__ __forceinline__ explicit Waiter(const p2pk_ar_args &a) : Waiter(a.timeout_ns) {}
   __device__ __forceinline__ bool poll(const p2pk_ar_args &a, int peer) {
     if (++spins & 63) return false;
     p2pk_dev_ctrl *c = ctrl_of(a.local);
@@ -239,15 +238,24 @@ __device__ __forceinline__ V pin(V v) {
 // every peer as one LL line tagged with the sequence number; one thread of
 // block 0 checks the peers' lines. A mismatch aborts everyone at once instead
 // of a hang until the timeout.
-static __device__ __noinline__ void header_send(const p2pk_ar_args &a, uint32_t seq) {
-  uint4 line = make_uint4(a.hdr0, seq, a.hdr1, seq);
+// The parts of the header's work that are not arguments come in as values,
+// so the LL kernel can pass the ones it read before its dependency wait (and
+// nullptr for `stage`: it only runs over P2P). peer[p]: rank p's scratch.
+__device__ __forceinline__ void header_send_from(const p2pk_ar_args &a, uint32_t seq,
+                                                 char *const *peer, int n, int me,
+                                                 uint32_t hdr0, uint32_t hdr1, char *stage) {
+  uint4 line = make_uint4(hdr0, seq, hdr1, seq);
   int slot = seq & 1;
-  if (a.stage) {
-    st_vol_v4(stage_ctrl(a, a.rank)->hdr[slot], line);
+  if (stage) {
+    st_vol_v4(((p2pk_stage_ctrl *)(stage + (uint64_t)me * a.lay.stage_stride))->hdr[slot], line);
     return;
   }
-  for (int p = 0; p < a.nranks; p++)
-    if (p != a.rank) st_vol_v4(ctrl_of(a.peer[p])->hdr[slot][a.rank], line);
+  for (int p = 0; p < n; p++)
+    if (p != me) st_vol_v4(ctrl_of(peer[p])->hdr[slot][me], line);
+}
+
+static __device__ __noinline__ void header_send(const p2pk_ar_args &a, uint32_t seq) {
+  header_send_from(a, seq, a.peer, a.nranks, a.rank, a.hdr0, a.hdr1, a.stage);
 }
 
 // Poll one LL line (16 bytes: data, seq, data, seq) until both flag words
@@ -264,20 +272,27 @@ __device__ __forceinline__ uint4 ll_wait(const p2pk_ar_args &a, Waiter &w, const
   return x;
 }
 
-static __device__ __noinline__ bool header_check(const p2pk_ar_args &a, uint32_t seq, Waiter &w) {
+__device__ __forceinline__ bool header_check_at(const p2pk_ar_args &a, uint32_t seq, Waiter &w,
+                                                int n, int me, char *local, uint32_t hdr0,
+                                                uint32_t hdr1, char *stage) {
   int slot = seq & 1;
-  for (int p = 0; p < a.nranks; p++) {
-    if (p == a.rank) continue;
-    const void *src = a.stage ? (const void *)stage_ctrl(a, p)->hdr[slot]
-                              : (const void *)ctrl_of(a.local)->hdr[slot][p];
+  for (int p = 0; p < n; p++) {
+    if (p == me) continue;
+    const void *src =
+        stage ? (const void *)((p2pk_stage_ctrl *)(stage + (uint64_t)p * a.lay.stage_stride))->hdr[slot]
+              : (const void *)ctrl_of(local)->hdr[slot][p];
     uint4 v = ll_wait(a, w, src, seq, p);
     if (v.y != seq || v.w != seq) return false;
-    if (v.x != a.hdr0 || v.z != a.hdr1) {
+    if (v.x != hdr0 || v.z != hdr1) {
       fail(a, P2PK_DERR_MISMATCH, p);
       return false;
     }
   }
   return true;
+}
+
+static __device__ __noinline__ bool header_check(const p2pk_ar_args &a, uint32_t seq, Waiter &w) {
+  return header_check_at(a, seq, w, a.nranks, a.rank, a.local, a.hdr0, a.hdr1, a.stage);
 }
 
 // Send/recv kernels: the operation of the group this block works on, or
@@ -500,15 +515,18 @@ __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const
 }
 
 // Dispatch on the element type.
-// One launch of KERNEL<T>(arg) on `stream`; with `pdl`, as a programmatic
-// dependent launch: the grid may be scheduled while the stream's previous
+// One launch of KERNEL<T>(arg) on `stream`, returning its status; when the
+// arguments say pdl, as a programmatic dependent launch: the grid may be scheduled while the stream's previous
 // kernel finishes, and waits for it in pdl_start() (griddepcontrol.wait).
+static inline int pdl_of(const p2pk_ar_args &a) { return a.pdl; }
+static inline int pdl_of(const p2pk_p2p_args &pa) { return pa.a.pdl; }
+
 template <class Arg>
 static cudaError_t launch(void (*kernel)(Arg), int blocks, int threads, cudaStream_t stream,
-                          int pdl, const Arg &arg) {
-  if (!pdl) {
+                          const Arg &arg) {
+  if (!pdl_of(arg)) {
     kernel<<<blocks, threads, 0, stream>>>(arg);
-    return cudaSuccess;
+    return cudaGetLastError();
   }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)blocks);
@@ -519,28 +537,30 @@ static cudaError_t launch(void (*kernel)(Arg), int blocks, int threads, cudaStre
   at[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = at;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, arg);
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, arg);
+  cudaGetLastError(); /* the launch's error is returned, not left behind */
+  return e;
 }
 
 #define P2PK_FOR_DTYPE(dtype, KERNEL, blocks, threads, stream, arg)                               \
   switch (dtype) {                                                                                \
-    case P2PKIT_FLOAT32: e = p2pk::launch(KERNEL<p2pk::TF32>, blocks, threads, stream, (arg).pdl, arg); break;  \
-    case P2PKIT_FLOAT16: e = p2pk::launch(KERNEL<p2pk::TF16>, blocks, threads, stream, (arg).pdl, arg); break;  \
-    case P2PKIT_BFLOAT16: e = p2pk::launch(KERNEL<p2pk::TBF16>, blocks, threads, stream, (arg).pdl, arg); break; \
-    case P2PKIT_FLOAT64: e = p2pk::launch(KERNEL<p2pk::TF64>, blocks, threads, stream, (arg).pdl, arg); break;  \
-    case P2PKIT_INT32: e = p2pk::launch(KERNEL<p2pk::TI32>, blocks, threads, stream, (arg).pdl, arg); break;    \
-    case P2PKIT_INT64: e = p2pk::launch(KERNEL<p2pk::TI64>, blocks, threads, stream, (arg).pdl, arg); break;    \
-    case P2PKIT_UINT8: e = p2pk::launch(KERNEL<p2pk::TU8>, blocks, threads, stream, (arg).pdl, arg); break;     \
+    case P2PKIT_FLOAT32: e = p2pk::launch(KERNEL<p2pk::TF32>, blocks, threads, stream, arg); break; \
+    case P2PKIT_FLOAT16: e = p2pk::launch(KERNEL<p2pk::TF16>, blocks, threads, stream, arg); break; \
+    case P2PKIT_BFLOAT16: e = p2pk::launch(KERNEL<p2pk::TBF16>, blocks, threads, stream, arg); break; \
+    case P2PKIT_FLOAT64: e = p2pk::launch(KERNEL<p2pk::TF64>, blocks, threads, stream, arg); break; \
+    case P2PKIT_INT32: e = p2pk::launch(KERNEL<p2pk::TI32>, blocks, threads, stream, arg); break; \
+    case P2PKIT_INT64: e = p2pk::launch(KERNEL<p2pk::TI64>, blocks, threads, stream, arg); break; \
+    case P2PKIT_UINT8: e = p2pk::launch(KERNEL<p2pk::TU8>, blocks, threads, stream, arg); break; \
     default: return cudaErrorInvalidValue;                                                        \
   }
 
 // Dispatch on the element width of the copy loops (send/recv: 8, 4, 2 or 1).
 #define P2PK_FOR_ESIZE(esize, KERNEL, blocks, threads, stream, arg)                               \
   switch (esize) {                                                                                \
-    case 8: e = p2pk::launch(KERNEL<p2pk::TI64>, blocks, threads, stream, (arg).a.pdl, arg); break; \
-    case 4: e = p2pk::launch(KERNEL<p2pk::TI32>, blocks, threads, stream, (arg).a.pdl, arg); break; \
-    case 2: e = p2pk::launch(KERNEL<p2pk::TF16>, blocks, threads, stream, (arg).a.pdl, arg); break; \
-    case 1: e = p2pk::launch(KERNEL<p2pk::TU8>, blocks, threads, stream, (arg).a.pdl, arg); break;  \
+    case 8: e = p2pk::launch(KERNEL<p2pk::TI64>, blocks, threads, stream, arg); break; \
+    case 4: e = p2pk::launch(KERNEL<p2pk::TI32>, blocks, threads, stream, arg); break; \
+    case 2: e = p2pk::launch(KERNEL<p2pk::TF16>, blocks, threads, stream, arg); break; \
+    case 1: e = p2pk::launch(KERNEL<p2pk::TU8>, blocks, threads, stream, arg); break; \
     default: return cudaErrorInvalidValue;                                                        \
   }
 

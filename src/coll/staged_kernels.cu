@@ -172,16 +172,14 @@ extern "C" cudaError_t p2pk_launch_p2p_staged(const p2pk_p2p_args *pa, int esize
                                               int threads, cudaStream_t stream) {
   cudaError_t e = cudaSuccess;
   P2PK_FOR_ESIZE(esize, p2pk::staged_p2p_kernel, blocks, threads, stream, *pa)
-  cudaError_t l = cudaGetLastError();
-  return e != cudaSuccess ? e : l;
+  return e;
 }
 
 extern "C" cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int threads,
                                                     cudaStream_t stream) {
   cudaError_t e = cudaSuccess;
   P2PK_FOR_DTYPE(a->dtype, p2pk::staged_kernel, 2 * blocks, threads, stream, *a)
-  cudaError_t l = cudaGetLastError();
-  return e != cudaSuccess ? e : l;
+  return e;
 }
 
 extern "C" cudaError_t p2pk_preload_allreduce_staged(void) {
