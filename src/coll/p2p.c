@@ -147,20 +147,29 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
  * engine can move it? Same one-process communicator (its p2pk_group), P2P,
  * the same size, at least P2PKIT_SENDRECV_CE_MIN bytes, and neither stream
  * capturing a graph (events between two captures would join them). */
+/* Is `stream` (of c's GPU) being captured into a graph? 1 also when that
+ * cannot be told: the copy-engine paths (events between two captures would
+ * join them) are then not taken; the kernel is always right. Leaves c's GPU
+ * current. */
+static int capturing(const struct p2pkit_comm *c, p2pkit_stream_t stream) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaSetDevice(c->device) != cudaSuccess ||
+      cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess) {
+    cudaGetLastError();
+    return 1;
+  }
+  return cs != cudaStreamCaptureStatusNone;
+}
+
 static int ce_match(const p2p_pending *s, const p2p_pending *r, size_t min) {
   if (!min || !s->send || r->send || s->bytes < min || s->bytes != r->bytes) return 0;
   if (!s->c->group || s->c->group != r->c->group || s->c->staged || r->c->staged) return 0;
   if (r->c->rank != s->peer || r->peer != s->c->rank || s->peer == s->c->rank) return 0;
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone, cr = cudaStreamCaptureStatusNone;
   int prev = -1;
   cudaGetDevice(&prev);
-  cudaSetDevice(s->c->device);
-  cudaError_t e1 = cudaStreamIsCapturing((cudaStream_t)s->stream, &cs);
-  cudaSetDevice(r->c->device);
-  cudaError_t e2 = cudaStreamIsCapturing((cudaStream_t)r->stream, &cr);
+  int busy = capturing(s->c, s->stream) || capturing(r->c, r->stream);
   if (prev >= 0) cudaSetDevice(prev);
-  return e1 == cudaSuccess && e2 == cudaSuccess && cs == cudaStreamCaptureStatusNone &&
-         cr == cudaStreamCaptureStatusNone;
+  return !busy;
 }
 
 /* The copy engine moves each matched send into its receive. Three passes:
@@ -309,16 +318,6 @@ int p2pk_group_defer_bcast(struct p2pkit_comm *c, const void *sendbuf, void *rec
   return 1;
 }
 
-static int capturing(const bcast_pending *b) {
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  if (cudaSetDevice(b->c->device) != cudaSuccess ||
-      cudaStreamIsCapturing((cudaStream_t)b->stream, &cs) != cudaSuccess) {
-    cudaGetLastError();
-    return 1; /* not known: the kernel path is always right */
-  }
-  return cs != cudaStreamCaptureStatusNone;
-}
-
 static cudaError_t lazy_event(cudaEvent_t *ev) {
   return *ev ? cudaSuccess : cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
 }
@@ -403,7 +402,7 @@ static p2pkit_status_t bcast_flush(void) {
     for (int r = 0; r < nr && whole; r++) {
       const bcast_pending *b = set[r];
       if (b->c->rank != r || b->root != q[i].root || b->bytes != q[i].bytes ||
-          b->dtype != q[i].dtype || capturing(b))
+          b->dtype != q[i].dtype || capturing(b->c, b->stream))
         whole = 0;
     }
     if (whole) {

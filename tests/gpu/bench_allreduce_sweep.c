@@ -69,22 +69,7 @@ static int call(impl_t *I, size_t count) {
   return 0;
 }
 
-static int sync_all(bench_t *B) {
-  for (int r = 0; r < B->n; r++) {
-    cudaSetDevice(B->dev[r]);
-    cudaError_t e = cudaStreamSynchronize(B->s[r]);
-    if (e != cudaSuccess) {
-      fprintf(stderr, "GPU %d: %s\n", B->dev[r], cudaGetErrorString(e));
-      return -1;
-    }
-  }
-  return 0;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
+static int sync_all(bench_t *B) { return cu_sync_streams(B->n, B->dev, B->s); }
 
 static int iters_for(size_t bytes) {
   if (bytes <= (1u << 20)) return 200;
@@ -107,7 +92,7 @@ static double time_eager(impl_t *I, size_t count) {
     if (sync_all(I->B)) return -1;
     t[k] = (cu_now() - t0) / iters;
   }
-  qsort(t, REPEATS, sizeof t[0], cmp_double);
+  qsort(t, REPEATS, sizeof t[0], cu_cmp_double);
   return t[REPEATS / 2];
 }
 
@@ -149,7 +134,7 @@ static double time_graph(impl_t *I, size_t count) {
     if (sync_all(B)) goto out;
     t[k] = (cu_now() - t0) / iters;
   }
-  qsort(t + 1, REPEATS, sizeof t[0], cmp_double); /* t[0] was the warm-up */
+  qsort(t + 1, REPEATS, sizeof t[0], cu_cmp_double); /* t[0] was the warm-up */
   res = t[1 + REPEATS / 2];
 out:
   for (int r = 0; r < B->n; r++) {

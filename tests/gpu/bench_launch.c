@@ -36,34 +36,19 @@ typedef struct {
   p2pkit_comm_t comm[MAXG];
 } lb_t;
 
-static int cmpd(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static double median(double *t, int n) {
-  qsort(t, (size_t)n, sizeof t[0], cmpd);
+  qsort(t, (size_t)n, sizeof t[0], cu_cmp_double);
   return t[n / 2];
 }
 
 static void report(const char *what, double *t, int n) {
-  qsort(t, (size_t)n, sizeof t[0], cmpd);
+  qsort(t, (size_t)n, sizeof t[0], cu_cmp_double);
   printf("%-12s %8.3f us   (min %.3f, max %.3f)\n", what, t[n / 2] * 1e6, t[0] * 1e6,
          t[n - 1] * 1e6);
   fflush(stdout);
 }
 
-static int sync_all(lb_t *B) {
-  for (int r = 0; r < B->n; r++) {
-    cudaSetDevice(B->dev[r]);
-    cudaError_t e = cudaStreamSynchronize(B->s[r]);
-    if (e != cudaSuccess) {
-      fprintf(stderr, "bench_launch: GPU %d: %s\n", B->dev[r], cudaGetErrorString(e));
-      return -1;
-    }
-  }
-  return 0;
-}
+static int sync_all(lb_t *B) { return cu_sync_streams(B->n, B->dev, B->s); }
 
 static int ar_step(lb_t *B) {
   for (int r = 0; r < B->n; r++)

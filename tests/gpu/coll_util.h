@@ -27,6 +27,26 @@ static inline double cu_now(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Ascending order of doubles, for qsort (the timing programs' medians). */
+static inline int cu_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Wait for stream s[r] on GPU dev[r], r < n; -1 (reason on stderr) if one
+ * failed. */
+static inline int cu_sync_streams(int n, const int *dev, cudaStream_t const *s) {
+  for (int r = 0; r < n; r++) {
+    cudaSetDevice(dev[r]);
+    cudaError_t e = cudaStreamSynchronize(s[r]);
+    if (e != cudaSuccess) {
+      fprintf(stderr, "GPU %d: %s\n", dev[r], cudaGetErrorString(e));
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* --- half and bfloat16 on the host ------------------------------------------ */
 
 static inline float cu_h2f(uint16_t h) {
