@@ -32,7 +32,7 @@ static const p2pk_algo_row builtin[] = {
 };
 
 static const char *const algo_names[P2PK_ALGO_COUNT] = {"oneshot", "twoshot", "staged"};
-static const char *const proto_names[P2PK_PROTO_COUNT] = {"ll", "simple"};
+static const char *const proto_names[P2PK_PROTO_COUNT] = {"ll", "simple", "ll128"};
 static const char *const transport_names[] = {"p2p", "shm"};
 
 const char *p2pk_algo_name(int a) { return a >= 0 && a < P2PK_ALGO_COUNT ? algo_names[a] : "?"; }
@@ -89,7 +89,7 @@ static p2pkit_status_t parse_row(const char *name, int line, char **tok, int nto
     return p2pk_fail(P2PKIT_ERR_PARSE, "%s:%d: algorithm '%s' is not oneshot, twoshot or staged",
                      name, line, tok[4]);
   if ((r->proto = p2pk_proto_from_name(tok[5])) < 0)
-    return p2pk_fail(P2PKIT_ERR_PARSE, "%s:%d: protocol '%s' is not ll or simple", name, line, tok[5]);
+    return p2pk_fail(P2PKIT_ERR_PARSE, "%s:%d: protocol '%s' is not ll, ll128 or simple", name, line, tok[5]);
   if ((r->transport == P2PK_TRANSPORT_SHM) != (r->algo == P2PK_ALGO_STAGED))
     return p2pk_fail(P2PKIT_ERR_PARSE, "%s:%d: algorithm staged goes with transport shm, and "
                      "only it", name, line);
@@ -221,7 +221,7 @@ p2pkit_status_t p2pk_algo_force_from_env(p2pk_algo_force *f) {
                      "P2PKIT_ALGO=%s: expected oneshot, twoshot or staged", a);
   const char *p = p2pk_param_str("P2PKIT_PROTO");
   if (p[0] && (f->proto = p2pk_proto_from_name(p)) < 0)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_PROTO=%s: expected ll or simple", p);
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_PROTO=%s: expected ll, ll128 or simple", p);
   int64_t b = p2pk_param_int("P2PKIT_COLL_BLOCKS"), t = p2pk_param_int("P2PKIT_COLL_THREADS");
   if (b < 0 || b > P2PK_COLL_MAX_BLOCKS)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_COLL_BLOCKS=%lld: expected 0..%d",
@@ -271,8 +271,11 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
   /* What the transport can do wins over any request. */
   if (g->staged) row.algo = P2PK_ALGO_STAGED;
   else if (row.algo == P2PK_ALGO_STAGED) row.algo = P2PK_ALGO_ONESHOT;
-  if (row.algo != P2PK_ALGO_ONESHOT || bytes > g->ll_cap) {
-    if (row.proto == P2PK_PROTO_LL) row.blocks = row.threads = 0, row.chunk = 0;
+  /* LL and LL128 are one-shot protocols for what fits their areas. */
+  size_t cap = row.proto == P2PK_PROTO_LL ? g->ll_cap
+               : row.proto == P2PK_PROTO_LL128 ? g->ll128_cap : SIZE_MAX;
+  if (row.proto != P2PK_PROTO_SIMPLE && (row.algo != P2PK_ALGO_ONESHOT || bytes > cap)) {
+    row.blocks = row.threads = 0, row.chunk = 0;
     row.proto = P2PK_PROTO_SIMPLE;
   }
   if (f && f->blocks > 0) row.blocks = f->blocks;
@@ -288,13 +291,15 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
   threads = (int)clampz((size_t)(threads / 32 * 32), 64, 512);
   c->threads = threads;
   size_t maxg = (size_t)sms < P2PK_COLL_MAX_BLOCKS ? (size_t)sms : P2PK_COLL_MAX_BLOCKS;
-  if (row.proto == P2PK_PROTO_LL) {
-    /* One line per thread, up to four blocks per SM: an LL block only waits
-     * for the same block index on its peers, never for another block of its
-     * own grid, so the grid need not be resident all at once. */
-    size_t lines = ceil_div(bytes, 8);
+  if (row.proto == P2PK_PROTO_LL || row.proto == P2PK_PROTO_LL128) {
+    /* One line per thread (LL) or per 8 threads (LL128), up to four blocks
+     * per SM: an LL or LL128 block only waits for the same block index on
+     * its peers, never for another block of its own grid, so the grid need
+     * not be resident all at once. */
+    size_t lanes = row.proto == P2PK_PROTO_LL ? ceil_div(bytes, 8)
+                                              : ceil_div(bytes, P2PK_LL128_DATA) * 8;
     size_t ll_max = 4 * (size_t)sms < P2PK_COLL_MAX_BLOCKS ? 4 * (size_t)sms : P2PK_COLL_MAX_BLOCKS;
-    size_t gb = row.blocks > 0 ? (size_t)row.blocks : ceil_div(lines, (size_t)threads);
+    size_t gb = row.blocks > 0 ? (size_t)row.blocks : ceil_div(lanes, (size_t)threads);
     c->blocks = (int)clampz(gb, 1, row.blocks > 0 ? P2PK_COLL_MAX_BLOCKS : ll_max);
     c->chunk = 0;
     return;

@@ -9,7 +9,7 @@
  *   p2p 2 2 256K oneshot ll 0 0 0
  *   p2p 2 2 inf oneshot simple 132 512 64K
  * transport: p2p | shm; max_bytes: a size (K/M/G suffixes) or inf; algo:
- * oneshot | twoshot | staged; proto: ll | simple; blocks/threads/chunk: 0 for
+ * oneshot | twoshot | staged; proto: ll | ll128 | simple; blocks/threads/chunk: 0 for
  * automatic. The first row whose transport and rank range match and whose
  * max_bytes is >= the message size wins. */
 #ifndef P2PK_ALGO_H
@@ -57,6 +57,7 @@ typedef struct {
   size_t mailbox;       /* bytes per P2P mailbox */
   int mailboxes;        /* P2P mailboxes per peer and set */
   size_t stage_mailbox; /* bytes per staged mailbox */
+  size_t ll128_cap;     /* largest message the LL128 area holds (0: none) */
 } p2pk_algo_geom;
 
 typedef struct {

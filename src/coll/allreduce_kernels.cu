@@ -178,6 +178,170 @@ __global__ void __launch_bounds__(512 + 32) ll_kernel(const __grid_constant__ p2
 #endif
 }
 
+// --------------------------------------------------------------- LL128 ---
+//
+// Mid sizes. A 128-byte line carries 120 payload bytes and an 8-byte flag
+// (the call's sequence number twice). Eight consecutive lanes of a warp own a
+// line, 16 bytes each; the eighth holds 8 payload bytes and the flag. The
+// line is written by one store instruction of the warp (the warp is
+// reconverged first) and read by one load instruction, and the protocol
+// rests on what NCCL's LL128 rests on: over NVLink such a 128-byte store
+// reaches the reader's memory whole, so a reader whose flag lane sees this
+// call's number sees the other 120 bytes of this call too. No fence and no
+// separate flag: like LL, the data is polled itself, with 94% of each store
+// payload instead of 50%. Two slots alternate by sequence number, as in LL,
+// in an area of its own (an LL reader could mistake stale LL128 payload for
+// its flags). P2PKIT_PROTO=ll or simple, or P2PKIT_LL128_MAX=0, avoid it.
+
+// Bytes [o, o + len) of a buffer of nbytes (len 16, or 8 for the flag lane),
+// as two 8-byte halves; past the end reads as zero.
+template <class T>
+__device__ __forceinline__ uint4 load_part(const char *in, uint64_t o, bool flag_lane,
+                                           uint64_t nbytes) {
+  const uint2 lo = load_line<T>(in, o / 8, nbytes);
+  const uint2 hi = flag_lane ? make_uint2(0, 0) : load_line<T>(in, o / 8 + 1, nbytes);
+  return make_uint4(lo.x, lo.y, hi.x, hi.y);
+}
+
+template <class T>
+__device__ __forceinline__ void store_part(char *out, uint64_t o, bool flag_lane, uint64_t nbytes,
+                                           uint4 v) {
+  store_line<T>(out, o / 8, nbytes, make_uint2(v.x, v.y));
+  if (!flag_lane) store_line<T>(out, o / 8 + 1, nbytes, make_uint2(v.z, v.w));
+}
+
+// Warp-collective: every lane of the warp calls it with the same peer. Each
+// group of 8 lanes reloads its line until its flag lane sees `seq`; a group
+// with no line (act false) only takes part. If the wait gives up, the last
+// data read (the kernel has failed; the host reports it).
+__device__ __forceinline__ uint4 ll128_wait(const p2pk_ar_args &a, Waiter &w, const char *src,
+                                            uint32_t seq, int peer, bool act, bool flag_lane,
+                                            unsigned gmask) {
+  uint4 x = make_uint4(0, 0, 0, 0);
+  bool need = act;
+  for (;;) {
+    if (need) x = ld_vol_v4(src);
+    const bool bad = need && flag_lane && (x.z != seq || x.w != seq);
+    const unsigned m = __ballot_sync(0xffffffffu, bad);
+    if (!(m & gmask)) need = false;
+    if (!m) break;
+    int give = 0;
+    if ((threadIdx.x & 31) == 0) give = w.poll(a, peer);
+    if (__shfl_sync(0xffffffffu, give, 0)) break;
+  }
+  return x;
+}
+
+// Every collective but send/recv, as ll_kernel: push this rank's share to
+// each peer in send_mask, then reduce in rank order or copy what arrives.
+template <class T>
+__global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__ p2pk_ar_args a) {
+  typedef typename T::acc A;
+  constexpr int N = Pack8<T>::N;
+  // Arguments into registers before the dependency wait (see ll_kernel).
+  __shared__ char *s_peer[P2PK_COLL_MAX_RANKS];
+  const int n = pin(a.nranks), me = pin(a.rank);
+  if ((int)threadIdx.x < n) s_peer[threadIdx.x] = a.peer[threadIdx.x];
+  const uint64_t nbytes = pin(a.count) * sizeof(typename T::bits);
+  const uint64_t nlines = (nbytes + P2PK_LL128_DATA - 1) / P2PK_LL128_DATA;
+  // Warps with lines: all but the last (the header's, as in ll_kernel). Warp
+  // w of block b takes 4 consecutive lines per pass, lane group `sub` one of
+  // them; lane `part` of the group bytes 16 * part of the line.
+  const unsigned lt = blockDim.x - 32, wpb = lt / 32;
+  const unsigned lane = threadIdx.x & 31, part = lane & 7, sub = lane >> 3;
+  const bool flag_lane = part == 7;
+  const unsigned gmask = 0xffu << (sub * 8);
+  const uint64_t wfirst = ((uint64_t)blockIdx.x * wpb + threadIdx.x / 32) * 4;
+  const uint64_t wstride = (uint64_t)gridDim.x * wpb * 4;
+  const bool has_lines = threadIdx.x < lt;
+  const uint64_t po = flag_lane ? 112 : part * 16; // payload offset in the line
+  const char *in = pin((const char *)a.in);
+  char *out = pin((char *)a.out);
+  char *local = pin(a.local);
+  const uint64_t off = pin(a.lay.ll128_off), lbytes = pin(a.lay.ll128_bytes);
+  const uint64_t in_stride = pin(a.in_stride), out_stride = pin(a.out_stride);
+  const uint32_t send_mask = pin(a.send_mask), recv_mask = pin(a.recv_mask);
+  const int reduce = pin(a.reduce), self_copy = pin(a.self_copy), op = pin(a.op);
+  const uint32_t hdr0 = pin(a.hdr0), hdr1 = pin(a.hdr1);
+  const uint64_t timeout_ns = pin(a.timeout_ns);
+  pdl_start();
+  uint32_t seq;
+  if (!prologue_at(local, &seq)) return; // its barrier also publishes s_peer
+  Waiter w(timeout_ns);
+  const uint32_t slot = seq & 1;
+  const bool leader = blockIdx.x == 0 && threadIdx.x == lt;
+  if (leader) header_send_from(a, seq, s_peer, n, me, hdr0, hdr1, nullptr);
+  if (has_lines && send_mask) {
+    for (uint64_t l0 = wfirst; l0 < nlines; l0 += wstride) {
+      const uint64_t L = l0 + sub;
+      const bool act = L < nlines;
+      const uint64_t o = L * P2PK_LL128_DATA + po;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (act && !in_stride) v = load_part<T>(in, o, flag_lane, nbytes);
+      for (int k = 1; k < n; k++) {
+        const int p = me + k < n ? me + k : me + k - n;
+        if (!has(send_mask, p)) continue;
+        if (act && in_stride) v = load_part<T>(in + p * in_stride, o, flag_lane, nbytes);
+        if (flag_lane) v.z = v.w = seq;
+        char *dst = s_peer[p] + off + ((uint64_t)slot * (n - 1) + pslot(me, p, n)) * lbytes +
+                    L * P2PK_LL128_LINE + part * 16;
+        // One store instruction per line: reconverge the warp first (the
+        // loads above branch on alignment and on the end of the buffer).
+        __syncwarp();
+        if (act) st_vol_v4(dst, v);
+      }
+    }
+  }
+  // Every rank waits for every peer's header (see ll_kernel).
+  if (leader) header_check_at(a, seq, w, n, me, local, hdr0, hdr1, nullptr);
+  if (!has_lines) return;
+  const char *mine = local + off + (uint64_t)slot * (n - 1) * lbytes + part * 16;
+  const char *own = in + me * in_stride;
+  for (uint64_t l0 = wfirst; l0 < nlines; l0 += wstride) {
+    const uint64_t L = l0 + sub;
+    const bool act = L < nlines;
+    const uint64_t o = L * P2PK_LL128_DATA + po;
+    const uint64_t lo = L * P2PK_LL128_LINE;
+    if (!reduce) {
+      for (int r = 0; r < n; r++) {
+        if (!has(recv_mask, r)) continue;
+        uint4 x = ll128_wait(a, w, mine + (uint64_t)pslot(r, me, n) * lbytes + lo, seq, r, act,
+                             flag_lane, gmask);
+        if (act) store_part<T>(out + r * out_stride, o, flag_lane, nbytes, x);
+      }
+      if (self_copy && act)
+        store_part<T>(out + me * out_stride, o, flag_lane, nbytes, load_part<T>(own, o, flag_lane, nbytes));
+      continue;
+    }
+    if (!recv_mask) break;
+    A acc[2 * N];
+    for (int r = 0; r < n; r++) {
+      uint4 x = make_uint4(0, 0, 0, 0);
+      if (r == me) {
+        if (act) x = load_part<T>(own, o, flag_lane, nbytes);
+      } else {
+        x = ll128_wait(a, w, mine + (uint64_t)pslot(r, me, n) * lbytes + lo, seq, r, act,
+                       flag_lane, gmask);
+      }
+      Pack8<T> v0, v1;
+      v0.u = make_uint2(x.x, x.y);
+      v1.u = make_uint2(x.z, x.w);
+#pragma unroll
+      for (int e = 0; e < N; e++) {
+        acc[e] = r == 0 ? T::ld(v0.e[e]) : apply<T>(op, acc[e], T::ld(v0.e[e]));
+        acc[N + e] = r == 0 ? T::ld(v1.e[e]) : apply<T>(op, acc[N + e], T::ld(v1.e[e]));
+      }
+    }
+    Pack8<T> v0, v1;
+#pragma unroll
+    for (int e = 0; e < N; e++) {
+      v0.e[e] = T::st(finish<T>(op, acc[e], n));
+      v1.e[e] = T::st(finish<T>(op, acc[N + e], n));
+    }
+    if (act) store_part<T>(out, o, flag_lane, nbytes, make_uint4(v0.u.x, v0.u.y, v1.u.x, v1.u.y));
+  }
+}
+
 // ------------------------------------------------------- chunked protocols ---
 
 // What one block knows about its share of the call: which bytes move where
@@ -589,6 +753,8 @@ extern "C" cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int bloc
   cudaError_t e = cudaSuccess;
   if (a->proto == P2PK_PROTO_LL) { // one more warp: the header's (ll_kernel)
     P2PK_FOR_DTYPE(a->dtype, p2pk::ll_kernel, blocks, threads + 32, stream, *a)
+  } else if (a->proto == P2PK_PROTO_LL128) { // likewise
+    P2PK_FOR_DTYPE(a->dtype, p2pk::ll128_kernel, blocks, threads + 32, stream, *a)
   } else if (a->algo == P2PK_ALGO_TWOSHOT) {
     P2PK_FOR_DTYPE(a->dtype, p2pk::twoshot_kernel, blocks, threads, stream, *a)
   } else {
@@ -618,6 +784,7 @@ extern "C" cudaError_t p2pk_preload_allreduce_p2p(void) {
   cudaError_t e = cudaSuccess;
   P2PK_PRELOAD_ESIZES(p2pk::p2p_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::ll_kernel, e);
+  P2PK_PRELOAD_DTYPES(p2pk::ll128_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::oneshot_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::twoshot_kernel, e);
   return e;

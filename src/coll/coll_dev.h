@@ -38,7 +38,11 @@ enum {
 };
 
 enum { P2PK_ALGO_ONESHOT = 0, P2PK_ALGO_TWOSHOT = 1, P2PK_ALGO_STAGED = 2, P2PK_ALGO_COUNT };
-enum { P2PK_PROTO_LL = 0, P2PK_PROTO_SIMPLE = 1, P2PK_PROTO_COUNT };
+enum { P2PK_PROTO_LL = 0, P2PK_PROTO_SIMPLE = 1, P2PK_PROTO_LL128 = 2, P2PK_PROTO_COUNT };
+/* LL128: 128-byte lines of 120 payload bytes and an 8-byte flag, each line
+ * written by 8 lanes of one warp in one store instruction (allreduce_kernels.cu). */
+#define P2PK_LL128_LINE 128
+#define P2PK_LL128_DATA 120
 /* Codes a kernel leaves in the host-mapped error words. */
 enum {
   P2PK_DERR_NONE = 0,
@@ -86,6 +90,8 @@ typedef struct {
   uint64_t ll_off;      /* [2 slots][n-1 peer slots] x ll_bytes */
   uint64_t ll_bytes;    /* LL lines per (slot, peer): 2 bytes per payload byte */
   uint64_t p2p_ll_off;  /* LL send/recv: [n-1 peer slots][2 slots] x 2 * P2PK_P2P_LL_MAX */
+  uint64_t ll128_off;   /* [2 slots][n-1 peer slots] x ll128_bytes (0 bytes: no LL128) */
+  uint64_t ll128_bytes; /* LL128 lines per (slot, peer): 128 bytes per 120 payload bytes */
   uint64_t data_off;    /* [2 sets][n-1 peer slots][nboxes] x mailbox */
   uint64_t mailbox;     /* bytes per P2P mailbox (multiple of 4096) */
   uint64_t nboxes;      /* P2P mailboxes per (set, peer): P2PK_COLL_MAILBOXES or fewer */

@@ -142,6 +142,18 @@ p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, int want_b
   lay->mailbox = box;
   lay->nboxes = nboxes;
   lay->total = off + boxes * box;
+  /* LL128 (mid sizes): a whole message per (slot, peer), on top of the
+   * buffer so the mailboxes keep their size. P2PKIT_LL128_MAX is the largest
+   * message in bytes summed over peers (default 16 MiB: 34 MiB of scratch
+   * whatever the rank count); 0 turns LL128 off. */
+  uint64_t l128 = p2pk_param_size("P2PKIT_LL128_MAX");
+  if (l128 > ((uint64_t)1 << 30)) l128 = (uint64_t)1 << 30;
+  uint64_t lines = l128 / peers / P2PK_LL128_DATA;
+  if (lines) {
+    lay->ll128_off = round4k(lay->total);
+    lay->ll128_bytes = round4k(lines * P2PK_LL128_LINE);
+    lay->total = lay->ll128_off + 2 * peers * lay->ll128_bytes;
+  }
   *ll_cap_p = ll_cap;
   return P2PKIT_SUCCESS;
 }
@@ -354,6 +366,7 @@ static void set_geom(struct p2pkit_comm *c, int sm_count, size_t ll_cap) {
   c->geom.staged = c->staged;
   c->geom.sm_count = sm_count;
   c->geom.ll_cap = ll_cap;
+  c->geom.ll128_cap = c->lay.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA;
   c->geom.mailbox = c->lay.mailbox;
   c->geom.mailboxes = (int)c->lay.nboxes;
   c->geom.stage_mailbox = c->lay.stage_mailbox;

@@ -108,8 +108,9 @@ p2pkit_status_t p2pk_coll_plan_make(int kind, int rank, int n, int root, uint64_
 
 void p2pk_coll_header(int kind, uint64_t count, int dtype, int op, int root, int algo, int proto,
                       int blocks, uint32_t *hdr0, uint32_t *hdr1) {
-  /* All-reduce keeps the words it always had (kind 0, root 0). */
-  *hdr0 = (uint32_t)count ^ ((uint32_t)root << 27);
+  /* All-reduce keeps the words it always had (kind 0, root 0). The
+   * protocol's high bit (LL128) is folded into word 0 below the root's. */
+  *hdr0 = (uint32_t)count ^ ((uint32_t)root << 27) ^ ((uint32_t)(proto >> 1) & 1) << 26;
   *hdr1 = (uint32_t)(((count >> 32) & 0xff) << 24 | ((uint32_t)blocks & 0x3ff) << 14 |
                      ((uint32_t)algo & 3) << 12 | ((uint32_t)proto & 1) << 11 |
                      ((uint32_t)kind & 7) << 8 | ((uint32_t)dtype & 0xf) << 4 |

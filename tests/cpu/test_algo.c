@@ -11,7 +11,7 @@
 #include "test.h"
 
 static p2pk_algo_geom geom2(void) {
-  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10};
+  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10, 16777200};
   return g;
 }
 
@@ -94,7 +94,7 @@ TEST(parse_errors_name_the_line) {
   expect_parse_error("p2pkit-algo-table 1\np2p 3 2 inf oneshot ll 0 0 0\n", "rank range");
   expect_parse_error("p2pkit-algo-table 1\np2p 2 2 lots oneshot ll 0 0 0\n", "max_bytes");
   expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf threeshot ll 0 0 0\n", "algorithm");
-  expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf oneshot ll128 0 0 0\n", "protocol");
+  expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf oneshot ll256 0 0 0\n", "protocol");
   expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf oneshot ll 0 0\n", "expected 9 fields");
   expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf oneshot ll 0 0 0 7\n", "found 10");
   expect_parse_error("p2pkit-algo-table 1\np2p 2 2 inf staged simple 0 0 0\n", "staged");
@@ -164,6 +164,27 @@ TEST(choose_respects_limits_and_overrides) {
   CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
   p2pk_algo_choose(&t, &f, &g, 1 << 20, &c);
   CHECK_EQ(c.proto, P2PK_PROTO_LL);
+  /* LL128 likewise: up to its area, one 128-byte line per 8 threads, up to
+   * four blocks per SM; simple beyond, or when the area is off. One-shot
+   * only: above 8 MiB the table's row is two-shot, so force one-shot too. */
+  f.proto = P2PK_PROTO_LL128;
+  f.algo = P2PK_ALGO_ONESHOT;
+  p2pk_algo_choose(&t, &f, &g, g.ll128_cap, &c);
+  CHECK_EQ(c.proto, P2PK_PROTO_LL128);
+  CHECK_EQ(c.algo, P2PK_ALGO_ONESHOT);
+  CHECK_EQ(c.blocks, 4 * g.sm_count);
+  p2pk_algo_choose(&t, &f, &g, 1 << 20, &c);
+  CHECK_EQ(c.proto, P2PK_PROTO_LL128);
+  CHECK_EQ(c.blocks, (int)(((1 << 20) / P2PK_LL128_DATA + 1) * 8 / c.threads + 1));
+  p2pk_algo_choose(&t, &f, &g, g.ll128_cap + 1, &c);
+  CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
+  g.ll128_cap = 0;
+  p2pk_algo_choose(&t, &f, &g, 8, &c);
+  CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
+  g = geom2();
+  f.algo = -1;
+  p2pk_algo_choose(&t, &f, &g, (size_t)9 << 20, &c); /* the row's two-shot wins */
+  CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
   /* Forced two-shot never runs LL. */
   f = no_force;
   f.algo = P2PK_ALGO_TWOSHOT;
@@ -212,7 +233,8 @@ TEST(choice_valid_for_every_rank_count) {
       p2pk_layout l;
       size_t ll = 0;
       CHECK_OK(p2pk_layout_compute(n, 64u << 20, staged, p2pk_mailboxes_for(132), &l, &ll));
-      p2pk_algo_geom g = {n, staged, 132, ll, (size_t)l.mailbox, (int)l.nboxes, (size_t)l.stage_mailbox};
+      p2pk_algo_geom g = {n, staged, 132, ll, (size_t)l.mailbox, (int)l.nboxes, (size_t)l.stage_mailbox,
+                          (size_t)(l.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA)};
       for (size_t b = 1; b <= ((size_t)1 << 30); b = b < 16 ? b + 1 : b * 2 + (b & 1 ? 0 : 1)) {
         p2pk_algo_choice c;
         p2pk_algo_choose(&t, &no_force, &g, b, &c);
@@ -229,9 +251,9 @@ TEST(choice_valid_for_every_rank_count) {
           continue;
         }
         CHECK(c.algo == P2PK_ALGO_ONESHOT || c.algo == P2PK_ALGO_TWOSHOT);
-        if (c.proto == P2PK_PROTO_LL) {
+        if (c.proto == P2PK_PROTO_LL || c.proto == P2PK_PROTO_LL128) {
           CHECK_EQ(c.algo, P2PK_ALGO_ONESHOT);
-          CHECK(b <= g.ll_cap);
+          CHECK(b <= (c.proto == P2PK_PROTO_LL ? g.ll_cap : g.ll128_cap));
           CHECK(c.blocks <= 4 * g.sm_count && c.blocks <= P2PK_COLL_MAX_BLOCKS);
         } else {
           CHECK(c.blocks <= g.sm_count);
@@ -295,7 +317,6 @@ TEST(layout_fits_and_does_not_overlap) {
     p2pk_layout l;
     size_t ll = 0;
     CHECK_OK(p2pk_layout_compute(n, 64u << 20, 0, 512, &l, &ll));
-    CHECK(l.total <= (64u << 20));
     CHECK(l.mailbox >= 4096 && l.mailbox % 4096 == 0);
     CHECK(ll >= (16u << 10) && ll <= (1u << 20) && l.ll_bytes == 2 * ll);
     CHECK(l.ready_off >= sizeof(p2pk_dev_ctrl));
@@ -307,7 +328,14 @@ TEST(layout_fits_and_does_not_overlap) {
     CHECK(l.ll_off >= l.agtok_off + (uint64_t)n * P2PK_COLL_MAILBOXES * 8);
     CHECK(l.p2p_ll_off >= l.ll_off + 2 * (uint64_t)(n - 1) * l.ll_bytes);
     CHECK(l.data_off >= l.p2p_ll_off + 4 * (uint64_t)(n - 1) * P2PK_P2P_LL_MAX);
-    CHECK_EQ(l.total, l.data_off + (uint64_t)P2PK_COLL_SETS * (n - 1) * l.nboxes * l.mailbox);
+    /* LL128 on top of the buffer: 16 MiB of messages over all peers. */
+    uint64_t buf_end = l.data_off + (uint64_t)P2PK_COLL_SETS * (n - 1) * l.nboxes * l.mailbox;
+    CHECK(buf_end <= (64u << 20));
+    CHECK(l.ll128_off >= buf_end && l.ll128_off % 4096 == 0);
+    CHECK_EQ(l.total, l.ll128_off + 2 * (uint64_t)(n - 1) * l.ll128_bytes);
+    uint64_t cap = l.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA;
+    CHECK(cap * (n - 1) >= (16u << 20) - (uint64_t)(n - 1) * P2PK_LL128_DATA);
+    CHECK(l.ll128_bytes <= (16u << 20) / (n - 1) / P2PK_LL128_DATA * P2PK_LL128_LINE + 4096);
     CHECK(l.nboxes >= 16 && l.nboxes <= P2PK_COLL_MAILBOXES);
     CHECK(n > 4 || l.nboxes == P2PK_COLL_MAILBOXES);
     CHECK(l.ll_off % 4096 == 0 && l.data_off % 4096 == 0);
@@ -315,7 +343,18 @@ TEST(layout_fits_and_does_not_overlap) {
   p2pk_layout l;
   size_t ll;
   CHECK_OK(p2pk_layout_compute(2, 1 << 20, 0, 512, &l, &ll)); /* small: fewer mailboxes */
-  CHECK(l.nboxes < P2PK_COLL_MAILBOXES && l.total <= (1u << 20));
+  CHECK(l.nboxes < P2PK_COLL_MAILBOXES && l.ll128_off <= (1u << 20));
+  /* P2PKIT_LL128_MAX=0: no LL128 area; 1M: 1 MiB over the peers. */
+  setenv("P2PKIT_LL128_MAX", "0", 1);
+  p2pk_param_reset();
+  CHECK_OK(p2pk_layout_compute(2, 1 << 20, 0, 512, &l, &ll));
+  CHECK(l.ll128_bytes == 0 && l.total <= (1u << 20));
+  setenv("P2PKIT_LL128_MAX", "1M", 1);
+  p2pk_param_reset();
+  CHECK_OK(p2pk_layout_compute(3, 64u << 20, 0, 512, &l, &ll));
+  CHECK_EQ(l.ll128_bytes, (uint64_t)((512u << 10) / P2PK_LL128_DATA * P2PK_LL128_LINE + 4095) & ~4095ULL);
+  unsetenv("P2PKIT_LL128_MAX");
+  p2pk_param_reset();
   CHECK_EQ(p2pk_layout_compute(2, 256 << 10, 0, 512, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
   CHECK(strstr(p2pkit_last_error(), "P2PKIT_BUFFER_SIZE") != NULL);
   CHECK_EQ(p2pk_layout_compute(0, 64u << 20, 0, 512, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
@@ -406,7 +445,7 @@ TEST(default_buffer_is_128m_p2p_and_64m_staged) {
   CHECK_EQ(d.mailbox, x.mailbox);
   CHECK_EQ(d.nboxes, 512);
   CHECK(d.mailbox >= (112u << 10));
-  CHECK(d.total <= (128u << 20));
+  CHECK(d.ll128_off <= (128u << 20)); /* LL128's area comes on top */
   CHECK_OK(p2pk_layout_compute(2, 0, 1, 512, &d, &ll));
   CHECK_OK(p2pk_layout_compute(2, 64u << 20, 1, 512, &x, &llx));
   CHECK_EQ(d.stage_mailbox, x.stage_mailbox);
@@ -431,7 +470,7 @@ TEST(mailbox_count_follows_the_gpu) {
   CHECK_OK(p2pk_layout_compute(2, 64u << 20, 0, 512, &b, &ll));
   CHECK_EQ(a.nboxes, 264);
   CHECK(a.mailbox >= 2 * b.mailbox - 4096);
-  CHECK(a.total <= (64u << 20));
+  CHECK(a.ll128_off <= (64u << 20));
   /* The grid never needs more mailboxes than there are. */
   p2pk_algo_table t;
   p2pk_algo_table_default(&t);
@@ -452,6 +491,8 @@ TEST(names) {
   CHECK_EQ(p2pk_algo_from_name("OneShot"), P2PK_ALGO_ONESHOT);
   CHECK_EQ(p2pk_algo_from_name("ring"), -1);
   CHECK_EQ(p2pk_proto_from_name("LL"), P2PK_PROTO_LL);
+  CHECK_EQ(p2pk_proto_from_name("ll128"), P2PK_PROTO_LL128);
+  CHECK_STR(p2pk_proto_name(P2PK_PROTO_LL128), "ll128");
   CHECK_EQ(p2pkit_dtype_size(P2PKIT_BFLOAT16), 2);
   CHECK_EQ(p2pkit_dtype_size(P2PKIT_INT64), 8);
   CHECK_EQ(p2pkit_dtype_size((p2pkit_dtype_t)42), 0);

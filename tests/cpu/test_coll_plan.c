@@ -271,6 +271,13 @@ TEST(header_words) {
     p2pk_coll_header(P2PK_COLL_BROADCAST, 77, 1, 0, root, 0, 0, 4, &b0, &b1);
     CHECK(a0 != b0 || a1 != b1);
   }
+  /* Every protocol differs from every other (LL128 sets a bit of word 0). */
+  for (int p = 0; p < P2PK_PROTO_COUNT; p++)
+    for (int q = p + 1; q < P2PK_PROTO_COUNT; q++) {
+      p2pk_coll_header(P2PK_COLL_ALL_REDUCE, 77, 1, 0, 0, 0, p, 4, &a0, &a1);
+      p2pk_coll_header(P2PK_COLL_ALL_REDUCE, 77, 1, 0, 0, 0, q, 4, &b0, &b1);
+      CHECK(a0 != b0 || a1 != b1);
+    }
   CHECK_STR(p2pk_coll_name(P2PK_COLL_REDUCE_SCATTER), "reduce_scatter");
   CHECK_STR(p2pk_coll_name(-1), "?");
   CHECK(p2pk_coll_has_op(P2PK_COLL_REDUCE) && !p2pk_coll_has_op(P2PK_COLL_ALL_GATHER));
