@@ -9,22 +9,29 @@
 #include "core/check.h"
 #include "core/param.h"
 
-/* Built-in table: guesses from ANCHORS.md until a sweep on the machine writes
- * a better one. LL (one launch, each 8-byte word carries its flag) wins while
- * latency dominates; above that the chunked protocol moves data once per link
- * direction. Two GPUs: one-shot and two-shot cross the link with the same
+/* Built-in table, from runs on the 2x H200 (rows below say which). LL (each
+ * 8-byte word carries its flag) wins while latency dominates; LL128 (each
+ * 128-byte line carries 120 bytes and one flag) through the mid sizes;
+ * above that the chunked protocol moves data once per link direction. Two GPUs: one-shot and two-shot cross the link with the same
  * bytes, and one-shot has fewer synchronisation steps; from 3 GPUs on,
  * two-shot sends 2(n-1)/n of the buffer per GPU instead of n-1. */
 static const p2pk_algo_row builtin[] = {
-    /* 2 GPUs: from `p2pkit perf all_reduce --sweep-algos` on the 2x H200
-     * (bench/results/2026-11-29-h200x2-perf/algo_table.txt): one-shot simple
-     * to 8 MiB, two-shot beyond (417 vs 522 us at 128 MiB). LL to 1 MiB since
-     * its grid may exceed the SM count (third session's knob runs: 1 MiB,
-     * process per GPU, LL with one line per thread 10.8 us, one-shot simple
-     * at its best 13.3 us, NCCL 13.5 us). */
-    {P2PK_TRANSPORT_P2P, 2, 2, 1 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
-    {P2PK_TRANSPORT_P2P, 2, 2, 8 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
+    /* 2 GPUs. LL to 128 KiB; LL128 to 8 MiB (256 threads per block to
+     * 2 MiB, 512 beyond); two-shot simple beyond. Fifth session's runs on the
+     * 2x H200 (bench/results/2026-11-29-h200x2-s5), float sum, graph mode:
+     * LL128 vs the previous table (LL to 1 MiB, one-shot simple to 8 MiB):
+     * 256 KiB 4.03 vs 4.42 us, 1 MiB 6.45 vs 8.79, 2 MiB 10.1 vs 15.4,
+     * 4 MiB 16.1 vs 21.7, 8 MiB 30.8 vs 35.9; a tie at 16 MiB (60.4 vs 60.7)
+     * and 128 KiB (3.68 vs 3.64); LL ahead at 64 KiB (3.19 vs 3.50). Eager,
+     * 1 MiB: 256 threads 7.30 us, 512 8.23; 4 MiB: 19.5 vs 16.9. One-shot
+     * and two-shot cross the link with the same bytes on 2 GPUs; two-shot
+     * overlaps better at large sizes (417 vs 522 us at 128 MiB). */
+    {P2PK_TRANSPORT_P2P, 2, 2, 128 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
+    {P2PK_TRANSPORT_P2P, 2, 2, 2 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 256, 0},
+    {P2PK_TRANSPORT_P2P, 2, 2, 8 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 512, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
+    /* 3 or more GPUs: not measured (no such machine yet). LL128 is left out
+     * here until it is; P2PKIT_PROTO=ll128 tries it. */
     {P2PK_TRANSPORT_P2P, 3, P2PK_COLL_MAX_RANKS, 64 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
     {P2PK_TRANSPORT_P2P, 3, P2PK_COLL_MAX_RANKS, 512 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
     {P2PK_TRANSPORT_P2P, 3, P2PK_COLL_MAX_RANKS, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},

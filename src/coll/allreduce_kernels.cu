@@ -272,23 +272,34 @@ __global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__
   const bool leader = blockIdx.x == 0 && threadIdx.x == lt;
   if (leader) header_send_from(a, seq, s_peer, n, me, hdr0, hdr1, nullptr);
   if (has_lines && send_mask) {
-    for (uint64_t l0 = wfirst; l0 < nlines; l0 += wstride) {
-      const uint64_t L = l0 + sub;
-      const bool act = L < nlines;
-      const uint64_t o = L * P2PK_LL128_DATA + po;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (act && !in_stride) v = load_part<T>(in, o, flag_lane, nbytes);
+    // Two passes' lines per iteration: both loads are in flight before the
+    // first store (the stores are volatile asm, which loads cannot pass).
+    for (uint64_t l0 = wfirst; l0 < nlines; l0 += 2 * wstride) {
+      const uint64_t L[2] = {l0 + sub, l0 + wstride + sub};
+      const bool act[2] = {L[0] < nlines, L[1] < nlines};
+      const uint64_t o[2] = {L[0] * P2PK_LL128_DATA + po, L[1] * P2PK_LL128_DATA + po};
+      uint4 v[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+#pragma unroll
+      for (int u = 0; u < 2; u++)
+        if (act[u] && !in_stride) v[u] = load_part<T>(in, o[u], flag_lane, nbytes);
       for (int k = 1; k < n; k++) {
         const int p = me + k < n ? me + k : me + k - n;
         if (!has(send_mask, p)) continue;
-        if (act && in_stride) v = load_part<T>(in + p * in_stride, o, flag_lane, nbytes);
-        if (flag_lane) v.z = v.w = seq;
+        if (in_stride) {
+#pragma unroll
+          for (int u = 0; u < 2; u++)
+            if (act[u]) v[u] = load_part<T>(in + p * in_stride, o[u], flag_lane, nbytes);
+        }
         char *dst = s_peer[p] + off + ((uint64_t)slot * (n - 1) + pslot(me, p, n)) * lbytes +
-                    L * P2PK_LL128_LINE + part * 16;
-        // One store instruction per line: reconverge the warp first (the
-        // loads above branch on alignment and on the end of the buffer).
-        __syncwarp();
-        if (act) st_vol_v4(dst, v);
+                    part * 16;
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+          if (flag_lane) v[u].z = v[u].w = seq;
+          // One store instruction per line: reconverge the warp first (the
+          // loads above branch on alignment and on the end of the buffer).
+          __syncwarp();
+          if (act[u]) st_vol_v4(dst + L[u] * P2PK_LL128_LINE, v[u]);
+        }
       }
     }
   }
@@ -315,11 +326,11 @@ __global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__
     }
     if (!recv_mask) break;
     A acc[2 * N];
+    // This rank's share first, so its load overlaps the waits for the peers.
+    const uint4 mine_v = act ? load_part<T>(own, o, flag_lane, nbytes) : make_uint4(0, 0, 0, 0);
     for (int r = 0; r < n; r++) {
-      uint4 x = make_uint4(0, 0, 0, 0);
-      if (r == me) {
-        if (act) x = load_part<T>(own, o, flag_lane, nbytes);
-      } else {
+      uint4 x = mine_v;
+      if (r != me) {
         x = ll128_wait(a, w, mine + (uint64_t)pslot(r, me, n) * lbytes + lo, seq, r, act,
                        flag_lane, gmask);
       }

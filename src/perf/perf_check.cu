@@ -30,7 +30,20 @@ __global__ void check_kernel(const void *buf, uint64_t n, perf_gen g, int rank,
   if ((threadIdx.x & 31) == 0 && bad) atomicAdd(wrong, bad);
 }
 
+__global__ void spin_kernel(uint64_t ns) {
+  uint64_t t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
 }  // namespace
+
+extern "C" cudaError_t p2pk_perf_spin(uint64_t ns, int blocks, cudaStream_t s) {
+  spin_kernel<<<blocks > 0 ? blocks : 1, 128, 0, s>>>(ns);
+  return cudaGetLastError();
+}
 
 extern "C" cudaError_t p2pk_perf_fill(void *buf, uint64_t n, const perf_gen *g, int rank,
                                       cudaStream_t s) {

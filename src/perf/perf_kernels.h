@@ -18,6 +18,10 @@ cudaError_t p2pk_perf_fill(void *buf, uint64_t n, const perf_gen *g, int rank, c
 cudaError_t p2pk_perf_check(const void *buf, uint64_t n, const perf_gen *g, int rank,
                             unsigned long long *wrong, cudaStream_t s);
 
+/* Keep the GPU busy for about `ns` nanoseconds (one block per
+ * multiprocessor), so its clocks are up before the first timing. */
+cudaError_t p2pk_perf_spin(uint64_t ns, int blocks, cudaStream_t s);
+
 #ifdef __cplusplus
 }
 #endif

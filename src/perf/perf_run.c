@@ -701,10 +701,27 @@ static uint32_t seed_of(int size, int ip, int lib, int pass) {
                     (uint32_t)lib * 15485863u + (uint32_t)pass * 32452843u);
 }
 
+/* Before the first timing: 50 ms of work on every local GPU, so the first
+ * size (timed first, with p2pkit ahead of NCCL) does not pay for clocks that
+ * are still rising. */
+static p2pkit_status_t warm_gpus(perf_ctx *c) {
+  for (int l = 0; l < c->nlocal; l++) {
+    int sms = 1;
+    P2PK_CHECK(set_device(c, l));
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c->dev[l]);
+    P2PK_CUDA_CHECK(p2pk_perf_spin(50ull * 1000 * 1000, sms, c->stream[l]));
+  }
+  return sync_all(c);
+}
+
 static p2pkit_status_t run_pass(perf_ctx *c, int pass) {
   const perf_args *a = c->a;
   int use[PERF_LIB_COUNT] = {p2pk_perf_uses_p2pkit(a), p2pk_perf_uses_nccl(a)};
   if (use[PERF_LIB_P2PKIT]) P2PK_CHECK(p2pkit_init(c, pass));
+  if (pass == 0) {
+    phase(c, "warming the GPUs up");
+    P2PK_CHECK(warm_gpus(c));
+  }
   perf_pass *p = c->rep ? &c->rep->passes[pass] : NULL;
   if (p) {
     snprintf(p->algo, sizeof p->algo, "%s", use[PERF_LIB_P2PKIT] ? pass_algo(a, pass) : "");

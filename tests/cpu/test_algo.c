@@ -11,7 +11,7 @@
 #include "test.h"
 
 static p2pk_algo_geom geom2(void) {
-  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10, 16777200};
+  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10, 8388720};
   return g;
 }
 
@@ -23,12 +23,14 @@ TEST(default_table_two_ranks) {
   CHECK_STR(t.source, "built-in");
   const p2pk_algo_row *r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 8);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL);
-  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 1 << 20);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 128 << 10);
   CHECK(r && r->proto == P2PK_PROTO_LL);
-  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (1 << 20) + 1);
-  CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_SIMPLE);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (128 << 10) + 1);
+  CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128 && r->threads == 256);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (2 << 20) + 1);
+  CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128 && r->threads == 512);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 8 << 20);
-  CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_SIMPLE);
+  CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (8 << 20) + 1);
   CHECK(r && r->algo == P2PK_ALGO_TWOSHOT && r->proto == P2PK_PROTO_SIMPLE);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (size_t)1 << 40);
@@ -136,15 +138,30 @@ TEST(choose_fills_automatic_fields) {
   p2pk_algo_choose(&t, &no_force, &g, 64 << 10, &c);
   CHECK_EQ(c.blocks, (64 << 10) / 8 / c.threads);
   /* LL: one 8-byte line per thread, up to four blocks per SM. */
-  p2pk_algo_choose(&t, &no_force, &g, 1 << 20, &c);
+  p2pk_algo_choose(&t, &no_force, &g, 128 << 10, &c);
   CHECK_EQ(c.proto, P2PK_PROTO_LL);
-  CHECK_EQ(c.blocks, (1 << 20) / 8 / c.threads);
+  CHECK_EQ(c.blocks, (128 << 10) / 8 / c.threads);
+  /* LL128 from the table's rows: 256 threads to 2 MiB, 512 to 8 MiB, one
+   * 128-byte line (120 bytes) per 8 threads, up to four blocks per SM. */
+  p2pk_algo_choose(&t, &no_force, &g, 1 << 20, &c);
+  CHECK_EQ(c.proto, P2PK_PROTO_LL128);
+  CHECK_EQ(c.threads, 256);
+  CHECK_EQ(c.blocks, (int)(((1 << 20) / P2PK_LL128_DATA + 1) * 8 / 256 + 1));
   CHECK(c.blocks > g.sm_count && c.blocks <= 4 * g.sm_count);
+  p2pk_algo_choose(&t, &no_force, &g, 8 << 20, &c);
+  CHECK_EQ(c.proto, P2PK_PROTO_LL128);
+  CHECK_EQ(c.threads, 512);
+  CHECK_EQ(c.blocks, 4 * g.sm_count);
+  /* Without the LL128 area: one-shot simple, automatic grid. */
+  g.ll128_cap = 0;
   p2pk_algo_choose(&t, &no_force, &g, 2 << 20, &c);
   CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
+  CHECK_EQ(c.algo, P2PK_ALGO_ONESHOT);
+  CHECK_EQ(c.threads, 512);
   CHECK(c.blocks >= 1 && c.blocks <= g.sm_count);
   CHECK(c.chunk % 16 == 0 && c.chunk > 0 && c.chunk <= g.mailbox);
   CHECK((uint64_t)c.blocks * c.chunk >= (2u << 20)); /* one round covers the message */
+  g = geom2();
   p2pk_algo_choose(&t, &no_force, &g, (size_t)1 << 30, &c);
   CHECK_EQ(c.blocks, g.sm_count);
   CHECK_EQ(c.chunk, g.mailbox);
@@ -262,6 +279,8 @@ TEST(choice_valid_for_every_rank_count) {
         }
         if (b > ((size_t)8 << 20) || (n >= 3 && b > ((size_t)512 << 10))) CHECK_EQ(c.algo, P2PK_ALGO_TWOSHOT);
         if (b <= ((size_t)64 << 10)) CHECK_EQ(c.proto, P2PK_PROTO_LL);
+        if (n == 2 && b > ((size_t)128 << 10) && b <= ((size_t)8 << 20))
+          CHECK_EQ(c.proto, P2PK_PROTO_LL128);
       }
     }
   t_current = "choice_valid_for_every_rank_count";
@@ -328,14 +347,14 @@ TEST(layout_fits_and_does_not_overlap) {
     CHECK(l.ll_off >= l.agtok_off + (uint64_t)n * P2PK_COLL_MAILBOXES * 8);
     CHECK(l.p2p_ll_off >= l.ll_off + 2 * (uint64_t)(n - 1) * l.ll_bytes);
     CHECK(l.data_off >= l.p2p_ll_off + 4 * (uint64_t)(n - 1) * P2PK_P2P_LL_MAX);
-    /* LL128 on top of the buffer: 16 MiB of messages over all peers. */
+    /* LL128 on top of the buffer: 8 MiB of messages over all peers. */
     uint64_t buf_end = l.data_off + (uint64_t)P2PK_COLL_SETS * (n - 1) * l.nboxes * l.mailbox;
     CHECK(buf_end <= (64u << 20));
     CHECK(l.ll128_off >= buf_end && l.ll128_off % 4096 == 0);
     CHECK_EQ(l.total, l.ll128_off + 2 * (uint64_t)(n - 1) * l.ll128_bytes);
     uint64_t cap = l.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA;
-    CHECK(cap * (n - 1) >= (16u << 20) - (uint64_t)(n - 1) * P2PK_LL128_DATA);
-    CHECK(l.ll128_bytes <= (16u << 20) / (n - 1) / P2PK_LL128_DATA * P2PK_LL128_LINE + 4096);
+    CHECK(cap * (n - 1) >= (8u << 20));
+    CHECK(l.ll128_bytes <= ((8u << 20) / (n - 1) / P2PK_LL128_DATA + 1) * P2PK_LL128_LINE + 4095);
     CHECK(l.nboxes >= 16 && l.nboxes <= P2PK_COLL_MAILBOXES);
     CHECK(n > 4 || l.nboxes == P2PK_COLL_MAILBOXES);
     CHECK(l.ll_off % 4096 == 0 && l.data_off % 4096 == 0);
@@ -352,7 +371,7 @@ TEST(layout_fits_and_does_not_overlap) {
   setenv("P2PKIT_LL128_MAX", "1M", 1);
   p2pk_param_reset();
   CHECK_OK(p2pk_layout_compute(3, 64u << 20, 0, 512, &l, &ll));
-  CHECK_EQ(l.ll128_bytes, (uint64_t)((512u << 10) / P2PK_LL128_DATA * P2PK_LL128_LINE + 4095) & ~4095ULL);
+  CHECK_EQ(l.ll128_bytes, ((((512u << 10) + P2PK_LL128_DATA - 1) / P2PK_LL128_DATA) * P2PK_LL128_LINE + 4095) & ~4095ULL);
   unsetenv("P2PKIT_LL128_MAX");
   p2pk_param_reset();
   CHECK_EQ(p2pk_layout_compute(2, 256 << 10, 0, 512, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
@@ -403,6 +422,10 @@ TEST(large_calls_get_two_blocks_per_sm) {
   CHECK_EQ(ch.algo, P2PK_ALGO_ONESHOT);
   CHECK_EQ(ch.blocks, 256);
   p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, (size_t)8 << 20, &ch);
+  CHECK_EQ(ch.proto, P2PK_PROTO_LL128); /* the table's one-shot row */
+  CHECK_EQ(ch.blocks, 4 * 132);
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, (size_t)12 << 20, &ch);
+  CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
   CHECK_EQ(ch.blocks, 132);
   p2pk_coll_choose(&c, P2PK_COLL_REDUCE, (size_t)16 << 20, &ch);
   CHECK_EQ(ch.blocks, 256);
