@@ -300,12 +300,16 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
   size_t maxg = (size_t)sms < P2PK_COLL_MAX_BLOCKS ? (size_t)sms : P2PK_COLL_MAX_BLOCKS;
   if (row.proto == P2PK_PROTO_LL || row.proto == P2PK_PROTO_LL128) {
     /* One line per thread (LL) or per 8 threads (LL128), up to four blocks
-     * per SM: an LL or LL128 block only waits for the same block index on
-     * its peers, never for another block of its own grid, so the grid need
-     * not be resident all at once. */
+     * per SM (LL): an LL or LL128 block only waits for the same block index
+     * on its peers, never for another block of its own grid, so the grid
+     * need not be resident all at once. */
     size_t lanes = row.proto == P2PK_PROTO_LL ? ceil_div(bytes, 8)
                                               : ceil_div(bytes, P2PK_LL128_DATA) * 8;
-    size_t ll_max = 4 * (size_t)sms < P2PK_COLL_MAX_BLOCKS ? 4 * (size_t)sms : P2PK_COLL_MAX_BLOCKS;
+    /* LL128 grids stay resident (a warp's passes interleave pushing and
+     * taking in; a second wave would only start when the first is done). */
+    int per = row.proto == P2PK_PROTO_LL128 ? g->ll128_per_sm[threads / 32] : 0;
+    size_t ll_max = (size_t)(per > 0 ? per : 4) * (size_t)sms;
+    if (ll_max > P2PK_COLL_MAX_BLOCKS) ll_max = P2PK_COLL_MAX_BLOCKS;
     size_t gb = row.blocks > 0 ? (size_t)row.blocks : ceil_div(lanes, (size_t)threads);
     c->blocks = (int)clampz(gb, 1, row.blocks > 0 ? P2PK_COLL_MAX_BLOCKS : ll_max);
     c->chunk = 0;

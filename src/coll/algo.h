@@ -23,6 +23,7 @@
 #include "p2pkit.h"
 
 #define P2PK_ALGO_MAX_ROWS 64
+#define P2PK_ALGO_THREAD_STEPS 17 /* threads / 32 for 0..512 threads */
 
 enum { P2PK_TRANSPORT_P2P = 0, P2PK_TRANSPORT_SHM = 1 };
 
@@ -58,6 +59,9 @@ typedef struct {
   int mailboxes;        /* P2P mailboxes per peer and set */
   size_t stage_mailbox; /* bytes per staged mailbox */
   size_t ll128_cap;     /* largest message the LL128 area holds (0: none) */
+  /* LL128 blocks resident per SM by threads / 32 (64..512 threads); 0:
+   * unknown (then four per SM, as LL). */
+  int ll128_per_sm[P2PK_ALGO_THREAD_STEPS];
 } p2pk_algo_geom;
 
 typedef struct {

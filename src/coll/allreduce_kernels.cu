@@ -234,6 +234,12 @@ __device__ __forceinline__ uint4 ll128_wait(const p2pk_ar_args &a, Waiter &w, co
 
 // Every collective but send/recv, as ll_kernel: push this rank's share to
 // each peer in send_mask, then reduce in rank order or copy what arrives.
+// A warp owns the same lines for both: 4 lines per pass (one per group of 8
+// lanes), passes wstride lines apart. Pass j is pushed before pass j - 1 is
+// taken in, so a warp's receiving overlaps its own and its neighbours'
+// pushing instead of starting when all of them are done. Line L of block b
+// only ever waits for block b of the peers, which pushes pass j before it
+// waits for pass j - 1: no cycle.
 template <class T>
 __global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__ p2pk_ar_args a) {
   typedef typename T::acc A;
@@ -244,9 +250,8 @@ __global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__
   if ((int)threadIdx.x < n) s_peer[threadIdx.x] = a.peer[threadIdx.x];
   const uint64_t nbytes = pin(a.count) * sizeof(typename T::bits);
   const uint64_t nlines = (nbytes + P2PK_LL128_DATA - 1) / P2PK_LL128_DATA;
-  // Warps with lines: all but the last (the header's, as in ll_kernel). Warp
-  // w of block b takes 4 consecutive lines per pass, lane group `sub` one of
-  // them; lane `part` of the group bytes 16 * part of the line.
+  // Warps with lines: all but the last (the header's, as in ll_kernel).
+  // Lane `part` of a group holds bytes 16 * part of its line.
   const unsigned lt = blockDim.x - 32, wpb = lt / 32;
   const unsigned lane = threadIdx.x & 31, part = lane & 7, sub = lane >> 3;
   const bool flag_lane = part == 7;
@@ -254,6 +259,7 @@ __global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__
   const uint64_t wfirst = ((uint64_t)blockIdx.x * wpb + threadIdx.x / 32) * 4;
   const uint64_t wstride = (uint64_t)gridDim.x * wpb * 4;
   const bool has_lines = threadIdx.x < lt;
+  const uint64_t passes = has_lines && wfirst < nlines ? (nlines - wfirst + wstride - 1) / wstride : 0;
   const uint64_t po = flag_lane ? 112 : part * 16; // payload offset in the line
   const char *in = pin((const char *)a.in);
   char *out = pin((char *)a.out);
@@ -270,70 +276,58 @@ __global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__
   Waiter w(timeout_ns);
   const uint32_t slot = seq & 1;
   const bool leader = blockIdx.x == 0 && threadIdx.x == lt;
-  if (leader) header_send_from(a, seq, s_peer, n, me, hdr0, hdr1, nullptr);
-  if (has_lines && send_mask) {
-    // Two passes' lines per iteration: both loads are in flight before the
-    // first store (the stores are volatile asm, which loads cannot pass).
-    for (uint64_t l0 = wfirst; l0 < nlines; l0 += 2 * wstride) {
-      const uint64_t L[2] = {l0 + sub, l0 + wstride + sub};
-      const bool act[2] = {L[0] < nlines, L[1] < nlines};
-      const uint64_t o[2] = {L[0] * P2PK_LL128_DATA + po, L[1] * P2PK_LL128_DATA + po};
-      uint4 v[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-#pragma unroll
-      for (int u = 0; u < 2; u++)
-        if (act[u] && !in_stride) v[u] = load_part<T>(in, o[u], flag_lane, nbytes);
+  if (leader) {
+    header_send_from(a, seq, s_peer, n, me, hdr0, hdr1, nullptr);
+    // Every rank waits for every peer's header (see ll_kernel).
+    header_check_at(a, seq, w, n, me, local, hdr0, hdr1, nullptr);
+  }
+  const char *mine = local + off + (uint64_t)slot * (n - 1) * lbytes + part * 16;
+  const char *own = in + me * in_stride;
+  // Reduce waits for every peer; copy for those in recv_mask (and itself).
+  const bool recv_any = reduce ? recv_mask != 0 : (recv_mask || self_copy);
+  for (uint64_t j = 0; j <= passes; j++) {
+    // Loads first (this pass's input, the previous pass's own share), so
+    // they are in flight together; the stores and polls below are volatile
+    // asm, which loads cannot pass.
+    const uint64_t L = wfirst + j * wstride + sub, R = L - wstride;
+    const bool push = j < passes && L < nlines && send_mask;
+    const bool take = j > 0 && R < nlines;
+    const uint64_t o = L * P2PK_LL128_DATA + po, ro = R * P2PK_LL128_DATA + po;
+    uint4 v = make_uint4(0, 0, 0, 0), mv = make_uint4(0, 0, 0, 0);
+    if (push && !in_stride) v = load_part<T>(in, o, flag_lane, nbytes);
+    if (take && (reduce || self_copy)) mv = load_part<T>(own, ro, flag_lane, nbytes);
+    if (j < passes && send_mask) {
       for (int k = 1; k < n; k++) {
         const int p = me + k < n ? me + k : me + k - n;
         if (!has(send_mask, p)) continue;
-        if (in_stride) {
-#pragma unroll
-          for (int u = 0; u < 2; u++)
-            if (act[u]) v[u] = load_part<T>(in + p * in_stride, o[u], flag_lane, nbytes);
-        }
+        if (push && in_stride) v = load_part<T>(in + p * in_stride, o, flag_lane, nbytes);
+        if (flag_lane) v.z = v.w = seq;
         char *dst = s_peer[p] + off + ((uint64_t)slot * (n - 1) + pslot(me, p, n)) * lbytes +
-                    part * 16;
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-          if (flag_lane) v[u].z = v[u].w = seq;
-          // One store instruction per line: reconverge the warp first (the
-          // loads above branch on alignment and on the end of the buffer).
-          __syncwarp();
-          if (act[u]) st_vol_v4(dst + L[u] * P2PK_LL128_LINE, v[u]);
-        }
+                    L * P2PK_LL128_LINE + part * 16;
+        // One store instruction per line: reconverge the warp first (the
+        // loads above branch on alignment and on the end of the buffer).
+        __syncwarp();
+        if (push) st_vol_v4(dst, v);
       }
     }
-  }
-  // Every rank waits for every peer's header (see ll_kernel).
-  if (leader) header_check_at(a, seq, w, n, me, local, hdr0, hdr1, nullptr);
-  if (!has_lines) return;
-  const char *mine = local + off + (uint64_t)slot * (n - 1) * lbytes + part * 16;
-  const char *own = in + me * in_stride;
-  for (uint64_t l0 = wfirst; l0 < nlines; l0 += wstride) {
-    const uint64_t L = l0 + sub;
-    const bool act = L < nlines;
-    const uint64_t o = L * P2PK_LL128_DATA + po;
-    const uint64_t lo = L * P2PK_LL128_LINE;
+    if (j == 0 || !recv_any) continue;
+    const uint64_t lo = R * P2PK_LL128_LINE;
     if (!reduce) {
       for (int r = 0; r < n; r++) {
         if (!has(recv_mask, r)) continue;
-        uint4 x = ll128_wait(a, w, mine + (uint64_t)pslot(r, me, n) * lbytes + lo, seq, r, act,
+        uint4 x = ll128_wait(a, w, mine + (uint64_t)pslot(r, me, n) * lbytes + lo, seq, r, take,
                              flag_lane, gmask);
-        if (act) store_part<T>(out + r * out_stride, o, flag_lane, nbytes, x);
+        if (take) store_part<T>(out + r * out_stride, ro, flag_lane, nbytes, x);
       }
-      if (self_copy && act)
-        store_part<T>(out + me * out_stride, o, flag_lane, nbytes, load_part<T>(own, o, flag_lane, nbytes));
+      if (self_copy && take) store_part<T>(out + me * out_stride, ro, flag_lane, nbytes, mv);
       continue;
     }
-    if (!recv_mask) break;
     A acc[2 * N];
-    // This rank's share first, so its load overlaps the waits for the peers.
-    const uint4 mine_v = act ? load_part<T>(own, o, flag_lane, nbytes) : make_uint4(0, 0, 0, 0);
     for (int r = 0; r < n; r++) {
-      uint4 x = mine_v;
-      if (r != me) {
-        x = ll128_wait(a, w, mine + (uint64_t)pslot(r, me, n) * lbytes + lo, seq, r, act,
+      uint4 x = mv;
+      if (r != me)
+        x = ll128_wait(a, w, mine + (uint64_t)pslot(r, me, n) * lbytes + lo, seq, r, take,
                        flag_lane, gmask);
-      }
       Pack8<T> v0, v1;
       v0.u = make_uint2(x.x, x.y);
       v1.u = make_uint2(x.z, x.w);
@@ -349,7 +343,7 @@ __global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__
       v0.e[e] = T::st(finish<T>(op, acc[e], n));
       v1.e[e] = T::st(finish<T>(op, acc[N + e], n));
     }
-    if (act) store_part<T>(out, o, flag_lane, nbytes, make_uint4(v0.u.x, v0.u.y, v1.u.x, v1.u.y));
+    if (take) store_part<T>(out, ro, flag_lane, nbytes, make_uint4(v0.u.x, v0.u.y, v1.u.x, v1.u.y));
   }
 }
 
@@ -789,6 +783,30 @@ extern "C" int p2pk_ktrace_read(unsigned long long out[2][7]) {
   (void)out;
   return -1;
 #endif
+}
+
+extern "C" int p2pk_ll128_per_sm(int threads) {
+  int best = 1 << 30;
+  const int bt = threads + 32; // with the header warp
+#define P2PK_OCC_(T)                                                                   \
+  do {                                                                                 \
+    int nb = 0;                                                                        \
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, p2pk::ll128_kernel<T>, bt, 0) != \
+        cudaSuccess) {                                                                 \
+      cudaGetLastError();                                                              \
+      return 0;                                                                        \
+    }                                                                                  \
+    if (nb < best) best = nb;                                                          \
+  } while (0)
+  P2PK_OCC_(p2pk::TF32);
+  P2PK_OCC_(p2pk::TF16);
+  P2PK_OCC_(p2pk::TBF16);
+  P2PK_OCC_(p2pk::TF64);
+  P2PK_OCC_(p2pk::TI32);
+  P2PK_OCC_(p2pk::TI64);
+  P2PK_OCC_(p2pk::TU8);
+#undef P2PK_OCC_
+  return best;
 }
 
 extern "C" cudaError_t p2pk_preload_allreduce_p2p(void) {

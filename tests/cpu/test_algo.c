@@ -11,7 +11,7 @@
 #include "test.h"
 
 static p2pk_algo_geom geom2(void) {
-  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10, 8388720};
+  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10, 8388720, {0}};
   return g;
 }
 
@@ -152,6 +152,12 @@ TEST(choose_fills_automatic_fields) {
   CHECK_EQ(c.proto, P2PK_PROTO_LL128);
   CHECK_EQ(c.threads, 512);
   CHECK_EQ(c.blocks, 4 * g.sm_count);
+  /* What the GPU holds at once bounds an LL128 grid when it is known. */
+  g.ll128_per_sm[512 / 32] = 2;
+  p2pk_algo_choose(&t, &no_force, &g, 8 << 20, &c);
+  CHECK_EQ(c.blocks, 2 * g.sm_count);
+  p2pk_algo_choose(&t, &no_force, &g, 1 << 20, &c); /* 256 threads: not known */
+  CHECK(c.blocks > 2 * g.sm_count);
   /* Without the LL128 area: one-shot simple, automatic grid. */
   g.ll128_cap = 0;
   p2pk_algo_choose(&t, &no_force, &g, 2 << 20, &c);
@@ -251,7 +257,7 @@ TEST(choice_valid_for_every_rank_count) {
       size_t ll = 0;
       CHECK_OK(p2pk_layout_compute(n, 64u << 20, staged, p2pk_mailboxes_for(132), &l, &ll));
       p2pk_algo_geom g = {n, staged, 132, ll, (size_t)l.mailbox, (int)l.nboxes, (size_t)l.stage_mailbox,
-                          (size_t)(l.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA)};
+                          (size_t)(l.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA), {0}};
       for (size_t b = 1; b <= ((size_t)1 << 30); b = b < 16 ? b + 1 : b * 2 + (b & 1 ? 0 : 1)) {
         p2pk_algo_choice c;
         p2pk_algo_choose(&t, &no_force, &g, b, &c);
