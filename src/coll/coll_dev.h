@@ -198,7 +198,7 @@ extern "C" {
 /* One launch on `stream`: LL / one-shot / two-shot over P2P (allreduce_kernels.cu)
  * or the host-staged pipeline (staged_kernels.cu, grid = 2 * blocks). */
 /* Blocks of ll128_kernel (threads + the header warp) one multiprocessor
- * holds at once, the least over data types; 0 if CUDA cannot say. */
+ * holds at once, the least over data types but uint8; 0 if CUDA cannot say. */
 int p2pk_ll128_per_sm(int threads);
 cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int threads,
                                       cudaStream_t stream);
