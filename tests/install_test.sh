@@ -10,7 +10,8 @@ pc=$(find "$tmp/prefix" -name p2pkit.pc | head -n 1)
 [ -f "$tmp/prefix/include/p2pkit.h" ] || { echo "FAIL: header not installed"; exit 1; }
 export PKG_CONFIG_PATH=$(dirname "$pc")
 lib=$(pkg-config --variable=libdir p2pkit)/libp2pkit.so
-san=; ldd "$lib" | grep -q libasan && san="-fsanitize=address,undefined"   # sanitizer build
+deps=$(ldd "$lib")   # read whole: see nm below
+san=; grep -q libasan <<< "$deps" && san="-fsanitize=address,undefined"   # sanitizer build
 cc $san -std=c11 -Wall -Werror "$src/examples/topo_pairs.c" $(pkg-config --cflags --libs p2pkit) \
    -Wl,-rpath,"$(pkg-config --variable=libdir p2pkit)" -o "$tmp/topo_pairs"
 # Only the public API is exported: no internal p2pk_ symbols. (nm's output
