@@ -16,19 +16,18 @@
  * bytes, and one-shot has fewer synchronisation steps; from 3 GPUs on,
  * two-shot sends 2(n-1)/n of the buffer per GPU instead of n-1. */
 static const p2pk_algo_row builtin[] = {
-    /* 2 GPUs. LL to 128 KiB; LL128 to 8 MiB (256 threads per block to
-     * 2 MiB, 512 beyond); two-shot simple beyond. Fifth session's runs on the
-     * 2x H200 (bench/results/2026-11-29-h200x2-s5), float sum, graph mode:
-     * LL128 vs the previous table (LL to 1 MiB, one-shot simple to 8 MiB):
-     * 256 KiB 4.03 vs 4.42 us, 1 MiB 6.45 vs 8.79, 2 MiB 10.1 vs 15.4,
-     * 4 MiB 16.1 vs 21.7, 8 MiB 30.8 vs 35.9; a tie at 16 MiB (60.4 vs 60.7)
-     * and 128 KiB (3.68 vs 3.64); LL ahead at 64 KiB (3.19 vs 3.50). Eager,
-     * 1 MiB: 256 threads 7.30 us, 512 8.23; 4 MiB: 19.5 vs 16.9. One-shot
-     * and two-shot cross the link with the same bytes on 2 GPUs; two-shot
-     * overlaps better at large sizes (417 vs 522 us at 128 MiB). */
+    /* 2 GPUs. LL to 128 KiB; LL128 to 32 MiB (256 threads per block to
+     * 16 MiB, 512 beyond); two-shot simple beyond. Fifth session's runs on
+     * the 2x H200 (bench/results/2026-11-29-h200x2-s5), float sum, graph
+     * mode, us: LL128 (256 threads) against the previous table (LL to 1 MiB,
+     * one-shot simple to 8 MiB, two-shot beyond): 512 KiB 4.66 vs 5.90,
+     * 1 MiB 6.26 vs 8.79, 2 MiB 9.66 vs 15.4, 4 MiB 16.9 vs 21.7, 8 MiB 30.3
+     * vs 35.9, 16 MiB 56.5 vs 60.7; 512 threads at 32 MiB 108.6 (256: 110.1,
+     * two-shot 116.6); 64 MiB a tie (209.6 vs two-shot 208.6); LL ahead to
+     * 128 KiB (64 KiB 3.17 vs 3.50, 128 KiB 3.56 vs 3.68). */
     {P2PK_TRANSPORT_P2P, 2, 2, 128 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
-    {P2PK_TRANSPORT_P2P, 2, 2, 2 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 256, 0},
-    {P2PK_TRANSPORT_P2P, 2, 2, 8 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 512, 0},
+    {P2PK_TRANSPORT_P2P, 2, 2, 16 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 256, 0},
+    {P2PK_TRANSPORT_P2P, 2, 2, 32 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 512, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
     /* 3 or more GPUs: not measured (no such machine yet). LL128 is left out
      * here until it is; P2PKIT_PROTO=ll128 tries it. */

@@ -145,10 +145,17 @@ p2pkit_status_t p2pk_coll_leave(struct p2pkit_comm *c, const char *name, int pre
 }
 
 /* What a collective of `block` bytes per rank runs: the all-reduce table for
- * all-reduce; the one-shot push (LL when small) for the others. */
+ * all-reduce; the one-shot push (LL, LL128 or simple, by the table's rows)
+ * for the others. */
 void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_algo_choice *ch) {
   p2pk_algo_force f = c->force;
   if (kind != P2PK_COLL_ALL_REDUCE) f.algo = P2PK_ALGO_ONESHOT;
+  /* Reduce: the simple protocol from 8 MiB (fifth session, 2x H200: 16 MiB
+   * 50.6 us against LL128's 52.2, 64 MiB 187.6 against 200.2), where the
+   * other collectives gain from LL128 (all-gather of 32 MiB shares 107.8 us
+   * against 118.2, reduce-scatter 111.5 against 130.3). */
+  if (kind == P2PK_COLL_REDUCE && f.proto < 0 && block > ((size_t)8 << 20)) f.proto = P2PK_PROTO_SIMPLE;
+  p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);
   /* Two blocks per multiprocessor (as many as the mailboxes allow) for the
    * chunked kernels over P2P from these sizes, unless a setting or the
    * table's row names a grid. Fourth session's grid runs on the 2x H200
@@ -157,16 +164,19 @@ void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_
    * MiB shares, reduce 1-10% from 16 MiB; but a 16 MiB all-reduce and 8 MiB
    * shares 15-20% slower, and the data-parallel example's ~25 MiB buckets
    * slower too, so smaller calls keep one block per SM. The broadcast
-   * kernel gained nothing (one process uses the copy engine, p2p.c). */
+   * kernel gained nothing (one process uses the copy engine, p2p.c). LL and
+   * LL128 grids follow their own rule (p2pk_algo_choose). */
   const size_t wide_min = kind == P2PK_COLL_ALL_REDUCE ? (size_t)32 << 20
                           : kind == P2PK_COLL_BROADCAST ? SIZE_MAX : (size_t)16 << 20;
-  if (!c->staged && f.blocks <= 0 && block >= wide_min) {
+  if (ch->proto == P2PK_PROTO_SIMPLE && !c->staged && f.blocks <= 0 && block >= wide_min) {
     const p2pk_algo_row *r = kind == P2PK_COLL_ALL_REDUCE
                                  ? p2pk_algo_lookup(&c->table, P2PK_TRANSPORT_P2P, c->nranks, block)
                                  : NULL;
-    if (!r || r->blocks <= 0) f.blocks = 2 * c->geom.sm_count;
+    if (!r || r->blocks <= 0) {
+      f.blocks = 2 * c->geom.sm_count;
+      p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);
+    }
   }
-  p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);
 }
 
 p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *sendbuf,

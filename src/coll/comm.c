@@ -144,8 +144,9 @@ p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, int want_b
   lay->total = off + boxes * box;
   /* LL128 (mid sizes): a whole message per (slot, peer), on top of the
    * buffer so the mailboxes keep their size. P2PKIT_LL128_MAX is the largest
-   * message in bytes summed over peers (default 8 MiB: ~17 MiB of scratch
-   * whatever the rank count); 0 turns LL128 off. */
+   * message in bytes summed over peers (default 32 MiB, what the 2-GPU
+   * table uses: ~68 MiB of scratch whatever the rank count); 0 turns LL128
+   * off. */
   uint64_t l128 = p2pk_param_size("P2PKIT_LL128_MAX");
   if (l128 > ((uint64_t)1 << 30)) l128 = (uint64_t)1 << 30;
   uint64_t per = (l128 + peers - 1) / peers;

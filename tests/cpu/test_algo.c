@@ -11,7 +11,7 @@
 #include "test.h"
 
 static p2pk_algo_geom geom2(void) {
-  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10, 8388720, {0}};
+  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10, 33554520, {0}};
   return g;
 }
 
@@ -27,11 +27,13 @@ TEST(default_table_two_ranks) {
   CHECK(r && r->proto == P2PK_PROTO_LL);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (128 << 10) + 1);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128 && r->threads == 256);
-  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (2 << 20) + 1);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 16 << 20);
+  CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128 && r->threads == 256);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (16 << 20) + 1);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128 && r->threads == 512);
-  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 8 << 20);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 32 << 20);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128);
-  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (8 << 20) + 1);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (32 << 20) + 1);
   CHECK(r && r->algo == P2PK_ALGO_TWOSHOT && r->proto == P2PK_PROTO_SIMPLE);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (size_t)1 << 40);
   CHECK(r && r->algo == P2PK_ALGO_TWOSHOT && r->proto == P2PK_PROTO_SIMPLE);
@@ -148,16 +150,18 @@ TEST(choose_fills_automatic_fields) {
   CHECK_EQ(c.threads, 256);
   CHECK_EQ(c.blocks, (int)(((1 << 20) / P2PK_LL128_DATA + 1) * 8 / 256 + 1));
   CHECK(c.blocks > g.sm_count && c.blocks <= 4 * g.sm_count);
-  p2pk_algo_choose(&t, &no_force, &g, 8 << 20, &c);
+  g.ll128_cap = 32u << 20;
+  p2pk_algo_choose(&t, &no_force, &g, 32 << 20, &c);
   CHECK_EQ(c.proto, P2PK_PROTO_LL128);
   CHECK_EQ(c.threads, 512);
   CHECK_EQ(c.blocks, 4 * g.sm_count);
   /* What the GPU holds at once bounds an LL128 grid when it is known. */
   g.ll128_per_sm[512 / 32] = 2;
-  p2pk_algo_choose(&t, &no_force, &g, 8 << 20, &c);
+  p2pk_algo_choose(&t, &no_force, &g, 32 << 20, &c);
   CHECK_EQ(c.blocks, 2 * g.sm_count);
-  p2pk_algo_choose(&t, &no_force, &g, 1 << 20, &c); /* 256 threads: not known */
-  CHECK(c.blocks > 2 * g.sm_count);
+  p2pk_algo_choose(&t, &no_force, &g, 8 << 20, &c); /* 256 threads: not known */
+  CHECK_EQ(c.threads, 256);
+  CHECK_EQ(c.blocks, 4 * g.sm_count);
   /* Without the LL128 area: one-shot simple, automatic grid. */
   g.ll128_cap = 0;
   p2pk_algo_choose(&t, &no_force, &g, 2 << 20, &c);
@@ -206,8 +210,10 @@ TEST(choose_respects_limits_and_overrides) {
   CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
   g = geom2();
   f.algo = -1;
-  p2pk_algo_choose(&t, &f, &g, (size_t)9 << 20, &c); /* the row's two-shot wins */
+  g.ll128_cap = 64u << 20;
+  p2pk_algo_choose(&t, &f, &g, (size_t)33 << 20, &c); /* the row's two-shot wins */
   CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
+  g = geom2();
   /* Forced two-shot never runs LL. */
   f = no_force;
   f.algo = P2PK_ALGO_TWOSHOT;
@@ -283,10 +289,10 @@ TEST(choice_valid_for_every_rank_count) {
           CHECK(c.blocks * c.slots <= g.mailboxes);
           CHECK(c.chunk > 0 && c.chunk % 16 == 0 && c.chunk <= g.mailbox);
         }
-        if (b > ((size_t)8 << 20) || (n >= 3 && b > ((size_t)512 << 10))) CHECK_EQ(c.algo, P2PK_ALGO_TWOSHOT);
+        if ((n == 2 && b > ((size_t)32 << 20)) || (n >= 3 && b > ((size_t)512 << 10)))
+          CHECK_EQ(c.algo, P2PK_ALGO_TWOSHOT);
         if (b <= ((size_t)64 << 10)) CHECK_EQ(c.proto, P2PK_PROTO_LL);
-        if (n == 2 && b > ((size_t)128 << 10) && b <= ((size_t)8 << 20))
-          CHECK_EQ(c.proto, P2PK_PROTO_LL128);
+        if (n == 2 && b > ((size_t)128 << 10) && b <= g.ll128_cap) CHECK_EQ(c.proto, P2PK_PROTO_LL128);
       }
     }
   t_current = "choice_valid_for_every_rank_count";
@@ -353,14 +359,14 @@ TEST(layout_fits_and_does_not_overlap) {
     CHECK(l.ll_off >= l.agtok_off + (uint64_t)n * P2PK_COLL_MAILBOXES * 8);
     CHECK(l.p2p_ll_off >= l.ll_off + 2 * (uint64_t)(n - 1) * l.ll_bytes);
     CHECK(l.data_off >= l.p2p_ll_off + 4 * (uint64_t)(n - 1) * P2PK_P2P_LL_MAX);
-    /* LL128 on top of the buffer: 8 MiB of messages over all peers. */
+    /* LL128 on top of the buffer: 32 MiB of messages over all peers. */
     uint64_t buf_end = l.data_off + (uint64_t)P2PK_COLL_SETS * (n - 1) * l.nboxes * l.mailbox;
     CHECK(buf_end <= (64u << 20));
     CHECK(l.ll128_off >= buf_end && l.ll128_off % 4096 == 0);
     CHECK_EQ(l.total, l.ll128_off + 2 * (uint64_t)(n - 1) * l.ll128_bytes);
     uint64_t cap = l.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA;
-    CHECK(cap * (n - 1) >= (8u << 20));
-    CHECK(l.ll128_bytes <= ((8u << 20) / (n - 1) / P2PK_LL128_DATA + 1) * P2PK_LL128_LINE + 4095);
+    CHECK(cap * (n - 1) >= (32u << 20));
+    CHECK(l.ll128_bytes <= ((32u << 20) / (n - 1) / P2PK_LL128_DATA + 1) * P2PK_LL128_LINE + 4095);
     CHECK(l.nboxes >= 16 && l.nboxes <= P2PK_COLL_MAILBOXES);
     CHECK(n > 4 || l.nboxes == P2PK_COLL_MAILBOXES);
     CHECK(l.ll_off % 4096 == 0 && l.data_off % 4096 == 0);
@@ -417,24 +423,52 @@ TEST(large_calls_get_two_blocks_per_sm) {
   c.geom.mailboxes = 512;
   c.geom.mailbox = 120 << 10;
   p2pk_algo_choice ch;
+  /* LL128 rows (to 32 MiB on 2 GPUs) keep their own grid. */
   p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)16 << 20, &ch);
-  CHECK_EQ(ch.algo, P2PK_ALGO_TWOSHOT);
-  CHECK_EQ(ch.blocks, 132);
+  CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
+  CHECK_EQ(ch.threads, 256);
+  CHECK_EQ(ch.blocks, 4 * 132);
   p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)32 << 20, &ch);
+  CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
+  CHECK_EQ(ch.threads, 512);
+  CHECK_EQ(ch.blocks, 4 * 132);
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)64 << 20, &ch);
+  CHECK_EQ(ch.algo, P2PK_ALGO_TWOSHOT);
   CHECK_EQ(ch.blocks, 256); /* 512 mailboxes, 2 per block */
   p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 30, &ch);
+  CHECK_EQ(ch.blocks, 256);
+  /* Without the LL128 area a 32 MiB all-reduce is two-shot, two per SM. */
+  c.geom.ll128_cap = 0;
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)32 << 20, &ch);
+  CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
   CHECK_EQ(ch.blocks, 256);
   p2pk_coll_choose(&c, P2PK_COLL_REDUCE_SCATTER, (size_t)16 << 20, &ch);
   CHECK_EQ(ch.algo, P2PK_ALGO_ONESHOT);
   CHECK_EQ(ch.blocks, 256);
+  c.geom = geom2();
+  c.geom.mailboxes = 512;
+  c.geom.mailbox = 120 << 10;
+  p2pk_coll_choose(&c, P2PK_COLL_REDUCE_SCATTER, (size_t)16 << 20, &ch);
+  CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
   p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, (size_t)8 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_LL128); /* the table's one-shot row */
   CHECK_EQ(ch.blocks, 4 * 132);
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, (size_t)12 << 20, &ch);
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, (size_t)48 << 20, &ch);
+  CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
+  CHECK_EQ(ch.blocks, 256);
+  /* Reduce: LL128 to 8 MiB, then simple (two per SM from 16 MiB). */
+  p2pk_coll_choose(&c, P2PK_COLL_REDUCE, (size_t)8 << 20, &ch);
+  CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
+  p2pk_coll_choose(&c, P2PK_COLL_REDUCE, (size_t)12 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
   CHECK_EQ(ch.blocks, 132);
   p2pk_coll_choose(&c, P2PK_COLL_REDUCE, (size_t)16 << 20, &ch);
+  CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
   CHECK_EQ(ch.blocks, 256);
+  c.force.proto = P2PK_PROTO_LL128; /* unless a setting says otherwise */
+  p2pk_coll_choose(&c, P2PK_COLL_REDUCE, (size_t)16 << 20, &ch);
+  CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
+  c.force.proto = -1;
   p2pk_coll_choose(&c, P2PK_COLL_BROADCAST, (size_t)512 << 20, &ch);
   CHECK_EQ(ch.blocks, 132);
   /* Fewer mailboxes bound it. */
