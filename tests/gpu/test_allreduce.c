@@ -42,6 +42,10 @@ static const variant_t V_ONESHOT = {"oneshot", P2PK_ALGO_ONESHOT, P2PK_PROTO_SIM
 /* Few blocks, small chunks: many mailbox uses per block and per call. */
 static const variant_t V_ONESHOT_SMALL = {"oneshot-3x4K", P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 3, 128, 4096};
 static const variant_t V_TWOSHOT = {"twoshot", P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0};
+static const variant_t V_LL128 = {"oneshot-ll128", P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 0, 0};
+/* Three blocks of two warps: hundreds of passes per warp, each pushing one
+ * pass while taking in the one before. */
+static const variant_t V_LL128_SMALL = {"ll128-3x64", P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 3, 64, 0};
 static const variant_t V_TWOSHOT_SMALL = {"twoshot-5x1040", P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 5, 96, 1040};
 static const variant_t V_STAGED_SMALL = {"staged-2x4K", -1, -1, 2, 128, 4096};
 
@@ -192,6 +196,8 @@ static void full_suite(runner_t *R, int staged) {
     return;
   }
   matrix(R, &V_LL, few, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+  matrix(R, &V_LL128, few2, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+  matrix(R, &V_LL128_SMALL, few, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
   matrix(R, &V_ONESHOT, few2, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
   matrix(R, &V_ONESHOT_SMALL, few2, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
   matrix(R, &V_TWOSHOT, few, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
@@ -208,37 +214,39 @@ typedef struct {
   int inplace, misalign;
 } gop_t;
 
-/* Capture three all-reduces (LL, chunked one-shot, two-shot) per rank into
+#define NGA 4
+/* Capture four all-reduces (LL, LL128, chunked one-shot, two-shot) per rank into
  * one graph, replay it `reps` times with fresh inputs, check every replay. */
 static void graph_replay(runner_t *R, int reps) {
-  const gop_t ops[3] = {
+  const gop_t ops[NGA] = {
       {&V_LL, P2PKIT_FLOAT32, P2PKIT_SUM, 1023, 0, 0},
+      {&V_LL128, P2PKIT_FLOAT16, P2PKIT_SUM, 300001, 0, 1},
       {&V_ONESHOT_SMALL, P2PKIT_BFLOAT16, P2PKIT_MAX, 300001, 1, 1},
       {&V_TWOSHOT, P2PKIT_FLOAT32, P2PKIT_AVG, MAXCOUNT, 0, 1},
   };
-  char *din[3][MAXR], *dout[3][MAXR];
-  const void *in[3][MAXR];
-  void *out[3][MAXR];
-  size_t off[3][MAXR];
+  char *din[NGA][MAXR], *dout[NGA][MAXR];
+  const void *in[NGA][MAXR];
+  void *out[NGA][MAXR];
+  size_t off[NGA][MAXR];
   cudaGraph_t graph[MAXR];
   cudaGraphExec_t exec[MAXR];
   memset(graph, 0, sizeof graph);
   memset(exec, 0, sizeof exec);
-  for (int k = 0; k < 3; k++)
+  for (int k = 0; k < NGA; k++)
     for (int l = 0; l < R->nloc; l++) {
       T_CUDA(cudaSetDevice(R->dev[l]));
       T_CUDA(cudaMalloc((void **)&din[k][l], R->cap));
       T_CUDA(cudaMalloc((void **)&dout[k][l], R->cap));
     }
   /* Pointers are fixed at capture; replays only change the data. */
-  for (int k = 0; k < 3; k++)
+  for (int k = 0; k < NGA; k++)
     prepare(R, dout[k], din[k], R->cap, ops[k].dt, ops[k].op, ops[k].count, ops[k].inplace,
             ops[k].misalign, 1, in[k], out[k], off[k]);
   for (int l = 0; l < R->nloc; l++) {
     T_CUDA(cudaSetDevice(R->dev[l]));
     T_CUDA(cudaStreamBeginCapture(R->s[l], cudaStreamCaptureModeGlobal));
   }
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < NGA; k++) {
     set_variant(R, ops[k].v);
     for (int l = 0; l < R->nloc; l++)
       CHECK_OK(p2pkit_all_reduce(in[k][l], out[k][l], ops[k].count, ops[k].dt, ops[k].op,
@@ -260,14 +268,14 @@ static void graph_replay(runner_t *R, int reps) {
   }
   if (!ready) R->failures++; /* already reported; replaying nothing proves nothing */
   for (int rep = 0; ready && rep < reps && R->failures < 8; rep++) {
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < NGA; k++)
       prepare(R, dout[k], din[k], R->cap, ops[k].dt, ops[k].op, ops[k].count, ops[k].inplace,
               ops[k].misalign, 1000 + (uint64_t)rep * 10 + (uint64_t)k * 100, in[k], out[k], off[k]);
     for (int l = 0; l < R->nloc; l++) {
       T_CUDA(cudaSetDevice(R->dev[l]));
       if (exec[l]) T_CUDA(cudaGraphLaunch(exec[l], R->s[l]));
     }
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < NGA; k++) {
       char what[160];
       describe(what, sizeof what, ops[k].v->name, ops[k].dt, ops[k].op, ops[k].count,
                ops[k].inplace, ops[k].misalign);
@@ -284,7 +292,7 @@ static void graph_replay(runner_t *R, int reps) {
     cudaSetDevice(R->dev[l]);
     if (exec[l]) cudaGraphExecDestroy(exec[l]);
     if (graph[l]) cudaGraphDestroy(graph[l]);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < NGA; k++) {
       cudaFree(din[k][l]);
       cudaFree(dout[k][l]);
     }
@@ -361,6 +369,7 @@ TEST(quick) {
   runner_t R;
   if (runner_single(&R, 2) == 0) {
     matrix(&R, &V_LL, ops, 1, counts, 2, 3);
+    matrix(&R, &V_LL128_SMALL, ops, 1, counts, 2, 3);
     matrix(&R, &V_ONESHOT_SMALL, ops + 1, 1, counts, 2, 3);
     matrix(&R, &V_TWOSHOT_SMALL, ops, 1, counts, 2, 3);
   }
@@ -482,6 +491,7 @@ static int child_main(int argc, char **argv) {
     static const size_t counts[] = {3, 4097};
     static const p2pkit_redop_t ops[] = {P2PKIT_SUM, P2PKIT_MAX};
     matrix(&R, &V_LL, ops, 1, counts, 2, 3);
+    matrix(&R, &V_LL128_SMALL, ops, 1, counts, 2, 3);
     matrix(&R, &V_ONESHOT_SMALL, ops + 1, 1, counts, 2, 3);
     matrix(&R, &V_TWOSHOT_SMALL, ops, 1, counts, 2, 3);
   } else {

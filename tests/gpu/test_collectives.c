@@ -40,6 +40,9 @@ enum { SENDRECV = P2PK_COLL_KINDS }; /* send/recv pairs at a shift, as nccl-test
 static const variant_t V_AUTO = {"auto", -1, -1, 0, 0, 0};
 static const variant_t V_LL = {"ll", P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0};
 static const variant_t V_SIMPLE = {"simple", P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 0, 0, 0};
+static const variant_t V_LL128 = {"ll128", P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 0, 0};
+/* Three blocks of two warps: many passes per warp. */
+static const variant_t V_LL128_SMALL = {"ll128-3x64", P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 3, 64, 0};
 /* Few blocks, small chunks: many mailbox uses per block and per call. */
 static const variant_t V_SMALL = {"simple-3x4K", P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 3, 128, 4096};
 static const variant_t V_STAGED_SMALL = {"staged-2x4K", -1, -1, 2, 128, 4096};
@@ -280,7 +283,11 @@ static void full_suite(runner_t *R, int staged) {
       matrix(R, &V_STAGED_SMALL, kind, few, 3);
       continue;
     }
-    if (kind != SENDRECV) matrix(R, &V_LL, kind, few, 2);
+    if (kind != SENDRECV) {
+      matrix(R, &V_LL, kind, few, 2);
+      matrix(R, &V_LL128, kind, few + 1, 2);
+      matrix(R, &V_LL128_SMALL, kind, few, 2);
+    }
     matrix(R, &V_SIMPLE, kind, few + 1, 2);
     matrix(R, &V_SMALL, kind, few, 3);
   }
