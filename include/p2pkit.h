@@ -232,7 +232,10 @@ typedef struct {
 /* Fill `opts` with "take it from the environment" (-1 / NULL everywhere). */
 P2PKIT_API void p2pkit_comm_opts_init(p2pkit_comm_opts_t *opts);
 /* One process driving `ndev` GPUs: comms[i] is rank i on devs[i]
- * (devs NULL: devices 0..ndev-1). */
+ * (devs NULL: devices 0..ndev-1). Each rank allocates its device scratch
+ * once here: P2PKIT_BUFFER_SIZE (128 MiB by default over P2P) plus the
+ * mid-size protocol's area (about 2.13 x P2PKIT_LL128_MAX, 68 MiB by
+ * default; P2PKIT_LL128_MAX=0 drops it). */
 P2PKIT_API p2pkit_status_t p2pkit_comm_init_all(p2pkit_comm_t *comms, int ndev, const int *devs);
 /* One process per GPU (collective over all ranks; fails after the timeout if
  * a rank never arrives). `opts` NULL: everything from the environment. */
