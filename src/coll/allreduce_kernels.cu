@@ -67,6 +67,22 @@ __device__ __forceinline__ void store_line(char *out, uint64_t line, uint64_t nb
 
 __device__ __forceinline__ bool has(uint32_t mask, int p) { return (mask >> p) & 1u; }
 
+// The arguments the LL and LL128 kernels use, read into registers (pinned:
+// the compiler may not load them again) before the dependency wait, so the
+// loads overlap it; each kernel takes them apart with a structured binding.
+struct Pinned {
+  const char *in;
+  char *out, *local;
+  uint64_t in_stride, out_stride, timeout_ns;
+  uint32_t send_mask, recv_mask, hdr0, hdr1;
+  int reduce, self_copy, op;
+  __device__ __forceinline__ explicit Pinned(const p2pk_ar_args &a)
+      : in(pin((const char *)a.in)), out(pin((char *)a.out)), local(pin(a.local)),
+        in_stride(pin(a.in_stride)), out_stride(pin(a.out_stride)), timeout_ns(pin(a.timeout_ns)),
+        send_mask(pin(a.send_mask)), recv_mask(pin(a.recv_mask)), hdr0(pin(a.hdr0)),
+        hdr1(pin(a.hdr1)), reduce(pin(a.reduce)), self_copy(pin(a.self_copy)), op(pin(a.op)) {}
+};
+
 // Every collective except send/recv: push this rank's share for each peer in
 // send_mask, then either reduce everyone's lines in rank order (reduce) or
 // copy each received line to that peer's output block.
@@ -94,15 +110,9 @@ __global__ void __launch_bounds__(512 + 32) ll_kernel(const __grid_constant__ p2
   const unsigned lt = blockDim.x - 32; // threads with lines
   const uint64_t first = threadIdx.x < lt ? (uint64_t)blockIdx.x * lt + threadIdx.x : nlines;
   const uint64_t stride = (uint64_t)gridDim.x * lt;
-  const char *in = pin((const char *)a.in);
-  char *out = pin((char *)a.out);
-  char *local = pin(a.local);
+  const auto [in, out, local, in_stride, out_stride, timeout_ns, send_mask, recv_mask, hdr0, hdr1,
+              reduce, self_copy, op] = Pinned(a);
   const uint64_t ll_off = pin(a.lay.ll_off), ll_bytes = pin(a.lay.ll_bytes);
-  const uint64_t in_stride = pin(a.in_stride), out_stride = pin(a.out_stride);
-  const uint32_t send_mask = pin(a.send_mask), recv_mask = pin(a.recv_mask);
-  const int reduce = pin(a.reduce), self_copy = pin(a.self_copy), op = pin(a.op);
-  const uint32_t hdr0 = pin(a.hdr0), hdr1 = pin(a.hdr1);
-  const uint64_t timeout_ns = pin(a.timeout_ns);
   // This thread's first line of the input (the same for every peer when
   // there are no per-peer shares), loaded right after the wait so its
   // latency overlaps the prologue's; it is pushed and reduced from registers.
@@ -261,15 +271,9 @@ __global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__
   const bool has_lines = threadIdx.x < lt;
   const uint64_t passes = has_lines && wfirst < nlines ? (nlines - wfirst + wstride - 1) / wstride : 0;
   const uint64_t po = flag_lane ? 112 : part * 16; // payload offset in the line
-  const char *in = pin((const char *)a.in);
-  char *out = pin((char *)a.out);
-  char *local = pin(a.local);
+  const auto [in, out, local, in_stride, out_stride, timeout_ns, send_mask, recv_mask, hdr0, hdr1,
+              reduce, self_copy, op] = Pinned(a);
   const uint64_t off = pin(a.lay.ll128_off), lbytes = pin(a.lay.ll128_bytes);
-  const uint64_t in_stride = pin(a.in_stride), out_stride = pin(a.out_stride);
-  const uint32_t send_mask = pin(a.send_mask), recv_mask = pin(a.recv_mask);
-  const int reduce = pin(a.reduce), self_copy = pin(a.self_copy), op = pin(a.op);
-  const uint32_t hdr0 = pin(a.hdr0), hdr1 = pin(a.hdr1);
-  const uint64_t timeout_ns = pin(a.timeout_ns);
   pdl_start();
   uint32_t seq;
   if (!prologue_at(local, &seq)) return; // its barrier also publishes s_peer
