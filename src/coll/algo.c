@@ -251,10 +251,32 @@ int p2pk_algo_staged_blocks_max(const p2pk_algo_geom *g) {
   return half < 16 ? half : 16;
 }
 
+/* Whether a row's protocol can carry `bytes` on this communicator (LL and
+ * LL128 only what their areas hold). */
+static int row_fits(const p2pk_algo_row *r, const p2pk_algo_geom *g, size_t bytes) {
+  if (r->proto == P2PK_PROTO_LL) return bytes <= g->ll_cap;
+  if (r->proto == P2PK_PROTO_LL128) return bytes <= g->ll128_cap;
+  return 1;
+}
+
+const p2pk_algo_row *p2pk_algo_lookup_fit(const p2pk_algo_table *t, const p2pk_algo_geom *g,
+                                          size_t bytes) {
+  int transport = g->staged ? P2PK_TRANSPORT_SHM : P2PK_TRANSPORT_P2P;
+  for (int i = 0; i < t->nrows; i++) {
+    const p2pk_algo_row *r = &t->rows[i];
+    if (r->transport == transport && g->nranks >= r->min_ranks && g->nranks <= r->max_ranks &&
+        bytes <= r->max_bytes && row_fits(r, g, bytes))
+      return r;
+  }
+  return NULL;
+}
+
 void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const p2pk_algo_geom *g,
                       size_t bytes, p2pk_algo_choice *c) {
-  int transport = g->staged ? P2PK_TRANSPORT_SHM : P2PK_TRANSPORT_P2P;
-  const p2pk_algo_row *r = p2pk_algo_lookup(t, transport, g->nranks, bytes);
+  /* The first row that matches and whose protocol fits: with a smaller LL128
+   * area (P2PKIT_LL128_MAX) the rows after it take over, as the table
+   * orders them (two-shot on 2 GPUs), not the same row without its protocol. */
+  const p2pk_algo_row *r = p2pk_algo_lookup_fit(t, g, bytes);
   p2pk_algo_row row;
   if (r) row = *r;
   else {

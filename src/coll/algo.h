@@ -10,8 +10,9 @@
  *   p2p 2 2 inf oneshot simple 132 512 64K
  * transport: p2p | shm; max_bytes: a size (K/M/G suffixes) or inf; algo:
  * oneshot | twoshot | staged; proto: ll | ll128 | simple; blocks/threads/chunk: 0 for
- * automatic. The first row whose transport and rank range match and whose
- * max_bytes is >= the message size wins. */
+ * automatic. The first row whose transport and rank range match, whose
+ * max_bytes is >= the message size and whose protocol can carry it (LL and
+ * LL128: within their areas) wins. */
 #ifndef P2PK_ALGO_H
 #define P2PK_ALGO_H
 
@@ -85,6 +86,10 @@ p2pkit_status_t p2pk_algo_table_write(const p2pk_algo_table *t, FILE *out);
 /* First matching row, or NULL. */
 const p2pk_algo_row *p2pk_algo_lookup(const p2pk_algo_table *t, int transport, int nranks,
                                       size_t bytes);
+/* First row for this communicator and size whose protocol can carry it (LL
+ * and LL128 rows are skipped when the message exceeds their area), or NULL. */
+const p2pk_algo_row *p2pk_algo_lookup_fit(const p2pk_algo_table *t, const p2pk_algo_geom *g,
+                                          size_t bytes);
 /* Hash of the rows, for checking that all ranks use the same table. */
 uint64_t p2pk_algo_table_hash(const p2pk_algo_table *t);
 

@@ -169,9 +169,8 @@ void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_
   const size_t wide_min = kind == P2PK_COLL_ALL_REDUCE ? (size_t)32 << 20
                           : kind == P2PK_COLL_BROADCAST ? SIZE_MAX : (size_t)16 << 20;
   if (ch->proto == P2PK_PROTO_SIMPLE && !c->staged && f.blocks <= 0 && block >= wide_min) {
-    const p2pk_algo_row *r = kind == P2PK_COLL_ALL_REDUCE
-                                 ? p2pk_algo_lookup(&c->table, P2PK_TRANSPORT_P2P, c->nranks, block)
-                                 : NULL;
+    const p2pk_algo_row *r =
+        kind == P2PK_COLL_ALL_REDUCE ? p2pk_algo_lookup_fit(&c->table, &c->geom, block) : NULL;
     if (!r || r->blocks <= 0) {
       f.blocks = 2 * c->geom.sm_count;
       p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);

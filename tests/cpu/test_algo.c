@@ -162,15 +162,31 @@ TEST(choose_fills_automatic_fields) {
   p2pk_algo_choose(&t, &no_force, &g, 8 << 20, &c); /* 256 threads: not known */
   CHECK_EQ(c.threads, 256);
   CHECK_EQ(c.blocks, 4 * g.sm_count);
-  /* Without the LL128 area: one-shot simple, automatic grid. */
+  /* Without the LL128 area its rows do not match: the next row (two-shot
+   * simple) takes the message, with an automatic grid. */
   g.ll128_cap = 0;
   p2pk_algo_choose(&t, &no_force, &g, 2 << 20, &c);
   CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
-  CHECK_EQ(c.algo, P2PK_ALGO_ONESHOT);
+  CHECK_EQ(c.algo, P2PK_ALGO_TWOSHOT);
   CHECK_EQ(c.threads, 512);
   CHECK(c.blocks >= 1 && c.blocks <= g.sm_count);
   CHECK(c.chunk % 16 == 0 && c.chunk > 0 && c.chunk <= g.mailbox);
-  CHECK((uint64_t)c.blocks * c.chunk >= (2u << 20)); /* one round covers the message */
+  CHECK((uint64_t)c.blocks * c.chunk * 2 >= (2u << 20)); /* one round covers the message */
+  CHECK(p2pk_algo_lookup_fit(&t, &g, 2 << 20) == &t.rows[3]);
+  CHECK(p2pk_algo_lookup_fit(&t, &g, 8) == &t.rows[0]);
+  /* Forced one-shot: simple, one round. */
+  p2pk_algo_force f1 = no_force;
+  f1.algo = P2PK_ALGO_ONESHOT;
+  p2pk_algo_choose(&t, &f1, &g, 2 << 20, &c);
+  CHECK_EQ(c.algo, P2PK_ALGO_ONESHOT);
+  CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
+  CHECK((uint64_t)c.blocks * c.chunk >= (2u << 20));
+  /* An area smaller than the row: LL128 to what fits, then the next row. */
+  g.ll128_cap = 4u << 20;
+  p2pk_algo_choose(&t, &no_force, &g, 4 << 20, &c);
+  CHECK_EQ(c.proto, P2PK_PROTO_LL128);
+  p2pk_algo_choose(&t, &no_force, &g, (4 << 20) + 1, &c);
+  CHECK_EQ(c.algo, P2PK_ALGO_TWOSHOT);
   g = geom2();
   p2pk_algo_choose(&t, &no_force, &g, (size_t)1 << 30, &c);
   CHECK_EQ(c.blocks, g.sm_count);
