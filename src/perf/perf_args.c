@@ -36,7 +36,7 @@ void p2pk_perf_usage(FILE *out) {
           "      --json             write the results as JSON on stdout instead of the table\n"
           "      --json-file FILE   also write the JSON document to FILE\n"
           "      --algo A[/P]       force p2pkit's all-reduce algorithm A (oneshot, twoshot,\n"
-          "                         staged) and protocol P (ll, simple): P2PKIT_ALGO, P2PKIT_PROTO\n"
+          "                         staged) and protocol P (ll, ll128, simple): P2PKIT_ALGO, P2PKIT_PROTO\n"
           "      --sweep-algos LIST one pass per A[/P] in the comma list, then the fastest per size\n"
           "      --algo-table FILE  write the fastest per size as an algorithm table (needs every\n"
           "                         entry with its protocol; load it with P2PKIT_ALGO_TABLE)\n"
@@ -278,7 +278,7 @@ static int validate(FILE *err, perf_args *a) {
   for (int i = 0; a->algo_table && i < a->nalgos; i++)
     if (!strchr(a->algos[i], '/'))
       return bad(err, "--algo-table: give each algorithm its protocol (e.g. --sweep-algos "
-                 "oneshot/ll,oneshot/simple,twoshot/simple); '%s' has none", a->algos[i]);
+                 "oneshot/ll,oneshot/ll128,twoshot/simple); '%s' has none", a->algos[i]);
   return 0;
 }
 
