@@ -255,7 +255,8 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_deregister(p2pkit_comm_t comm, void *hand
 /* One process, several GPUs: bracket the per-rank calls of one collective.
  * As with NCCL, work inside a group may be enqueued only at the outermost
  * p2pkit_group_end (sends and receives; large broadcasts, which then use the
- * copy engine, P2PKIT_BCAST_CE_MIN). */
+ * copy engine, P2PKIT_BCAST_CE_MIN; all-reduces of a communicator without
+ * P2P when P2PKIT_STAGED_CE_MIN is set). */
 P2PKIT_API p2pkit_status_t p2pkit_group_start(void);
 P2PKIT_API p2pkit_status_t p2pkit_group_end(void);
 

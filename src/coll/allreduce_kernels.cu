@@ -755,7 +755,30 @@ __global__ void __launch_bounds__(512) twoshot_kernel(const __grid_constant__ p2
   if (P.J > 0) ts_gather<T>(a, w, P, P.J - 1, &s_ok, s_gdirect);
 }
 
+// ------------------------------------------------------- local reduce ---
+
+// out = reduce of src[0..n) in rank order; block b takes the b-th 16-byte
+// aligned slice, so every pointer keeps its alignment class.
+template <class T>
+__global__ void __launch_bounds__(512) local_reduce_kernel(const __grid_constant__ p2pk_lr_args a) {
+  __shared__ const char *s_src[P2PK_COLL_MAX_RANKS];
+  const uint64_t per = ((a.bytes + gridDim.x - 1) / gridDim.x + 15) & ~(uint64_t)15;
+  const uint64_t lo = (uint64_t)blockIdx.x * per;
+  if (lo >= a.bytes) return;
+  const uint64_t len = min(per, a.bytes - lo);
+  if ((int)threadIdx.x < a.n) s_src[threadIdx.x] = a.src[threadIdx.x] + lo;
+  __syncthreads();
+  reduce_chunk<T, false>(a.op, a.n, a.me, a.out + lo, s_src, nullptr, 0, len);
+}
+
 }  // namespace p2pk
+
+extern "C" cudaError_t p2pk_launch_local_reduce(int dtype, const p2pk_lr_args *a, int blocks,
+                                                cudaStream_t stream) {
+  cudaError_t e = cudaSuccess;
+  P2PK_FOR_DTYPE(dtype, p2pk::local_reduce_kernel, blocks, 512, stream, *a)
+  return e;
+}
 
 extern "C" cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int threads,
                                                  cudaStream_t stream) {
@@ -821,6 +844,7 @@ extern "C" cudaError_t p2pk_preload_allreduce_p2p(void) {
   P2PK_PRELOAD_ESIZES(p2pk::p2p_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::ll_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::ll128_kernel, e);
+  P2PK_PRELOAD_DTYPES(p2pk::local_reduce_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::oneshot_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::twoshot_kernel, e);
   return e;

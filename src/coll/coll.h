@@ -33,6 +33,8 @@ typedef struct p2pk_group {
 } p2pk_group;
 
 #define P2PK_PTR_CACHE 8
+#define P2PK_SCE_DEPTH 2                        /* chunks in flight per peer */
+#define P2PK_SCE_EVENTS (1 + 3 * P2PK_SCE_DEPTH) /* start; d2h, h2d, reduce per slot */
 #define P2PK_LOGGED_CE (1ULL << 63)
 
 struct p2pkit_comm {
@@ -62,10 +64,42 @@ struct p2pkit_comm {
   uint64_t logged; /* (collective, algorithm, protocol) already logged at INFO, a bit each;
                      P2PK_LOGGED_CE: send/recv over the copy engine */
   /* Copy-engine broadcast (p2p.c, one process): made on first use. */
-  cudaStream_t ce_side;  /* root: the copies to the peers, beside its own copy */
+  cudaStream_t ce_side;  /* root: the copies to the peers, beside its own copy;
+                            staged all-reduce: the copies to host memory */
   cudaEvent_t ce_ev[3];  /* [0] receiver ready, [1] root start, [2] root done */
   int bcast_ce_logged;
+  /* Copy-engine staged all-reduce (ce_staged.c, one process): made on first use. */
+  cudaStream_t sce_h2d;                  /* the copies from host memory */
+  cudaEvent_t sce_ev[P2PK_SCE_EVENTS];   /* see ce_staged.c */
+  char *sce_buf;                         /* device: peers' chunks, [peer slot][depth] */
+  size_t sce_buf_bytes;
+  int sce_logged;
 };
+
+/* A broadcast or all-reduce waiting in a group for a copy-engine path
+ * (p2p.c; root 0 for all-reduce, op SUM for broadcast). */
+typedef struct {
+  struct p2pkit_comm *c;
+  const void *send;
+  void *recv;
+  size_t count, bytes;
+  p2pkit_dtype_t dtype;
+  p2pkit_redop_t op;
+  int root;
+  p2pkit_stream_t stream;
+} p2pk_ce_pending;
+
+/* ce_staged.c: set[r] is rank r's call of one all-reduce (all checked
+ * alike, every rank of one process's staged communicator). */
+p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n);
+/* Elements per chunk of the copy-engine staged all-reduce: chunk_bytes
+ * rounded down to 16 bytes, whole elements, at least one. */
+size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es);
+/* p2p.c: queue an all-reduce of a staged one-process communicator inside a
+ * group for the copy engine (P2PKIT_STAGED_CE_MIN); 0 when it must launch now. */
+int p2pk_group_defer_allreduce(struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
+                               size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, size_t bytes,
+                               p2pkit_stream_t stream);
 
 /* comm.c: scratch layout for n ranks within `buffer` bytes per rank.
  * P2PKIT_ERR_INVALID_ARGUMENT when the buffer is too small for n ranks. */

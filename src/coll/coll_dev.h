@@ -197,6 +197,16 @@ extern "C" {
 #endif
 /* One launch on `stream`: LL / one-shot / two-shot over P2P (allreduce_kernels.cu)
  * or the host-staged pipeline (staged_kernels.cu, grid = 2 * blocks). */
+/* A local reduce (the copy-engine staged all-reduce's last step): out =
+ * reduce over src[0..n) in rank order, src[me] being this rank's own input;
+ * bytes a multiple of the element size. */
+typedef struct {
+  const char *src[P2PK_COLL_MAX_RANKS];
+  char *out;
+  uint64_t bytes;
+  int32_t n, me, op;
+} p2pk_lr_args;
+cudaError_t p2pk_launch_local_reduce(int dtype, const p2pk_lr_args *a, int blocks, cudaStream_t stream);
 /* Blocks of ll128_kernel (threads + the header warp) one multiprocessor
  * holds at once, the least over data types but uint8; 0 if CUDA cannot say. */
 int p2pk_ll128_per_sm(int threads);

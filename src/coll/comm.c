@@ -300,6 +300,10 @@ static void comm_free(struct p2pkit_comm *c) {
   if (c->ce_side) cudaStreamDestroy(c->ce_side);
   for (int i = 0; i < 3; i++)
     if (c->ce_ev[i]) cudaEventDestroy(c->ce_ev[i]);
+  if (c->sce_h2d) cudaStreamDestroy(c->sce_h2d);
+  for (int i = 0; i < P2PK_SCE_EVENTS; i++)
+    if (c->sce_ev[i]) cudaEventDestroy(c->sce_ev[i]);
+  if (c->sce_buf) cudaFree(c->sce_buf);
   if (c->stage_registered) cudaHostUnregister(c->stage);
   if (c->stage && c->multiproc) munmap(c->stage, c->stage_bytes);
   p2pk_boot_destroy(c->boot);

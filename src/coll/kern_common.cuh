@@ -520,6 +520,7 @@ __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const
 // kernel finishes, and waits for it in pdl_start() (griddepcontrol.wait).
 static inline int pdl_of(const p2pk_ar_args &a) { return a.pdl; }
 static inline int pdl_of(const p2pk_p2p_args &pa) { return pa.a.pdl; }
+static inline int pdl_of(const p2pk_lr_args &) { return 0; } /* between copies: plain */
 
 template <class Arg>
 static cudaError_t launch(void (*kernel)(Arg), int blocks, int threads, cudaStream_t stream,

@@ -285,18 +285,40 @@ static p2pkit_status_t flush(void) {
  * being captured) launches the broadcast kernel instead, in queue order, so
  * every rank of a broadcast takes the same path. */
 
-typedef struct {
-  struct p2pkit_comm *c;
-  const void *send;
-  void *recv;
-  size_t count, bytes;
-  p2pkit_dtype_t dtype;
-  int root;
-  p2pkit_stream_t stream;
-} bcast_pending;
+/* Queued copy-engine broadcasts and all-reduces (the latter below); a flush
+ * that failed while a call of the other kind was being queued, for
+ * p2pk_group_collective to return. */
+static _Thread_local int nbcast, bcast_flushing, nar, ar_flushing;
+static _Thread_local p2pk_ce_pending bqueue[P2PK_P2P_QUEUE], aqueue[P2PK_P2P_QUEUE];
+static _Thread_local p2pkit_status_t flush_err;
+static p2pkit_status_t ar_flush(void);
+static p2pkit_status_t bcast_flush(void);
 
-static _Thread_local int nbcast, bcast_flushing;
-static _Thread_local bcast_pending bqueue[P2PK_P2P_QUEUE];
+/* Queue one call of `kind` (after flushing the other kind's queue, so calls
+ * keep their order). */
+static int ce_queue(p2pk_ce_pending *cq, int *nq, int other_n, p2pkit_status_t (*other_flush)(void),
+                    struct p2pkit_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                    p2pkit_dtype_t dtype, p2pkit_redop_t op, int root, size_t bytes,
+                    p2pkit_stream_t stream) {
+  if (other_n) {
+    p2pkit_status_t st = other_flush();
+    if (st != P2PKIT_SUCCESS) {
+      flush_err = st;
+      return 0;
+    }
+  }
+  p2pk_ce_pending *b = &cq[(*nq)++];
+  b->c = c;
+  b->send = sendbuf;
+  b->recv = recvbuf;
+  b->count = count;
+  b->bytes = bytes;
+  b->dtype = dtype;
+  b->op = op;
+  b->root = root;
+  b->stream = stream;
+  return 1;
+}
 
 int p2pk_group_defer_bcast(struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
                            size_t count, p2pkit_dtype_t dtype, int root, size_t bytes,
@@ -306,16 +328,8 @@ int p2pk_group_defer_bcast(struct p2pkit_comm *c, const void *sendbuf, void *rec
     return 0;
   size_t min = p2pk_param_size("P2PKIT_BCAST_CE_MIN");
   if (!min || bytes < min) return 0;
-  bcast_pending *b = &bqueue[nbcast++];
-  b->c = c;
-  b->send = sendbuf;
-  b->recv = recvbuf;
-  b->count = count;
-  b->bytes = bytes;
-  b->dtype = dtype;
-  b->root = root;
-  b->stream = stream;
-  return 1;
+  return ce_queue(bqueue, &nbcast, nar && !ar_flushing, ar_flush, c, sendbuf, recvbuf, count,
+                  dtype, P2PKIT_SUM, root, bytes, stream);
 }
 
 static cudaError_t lazy_event(cudaEvent_t *ev) {
@@ -323,8 +337,8 @@ static cudaError_t lazy_event(cudaEvent_t *ev) {
 }
 
 /* set[r]: rank r's call of one broadcast (all checked alike). */
-static p2pkit_status_t bcast_ce(bcast_pending *const *set, int n) {
-  const bcast_pending *R = set[set[0]->root];
+static p2pkit_status_t bcast_ce(p2pk_ce_pending *const *set, int n) {
+  const p2pk_ce_pending *R = set[set[0]->root];
   struct p2pkit_comm *rc = R->c;
   cudaError_t e = cudaSuccess;
   int bad = R->c->rank;
@@ -372,15 +386,16 @@ static p2pkit_status_t bcast_ce(bcast_pending *const *set, int n) {
   return P2PKIT_SUCCESS;
 }
 
-/* Launch every queued broadcast, in queue order: by the copy engine where
- * all ranks' calls are here and agree, else by the kernel. */
-static p2pkit_status_t bcast_flush(void) {
-  if (!nbcast) return P2PKIT_SUCCESS;
-  int n = nbcast;
-  bcast_pending q[P2PK_P2P_QUEUE];
-  memcpy(q, bqueue, (size_t)n * sizeof q[0]);
-  nbcast = 0;
-  bcast_flushing = 1;
+/* Launch every queued call of `kind` (broadcast or all-reduce), in queue
+ * order: by the copy engines where all ranks' calls are here and agree, else
+ * by the kernel. */
+static p2pkit_status_t ce_flush(p2pk_ce_pending *cq, int *nq, int *flushing, int kind) {
+  if (!*nq) return P2PKIT_SUCCESS;
+  int n = *nq;
+  p2pk_ce_pending q[P2PK_P2P_QUEUE];
+  memcpy(q, cq, (size_t)n * sizeof q[0]);
+  *nq = 0;
+  *flushing = 1;
   int done[P2PK_P2P_QUEUE] = {0};
   int prev = -1;
   cudaGetDevice(&prev);
@@ -389,7 +404,7 @@ static p2pkit_status_t bcast_flush(void) {
     if (done[i]) continue;
     const p2pk_group *g = q[i].c->group;
     int nr = q[i].c->nranks, whole = g->n == nr;
-    bcast_pending *set[P2PK_COLL_MAX_RANKS] = {0};
+    p2pk_ce_pending *set[P2PK_COLL_MAX_RANKS] = {0};
     int at[P2PK_COLL_MAX_RANKS];
     /* Each rank's first call not yet launched is its part of this one. */
     for (int r = 0; r < nr && whole; r++) {
@@ -400,26 +415,64 @@ static p2pkit_status_t bcast_flush(void) {
       else set[r] = &q[at[r]];
     }
     for (int r = 0; r < nr && whole; r++) {
-      const bcast_pending *b = set[r];
+      const p2pk_ce_pending *b = set[r];
       if (b->c->rank != r || b->root != q[i].root || b->bytes != q[i].bytes ||
-          b->dtype != q[i].dtype || capturing(b->c, b->stream))
+          b->dtype != q[i].dtype || b->op != q[i].op || capturing(b->c, b->stream))
         whole = 0;
     }
     if (whole) {
-      st = bcast_ce(set, nr);
+      st = kind == P2PK_COLL_BROADCAST ? bcast_ce(set, nr) : p2pk_staged_ce_allreduce(set, nr);
       for (int r = 0; r < nr; r++) done[at[r]] = 1;
       continue;
     }
     done[i] = 1;
-    st = p2pk_coll_launch(q[i].c, P2PK_COLL_BROADCAST, q[i].send, q[i].recv, q[i].count,
-                          q[i].dtype, P2PKIT_SUM, q[i].root, q[i].stream);
+    st = p2pk_coll_launch(q[i].c, kind, q[i].send, q[i].recv, q[i].count, q[i].dtype, q[i].op,
+                          q[i].root, q[i].stream);
   }
-  bcast_flushing = 0;
+  *flushing = 0;
   if (prev >= 0) cudaSetDevice(prev);
   return st;
 }
 
-p2pkit_status_t p2pk_group_collective(void) { return nbcast && !bcast_flushing ? bcast_flush() : P2PKIT_SUCCESS; }
+static p2pkit_status_t bcast_flush(void) {
+  return ce_flush(bqueue, &nbcast, &bcast_flushing, P2PK_COLL_BROADCAST);
+}
+
+/* ---- all-reduce over the copy engines through host memory ------------------
+ * A staged one-process communicator's all-reduces inside a group, from
+ * P2PKIT_STAGED_CE_MIN bytes (ce_staged.c; off by default), queue like large
+ * broadcasts and run at the group's end when every rank's call is there and
+ * agrees; otherwise (a rank missing, arguments that differ, a stream being
+ * captured) the staged kernel, in queue order. At most one of the two queues
+ * holds calls at a time (each flushes the other before it queues), so calls
+ * keep their order. */
+
+static p2pkit_status_t ar_flush(void) {
+  return ce_flush(aqueue, &nar, &ar_flushing, P2PK_COLL_ALL_REDUCE);
+}
+
+int p2pk_group_defer_allreduce(struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
+                               size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, size_t bytes,
+                               p2pkit_stream_t stream) {
+  if (group_depth <= 0 || ar_flushing || bcast_flushing || !c->group || !c->staged ||
+      c->multiproc || c->nranks < 2 || nar == P2PK_P2P_QUEUE)
+    return 0;
+  size_t min = p2pk_param_size("P2PKIT_STAGED_CE_MIN");
+  if (!min || bytes < min) return 0;
+  return ce_queue(aqueue, &nar, nbcast, bcast_flush, c, sendbuf, recvbuf, count, dtype, op, 0,
+                  bytes, stream);
+}
+
+p2pkit_status_t p2pk_group_collective(void) {
+  if (flush_err != P2PKIT_SUCCESS) {
+    p2pkit_status_t e = flush_err;
+    flush_err = P2PKIT_SUCCESS;
+    return e;
+  }
+  p2pkit_status_t st = nbcast && !bcast_flushing ? bcast_flush() : P2PKIT_SUCCESS;
+  p2pkit_status_t s2 = nar && !ar_flushing ? ar_flush() : P2PKIT_SUCCESS;
+  return st != P2PKIT_SUCCESS ? st : s2;
+}
 
 p2pkit_status_t p2pkit_group_start(void) {
   group_depth++;
@@ -427,15 +480,19 @@ p2pkit_status_t p2pkit_group_start(void) {
 }
 
 /* Collectives launch at once (their launches never block on peers), except
- * broadcasts that may use the copy engine; queued broadcasts, then queued
- * sends and receives, launch here. */
+ * broadcasts and staged all-reduces that may use the copy engines; queued
+ * broadcasts or all-reduces, then queued sends and receives, launch here. */
 p2pkit_status_t p2pkit_group_end(void) {
   if (group_depth <= 0)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_group_end without p2pkit_group_start");
   if (--group_depth > 0) return P2PKIT_SUCCESS;
+  p2pkit_status_t s0 = flush_err;
+  flush_err = P2PKIT_SUCCESS;
   p2pkit_status_t st = bcast_flush();
+  p2pkit_status_t s1 = ar_flush();
   p2pkit_status_t s2 = flush();
-  return st != P2PKIT_SUCCESS ? st : s2;
+  if (s0 != P2PKIT_SUCCESS) return s0;
+  return st != P2PKIT_SUCCESS ? st : s1 != P2PKIT_SUCCESS ? s1 : s2;
 }
 
 static p2pkit_status_t post(int send, void *buf, size_t count, p2pkit_dtype_t dtype, int peer,

@@ -40,6 +40,8 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_COLL_CHUNK", "0", "all-reduce bytes per mailbox use (0: from the algorithm table)"},
     {"P2PKIT_COLL_MAILBOXES", "0", "P2P mailboxes per peer, 16..512 (0: 4 per multiprocessor; a block uses 2)"},
     {"P2PKIT_BCAST_CE_MIN", "32M", "broadcast in a group of one process's GPUs: the copy engine from this size (0: never)"},
+    {"P2PKIT_STAGED_CE_MIN", "0", "staged all-reduce in a group of one process's GPUs: copy engines through host memory from this size (0: never; not yet measured)"},
+    {"P2PKIT_STAGED_CE_CHUNK", "8M", "chunk of the copy-engine staged all-reduce (at most half the staging data area)"},
     {"P2PKIT_SENDRECV_CE_MIN", "4M", "send/recv between GPUs driven by one process: the copy engine from this size (0: never)"},
     {"P2PKIT_BUCKET_SIZE", "25M", "gradient sync: bytes per bucket (as DDP's bucket_cap_mb)"},
     {"P2PKIT_FIRST_BUCKET_SIZE", "1M", "gradient sync: bytes of the first bucket (launched earliest)"},

@@ -564,6 +564,15 @@ TEST(mailbox_count_follows_the_gpu) {
   CHECK_EQ(c.chunk, a.mailbox);
 }
 
+TEST(staged_copy_engine_chunks) {
+  /* Whole elements in 16-byte multiples, at least one element. */
+  CHECK_EQ(p2pk_sce_chunk_elems((size_t)8 << 20, 4), (size_t)2 << 20);
+  CHECK_EQ(p2pk_sce_chunk_elems(17, 4), 4);
+  CHECK_EQ(p2pk_sce_chunk_elems(15, 8), 1);
+  CHECK_EQ(p2pk_sce_chunk_elems(100, 8), 12);
+  CHECK_EQ(p2pk_sce_chunk_elems(0, 2), 1);
+}
+
 TEST(names) {
   CHECK_STR(p2pk_algo_name(P2PK_ALGO_TWOSHOT), "twoshot");
   CHECK_STR(p2pk_algo_name(99), "?");
@@ -586,4 +595,4 @@ T_MAIN(T_CASE(default_table_two_ranks), T_CASE(default_table_more_ranks_and_shm)
        T_CASE(choose_respects_limits_and_overrides), T_CASE(choose_is_deterministic), T_CASE(choice_valid_for_every_rank_count),
        T_CASE(force_from_environment), T_CASE(layout_fits_and_does_not_overlap),
        T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged), T_CASE(large_calls_get_two_blocks_per_sm),
-       T_CASE(names))
+       T_CASE(staged_copy_engine_chunks), T_CASE(names))

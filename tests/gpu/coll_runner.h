@@ -7,11 +7,15 @@
 #ifndef P2PK_COLL_RUNNER_H
 #define P2PK_COLL_RUNNER_H
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "coll/coll.h"
 #include "coll_util.h"
+#include "core/log.h"
+#include "core/param.h"
 #include "test_net.h"
 
 typedef struct {
@@ -243,6 +247,46 @@ static inline int cu_run_cases(const cu_case *cases, size_t n, int argc, char **
     if (t_failed != before) nfail++;
   }
   return nfail ? 1 : 0;
+}
+
+/* The collectives' INFO log in a temporary file while `var`=`value`, for the
+ * copy-engine cases: logcap_end() restores the settings and counts the log
+ * lines holding both needles. */
+typedef struct {
+  char path[64];
+  const char *var;
+} logcap_t;
+
+static void logcap_begin(logcap_t *L, const char *var, const char *value) {
+  snprintf(L->path, sizeof L->path, "/tmp/p2pk_ce_log_XXXXXX");
+  L->var = var;
+  int fd = mkstemp(L->path);
+  CHECK(fd >= 0);
+  if (fd >= 0) close(fd);
+  setenv(var, value, 1);
+  setenv("P2PKIT_DEBUG", "INFO", 1);
+  setenv("P2PKIT_DEBUG_SUBSYS", "COLL", 1);
+  setenv("P2PKIT_DEBUG_FILE", L->path, 1);
+  p2pk_param_reset();
+  p2pk_log_reset();
+}
+
+static int logcap_end(logcap_t *L, const char *needle1, const char *needle2) {
+  unsetenv(L->var);
+  unsetenv("P2PKIT_DEBUG");
+  unsetenv("P2PKIT_DEBUG_SUBSYS");
+  unsetenv("P2PKIT_DEBUG_FILE");
+  p2pk_param_reset();
+  p2pk_log_reset();
+  FILE *f = fopen(L->path, "r");
+  CHECK(f != NULL);
+  char line[512];
+  int hits = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (strstr(line, needle1) && strstr(line, needle2)) hits++;
+  if (f) fclose(f);
+  unlink(L->path);
+  return hits;
 }
 
 #endif

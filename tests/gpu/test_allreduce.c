@@ -327,6 +327,27 @@ TEST(one_process_p2p_disabled) {
   p2pk_param_reset();
 }
 
+TEST(one_process_p2p_disabled_copy_engine) {
+  /* Staged all-reduces in a group over the copy engines through host memory
+   * (P2PKIT_STAGED_CE_MIN; 64 KiB chunks, so the two slots cycle many times):
+   * every type, op and count, in and out of place, unaligned; graph replay
+   * takes the kernel (capture). The log shows the copy engines were used. */
+  setenv("P2PKIT_P2P_DISABLE", "1", 1);
+  setenv("P2PKIT_STAGED_CE_CHUNK", "64K", 1);
+  logcap_t L;
+  logcap_begin(&L, "P2PKIT_STAGED_CE_MIN", "1");
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) {
+    CHECK(R.comm[0]->staged);
+    matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+    graph_replay(&R, 2);
+  }
+  runner_destroy(&R);
+  unsetenv("P2PKIT_P2P_DISABLE");
+  unsetenv("P2PKIT_STAGED_CE_CHUNK");
+  CHECK(logcap_end(&L, "all_reduce of", "uses the copy engines through host memory") >= 1);
+}
+
 TEST(count_zero_is_a_no_op) {
   runner_t R;
   if (runner_single(&R, 2) == 0) {
@@ -524,7 +545,8 @@ int main(int argc, char **argv) {
   T_REQUIRE_GPUS(2);
   static const cu_case cases[] = {
       {T_CASE(one_process_all_algorithms), 1}, {T_CASE(one_process_graph_replay), 1},
-      {T_CASE(one_process_p2p_disabled), 1},   {T_CASE(count_zero_is_a_no_op), 1},
+      {T_CASE(one_process_p2p_disabled), 1},   {T_CASE(one_process_p2p_disabled_copy_engine), 1},
+      {T_CASE(count_zero_is_a_no_op), 1},
       {T_CASE(several_communicators_at_once), 1}, {T_CASE(process_per_gpu), 1},
       {T_CASE(process_per_gpu_p2p_disabled), 1}, {T_CASE(kill_last_rank_survivors_time_out), 1},
       {T_CASE(kill_rank0_survivors_time_out), 1}, {T_CASE(quick), 0}, {T_CASE(quick_mp), 0},

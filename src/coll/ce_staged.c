@@ -1,0 +1,167 @@
+/* Copy-engine staged all-reduce: one process driving every GPU of a staged
+ * communicator (no P2P between them), the ranks' calls inside one group, from
+ * P2PKIT_STAGED_CE_MIN bytes. Off by default (0): written in the fifth
+ * session and NOT YET RUN ON A GPU; the staged kernels stay the default until
+ * a device run shows this is right and faster.
+ *
+ * Why: the staged kernels move data with SM stores and loads to mapped host
+ * memory and reach ~36 GB/s each way on the 2x H200; copy engines reach ~47
+ * each way at once (ANCHORS.md: PCIe duplex 94.4 GB/s on one GPU).
+ *
+ * Flow, per chunk k of the message (slot k % P2PK_SCE_DEPTH), one-shot:
+ *   rank r, its side stream (ce_side):  in_r[k]      -> host_r[slot]        D2H
+ *   rank t, its h2d stream (sce_h2d):   host_r[slot] -> buf_t[r][slot], r != t  H2D
+ *   rank t, its own stream:             out_t[k] = in_t[k] op buf_t[r][slot] ... in rank order
+ * host_r is rank r's part of the group's pinned staging region (its data
+ * area, free whenever no staged kernel of an earlier call runs, which the
+ * start events guarantee); buf_t is device memory made on first use. Every
+ * rank reduces every element in rank order from the same bytes: the same bits
+ * on every rank, as the kernels.
+ *
+ * Events (one set per rank, reused: every wait on a record is enqueued before
+ * that event is recorded again):
+ *   START     rank r's stream at the call; every side and h2d stream waits
+ *             for every rank's, so no copy touches a buffer still in use.
+ *   D2H[s]    host_r[s] filled: the peers' h2d streams wait for it before
+ *             reading it, and r's own stream before the reduce writes out_r
+ *             (in place, out_r[k] is in_r[k]).
+ *   H2D[s]    buf_t[*][s] filled: t's stream waits before the reduce; every
+ *             peer's side stream waits before refilling host_r[s] (chunk k+D).
+ *   RED[s]    t's reduce of slot s done: t's h2d stream waits before refilling
+ *             buf_t[*][s] (chunk k+D).
+ * Each rank's stream ends after its last reduce, which waited for all of
+ * that rank's reads and writes; the next call's START covers the host slots. */
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "coll/coll.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "core/param.h"
+
+enum { E_START = 0, E_D2H = 1, E_H2D = 1 + P2PK_SCE_DEPTH, E_RED = 1 + 2 * P2PK_SCE_DEPTH };
+
+size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es) {
+  if (es == 0) return 1;
+  size_t k = (chunk_bytes & ~(size_t)15) / es;
+  return k ? k : 1;
+}
+
+static int pslot_of(int src, int dst, int n) { return (src - dst - 1 + n) % n; }
+
+/* Streams, events and the device buffer of one rank; its GPU current. */
+static cudaError_t prepare(struct p2pkit_comm *c, size_t need) {
+  cudaError_t e = cudaSetDevice(c->device);
+  if (e == cudaSuccess && !c->ce_side) e = cudaStreamCreateWithFlags(&c->ce_side, cudaStreamNonBlocking);
+  if (e == cudaSuccess && !c->sce_h2d) e = cudaStreamCreateWithFlags(&c->sce_h2d, cudaStreamNonBlocking);
+  for (int i = 0; i < P2PK_SCE_EVENTS && e == cudaSuccess; i++)
+    if (!c->sce_ev[i]) e = cudaEventCreateWithFlags(&c->sce_ev[i], cudaEventDisableTiming);
+  if (e == cudaSuccess && c->sce_buf_bytes < need) {
+    /* cudaFree waits for the device: the old buffer is no longer read. */
+    if (c->sce_buf) e = cudaFree(c->sce_buf);
+    c->sce_buf = NULL;
+    c->sce_buf_bytes = 0;
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->sce_buf, need);
+    if (e == cudaSuccess) c->sce_buf_bytes = need;
+  }
+  return e;
+}
+
+p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
+  const p2pk_ce_pending *a0 = set[0];
+  const struct p2pkit_comm *c0 = a0->c;
+  const size_t es = p2pkit_dtype_size(a0->dtype), count = a0->count;
+  const size_t area = (size_t)c0->lay.stage_mailbox * P2PK_STAGE_MAILBOXES;
+  size_t K = p2pk_sce_chunk_elems(p2pk_param_size("P2PKIT_STAGED_CE_CHUNK"), es);
+  const size_t kmax = p2pk_sce_chunk_elems(area / P2PK_SCE_DEPTH, es);
+  if (K > kmax) K = kmax;
+  const size_t CB = K * es, nch = (count + K - 1) / K;
+  const size_t need = (size_t)(n - 1) * P2PK_SCE_DEPTH * CB;
+  cudaError_t e = cudaSuccess;
+  int bad = 0;
+#define EV(r, i) (set[r]->c->sce_ev[i])
+#define STREAM(r) ((cudaStream_t)set[r]->stream)
+#define HOST(r, s) (c0->stage + (size_t)(r) * c0->lay.stage_stride + c0->lay.stage_data_off + (size_t)(s) * CB)
+#define BUF(t, r, s) (set[t]->c->sce_buf + ((size_t)pslot_of(r, t, n) * P2PK_SCE_DEPTH + (s)) * CB)
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    bad = r;
+    e = prepare(set[r]->c, need);
+    if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_START), STREAM(r));
+  }
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    bad = r;
+    struct p2pkit_comm *c = set[r]->c;
+    e = cudaSetDevice(c->device);
+    for (int t = 0; t < n && e == cudaSuccess; t++) {
+      e = cudaStreamWaitEvent(c->ce_side, EV(t, E_START), 0);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, EV(t, E_START), 0);
+    }
+  }
+  for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
+    const int s = (int)(k % P2PK_SCE_DEPTH);
+    const size_t off = k * K, len = count - off < K ? count - off : K, lb = len * es;
+    /* Every rank's chunk to its host slot. */
+    for (int r = 0; r < n && e == cudaSuccess; r++) {
+      bad = r;
+      struct p2pkit_comm *c = set[r]->c;
+      e = cudaSetDevice(c->device);
+      for (int t = 0; k >= P2PK_SCE_DEPTH && t < n && e == cudaSuccess; t++)
+        if (t != r) e = cudaStreamWaitEvent(c->ce_side, EV(t, E_H2D + s), 0);
+      if (e == cudaSuccess)
+        e = cudaMemcpyAsync(HOST(r, s), (const char *)set[r]->send + off * es, lb,
+                            cudaMemcpyDeviceToHost, c->ce_side);
+      if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_D2H + s), c->ce_side);
+    }
+    /* Every rank takes its peers' chunks in and reduces. */
+    for (int t = 0; t < n && e == cudaSuccess; t++) {
+      bad = t;
+      struct p2pkit_comm *c = set[t]->c;
+      e = cudaSetDevice(c->device);
+      if (e == cudaSuccess && k >= P2PK_SCE_DEPTH) e = cudaStreamWaitEvent(c->sce_h2d, EV(t, E_RED + s), 0);
+      for (int r = 0; r < n && e == cudaSuccess; r++) {
+        if (r == t) continue;
+        e = cudaStreamWaitEvent(c->sce_h2d, EV(r, E_D2H + s), 0);
+        if (e == cudaSuccess)
+          e = cudaMemcpyAsync(BUF(t, r, s), HOST(r, s), lb, cudaMemcpyHostToDevice, c->sce_h2d);
+      }
+      if (e == cudaSuccess) e = cudaEventRecord(EV(t, E_H2D + s), c->sce_h2d);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(STREAM(t), EV(t, E_H2D + s), 0);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(STREAM(t), EV(t, E_D2H + s), 0);
+      if (e == cudaSuccess) {
+        p2pk_lr_args la;
+        memset(&la, 0, sizeof la);
+        for (int r = 0; r < n; r++)
+          la.src[r] = r == t ? (const char *)set[t]->send + off * es : BUF(t, r, s);
+        la.out = (char *)set[t]->recv + off * es;
+        la.bytes = lb;
+        la.n = n;
+        la.me = t;
+        la.op = set[t]->op;
+        size_t blocks = (lb + (64u << 10) - 1) / (64u << 10);
+        int sms = c->geom.sm_count > 0 ? c->geom.sm_count : 1;
+        if (blocks > (size_t)sms) blocks = (size_t)sms;
+        e = p2pk_launch_local_reduce(set[t]->dtype, &la, blocks ? (int)blocks : 1, STREAM(t));
+      }
+      if (e == cudaSuccess) e = cudaEventRecord(EV(t, E_RED + s), STREAM(t));
+    }
+  }
+#undef EV
+#undef STREAM
+#undef HOST
+#undef BUF
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return p2pk_fail(P2PKIT_ERR_CUDA, "all_reduce: rank %d (GPU %d): copy-engine staging: %s", bad,
+                     set[bad]->c->device, cudaGetErrorString(e));
+  }
+  for (int r = 0; r < n; r++) {
+    struct p2pkit_comm *c = set[r]->c;
+    if (c->sce_logged) continue;
+    c->sce_logged = 1;
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): all_reduce of %zu B uses the copy engines through "
+              "host memory, %zu chunks of %zu B (one process, in a group; P2PKIT_STAGED_CE_MIN=%zu)",
+              c->rank, c->device, count * es, nch, CB, p2pk_param_size("P2PKIT_STAGED_CE_MIN"));
+  }
+  return P2PKIT_SUCCESS;
+}
