@@ -29,8 +29,10 @@
  *             peer's side stream waits before refilling host_r[s] (chunk k+D).
  *   RED[s]    t's reduce of slot s done: t's h2d stream waits before refilling
  *             buf_t[*][s] (chunk k+D).
- * Each rank's stream ends after its last reduce, which waited for all of
- * that rank's reads and writes; the next call's START covers the host slots. */
+ * Each rank's stream ends after its last reduce (which waited for all of
+ * that rank's own copies) and after every peer's last h2d copy (which read
+ * this rank's host part, where its later staged kernels write); the next
+ * call's START covers the host slots and device buffers. */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <string.h>
@@ -145,6 +147,16 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
       }
       if (e == cudaSuccess) e = cudaEventRecord(EV(t, E_RED + s), STREAM(t));
     }
+  }
+  /* A rank's later staged kernels write its host part, which the peers'
+   * h2d streams read: every stream waits for every peer's last h2d copy
+   * (each h2d stream runs in order, so its last event covers it all). */
+  const int last = (int)((nch - 1) % P2PK_SCE_DEPTH);
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    bad = r;
+    e = cudaSetDevice(set[r]->c->device);
+    for (int t = 0; t < n && e == cudaSuccess; t++)
+      if (t != r) e = cudaStreamWaitEvent(STREAM(r), EV(t, E_H2D + last), 0);
   }
 #undef EV
 #undef STREAM
