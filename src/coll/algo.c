@@ -184,14 +184,15 @@ p2pkit_status_t p2pk_algo_table_write(const p2pk_algo_table *t, FILE *out) {
   return ferror(out) ? p2pk_fail(P2PKIT_ERR_IO, "writing the algorithm table failed") : P2PKIT_SUCCESS;
 }
 
+static int row_matches(const p2pk_algo_row *r, int transport, int nranks, size_t bytes) {
+  return r->transport == transport && nranks >= r->min_ranks && nranks <= r->max_ranks &&
+         bytes <= r->max_bytes;
+}
+
 const p2pk_algo_row *p2pk_algo_lookup(const p2pk_algo_table *t, int transport, int nranks,
                                       size_t bytes) {
-  for (int i = 0; i < t->nrows; i++) {
-    const p2pk_algo_row *r = &t->rows[i];
-    if (r->transport == transport && nranks >= r->min_ranks && nranks <= r->max_ranks &&
-        bytes <= r->max_bytes)
-      return r;
-  }
+  for (int i = 0; i < t->nrows; i++)
+    if (row_matches(&t->rows[i], transport, nranks, bytes)) return &t->rows[i];
   return NULL;
 }
 
@@ -262,12 +263,9 @@ static int row_fits(const p2pk_algo_row *r, const p2pk_algo_geom *g, size_t byte
 const p2pk_algo_row *p2pk_algo_lookup_fit(const p2pk_algo_table *t, const p2pk_algo_geom *g,
                                           size_t bytes) {
   int transport = g->staged ? P2PK_TRANSPORT_SHM : P2PK_TRANSPORT_P2P;
-  for (int i = 0; i < t->nrows; i++) {
-    const p2pk_algo_row *r = &t->rows[i];
-    if (r->transport == transport && g->nranks >= r->min_ranks && g->nranks <= r->max_ranks &&
-        bytes <= r->max_bytes && row_fits(r, g, bytes))
-      return r;
-  }
+  for (int i = 0; i < t->nrows; i++)
+    if (row_matches(&t->rows[i], transport, g->nranks, bytes) && row_fits(&t->rows[i], g, bytes))
+      return &t->rows[i];
   return NULL;
 }
 
@@ -300,9 +298,7 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
   if (g->staged) row.algo = P2PK_ALGO_STAGED;
   else if (row.algo == P2PK_ALGO_STAGED) row.algo = P2PK_ALGO_ONESHOT;
   /* LL and LL128 are one-shot protocols for what fits their areas. */
-  size_t cap = row.proto == P2PK_PROTO_LL ? g->ll_cap
-               : row.proto == P2PK_PROTO_LL128 ? g->ll128_cap : SIZE_MAX;
-  if (row.proto != P2PK_PROTO_SIMPLE && (row.algo != P2PK_ALGO_ONESHOT || bytes > cap)) {
+  if (row.proto != P2PK_PROTO_SIMPLE && (row.algo != P2PK_ALGO_ONESHOT || !row_fits(&row, g, bytes))) {
     row.blocks = row.threads = 0, row.chunk = 0;
     row.proto = P2PK_PROTO_SIMPLE;
   }
