@@ -55,10 +55,9 @@ static int pslot_of(int src, int dst, int n) { return (src - dst - 1 + n) % n; }
 /* Streams, events and the device buffer of one rank; its GPU current. */
 static cudaError_t prepare(struct p2pkit_comm *c, size_t need) {
   cudaError_t e = cudaSetDevice(c->device);
-  if (e == cudaSuccess && !c->ce_side) e = cudaStreamCreateWithFlags(&c->ce_side, cudaStreamNonBlocking);
-  if (e == cudaSuccess && !c->sce_h2d) e = cudaStreamCreateWithFlags(&c->sce_h2d, cudaStreamNonBlocking);
-  for (int i = 0; i < P2PK_SCE_EVENTS && e == cudaSuccess; i++)
-    if (!c->sce_ev[i]) e = cudaEventCreateWithFlags(&c->sce_ev[i], cudaEventDisableTiming);
+  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_side);
+  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->sce_h2d);
+  for (int i = 0; i < P2PK_SCE_EVENTS && e == cudaSuccess; i++) e = p2pk_lazy_event(&c->sce_ev[i]);
   if (e == cudaSuccess && c->sce_buf_bytes < need) {
     /* cudaFree waits for the device: the old buffer is no longer read. */
     if (c->sce_buf) e = cudaFree(c->sce_buf);

@@ -76,6 +76,15 @@ struct p2pkit_comm {
   int sce_logged;
 };
 
+/* Streams and events of the copy-engine paths, made on first use (on the
+ * current GPU). */
+static inline cudaError_t p2pk_lazy_event(cudaEvent_t *ev) {
+  return *ev ? cudaSuccess : cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
+}
+static inline cudaError_t p2pk_lazy_stream(cudaStream_t *s) {
+  return *s ? cudaSuccess : cudaStreamCreateWithFlags(s, cudaStreamNonBlocking);
+}
+
 /* A broadcast or all-reduce waiting in a group for a copy-engine path
  * (p2p.c; root 0 for all-reduce, op SUM for broadcast). */
 typedef struct {

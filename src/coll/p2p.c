@@ -332,10 +332,6 @@ int p2pk_group_defer_bcast(struct p2pkit_comm *c, const void *sendbuf, void *rec
                   dtype, P2PKIT_SUM, root, bytes, stream);
 }
 
-static cudaError_t lazy_event(cudaEvent_t *ev) {
-  return *ev ? cudaSuccess : cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
-}
-
 /* set[r]: rank r's call of one broadcast (all checked alike). */
 static p2pkit_status_t bcast_ce(p2pk_ce_pending *const *set, int n) {
   const p2pk_ce_pending *R = set[set[0]->root];
@@ -346,14 +342,14 @@ static p2pkit_status_t bcast_ce(p2pk_ce_pending *const *set, int n) {
     if (r == R->root) continue;
     struct p2pkit_comm *c = set[r]->c;
     e = cudaSetDevice(c->device);
-    if (e == cudaSuccess) e = lazy_event(&c->ce_ev[0]);
+    if (e == cudaSuccess) e = p2pk_lazy_event(&c->ce_ev[0]);
     if (e == cudaSuccess) e = cudaEventRecord(c->ce_ev[0], (cudaStream_t)set[r]->stream);
     if (e != cudaSuccess) bad = r;
   }
   if (e == cudaSuccess) e = cudaSetDevice(rc->device);
-  if (e == cudaSuccess && !rc->ce_side) e = cudaStreamCreateWithFlags(&rc->ce_side, cudaStreamNonBlocking);
-  if (e == cudaSuccess) e = lazy_event(&rc->ce_ev[1]);
-  if (e == cudaSuccess) e = lazy_event(&rc->ce_ev[2]);
+  if (e == cudaSuccess) e = p2pk_lazy_stream(&rc->ce_side);
+  if (e == cudaSuccess) e = p2pk_lazy_event(&rc->ce_ev[1]);
+  if (e == cudaSuccess) e = p2pk_lazy_event(&rc->ce_ev[2]);
   if (e == cudaSuccess) e = cudaEventRecord(rc->ce_ev[1], (cudaStream_t)R->stream);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(rc->ce_side, rc->ce_ev[1], 0);
   for (int r = 0; r < n && e == cudaSuccess; r++)
@@ -463,15 +459,14 @@ int p2pk_group_defer_allreduce(struct p2pkit_comm *c, const void *sendbuf, void 
                   bytes, stream);
 }
 
+/* Launch what the copy-engine queues hold (at most one of them holds calls);
+ * the first error: a failed flush from queueing, else this one's. */
 p2pkit_status_t p2pk_group_collective(void) {
-  if (flush_err != P2PKIT_SUCCESS) {
-    p2pkit_status_t e = flush_err;
-    flush_err = P2PKIT_SUCCESS;
-    return e;
-  }
+  p2pkit_status_t e = flush_err;
+  flush_err = P2PKIT_SUCCESS;
   p2pkit_status_t st = nbcast && !bcast_flushing ? bcast_flush() : P2PKIT_SUCCESS;
   p2pkit_status_t s2 = nar && !ar_flushing ? ar_flush() : P2PKIT_SUCCESS;
-  return st != P2PKIT_SUCCESS ? st : s2;
+  return e != P2PKIT_SUCCESS ? e : st != P2PKIT_SUCCESS ? st : s2;
 }
 
 p2pkit_status_t p2pkit_group_start(void) {
@@ -486,13 +481,9 @@ p2pkit_status_t p2pkit_group_end(void) {
   if (group_depth <= 0)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_group_end without p2pkit_group_start");
   if (--group_depth > 0) return P2PKIT_SUCCESS;
-  p2pkit_status_t s0 = flush_err;
-  flush_err = P2PKIT_SUCCESS;
-  p2pkit_status_t st = bcast_flush();
-  p2pkit_status_t s1 = ar_flush();
+  p2pkit_status_t st = p2pk_group_collective();
   p2pkit_status_t s2 = flush();
-  if (s0 != P2PKIT_SUCCESS) return s0;
-  return st != P2PKIT_SUCCESS ? st : s1 != P2PKIT_SUCCESS ? s1 : s2;
+  return st != P2PKIT_SUCCESS ? st : s2;
 }
 
 static p2pkit_status_t post(int send, void *buf, size_t count, p2pkit_dtype_t dtype, int peer,
