@@ -17,6 +17,14 @@ static p2pk_algo_geom geom2(void) {
 
 static const p2pk_algo_force no_force = {-1, -1, 0, 0, 0};
 
+/* geom2 with the default 128 MiB buffer's mailboxes (512 of ~120 KiB). */
+static p2pk_algo_geom geom2_default_buffer(void) {
+  p2pk_algo_geom g = geom2();
+  g.mailboxes = 512;
+  g.mailbox = 120 << 10;
+  return g;
+}
+
 TEST(default_table_two_ranks) {
   p2pk_algo_table t;
   p2pk_algo_table_default(&t);
@@ -435,9 +443,7 @@ TEST(large_calls_get_two_blocks_per_sm) {
   c.nranks = 2;
   p2pk_algo_table_default(&c.table);
   c.force = no_force;
-  c.geom = geom2();
-  c.geom.mailboxes = 512;
-  c.geom.mailbox = 120 << 10;
+  c.geom = geom2_default_buffer();
   p2pk_algo_choice ch;
   /* LL128 rows (to 32 MiB on 2 GPUs) keep their own grid. */
   p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)16 << 20, &ch);
@@ -461,9 +467,7 @@ TEST(large_calls_get_two_blocks_per_sm) {
   p2pk_coll_choose(&c, P2PK_COLL_REDUCE_SCATTER, (size_t)16 << 20, &ch);
   CHECK_EQ(ch.algo, P2PK_ALGO_ONESHOT);
   CHECK_EQ(ch.blocks, 256);
-  c.geom = geom2();
-  c.geom.mailboxes = 512;
-  c.geom.mailbox = 120 << 10;
+  c.geom = geom2_default_buffer();
   p2pk_coll_choose(&c, P2PK_COLL_REDUCE_SCATTER, (size_t)16 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
   p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, (size_t)8 << 20, &ch);
