@@ -451,8 +451,11 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
     c->table = cfg->table;
     c->force = cfg->force;
     c->lay = lay;
-    set_geom(c, sms, ll_cap);
     P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
+    /* Every rank makes the same choices (the header checks the grid): one
+     * geometry, the occupancy queries made once, on the first GPU. */
+    if (i == 0) set_geom(c, sms, ll_cap);
+    else c->geom = g->comms[0]->geom;
     P2PK_CHECK(comm_alloc(c));
   }
   if (staged && n > 1) {
