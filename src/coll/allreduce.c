@@ -10,6 +10,7 @@
 #include "coll/plan.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "core/param.h"
 
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
   volatile int32_t *he = c->host_err;
@@ -233,6 +234,18 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
     if (pl.in_bytes && pl.out_bytes && s != r)
       e = cudaMemcpyAsync(recvbuf, sendbuf, block, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
     return p2pk_coll_leave(c, name, prev, e);
+  }
+  if (kind == P2PK_COLL_ALL_REDUCE && c->staged && c->multiproc && c->lay.stage_ce_slot &&
+      block >= p2pk_param_size("P2PKIT_STAGED_CE_MIN")) {
+    /* Process per GPU, through host memory over the copy engines
+     * (ce_staged.c); the staged kernel under capture, where a graph would
+     * replay chunk numbers that have moved on. */
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
+    if (e == cudaSuccess && cs == cudaStreamCaptureStatusNone)
+      return p2pk_coll_leave(c, name, prev, p2pk_staged_ce_allreduce_mp(c, sendbuf, recvbuf, count,
+                                                                          dtype, op, (cudaStream_t)stream));
+    if (e != cudaSuccess) return p2pk_coll_leave(c, name, prev, e);
   }
   p2pk_algo_choice ch;
   /* Staged: the grid covers the whole chunk stream (reduce-scatter and

@@ -69,6 +69,32 @@ static cudaError_t prepare(struct p2pkit_comm *c, size_t need) {
   return e;
 }
 
+/* out = src[0] op ... op src[n-1] (src[me] this rank's input), lb bytes. */
+static cudaError_t reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
+                                p2pkit_redop_t op, const char *const *src, char *out, size_t lb,
+                                cudaStream_t stream) {
+  p2pk_lr_args la;
+  memset(&la, 0, sizeof la);
+  for (int r = 0; r < c->nranks; r++) la.src[r] = src[r];
+  la.out = out;
+  la.bytes = lb;
+  la.n = c->nranks;
+  la.me = c->rank;
+  la.op = op;
+  size_t blocks = (lb + (64u << 10) - 1) / (64u << 10);
+  int sms = c->geom.sm_count > 0 ? c->geom.sm_count : 1;
+  if (blocks > (size_t)sms) blocks = (size_t)sms;
+  return p2pk_launch_local_reduce(dtype, &la, blocks ? (int)blocks : 1, stream);
+}
+
+static void log_once(struct p2pkit_comm *c, size_t bytes, size_t nch, size_t cb, const char *how) {
+  if (c->sce_logged) return;
+  c->sce_logged = 1;
+  P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): all_reduce of %zu B uses the copy engines through "
+            "host memory, %zu chunks of %zu B (%s; P2PKIT_STAGED_CE_MIN=%zu)", c->rank, c->device,
+            bytes, nch, cb, how, p2pk_param_size("P2PKIT_STAGED_CE_MIN"));
+}
+
 p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
   const p2pk_ce_pending *a0 = set[0];
   const struct p2pkit_comm *c0 = a0->c;
@@ -130,19 +156,11 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
       if (e == cudaSuccess) e = cudaStreamWaitEvent(STREAM(t), EV(t, E_H2D + s), 0);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(STREAM(t), EV(t, E_D2H + s), 0);
       if (e == cudaSuccess) {
-        p2pk_lr_args la;
-        memset(&la, 0, sizeof la);
+        const char *src[P2PK_COLL_MAX_RANKS];
         for (int r = 0; r < n; r++)
-          la.src[r] = r == t ? (const char *)set[t]->send + off * es : BUF(t, r, s);
-        la.out = (char *)set[t]->recv + off * es;
-        la.bytes = lb;
-        la.n = n;
-        la.me = t;
-        la.op = set[t]->op;
-        size_t blocks = (lb + (64u << 10) - 1) / (64u << 10);
-        int sms = c->geom.sm_count > 0 ? c->geom.sm_count : 1;
-        if (blocks > (size_t)sms) blocks = (size_t)sms;
-        e = p2pk_launch_local_reduce(set[t]->dtype, &la, blocks ? (int)blocks : 1, STREAM(t));
+          src[r] = r == t ? (const char *)set[t]->send + off * es : BUF(t, r, s);
+        e = reduce_chunk(c, set[t]->dtype, set[t]->op, src, (char *)set[t]->recv + off * es, lb,
+                         STREAM(t));
       }
       if (e == cudaSuccess) e = cudaEventRecord(EV(t, E_RED + s), STREAM(t));
     }
@@ -166,13 +184,86 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
     return p2pk_fail(P2PKIT_ERR_CUDA, "all_reduce: rank %d (GPU %d): copy-engine staging: %s", bad,
                      set[bad]->c->device, cudaGetErrorString(e));
   }
-  for (int r = 0; r < n; r++) {
-    struct p2pkit_comm *c = set[r]->c;
-    if (c->sce_logged) continue;
-    c->sce_logged = 1;
-    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): all_reduce of %zu B uses the copy engines through "
-              "host memory, %zu chunks of %zu B (one process, in a group; P2PKIT_STAGED_CE_MIN=%zu)",
-              c->rank, c->device, count * es, nch, CB, p2pk_param_size("P2PKIT_STAGED_CE_MIN"));
-  }
+  for (int r = 0; r < n; r++) log_once(set[r]->c, count * es, nch, CB, "one process, in a group");
   return P2PKIT_SUCCESS;
+}
+
+size_t p2pk_sce_slot_bytes(void) {
+  if (!p2pk_param_size("P2PKIT_STAGED_CE_MIN")) return 0;
+  size_t b = p2pk_param_size("P2PKIT_STAGED_CE_CHUNK");
+  if (b > ((size_t)64 << 20)) b = (size_t)64 << 20;
+  if (b < 4096) b = 4096;
+  return (b + 4095) & ~(size_t)4095;
+}
+
+/* ---- process per GPU --------------------------------------------------------
+ * The same pipeline with each rank in its own process: the copies to and
+ * from host memory go through this rank's own slots in its part of the
+ * shared host region (stage_ce_off, apart from the staged kernels'
+ * mailboxes), and what a peer did reaches this rank through the slot
+ * counters in the host region, waited for and posted by one-thread kernels
+ * on the copy streams (p2pk_launch_ce_sync), with the kernels' timeout.
+ * Chunks are numbered q = c->sce_seq + k across calls, the same on every
+ * rank; chunk q uses slot q % P2PK_SCE_DEPTH. Per chunk:
+ *   side stream:  wait until every peer read chunk q - D from my slot;
+ *                 my chunk -> my slot (D2H); post full = q + 1; record D2H[s]
+ *   h2d stream:   wait RED[s] (my reduce of chunk q - D: buf free); wait
+ *                 every peer's full >= q + 1; their slots -> buf (H2D);
+ *                 post read = q + 1 at every peer; record H2D[s]
+ *   my stream:    wait H2D[s] and D2H[s]; reduce into out; record RED[s]
+ * The stream's last reduce waited for the last D2H, so once it ends the
+ * input is no longer read; a later call's copies wait on the counters. */
+cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send, void *recv,
+                                        size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op,
+                                        cudaStream_t stream) {
+  const int n = c->nranks, me = c->rank;
+  const size_t es = p2pkit_dtype_size(dtype);
+  size_t K = p2pk_sce_chunk_elems(p2pk_param_size("P2PKIT_STAGED_CE_CHUNK"), es);
+  const size_t kmax = p2pk_sce_chunk_elems(c->lay.stage_ce_slot, es);
+  if (K > kmax) K = kmax;
+  const size_t CB = K * es, nch = (count + K - 1) / K;
+  const uint32_t peers = ((n >= 32 ? 0u : 1u << n) - 1u) & ~(1u << me);
+  /* What the call is, for the peers to compare (a count, type or op that
+   * differs fails the call as a mismatch instead of pairing wrong chunks). */
+  const uint64_t hdr = ((uint64_t)count << 8) ^ ((uint64_t)dtype << 4) ^ (uint64_t)op ^ 0x5ce0000000000000ULL;
+  cudaError_t e = prepare(c, (size_t)(n - 1) * P2PK_SCE_DEPTH * CB);
+  if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(c->ce_side, c->sce_ev[E_START], 0);
+  /* This call's chunk size may differ from the last one's, so its slots of
+   * buf overlap other slots of the last call: wait for all of its reduces. */
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
+  const p2pk_ar_args *a = &c->tmpl;
+#define HOST(r, s) (c->stage + (size_t)(r) * c->lay.stage_stride + c->lay.stage_ce_off + (size_t)(s) * c->lay.stage_ce_slot)
+#define BUF(r, s) (c->sce_buf + ((size_t)pslot_of(r, me, n) * P2PK_SCE_DEPTH + (s)) * CB)
+  for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
+    const uint64_t q = c->sce_seq + k;
+    const int s = (int)(q % P2PK_SCE_DEPTH);
+    const size_t off = k * K, len = count - off < K ? count - off : K, lb = len * es;
+    if (q >= P2PK_SCE_DEPTH) e = p2pk_launch_ce_sync(a, P2PK_CE_WAIT_READ, s, q - P2PK_SCE_DEPTH + 1, hdr, peers, c->ce_side);
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync(HOST(me, s), (const char *)send + off * es, lb, cudaMemcpyDeviceToHost, c->ce_side);
+    if (e == cudaSuccess) e = p2pk_launch_ce_sync(a, P2PK_CE_POST_FULL, s, q + 1, hdr, peers, c->ce_side);
+    if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_D2H + s], c->ce_side);
+    if (e == cudaSuccess && q >= P2PK_SCE_DEPTH) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_RED + s], 0);
+    if (e == cudaSuccess) e = p2pk_launch_ce_sync(a, P2PK_CE_WAIT_FULL, s, q + 1, hdr, peers, c->sce_h2d);
+    for (int r = 0; r < n && e == cudaSuccess; r++)
+      if (r != me) e = cudaMemcpyAsync(BUF(r, s), HOST(r, s), lb, cudaMemcpyHostToDevice, c->sce_h2d);
+    if (e == cudaSuccess) e = p2pk_launch_ce_sync(a, P2PK_CE_POST_READ, s, q + 1, hdr, peers, c->sce_h2d);
+    if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_H2D + s], c->sce_h2d);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_H2D + s], 0);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_D2H + s], 0);
+    if (e == cudaSuccess) {
+      const char *src[P2PK_COLL_MAX_RANKS];
+      for (int r = 0; r < n; r++) src[r] = r == me ? (const char *)send + off * es : BUF(r, s);
+      e = reduce_chunk(c, dtype, op, src, (char *)recv + off * es, lb, stream);
+    }
+    if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_RED + s], stream);
+  }
+#undef HOST
+#undef BUF
+  /* Numbered chunks were (partly) launched: keep the count in step with the
+   * peers even on an error (the communicator is then broken anyway). */
+  c->sce_seq += nch;
+  if (e == cudaSuccess) log_once(c, count * es, nch, CB, "process per GPU");
+  return e;
 }

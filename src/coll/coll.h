@@ -33,7 +33,6 @@ typedef struct p2pk_group {
 } p2pk_group;
 
 #define P2PK_PTR_CACHE 8
-#define P2PK_SCE_DEPTH 2                        /* chunks in flight per peer */
 #define P2PK_SCE_EVENTS (1 + 3 * P2PK_SCE_DEPTH) /* start; d2h, h2d, reduce per slot */
 #define P2PK_LOGGED_CE (1ULL << 63)
 
@@ -74,6 +73,7 @@ struct p2pkit_comm {
   char *sce_buf;                         /* device: peers' chunks, [peer slot][depth] */
   size_t sce_buf_bytes;
   int sce_logged;
+  uint64_t sce_seq; /* process per GPU: copy-engine chunks so far (the same on every rank) */
 };
 
 /* Streams and events of the copy-engine paths, made on first use (on the
@@ -101,6 +101,14 @@ typedef struct {
 /* ce_staged.c: set[r] is rank r's call of one all-reduce (all checked
  * alike, every rank of one process's staged communicator). */
 p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n);
+/* The same for a process-per-GPU staged communicator, on its own (this
+ * rank's GPU current; not under stream capture); see ce_staged.c. */
+cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send, void *recv,
+                                        size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op,
+                                        cudaStream_t stream);
+/* Bytes of each copy-engine slot a process-per-GPU staged communicator's
+ * host part holds (0: none, the copy engines are off); comm.c lays them out. */
+size_t p2pk_sce_slot_bytes(void);
 /* Elements per chunk of the copy-engine staged all-reduce: chunk_bytes
  * rounded down to 16 bytes, whole elements, at least one. */
 size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es);

@@ -12,6 +12,7 @@
 #define P2PK_COLL_MAILBOXES 512   /* P2P mailboxes per (set, peer) */
 #define P2PK_STAGE_MAILBOXES 128  /* staged mailboxes per rank outbox */
 #define P2PK_STAGE_P2P_BOXES 16   /* staged send/recv mailboxes per (sender, receiver) */
+#define P2PK_SCE_DEPTH 2          /* copy-engine staged all-reduce: chunks in flight per peer */
 /* Send/recv over P2P up to P2PK_P2P_LL_MAX bytes: LL in regions of
  * P2PK_P2P_LL_PER_BLOCK bytes, each with its own lines and counts. */
 #define P2PK_P2P_LL_BLOCKS 8
@@ -76,6 +77,13 @@ typedef struct {
    * written by this rank, freed by the receiver. */
   uint64_t p2p_ready[P2PK_COLL_MAX_RANKS][P2PK_STAGE_P2P_BOXES];
   uint64_t p2p_freed[P2PK_COLL_MAX_RANKS][P2PK_STAGE_P2P_BOXES];
+  /* Copy-engine staged all-reduce, process per GPU (ce_staged.c): chunk q
+   * sits in this rank's slot q % P2PK_SCE_DEPTH; full[s] = q + 1 once this
+   * rank copied it there, read[s][t] = q + 1 once rank t copied it out;
+   * hdr[s]: what the call is (count, type, op), which readers compare. */
+  uint64_t ce_full[P2PK_SCE_DEPTH];
+  uint64_t ce_hdr[P2PK_SCE_DEPTH];
+  uint64_t ce_read[P2PK_SCE_DEPTH][P2PK_COLL_MAX_RANKS];
 } p2pk_stage_ctrl;
 
 /* Byte offsets inside a rank's scratch (the same on every rank). Counters are
@@ -102,6 +110,8 @@ typedef struct {
   uint64_t stage_mailbox;
   uint64_t stage_p2p_off;  /* inside a part: send/recv [n receivers][P2PK_STAGE_P2P_BOXES] x stage_p2p_box */
   uint64_t stage_p2p_box;
+  uint64_t stage_ce_off;   /* inside a part: [P2PK_SCE_DEPTH] x stage_ce_slot (process per GPU) */
+  uint64_t stage_ce_slot;  /* 0: no copy-engine slots */
 } p2pk_layout;
 
 typedef struct {
@@ -214,6 +224,16 @@ cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int thr
                                       cudaStream_t stream);
 cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int threads,
                                          cudaStream_t stream);
+/* Copy-engine staged all-reduce, process per GPU (staged_kernels.cu): one
+ * thread on `stream` waits until every peer p in `mask` has filled its slot
+ * (ce_full[slot] >= v) or has read this rank's (ce_read[slot][p] >= v), or
+ * posts this rank's ce_full[slot] = v or its ce_read[slot][me] = v at every
+ * peer in mask. Waits give up like the collective kernels (timeout, abort).
+ * hdr: what the call is; posting full writes it beside the counter, and a
+ * wait for a full slot fails with a mismatch when the peer's differs. */
+enum { P2PK_CE_WAIT_FULL, P2PK_CE_WAIT_READ, P2PK_CE_POST_FULL, P2PK_CE_POST_READ };
+cudaError_t p2pk_launch_ce_sync(const p2pk_ar_args *a, int kind, int slot, uint64_t v,
+                                uint64_t hdr, uint32_t mask, cudaStream_t stream);
 /* Send/recv over P2P (allreduce_kernels.cu); `esize` picks the element width
  * of the copy loops (1, 2, 4 or 8: the smallest of the group's types). */
 cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *a, int esize, int blocks, int threads,

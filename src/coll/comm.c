@@ -594,7 +594,7 @@ typedef struct {
   int32_t rank, device, sm_count, pid;
   char busid[32];
   char host[64];
-  uint64_t buffer, table_hash, chunk;
+  uint64_t buffer, table_hash, chunk, ce_min, ce_slot;
   int32_t algo, proto, blocks, threads, boxes;
 } rank_info;
 
@@ -615,7 +615,9 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
                        : o->blocks != me->blocks ? "P2PKIT_COLL_BLOCKS"
                        : o->threads != me->threads ? "P2PKIT_COLL_THREADS"
                        : o->chunk != me->chunk ? "P2PKIT_COLL_CHUNK"
-                       : o->boxes != me->boxes ? "P2PKIT_COLL_MAILBOXES" : NULL;
+                       : o->boxes != me->boxes ? "P2PKIT_COLL_MAILBOXES"
+                       : o->ce_min != me->ce_min ? "P2PKIT_STAGED_CE_MIN"
+                       : o->ce_slot != me->ce_slot ? "P2PKIT_STAGED_CE_CHUNK" : NULL;
     if (what)
       return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d and rank %d use different %s; every "
                        "rank must choose algorithms alike", r, c->rank, what);
@@ -657,6 +659,8 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   mine.threads = cfg->force.threads;
   mine.chunk = cfg->force.chunk;
   mine.boxes = (int32_t)p2pk_param_int("P2PKIT_COLL_MAILBOXES");
+  mine.ce_min = p2pk_param_size("P2PKIT_STAGED_CE_MIN");
+  mine.ce_slot = p2pk_sce_slot_bytes();
   P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_INFO, &mine, all, sizeof mine), st, out);
   P2PK_CHECK_GOTO(check_infos(c, all), st, out);
   int sms = 1 << 30;
@@ -676,6 +680,13 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   size_t ll_cap = 0;
   P2PK_CHECK_GOTO(p2pk_layout_compute(n, cfg->buffer, c->staged, p2pk_mailboxes_for(sms), &c->lay,
                                       &ll_cap), st, out);
+  /* Process per GPU, staged: each part ends with the copy-engine slots
+   * (ce_staged.c), apart from the staged kernels' mailboxes. */
+  if (c->staged && mine.ce_slot) {
+    c->lay.stage_ce_off = c->lay.stage_stride;
+    c->lay.stage_ce_slot = mine.ce_slot;
+    c->lay.stage_stride += (uint64_t)P2PK_SCE_DEPTH * mine.ce_slot;
+  }
   set_geom(c, sms, ll_cap);
   P2PK_CHECK_GOTO(comm_alloc(c), st, out);
   handles_t h;

@@ -166,7 +166,46 @@ __global__ void __launch_bounds__(512) staged_p2p_kernel(const __grid_constant__
   }
 }
 
+// The copy-engine staged all-reduce, process per GPU (ce_staged.c): the
+// copies run on streams, and ranks in other processes learn of them through
+// counters in the host region. One thread waits for or writes them, with
+// the collective kernels' timeout and abort rules (a peer that died: this
+// rank's error words say so, and the streams go on, so nothing hangs).
+__global__ void ce_sync_kernel(const __grid_constant__ p2pk_ar_args a, int kind, int slot,
+                               uint64_t v, uint64_t hdr, uint32_t mask) {
+  if (threadIdx.x != 0) return;
+  Waiter w(a);
+  for (int p = 0; p < a.nranks; p++) {
+    if (p == a.rank || !((mask >> p) & 1)) continue;
+    switch (kind) {
+      case P2PK_CE_WAIT_FULL:
+        if (!wait_geq(a, w, &stage_ctrl(a, p)->ce_full[slot], v, p)) return;
+        if (ld_vol_u64(&stage_ctrl(a, p)->ce_hdr[slot]) != hdr) {
+          fail(a, P2PK_DERR_MISMATCH, p);
+          return;
+        }
+        break;
+      case P2PK_CE_WAIT_READ:
+        if (!wait_geq(a, w, &stage_ctrl(a, a.rank)->ce_read[slot][p], v, p)) return;
+        break;
+      case P2PK_CE_POST_READ:
+        st_rel(&stage_ctrl(a, p)->ce_read[slot][a.rank], v);
+        break;
+    }
+  }
+  if (kind == P2PK_CE_POST_FULL) {
+    st_vol_u64(&stage_ctrl(a, a.rank)->ce_hdr[slot], hdr);
+    st_rel(&stage_ctrl(a, a.rank)->ce_full[slot], v);
+  }
+}
+
 }  // namespace p2pk
+
+extern "C" cudaError_t p2pk_launch_ce_sync(const p2pk_ar_args *a, int kind, int slot, uint64_t v,
+                                           uint64_t hdr, uint32_t mask, cudaStream_t stream) {
+  p2pk::ce_sync_kernel<<<1, 32, 0, stream>>>(*a, kind, slot, v, hdr, mask);
+  return cudaGetLastError();
+}
 
 extern "C" cudaError_t p2pk_launch_p2p_staged(const p2pk_p2p_args *pa, int esize, int blocks,
                                               int threads, cudaStream_t stream) {
@@ -186,5 +225,7 @@ extern "C" cudaError_t p2pk_preload_allreduce_staged(void) {
   cudaError_t e = cudaSuccess;
   P2PK_PRELOAD_DTYPES(p2pk::staged_kernel, e);
   P2PK_PRELOAD_ESIZES(p2pk::staged_p2p_kernel, e);
+  cudaFuncAttributes fa;
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::ce_sync_kernel);
   return e;
 }

@@ -575,6 +575,22 @@ TEST(staged_copy_engine_chunks) {
   CHECK_EQ(p2pk_sce_chunk_elems(15, 8), 1);
   CHECK_EQ(p2pk_sce_chunk_elems(100, 8), 12);
   CHECK_EQ(p2pk_sce_chunk_elems(0, 2), 1);
+  /* Host slots of a process-per-GPU communicator: the default chunk, 4 KiB
+   * multiples, at most 64 MiB, none when the copy engines are off. */
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_sce_slot_bytes(), (size_t)4 << 20);
+  setenv("P2PKIT_STAGED_CE_CHUNK", "5000", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_sce_slot_bytes(), 8192);
+  setenv("P2PKIT_STAGED_CE_CHUNK", "1G", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_sce_slot_bytes(), (size_t)64 << 20);
+  setenv("P2PKIT_STAGED_CE_MIN", "0", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_sce_slot_bytes(), 0);
+  unsetenv("P2PKIT_STAGED_CE_CHUNK");
+  unsetenv("P2PKIT_STAGED_CE_MIN");
+  p2pk_param_reset();
 }
 
 TEST(names) {

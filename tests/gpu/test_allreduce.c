@@ -431,6 +431,19 @@ TEST(process_per_gpu_p2p_disabled) {
   CHECK_EQ(shm_left_by(pid[0]), 0);
 }
 
+TEST(process_per_gpu_p2p_disabled_copy_engine) {
+  /* Staged all-reduce over the copy engines with one process per GPU (the
+   * children set P2PKIT_STAGED_CE_MIN=1 and 64 KiB chunks): every type, op
+   * and count; graph replay (the kernel, under capture); then a count that
+   * differs between ranks must fail as a mismatch, quickly. */
+  int st[MAXR];
+  pid_t pid[MAXR];
+  int n = spawn_ranks("ce", 1, 580, st, pid);
+  for (int r = 0; r < n; r++)
+    runner_expect_clean_exit("process_per_gpu_p2p_disabled_copy_engine", r, n, st[r]);
+  CHECK_EQ(shm_left_by(pid[0]), 0);
+}
+
 /* Which rank a kill mode kills: "kill0" rank 0 (the bootstrap's root),
  * "killlast" the last rank; the same rule in the parent and the children. */
 static int kill_victim(const char *mode, int n) { return strcmp(mode, "kill0") == 0 ? 0 : n - 1; }
@@ -440,6 +453,11 @@ static int kill_victim(const char *mode, int n) { return strcmp(mode, "kill0") =
 static void kill_test(const char *mode) { runner_kill_test("test_allreduce", mode, 0, kill_victim); }
 
 TEST(kill_last_rank_survivors_time_out) { kill_test("killlast"); }
+/* The last rank dies between copy-engine staged all-reduces (process per
+ * GPU, 64 MiB in 16 chunks): the survivors' copy streams give up in time. */
+TEST(kill_copy_engine_staged_survivors_time_out) {
+  runner_kill_test("test_allreduce", "killce", 1, kill_victim);
+}
 TEST(kill_rank0_survivors_time_out) { kill_test("kill0"); }
 
 TEST(quick_mp) {
@@ -465,11 +483,11 @@ static p2pkit_status_t kill_call(void *ctx) {
                            k->R->s[0]);
 }
 
-static void child_kill(runner_t *R, int victim) {
+static void child_kill(runner_t *R, const char *mode, int victim) {
   const int rank = R->rank0, n = R->nr;
   /* Killing the last rank: LL; rank 0: the chunked protocol (one-shot on 2
-   * GPUs, two-shot from 3). */
-  const size_t count = victim == n - 1 ? 1000 : (size_t)16 << 20;
+   * GPUs, two-shot from 3); killce: 64 MiB over the copy engines. */
+  const size_t count = victim == n - 1 && strcmp(mode, "killce") != 0 ? 1000 : (size_t)16 << 20;
   float *in = NULL, *out = NULL;
   T_CUDA(cudaMalloc((void **)&in, count * 4));
   T_CUDA(cudaMalloc((void **)&out, count * 4));
@@ -504,10 +522,36 @@ static int child_main(int argc, char **argv) {
   int bad = cu_child_args(argc, argv, &mode, &rank, &port, &nranks);
   if (bad) return bad;
   int kill = strncmp(mode, "kill", 4) == 0;
+  int ce = strcmp(mode, "ce") == 0;
+  logcap_t L;
+  if (ce) {
+    setenv("P2PKIT_STAGED_CE_CHUNK", "64K", 1);
+    logcap_begin(&L, "P2PKIT_STAGED_CE_MIN", "1");
+  } else if (strcmp(mode, "killce") == 0) {
+    setenv("P2PKIT_STAGED_CE_MIN", "1", 1);
+  }
   runner_t R;
   if (runner_join(&R, rank, nranks, port, kill ? KILL_TIMEOUT_S : 60) != 0) return 1;
   if (kill) {
-    child_kill(&R, kill_victim(mode, nranks));
+    child_kill(&R, mode, kill_victim(mode, nranks));
+  } else if (ce) {
+    CHECK(R.comm[0]->staged && R.comm[0]->lay.stage_ce_slot == (64u << 10));
+    matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+    graph_replay(&R, 2);
+    /* Counts that differ: rank 0 sends 19 chunks, the others 13. */
+    double t0 = cu_now();
+    size_t cnt = rank == 0 ? 300000 : 200000;
+    CHECK_OK(p2pkit_all_reduce(R.din[0], R.dout[0], cnt, P2PKIT_FLOAT32, P2PKIT_SUM, R.comm[0], R.s[0]));
+    T_CUDA(cudaStreamSynchronize(R.s[0]));
+    p2pkit_status_t as = P2PKIT_SUCCESS;
+    CHECK_OK(p2pkit_comm_get_async_error(R.comm[0], &as));
+    if (as != P2PKIT_ERR_INVALID_ARGUMENT && as != P2PKIT_ERR_REMOTE)
+      T_FAIL("ce mismatch: rank %d: %s (%s)", rank, p2pkit_strerror(as), p2pkit_last_error());
+    if (cu_now() - t0 > 5) T_FAIL("ce mismatch: rank %d: took %.1f s", rank, cu_now() - t0);
+    printf("rank %d: counts that differ: %s\n", rank, p2pkit_last_error());
+    runner_destroy_after_kill(&R);
+    unsetenv("P2PKIT_STAGED_CE_CHUNK");
+    CHECK(logcap_end(&L, "all_reduce of", "process per GPU") >= 1);
   } else if (strcmp(mode, "quick") == 0) {
     static const size_t counts[] = {3, 4097};
     static const p2pkit_redop_t ops[] = {P2PKIT_SUM, P2PKIT_MAX};
@@ -548,7 +592,10 @@ int main(int argc, char **argv) {
       {T_CASE(one_process_p2p_disabled), 1},   {T_CASE(one_process_p2p_disabled_copy_engine), 1},
       {T_CASE(count_zero_is_a_no_op), 1},
       {T_CASE(several_communicators_at_once), 1}, {T_CASE(process_per_gpu), 1},
-      {T_CASE(process_per_gpu_p2p_disabled), 1}, {T_CASE(kill_last_rank_survivors_time_out), 1},
+      {T_CASE(process_per_gpu_p2p_disabled), 1},
+      {T_CASE(process_per_gpu_p2p_disabled_copy_engine), 1},
+      {T_CASE(kill_last_rank_survivors_time_out), 1},
+      {T_CASE(kill_copy_engine_staged_survivors_time_out), 1},
       {T_CASE(kill_rank0_survivors_time_out), 1}, {T_CASE(quick), 0}, {T_CASE(quick_mp), 0},
   };
   return cu_run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);
