@@ -8,7 +8,7 @@
  * memory and reach ~36 GB/s each way on the 2x H200; copy engines reach ~47
  * each way at once (ANCHORS.md: PCIe duplex 94.4 GB/s on one GPU).
  *
- * Flow, per chunk k of the message (slot k % P2PK_SCE_DEPTH), one-shot:
+ * Flow, per chunk k of the message (slot k % D, D = P2PKIT_STAGED_CE_DEPTH), one-shot:
  *   rank r, its side stream (ce_side):  in_r[k]      -> host_r[slot]        D2H
  *   rank t, its h2d stream (sce_h2d):   host_r[slot] -> buf_t[r][slot], r != t  H2D
  *   rank t, its own stream:             out_t[k] = in_t[k] op buf_t[r][slot] ... in rank order
@@ -42,7 +42,7 @@
 #include "core/log.h"
 #include "core/param.h"
 
-enum { E_START = 0, E_D2H = 1, E_H2D = 1 + P2PK_SCE_DEPTH, E_RED = 1 + 2 * P2PK_SCE_DEPTH };
+enum { E_START = 0, E_D2H = 1, E_H2D = 1 + P2PK_SCE_DEPTH_MAX, E_RED = 1 + 2 * P2PK_SCE_DEPTH_MAX };
 
 size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es) {
   if (es == 0) return 1;
@@ -101,16 +101,17 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
   const size_t es = p2pkit_dtype_size(a0->dtype), count = a0->count;
   const size_t area = (size_t)c0->lay.stage_mailbox * P2PK_STAGE_MAILBOXES;
   size_t K = p2pk_sce_chunk_elems(p2pk_param_size("P2PKIT_STAGED_CE_CHUNK"), es);
-  const size_t kmax = p2pk_sce_chunk_elems(area / P2PK_SCE_DEPTH, es);
+  const int D = c0->sce_depth;
+  const size_t kmax = p2pk_sce_chunk_elems(area / (size_t)D, es);
   if (K > kmax) K = kmax;
   const size_t CB = K * es, nch = (count + K - 1) / K;
-  const size_t need = (size_t)(n - 1) * P2PK_SCE_DEPTH * CB;
+  const size_t need = (size_t)(n - 1) * (size_t)D * CB;
   cudaError_t e = cudaSuccess;
   int bad = 0;
 #define EV(r, i) (set[r]->c->sce_ev[i])
 #define STREAM(r) ((cudaStream_t)set[r]->stream)
 #define HOST(r, s) (c0->stage + (size_t)(r) * c0->lay.stage_stride + c0->lay.stage_data_off + (size_t)(s) * CB)
-#define BUF(t, r, s) (set[t]->c->sce_buf + ((size_t)pslot_of(r, t, n) * P2PK_SCE_DEPTH + (s)) * CB)
+#define BUF(t, r, s) (set[t]->c->sce_buf + ((size_t)pslot_of(r, t, n) * (size_t)D + (s)) * CB)
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
     e = prepare(set[r]->c, need);
@@ -126,14 +127,14 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
     }
   }
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-    const int s = (int)(k % P2PK_SCE_DEPTH);
+    const int s = (int)(k % (size_t)D);
     const size_t off = k * K, len = count - off < K ? count - off : K, lb = len * es;
     /* Every rank's chunk to its host slot. */
     for (int r = 0; r < n && e == cudaSuccess; r++) {
       bad = r;
       struct p2pkit_comm *c = set[r]->c;
       e = cudaSetDevice(c->device);
-      for (int t = 0; k >= P2PK_SCE_DEPTH && t < n && e == cudaSuccess; t++)
+      for (int t = 0; k >= (size_t)D && t < n && e == cudaSuccess; t++)
         if (t != r) e = cudaStreamWaitEvent(c->ce_side, EV(t, E_H2D + s), 0);
       if (e == cudaSuccess)
         e = cudaMemcpyAsync(HOST(r, s), (const char *)set[r]->send + off * es, lb,
@@ -145,7 +146,7 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
       bad = t;
       struct p2pkit_comm *c = set[t]->c;
       e = cudaSetDevice(c->device);
-      if (e == cudaSuccess && k >= P2PK_SCE_DEPTH) e = cudaStreamWaitEvent(c->sce_h2d, EV(t, E_RED + s), 0);
+      if (e == cudaSuccess && k >= (size_t)D) e = cudaStreamWaitEvent(c->sce_h2d, EV(t, E_RED + s), 0);
       for (int r = 0; r < n && e == cudaSuccess; r++) {
         if (r == t) continue;
         e = cudaStreamWaitEvent(c->sce_h2d, EV(r, E_D2H + s), 0);
@@ -168,7 +169,7 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
   /* A rank's later staged kernels write its host part, which the peers'
    * h2d streams read: every stream waits for every peer's last h2d copy
    * (each h2d stream runs in order, so its last event covers it all). */
-  const int last = (int)((nch - 1) % P2PK_SCE_DEPTH);
+  const int last = (int)((nch - 1) % (size_t)D);
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
     e = cudaSetDevice(set[r]->c->device);
@@ -188,6 +189,11 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
   return P2PKIT_SUCCESS;
 }
 
+int p2pk_sce_depth(void) {
+  int64_t d = p2pk_param_int("P2PKIT_STAGED_CE_DEPTH");
+  return d < 2 ? 2 : d > P2PK_SCE_DEPTH_MAX ? P2PK_SCE_DEPTH_MAX : (int)d;
+}
+
 size_t p2pk_sce_slot_bytes(void) {
   if (!p2pk_param_size("P2PKIT_STAGED_CE_MIN")) return 0;
   size_t b = p2pk_param_size("P2PKIT_STAGED_CE_CHUNK");
@@ -204,7 +210,7 @@ size_t p2pk_sce_slot_bytes(void) {
  * counters in the host region, waited for and posted by one-thread kernels
  * on the copy streams (p2pk_launch_ce_sync), with the kernels' timeout.
  * Chunks are numbered q = c->sce_seq + k across calls, the same on every
- * rank; chunk q uses slot q % P2PK_SCE_DEPTH. Per chunk:
+ * rank; chunk q uses slot q % D. Per chunk:
  *   side stream:  wait until every peer read chunk q - D from my slot;
  *                 my chunk -> my slot (D2H); post full = q + 1; record D2H[s]
  *   h2d stream:   wait RED[s] (my reduce of chunk q - D: buf free); wait
@@ -222,11 +228,12 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
   const size_t kmax = p2pk_sce_chunk_elems(c->lay.stage_ce_slot, es);
   if (K > kmax) K = kmax;
   const size_t CB = K * es, nch = (count + K - 1) / K;
+  const int D = c->sce_depth;
   const uint32_t peers = ((n >= 32 ? 0u : 1u << n) - 1u) & ~(1u << me);
   /* What the call is, for the peers to compare (a count, type or op that
    * differs fails the call as a mismatch instead of pairing wrong chunks). */
   const uint64_t hdr = ((uint64_t)count << 8) ^ ((uint64_t)dtype << 4) ^ (uint64_t)op ^ 0x5ce0000000000000ULL;
-  cudaError_t e = prepare(c, (size_t)(n - 1) * P2PK_SCE_DEPTH * CB);
+  cudaError_t e = prepare(c, (size_t)(n - 1) * (size_t)D * CB);
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(c->ce_side, c->sce_ev[E_START], 0);
   /* This call's chunk size may differ from the last one's, so its slots of
@@ -234,17 +241,17 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
   if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
   const p2pk_ar_args *a = &c->tmpl;
 #define HOST(r, s) (c->stage + (size_t)(r) * c->lay.stage_stride + c->lay.stage_ce_off + (size_t)(s) * c->lay.stage_ce_slot)
-#define BUF(r, s) (c->sce_buf + ((size_t)pslot_of(r, me, n) * P2PK_SCE_DEPTH + (s)) * CB)
+#define BUF(r, s) (c->sce_buf + ((size_t)pslot_of(r, me, n) * (size_t)D + (s)) * CB)
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
     const uint64_t q = c->sce_seq + k;
-    const int s = (int)(q % P2PK_SCE_DEPTH);
+    const int s = (int)(q % (uint64_t)D);
     const size_t off = k * K, len = count - off < K ? count - off : K, lb = len * es;
-    if (q >= P2PK_SCE_DEPTH) e = p2pk_launch_ce_sync(a, P2PK_CE_WAIT_READ, s, q - P2PK_SCE_DEPTH + 1, hdr, peers, c->ce_side);
+    if (q >= (uint64_t)D) e = p2pk_launch_ce_sync(a, P2PK_CE_WAIT_READ, s, q - (uint64_t)D + 1, hdr, peers, c->ce_side);
     if (e == cudaSuccess)
       e = cudaMemcpyAsync(HOST(me, s), (const char *)send + off * es, lb, cudaMemcpyDeviceToHost, c->ce_side);
     if (e == cudaSuccess) e = p2pk_launch_ce_sync(a, P2PK_CE_POST_FULL, s, q + 1, hdr, peers, c->ce_side);
     if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_D2H + s], c->ce_side);
-    if (e == cudaSuccess && q >= P2PK_SCE_DEPTH) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_RED + s], 0);
+    if (e == cudaSuccess && q >= (uint64_t)D) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_RED + s], 0);
     if (e == cudaSuccess) e = p2pk_launch_ce_sync(a, P2PK_CE_WAIT_FULL, s, q + 1, hdr, peers, c->sce_h2d);
     for (int r = 0; r < n && e == cudaSuccess; r++)
       if (r != me) e = cudaMemcpyAsync(BUF(r, s), HOST(r, s), lb, cudaMemcpyHostToDevice, c->sce_h2d);
@@ -266,4 +273,93 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
   c->sce_seq += nch;
   if (e == cudaSuccess) log_once(c, count * es, nch, CB, "process per GPU");
   return e;
+}
+
+/* ---- reduce over P2P, one process -------------------------------------------
+ * Every rank's call of one reduce inside a group, from P2PKIT_REDUCE_CE_MIN
+ * bytes. The SM kernels reach ~370 GB/s over NVLink, the copy engines ~395
+ * (ANCHORS.md), and a reduce is one-way traffic into the root, so: chunk k
+ * (slot s = k % D) of peer r's input goes by r's copy engine into the root's
+ * buffer, and the root's stream reduces it with its own chunk, in rank order.
+ *   START     every rank's stream at the call: the copies wait for all
+ *             (inputs ready; the root's earlier reduces done with buf)
+ *   CP[s]     on peer r's side stream after its copy of chunk k: the root
+ *             waits before reducing; r's own stream waits for the last one
+ *             (its input is read until then)
+ *   RED[s]    the root's reduce of slot s: the peers wait before refilling
+ *             it with chunk k + D */
+p2pkit_status_t p2pk_ce_reduce(p2pk_ce_pending *const *set, int n) {
+  const int R = set[0]->root;
+  struct p2pkit_comm *rc = set[R]->c;
+  const size_t es = p2pkit_dtype_size(set[0]->dtype), count = set[0]->count;
+  const int D = rc->sce_depth;
+  const size_t K = p2pk_sce_chunk_elems(p2pk_param_size("P2PKIT_REDUCE_CE_CHUNK"), es);
+  const size_t CB = K * es, nch = (count + K - 1) / K;
+  cudaError_t e = cudaSuccess;
+  int bad = 0;
+#define EV(r, i) (set[r]->c->sce_ev[i])
+#define STREAM(r) ((cudaStream_t)set[r]->stream)
+#define BUF(r, s) (rc->sce_buf + ((size_t)pslot_of(r, R, n) * (size_t)D + (s)) * CB)
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    bad = r;
+    e = prepare(set[r]->c, r == R ? (size_t)(n - 1) * (size_t)D * CB : 0);
+    if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_START), STREAM(r));
+  }
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    if (r == R) continue;
+    bad = r;
+    e = cudaSetDevice(set[r]->c->device);
+    for (int t = 0; t < n && e == cudaSuccess; t++)
+      if (t == r || t == R) e = cudaStreamWaitEvent(set[r]->c->ce_side, EV(t, E_START), 0);
+  }
+  for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
+    const int s = (int)(k % (size_t)D);
+    const size_t off = k * K, len = count - off < K ? count - off : K, lb = len * es;
+    for (int r = 0; r < n && e == cudaSuccess; r++) {
+      if (r == R) continue;
+      bad = r;
+      struct p2pkit_comm *c = set[r]->c;
+      e = cudaSetDevice(c->device);
+      if (e == cudaSuccess && k >= (size_t)D) e = cudaStreamWaitEvent(c->ce_side, EV(R, E_RED + s), 0);
+      if (e == cudaSuccess)
+        e = cudaMemcpyPeerAsync(BUF(r, s), rc->device, (const char *)set[r]->send + off * es,
+                                c->device, lb, c->ce_side);
+      if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_D2H + s), c->ce_side);
+    }
+    bad = R;
+    if (e == cudaSuccess) e = cudaSetDevice(rc->device);
+    for (int r = 0; r < n && e == cudaSuccess; r++)
+      if (r != R) e = cudaStreamWaitEvent(STREAM(R), EV(r, E_D2H + s), 0);
+    if (e == cudaSuccess) {
+      const char *src[P2PK_COLL_MAX_RANKS];
+      for (int r = 0; r < n; r++) src[r] = r == R ? (const char *)set[R]->send + off * es : BUF(r, s);
+      e = reduce_chunk(rc, set[R]->dtype, set[R]->op, src, (char *)set[R]->recv + off * es, lb,
+                       STREAM(R));
+    }
+    if (e == cudaSuccess) e = cudaEventRecord(EV(R, E_RED + s), STREAM(R));
+  }
+  /* A peer's stream goes on once its copies have read its input. */
+  const int last = (int)((nch - 1) % (size_t)D);
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    if (r == R) continue;
+    bad = r;
+    e = cudaSetDevice(set[r]->c->device);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(STREAM(r), EV(r, E_D2H + last), 0);
+  }
+#undef EV
+#undef STREAM
+#undef BUF
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return p2pk_fail(P2PKIT_ERR_CUDA, "reduce: rank %d (GPU %d, root %d): copy engine: %s", bad,
+                     set[bad]->c->device, R, cudaGetErrorString(e));
+  }
+  if (!rc->sce_logged) {
+    rc->sce_logged = 1;
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): reduce of %zu B as root: the peers' copy engines "
+              "push %zu chunks of %zu B, %d in flight (one process, in a group; "
+              "P2PKIT_REDUCE_CE_MIN=%zu)", rc->rank, rc->device, count * es, nch, CB, D,
+              p2pk_param_size("P2PKIT_REDUCE_CE_MIN"));
+  }
+  return P2PKIT_SUCCESS;
 }

@@ -33,7 +33,7 @@ typedef struct p2pk_group {
 } p2pk_group;
 
 #define P2PK_PTR_CACHE 8
-#define P2PK_SCE_EVENTS (1 + 3 * P2PK_SCE_DEPTH) /* start; d2h, h2d, reduce per slot */
+#define P2PK_SCE_EVENTS (1 + 3 * P2PK_SCE_DEPTH_MAX) /* start; d2h, h2d, reduce per slot */
 #define P2PK_LOGGED_CE (1ULL << 63)
 
 struct p2pkit_comm {
@@ -74,6 +74,7 @@ struct p2pkit_comm {
   size_t sce_buf_bytes;
   int sce_logged;
   uint64_t sce_seq; /* process per GPU: copy-engine chunks so far (the same on every rank) */
+  int sce_depth;    /* chunks in flight (P2PKIT_STAGED_CE_DEPTH), fixed at init */
 };
 
 /* Streams and events of the copy-engine paths, made on first use (on the
@@ -95,6 +96,7 @@ typedef struct {
   p2pkit_dtype_t dtype;
   p2pkit_redop_t op;
   int root;
+  int kind; /* P2PK_COLL_* */
   p2pkit_stream_t stream;
 } p2pk_ce_pending;
 
@@ -109,6 +111,17 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
 /* Bytes of each copy-engine slot a process-per-GPU staged communicator's
  * host part holds (0: none, the copy engines are off); comm.c lays them out. */
 size_t p2pk_sce_slot_bytes(void);
+/* Chunks in flight per peer: P2PKIT_STAGED_CE_DEPTH within 2..P2PK_SCE_DEPTH_MAX. */
+int p2pk_sce_depth(void);
+/* ce_staged.c: set[r] is rank r's call of one reduce over P2P (one
+ * process, every rank in the group): the peers' copy engines push their
+ * input in chunks into the root's buffer, the root reduces each chunk. */
+p2pkit_status_t p2pk_ce_reduce(p2pk_ce_pending *const *set, int n);
+/* p2p.c: queue a reduce of a one-process P2P communicator inside a group for
+ * the copy engines (P2PKIT_REDUCE_CE_MIN); 0 when it must launch now. */
+int p2pk_group_defer_reduce(struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
+                            size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
+                            size_t bytes, p2pkit_stream_t stream);
 /* Elements per chunk of the copy-engine staged all-reduce: chunk_bytes
  * rounded down to 16 bytes, whole elements, at least one. */
 size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es);

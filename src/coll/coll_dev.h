@@ -12,7 +12,7 @@
 #define P2PK_COLL_MAILBOXES 512   /* P2P mailboxes per (set, peer) */
 #define P2PK_STAGE_MAILBOXES 128  /* staged mailboxes per rank outbox */
 #define P2PK_STAGE_P2P_BOXES 16   /* staged send/recv mailboxes per (sender, receiver) */
-#define P2PK_SCE_DEPTH 2          /* copy-engine staged all-reduce: chunks in flight per peer */
+#define P2PK_SCE_DEPTH_MAX 8      /* copy-engine staged all-reduce: chunks in flight per peer, at most */
 /* Send/recv over P2P up to P2PK_P2P_LL_MAX bytes: LL in regions of
  * P2PK_P2P_LL_PER_BLOCK bytes, each with its own lines and counts. */
 #define P2PK_P2P_LL_BLOCKS 8
@@ -78,12 +78,12 @@ typedef struct {
   uint64_t p2p_ready[P2PK_COLL_MAX_RANKS][P2PK_STAGE_P2P_BOXES];
   uint64_t p2p_freed[P2PK_COLL_MAX_RANKS][P2PK_STAGE_P2P_BOXES];
   /* Copy-engine staged all-reduce, process per GPU (ce_staged.c): chunk q
-   * sits in this rank's slot q % P2PK_SCE_DEPTH; full[s] = q + 1 once this
+   * sits in this rank's slot q % depth; full[s] = q + 1 once this
    * rank copied it there, read[s][t] = q + 1 once rank t copied it out;
    * hdr[s]: what the call is (count, type, op), which readers compare. */
-  uint64_t ce_full[P2PK_SCE_DEPTH];
-  uint64_t ce_hdr[P2PK_SCE_DEPTH];
-  uint64_t ce_read[P2PK_SCE_DEPTH][P2PK_COLL_MAX_RANKS];
+  uint64_t ce_full[P2PK_SCE_DEPTH_MAX];
+  uint64_t ce_hdr[P2PK_SCE_DEPTH_MAX];
+  uint64_t ce_read[P2PK_SCE_DEPTH_MAX][P2PK_COLL_MAX_RANKS];
 } p2pk_stage_ctrl;
 
 /* Byte offsets inside a rank's scratch (the same on every rank). Counters are
@@ -110,7 +110,7 @@ typedef struct {
   uint64_t stage_mailbox;
   uint64_t stage_p2p_off;  /* inside a part: send/recv [n receivers][P2PK_STAGE_P2P_BOXES] x stage_p2p_box */
   uint64_t stage_p2p_box;
-  uint64_t stage_ce_off;   /* inside a part: [P2PK_SCE_DEPTH] x stage_ce_slot (process per GPU) */
+  uint64_t stage_ce_off;   /* inside a part: [depth] x stage_ce_slot (process per GPU) */
   uint64_t stage_ce_slot;  /* 0: no copy-engine slots */
 } p2pk_layout;
 

@@ -445,6 +445,7 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
     c->nranks = n;
     c->device = devs[i];
     c->staged = staged;
+    c->sce_depth = p2pk_sce_depth();
     c->group = g;
     c->timeout_ns = (uint64_t)cfg->timeout_s * 1000000000ULL;
     c->buffer_bytes = cfg->buffer;
@@ -594,7 +595,7 @@ typedef struct {
   int32_t rank, device, sm_count, pid;
   char busid[32];
   char host[64];
-  uint64_t buffer, table_hash, chunk, ce_min, ce_slot;
+  uint64_t buffer, table_hash, chunk, ce_min, ce_slot, ce_depth;
   int32_t algo, proto, blocks, threads, boxes;
 } rank_info;
 
@@ -617,7 +618,8 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
                        : o->chunk != me->chunk ? "P2PKIT_COLL_CHUNK"
                        : o->boxes != me->boxes ? "P2PKIT_COLL_MAILBOXES"
                        : o->ce_min != me->ce_min ? "P2PKIT_STAGED_CE_MIN"
-                       : o->ce_slot != me->ce_slot ? "P2PKIT_STAGED_CE_CHUNK" : NULL;
+                       : o->ce_slot != me->ce_slot ? "P2PKIT_STAGED_CE_CHUNK"
+                       : o->ce_depth != me->ce_depth ? "P2PKIT_STAGED_CE_DEPTH" : NULL;
     if (what)
       return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d and rank %d use different %s; every "
                        "rank must choose algorithms alike", r, c->rank, what);
@@ -661,6 +663,7 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   mine.boxes = (int32_t)p2pk_param_int("P2PKIT_COLL_MAILBOXES");
   mine.ce_min = p2pk_param_size("P2PKIT_STAGED_CE_MIN");
   mine.ce_slot = p2pk_sce_slot_bytes();
+  mine.ce_depth = (uint64_t)p2pk_sce_depth();
   P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_INFO, &mine, all, sizeof mine), st, out);
   P2PK_CHECK_GOTO(check_infos(c, all), st, out);
   int sms = 1 << 30;
@@ -682,10 +685,11 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
                                       &ll_cap), st, out);
   /* Process per GPU, staged: each part ends with the copy-engine slots
    * (ce_staged.c), apart from the staged kernels' mailboxes. */
+  c->sce_depth = (int)mine.ce_depth;
   if (c->staged && mine.ce_slot) {
     c->lay.stage_ce_off = c->lay.stage_stride;
     c->lay.stage_ce_slot = mine.ce_slot;
-    c->lay.stage_stride += (uint64_t)P2PK_SCE_DEPTH * mine.ce_slot;
+    c->lay.stage_stride += (uint64_t)c->sce_depth * mine.ce_slot;
   }
   set_geom(c, sms, ll_cap);
   P2PK_CHECK_GOTO(comm_alloc(c), st, out);
