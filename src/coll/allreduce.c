@@ -226,9 +226,6 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
   if (kind == P2PK_COLL_ALL_REDUCE &&
       p2pk_group_defer_allreduce(c, sendbuf, recvbuf, count, dtype, op, block, stream))
     return P2PKIT_SUCCESS;
-  if (kind == P2PK_COLL_REDUCE &&
-      p2pk_group_defer_reduce(c, sendbuf, recvbuf, count, dtype, op, root, block, stream))
-    return P2PKIT_SUCCESS;
   P2PK_CHECK(p2pk_group_collective());
   int prev = -1;
   P2PK_CHECK(p2pk_coll_enter(c, name, &prev));

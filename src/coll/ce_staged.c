@@ -212,11 +212,13 @@ size_t p2pk_sce_slot_bytes(void) {
  * Chunks are numbered q = c->sce_seq + k across calls, the same on every
  * rank; chunk q uses slot q % D. Per chunk:
  *   side stream:  wait until every peer read chunk q - D from my slot;
- *                 my chunk -> my slot (D2H); post full = q + 1; record D2H[s]
+ *                 my chunk -> my slot (D2H); record D2H[s]; post full = q + 1
  *   h2d stream:   wait RED[s] (my reduce of chunk q - D: buf free); wait
  *                 every peer's full >= q + 1; their slots -> buf (H2D);
- *                 post read = q + 1 at every peer; record H2D[s]
+ *                 record H2D[s]; post read = q + 1 at every peer
  *   my stream:    wait H2D[s] and D2H[s]; reduce into out; record RED[s]
+ * A chunk's post and the next chunk's wait are one launch (a copy stream
+ * turning from copy to kernel and back costs microseconds each time).
  * The stream's last reduce waited for the last D2H, so once it ends the
  * input is no longer read; a later call's copies wait on the counters. */
 cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send, void *recv,
@@ -242,21 +244,45 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
   const p2pk_ar_args *a = &c->tmpl;
 #define HOST(r, s) (c->stage + (size_t)(r) * c->lay.stage_stride + c->lay.stage_ce_off + (size_t)(s) * c->lay.stage_ce_slot)
 #define BUF(r, s) (c->sce_buf + ((size_t)pslot_of(r, me, n) * (size_t)D + (s)) * CB)
+  /* The first chunk's waits go alone; every later chunk's ride in one launch
+   * with the post of the chunk before (one copy-kernel-copy turn per chunk). */
+  const p2pk_ce_op none = {P2PK_CE_NONE, 0, 0};
+  const uint64_t q0 = c->sce_seq;
+  const int s0 = (int)(q0 % (uint64_t)D);
+  if (e == cudaSuccess && q0 >= (uint64_t)D) {
+    p2pk_ce_op w = {P2PK_CE_WAIT_READ, s0, q0 - (uint64_t)D + 1};
+    e = p2pk_launch_ce_sync(a, w, none, hdr, peers, c->ce_side);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_RED + s0], 0);
+  }
+  if (e == cudaSuccess) {
+    p2pk_ce_op w = {P2PK_CE_WAIT_FULL, s0, q0 + 1};
+    e = p2pk_launch_ce_sync(a, w, none, hdr, peers, c->sce_h2d);
+  }
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-    const uint64_t q = c->sce_seq + k;
-    const int s = (int)(q % (uint64_t)D);
+    const uint64_t q = q0 + k, qn = q + 1;
+    const int s = (int)(q % (uint64_t)D), sn = (int)(qn % (uint64_t)D);
+    const int next = k + 1 < nch;
     const size_t off = k * K, len = count - off < K ? count - off : K, lb = len * es;
-    if (q >= (uint64_t)D) e = p2pk_launch_ce_sync(a, P2PK_CE_WAIT_READ, s, q - (uint64_t)D + 1, hdr, peers, c->ce_side);
-    if (e == cudaSuccess)
-      e = cudaMemcpyAsync(HOST(me, s), (const char *)send + off * es, lb, cudaMemcpyDeviceToHost, c->ce_side);
-    if (e == cudaSuccess) e = p2pk_launch_ce_sync(a, P2PK_CE_POST_FULL, s, q + 1, hdr, peers, c->ce_side);
+    /* Mine to my slot; tell the peers; wait until chunk qn's slot is read. */
+    e = cudaMemcpyAsync(HOST(me, s), (const char *)send + off * es, lb, cudaMemcpyDeviceToHost, c->ce_side);
     if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_D2H + s], c->ce_side);
-    if (e == cudaSuccess && q >= (uint64_t)D) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_RED + s], 0);
-    if (e == cudaSuccess) e = p2pk_launch_ce_sync(a, P2PK_CE_WAIT_FULL, s, q + 1, hdr, peers, c->sce_h2d);
+    if (e == cudaSuccess) {
+      p2pk_ce_op post = {P2PK_CE_POST_FULL, s, q + 1};
+      p2pk_ce_op w = {P2PK_CE_WAIT_READ, sn, qn - (uint64_t)D + 1};
+      e = p2pk_launch_ce_sync(a, post, next && qn >= (uint64_t)D ? w : none, hdr, peers, c->ce_side);
+    }
+    /* The peers' slots to buf; tell them; wait for chunk qn's slots. */
     for (int r = 0; r < n && e == cudaSuccess; r++)
       if (r != me) e = cudaMemcpyAsync(BUF(r, s), HOST(r, s), lb, cudaMemcpyHostToDevice, c->sce_h2d);
-    if (e == cudaSuccess) e = p2pk_launch_ce_sync(a, P2PK_CE_POST_READ, s, q + 1, hdr, peers, c->sce_h2d);
     if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_H2D + s], c->sce_h2d);
+    if (e == cudaSuccess) {
+      p2pk_ce_op post = {P2PK_CE_POST_READ, s, q + 1};
+      p2pk_ce_op w = {P2PK_CE_WAIT_FULL, sn, qn + 1};
+      e = p2pk_launch_ce_sync(a, post, next ? w : none, hdr, peers, c->sce_h2d);
+    }
+    /* buf's slot sn is free once my reduce of chunk qn - D is done. */
+    if (e == cudaSuccess && next && qn >= (uint64_t)D)
+      e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_RED + sn], 0);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_H2D + s], 0);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_D2H + s], 0);
     if (e == cudaSuccess) {
@@ -273,93 +299,4 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
   c->sce_seq += nch;
   if (e == cudaSuccess) log_once(c, count * es, nch, CB, "process per GPU");
   return e;
-}
-
-/* ---- reduce over P2P, one process -------------------------------------------
- * Every rank's call of one reduce inside a group, from P2PKIT_REDUCE_CE_MIN
- * bytes. The SM kernels reach ~370 GB/s over NVLink, the copy engines ~395
- * (ANCHORS.md), and a reduce is one-way traffic into the root, so: chunk k
- * (slot s = k % D) of peer r's input goes by r's copy engine into the root's
- * buffer, and the root's stream reduces it with its own chunk, in rank order.
- *   START     every rank's stream at the call: the copies wait for all
- *             (inputs ready; the root's earlier reduces done with buf)
- *   CP[s]     on peer r's side stream after its copy of chunk k: the root
- *             waits before reducing; r's own stream waits for the last one
- *             (its input is read until then)
- *   RED[s]    the root's reduce of slot s: the peers wait before refilling
- *             it with chunk k + D */
-p2pkit_status_t p2pk_ce_reduce(p2pk_ce_pending *const *set, int n) {
-  const int R = set[0]->root;
-  struct p2pkit_comm *rc = set[R]->c;
-  const size_t es = p2pkit_dtype_size(set[0]->dtype), count = set[0]->count;
-  const int D = rc->sce_depth;
-  const size_t K = p2pk_sce_chunk_elems(p2pk_param_size("P2PKIT_REDUCE_CE_CHUNK"), es);
-  const size_t CB = K * es, nch = (count + K - 1) / K;
-  cudaError_t e = cudaSuccess;
-  int bad = 0;
-#define EV(r, i) (set[r]->c->sce_ev[i])
-#define STREAM(r) ((cudaStream_t)set[r]->stream)
-#define BUF(r, s) (rc->sce_buf + ((size_t)pslot_of(r, R, n) * (size_t)D + (s)) * CB)
-  for (int r = 0; r < n && e == cudaSuccess; r++) {
-    bad = r;
-    e = prepare(set[r]->c, r == R ? (size_t)(n - 1) * (size_t)D * CB : 0);
-    if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_START), STREAM(r));
-  }
-  for (int r = 0; r < n && e == cudaSuccess; r++) {
-    if (r == R) continue;
-    bad = r;
-    e = cudaSetDevice(set[r]->c->device);
-    for (int t = 0; t < n && e == cudaSuccess; t++)
-      if (t == r || t == R) e = cudaStreamWaitEvent(set[r]->c->ce_side, EV(t, E_START), 0);
-  }
-  for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-    const int s = (int)(k % (size_t)D);
-    const size_t off = k * K, len = count - off < K ? count - off : K, lb = len * es;
-    for (int r = 0; r < n && e == cudaSuccess; r++) {
-      if (r == R) continue;
-      bad = r;
-      struct p2pkit_comm *c = set[r]->c;
-      e = cudaSetDevice(c->device);
-      if (e == cudaSuccess && k >= (size_t)D) e = cudaStreamWaitEvent(c->ce_side, EV(R, E_RED + s), 0);
-      if (e == cudaSuccess)
-        e = cudaMemcpyPeerAsync(BUF(r, s), rc->device, (const char *)set[r]->send + off * es,
-                                c->device, lb, c->ce_side);
-      if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_D2H + s), c->ce_side);
-    }
-    bad = R;
-    if (e == cudaSuccess) e = cudaSetDevice(rc->device);
-    for (int r = 0; r < n && e == cudaSuccess; r++)
-      if (r != R) e = cudaStreamWaitEvent(STREAM(R), EV(r, E_D2H + s), 0);
-    if (e == cudaSuccess) {
-      const char *src[P2PK_COLL_MAX_RANKS];
-      for (int r = 0; r < n; r++) src[r] = r == R ? (const char *)set[R]->send + off * es : BUF(r, s);
-      e = reduce_chunk(rc, set[R]->dtype, set[R]->op, src, (char *)set[R]->recv + off * es, lb,
-                       STREAM(R));
-    }
-    if (e == cudaSuccess) e = cudaEventRecord(EV(R, E_RED + s), STREAM(R));
-  }
-  /* A peer's stream goes on once its copies have read its input. */
-  const int last = (int)((nch - 1) % (size_t)D);
-  for (int r = 0; r < n && e == cudaSuccess; r++) {
-    if (r == R) continue;
-    bad = r;
-    e = cudaSetDevice(set[r]->c->device);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(STREAM(r), EV(r, E_D2H + last), 0);
-  }
-#undef EV
-#undef STREAM
-#undef BUF
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return p2pk_fail(P2PKIT_ERR_CUDA, "reduce: rank %d (GPU %d, root %d): copy engine: %s", bad,
-                     set[bad]->c->device, R, cudaGetErrorString(e));
-  }
-  if (!rc->sce_logged) {
-    rc->sce_logged = 1;
-    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): reduce of %zu B as root: the peers' copy engines "
-              "push %zu chunks of %zu B, %d in flight (one process, in a group; "
-              "P2PKIT_REDUCE_CE_MIN=%zu)", rc->rank, rc->device, count * es, nch, CB, D,
-              p2pk_param_size("P2PKIT_REDUCE_CE_MIN"));
-  }
-  return P2PKIT_SUCCESS;
 }

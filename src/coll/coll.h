@@ -96,7 +96,6 @@ typedef struct {
   p2pkit_dtype_t dtype;
   p2pkit_redop_t op;
   int root;
-  int kind; /* P2PK_COLL_* */
   p2pkit_stream_t stream;
 } p2pk_ce_pending;
 
@@ -113,15 +112,6 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
 size_t p2pk_sce_slot_bytes(void);
 /* Chunks in flight per peer: P2PKIT_STAGED_CE_DEPTH within 2..P2PK_SCE_DEPTH_MAX. */
 int p2pk_sce_depth(void);
-/* ce_staged.c: set[r] is rank r's call of one reduce over P2P (one
- * process, every rank in the group): the peers' copy engines push their
- * input in chunks into the root's buffer, the root reduces each chunk. */
-p2pkit_status_t p2pk_ce_reduce(p2pk_ce_pending *const *set, int n);
-/* p2p.c: queue a reduce of a one-process P2P communicator inside a group for
- * the copy engines (P2PKIT_REDUCE_CE_MIN); 0 when it must launch now. */
-int p2pk_group_defer_reduce(struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
-                            size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
-                            size_t bytes, p2pkit_stream_t stream);
 /* Elements per chunk of the copy-engine staged all-reduce: chunk_bytes
  * rounded down to 16 bytes, whole elements, at least one. */
 size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es);

@@ -297,9 +297,9 @@ static p2pkit_status_t bcast_flush(void);
 /* Queue one call of `kind` (after flushing the other kind's queue, so calls
  * keep their order). */
 static int ce_queue(p2pk_ce_pending *cq, int *nq, int other_n, p2pkit_status_t (*other_flush)(void),
-                    int kind, struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
-                    size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
-                    size_t bytes, p2pkit_stream_t stream) {
+                    struct p2pkit_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                    p2pkit_dtype_t dtype, p2pkit_redop_t op, int root, size_t bytes,
+                    p2pkit_stream_t stream) {
   if (other_n) {
     p2pkit_status_t st = other_flush();
     if (st != P2PKIT_SUCCESS) {
@@ -316,7 +316,6 @@ static int ce_queue(p2pk_ce_pending *cq, int *nq, int other_n, p2pkit_status_t (
   b->dtype = dtype;
   b->op = op;
   b->root = root;
-  b->kind = kind;
   b->stream = stream;
   return 1;
 }
@@ -329,8 +328,8 @@ int p2pk_group_defer_bcast(struct p2pkit_comm *c, const void *sendbuf, void *rec
     return 0;
   size_t min = p2pk_param_size("P2PKIT_BCAST_CE_MIN");
   if (!min || bytes < min) return 0;
-  return ce_queue(bqueue, &nbcast, nar && !ar_flushing, ar_flush, P2PK_COLL_BROADCAST, c, sendbuf,
-                  recvbuf, count, dtype, P2PKIT_SUM, root, bytes, stream);
+  return ce_queue(bqueue, &nbcast, nar && !ar_flushing, ar_flush, c, sendbuf, recvbuf, count,
+                  dtype, P2PKIT_SUM, root, bytes, stream);
 }
 
 /* set[r]: rank r's call of one broadcast (all checked alike). */
@@ -386,7 +385,7 @@ static p2pkit_status_t bcast_ce(p2pk_ce_pending *const *set, int n) {
 /* Launch every queued call of `kind` (broadcast or all-reduce), in queue
  * order: by the copy engines where all ranks' calls are here and agree, else
  * by the kernel. */
-static p2pkit_status_t ce_flush(p2pk_ce_pending *cq, int *nq, int *flushing) {
+static p2pkit_status_t ce_flush(p2pk_ce_pending *cq, int *nq, int *flushing, int kind) {
   if (!*nq) return P2PKIT_SUCCESS;
   int n = *nq;
   p2pk_ce_pending q[P2PK_P2P_QUEUE];
@@ -413,19 +412,17 @@ static p2pkit_status_t ce_flush(p2pk_ce_pending *cq, int *nq, int *flushing) {
     }
     for (int r = 0; r < nr && whole; r++) {
       const p2pk_ce_pending *b = set[r];
-      if (b->c->rank != r || b->kind != q[i].kind || b->root != q[i].root || b->bytes != q[i].bytes ||
+      if (b->c->rank != r || b->root != q[i].root || b->bytes != q[i].bytes ||
           b->dtype != q[i].dtype || b->op != q[i].op || capturing(b->c, b->stream))
         whole = 0;
     }
     if (whole) {
-      st = q[i].kind == P2PK_COLL_BROADCAST    ? bcast_ce(set, nr)
-           : q[i].kind == P2PK_COLL_ALL_REDUCE ? p2pk_staged_ce_allreduce(set, nr)
-                                               : p2pk_ce_reduce(set, nr);
+      st = kind == P2PK_COLL_BROADCAST ? bcast_ce(set, nr) : p2pk_staged_ce_allreduce(set, nr);
       for (int r = 0; r < nr; r++) done[at[r]] = 1;
       continue;
     }
     done[i] = 1;
-    st = p2pk_coll_launch(q[i].c, q[i].kind, q[i].send, q[i].recv, q[i].count, q[i].dtype, q[i].op,
+    st = p2pk_coll_launch(q[i].c, kind, q[i].send, q[i].recv, q[i].count, q[i].dtype, q[i].op,
                           q[i].root, q[i].stream);
   }
   *flushing = 0;
@@ -434,7 +431,7 @@ static p2pkit_status_t ce_flush(p2pk_ce_pending *cq, int *nq, int *flushing) {
 }
 
 static p2pkit_status_t bcast_flush(void) {
-  return ce_flush(bqueue, &nbcast, &bcast_flushing);
+  return ce_flush(bqueue, &nbcast, &bcast_flushing, P2PK_COLL_BROADCAST);
 }
 
 /* ---- all-reduce over the copy engines through host memory ------------------
@@ -447,7 +444,7 @@ static p2pkit_status_t bcast_flush(void) {
  * keep their order. */
 
 static p2pkit_status_t ar_flush(void) {
-  return ce_flush(aqueue, &nar, &ar_flushing);
+  return ce_flush(aqueue, &nar, &ar_flushing, P2PK_COLL_ALL_REDUCE);
 }
 
 int p2pk_group_defer_allreduce(struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
@@ -458,23 +455,8 @@ int p2pk_group_defer_allreduce(struct p2pkit_comm *c, const void *sendbuf, void 
     return 0;
   size_t min = p2pk_param_size("P2PKIT_STAGED_CE_MIN");
   if (!min || bytes < min) return 0;
-  return ce_queue(aqueue, &nar, nbcast, bcast_flush, P2PK_COLL_ALL_REDUCE, c, sendbuf, recvbuf,
-                  count, dtype, op, 0, bytes, stream);
-}
-
-/* A reduce of a one-process P2P communicator inside a group, from
- * P2PKIT_REDUCE_CE_MIN bytes, shares the all-reduce queue (ce_staged.c:
- * the peers' copy engines push into the root's buffer). */
-int p2pk_group_defer_reduce(struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
-                            size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
-                            size_t bytes, p2pkit_stream_t stream) {
-  if (group_depth <= 0 || ar_flushing || bcast_flushing || !c->group || c->staged ||
-      c->multiproc || c->nranks < 2 || nar == P2PK_P2P_QUEUE)
-    return 0;
-  size_t min = p2pk_param_size("P2PKIT_REDUCE_CE_MIN");
-  if (!min || bytes < min) return 0;
-  return ce_queue(aqueue, &nar, nbcast, bcast_flush, P2PK_COLL_REDUCE, c, sendbuf, recvbuf, count,
-                  dtype, op, root, bytes, stream);
+  return ce_queue(aqueue, &nar, nbcast, bcast_flush, c, sendbuf, recvbuf, count, dtype, op, 0,
+                  bytes, stream);
 }
 
 /* Launch what the copy-engine queues hold (at most one of them holds calls);

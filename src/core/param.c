@@ -42,8 +42,6 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_BCAST_CE_MIN", "32M", "broadcast in a group of one process's GPUs: the copy engine from this size (0: never)"},
     {"P2PKIT_STAGED_CE_MIN", "16M", "staged all-reduce (no P2P): copy engines through host memory from this size, in a group of one process's GPUs or process per GPU (0: never)"},
     {"P2PKIT_STAGED_CE_CHUNK", "4M", "chunk of the copy-engine staged all-reduce (one process: at most half the staging data area; process per GPU: at most 64M)"},
-    {"P2PKIT_REDUCE_CE_MIN", "64M", "reduce in a group of one process's GPUs over P2P: the peers' copy engines push to the root from this size (0: never)"},
-    {"P2PKIT_REDUCE_CE_CHUNK", "16M", "chunk of the copy-engine reduce (P2PKIT_STAGED_CE_DEPTH of them in flight per peer)"},
     {"P2PKIT_STAGED_CE_DEPTH", "4", "chunks of the copy-engine staged all-reduce in flight per peer, 2..8"},
     {"P2PKIT_SENDRECV_CE_MIN", "4M", "send/recv between GPUs driven by one process: the copy engine from this size (0: never)"},
     {"P2PKIT_BUCKET_SIZE", "25M", "gradient sync: bytes per bucket (as DDP's bucket_cap_mb)"},

@@ -532,25 +532,6 @@ TEST(one_process_broadcast_copy_engine) {
   CHECK(logcap_end(&L, "broadcast of", "uses the copy engine") >= 1);
 }
 
-TEST(one_process_reduce_copy_engine) {
-  /* Every reduce in a group over the peers' copy engines into the root's
-   * buffer (P2PKIT_REDUCE_CE_MIN=1; 64 KiB chunks, so the slots cycle many
-   * times at the largest count): types, ops, roots, in and out of place, odd
-   * counts, unaligned pointers; graph replay takes the kernel (capture). The
-   * log shows the copy engines were used. */
-  setenv("P2PKIT_REDUCE_CE_CHUNK", "64K", 1);
-  logcap_t L;
-  logcap_begin(&L, "P2PKIT_REDUCE_CE_MIN", "1");
-  runner_t R;
-  if (runner_single(&R, MAXR) == 0) {
-    matrix(&R, &V_AUTO, P2PK_COLL_REDUCE, ALL_OPS, 5);
-    graph_replay(&R, 2);
-  }
-  runner_destroy(&R);
-  unsetenv("P2PKIT_REDUCE_CE_CHUNK");
-  CHECK(logcap_end(&L, "reduce of", "copy engines push") >= 1);
-}
-
 TEST(mixed_with_all_reduce) {
   /* Collectives, send/recv and all-reduce back to back on one communicator:
    * sequence numbers, LL slots and mailbox counters stay in step. */
@@ -700,7 +681,6 @@ int main(int argc, char **argv) {
       {T_CASE(one_process_graph_replay), 1}, {T_CASE(one_process_p2p_disabled), 1},
       {T_CASE(mixed_with_all_reduce), 1},  {T_CASE(one_process_sendrecv_copy_engine), 1},
       {T_CASE(one_process_broadcast_copy_engine), 1},
-      {T_CASE(one_process_reduce_copy_engine), 1},
       {T_CASE(process_per_gpu), 1},
       {T_CASE(process_per_gpu_p2p_disabled), 1},
       {T_CASE(kill_broadcast_root_survivors_time_out), 1},
