@@ -59,6 +59,8 @@ run p2_eager  -- all_reduce --vs-nccl -p 2 $sweep
 # fewer calls per point.
 run g2_nop2p P2PKIT_P2P_DISABLE=1 NCCL_P2P_DISABLE=1 -- \
     all_reduce --vs-nccl -g 2 -b 64M -e 256M -f 2 -n 10 -w 2 --repeats 3
+run p2_nop2p P2PKIT_P2P_DISABLE=1 NCCL_P2P_DISABLE=1 -- \
+    all_reduce --vs-nccl -p 2 -b 64M -e 256M -f 2 -n 10 -w 2 --repeats 3
 # Algorithm sweep, one process eager, written as a table for P2PKIT_ALGO_TABLE.
 run g2_sweep -- all_reduce -g 2 -b 8 -e 256M -f 4 -n 10 -w 2 --repeats 3 \
     --sweep-algos oneshot/ll,oneshot/simple,twoshot/simple --algo-table "$log/algo_table.txt"
