@@ -256,7 +256,7 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_deregister(p2pkit_comm_t comm, void *hand
  * As with NCCL, work inside a group may be enqueued only at the outermost
  * p2pkit_group_end (sends and receives; large broadcasts, which then use the
  * copy engine, P2PKIT_BCAST_CE_MIN; all-reduces of a communicator without
- * P2P when P2PKIT_STAGED_CE_MIN is set). */
+ * P2P from P2PKIT_STAGED_CE_MIN, which then use the copy engines). */
 P2PKIT_API p2pkit_status_t p2pkit_group_start(void);
 P2PKIT_API p2pkit_status_t p2pkit_group_end(void);
 

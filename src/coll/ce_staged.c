@@ -1,12 +1,14 @@
-/* Copy-engine staged all-reduce: one process driving every GPU of a staged
- * communicator (no P2P between them), the ranks' calls inside one group, from
- * P2PKIT_STAGED_CE_MIN bytes. Off by default (0): written in the fifth
- * session and NOT YET RUN ON A GPU; the staged kernels stay the default until
- * a device run shows this is right and faster.
+/* Copy-engine staged all-reduce of a communicator without P2P, from
+ * P2PKIT_STAGED_CE_MIN bytes (16 MiB): one process driving every GPU, the
+ * ranks' calls inside one group (first half of this file), or one process
+ * per GPU (second half).
  *
  * Why: the staged kernels move data with SM stores and loads to mapped host
  * memory and reach ~36 GB/s each way on the 2x H200; copy engines reach ~47
- * each way at once (ANCHORS.md: PCIe duplex 94.4 GB/s on one GPU).
+ * each way at once (ANCHORS.md: PCIe duplex 94.4 GB/s on one GPU). Sixth
+ * session (bench/results/2026-11-30-h200x2-s6): one process 1.51-1.68x
+ * NCCL's SHM at 64-512 MiB against the kernel's 1.31-1.34x; process per GPU
+ * 1.32-1.41x against 1.30-1.33x; below 16 MiB the kernel was faster.
  *
  * Flow, per chunk k of the message (slot k % D, D = P2PKIT_STAGED_CE_DEPTH), one-shot:
  *   rank r, its side stream (ce_side):  in_r[k]      -> host_r[slot]        D2H
