@@ -125,6 +125,9 @@ int p2pk_group_defer_allreduce(struct p2pkit_comm *c, const void *sendbuf, void 
  * P2PKIT_ERR_INVALID_ARGUMENT when the buffer is too small for n ranks. */
 p2pkit_status_t p2pk_layout_compute(int nranks, size_t buffer, int staged, int boxes,
                                     p2pk_layout *lay, size_t *ll_cap_p);
+/* Process per GPU, staged: end each rank's part of the host region with
+ * `depth` copy-engine slots of `slot` bytes (none when slot is 0). */
+void p2pk_layout_add_ce(p2pk_layout *lay, int depth, size_t slot);
 /* Mailboxes per peer: P2PKIT_COLL_MAILBOXES, else 2 per multiprocessor (a
  * block uses 2, so the grid can fill the GPU with the largest mailboxes). */
 int p2pk_mailboxes_for(int sm_count);

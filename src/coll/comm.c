@@ -57,6 +57,13 @@ void p2pkit_comm_opts_init(p2pkit_comm_opts_t *o) {
 
 static uint64_t round4k(uint64_t v) { return (v + 4095) & ~(uint64_t)4095; }
 
+void p2pk_layout_add_ce(p2pk_layout *lay, int depth, size_t slot) {
+  if (!slot || depth <= 0) return;
+  lay->stage_ce_off = lay->stage_stride;
+  lay->stage_ce_slot = slot;
+  lay->stage_stride += (uint64_t)depth * slot;
+}
+
 int p2pk_mailboxes_for(int sm_count) {
   int64_t v = p2pk_param_int("P2PKIT_COLL_MAILBOXES");
   if (v <= 0) v = 4LL * (sm_count > 0 ? sm_count : 1);
@@ -686,11 +693,7 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   /* Process per GPU, staged: each part ends with the copy-engine slots
    * (ce_staged.c), apart from the staged kernels' mailboxes. */
   c->sce_depth = (int)mine.ce_depth;
-  if (c->staged && mine.ce_slot) {
-    c->lay.stage_ce_off = c->lay.stage_stride;
-    c->lay.stage_ce_slot = mine.ce_slot;
-    c->lay.stage_stride += (uint64_t)c->sce_depth * mine.ce_slot;
-  }
+  if (c->staged) p2pk_layout_add_ce(&c->lay, c->sce_depth, mine.ce_slot);
   set_geom(c, sms, ll_cap);
   P2PK_CHECK_GOTO(comm_alloc(c), st, out);
   handles_t h;

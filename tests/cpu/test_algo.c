@@ -590,7 +590,28 @@ TEST(staged_copy_engine_chunks) {
   CHECK_EQ(p2pk_sce_slot_bytes(), 0);
   unsetenv("P2PKIT_STAGED_CE_CHUNK");
   unsetenv("P2PKIT_STAGED_CE_MIN");
+  setenv("P2PKIT_STAGED_CE_DEPTH", "99", 1);
   p2pk_param_reset();
+  CHECK_EQ(p2pk_sce_depth(), P2PK_SCE_DEPTH_MAX);
+  setenv("P2PKIT_STAGED_CE_DEPTH", "1", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_sce_depth(), 2);
+  unsetenv("P2PKIT_STAGED_CE_DEPTH");
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_sce_depth(), 4);
+  /* The slots end each rank's part, after the staged kernels' areas. */
+  p2pk_layout l;
+  size_t cap = 0;
+  CHECK_OK(p2pk_layout_compute(2, 0, 1, 64, &l, &cap));
+  const uint64_t stride = l.stage_stride, p2p_end = l.stage_p2p_off + 2ULL * P2PK_STAGE_P2P_BOXES * l.stage_p2p_box;
+  p2pk_layout_add_ce(&l, 4, 0);
+  CHECK_EQ(l.stage_stride, stride);
+  CHECK_EQ(l.stage_ce_slot, 0);
+  p2pk_layout_add_ce(&l, 4, (size_t)4 << 20);
+  CHECK_EQ(l.stage_ce_off, p2p_end);
+  CHECK_EQ(l.stage_ce_slot, (uint64_t)4 << 20);
+  CHECK_EQ(l.stage_stride, stride + (16ULL << 20));
+  CHECK_EQ(l.stage_ce_off % 4096, 0);
 }
 
 TEST(names) {
