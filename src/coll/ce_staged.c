@@ -52,6 +52,13 @@ size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es) {
   return k ? k : 1;
 }
 
+/* Elements per chunk: P2PKIT_STAGED_CE_CHUNK, at most `cap` bytes. */
+static size_t chunk_within(size_t cap, size_t es) {
+  size_t k = p2pk_sce_chunk_elems(p2pk_param_size("P2PKIT_STAGED_CE_CHUNK"), es);
+  size_t kmax = p2pk_sce_chunk_elems(cap, es);
+  return k < kmax ? k : kmax;
+}
+
 static int pslot_of(int src, int dst, int n) { return (src - dst - 1 + n) % n; }
 
 /* Streams, events and the device buffer of one rank; its GPU current. */
@@ -102,10 +109,8 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
   const struct p2pkit_comm *c0 = a0->c;
   const size_t es = p2pkit_dtype_size(a0->dtype), count = a0->count;
   const size_t area = (size_t)c0->lay.stage_mailbox * P2PK_STAGE_MAILBOXES;
-  size_t K = p2pk_sce_chunk_elems(p2pk_param_size("P2PKIT_STAGED_CE_CHUNK"), es);
   const int D = c0->sce_depth;
-  const size_t kmax = p2pk_sce_chunk_elems(area / (size_t)D, es);
-  if (K > kmax) K = kmax;
+  const size_t K = chunk_within(area / (size_t)D, es);
   const size_t CB = K * es, nch = (count + K - 1) / K;
   const size_t need = (size_t)(n - 1) * (size_t)D * CB;
   cudaError_t e = cudaSuccess;
@@ -228,9 +233,7 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
                                         cudaStream_t stream) {
   const int n = c->nranks, me = c->rank;
   const size_t es = p2pkit_dtype_size(dtype);
-  size_t K = p2pk_sce_chunk_elems(p2pk_param_size("P2PKIT_STAGED_CE_CHUNK"), es);
-  const size_t kmax = p2pk_sce_chunk_elems(c->lay.stage_ce_slot, es);
-  if (K > kmax) K = kmax;
+  const size_t K = chunk_within(c->lay.stage_ce_slot, es);
   const size_t CB = K * es, nch = (count + K - 1) / K;
   const int D = c->sce_depth;
   const uint32_t peers = ((n >= 32 ? 0u : 1u << n) - 1u) & ~(1u << me);

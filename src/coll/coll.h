@@ -67,7 +67,7 @@ struct p2pkit_comm {
                             staged all-reduce: the copies to host memory */
   cudaEvent_t ce_ev[3];  /* [0] receiver ready, [1] root start, [2] root done */
   int bcast_ce_logged;
-  /* Copy-engine staged all-reduce (ce_staged.c, one process): made on first use. */
+  /* Copy-engine staged all-reduce (ce_staged.c, both modes): made on first use. */
   cudaStream_t sce_h2d;                  /* the copies from host memory */
   cudaEvent_t sce_ev[P2PK_SCE_EVENTS];   /* see ce_staged.c */
   char *sce_buf;                         /* device: peers' chunks, [peer slot][depth] */

@@ -143,10 +143,6 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
   return p2pk_coll_leave(c, opname, prev, e);
 }
 
-/* Is a send's receive queued in the same group by this process, so the copy
- * engine can move it? Same one-process communicator (its p2pk_group), P2P,
- * the same size, at least P2PKIT_SENDRECV_CE_MIN bytes, and neither stream
- * capturing a graph (events between two captures would join them). */
 /* Is `stream` (of c's GPU) being captured into a graph? 1 also when that
  * cannot be told: the copy-engine paths (events between two captures would
  * join them) are then not taken; the kernel is always right. Leaves c's GPU
@@ -161,6 +157,10 @@ static int capturing(const struct p2pkit_comm *c, p2pkit_stream_t stream) {
   return cs != cudaStreamCaptureStatusNone;
 }
 
+/* Is a send's receive queued in the same group by this process, so the copy
+ * engine can move it? Same one-process communicator (its p2pk_group), P2P,
+ * the same size, at least P2PKIT_SENDRECV_CE_MIN bytes, and neither stream
+ * capturing a graph (events between two captures would join them). */
 static int ce_match(const p2p_pending *s, const p2p_pending *r, size_t min) {
   if (!min || !s->send || r->send || s->bytes < min || s->bytes != r->bytes) return 0;
   if (!s->c->group || s->c->group != r->c->group || s->c->staged || r->c->staged) return 0;
@@ -436,7 +436,7 @@ static p2pkit_status_t bcast_flush(void) {
 
 /* ---- all-reduce over the copy engines through host memory ------------------
  * A staged one-process communicator's all-reduces inside a group, from
- * P2PKIT_STAGED_CE_MIN bytes (ce_staged.c; off by default), queue like large
+ * P2PKIT_STAGED_CE_MIN bytes (ce_staged.c; 16 MiB by default), queue like large
  * broadcasts and run at the group's end when every rank's call is there and
  * agrees; otherwise (a rank missing, arguments that differ, a stream being
  * captured) the staged kernel, in queue order. At most one of the two queues

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #include "coll/ipc.h"
 #include "coll_util.h"
@@ -35,12 +34,6 @@
 enum { HOSTALLOC, SHM_REG, SHM_REG_THP, ANON_REG, KINDS };
 static const char *kind_name[KINDS] = {"cudaHostAlloc", "shm+register", "shm+THP+register",
                                        "anon+register"};
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void show_file(const char *path) {
   FILE *f = fopen(path, "r");
@@ -89,7 +82,7 @@ static void free_area(int kind, char *p, size_t bytes, const char *name) {
  * directions that run. */
 static double run(char *host, char *dsrc[NG], char *ddst[NG], cudaStream_t s[NG][2], int iters,
                   int d2h, int h2d) {
-  double t0 = now_s();
+  double t0 = cu_now();
   for (int it = 0; it < iters; it++)
     for (size_t off = 0; off < AREA; off += CHUNK)
       for (int g = 0; g < NG; g++) {
@@ -105,14 +98,14 @@ static double run(char *host, char *dsrc[NG], char *ddst[NG], cudaStream_t s[NG]
     cudaSetDevice(g);
     cudaDeviceSynchronize();
   }
-  double t = now_s() - t0;
+  double t = cu_now() - t0;
   return (double)iters * (double)AREA / t / 1e9;
 }
 
 /* The pipelined pattern (see the head); turn: a tiny kernel after each copy. */
 static double pipe_run(char *host, char *dsrc[NG], char *ddst[NG], cudaStream_t s[NG][2],
                        cudaEvent_t ev[NG][2][DEPTH], char *tiny[NG], int iters, int turn) {
-  double t0 = now_s();
+  double t0 = cu_now();
   unsigned q = 0;
   for (int it = 0; it < iters; it++)
     for (size_t off = 0; off < AREA; off += CHUNK, q++) {
@@ -141,7 +134,7 @@ static double pipe_run(char *host, char *dsrc[NG], char *ddst[NG], cudaStream_t 
     cudaSetDevice(g);
     cudaDeviceSynchronize();
   }
-  return (double)iters * (double)AREA / (now_s() - t0) / 1e9;
+  return (double)iters * (double)AREA / (cu_now() - t0) / 1e9;
 }
 
 int main(int argc, char **argv) {
