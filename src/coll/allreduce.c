@@ -220,11 +220,7 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
     return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "%s: rank %d: in-place all-to-all through host "
                      "memory (staged transport, %d ranks) is not supported: pass separate send "
                      "and receive buffers", name, c->rank, c->nranks);
-  if (kind == P2PK_COLL_BROADCAST &&
-      p2pk_group_defer_bcast(c, sendbuf, recvbuf, count, dtype, root, block, stream))
-    return P2PKIT_SUCCESS;
-  if (kind == P2PK_COLL_ALL_REDUCE &&
-      p2pk_group_defer_allreduce(c, sendbuf, recvbuf, count, dtype, op, block, stream))
+  if (p2pk_group_defer(c, kind, sendbuf, recvbuf, count, dtype, op, root, block, stream))
     return P2PKIT_SUCCESS;
   P2PK_CHECK(p2pk_group_collective());
   int prev = -1;

@@ -78,8 +78,7 @@ static cudaError_t prepare(struct p2pkit_comm *c, size_t need) {
   return e;
 }
 
-/* out = src[0] op ... op src[n-1] (src[me] this rank's input), lb bytes. */
-static cudaError_t reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
+cudaError_t p2pk_ce_reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
                                 p2pkit_redop_t op, const char *const *src, char *out, size_t lb,
                                 cudaStream_t stream) {
   p2pk_lr_args la;
@@ -167,7 +166,7 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
         const char *src[P2PK_COLL_MAX_RANKS];
         for (int r = 0; r < n; r++)
           src[r] = r == t ? (const char *)set[t]->send + off * es : BUF(t, r, s);
-        e = reduce_chunk(c, set[t]->dtype, set[t]->op, src, (char *)set[t]->recv + off * es, lb,
+        e = p2pk_ce_reduce_chunk(c, set[t]->dtype, set[t]->op, src, (char *)set[t]->recv + off * es, lb,
                          STREAM(t));
       }
       if (e == cudaSuccess) e = cudaEventRecord(EV(t, E_RED + s), STREAM(t));
@@ -293,7 +292,7 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
     if (e == cudaSuccess) {
       const char *src[P2PK_COLL_MAX_RANKS];
       for (int r = 0; r < n; r++) src[r] = r == me ? (const char *)send + off * es : BUF(r, s);
-      e = reduce_chunk(c, dtype, op, src, (char *)recv + off * es, lb, stream);
+      e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + off * es, lb, stream);
     }
     if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_RED + s], stream);
   }

@@ -73,6 +73,7 @@ struct p2pkit_comm {
   char *sce_buf;                         /* device: peers' chunks, [peer slot][depth] */
   size_t sce_buf_bytes;
   int sce_logged;
+  unsigned ce_logged; /* copy engines over P2P (ce_p2p.c): collectives already logged, a bit each */
   uint64_t sce_seq; /* process per GPU: copy-engine chunks so far (the same on every rank) */
   int sce_depth;    /* chunks in flight (P2PKIT_STAGED_CE_DEPTH), fixed at init */
 };
@@ -86,9 +87,10 @@ static inline cudaError_t p2pk_lazy_stream(cudaStream_t *s) {
   return *s ? cudaSuccess : cudaStreamCreateWithFlags(s, cudaStreamNonBlocking);
 }
 
-/* A broadcast or all-reduce waiting in a group for a copy-engine path
- * (p2p.c; root 0 for all-reduce, op SUM for broadcast). */
+/* A collective waiting in a group for a copy-engine path (p2p.c; root 0
+ * but for broadcast, op SUM where the collective has none). */
 typedef struct {
+  int kind; /* P2PK_COLL_* */
   struct p2pkit_comm *c;
   const void *send;
   void *recv;
@@ -115,11 +117,26 @@ int p2pk_sce_depth(void);
 /* Elements per chunk of the copy-engine staged all-reduce: chunk_bytes
  * rounded down to 16 bytes, whole elements, at least one. */
 size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es);
-/* p2p.c: queue an all-reduce of a staged one-process communicator inside a
- * group for the copy engine (P2PKIT_STAGED_CE_MIN); 0 when it must launch now. */
-int p2pk_group_defer_allreduce(struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
-                               size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, size_t bytes,
-                               p2pkit_stream_t stream);
+/* out = src[0] op ... op src[n-1] (src[me] this rank's input), lb bytes,
+ * on `stream` (a local kernel; ce_staged.c). */
+cudaError_t p2pk_ce_reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
+                                 p2pkit_redop_t op, const char *const *src, char *out, size_t lb,
+                                 cudaStream_t stream);
+/* ce_p2p.c: set[r] is rank r's call of one collective `kind` (all checked
+ * alike, every rank of one process's communicator, none capturing): over
+ * the copy engines (through host memory for a staged all-reduce). */
+p2pkit_status_t p2pk_ce_collective(p2pk_ce_pending *const *set, int n, int kind);
+/* Smallest share (bytes per rank) of `kind` that waits in a group for the
+ * copy engines on this communicator; 0: never (process per GPU, or a
+ * collective without a copy-engine path). */
+size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind);
+/* Where rank r's shard of an all-reduce of `count` elements of es bytes
+ * over n ranks lies: shards of equal length (a multiple of 256 bytes) in
+ * rank order, the last one shorter or empty (*off = count, *len = 0). */
+void p2pk_ce_shard(size_t count, int n, size_t es, int r, size_t *off, size_t *len);
+/* Chunks in flight per peer of the copy-engine collectives over P2P:
+ * P2PKIT_CE_DEPTH within 2..P2PK_SCE_DEPTH_MAX. */
+int p2pk_ce_depth(void);
 
 /* comm.c: scratch layout for n ranks within `buffer` bytes per rank.
  * P2PKIT_ERR_INVALID_ARGUMENT when the buffer is too small for n ranks. */
@@ -148,14 +165,14 @@ p2pkit_status_t p2pk_coll_leave(struct p2pkit_comm *c, const char *name, int pre
 p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *sendbuf,
                                  void *recvbuf, size_t count, p2pkit_dtype_t dtype,
                                  p2pkit_redop_t op, int root, p2pkit_stream_t stream);
-/* p2p.c: a broadcast inside a group that may go over the copy engine (one
- * process, P2P, at least P2PKIT_BCAST_CE_MIN bytes) waits in the group's
- * queue; returns 1 when it was queued. Every other collective first calls
- * p2pk_group_collective(), which launches queued broadcasts, so launches keep
- * the callers' order. */
-int p2pk_group_defer_bcast(struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
-                           size_t count, p2pkit_dtype_t dtype, int root, size_t bytes,
-                           p2pkit_stream_t stream);
+/* p2p.c: a collective inside a group that may go over the copy engines
+ * (one process, at least p2pk_ce_min(c, kind) bytes per rank) waits in the
+ * group's queue; returns 1 when it was queued. Every other collective first
+ * calls p2pk_group_collective(), which launches what the queue holds, so
+ * launches keep the callers' order. */
+int p2pk_group_defer(struct p2pkit_comm *c, int kind, const void *sendbuf, void *recvbuf,
+                     size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root, size_t bytes,
+                     p2pkit_stream_t stream);
 p2pkit_status_t p2pk_group_collective(void);
 /* Tests and the sweep: replace the environment's overrides for this comm. */
 void p2pk_comm_set_force(struct p2pkit_comm *comm, const p2pk_algo_force *f);

@@ -273,41 +273,33 @@ static p2pkit_status_t flush(void) {
   return st;
 }
 
-/* ---- broadcast over the copy engine (one process) ------------------------
- * Inside a group, a large broadcast of a one-process communicator waits here
- * until the group ends (or another collective comes, which must not overtake
- * it). When every rank's call of the same broadcast is queued, the root's
- * copy engine writes each receiver's output directly (cudaMemcpyPeerAsync on
- * a side stream, so the root's own copy runs beside it), ordered by events:
- * the receivers record `ready` where their streams stand, the side stream
- * waits for all of them and for the root's `start`, and everyone waits for
- * `done`. Anything else (a rank missing, arguments that differ, a stream
- * being captured) launches the broadcast kernel instead, in queue order, so
- * every rank of a broadcast takes the same path. */
+/* ---- collectives over the copy engines (one process) ----------------------
+ * Inside a group, a large collective of a one-process communicator (a
+ * broadcast from P2PKIT_BCAST_CE_MIN; over P2P an all-reduce, reduce-scatter
+ * or all-gather from its P2PKIT_CE_*_MIN; without P2P an all-reduce from
+ * P2PKIT_STAGED_CE_MIN) waits here until the group ends, or until a call
+ * that cannot wait comes (it must not overtake them). When every rank's call
+ * of the same collective is queued, the copy engines run it: the broadcast
+ * below, the others in ce_p2p.c and ce_staged.c, ordered by events. Anything
+ * else (a rank missing, a different collective or arguments, a stream being
+ * captured) launches the kernel instead, in queue order, so every rank of a
+ * collective takes the same path. One queue for every kind keeps the
+ * callers' order. The broadcast: the receivers record `ready` where their
+ * streams stand, the root's side stream waits for them and for the root's
+ * `start`, cudaMemcpyPeerAsync writes every receiver's output while the
+ * root's own copy runs on its stream, and everyone waits for `done`. */
 
-/* Queued copy-engine broadcasts and all-reduces (the latter below); a flush
- * that failed while a call of the other kind was being queued, for
- * p2pk_group_collective to return. */
-static _Thread_local int nbcast, bcast_flushing, nar, ar_flushing;
-static _Thread_local p2pk_ce_pending bqueue[P2PK_P2P_QUEUE], aqueue[P2PK_P2P_QUEUE];
-static _Thread_local p2pkit_status_t flush_err;
-static p2pkit_status_t ar_flush(void);
-static p2pkit_status_t bcast_flush(void);
+static _Thread_local int ncq, cq_flushing;
+static _Thread_local p2pk_ce_pending cq[P2PK_P2P_QUEUE];
 
-/* Queue one call of `kind` (after flushing the other kind's queue, so calls
- * keep their order). */
-static int ce_queue(p2pk_ce_pending *cq, int *nq, int other_n, p2pkit_status_t (*other_flush)(void),
-                    struct p2pkit_comm *c, const void *sendbuf, void *recvbuf, size_t count,
-                    p2pkit_dtype_t dtype, p2pkit_redop_t op, int root, size_t bytes,
-                    p2pkit_stream_t stream) {
-  if (other_n) {
-    p2pkit_status_t st = other_flush();
-    if (st != P2PKIT_SUCCESS) {
-      flush_err = st;
-      return 0;
-    }
-  }
-  p2pk_ce_pending *b = &cq[(*nq)++];
+int p2pk_group_defer(struct p2pkit_comm *c, int kind, const void *sendbuf, void *recvbuf,
+                     size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root, size_t bytes,
+                     p2pkit_stream_t stream) {
+  if (group_depth <= 0 || cq_flushing || !c->group || ncq == P2PK_P2P_QUEUE) return 0;
+  size_t min = p2pk_ce_min(c, kind);
+  if (!min || bytes < min) return 0;
+  p2pk_ce_pending *b = &cq[ncq++];
+  b->kind = kind;
   b->c = c;
   b->send = sendbuf;
   b->recv = recvbuf;
@@ -318,18 +310,6 @@ static int ce_queue(p2pk_ce_pending *cq, int *nq, int other_n, p2pkit_status_t (
   b->root = root;
   b->stream = stream;
   return 1;
-}
-
-int p2pk_group_defer_bcast(struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
-                           size_t count, p2pkit_dtype_t dtype, int root, size_t bytes,
-                           p2pkit_stream_t stream) {
-  if (group_depth <= 0 || bcast_flushing || !c->group || c->staged || c->multiproc ||
-      c->nranks < 2 || nbcast == P2PK_P2P_QUEUE)
-    return 0;
-  size_t min = p2pk_param_size("P2PKIT_BCAST_CE_MIN");
-  if (!min || bytes < min) return 0;
-  return ce_queue(bqueue, &nbcast, nar && !ar_flushing, ar_flush, c, sendbuf, recvbuf, count,
-                  dtype, P2PKIT_SUM, root, bytes, stream);
 }
 
 /* set[r]: rank r's call of one broadcast (all checked alike). */
@@ -382,16 +362,15 @@ static p2pkit_status_t bcast_ce(p2pk_ce_pending *const *set, int n) {
   return P2PKIT_SUCCESS;
 }
 
-/* Launch every queued call of `kind` (broadcast or all-reduce), in queue
- * order: by the copy engines where all ranks' calls are here and agree, else
- * by the kernel. */
-static p2pkit_status_t ce_flush(p2pk_ce_pending *cq, int *nq, int *flushing, int kind) {
-  if (!*nq) return P2PKIT_SUCCESS;
-  int n = *nq;
+/* Launch every queued call in queue order: by the copy engines where all
+ * ranks' calls of it are here and agree, else by the kernel. */
+static p2pkit_status_t ce_flush(void) {
+  if (!ncq) return P2PKIT_SUCCESS;
+  int n = ncq;
   p2pk_ce_pending q[P2PK_P2P_QUEUE];
   memcpy(q, cq, (size_t)n * sizeof q[0]);
-  *nq = 0;
-  *flushing = 1;
+  ncq = 0;
+  cq_flushing = 1;
   int done[P2PK_P2P_QUEUE] = {0};
   int prev = -1;
   cudaGetDevice(&prev);
@@ -412,61 +391,28 @@ static p2pkit_status_t ce_flush(p2pk_ce_pending *cq, int *nq, int *flushing, int
     }
     for (int r = 0; r < nr && whole; r++) {
       const p2pk_ce_pending *b = set[r];
-      if (b->c->rank != r || b->root != q[i].root || b->bytes != q[i].bytes ||
-          b->dtype != q[i].dtype || b->op != q[i].op || capturing(b->c, b->stream))
+      if (b->c->rank != r || b->kind != q[i].kind || b->root != q[i].root ||
+          b->bytes != q[i].bytes || b->dtype != q[i].dtype || b->op != q[i].op ||
+          capturing(b->c, b->stream))
         whole = 0;
     }
     if (whole) {
-      st = kind == P2PK_COLL_BROADCAST ? bcast_ce(set, nr) : p2pk_staged_ce_allreduce(set, nr);
+      st = q[i].kind == P2PK_COLL_BROADCAST ? bcast_ce(set, nr) : p2pk_ce_collective(set, nr, q[i].kind);
       for (int r = 0; r < nr; r++) done[at[r]] = 1;
       continue;
     }
     done[i] = 1;
-    st = p2pk_coll_launch(q[i].c, kind, q[i].send, q[i].recv, q[i].count, q[i].dtype, q[i].op,
-                          q[i].root, q[i].stream);
+    st = p2pk_coll_launch(q[i].c, q[i].kind, q[i].send, q[i].recv, q[i].count, q[i].dtype,
+                          q[i].op, q[i].root, q[i].stream);
   }
-  *flushing = 0;
+  cq_flushing = 0;
   if (prev >= 0) cudaSetDevice(prev);
   return st;
 }
 
-static p2pkit_status_t bcast_flush(void) {
-  return ce_flush(bqueue, &nbcast, &bcast_flushing, P2PK_COLL_BROADCAST);
-}
-
-/* ---- all-reduce over the copy engines through host memory ------------------
- * A staged one-process communicator's all-reduces inside a group, from
- * P2PKIT_STAGED_CE_MIN bytes (ce_staged.c; 16 MiB by default), queue like large
- * broadcasts and run at the group's end when every rank's call is there and
- * agrees; otherwise (a rank missing, arguments that differ, a stream being
- * captured) the staged kernel, in queue order. At most one of the two queues
- * holds calls at a time (each flushes the other before it queues), so calls
- * keep their order. */
-
-static p2pkit_status_t ar_flush(void) {
-  return ce_flush(aqueue, &nar, &ar_flushing, P2PK_COLL_ALL_REDUCE);
-}
-
-int p2pk_group_defer_allreduce(struct p2pkit_comm *c, const void *sendbuf, void *recvbuf,
-                               size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, size_t bytes,
-                               p2pkit_stream_t stream) {
-  if (group_depth <= 0 || ar_flushing || bcast_flushing || !c->group || !c->staged ||
-      c->multiproc || c->nranks < 2 || nar == P2PK_P2P_QUEUE)
-    return 0;
-  size_t min = p2pk_param_size("P2PKIT_STAGED_CE_MIN");
-  if (!min || bytes < min) return 0;
-  return ce_queue(aqueue, &nar, nbcast, bcast_flush, c, sendbuf, recvbuf, count, dtype, op, 0,
-                  bytes, stream);
-}
-
-/* Launch what the copy-engine queues hold (at most one of them holds calls);
- * the first error: a failed flush from queueing, else this one's. */
+/* Launch what the copy-engine queue holds. */
 p2pkit_status_t p2pk_group_collective(void) {
-  p2pkit_status_t e = flush_err;
-  flush_err = P2PKIT_SUCCESS;
-  p2pkit_status_t st = nbcast && !bcast_flushing ? bcast_flush() : P2PKIT_SUCCESS;
-  p2pkit_status_t s2 = nar && !ar_flushing ? ar_flush() : P2PKIT_SUCCESS;
-  return e != P2PKIT_SUCCESS ? e : st != P2PKIT_SUCCESS ? st : s2;
+  return ncq && !cq_flushing ? ce_flush() : P2PKIT_SUCCESS;
 }
 
 p2pkit_status_t p2pkit_group_start(void) {
@@ -475,8 +421,8 @@ p2pkit_status_t p2pkit_group_start(void) {
 }
 
 /* Collectives launch at once (their launches never block on peers), except
- * broadcasts and staged all-reduces that may use the copy engines; queued
- * broadcasts or all-reduces, then queued sends and receives, launch here. */
+ * those that may use the copy engines; queued collectives, then queued
+ * sends and receives, launch here. */
 p2pkit_status_t p2pkit_group_end(void) {
   if (group_depth <= 0)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_group_end without p2pkit_group_start");

@@ -614,6 +614,82 @@ TEST(staged_copy_engine_chunks) {
   CHECK_EQ(l.stage_ce_off % 4096, 0);
 }
 
+TEST(copy_engine_shards_and_thresholds) {
+  /* All-reduce shards over the copy engines: contiguous, in rank order,
+   * covering the message once, starts on 256-byte boundaries, full shards
+   * of one length until the message runs out. */
+  static const size_t counts[] = {1, 3, 63, 64, 65, 4097, 1000003, (size_t)1 << 28};
+  static const size_t sizes[] = {1, 2, 4, 8};
+  for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+    for (size_t si = 0; si < 4; si++)
+      for (int n = 1; n <= 8; n++) {
+        size_t es = sizes[si], count = counts[ci], next = 0, first = 0;
+        for (int r = 0; r < n; r++) {
+          size_t off = 1, len = 1;
+          p2pk_ce_shard(count, n, es, r, &off, &len);
+          CHECK_EQ(off, next);
+          if (len) CHECK_EQ((off * es) % 256, 0);
+          /* Full shards until the message runs out. */
+          if (r == 0) first = len;
+          else CHECK_EQ(len, count - off < first ? count - off : first);
+          next = off + len;
+        }
+        CHECK_EQ(next, count);
+      }
+  size_t off = 9, len = 9;
+  p2pk_ce_shard(10, 2, 0, 0, &off, &len); /* no element size: nothing */
+  CHECK_EQ(len, 0);
+  p2pk_ce_shard(10, 2, 4, 2, &off, &len); /* no such rank */
+  CHECK_EQ(len, 0);
+  p2pk_ce_shard((size_t)1 << 20, 2, 4, 1, &off, &len);
+  CHECK_EQ(off, (size_t)1 << 19);
+  CHECK_EQ(len, (size_t)1 << 19);
+
+  /* Which calls wait in a group for the copy engines: one process only,
+   * per collective and transport, not when a kernel setting is forced. */
+  struct p2pkit_comm c;
+  memset(&c, 0, sizeof c);
+  c.nranks = 2;
+  c.force.algo = c.force.proto = -1;
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)128 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)16 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), 0);
+  setenv("P2PKIT_CE_ALLREDUCE_MIN", "1", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 1);
+  c.force.proto = P2PK_PROTO_SIMPLE;
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
+  c.force.proto = -1;
+  c.force.blocks = 4;
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), 0);
+  c.force.blocks = 0;
+  c.staged = 1; /* no P2P: all-reduce through host memory only */
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), 0);
+  c.staged = 0;
+  c.multiproc = 1;
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  c.multiproc = 0;
+  c.nranks = 1;
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  unsetenv("P2PKIT_CE_ALLREDUCE_MIN");
+  setenv("P2PKIT_CE_DEPTH", "0", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_ce_depth(), 2);
+  setenv("P2PKIT_CE_DEPTH", "50", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_ce_depth(), P2PK_SCE_DEPTH_MAX);
+  unsetenv("P2PKIT_CE_DEPTH");
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_ce_depth(), 3);
+}
+
 TEST(names) {
   CHECK_STR(p2pk_algo_name(P2PK_ALGO_TWOSHOT), "twoshot");
   CHECK_STR(p2pk_algo_name(99), "?");
@@ -636,4 +712,4 @@ T_MAIN(T_CASE(default_table_two_ranks), T_CASE(default_table_more_ranks_and_shm)
        T_CASE(choose_respects_limits_and_overrides), T_CASE(choose_is_deterministic), T_CASE(choice_valid_for_every_rank_count),
        T_CASE(force_from_environment), T_CASE(layout_fits_and_does_not_overlap),
        T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged), T_CASE(large_calls_get_two_blocks_per_sm),
-       T_CASE(staged_copy_engine_chunks), T_CASE(names))
+       T_CASE(staged_copy_engine_chunks), T_CASE(copy_engine_shards_and_thresholds), T_CASE(names))

@@ -271,13 +271,8 @@ static void logcap_begin(logcap_t *L, const char *var, const char *value) {
   p2pk_log_reset();
 }
 
-static int logcap_end(logcap_t *L, const char *needle1, const char *needle2) {
-  unsetenv(L->var);
-  unsetenv("P2PKIT_DEBUG");
-  unsetenv("P2PKIT_DEBUG_SUBSYS");
-  unsetenv("P2PKIT_DEBUG_FILE");
-  p2pk_param_reset();
-  p2pk_log_reset();
+/* Lines of the log so far that hold both needles. */
+static int logcap_count(const logcap_t *L, const char *needle1, const char *needle2) {
   FILE *f = fopen(L->path, "r");
   CHECK(f != NULL);
   char line[512];
@@ -285,6 +280,17 @@ static int logcap_end(logcap_t *L, const char *needle1, const char *needle2) {
   while (f && fgets(line, sizeof line, f))
     if (strstr(line, needle1) && strstr(line, needle2)) hits++;
   if (f) fclose(f);
+  return hits;
+}
+
+static int logcap_end(logcap_t *L, const char *needle1, const char *needle2) {
+  unsetenv(L->var);
+  unsetenv("P2PKIT_DEBUG");
+  unsetenv("P2PKIT_DEBUG_SUBSYS");
+  unsetenv("P2PKIT_DEBUG_FILE");
+  p2pk_param_reset();
+  p2pk_log_reset();
+  int hits = logcap_count(L, needle1, needle2);
   unlink(L->path);
   return hits;
 }

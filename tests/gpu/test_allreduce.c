@@ -348,6 +348,31 @@ TEST(one_process_p2p_disabled_copy_engine) {
   CHECK(logcap_end(&L, "all_reduce of", "uses the copy engines through host memory") >= 1);
 }
 
+TEST(one_process_copy_engine_p2p) {
+  /* All-reduces over P2P in a group with the copy engines moving every byte
+   * (P2PKIT_CE_ALLREDUCE_MIN=1; 64 KiB chunks, 2 in flight, so each landing
+   * slot is reused many times): every type, op and count, in and out of
+   * place, unaligned; graph replay takes the kernel (capture); a matrix
+   * with a kernel setting forced takes the kernel. The log shows the copy
+   * engines were used. */
+  setenv("P2PKIT_CE_CHUNK", "64K", 1);
+  setenv("P2PKIT_CE_DEPTH", "2", 1);
+  logcap_t L;
+  logcap_begin(&L, "P2PKIT_CE_ALLREDUCE_MIN", "1");
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) {
+    CHECK(!R.comm[0]->staged);
+    matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+    graph_replay(&R, 2);
+    static const p2pkit_redop_t few[] = {P2PKIT_SUM, P2PKIT_MAX};
+    matrix(&R, &V_TWOSHOT, few, 2, COUNTS, NCOUNTS, 2);
+  }
+  runner_destroy(&R);
+  unsetenv("P2PKIT_CE_CHUNK");
+  unsetenv("P2PKIT_CE_DEPTH");
+  CHECK(logcap_end(&L, "all_reduce of", "uses the copy engines over P2P") >= 1);
+}
+
 TEST(count_zero_is_a_no_op) {
   runner_t R;
   if (runner_single(&R, 2) == 0) {
@@ -590,6 +615,7 @@ int main(int argc, char **argv) {
   static const cu_case cases[] = {
       {T_CASE(one_process_all_algorithms), 1}, {T_CASE(one_process_graph_replay), 1},
       {T_CASE(one_process_p2p_disabled), 1},   {T_CASE(one_process_p2p_disabled_copy_engine), 1},
+      {T_CASE(one_process_copy_engine_p2p), 1},
       {T_CASE(count_zero_is_a_no_op), 1},
       {T_CASE(several_communicators_at_once), 1}, {T_CASE(process_per_gpu), 1},
       {T_CASE(process_per_gpu_p2p_disabled), 1},

@@ -1,0 +1,286 @@
+/* Copy-engine collectives over P2P: one process driving every GPU, the
+ * ranks' calls inside one group (they queue in p2p.c like large
+ * broadcasts), peer access between every pair. All-reduce from
+ * P2PKIT_CE_ALLREDUCE_MIN, reduce-scatter from P2PKIT_CE_REDUCE_SCATTER_MIN
+ * (bytes of a rank's share), all-gather from P2PKIT_CE_ALL_GATHER_MIN.
+ *
+ * Why: SM stores over NVLink plateau at ~364 GB/s each way when both
+ * directions run (bench/results/2026-11-29-h200x2-bench: p2p-sm-push both
+ * ways 726.9 GB/s), the copy engines at ~388 (775.8); the large all-reduce
+ * kernel sits at ~360 busbw, 1.07-1.10x NCCL at 1 GiB against a 1.12x goal,
+ * and the reduce-scatter kernel at ~303 (its mailbox handshake). Here the
+ * SMs only reduce, locally; every byte crosses the link on a copy engine.
+ *
+ * All-reduce, rank t owning shard t of the message (ce_shard below), per
+ * chunk k of a shard (slot s = k % D, D = P2PKIT_CE_DEPTH):
+ *   rank r, side stream (ce_side):   in_r[shard t, k] -> land_t[r][s], every t != r   (peer copy)
+ *   rank t, its own stream:          out_t[shard t, k] = in_0 op in_1 ... in rank order
+ *                                    (its own input, the peers' from land_t)
+ *   rank t, gather stream (sce_h2d): out_t[shard t, k] -> out_r[shard t, k], every r != t
+ * Reduce-scatter is the first two lines (shard t is rank t's share, its
+ * result in out_t); all-gather is one copy of each rank's share into every
+ * peer's output, no chunks. land_t is device memory of rank t made on first
+ * use ((n - 1) x D chunks). Every rank reduces every element in rank order
+ * from the same bytes, as the kernels do: the same bits on every rank.
+ *
+ * Events (one set per rank, reused: every wait on a record is enqueued
+ * before that event is recorded again):
+ *   START   rank r's stream at the call; every side and gather stream waits
+ *           for every rank's, so no copy touches a buffer still in use.
+ *   CP[s]   rank r's copies of chunk k into its peers' land[r][s] done: the
+ *           owners wait before they reduce.
+ *   RED[s]  rank t's reduce of chunk k done: the peers' side streams wait
+ *           before refilling land_t[*][s] (chunk k + D); t's gather stream
+ *           waits before it copies the result out.
+ *   SIDE    rank r's side stream done (its copies read in_r).
+ *   GATHER  rank t's gather stream done (it wrote every peer's out and read
+ *           out_t).
+ * Each rank's stream ends after its last reduce, its own SIDE and every
+ * rank's GATHER; the next call's START then covers land and the outputs.
+ * In place (in_r == out_r) is safe: out_r[shard t, k] is overwritten by t's
+ * gather copy only after t's reduce of k, which waited for r's copy of
+ * in_r[shard t, k]; rank t's own shard is read only by its own reduce. */
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "coll/coll.h"
+#include "coll/plan.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "core/param.h"
+
+enum {
+  E_START = 0,
+  E_CP = 1,
+  E_SIDE = 1 + P2PK_SCE_DEPTH_MAX,
+  E_GATHER = 2 + P2PK_SCE_DEPTH_MAX,
+  E_RED = 1 + 2 * P2PK_SCE_DEPTH_MAX
+};
+
+void p2pk_ce_shard(size_t count, int n, size_t es, int r, size_t *off, size_t *len) {
+  *off = *len = 0;
+  if (n < 1 || r < 0 || r >= n || es == 0) return;
+  /* Shards start on 256-byte boundaries of the message (whole elements). */
+  size_t align = es >= 256 ? 1 : 256 / es;
+  size_t h = (count + (size_t)n - 1) / (size_t)n;
+  h = (h + align - 1) / align * align;
+  size_t a = h * (size_t)r;
+  if (a >= count) {
+    *off = count;
+    return;
+  }
+  *off = a;
+  *len = count - a < h ? count - a : h;
+}
+
+int p2pk_ce_depth(void) {
+  int64_t d = p2pk_param_int("P2PKIT_CE_DEPTH");
+  return d < 2 ? 2 : d > P2PK_SCE_DEPTH_MAX ? P2PK_SCE_DEPTH_MAX : (int)d;
+}
+
+size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind) {
+  if (c->multiproc || c->nranks < 2) return 0;
+  /* A kernel setting (P2PKIT_ALGO, _PROTO, P2PKIT_COLL_*) asks for the
+   * kernel over P2P. */
+  const p2pk_algo_force *f = &c->force;
+  if (!c->staged && kind != P2PK_COLL_BROADCAST &&
+      (f->algo >= 0 || f->proto >= 0 || f->blocks > 0 || f->threads > 0 || f->chunk > 0))
+    return 0;
+  switch (kind) {
+    case P2PK_COLL_BROADCAST: return c->staged ? 0 : p2pk_param_size("P2PKIT_BCAST_CE_MIN");
+    case P2PK_COLL_ALL_REDUCE:
+      return p2pk_param_size(c->staged ? "P2PKIT_STAGED_CE_MIN" : "P2PKIT_CE_ALLREDUCE_MIN");
+    case P2PK_COLL_REDUCE_SCATTER: return c->staged ? 0 : p2pk_param_size("P2PKIT_CE_REDUCE_SCATTER_MIN");
+    case P2PK_COLL_ALL_GATHER: return c->staged ? 0 : p2pk_param_size("P2PKIT_CE_ALL_GATHER_MIN");
+    default: return 0;
+  }
+}
+
+/* Streams, events and the landing buffer of one rank; its GPU current. */
+static cudaError_t prepare(struct p2pkit_comm *c, size_t need) {
+  cudaError_t e = cudaSetDevice(c->device);
+  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_side);
+  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->sce_h2d);
+  for (int i = 0; i < P2PK_SCE_EVENTS && e == cudaSuccess; i++) e = p2pk_lazy_event(&c->sce_ev[i]);
+  if (e == cudaSuccess && c->sce_buf_bytes < need) {
+    if (c->sce_buf) e = cudaFree(c->sce_buf); /* waits for the device: no longer read */
+    c->sce_buf = NULL;
+    c->sce_buf_bytes = 0;
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->sce_buf, need);
+    if (e == cudaSuccess) c->sce_buf_bytes = need;
+  }
+  return e;
+}
+
+static void log_once(struct p2pkit_comm *c, int kind, size_t bytes, size_t nch, size_t cb) {
+  if (c->ce_logged & (1u << kind)) return;
+  c->ce_logged |= 1u << kind;
+  if (nch)
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): %s of %zu B uses the copy engines over P2P, "
+              "%zu chunks of %zu B per shard, the SMs reduce locally (one process, in a group)",
+              c->rank, c->device, p2pk_coll_name(kind), bytes, nch, cb);
+  else
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): %s of %zu B uses the copy engines over P2P "
+              "(one process, in a group)", c->rank, c->device, p2pk_coll_name(kind), bytes);
+}
+
+#define EV(r, i) (set[r]->c->sce_ev[i])
+#define STREAM(r) ((cudaStream_t)set[r]->stream)
+#define DEV(r) (set[r]->c->device)
+
+/* START on every rank's stream; every side and gather stream waits for all. */
+static cudaError_t start_all(p2pk_ce_pending *const *set, int n, size_t need, int *bad) {
+  cudaError_t e = cudaSuccess;
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    *bad = r;
+    e = prepare(set[r]->c, need);
+    if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_START), STREAM(r));
+  }
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    *bad = r;
+    struct p2pkit_comm *c = set[r]->c;
+    e = cudaSetDevice(c->device);
+    for (int t = 0; t < n && e == cudaSuccess; t++) {
+      e = cudaStreamWaitEvent(c->ce_side, EV(t, E_START), 0);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, EV(t, E_START), 0);
+    }
+  }
+  return e;
+}
+
+/* All-reduce (gather = 1) or reduce-scatter (gather = 0) of set[*]. */
+static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
+  const int gather = kind == P2PK_COLL_ALL_REDUCE;
+  const p2pk_ce_pending *a0 = set[0];
+  const size_t es = p2pkit_dtype_size(a0->dtype);
+  const int D = p2pk_ce_depth();
+  /* Elements per chunk: P2PKIT_CE_CHUNK within 16-byte multiples. */
+  const size_t K = p2pk_sce_chunk_elems(p2pk_param_size("P2PKIT_CE_CHUNK"), es), CB = K * es;
+  /* Shard t of the all-reduce's message; reduce-scatter: share t of the
+   * input (count elements each), its result at out_t + 0. */
+  size_t soff[P2PK_COLL_MAX_RANKS], slen[P2PK_COLL_MAX_RANKS], most = 0;
+  for (int t = 0; t < n; t++) {
+    if (gather) p2pk_ce_shard(a0->count, n, es, t, &soff[t], &slen[t]);
+    else soff[t] = (size_t)t * a0->count, slen[t] = a0->count;
+    if (slen[t] > most) most = slen[t];
+  }
+  const size_t nch = (most + K - 1) / K;
+  const size_t need = (size_t)(n - 1) * (size_t)D * CB;
+  int bad = 0;
+  cudaError_t e = start_all(set, n, need, &bad);
+#define LAND(t, r, s) (set[t]->c->sce_buf + ((size_t)((r - t - 1 + n) % n) * (size_t)D + (s)) * CB)
+  for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
+    const int s = (int)(k % (size_t)D);
+    /* Every rank's chunk k of each peer's shard into that peer's landing slot. */
+    for (int r = 0; r < n && e == cudaSuccess; r++) {
+      bad = r;
+      struct p2pkit_comm *c = set[r]->c;
+      e = cudaSetDevice(c->device);
+      for (int t = 0; t < n && e == cudaSuccess; t++) {
+        if (t == r || slen[t] <= k * K) continue;
+        const size_t lb = (slen[t] - k * K < K ? slen[t] - k * K : K) * es;
+        if (k >= (size_t)D) e = cudaStreamWaitEvent(c->ce_side, EV(t, E_RED + s), 0);
+        if (e == cudaSuccess)
+          e = cudaMemcpyPeerAsync(LAND(t, r, s), DEV(t),
+                                  (const char *)set[r]->send + (soff[t] + k * K) * es, DEV(r), lb,
+                                  c->ce_side);
+      }
+      if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_CP + s), c->ce_side);
+    }
+    /* Every owner reduces its chunk k, then copies the result out. */
+    for (int t = 0; t < n && e == cudaSuccess; t++) {
+      if (slen[t] <= k * K) continue;
+      bad = t;
+      struct p2pkit_comm *c = set[t]->c;
+      const size_t len = slen[t] - k * K < K ? slen[t] - k * K : K, lb = len * es;
+      const size_t at = (gather ? soff[t] : 0) + k * K;
+      e = cudaSetDevice(c->device);
+      for (int r = 0; r < n && e == cudaSuccess; r++)
+        if (r != t) e = cudaStreamWaitEvent(STREAM(t), EV(r, E_CP + s), 0);
+      if (e == cudaSuccess) {
+        const char *src[P2PK_COLL_MAX_RANKS];
+        for (int r = 0; r < n; r++)
+          src[r] = r == t ? (const char *)set[t]->send + (soff[t] + k * K) * es : LAND(t, r, s);
+        e = p2pk_ce_reduce_chunk(c, set[t]->dtype, set[t]->op, src, (char *)set[t]->recv + at * es,
+                                 lb, STREAM(t));
+      }
+      if (e == cudaSuccess) e = cudaEventRecord(EV(t, E_RED + s), STREAM(t));
+      if (!gather || e != cudaSuccess) continue;
+      e = cudaStreamWaitEvent(c->sce_h2d, EV(t, E_RED + s), 0);
+      for (int r = 0; r < n && e == cudaSuccess; r++)
+        if (r != t)
+          e = cudaMemcpyPeerAsync((char *)set[r]->recv + at * es, DEV(r),
+                                  (const char *)set[t]->recv + at * es, DEV(t), lb, c->sce_h2d);
+    }
+  }
+#undef LAND
+  /* The end: SIDE and GATHER everywhere, then every stream waits. */
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    bad = r;
+    e = cudaSetDevice(DEV(r));
+    if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_SIDE), set[r]->c->ce_side);
+    if (e == cudaSuccess && gather) e = cudaEventRecord(EV(r, E_GATHER), set[r]->c->sce_h2d);
+  }
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    bad = r;
+    e = cudaSetDevice(DEV(r));
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(STREAM(r), EV(r, E_SIDE), 0);
+    for (int t = 0; t < n && gather && e == cudaSuccess; t++)
+      e = cudaStreamWaitEvent(STREAM(r), EV(t, E_GATHER), 0);
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return p2pk_fail(P2PKIT_ERR_CUDA, "%s: rank %d (GPU %d): copy engines over P2P: %s",
+                     p2pk_coll_name(kind), bad, DEV(bad), cudaGetErrorString(e));
+  }
+  for (int r = 0; r < n; r++) log_once(set[r]->c, kind, a0->bytes, nch, CB);
+  return P2PKIT_SUCCESS;
+}
+
+/* All-gather: rank r's share into every rank's output at r x share, on r's
+ * side stream (its own copy too, unless in place). */
+static p2pkit_status_t gather_ce(p2pk_ce_pending *const *set, int n) {
+  const size_t B = set[0]->bytes;
+  int bad = 0;
+  cudaError_t e = start_all(set, n, 0, &bad);
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    bad = r;
+    struct p2pkit_comm *c = set[r]->c;
+    e = cudaSetDevice(c->device);
+    for (int k = 1; k <= n && e == cudaSuccess; k++) {
+      int t = (r + k) % n; /* peers first, this rank's own copy last */
+      char *dst = (char *)set[t]->recv + (size_t)r * B;
+      if (dst == (const char *)set[r]->send) continue;
+      e = cudaMemcpyPeerAsync(dst, DEV(t), set[r]->send, DEV(r), B, c->ce_side);
+    }
+    if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_SIDE), c->ce_side);
+  }
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    bad = r;
+    e = cudaSetDevice(DEV(r));
+    for (int t = 0; t < n && e == cudaSuccess; t++) e = cudaStreamWaitEvent(STREAM(r), EV(t, E_SIDE), 0);
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return p2pk_fail(P2PKIT_ERR_CUDA, "all_gather: rank %d (GPU %d): copy engines over P2P: %s",
+                     bad, DEV(bad), cudaGetErrorString(e));
+  }
+  for (int r = 0; r < n; r++) log_once(set[r]->c, P2PK_COLL_ALL_GATHER, B, 0, 0);
+  return P2PKIT_SUCCESS;
+}
+
+#undef EV
+#undef STREAM
+#undef DEV
+
+p2pkit_status_t p2pk_ce_collective(p2pk_ce_pending *const *set, int n, int kind) {
+  switch (kind) {
+    case P2PK_COLL_ALL_REDUCE:
+      return set[0]->c->staged ? p2pk_staged_ce_allreduce(set, n) : reduce_ce(set, n, kind);
+    case P2PK_COLL_REDUCE_SCATTER: return reduce_ce(set, n, kind);
+    case P2PK_COLL_ALL_GATHER: return gather_ce(set, n);
+    default:
+      return p2pk_fail(P2PKIT_ERR_INTERNAL, "%s has no copy-engine path", p2pk_coll_name(kind));
+  }
+}
