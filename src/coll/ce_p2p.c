@@ -53,8 +53,8 @@
 enum {
   E_START = 0,
   E_CP = 1,
-  E_SIDE = 1 + P2PK_SCE_DEPTH_MAX,
-  E_GATHER = 2 + P2PK_SCE_DEPTH_MAX,
+  E_SIDE = 1 + P2PK_SCE_DEPTH_MAX,   /* and E_SIDE + 1: the second side stream */
+  E_GATHER = 3 + P2PK_SCE_DEPTH_MAX, /* and E_GATHER + 1 */
   E_RED = 1 + 2 * P2PK_SCE_DEPTH_MAX
 };
 
@@ -72,6 +72,16 @@ void p2pk_ce_shard(size_t count, int n, size_t es, int r, size_t *off, size_t *l
   }
   *off = a;
   *len = count - a < h ? count - a : h;
+}
+
+size_t p2pk_ce_chunk_bytes(size_t shard_bytes) {
+  size_t fixed = p2pk_param_size("P2PKIT_CE_CHUNK");
+  if (fixed) return fixed;
+  /* About four chunks a shard, 16 to 64 MiB each (seventh session, 2x H200:
+   * every chunk costs ~4 us of link time per copy, and fewer, larger chunks
+   * lengthen only the pipeline's ends). */
+  size_t c = shard_bytes / 4, lo = (size_t)16 << 20, hi = (size_t)64 << 20;
+  return c < lo ? lo : c > hi ? hi : c;
 }
 
 int p2pk_ce_depth(void) {
@@ -102,6 +112,8 @@ static cudaError_t prepare(struct p2pkit_comm *c, size_t need) {
   cudaError_t e = cudaSetDevice(c->device);
   if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_side);
   if (e == cudaSuccess) e = p2pk_lazy_stream(&c->sce_h2d);
+  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_side2);
+  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_gather2);
   for (int i = 0; i < P2PK_SCE_EVENTS && e == cudaSuccess; i++) e = p2pk_lazy_event(&c->sce_ev[i]);
   if (e == cudaSuccess && c->sce_buf_bytes < need) {
     if (c->sce_buf) e = cudaFree(c->sce_buf); /* waits for the device: no longer read */
@@ -129,7 +141,7 @@ static void log_once(struct p2pkit_comm *c, int kind, size_t bytes, size_t nch, 
 #define STREAM(r) ((cudaStream_t)set[r]->stream)
 #define DEV(r) (set[r]->c->device)
 
-/* START on every rank's stream; every side and gather stream waits for all. */
+/* START on every rank's stream; every copy stream waits for all. */
 static cudaError_t start_all(p2pk_ce_pending *const *set, int n, size_t need, int *bad) {
   cudaError_t e = cudaSuccess;
   for (int r = 0; r < n && e == cudaSuccess; r++) {
@@ -141,10 +153,9 @@ static cudaError_t start_all(p2pk_ce_pending *const *set, int n, size_t need, in
     *bad = r;
     struct p2pkit_comm *c = set[r]->c;
     e = cudaSetDevice(c->device);
-    for (int t = 0; t < n && e == cudaSuccess; t++) {
-      e = cudaStreamWaitEvent(c->ce_side, EV(t, E_START), 0);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, EV(t, E_START), 0);
-    }
+    cudaStream_t copy[4] = {c->ce_side, c->ce_side2, c->sce_h2d, c->ce_gather2};
+    for (int t = 0; t < n && e == cudaSuccess; t++)
+      for (int i = 0; i < 4 && e == cudaSuccess; i++) e = cudaStreamWaitEvent(copy[i], EV(t, E_START), 0);
   }
   return e;
 }
@@ -155,8 +166,6 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
   const p2pk_ce_pending *a0 = set[0];
   const size_t es = p2pkit_dtype_size(a0->dtype);
   const int D = p2pk_ce_depth();
-  /* Elements per chunk: P2PKIT_CE_CHUNK within 16-byte multiples. */
-  const size_t K = p2pk_sce_chunk_elems(p2pk_param_size("P2PKIT_CE_CHUNK"), es), CB = K * es;
   /* Shard t of the all-reduce's message; reduce-scatter: share t of the
    * input (count elements each), its result at out_t + 0. */
   size_t soff[P2PK_COLL_MAX_RANKS], slen[P2PK_COLL_MAX_RANKS], most = 0;
@@ -165,69 +174,79 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
     else soff[t] = (size_t)t * a0->count, slen[t] = a0->count;
     if (slen[t] > most) most = slen[t];
   }
+  const size_t K = p2pk_sce_chunk_elems(p2pk_ce_chunk_bytes(most * es), es), CB = K * es;
   const size_t nch = (most + K - 1) / K;
   const size_t need = (size_t)(n - 1) * (size_t)D * CB;
   int bad = 0;
   cudaError_t e = start_all(set, n, need, &bad);
 #define LAND(t, r, s) (set[t]->c->sce_buf + ((size_t)((r - t - 1 + n) % n) * (size_t)D + (s)) * CB)
+#define SIDE(r, k) ((k) % 2 ? set[r]->c->ce_side2 : set[r]->c->ce_side)
+#define GATHER(r, k) ((k) % 2 ? set[r]->c->ce_gather2 : set[r]->c->sce_h2d)
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
     const int s = (int)(k % (size_t)D);
-    /* Every rank's chunk k of each peer's shard into that peer's landing slot. */
+    /* Every rank's chunk k of each peer's shard into that peer's landing
+     * slot; odd chunks on the second side stream, so one chunk's copy is
+     * under way while the next one starts. */
     for (int r = 0; r < n && e == cudaSuccess; r++) {
       bad = r;
-      struct p2pkit_comm *c = set[r]->c;
-      e = cudaSetDevice(c->device);
+      cudaStream_t side = SIDE(r, k);
+      e = cudaSetDevice(DEV(r));
       for (int t = 0; t < n && e == cudaSuccess; t++) {
         if (t == r || slen[t] <= k * K) continue;
         const size_t lb = (slen[t] - k * K < K ? slen[t] - k * K : K) * es;
-        if (k >= (size_t)D) e = cudaStreamWaitEvent(c->ce_side, EV(t, E_RED + s), 0);
+        if (k >= (size_t)D) e = cudaStreamWaitEvent(side, EV(t, E_RED + s), 0);
         if (e == cudaSuccess)
           e = cudaMemcpyPeerAsync(LAND(t, r, s), DEV(t),
                                   (const char *)set[r]->send + (soff[t] + k * K) * es, DEV(r), lb,
-                                  c->ce_side);
+                                  side);
       }
-      if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_CP + s), c->ce_side);
+      if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_CP + s), side);
     }
     /* Every owner reduces its chunk k, then copies the result out. */
     for (int t = 0; t < n && e == cudaSuccess; t++) {
       if (slen[t] <= k * K) continue;
       bad = t;
-      struct p2pkit_comm *c = set[t]->c;
       const size_t len = slen[t] - k * K < K ? slen[t] - k * K : K, lb = len * es;
       const size_t at = (gather ? soff[t] : 0) + k * K;
-      e = cudaSetDevice(c->device);
+      e = cudaSetDevice(DEV(t));
       for (int r = 0; r < n && e == cudaSuccess; r++)
         if (r != t) e = cudaStreamWaitEvent(STREAM(t), EV(r, E_CP + s), 0);
       if (e == cudaSuccess) {
         const char *src[P2PK_COLL_MAX_RANKS];
         for (int r = 0; r < n; r++)
           src[r] = r == t ? (const char *)set[t]->send + (soff[t] + k * K) * es : LAND(t, r, s);
-        e = p2pk_ce_reduce_chunk(c, set[t]->dtype, set[t]->op, src, (char *)set[t]->recv + at * es,
-                                 lb, STREAM(t));
+        e = p2pk_ce_reduce_chunk(set[t]->c, set[t]->dtype, set[t]->op, src,
+                                 (char *)set[t]->recv + at * es, lb, STREAM(t));
       }
       if (e == cudaSuccess) e = cudaEventRecord(EV(t, E_RED + s), STREAM(t));
       if (!gather || e != cudaSuccess) continue;
-      e = cudaStreamWaitEvent(c->sce_h2d, EV(t, E_RED + s), 0);
+      cudaStream_t gs = GATHER(t, k);
+      e = cudaStreamWaitEvent(gs, EV(t, E_RED + s), 0);
       for (int r = 0; r < n && e == cudaSuccess; r++)
         if (r != t)
           e = cudaMemcpyPeerAsync((char *)set[r]->recv + at * es, DEV(r),
-                                  (const char *)set[t]->recv + at * es, DEV(t), lb, c->sce_h2d);
+                                  (const char *)set[t]->recv + at * es, DEV(t), lb, gs);
     }
   }
 #undef LAND
-  /* The end: SIDE and GATHER everywhere, then every stream waits. */
+  /* The end: SIDE and GATHER of both stream pairs everywhere, then every
+   * stream waits. */
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
     e = cudaSetDevice(DEV(r));
-    if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_SIDE), set[r]->c->ce_side);
-    if (e == cudaSuccess && gather) e = cudaEventRecord(EV(r, E_GATHER), set[r]->c->sce_h2d);
+    for (int i = 0; i < 2 && e == cudaSuccess; i++) {
+      e = cudaEventRecord(EV(r, E_SIDE + i), SIDE(r, i));
+      if (e == cudaSuccess && gather) e = cudaEventRecord(EV(r, E_GATHER + i), GATHER(r, i));
+    }
   }
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
     e = cudaSetDevice(DEV(r));
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(STREAM(r), EV(r, E_SIDE), 0);
-    for (int t = 0; t < n && gather && e == cudaSuccess; t++)
-      e = cudaStreamWaitEvent(STREAM(r), EV(t, E_GATHER), 0);
+    for (int i = 0; i < 2 && e == cudaSuccess; i++) {
+      e = cudaStreamWaitEvent(STREAM(r), EV(r, E_SIDE + i), 0);
+      for (int t = 0; t < n && gather && e == cudaSuccess; t++)
+        e = cudaStreamWaitEvent(STREAM(r), EV(t, E_GATHER + i), 0);
+    }
   }
   if (e != cudaSuccess) {
     cudaGetLastError();
@@ -238,28 +257,32 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
   return P2PKIT_SUCCESS;
 }
 
-/* All-gather: rank r's share into every rank's output at r x share, on r's
- * side stream (its own copy too, unless in place). */
+/* All-gather: rank r's share into every peer's output at r x share, the
+ * peers alternating between r's two side streams; its own copy (unless in
+ * place) on its own stream, beside them. */
 static p2pkit_status_t gather_ce(p2pk_ce_pending *const *set, int n) {
   const size_t B = set[0]->bytes;
   int bad = 0;
   cudaError_t e = start_all(set, n, 0, &bad);
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
-    struct p2pkit_comm *c = set[r]->c;
-    e = cudaSetDevice(c->device);
-    for (int k = 1; k <= n && e == cudaSuccess; k++) {
-      int t = (r + k) % n; /* peers first, this rank's own copy last */
-      char *dst = (char *)set[t]->recv + (size_t)r * B;
-      if (dst == (const char *)set[r]->send) continue;
-      e = cudaMemcpyPeerAsync(dst, DEV(t), set[r]->send, DEV(r), B, c->ce_side);
+    e = cudaSetDevice(DEV(r));
+    for (int k = 1; k < n && e == cudaSuccess; k++) {
+      int t = (r + k) % n;
+      e = cudaMemcpyPeerAsync((char *)set[t]->recv + (size_t)r * B, DEV(t), set[r]->send, DEV(r),
+                              B, SIDE(r, k - 1));
     }
-    if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_SIDE), c->ce_side);
+    char *own = (char *)set[r]->recv + (size_t)r * B;
+    if (e == cudaSuccess && own != (const char *)set[r]->send)
+      e = cudaMemcpyAsync(own, set[r]->send, B, cudaMemcpyDeviceToDevice, STREAM(r));
+    for (int i = 0; i < 2 && e == cudaSuccess; i++) e = cudaEventRecord(EV(r, E_SIDE + i), SIDE(r, i));
   }
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
     e = cudaSetDevice(DEV(r));
-    for (int t = 0; t < n && e == cudaSuccess; t++) e = cudaStreamWaitEvent(STREAM(r), EV(t, E_SIDE), 0);
+    for (int t = 0; t < n && e == cudaSuccess; t++)
+      for (int i = 0; i < 2 && e == cudaSuccess; i++)
+        e = cudaStreamWaitEvent(STREAM(r), EV(t, E_SIDE + i), 0);
   }
   if (e != cudaSuccess) {
     cudaGetLastError();
@@ -270,6 +293,8 @@ static p2pkit_status_t gather_ce(p2pk_ce_pending *const *set, int n) {
   return P2PKIT_SUCCESS;
 }
 
+#undef SIDE
+#undef GATHER
 #undef EV
 #undef STREAM
 #undef DEV

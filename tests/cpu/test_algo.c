@@ -688,6 +688,15 @@ TEST(copy_engine_shards_and_thresholds) {
   unsetenv("P2PKIT_CE_DEPTH");
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_depth(), 3);
+  /* Chunks: a quarter of the shard within 16..64 MiB, or the setting. */
+  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)128 << 20), (size_t)32 << 20);
+  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)8 << 20), (size_t)16 << 20);
+  setenv("P2PKIT_CE_CHUNK", "1M", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20), (size_t)1 << 20);
+  unsetenv("P2PKIT_CE_CHUNK");
+  p2pk_param_reset();
 }
 
 TEST(names) {
