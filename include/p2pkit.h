@@ -254,9 +254,13 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_deregister(p2pkit_comm_t comm, void *hand
 
 /* One process, several GPUs: bracket the per-rank calls of one collective.
  * As with NCCL, work inside a group may be enqueued only at the outermost
- * p2pkit_group_end (sends and receives; large broadcasts, which then use the
- * copy engine, P2PKIT_BCAST_CE_MIN; all-reduces of a communicator without
- * P2P from P2PKIT_STAGED_CE_MIN, which then use the copy engines). */
+ * p2pkit_group_end: sends and receives, and large collectives, which then
+ * use the copy engines (broadcast from P2PKIT_BCAST_CE_MIN; over P2P
+ * all-reduce, reduce-scatter and all-gather from P2PKIT_CE_ALLREDUCE_MIN,
+ * _REDUCE_SCATTER_MIN, _ALL_GATHER_MIN; without P2P all-reduce from
+ * P2PKIT_STAGED_CE_MIN). The copy-engine all-reduce and reduce-scatter
+ * over P2P keep a landing buffer of at most 192 MiB per GPU, made on first
+ * use. */
 P2PKIT_API p2pkit_status_t p2pkit_group_start(void);
 P2PKIT_API p2pkit_status_t p2pkit_group_end(void);
 

@@ -53,8 +53,8 @@
 enum {
   E_START = 0,
   E_CP = 1,
-  E_SIDE = 1 + P2PK_SCE_DEPTH_MAX,   /* and E_SIDE + 1: the second side stream */
-  E_GATHER = 3 + P2PK_SCE_DEPTH_MAX, /* and E_GATHER + 1 */
+  E_SIDE = 1 + P2PK_SCE_DEPTH_MAX,
+  E_GATHER = 2 + P2PK_SCE_DEPTH_MAX,
   E_RED = 1 + 2 * P2PK_SCE_DEPTH_MAX
 };
 
@@ -74,14 +74,22 @@ void p2pk_ce_shard(size_t count, int n, size_t es, int r, size_t *off, size_t *l
   *len = count - a < h ? count - a : h;
 }
 
-size_t p2pk_ce_chunk_bytes(size_t shard_bytes) {
-  size_t fixed = p2pk_param_size("P2PKIT_CE_CHUNK");
-  if (fixed) return fixed;
-  /* About four chunks a shard, 16 to 64 MiB each (seventh session, 2x H200:
-   * every chunk costs ~4 us of link time per copy, and fewer, larger chunks
-   * lengthen only the pipeline's ends). */
-  size_t c = shard_bytes / 4, lo = (size_t)16 << 20, hi = (size_t)64 << 20;
-  return c < lo ? lo : c > hi ? hi : c;
+size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth) {
+  size_t c = p2pk_param_size("P2PKIT_CE_CHUNK");
+  if (!c) {
+    /* Half a shard, 16 to 64 MiB (seventh session, 2x H200: each chunk's
+     * copies cost ~8 us of link time, so 1 GiB took 3031 us in 16 MiB
+     * chunks and 2824 in 64 MiB ones; two chunks a shard let the second's
+     * copy run beside the first's reduce: 64 MiB 203 us against one
+     * chunk's 250 and the kernel's 210). */
+    size_t lo = (size_t)16 << 20, hi = (size_t)64 << 20;
+    c = shard_bytes / 2;
+    c = c < lo ? lo : c > hi ? hi : c;
+  }
+  /* The landing slots, (n - 1) x depth chunks, within P2PK_CE_LAND_MAX. */
+  size_t slots = (size_t)(n > 1 ? n - 1 : 1) * (size_t)(depth > 0 ? depth : 1);
+  if (c > P2PK_CE_LAND_MAX / slots) c = P2PK_CE_LAND_MAX / slots;
+  return c;
 }
 
 int p2pk_ce_depth(void) {
@@ -112,8 +120,6 @@ static cudaError_t prepare(struct p2pkit_comm *c, size_t need) {
   cudaError_t e = cudaSetDevice(c->device);
   if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_side);
   if (e == cudaSuccess) e = p2pk_lazy_stream(&c->sce_h2d);
-  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_side2);
-  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_gather2);
   for (int i = 0; i < P2PK_SCE_EVENTS && e == cudaSuccess; i++) e = p2pk_lazy_event(&c->sce_ev[i]);
   if (e == cudaSuccess && c->sce_buf_bytes < need) {
     if (c->sce_buf) e = cudaFree(c->sce_buf); /* waits for the device: no longer read */
@@ -153,9 +159,10 @@ static cudaError_t start_all(p2pk_ce_pending *const *set, int n, size_t need, in
     *bad = r;
     struct p2pkit_comm *c = set[r]->c;
     e = cudaSetDevice(c->device);
-    cudaStream_t copy[4] = {c->ce_side, c->ce_side2, c->sce_h2d, c->ce_gather2};
-    for (int t = 0; t < n && e == cudaSuccess; t++)
-      for (int i = 0; i < 4 && e == cudaSuccess; i++) e = cudaStreamWaitEvent(copy[i], EV(t, E_START), 0);
+    for (int t = 0; t < n && e == cudaSuccess; t++) {
+      e = cudaStreamWaitEvent(c->ce_side, EV(t, E_START), 0);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, EV(t, E_START), 0);
+    }
   }
   return e;
 }
@@ -174,22 +181,23 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
     else soff[t] = (size_t)t * a0->count, slen[t] = a0->count;
     if (slen[t] > most) most = slen[t];
   }
-  const size_t K = p2pk_sce_chunk_elems(p2pk_ce_chunk_bytes(most * es), es), CB = K * es;
+  const size_t K = p2pk_sce_chunk_elems(p2pk_ce_chunk_bytes(most * es, n, D), es), CB = K * es;
   const size_t nch = (most + K - 1) / K;
   const size_t need = (size_t)(n - 1) * (size_t)D * CB;
   int bad = 0;
   cudaError_t e = start_all(set, n, need, &bad);
 #define LAND(t, r, s) (set[t]->c->sce_buf + ((size_t)((r - t - 1 + n) % n) * (size_t)D + (s)) * CB)
-#define SIDE(r, k) ((k) % 2 ? set[r]->c->ce_side2 : set[r]->c->ce_side)
-#define GATHER(r, k) ((k) % 2 ? set[r]->c->ce_gather2 : set[r]->c->sce_h2d)
+#define SIDE(r) (set[r]->c->ce_side)
+#define GATHER(r) (set[r]->c->sce_h2d)
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
     const int s = (int)(k % (size_t)D);
     /* Every rank's chunk k of each peer's shard into that peer's landing
-     * slot; odd chunks on the second side stream, so one chunk's copy is
-     * under way while the next one starts. */
+     * slot. One stream, so chunks land in order (seventh session: odd
+     * chunks on a second stream landed two at a time, half speed each, and
+     * delayed the first reduce: 256 MiB 817 us against 719). */
     for (int r = 0; r < n && e == cudaSuccess; r++) {
       bad = r;
-      cudaStream_t side = SIDE(r, k);
+      cudaStream_t side = SIDE(r);
       e = cudaSetDevice(DEV(r));
       for (int t = 0; t < n && e == cudaSuccess; t++) {
         if (t == r || slen[t] <= k * K) continue;
@@ -220,7 +228,7 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
       }
       if (e == cudaSuccess) e = cudaEventRecord(EV(t, E_RED + s), STREAM(t));
       if (!gather || e != cudaSuccess) continue;
-      cudaStream_t gs = GATHER(t, k);
+      cudaStream_t gs = GATHER(t);
       e = cudaStreamWaitEvent(gs, EV(t, E_RED + s), 0);
       for (int r = 0; r < n && e == cudaSuccess; r++)
         if (r != t)
@@ -229,24 +237,19 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
     }
   }
 #undef LAND
-  /* The end: SIDE and GATHER of both stream pairs everywhere, then every
-   * stream waits. */
+  /* The end: SIDE and GATHER everywhere, then every stream waits. */
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
     e = cudaSetDevice(DEV(r));
-    for (int i = 0; i < 2 && e == cudaSuccess; i++) {
-      e = cudaEventRecord(EV(r, E_SIDE + i), SIDE(r, i));
-      if (e == cudaSuccess && gather) e = cudaEventRecord(EV(r, E_GATHER + i), GATHER(r, i));
-    }
+    if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_SIDE), SIDE(r));
+    if (e == cudaSuccess && gather) e = cudaEventRecord(EV(r, E_GATHER), GATHER(r));
   }
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
     e = cudaSetDevice(DEV(r));
-    for (int i = 0; i < 2 && e == cudaSuccess; i++) {
-      e = cudaStreamWaitEvent(STREAM(r), EV(r, E_SIDE + i), 0);
-      for (int t = 0; t < n && gather && e == cudaSuccess; t++)
-        e = cudaStreamWaitEvent(STREAM(r), EV(t, E_GATHER + i), 0);
-    }
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(STREAM(r), EV(r, E_SIDE), 0);
+    for (int t = 0; t < n && gather && e == cudaSuccess; t++)
+      e = cudaStreamWaitEvent(STREAM(r), EV(t, E_GATHER), 0);
   }
   if (e != cudaSuccess) {
     cudaGetLastError();
@@ -257,9 +260,10 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
   return P2PKIT_SUCCESS;
 }
 
-/* All-gather: rank r's share into every peer's output at r x share, the
- * peers alternating between r's two side streams; its own copy (unless in
- * place) on its own stream, beside them. */
+/* All-gather: rank r's share into every peer's output at r x share on its
+ * side stream; its own copy (unless in place) on its own stream, beside
+ * them (seventh session: on the side stream after the peer copy, out of
+ * place took 1646 us at 1 GiB against in place's 1387). */
 static p2pkit_status_t gather_ce(p2pk_ce_pending *const *set, int n) {
   const size_t B = set[0]->bytes;
   int bad = 0;
@@ -270,19 +274,18 @@ static p2pkit_status_t gather_ce(p2pk_ce_pending *const *set, int n) {
     for (int k = 1; k < n && e == cudaSuccess; k++) {
       int t = (r + k) % n;
       e = cudaMemcpyPeerAsync((char *)set[t]->recv + (size_t)r * B, DEV(t), set[r]->send, DEV(r),
-                              B, SIDE(r, k - 1));
+                              B, SIDE(r));
     }
     char *own = (char *)set[r]->recv + (size_t)r * B;
     if (e == cudaSuccess && own != (const char *)set[r]->send)
       e = cudaMemcpyAsync(own, set[r]->send, B, cudaMemcpyDeviceToDevice, STREAM(r));
-    for (int i = 0; i < 2 && e == cudaSuccess; i++) e = cudaEventRecord(EV(r, E_SIDE + i), SIDE(r, i));
+    if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_SIDE), SIDE(r));
   }
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
     e = cudaSetDevice(DEV(r));
     for (int t = 0; t < n && e == cudaSuccess; t++)
-      for (int i = 0; i < 2 && e == cudaSuccess; i++)
-        e = cudaStreamWaitEvent(STREAM(r), EV(t, E_SIDE + i), 0);
+      e = cudaStreamWaitEvent(STREAM(r), EV(t, E_SIDE), 0);
   }
   if (e != cudaSuccess) {
     cudaGetLastError();

@@ -74,7 +74,6 @@ struct p2pkit_comm {
   size_t sce_buf_bytes;
   int sce_logged;
   unsigned ce_logged; /* copy engines over P2P (ce_p2p.c): collectives already logged, a bit each */
-  cudaStream_t ce_side2, ce_gather2; /* ce_p2p.c: second side and gather streams (odd chunks) */
   uint64_t sce_seq; /* process per GPU: copy-engine chunks so far (the same on every rank) */
   int sce_depth;    /* chunks in flight (P2PKIT_STAGED_CE_DEPTH), fixed at init */
 };
@@ -136,9 +135,12 @@ size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind);
  * rank order, the last one shorter or empty (*off = count, *len = 0). */
 void p2pk_ce_shard(size_t count, int n, size_t es, int r, size_t *off, size_t *len);
 /* Chunk bytes of the copy-engine all-reduce and reduce-scatter over P2P
- * for a shard of this size: P2PKIT_CE_CHUNK if set, else a quarter of the
- * shard within 16..64 MiB. */
-size_t p2pk_ce_chunk_bytes(size_t shard_bytes);
+ * for a shard of this size on n ranks with `depth` chunks in flight:
+ * P2PKIT_CE_CHUNK if set, else half the shard within 16..64 MiB; either
+ * way the landing slots ((n - 1) x depth chunks a rank) stay within
+ * P2PK_CE_LAND_MAX. */
+#define P2PK_CE_LAND_MAX ((size_t)192 << 20)
+size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth);
 /* Chunks in flight per peer of the copy-engine collectives over P2P:
  * P2PKIT_CE_DEPTH within 2..P2PK_SCE_DEPTH_MAX. */
 int p2pk_ce_depth(void);

@@ -308,8 +308,6 @@ static void comm_free(struct p2pkit_comm *c) {
   for (int i = 0; i < 3; i++)
     if (c->ce_ev[i]) cudaEventDestroy(c->ce_ev[i]);
   if (c->sce_h2d) cudaStreamDestroy(c->sce_h2d);
-  if (c->ce_side2) cudaStreamDestroy(c->ce_side2);
-  if (c->ce_gather2) cudaStreamDestroy(c->ce_gather2);
   for (int i = 0; i < P2PK_SCE_EVENTS; i++)
     if (c->sce_ev[i]) cudaEventDestroy(c->sce_ev[i]);
   if (c->sce_buf) cudaFree(c->sce_buf);

@@ -652,9 +652,9 @@ TEST(copy_engine_shards_and_thresholds) {
   c.nranks = 2;
   c.force.algo = c.force.proto = -1;
   p2pk_param_reset();
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)128 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)16 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), 0);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), 0);
@@ -688,13 +688,21 @@ TEST(copy_engine_shards_and_thresholds) {
   unsetenv("P2PKIT_CE_DEPTH");
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_depth(), 3);
-  /* Chunks: a quarter of the shard within 16..64 MiB, or the setting. */
-  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)128 << 20), (size_t)32 << 20);
-  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)8 << 20), (size_t)16 << 20);
+  /* Chunks: half the shard within 16..64 MiB, or the setting; the landing
+   * slots ((n - 1) x depth chunks) within P2PK_CE_LAND_MAX. */
+  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20, 2, 3), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)64 << 20, 2, 3), (size_t)32 << 20);
+  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)8 << 20, 2, 3), (size_t)16 << 20);
+  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20, 8, 3), P2PK_CE_LAND_MAX / 21);
+  for (int n = 2; n <= 8; n++)
+    for (int d = 2; d <= P2PK_SCE_DEPTH_MAX; d++)
+      CHECK(p2pk_ce_chunk_bytes((size_t)1 << 30, n, d) * (size_t)(n - 1) * (size_t)d <= P2PK_CE_LAND_MAX);
   setenv("P2PKIT_CE_CHUNK", "1M", 1);
   p2pk_param_reset();
-  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20), (size_t)1 << 20);
+  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20, 2, 3), (size_t)1 << 20);
+  setenv("P2PKIT_CE_CHUNK", "1G", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20, 2, 2), P2PK_CE_LAND_MAX / 2);
   unsetenv("P2PKIT_CE_CHUNK");
   p2pk_param_reset();
 }
