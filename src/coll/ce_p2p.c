@@ -2,7 +2,8 @@
  * ranks' calls inside one group (they queue in p2p.c like large
  * broadcasts), peer access between every pair. All-reduce from
  * P2PKIT_CE_ALLREDUCE_MIN, reduce-scatter from P2PKIT_CE_REDUCE_SCATTER_MIN
- * (bytes of a rank's share), all-gather from P2PKIT_CE_ALL_GATHER_MIN.
+ * (bytes of a rank's share), all-gather from P2PKIT_CE_ALL_GATHER_MIN,
+ * reduce from P2PKIT_CE_REDUCE_MIN.
  *
  * Why: SM stores over NVLink plateau at ~364 GB/s each way when both
  * directions run (bench/results/2026-11-29-h200x2-bench: p2p-sm-push both
@@ -18,7 +19,8 @@
  *                                    (its own input, the peers' from land_t)
  *   rank t, gather stream (sce_h2d): out_t[shard t, k] -> out_r[shard t, k], every r != t
  * Reduce-scatter is the first two lines (shard t is rank t's share, its
- * result in out_t); all-gather is one copy of each rank's share into every
+ * result in out_t), reduce the same with one shard, the whole message,
+ * owned by the root; all-gather is one copy of each rank's share into every
  * peer's output, no chunks. land_t is device memory of rank t made on first
  * use ((n - 1) x D chunks). Every rank reduces every element in rank order
  * from the same bytes, as the kernels do: the same bits on every rank.
@@ -110,9 +112,14 @@ size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind) {
     case P2PK_COLL_ALL_REDUCE:
       return p2pk_param_size(c->staged ? "P2PKIT_STAGED_CE_MIN" : "P2PKIT_CE_ALLREDUCE_MIN");
     case P2PK_COLL_REDUCE_SCATTER: return c->staged ? 0 : p2pk_param_size("P2PKIT_CE_REDUCE_SCATTER_MIN");
+    case P2PK_COLL_REDUCE: return c->staged ? 0 : p2pk_param_size("P2PKIT_CE_REDUCE_MIN");
     case P2PK_COLL_ALL_GATHER: return c->staged ? 0 : p2pk_param_size("P2PKIT_CE_ALL_GATHER_MIN");
     default: return 0;
   }
+}
+
+void p2pk_ce_min_fill(struct p2pkit_comm *c) {
+  for (int k = 0; k < P2PK_COLL_KINDS; k++) c->ce_min[k] = p2pk_ce_min(c, k);
 }
 
 /* Streams, events and the landing buffer of one rank; its GPU current. */
@@ -167,17 +174,19 @@ static cudaError_t start_all(p2pk_ce_pending *const *set, int n, size_t need, in
   return e;
 }
 
-/* All-reduce (gather = 1) or reduce-scatter (gather = 0) of set[*]. */
+/* All-reduce (gather = 1), reduce-scatter or reduce (gather = 0) of set[*]. */
 static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
   const int gather = kind == P2PK_COLL_ALL_REDUCE;
   const p2pk_ce_pending *a0 = set[0];
   const size_t es = p2pkit_dtype_size(a0->dtype);
   const int D = p2pk_ce_depth();
   /* Shard t of the all-reduce's message; reduce-scatter: share t of the
-   * input (count elements each), its result at out_t + 0. */
+   * input (count elements each), its result at out_t + 0; reduce: the
+   * root owns the whole message, the others nothing. */
   size_t soff[P2PK_COLL_MAX_RANKS], slen[P2PK_COLL_MAX_RANKS], most = 0;
   for (int t = 0; t < n; t++) {
     if (gather) p2pk_ce_shard(a0->count, n, es, t, &soff[t], &slen[t]);
+    else if (kind == P2PK_COLL_REDUCE) soff[t] = 0, slen[t] = t == a0->root ? a0->count : 0;
     else soff[t] = (size_t)t * a0->count, slen[t] = a0->count;
     if (slen[t] > most) most = slen[t];
   }
@@ -306,7 +315,8 @@ p2pkit_status_t p2pk_ce_collective(p2pk_ce_pending *const *set, int n, int kind)
   switch (kind) {
     case P2PK_COLL_ALL_REDUCE:
       return set[0]->c->staged ? p2pk_staged_ce_allreduce(set, n) : reduce_ce(set, n, kind);
-    case P2PK_COLL_REDUCE_SCATTER: return reduce_ce(set, n, kind);
+    case P2PK_COLL_REDUCE_SCATTER:
+    case P2PK_COLL_REDUCE: return reduce_ce(set, n, kind);
     case P2PK_COLL_ALL_GATHER: return gather_ce(set, n);
     default:
       return p2pk_fail(P2PKIT_ERR_INTERNAL, "%s has no copy-engine path", p2pk_coll_name(kind));

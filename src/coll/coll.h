@@ -74,6 +74,7 @@ struct p2pkit_comm {
   size_t sce_buf_bytes;
   int sce_logged;
   unsigned ce_logged; /* copy engines over P2P (ce_p2p.c): collectives already logged, a bit each */
+  size_t ce_min[P2PK_COLL_KINDS]; /* p2pk_ce_min per collective, fixed at init (no lookups per call) */
   uint64_t sce_seq; /* process per GPU: copy-engine chunks so far (the same on every rank) */
   int sce_depth;    /* chunks in flight (P2PKIT_STAGED_CE_DEPTH), fixed at init */
 };
@@ -130,6 +131,8 @@ p2pkit_status_t p2pk_ce_collective(p2pk_ce_pending *const *set, int n, int kind)
  * copy engines on this communicator; 0: never (process per GPU, or a
  * collective without a copy-engine path). */
 size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind);
+/* c->ce_min[] from p2pk_ce_min, at init and when the forced settings change. */
+void p2pk_ce_min_fill(struct p2pkit_comm *c);
 /* Where rank r's shard of an all-reduce of `count` elements of es bytes
  * over n ranks lies: shards of equal length (a multiple of 256 bytes) in
  * rank order, the last one shorter or empty (*off = count, *len = 0). */

@@ -459,6 +459,7 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
     c->table = cfg->table;
     c->force = cfg->force;
     c->lay = lay;
+    p2pk_ce_min_fill(c);
     P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
     /* Every rank makes the same choices (the header checks the grid): one
      * geometry, the occupancy queries made once, on the first GPU. */
@@ -972,7 +973,10 @@ p2pkit_status_t p2pkit_comm_deregister(p2pkit_comm_t c, void *handle) {
 }
 
 void p2pk_comm_set_force(struct p2pkit_comm *c, const p2pk_algo_force *f) {
-  if (c && f) c->force = *f;
+  if (c && f) {
+    c->force = *f;
+    p2pk_ce_min_fill(c);
+  }
 }
 
 void p2pk_comm_choose(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_choice *out) {

@@ -295,9 +295,9 @@ static _Thread_local p2pk_ce_pending cq[P2PK_P2P_QUEUE];
 int p2pk_group_defer(struct p2pkit_comm *c, int kind, const void *sendbuf, void *recvbuf,
                      size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root, size_t bytes,
                      p2pkit_stream_t stream) {
-  if (group_depth <= 0 || cq_flushing || !c->group || ncq == P2PK_P2P_QUEUE) return 0;
-  size_t min = p2pk_ce_min(c, kind);
-  if (!min || bytes < min) return 0;
+  if (group_depth <= 0 || kind < 0 || kind >= P2PK_COLL_KINDS) return 0;
+  size_t min = c->ce_min[kind]; /* p2pk_ce_min, fixed at init: no lookup per call */
+  if (!min || bytes < min || cq_flushing || !c->group || ncq == P2PK_P2P_QUEUE) return 0;
   p2pk_ce_pending *b = &cq[ncq++];
   b->kind = kind;
   b->c = c;

@@ -656,8 +656,11 @@ TEST(copy_engine_shards_and_thresholds) {
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)256 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), 0);
+  p2pk_ce_min_fill(&c);
+  CHECK_EQ(c.ce_min[P2PK_COLL_ALL_GATHER], (size_t)64 << 20);
+  CHECK_EQ(c.ce_min[P2PK_COLL_ALL_TO_ALL], 0);
   setenv("P2PKIT_CE_ALLREDUCE_MIN", "1", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 1);
@@ -671,6 +674,7 @@ TEST(copy_engine_shards_and_thresholds) {
   c.staged = 1; /* no P2P: all-reduce through host memory only */
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), 0);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), 0);
   c.staged = 0;
   c.multiproc = 1;

@@ -533,22 +533,24 @@ TEST(one_process_broadcast_copy_engine) {
 }
 
 TEST(one_process_copy_engine_collectives) {
-  /* Reduce-scatters and all-gathers over P2P in a group with the copy
-   * engines moving every byte (their P2PKIT_CE_*_MIN at 1; 64 KiB chunks,
-   * 2 in flight): every type, op and count, in and out of place, unaligned;
-   * graph replay takes the kernels (capture); all-reduce, reduce-scatter
-   * and all-gather mixed with the kernels' collectives. The log shows the
-   * copy engines were used for both. */
+  /* Reduce-scatters, reduces and all-gathers over P2P in a group with the
+   * copy engines moving every byte (their P2PKIT_CE_*_MIN at 1; 64 KiB
+   * chunks, 2 in flight): every type, op, root and count, in and out of
+   * place, unaligned; graph replay takes the kernels (capture); all-reduce,
+   * reduce-scatter, reduce and all-gather mixed with the kernels'
+   * collectives. The log shows the copy engines were used for each. */
   setenv("P2PKIT_CE_CHUNK", "64K", 1);
   setenv("P2PKIT_CE_DEPTH", "2", 1);
   setenv("P2PKIT_CE_ALL_GATHER_MIN", "1", 1);
   setenv("P2PKIT_CE_ALLREDUCE_MIN", "1", 1);
+  setenv("P2PKIT_CE_REDUCE_MIN", "1", 1);
   logcap_t L;
   logcap_begin(&L, "P2PKIT_CE_REDUCE_SCATTER_MIN", "1");
   runner_t R;
   if (runner_single(&R, MAXR) == 0) {
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE_SCATTER, ALL_OPS, 5);
     matrix(&R, &V_AUTO, P2PK_COLL_ALL_GATHER, ALL_OPS, 1);
+    matrix(&R, &V_AUTO, P2PK_COLL_REDUCE, ALL_OPS, 5);
     graph_replay(&R, 2);
     static const size_t counts[] = {5, 70001, 300001};
     for (int i = 0; i < 12 && R.failures < 4; i++) {
@@ -563,6 +565,8 @@ TEST(one_process_copy_engine_collectives) {
   unsetenv("P2PKIT_CE_DEPTH");
   unsetenv("P2PKIT_CE_ALL_GATHER_MIN");
   unsetenv("P2PKIT_CE_ALLREDUCE_MIN");
+  unsetenv("P2PKIT_CE_REDUCE_MIN");
+  CHECK(logcap_count(&L, "): reduce of", "uses the copy engines over P2P") >= 1);
   CHECK(logcap_count(&L, "all_gather of", "uses the copy engines over P2P") >= 1);
   CHECK(logcap_end(&L, "reduce_scatter of", "uses the copy engines over P2P") >= 1);
 }
