@@ -99,6 +99,13 @@ int p2pk_ce_depth(void) {
   return d < 2 ? 2 : d > P2PK_SCE_DEPTH_MAX ? P2PK_SCE_DEPTH_MAX : (int)d;
 }
 
+/* The defaults (P2PKIT_CE_*_MIN) are where the copy engines overtook the
+ * kernels on the 2x H200 in the seventh session (bench/results/
+ * 2026-11-30-h200x2-s7): all-reduce from 64 MiB (203 us against 210; 32
+ * MiB 142 against 110), reduce-scatter from 64 MiB shares (128 MiB input
+ * 225-241 us against 249-252; 64 MiB 129 against 112), all-gather from 64
+ * MiB shares (128 MiB output 198 against 229; 64 MiB 114 against 109),
+ * reduce only at 1 GiB (2879 us against 2926; 512 MiB 1488 against 1468). */
 size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind) {
   if (c->multiproc || c->nranks < 2) return 0;
   /* A kernel setting (P2PKIT_ALGO, _PROTO, P2PKIT_COLL_*) asks for the

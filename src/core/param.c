@@ -46,7 +46,7 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_CE_ALLREDUCE_MIN", "64M", "all-reduce over P2P in a group of one process's GPUs: the copy engines move the data (the SMs only reduce locally) from this size (0: never)"},
     {"P2PKIT_CE_REDUCE_SCATTER_MIN", "64M", "reduce-scatter over P2P in a group of one process's GPUs: the copy engines from this share size, bytes per rank (0: never)"},
     {"P2PKIT_CE_ALL_GATHER_MIN", "64M", "all-gather over P2P in a group of one process's GPUs: the copy engines from this share size, bytes per rank (0: never)"},
-    {"P2PKIT_CE_REDUCE_MIN", "256M", "reduce over P2P in a group of one process's GPUs: the copy engines from this size (0: never)"},
+    {"P2PKIT_CE_REDUCE_MIN", "1G", "reduce over P2P in a group of one process's GPUs: the copy engines from this size (0: never)"},
     {"P2PKIT_CE_CHUNK", "0", "chunk of the copy-engine all-reduce and reduce-scatter over P2P (0: half a rank's shard, 16M..64M; the landing buffer, (ranks - 1) x depth chunks, stays within 192M)"},
     {"P2PKIT_CE_DEPTH", "3", "chunks of the copy-engine all-reduce and reduce-scatter over P2P in flight per peer, 2..8"},
     {"P2PKIT_SENDRECV_CE_MIN", "4M", "send/recv between GPUs driven by one process: the copy engine from this size (0: never)"},
