@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # p2pkit perf against NCCL on the 2-GPU machine: all-reduce in every mode, then
-# each other collective (issue 5) eager, one process: what the lead runs.
+# each other collective (issue 5) eager, one process and one process per GPU.
 # Usage: scripts/device/perf.sh BUILD_DIR LOG_DIR
 # Writes LOG_DIR/<run>.txt (the nccl-tests style table) and LOG_DIR/<run>.json
 # for each run, then a summary. About 3-5 minutes of GPU time in all.
@@ -64,10 +64,14 @@ run p2_nop2p P2PKIT_P2P_DISABLE=1 NCCL_P2P_DISABLE=1 -- \
 # Algorithm sweep, one process eager, written as a table for P2PKIT_ALGO_TABLE.
 run g2_sweep -- all_reduce -g 2 -b 8 -e 256M -f 4 -n 10 -w 2 --repeats 3 \
     --sweep-algos oneshot/ll,oneshot/simple,twoshot/simple --algo-table "$log/algo_table.txt"
-# The other collectives (issue 5): 8 B - 1 GiB, x4 steps, eager, checked
-# (-c 1 is the default), against NCCL in the same run.
+# The other collectives (issue 5): 8 B - 1 GiB, x2 steps, eager, checked
+# (-c 1 is the default), against NCCL in the same run; one process, then
+# one process per GPU.
 for coll in broadcast reduce all_gather reduce_scatter sendrecv alltoall; do
-  run "g2_$coll" -- $coll --vs-nccl -g 2 -b 8 -e 1G -f 4 -c 1
+  run "g2_$coll" -- $coll --vs-nccl -g 2 -b 8 -e 1G -f 2 -c 1
+done
+for coll in broadcast reduce all_gather reduce_scatter sendrecv alltoall; do
+  run "p2_$coll" -- $coll --vs-nccl -p 2 -b 8 -e 1G -f 2 -c 1
 done
 
 # The same without P2P: p2pkit stages through host memory, NCCL uses SHM.
