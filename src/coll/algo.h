@@ -63,8 +63,6 @@ typedef struct {
   /* LL128 blocks resident per SM by threads / 32 (64..512 threads); 0:
    * unknown (then four per SM, as LL). */
   int ll128_per_sm[P2PK_ALGO_THREAD_STEPS];
-  /* Send/recv kernel blocks resident per SM at 512 threads (0: unknown). */
-  int p2p_per_sm;
 } p2pk_algo_geom;
 
 typedef struct {

@@ -839,26 +839,6 @@ extern "C" int p2pk_ll128_per_sm(int threads) {
   return best;
 }
 
-extern "C" int p2pk_p2p_per_sm(int threads) {
-  int best = 1 << 30;
-  const cudaError_t ok = cudaSuccess;
-#define P2PK_OCC_(T)                                                                          \
-  do {                                                                                        \
-    int nb = 0;                                                                               \
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, p2pk::p2p_kernel<T>, threads, 0) != ok) { \
-      cudaGetLastError();                                                                     \
-      return 0;                                                                               \
-    }                                                                                         \
-    if (nb < best) best = nb;                                                                 \
-  } while (0)
-  P2PK_OCC_(p2pk::TI64);
-  P2PK_OCC_(p2pk::TI32);
-  P2PK_OCC_(p2pk::TF16);
-  P2PK_OCC_(p2pk::TU8);
-#undef P2PK_OCC_
-  return best;
-}
-
 extern "C" cudaError_t p2pk_preload_allreduce_p2p(void) {
   cudaError_t e = cudaSuccess;
   P2PK_PRELOAD_ESIZES(p2pk::p2p_kernel, e);

@@ -220,9 +220,6 @@ cudaError_t p2pk_launch_local_reduce(int dtype, const p2pk_lr_args *a, int block
 /* Blocks of ll128_kernel (threads + the header warp) one multiprocessor
  * holds at once, the least over data types but uint8; 0 if CUDA cannot say. */
 int p2pk_ll128_per_sm(int threads);
-/* Blocks of the send/recv kernel (every element width) one multiprocessor
- * holds at once at `threads`; 0 if CUDA cannot say. */
-int p2pk_p2p_per_sm(int threads);
 cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int threads,
                                       cudaStream_t stream);
 cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int threads,

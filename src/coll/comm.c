@@ -382,7 +382,6 @@ static void set_geom(struct p2pkit_comm *c, int sm_count, size_t ll_cap) {
   c->geom.ll128_cap = c->lay.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA;
   if (c->geom.ll128_cap)
     for (int t = 2; t < P2PK_ALGO_THREAD_STEPS; t++) c->geom.ll128_per_sm[t] = p2pk_ll128_per_sm(32 * t);
-  if (!c->staged) c->geom.p2p_per_sm = p2pk_p2p_per_sm(512);
   c->geom.mailbox = c->lay.mailbox;
   c->geom.mailboxes = (int)c->lay.nboxes;
   c->geom.stage_mailbox = c->lay.stage_mailbox;

@@ -86,11 +86,9 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
   int blocks = 0, threads = 64;
   /* A send's blocks wait for the peer's receive blocks: every block of both
    * kernels must be resident at once. With at most 2 (n - 1) operations of
-   * `cap` blocks the grid never exceeds what the GPU holds: two blocks per
-   * multiprocessor where the kernel fits twice (p2p_per_sm), else one. The
-   * cap depends only on the communicator, so both ends of a pair agree. */
-  int per_sm = c->geom.p2p_per_sm >= 2 ? 2 : 1;
-  int cap = per_sm * c->geom.sm_count / (2 * (c->nranks - 1 > 0 ? c->nranks - 1 : 1));
+   * `cap` blocks the grid never exceeds one block per multiprocessor. The cap
+   * depends only on the communicator, so both ends of a pair agree. */
+  int cap = c->geom.sm_count / (2 * (c->nranks - 1 > 0 ? c->nranks - 1 : 1));
   if (cap < 1) cap = 1;
   for (int i = 0; i < nops; i++) {
     const p2p_pending *o = &ops[i];
