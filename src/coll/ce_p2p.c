@@ -129,22 +129,6 @@ void p2pk_ce_min_fill(struct p2pkit_comm *c) {
   for (int k = 0; k < P2PK_COLL_KINDS; k++) c->ce_min[k] = p2pk_ce_min(c, k);
 }
 
-/* Streams, events and the landing buffer of one rank; its GPU current. */
-static cudaError_t prepare(struct p2pkit_comm *c, size_t need) {
-  cudaError_t e = cudaSetDevice(c->device);
-  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_side);
-  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->sce_h2d);
-  for (int i = 0; i < P2PK_SCE_EVENTS && e == cudaSuccess; i++) e = p2pk_lazy_event(&c->sce_ev[i]);
-  if (e == cudaSuccess && c->sce_buf_bytes < need) {
-    if (c->sce_buf) e = cudaFree(c->sce_buf); /* waits for the device: no longer read */
-    c->sce_buf = NULL;
-    c->sce_buf_bytes = 0;
-    if (e == cudaSuccess) e = cudaMalloc((void **)&c->sce_buf, need);
-    if (e == cudaSuccess) c->sce_buf_bytes = need;
-  }
-  return e;
-}
-
 static void log_once(struct p2pkit_comm *c, int kind, size_t bytes, size_t nch, size_t cb) {
   if (c->ce_logged & (1u << kind)) return;
   c->ce_logged |= 1u << kind;
@@ -166,7 +150,7 @@ static cudaError_t start_all(p2pk_ce_pending *const *set, int n, size_t need, in
   cudaError_t e = cudaSuccess;
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     *bad = r;
-    e = prepare(set[r]->c, need);
+    e = p2pk_ce_prepare(set[r]->c, need);
     if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_START), STREAM(r));
   }
   for (int r = 0; r < n && e == cudaSuccess; r++) {

@@ -61,8 +61,7 @@ static size_t chunk_within(size_t cap, size_t es) {
 
 static int pslot_of(int src, int dst, int n) { return (src - dst - 1 + n) % n; }
 
-/* Streams, events and the device buffer of one rank; its GPU current. */
-static cudaError_t prepare(struct p2pkit_comm *c, size_t need) {
+cudaError_t p2pk_ce_prepare(struct p2pkit_comm *c, size_t need) {
   cudaError_t e = cudaSetDevice(c->device);
   if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_side);
   if (e == cudaSuccess) e = p2pk_lazy_stream(&c->sce_h2d);
@@ -120,7 +119,7 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
 #define BUF(t, r, s) (set[t]->c->sce_buf + ((size_t)pslot_of(r, t, n) * (size_t)D + (s)) * CB)
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
-    e = prepare(set[r]->c, need);
+    e = p2pk_ce_prepare(set[r]->c, need);
     if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_START), STREAM(r));
   }
   for (int r = 0; r < n && e == cudaSuccess; r++) {
@@ -239,7 +238,7 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
   /* What the call is, for the peers to compare (a count, type or op that
    * differs fails the call as a mismatch instead of pairing wrong chunks). */
   const uint64_t hdr = ((uint64_t)count << 8) ^ ((uint64_t)dtype << 4) ^ (uint64_t)op ^ 0x5ce0000000000000ULL;
-  cudaError_t e = prepare(c, (size_t)(n - 1) * (size_t)D * CB);
+  cudaError_t e = p2pk_ce_prepare(c, (size_t)(n - 1) * (size_t)D * CB);
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(c->ce_side, c->sce_ev[E_START], 0);
   /* This call's chunk size may differ from the last one's, so its slots of

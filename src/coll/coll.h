@@ -118,6 +118,10 @@ int p2pk_sce_depth(void);
 /* Elements per chunk of the copy-engine staged all-reduce: chunk_bytes
  * rounded down to 16 bytes, whole elements, at least one. */
 size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es);
+/* The copy-engine paths' side and h2d/gather streams, events and device
+ * buffer (at least `need` bytes) of one rank, made on first use; makes its
+ * GPU current (ce_staged.c). */
+cudaError_t p2pk_ce_prepare(struct p2pkit_comm *c, size_t need);
 /* out = src[0] op ... op src[n-1] (src[me] this rank's input), lb bytes,
  * on `stream` (a local kernel; ce_staged.c). */
 cudaError_t p2pk_ce_reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,

@@ -271,6 +271,21 @@ static void logcap_begin(logcap_t *L, const char *var, const char *value) {
   p2pk_log_reset();
 }
 
+/* The copy-engine cases' settings: each of vars[0..n) at 1 byte (every
+ * call of that collective takes the copy engines) and 64 KiB chunks two
+ * deep, so every landing slot is reused many times; ce_settings_end()
+ * unsets them. */
+static void ce_settings_begin(const char *const *vars, int n) {
+  setenv("P2PKIT_CE_CHUNK", "64K", 1);
+  setenv("P2PKIT_CE_DEPTH", "2", 1);
+  for (int i = 0; i < n; i++) setenv(vars[i], "1", 1);
+}
+static void ce_settings_end(const char *const *vars, int n) {
+  unsetenv("P2PKIT_CE_CHUNK");
+  unsetenv("P2PKIT_CE_DEPTH");
+  for (int i = 0; i < n; i++) unsetenv(vars[i]);
+}
+
 /* Lines of the log so far that hold both needles. */
 static int logcap_count(const logcap_t *L, const char *needle1, const char *needle2) {
   FILE *f = fopen(L->path, "r");

@@ -350,13 +350,12 @@ TEST(one_process_p2p_disabled_copy_engine) {
 
 TEST(one_process_copy_engine_p2p) {
   /* All-reduces over P2P in a group with the copy engines moving every byte
-   * (P2PKIT_CE_ALLREDUCE_MIN=1; 64 KiB chunks, 2 in flight, so each landing
-   * slot is reused many times): every type, op and count, in and out of
-   * place, unaligned; graph replay takes the kernel (capture); a matrix
-   * with a kernel setting forced takes the kernel. The log shows the copy
-   * engines were used. */
-  setenv("P2PKIT_CE_CHUNK", "64K", 1);
-  setenv("P2PKIT_CE_DEPTH", "2", 1);
+   * (ce_settings_begin: 64 KiB chunks, 2 in flight, so each landing slot is
+   * reused many times): every type, op and count, in and out of place,
+   * unaligned; graph replay takes the kernel (capture); a matrix with a
+   * kernel setting forced takes the kernel. The log shows the copy engines
+   * were used. */
+  ce_settings_begin(NULL, 0);
   logcap_t L;
   logcap_begin(&L, "P2PKIT_CE_ALLREDUCE_MIN", "1");
   runner_t R;
@@ -368,8 +367,7 @@ TEST(one_process_copy_engine_p2p) {
     matrix(&R, &V_TWOSHOT, few, 2, COUNTS, NCOUNTS, 2);
   }
   runner_destroy(&R);
-  unsetenv("P2PKIT_CE_CHUNK");
-  unsetenv("P2PKIT_CE_DEPTH");
+  ce_settings_end(NULL, 0);
   CHECK(logcap_end(&L, "all_reduce of", "uses the copy engines over P2P") >= 1);
 }
 

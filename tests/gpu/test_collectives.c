@@ -532,18 +532,28 @@ TEST(one_process_broadcast_copy_engine) {
   CHECK(logcap_end(&L, "broadcast of", "uses the copy engine") >= 1);
 }
 
+/* Collectives (every kind, send/recv too) back to back on one
+ * communicator, at three counts, roots, places and types. */
+static void mixed_calls(runner_t *R, const char *name) {
+  static const size_t counts[] = {5, 70001, 300001};
+  for (int i = 0; i < 12 && R->failures < 4; i++) {
+    call_t k = {i % (SENDRECV + 1), i % R->nr, i % 2, (i / 2) % 2, (p2pkit_dtype_t)(i % P2PKIT_DTYPE_COUNT),
+                ALL_OPS[i % 5], counts[i % 3]};
+    if (k.kind == SENDRECV) k.inplace = 0;
+    if (!run_case(R, name, &k)) R->failures++;
+  }
+}
+
 TEST(one_process_copy_engine_collectives) {
   /* Reduce-scatters, reduces and all-gathers over P2P in a group with the
-   * copy engines moving every byte (their P2PKIT_CE_*_MIN at 1; 64 KiB
-   * chunks, 2 in flight): every type, op, root and count, in and out of
-   * place, unaligned; graph replay takes the kernels (capture); all-reduce,
+   * copy engines moving every byte (ce_settings_begin: 64 KiB chunks, 2 in
+   * flight): every type, op, root and count, in and out of place,
+   * unaligned; graph replay takes the kernels (capture); all-reduce,
    * reduce-scatter, reduce and all-gather mixed with the kernels'
    * collectives. The log shows the copy engines were used for each. */
-  setenv("P2PKIT_CE_CHUNK", "64K", 1);
-  setenv("P2PKIT_CE_DEPTH", "2", 1);
-  setenv("P2PKIT_CE_ALL_GATHER_MIN", "1", 1);
-  setenv("P2PKIT_CE_ALLREDUCE_MIN", "1", 1);
-  setenv("P2PKIT_CE_REDUCE_MIN", "1", 1);
+  static const char *const vars[] = {"P2PKIT_CE_ALL_GATHER_MIN", "P2PKIT_CE_ALLREDUCE_MIN",
+                                     "P2PKIT_CE_REDUCE_MIN"};
+  ce_settings_begin(vars, 3);
   logcap_t L;
   logcap_begin(&L, "P2PKIT_CE_REDUCE_SCATTER_MIN", "1");
   runner_t R;
@@ -552,20 +562,10 @@ TEST(one_process_copy_engine_collectives) {
     matrix(&R, &V_AUTO, P2PK_COLL_ALL_GATHER, ALL_OPS, 1);
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE, ALL_OPS, 5);
     graph_replay(&R, 2);
-    static const size_t counts[] = {5, 70001, 300001};
-    for (int i = 0; i < 12 && R.failures < 4; i++) {
-      call_t k = {i % (SENDRECV + 1), i % R.nr, i % 2, (i / 2) % 2, (p2pkit_dtype_t)(i % P2PKIT_DTYPE_COUNT),
-                  ALL_OPS[i % 5], counts[i % 3]};
-      if (k.kind == SENDRECV) k.inplace = 0;
-      if (!run_case(&R, "mixed-ce", &k)) R.failures++;
-    }
+    mixed_calls(&R, "mixed-ce");
   }
   runner_destroy(&R);
-  unsetenv("P2PKIT_CE_CHUNK");
-  unsetenv("P2PKIT_CE_DEPTH");
-  unsetenv("P2PKIT_CE_ALL_GATHER_MIN");
-  unsetenv("P2PKIT_CE_ALLREDUCE_MIN");
-  unsetenv("P2PKIT_CE_REDUCE_MIN");
+  ce_settings_end(vars, 3);
   CHECK(logcap_count(&L, "): reduce of", "uses the copy engines over P2P") >= 1);
   CHECK(logcap_count(&L, "all_gather of", "uses the copy engines over P2P") >= 1);
   CHECK(logcap_end(&L, "reduce_scatter of", "uses the copy engines over P2P") >= 1);
@@ -575,15 +575,7 @@ TEST(mixed_with_all_reduce) {
   /* Collectives, send/recv and all-reduce back to back on one communicator:
    * sequence numbers, LL slots and mailbox counters stay in step. */
   runner_t R;
-  if (runner_single(&R, MAXR) == 0) {
-    static const size_t counts[] = {5, 70001, 300001};
-    for (int i = 0; i < 12 && R.failures < 4; i++) {
-      call_t k = {i % (SENDRECV + 1), i % R.nr, i % 2, (i / 2) % 2, (p2pkit_dtype_t)(i % P2PKIT_DTYPE_COUNT),
-                  ALL_OPS[i % 5], counts[i % 3]};
-      if (k.kind == SENDRECV) k.inplace = 0;
-      if (!run_case(&R, "mixed", &k)) R.failures++;
-    }
-  }
+  if (runner_single(&R, MAXR) == 0) mixed_calls(&R, "mixed");
   runner_destroy(&R);
 }
 
