@@ -114,15 +114,25 @@ size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind) {
   if (!c->staged && kind != P2PK_COLL_BROADCAST &&
       (f->algo >= 0 || f->proto >= 0 || f->blocks > 0 || f->threads > 0 || f->chunk > 0))
     return 0;
+  const char *name = NULL;
   switch (kind) {
     case P2PK_COLL_BROADCAST: return c->staged ? 0 : p2pk_param_size("P2PKIT_BCAST_CE_MIN");
     case P2PK_COLL_ALL_REDUCE:
-      return p2pk_param_size(c->staged ? "P2PKIT_STAGED_CE_MIN" : "P2PKIT_CE_ALLREDUCE_MIN");
-    case P2PK_COLL_REDUCE_SCATTER: return c->staged ? 0 : p2pk_param_size("P2PKIT_CE_REDUCE_SCATTER_MIN");
-    case P2PK_COLL_REDUCE: return c->staged ? 0 : p2pk_param_size("P2PKIT_CE_REDUCE_MIN");
-    case P2PK_COLL_ALL_GATHER: return c->staged ? 0 : p2pk_param_size("P2PKIT_CE_ALL_GATHER_MIN");
+      if (c->staged) return p2pk_param_size("P2PKIT_STAGED_CE_MIN");
+      name = "P2PKIT_CE_ALLREDUCE_MIN";
+      break;
+    case P2PK_COLL_REDUCE_SCATTER: name = "P2PKIT_CE_REDUCE_SCATTER_MIN"; break;
+    case P2PK_COLL_REDUCE: name = "P2PKIT_CE_REDUCE_MIN"; break;
+    case P2PK_COLL_ALL_GATHER: name = "P2PKIT_CE_ALL_GATHER_MIN"; break;
     default: return 0;
   }
+  if (c->staged) return 0;
+  /* Over P2P the defaults were measured on 2 GPUs only: with more ranks the
+   * landing slots' cap makes chunks smaller (9 MiB on 8) and each rank's
+   * copies to its peers queue on one stream, which nothing has timed yet,
+   * so there the copy engines run only when the setting is given. */
+  if (c->nranks > 2 && !p2pk_param_is_set(name)) return 0;
+  return p2pk_param_size(name);
 }
 
 void p2pk_ce_min_fill(struct p2pkit_comm *c) {

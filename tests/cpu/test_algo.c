@@ -682,6 +682,16 @@ TEST(copy_engine_shards_and_thresholds) {
   c.multiproc = 0;
   c.nranks = 1;
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  /* More than 2 ranks over P2P: only when the setting is given (the
+   * defaults were measured on 2 GPUs); broadcast keeps its default. */
+  c.nranks = 4;
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 1); /* P2PKIT_CE_ALLREDUCE_MIN=1 is set */
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
+  c.staged = 1;
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
+  c.staged = 0;
   unsetenv("P2PKIT_CE_ALLREDUCE_MIN");
   setenv("P2PKIT_CE_DEPTH", "0", 1);
   p2pk_param_reset();
