@@ -34,6 +34,13 @@ if want perf; then
   done
   step "perf_g${n}_all_reduce_graph" 90 "$bin" perf all_reduce --vs-nccl -g "$n" -G 1 -b 8 -e 1G -f 4 --json-file "$log/perf_g${n}_all_reduce_graph.json"
   step "perf_p${n}_all_reduce" 90 "$bin" perf all_reduce --vs-nccl -p "$n" -b 8 -e 1G -f 4 --json-file "$log/perf_p${n}_all_reduce.json"
+  # The copy-engine collectives over P2P (ce_p2p.c) run by default on 2 GPUs
+  # only: measure them here against the kernels (the runs above) and NCCL.
+  for c in all_reduce reduce_scatter all_gather; do
+    step "perf_g${n}_${c}_ce" 90 env P2PKIT_CE_ALLREDUCE_MIN=64M P2PKIT_CE_REDUCE_SCATTER_MIN=64M \
+      P2PKIT_CE_ALL_GATHER_MIN=64M "$bin" perf "$c" --vs-nccl -g "$n" -b 64M -e 1G -f 2 \
+      --json-file "$log/perf_g${n}_${c}_ce.json"
+  done
   step "sweep_g${n}" 120 "$bin" perf all_reduce -g "$n" -b 8 -e 256M -f 4 -n 10 -w 2 --repeats 3 \
     --sweep-algos oneshot/ll,oneshot/simple,twoshot/simple --algo-table "$log/algo_table_g$n.txt"
 fi
