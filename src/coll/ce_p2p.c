@@ -11,6 +11,9 @@
  * kernel sits at ~360 busbw, 1.07-1.10x NCCL at 1 GiB against a 1.12x goal,
  * and the reduce-scatter kernel at ~303 (its mailbox handshake). Here the
  * SMs only reduce, locally; every byte crosses the link on a copy engine.
+ * Seventh session (bench/results/2026-11-30-h200x2-s7): a 1 GiB all-reduce
+ * at 380 GB/s busbw, 1.15-1.17x NCCL; reduce-scatter 1.22-1.30x and
+ * all-gather 1.32-1.49x at 256 MiB - 1 GiB.
  *
  * All-reduce, rank t owning shard t of the message (ce_shard below), per
  * chunk k of a shard (slot s = k % D, D = P2PKIT_CE_DEPTH):
