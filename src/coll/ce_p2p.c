@@ -56,7 +56,7 @@
 #include "core/param.h"
 
 enum {
-  E_START = 0,
+  E_START = P2PK_CE_EV_START,
   E_CP = 1,
   E_SIDE = 1 + P2PK_SCE_DEPTH_MAX,
   E_GATHER = 2 + P2PK_SCE_DEPTH_MAX,
@@ -158,24 +158,9 @@ static void log_once(struct p2pkit_comm *c, int kind, size_t bytes, size_t nch, 
 #define STREAM(r) ((cudaStream_t)set[r]->stream)
 #define DEV(r) (set[r]->c->device)
 
-/* START on every rank's stream; every copy stream waits for all. */
-static cudaError_t start_all(p2pk_ce_pending *const *set, int n, size_t need, int *bad) {
-  cudaError_t e = cudaSuccess;
-  for (int r = 0; r < n && e == cudaSuccess; r++) {
-    *bad = r;
-    e = p2pk_ce_prepare(set[r]->c, need);
-    if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_START), STREAM(r));
-  }
-  for (int r = 0; r < n && e == cudaSuccess; r++) {
-    *bad = r;
-    struct p2pkit_comm *c = set[r]->c;
-    e = cudaSetDevice(c->device);
-    for (int t = 0; t < n && e == cudaSuccess; t++) {
-      e = cudaStreamWaitEvent(c->ce_side, EV(t, E_START), 0);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, EV(t, E_START), 0);
-    }
-  }
-  return e;
+/* Elements of chunk k (K each) of a shard of len elements; 0 past its end. */
+static size_t part_len(size_t len, size_t k, size_t K) {
+  return len <= k * K ? 0 : len - k * K < K ? len - k * K : K;
 }
 
 /* All-reduce (gather = 1), reduce-scatter or reduce (gather = 0) of set[*]. */
@@ -198,8 +183,8 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
   const size_t nch = (most + K - 1) / K;
   const size_t need = (size_t)(n - 1) * (size_t)D * CB;
   int bad = 0;
-  cudaError_t e = start_all(set, n, need, &bad);
-#define LAND(t, r, s) (set[t]->c->sce_buf + ((size_t)((r - t - 1 + n) % n) * (size_t)D + (s)) * CB)
+  cudaError_t e = p2pk_ce_start(set, n, need, &bad);
+#define LAND(t, r, s) p2pk_ce_land(set[t]->c, r, D, s, CB)
 #define SIDE(r) (set[r]->c->ce_side)
 #define GATHER(r) (set[r]->c->sce_h2d)
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
@@ -213,8 +198,8 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
       cudaStream_t side = SIDE(r);
       e = cudaSetDevice(DEV(r));
       for (int t = 0; t < n && e == cudaSuccess; t++) {
-        if (t == r || slen[t] <= k * K) continue;
-        const size_t lb = (slen[t] - k * K < K ? slen[t] - k * K : K) * es;
+        const size_t lb = part_len(slen[t], k, K) * es;
+        if (t == r || !lb) continue;
         if (k >= (size_t)D) e = cudaStreamWaitEvent(side, EV(t, E_RED + s), 0);
         if (e == cudaSuccess)
           e = cudaMemcpyPeerAsync(LAND(t, r, s), DEV(t),
@@ -225,9 +210,9 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
     }
     /* Every owner reduces its chunk k, then copies the result out. */
     for (int t = 0; t < n && e == cudaSuccess; t++) {
-      if (slen[t] <= k * K) continue;
+      const size_t lb = part_len(slen[t], k, K) * es;
+      if (!lb) continue;
       bad = t;
-      const size_t len = slen[t] - k * K < K ? slen[t] - k * K : K, lb = len * es;
       const size_t at = (gather ? soff[t] : 0) + k * K;
       e = cudaSetDevice(DEV(t));
       for (int r = 0; r < n && e == cudaSuccess; r++)
@@ -280,7 +265,7 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
 static p2pkit_status_t gather_ce(p2pk_ce_pending *const *set, int n) {
   const size_t B = set[0]->bytes;
   int bad = 0;
-  cudaError_t e = start_all(set, n, 0, &bad);
+  cudaError_t e = p2pk_ce_start(set, n, 0, &bad);
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
     e = cudaSetDevice(DEV(r));

@@ -44,7 +44,7 @@
 #include "core/log.h"
 #include "core/param.h"
 
-enum { E_START = 0, E_D2H = 1, E_H2D = 1 + P2PK_SCE_DEPTH_MAX, E_RED = 1 + 2 * P2PK_SCE_DEPTH_MAX };
+enum { E_START = P2PK_CE_EV_START, E_D2H = 1, E_H2D = 1 + P2PK_SCE_DEPTH_MAX, E_RED = 1 + 2 * P2PK_SCE_DEPTH_MAX };
 
 size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es) {
   if (es == 0) return 1;
@@ -59,8 +59,6 @@ static size_t chunk_within(size_t cap, size_t es) {
   return k < kmax ? k : kmax;
 }
 
-static int pslot_of(int src, int dst, int n) { return (src - dst - 1 + n) % n; }
-
 cudaError_t p2pk_ce_prepare(struct p2pkit_comm *c, size_t need) {
   cudaError_t e = cudaSetDevice(c->device);
   if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_side);
@@ -73,6 +71,26 @@ cudaError_t p2pk_ce_prepare(struct p2pkit_comm *c, size_t need) {
     c->sce_buf_bytes = 0;
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->sce_buf, need);
     if (e == cudaSuccess) c->sce_buf_bytes = need;
+  }
+  return e;
+}
+
+cudaError_t p2pk_ce_start(p2pk_ce_pending *const *set, int n, size_t need, int *bad) {
+  cudaError_t e = cudaSuccess;
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    *bad = r;
+    e = p2pk_ce_prepare(set[r]->c, need);
+    if (e == cudaSuccess) e = cudaEventRecord(set[r]->c->sce_ev[P2PK_CE_EV_START], (cudaStream_t)set[r]->stream);
+  }
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    *bad = r;
+    struct p2pkit_comm *c = set[r]->c;
+    e = cudaSetDevice(c->device);
+    for (int t = 0; t < n && e == cudaSuccess; t++) {
+      cudaEvent_t start = set[t]->c->sce_ev[P2PK_CE_EV_START];
+      e = cudaStreamWaitEvent(c->ce_side, start, 0);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, start, 0);
+    }
   }
   return e;
 }
@@ -111,26 +129,12 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
   const size_t K = chunk_within(area / (size_t)D, es);
   const size_t CB = K * es, nch = (count + K - 1) / K;
   const size_t need = (size_t)(n - 1) * (size_t)D * CB;
-  cudaError_t e = cudaSuccess;
   int bad = 0;
+  cudaError_t e = p2pk_ce_start(set, n, need, &bad);
 #define EV(r, i) (set[r]->c->sce_ev[i])
 #define STREAM(r) ((cudaStream_t)set[r]->stream)
 #define HOST(r, s) (c0->stage + (size_t)(r) * c0->lay.stage_stride + c0->lay.stage_data_off + (size_t)(s) * CB)
-#define BUF(t, r, s) (set[t]->c->sce_buf + ((size_t)pslot_of(r, t, n) * (size_t)D + (s)) * CB)
-  for (int r = 0; r < n && e == cudaSuccess; r++) {
-    bad = r;
-    e = p2pk_ce_prepare(set[r]->c, need);
-    if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_START), STREAM(r));
-  }
-  for (int r = 0; r < n && e == cudaSuccess; r++) {
-    bad = r;
-    struct p2pkit_comm *c = set[r]->c;
-    e = cudaSetDevice(c->device);
-    for (int t = 0; t < n && e == cudaSuccess; t++) {
-      e = cudaStreamWaitEvent(c->ce_side, EV(t, E_START), 0);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, EV(t, E_START), 0);
-    }
-  }
+#define BUF(t, r, s) p2pk_ce_land(set[t]->c, r, D, s, CB)
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
     const int s = (int)(k % (size_t)D);
     const size_t off = k * K, len = count - off < K ? count - off : K, lb = len * es;
@@ -246,7 +250,7 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
   if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
   const p2pk_ar_args *a = &c->tmpl;
 #define HOST(r, s) (c->stage + (size_t)(r) * c->lay.stage_stride + c->lay.stage_ce_off + (size_t)(s) * c->lay.stage_ce_slot)
-#define BUF(r, s) (c->sce_buf + ((size_t)pslot_of(r, me, n) * (size_t)D + (s)) * CB)
+#define BUF(r, s) p2pk_ce_land(c, r, D, s, CB)
   /* The first chunk's waits go alone; every later chunk's ride in one launch
    * with the post of the chunk before (one copy-kernel-copy turn per chunk). */
   const p2pk_ce_op none = {P2PK_CE_NONE, 0, 0};

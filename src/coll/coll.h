@@ -122,6 +122,19 @@ size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es);
  * buffer (at least `need` bytes) of one rank, made on first use; makes its
  * GPU current (ce_staged.c). */
 cudaError_t p2pk_ce_prepare(struct p2pkit_comm *c, size_t need);
+/* sce_ev[P2PK_CE_EV_START]: where a rank's stream stood at the call. */
+#define P2PK_CE_EV_START 0
+/* One process, set[r] rank r's call: p2pk_ce_prepare every rank, record its
+ * START on its stream, and make every rank's side and h2d/gather streams
+ * wait for every rank's START (no copy touches a buffer still in use).
+ * *bad: the rank a failure came from. */
+cudaError_t p2pk_ce_start(p2pk_ce_pending *const *set, int n, size_t need, int *bad);
+/* Rank c's copy-engine device buffer: slot s (of `depth`) of the chunks of
+ * cb bytes that come from rank src != c->rank. */
+static inline char *p2pk_ce_land(const struct p2pkit_comm *c, int src, int depth, int s, size_t cb) {
+  const int n = c->nranks;
+  return c->sce_buf + ((size_t)((src - c->rank - 1 + n) % n) * (size_t)depth + (size_t)s) * cb;
+}
 /* out = src[0] op ... op src[n-1] (src[me] this rank's input), lb bytes,
  * on `stream` (a local kernel; ce_staged.c). */
 cudaError_t p2pk_ce_reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,

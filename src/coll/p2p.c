@@ -298,17 +298,9 @@ int p2pk_group_defer(struct p2pkit_comm *c, int kind, const void *sendbuf, void 
   if (group_depth <= 0 || kind < 0 || kind >= P2PK_COLL_KINDS) return 0;
   size_t min = c->ce_min[kind]; /* p2pk_ce_min, fixed at init: no lookup per call */
   if (!min || bytes < min || cq_flushing || !c->group || ncq == P2PK_P2P_QUEUE) return 0;
-  p2pk_ce_pending *b = &cq[ncq++];
-  b->kind = kind;
-  b->c = c;
-  b->send = sendbuf;
-  b->recv = recvbuf;
-  b->count = count;
-  b->bytes = bytes;
-  b->dtype = dtype;
-  b->op = op;
-  b->root = root;
-  b->stream = stream;
+  cq[ncq++] = (p2pk_ce_pending){.kind = kind, .c = c, .send = sendbuf, .recv = recvbuf,
+                                 .count = count, .bytes = bytes, .dtype = dtype, .op = op,
+                                 .root = root, .stream = stream};
   return 1;
 }
 
