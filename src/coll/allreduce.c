@@ -243,6 +243,17 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
                                                                           dtype, op, (cudaStream_t)stream));
     if (e != cudaSuccess) return p2pk_coll_leave(c, name, prev, e);
   }
+  if (c->multiproc && !c->staged && c->ce_min[kind] && block >= c->ce_min[kind]) {
+    /* Process per GPU over P2P, the copy engines moving the data
+     * (ce_p2p_mp.c); the kernels under capture, where a graph would replay
+     * chunk numbers that have moved on. */
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
+    if (e == cudaSuccess && cs == cudaStreamCaptureStatusNone)
+      return p2pk_coll_leave(c, name, prev, p2pk_cep_collective(c, kind, sendbuf, recvbuf, count,
+                                                                dtype, op, root, (cudaStream_t)stream));
+    if (e != cudaSuccess) return p2pk_coll_leave(c, name, prev, e);
+  }
   p2pk_algo_choice ch;
   /* Staged: the grid covers the whole chunk stream (reduce-scatter and
    * all-to-all carry n or n-1 shares through it, staged_kernels.cu). */

@@ -762,13 +762,39 @@ __global__ void __launch_bounds__(512) twoshot_kernel(const __grid_constant__ p2
 template <class T>
 __global__ void __launch_bounds__(512) local_reduce_kernel(const __grid_constant__ p2pk_lr_args a) {
   __shared__ const char *s_src[P2PK_COLL_MAX_RANKS];
+  __shared__ char *s_also[P2PK_COLL_MAX_RANKS];
   const uint64_t per = ((a.bytes + gridDim.x - 1) / gridDim.x + 15) & ~(uint64_t)15;
   const uint64_t lo = (uint64_t)blockIdx.x * per;
   if (lo >= a.bytes) return;
   const uint64_t len = min(per, a.bytes - lo);
   if ((int)threadIdx.x < a.n) s_src[threadIdx.x] = a.src[threadIdx.x] + lo;
+  if ((int)threadIdx.x < a.nalso) s_also[threadIdx.x] = a.also[threadIdx.x] + lo;
   __syncthreads();
-  reduce_chunk<T, false>(a.op, a.n, a.me, a.out + lo, s_src, nullptr, 0, len);
+  reduce_chunk<T, false>(a.op, a.n, a.me, a.out + lo, s_src, s_also, a.nalso, len);
+}
+
+// The copy engines over P2P with a process per GPU (ce_p2p_mp.c): the
+// copies run on streams, and the ranks tell each other about them through
+// counters in their scratch, written and waited for by one thread here
+// (with the collective kernels' timeout and abort rules, so a peer that
+// died makes this rank's error words say so and the streams go on).
+__global__ void cep_sync_kernel(const __grid_constant__ p2pk_ar_args a,
+                                const __grid_constant__ p2pk_cep_steps st) {
+  if (threadIdx.x != 0) return;
+  Waiter w(a);
+  for (int i = 0; i < st.n; i++) {
+    const p2pk_cep_step &s = st.s[i];
+    if (s.kind == P2PK_CEP_POST) {
+      if (s.hdr) st_vol_u64(s.hdr, s.hv);
+      st_rel(s.ctr, s.v);
+      continue;
+    }
+    if (!wait_geq(a, w, s.ctr, s.v, s.peer)) return;
+    if (s.hdr && ld_vol_u64(s.hdr) != s.hv) {
+      fail(a, P2PK_DERR_MISMATCH, s.peer);
+      return;
+    }
+  }
 }
 
 }  // namespace p2pk
@@ -778,6 +804,14 @@ extern "C" cudaError_t p2pk_launch_local_reduce(int dtype, const p2pk_lr_args *a
   cudaError_t e = cudaSuccess;
   P2PK_FOR_DTYPE(dtype, p2pk::local_reduce_kernel, blocks, 512, stream, *a)
   return e;
+}
+
+static_assert(sizeof(p2pk_ar_args) + sizeof(p2pk_cep_steps) <= 4000, "cep_sync_kernel's parameters");
+
+extern "C" cudaError_t p2pk_launch_cep_sync(const p2pk_ar_args *a, const p2pk_cep_steps *st,
+                                            cudaStream_t stream) {
+  p2pk::cep_sync_kernel<<<1, 32, 0, stream>>>(*a, *st);
+  return cudaGetLastError();
 }
 
 extern "C" cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int threads,
@@ -845,6 +879,10 @@ extern "C" cudaError_t p2pk_preload_allreduce_p2p(void) {
   P2PK_PRELOAD_DTYPES(p2pk::ll_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::ll128_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::local_reduce_kernel, e);
+  {
+    cudaFuncAttributes fa;
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::cep_sync_kernel);
+  }
   P2PK_PRELOAD_DTYPES(p2pk::oneshot_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::twoshot_kernel, e);
   return e;

@@ -108,25 +108,46 @@ int p2pk_ce_depth(void) {
  * MiB 142 against 110), reduce-scatter from 64 MiB shares (128 MiB input
  * 225-241 us against 249-252; 64 MiB 129 against 112), all-gather from 64
  * MiB shares (128 MiB output 198 against 229; 64 MiB 114 against 109),
- * reduce only at 1 GiB (2879 us against 2926; 512 MiB 1488 against 1468). */
-size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind) {
-  if (c->multiproc || c->nranks < 2) return 0;
+ * reduce only at 1 GiB (2879 us against 2926; 512 MiB 1488 against 1468).
+ * With a process per GPU (ce_p2p_mp.c) a setting that is not given takes
+ * the process-per-GPU default below instead. */
+static size_t mp_default(int kind) {
+  switch (kind) {
+    case P2PK_COLL_ALL_REDUCE: return (size_t)64 << 20;
+    case P2PK_COLL_REDUCE_SCATTER: return (size_t)64 << 20;
+    case P2PK_COLL_REDUCE: return (size_t)1 << 30;
+    case P2PK_COLL_BROADCAST: return (size_t)64 << 20;
+    default: return 0; /* all-gather: the kernel meets its goal with a process per GPU */
+  }
+}
+
+/* The threshold from the settings alone (process per GPU: whether or not
+ * the landing slots exist). */
+size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind) {
+  if (c->nranks < 2 || (c->multiproc && c->staged)) return 0;
   /* A kernel setting (P2PKIT_ALGO, _PROTO, P2PKIT_COLL_*) asks for the
-   * kernel over P2P. */
+   * kernel over P2P (one process: but for the broadcast). */
   const p2pk_algo_force *f = &c->force;
-  if (!c->staged && kind != P2PK_COLL_BROADCAST &&
+  if (!c->staged && (kind != P2PK_COLL_BROADCAST || c->multiproc) &&
       (f->algo >= 0 || f->proto >= 0 || f->blocks > 0 || f->threads > 0 || f->chunk > 0))
     return 0;
   const char *name = NULL;
   switch (kind) {
-    case P2PK_COLL_BROADCAST: return c->staged ? 0 : p2pk_param_size("P2PKIT_BCAST_CE_MIN");
+    case P2PK_COLL_BROADCAST:
+      if (c->staged) return 0;
+      name = "P2PKIT_BCAST_CE_MIN";
+      if (!c->multiproc) return p2pk_param_size(name);
+      break;
     case P2PK_COLL_ALL_REDUCE:
       if (c->staged) return p2pk_param_size("P2PKIT_STAGED_CE_MIN");
       name = "P2PKIT_CE_ALLREDUCE_MIN";
       break;
     case P2PK_COLL_REDUCE_SCATTER: name = "P2PKIT_CE_REDUCE_SCATTER_MIN"; break;
     case P2PK_COLL_REDUCE: name = "P2PKIT_CE_REDUCE_MIN"; break;
-    case P2PK_COLL_ALL_GATHER: name = "P2PKIT_CE_ALL_GATHER_MIN"; break;
+    case P2PK_COLL_ALL_GATHER:
+      if (c->multiproc) return 0; /* no process-per-GPU path (ce_p2p_mp.c) */
+      name = "P2PKIT_CE_ALL_GATHER_MIN";
+      break;
     default: return 0;
   }
   if (c->staged) return 0;
@@ -134,12 +155,38 @@ size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind) {
    * landing slots' cap makes chunks smaller (9 MiB on 8) and each rank's
    * copies to its peers queue on one stream, which nothing has timed yet,
    * so there the copy engines run only when the setting is given. */
-  if (c->nranks > 2 && !p2pk_param_is_set(name)) return 0;
+  const int set = p2pk_param_is_set(name);
+  if (c->nranks > 2 && !set) return 0;
+  if (c->multiproc && !set) return mp_default(kind);
   return p2pk_param_size(name);
+}
+
+size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind) {
+  size_t m = p2pk_ce_min_setting(c, kind);
+  /* Process per GPU: only with landing slots in the scratch (comm.c). */
+  return c->multiproc && !c->lay.cep_slot ? 0 : m;
+}
+
+int p2pk_cep_wanted(const struct p2pkit_comm *c) {
+  if (!c->multiproc || c->staged || c->nranks < 2) return 0;
+  for (int k = 0; k < P2PK_COLL_KINDS; k++)
+    if (p2pk_ce_min_setting(c, k)) return 1;
+  return p2pk_cep_p2p_min(c) != 0;
+}
+
+size_t p2pk_cep_p2p_min(const struct p2pkit_comm *c) {
+  if (!c->multiproc || c->staged || c->nranks < 2) return 0;
+  const p2pk_algo_force *f = &c->force;
+  if (f->algo >= 0 || f->proto >= 0 || f->blocks > 0 || f->threads > 0 || f->chunk > 0) return 0;
+  const char *name = "P2PKIT_SENDRECV_CE_MIN";
+  const int set = p2pk_param_is_set(name);
+  if (c->nranks > 2 && !set) return 0;
+  return set ? p2pk_param_size(name) : (size_t)64 << 20;
 }
 
 void p2pk_ce_min_fill(struct p2pkit_comm *c) {
   for (int k = 0; k < P2PK_COLL_KINDS; k++) c->ce_min[k] = p2pk_ce_min(c, k);
+  c->cep_p2p_min = c->lay.cep_slot ? p2pk_cep_p2p_min(c) : 0;
 }
 
 static void log_once(struct p2pkit_comm *c, int kind, size_t bytes, size_t nch, size_t cb) {

@@ -77,6 +77,11 @@ struct p2pkit_comm {
   size_t ce_min[P2PK_COLL_KINDS]; /* p2pk_ce_min per collective, fixed at init (no lookups per call) */
   uint64_t sce_seq; /* process per GPU: copy-engine chunks so far (the same on every rank) */
   int sce_depth;    /* chunks in flight (P2PKIT_STAGED_CE_DEPTH), fixed at init */
+  /* Copy engines over P2P, process per GPU (ce_p2p_mp.c): chunks pushed
+   * to each peer and received from it so far (the peer counts the same). */
+  uint64_t cep_sent[P2PK_COLL_MAX_RANKS], cep_recvd[P2PK_COLL_MAX_RANKS];
+  size_t cep_p2p_min; /* send/recv over the copy engines from this size (0: never) */
+  unsigned cep_logged;
 };
 
 /* Streams and events of the copy-engine paths, made on first use (on the
@@ -165,10 +170,45 @@ size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth);
  * P2PKIT_CE_DEPTH within 2..P2PK_SCE_DEPTH_MAX. */
 int p2pk_ce_depth(void);
 
+/* ce_p2p_mp.c: the copy-engine collectives over P2P with one process per
+ * GPU (all-reduce, reduce-scatter, reduce, broadcast; not under capture),
+ * on this rank's GPU (current). */
+cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
+                                size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
+                                cudaStream_t stream);
+/* Send/recv of one group over the copy engines, process per GPU: sends
+ * on the side stream, receives on `stream` (this rank's GPU current). */
+typedef struct {
+  int send, peer;
+  char *buf;
+  size_t bytes;
+} p2pk_cep_xfer;
+cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,
+                         cudaStream_t stream);
+/* Bytes of each landing slot a process-per-GPU communicator over P2P of n
+ * ranks keeps in its scratch for `depth` chunks in flight per peer
+ * (P2PKIT_CE_CHUNK or 64 MiB, the (n - 1) x depth slots within
+ * P2PK_CE_LAND_MAX, a multiple of 4 KiB); 0 when `any` is 0 (no copy-engine
+ * collective is on). */
+size_t p2pk_cep_slot_bytes(int n, int depth, int any);
+/* Send/recv with a process per GPU over the copy engines from this size
+ * (P2PKIT_SENDRECV_CE_MIN when set, else its process-per-GPU default; 0:
+ * never). */
+size_t p2pk_cep_p2p_min(const struct p2pkit_comm *c);
+/* Would a process-per-GPU communicator over P2P with these settings use
+ * any copy-engine path (so it needs landing slots)? */
+int p2pk_cep_wanted(const struct p2pkit_comm *c);
+/* The threshold of `kind` from the settings alone (whether or not the
+ * landing slots exist), which every rank must share. */
+size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind);
+
 /* comm.c: scratch layout for n ranks within `buffer` bytes per rank.
  * P2PKIT_ERR_INVALID_ARGUMENT when the buffer is too small for n ranks. */
 p2pkit_status_t p2pk_layout_compute(int nranks, size_t buffer, int staged, int boxes,
                                     p2pk_layout *lay, size_t *ll_cap_p);
+/* Process per GPU over P2P: end the scratch with (n - 1) x depth landing
+ * slots of `slot` bytes (none when slot is 0), ce_p2p_mp.c's. */
+void p2pk_layout_add_cep(p2pk_layout *lay, int n, int depth, size_t slot);
 /* Process per GPU, staged: end each rank's part of the host region with
  * `depth` copy-engine slots of `slot` bytes (none when slot is 0). */
 void p2pk_layout_add_ce(p2pk_layout *lay, int depth, size_t slot);

@@ -66,6 +66,18 @@ typedef struct {
   uint64_t p2p_llsent[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
   uint64_t p2p_llrecvd[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
   uint64_t p2p_llack[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
+  /* Copy engines over P2P, process per GPU (ce_p2p_mp.c). Chunk q of the
+   * pair src -> dst sits in dst's landing slot [src][q % depth]:
+   * full[src][s] = q + 1 (at dst, written by src once its copy landed, hdr
+   * beside it: what the call is); read[dst][s] = q + 1 (at src: the slot
+   * may be refilled; written by dst once it consumed the chunk, or by src
+   * itself once it took an all-reduce's result back out of it); done[t][s]
+   * = q + 1 (at src, written by t: the all-reduce result of chunk q is in
+   * the slot). */
+  uint64_t cep_full[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
+  uint64_t cep_hdr[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
+  uint64_t cep_read[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
+  uint64_t cep_done[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
 } p2pk_dev_ctrl;
 
 /* Head of each rank's part of the host staging region. */
@@ -114,6 +126,9 @@ typedef struct {
   uint64_t stage_p2p_box;
   uint64_t stage_ce_off;   /* inside a part: [depth] x stage_ce_slot (process per GPU) */
   uint64_t stage_ce_slot;  /* 0: no copy-engine slots */
+  /* Copy engines over P2P, process per GPU: landing slots [n-1 peer
+   * slots][cep_depth] x cep_slot at cep_off of the scratch (0: none). */
+  uint64_t cep_off, cep_slot, cep_depth;
 } p2pk_layout;
 
 typedef struct {
@@ -215,8 +230,9 @@ extern "C" {
 typedef struct {
   const char *src[P2PK_COLL_MAX_RANKS];
   char *out;
+  char *also[P2PK_COLL_MAX_RANKS]; /* the result also goes to also[0..nalso) */
   uint64_t bytes;
-  int32_t n, me, op;
+  int32_t n, me, op, nalso;
 } p2pk_lr_args;
 cudaError_t p2pk_launch_local_reduce(int dtype, const p2pk_lr_args *a, int blocks, cudaStream_t stream);
 /* Blocks of ll128_kernel (threads + the header warp) one multiprocessor
@@ -242,6 +258,24 @@ typedef struct {
 } p2pk_ce_op;
 cudaError_t p2pk_launch_ce_sync(const p2pk_ar_args *a, p2pk_ce_op first, p2pk_ce_op second,
                                 uint64_t hdr, uint32_t mask, cudaStream_t stream);
+/* Copy engines over P2P, process per GPU (ce_p2p_mp.c): one thread on a
+ * stream does the steps in order. A wait step waits until *ctr >= v (with
+ * the collective kernels' timeout and abort rules; `peer` is who should
+ * write it) and, when hdr is set, fails with a mismatch unless *hdr == hv;
+ * a post step writes *hdr = hv (when hdr is set), then *ctr = v (release,
+ * system scope). After a wait gives up the rest is skipped. */
+enum { P2PK_CEP_WAIT = 1, P2PK_CEP_POST = 2 };
+#define P2PK_CEP_STEPS 32
+typedef struct {
+  uint64_t *ctr, *hdr;
+  uint64_t v, hv;
+  int32_t kind, peer;
+} p2pk_cep_step;
+typedef struct {
+  int32_t n, pad;
+  p2pk_cep_step s[P2PK_CEP_STEPS];
+} p2pk_cep_steps;
+cudaError_t p2pk_launch_cep_sync(const p2pk_ar_args *a, const p2pk_cep_steps *st, cudaStream_t stream);
 /* Send/recv over P2P (allreduce_kernels.cu); `esize` picks the element width
  * of the copy loops (1, 2, 4 or 8: the smallest of the group's types). */
 cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *a, int esize, int blocks, int threads,

@@ -64,6 +64,14 @@ void p2pk_layout_add_ce(p2pk_layout *lay, int depth, size_t slot) {
   lay->stage_stride += (uint64_t)depth * slot;
 }
 
+void p2pk_layout_add_cep(p2pk_layout *lay, int n, int depth, size_t slot) {
+  if (!slot || depth <= 0 || n < 2) return;
+  lay->cep_off = round4k(lay->total);
+  lay->cep_slot = slot;
+  lay->cep_depth = (uint64_t)depth;
+  lay->total = lay->cep_off + (uint64_t)(n - 1) * (uint64_t)depth * slot;
+}
+
 int p2pk_mailboxes_for(int sm_count) {
   int64_t v = p2pk_param_int("P2PKIT_COLL_MAILBOXES");
   if (v <= 0) v = 4LL * (sm_count > 0 ? sm_count : 1);
@@ -604,6 +612,7 @@ typedef struct {
   char busid[32];
   char host[64];
   uint64_t buffer, table_hash, chunk, ce_min, ce_slot, ce_depth;
+  uint64_t cep_slot, cep_depth, cep_mins; /* copy engines over P2P (ce_p2p_mp.c) */
   int32_t algo, proto, blocks, threads, boxes;
 } rank_info;
 
@@ -627,7 +636,12 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
                        : o->boxes != me->boxes ? "P2PKIT_COLL_MAILBOXES"
                        : o->ce_min != me->ce_min ? "P2PKIT_STAGED_CE_MIN"
                        : o->ce_slot != me->ce_slot ? "P2PKIT_STAGED_CE_CHUNK"
-                       : o->ce_depth != me->ce_depth ? "P2PKIT_STAGED_CE_DEPTH" : NULL;
+                       : o->ce_depth != me->ce_depth ? "P2PKIT_STAGED_CE_DEPTH"
+                       : o->cep_slot != me->cep_slot ? "P2PKIT_CE_CHUNK"
+                       : o->cep_depth != me->cep_depth ? "P2PKIT_CE_DEPTH"
+                       : o->cep_mins != me->cep_mins ? "the copy-engine thresholds (P2PKIT_CE_*_MIN, "
+                                                       "P2PKIT_BCAST_CE_MIN, P2PKIT_SENDRECV_CE_MIN)"
+                                                     : NULL;
     if (what)
       return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d and rank %d use different %s; every "
                        "rank must choose algorithms alike", r, c->rank, what);
@@ -672,6 +686,14 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   mine.ce_min = p2pk_param_size("P2PKIT_STAGED_CE_MIN");
   mine.ce_slot = p2pk_sce_slot_bytes();
   mine.ce_depth = (uint64_t)p2pk_sce_depth();
+  /* Copy engines over P2P: decided with the settings as if P2P held
+   * (c->staged is still 0); dropped below if it does not. */
+  const int cep = p2pk_cep_wanted(c);
+  mine.cep_depth = cep ? (uint64_t)p2pk_ce_depth() : 0;
+  mine.cep_slot = p2pk_cep_slot_bytes(n, (int)mine.cep_depth, cep);
+  mine.cep_mins = p2pk_cep_p2p_min(c);
+  for (int k = 0; k < P2PK_COLL_KINDS; k++)
+    mine.cep_mins = mine.cep_mins * 1000003ULL + p2pk_ce_min_setting(c, k);
   P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_INFO, &mine, all, sizeof mine), st, out);
   P2PK_CHECK_GOTO(check_infos(c, all), st, out);
   int sms = 1 << 30;
@@ -695,6 +717,8 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
    * (ce_staged.c), apart from the staged kernels' mailboxes. */
   c->sce_depth = (int)mine.ce_depth;
   if (c->staged) p2pk_layout_add_ce(&c->lay, c->sce_depth, mine.ce_slot);
+  else p2pk_layout_add_cep(&c->lay, n, (int)mine.cep_depth, mine.cep_slot);
+  p2pk_ce_min_fill(c);
   set_geom(c, sms, ll_cap);
   P2PK_CHECK_GOTO(comm_alloc(c), st, out);
   handles_t h;

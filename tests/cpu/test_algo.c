@@ -721,6 +721,96 @@ TEST(copy_engine_shards_and_thresholds) {
   p2pk_param_reset();
 }
 
+TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
+  /* Process per GPU over P2P (ce_p2p_mp.c): the landing slots end the
+   * scratch, 4 KiB aligned, after everything else, and the (n - 1) x depth
+   * slots stay within P2PK_CE_LAND_MAX. */
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_cep_slot_bytes(2, 3, 1), (size_t)64 << 20);
+  CHECK_EQ(p2pk_cep_slot_bytes(2, 3, 0), 0);
+  CHECK_EQ(p2pk_cep_slot_bytes(1, 3, 1), 0);
+  CHECK_EQ(p2pk_cep_slot_bytes(8, 3, 1), (P2PK_CE_LAND_MAX / 21 + 4095) & ~(size_t)4095);
+  for (int n = 2; n <= 16; n++)
+    for (int d = 2; d <= P2PK_SCE_DEPTH_MAX; d++) {
+      size_t b = p2pk_cep_slot_bytes(n, d, 1);
+      CHECK_EQ(b % 4096, 0);
+      CHECK(b >= 4096);
+      /* every call's chunk fits a slot */
+      CHECK(p2pk_ce_chunk_bytes((size_t)1 << 30, n, d) <= b);
+      CHECK(p2pk_ce_chunk_bytes(1000, n, d) <= b);
+    }
+  setenv("P2PKIT_CE_CHUNK", "100000", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_cep_slot_bytes(2, 2, 1), 102400);
+  CHECK(p2pk_ce_chunk_bytes((size_t)1 << 30, 2, 2) <= 102400);
+  unsetenv("P2PKIT_CE_CHUNK");
+  p2pk_param_reset();
+  p2pk_layout lay;
+  size_t ll_cap = 0;
+  CHECK_OK(p2pk_layout_compute(2, 0, 0, 64, &lay, &ll_cap));
+  const uint64_t before = lay.total;
+  p2pk_layout_add_cep(&lay, 2, 3, (size_t)64 << 20);
+  CHECK(lay.cep_off >= before);
+  CHECK_EQ(lay.cep_off % 4096, 0);
+  CHECK_EQ(lay.cep_depth, 3);
+  CHECK_EQ(lay.total, lay.cep_off + 3 * ((uint64_t)64 << 20));
+  p2pk_layout_add_cep(&lay, 1, 3, 4096); /* one rank: nothing */
+  CHECK_EQ(lay.total, lay.cep_off + 3 * ((uint64_t)64 << 20));
+
+  /* Thresholds with a process per GPU: the process-per-GPU defaults, a
+   * setting when given, nothing without landing slots, with a kernel
+   * setting forced, with more than 2 ranks unless given, or staged. */
+  struct p2pkit_comm c;
+  memset(&c, 0, sizeof c);
+  c.nranks = 2;
+  c.multiproc = 1;
+  c.force.algo = c.force.proto = -1;
+  CHECK(p2pk_cep_wanted(&c));
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0); /* no slots yet */
+  c.lay.cep_slot = (size_t)64 << 20;
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)1 << 30);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), 0);
+  CHECK_EQ(p2pk_cep_p2p_min(&c), (size_t)64 << 20);
+  p2pk_ce_min_fill(&c);
+  CHECK_EQ(c.cep_p2p_min, (size_t)64 << 20);
+  CHECK_EQ(c.ce_min[P2PK_COLL_BROADCAST], (size_t)64 << 20);
+  setenv("P2PKIT_BCAST_CE_MIN", "1M", 1);
+  setenv("P2PKIT_SENDRECV_CE_MIN", "0", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)1 << 20);
+  CHECK_EQ(p2pk_cep_p2p_min(&c), 0);
+  c.force.blocks = 8; /* a kernel setting: the kernels, broadcast too */
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  CHECK_EQ(p2pk_cep_p2p_min(&c), 0);
+  c.force.blocks = 0;
+  c.nranks = 4; /* only the settings given */
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)1 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  c.nranks = 2;
+  c.staged = 1;
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), 0);
+  CHECK(!p2pk_cep_wanted(&c));
+  c.staged = 0;
+  setenv("P2PKIT_CE_ALLREDUCE_MIN", "0", 1);
+  setenv("P2PKIT_CE_REDUCE_SCATTER_MIN", "0", 1);
+  setenv("P2PKIT_CE_REDUCE_MIN", "0", 1);
+  setenv("P2PKIT_BCAST_CE_MIN", "0", 1);
+  p2pk_param_reset();
+  CHECK(!p2pk_cep_wanted(&c)); /* everything off: no landing slots */
+  unsetenv("P2PKIT_CE_ALLREDUCE_MIN");
+  unsetenv("P2PKIT_CE_REDUCE_SCATTER_MIN");
+  unsetenv("P2PKIT_CE_REDUCE_MIN");
+  unsetenv("P2PKIT_BCAST_CE_MIN");
+  unsetenv("P2PKIT_SENDRECV_CE_MIN");
+  p2pk_param_reset();
+}
+
 TEST(names) {
   CHECK_STR(p2pk_algo_name(P2PK_ALGO_TWOSHOT), "twoshot");
   CHECK_STR(p2pk_algo_name(99), "?");
@@ -743,4 +833,5 @@ T_MAIN(T_CASE(default_table_two_ranks), T_CASE(default_table_more_ranks_and_shm)
        T_CASE(choose_respects_limits_and_overrides), T_CASE(choose_is_deterministic), T_CASE(choice_valid_for_every_rank_count),
        T_CASE(force_from_environment), T_CASE(layout_fits_and_does_not_overlap),
        T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged), T_CASE(large_calls_get_two_blocks_per_sm),
-       T_CASE(staged_copy_engine_chunks), T_CASE(copy_engine_shards_and_thresholds), T_CASE(names))
+       T_CASE(staged_copy_engine_chunks), T_CASE(copy_engine_shards_and_thresholds),
+       T_CASE(process_per_gpu_copy_engine_slots_and_thresholds), T_CASE(names))

@@ -467,6 +467,19 @@ TEST(process_per_gpu_p2p_disabled_copy_engine) {
   CHECK_EQ(shm_left_by(pid[0]), 0);
 }
 
+TEST(process_per_gpu_copy_engine_p2p) {
+  /* All-reduce over P2P with one process per GPU and the copy engines
+   * moving every byte through the landing slots (the children set
+   * P2PKIT_CE_ALLREDUCE_MIN=1, 64 KiB chunks, 2 in flight, so each slot is
+   * reused many times): every type, op and count, in and out of place,
+   * unaligned; graph replay (the kernels, under capture); then a count that
+   * differs between ranks must fail as a mismatch, quickly. */
+  int st[MAXR];
+  pid_t pid[MAXR];
+  int n = spawn_ranks("cep", 0, 580, st, pid);
+  for (int r = 0; r < n; r++) runner_expect_clean_exit("process_per_gpu_copy_engine_p2p", r, n, st[r]);
+}
+
 /* Which rank a kill mode kills: "kill0" rank 0 (the bootstrap's root),
  * "killlast" the last rank; the same rule in the parent and the children. */
 static int kill_victim(const char *mode, int n) { return strcmp(mode, "kill0") == 0 ? 0 : n - 1; }
@@ -482,6 +495,11 @@ TEST(kill_copy_engine_staged_survivors_time_out) {
   runner_kill_test("test_allreduce", "killce", 1, kill_victim);
 }
 TEST(kill_rank0_survivors_time_out) { kill_test("kill0"); }
+/* The same over P2P with the copy engines and landing slots (process per
+ * GPU, 64 MiB in 16 MiB chunks). */
+TEST(kill_copy_engine_p2p_survivors_time_out) {
+  runner_kill_test("test_allreduce", "killcep", 0, kill_victim);
+}
 
 TEST(quick_mp) {
   int st[MAXR];
@@ -509,8 +527,10 @@ static p2pkit_status_t kill_call(void *ctx) {
 static void child_kill(runner_t *R, const char *mode, int victim) {
   const int rank = R->rank0, n = R->nr;
   /* Killing the last rank: LL; rank 0: the chunked protocol (one-shot on 2
-   * GPUs, two-shot from 3); killce: 64 MiB over the copy engines. */
-  const size_t count = victim == n - 1 && strcmp(mode, "killce") != 0 ? 1000 : (size_t)16 << 20;
+   * GPUs, two-shot from 3); killce, killcep: 64 MiB over the copy engines
+   * (through host memory, over P2P). */
+  const int ce = strcmp(mode, "killce") == 0 || strcmp(mode, "killcep") == 0;
+  const size_t count = victim == n - 1 && !ce ? 1000 : (size_t)16 << 20;
   float *in = NULL, *out = NULL;
   T_CUDA(cudaMalloc((void **)&in, count * 4));
   T_CUDA(cudaMalloc((void **)&out, count * 4));
@@ -545,20 +565,26 @@ static int child_main(int argc, char **argv) {
   int bad = cu_child_args(argc, argv, &mode, &rank, &port, &nranks);
   if (bad) return bad;
   int kill = strncmp(mode, "kill", 4) == 0;
-  int ce = strcmp(mode, "ce") == 0;
+  int ce = strcmp(mode, "ce") == 0, cep = strcmp(mode, "cep") == 0;
   logcap_t L;
   if (ce) {
     setenv("P2PKIT_STAGED_CE_CHUNK", "64K", 1);
     logcap_begin(&L, "P2PKIT_STAGED_CE_MIN", "1");
+  } else if (cep) {
+    ce_settings_begin(NULL, 0);
+    logcap_begin(&L, "P2PKIT_CE_ALLREDUCE_MIN", "1");
   } else if (strcmp(mode, "killce") == 0) {
     setenv("P2PKIT_STAGED_CE_MIN", "1", 1);
+  } else if (strcmp(mode, "killcep") == 0) {
+    setenv("P2PKIT_CE_ALLREDUCE_MIN", "1", 1);
   }
   runner_t R;
   if (runner_join(&R, rank, nranks, port, kill ? KILL_TIMEOUT_S : 60) != 0) return 1;
   if (kill) {
     child_kill(&R, mode, kill_victim(mode, nranks));
-  } else if (ce) {
-    CHECK(R.comm[0]->staged && R.comm[0]->lay.stage_ce_slot == (64u << 10));
+  } else if (ce || cep) {
+    if (ce) CHECK(R.comm[0]->staged && R.comm[0]->lay.stage_ce_slot == (64u << 10));
+    else CHECK(!R.comm[0]->staged && R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->lay.cep_depth == 2);
     matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
     graph_replay(&R, 2);
     /* Counts that differ: rank 0 sends 19 chunks, the others 13. */
@@ -574,6 +600,7 @@ static int child_main(int argc, char **argv) {
     printf("rank %d: counts that differ: %s\n", rank, p2pkit_last_error());
     runner_destroy_after_kill(&R);
     unsetenv("P2PKIT_STAGED_CE_CHUNK");
+    if (cep) ce_settings_end(NULL, 0);
     CHECK(logcap_end(&L, "all_reduce of", "process per GPU") >= 1);
   } else if (strcmp(mode, "quick") == 0) {
     static const size_t counts[] = {3, 4097};
@@ -618,6 +645,8 @@ int main(int argc, char **argv) {
       {T_CASE(several_communicators_at_once), 1}, {T_CASE(process_per_gpu), 1},
       {T_CASE(process_per_gpu_p2p_disabled), 1},
       {T_CASE(process_per_gpu_p2p_disabled_copy_engine), 1},
+      {T_CASE(process_per_gpu_copy_engine_p2p), 1},
+      {T_CASE(kill_copy_engine_p2p_survivors_time_out), 1},
       {T_CASE(kill_last_rank_survivors_time_out), 1},
       {T_CASE(kill_copy_engine_staged_survivors_time_out), 1},
       {T_CASE(kill_rank0_survivors_time_out), 1}, {T_CASE(quick), 0}, {T_CASE(quick_mp), 0},

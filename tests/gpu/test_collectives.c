@@ -613,6 +613,14 @@ TEST(process_per_gpu_p2p_disabled) { spawn_ranks("check", 1, 580); }
 
 TEST(quick_mp) { spawn_ranks("quick", 0, 300); }
 
+/* Reduce-scatter, reduce, broadcast and send/recv over P2P with one process
+ * per GPU and the copy engines moving every byte through the landing slots
+ * (the children set each threshold to 1 byte, 64 KiB chunks, 2 in flight):
+ * every type, op, root and count, in and out of place, unaligned; graph
+ * replay (the kernels, under capture); every collective mixed. The log
+ * shows each went over the copy engines. */
+TEST(process_per_gpu_copy_engine_p2p) { spawn_ranks("cep", 0, 580); }
+
 /* Kill modes: the victim dies by SIGKILL after a few good calls; the
  * survivors' next call needs it and must fail on their own timeout.
  *   kill-bcast: broadcast from the victim (last rank), P2P;
@@ -679,12 +687,35 @@ static int child_main(int argc, char **argv) {
   int bad = cu_child_args(argc, argv, &mode, &rank, &port, &nranks);
   if (bad) return bad;
   runner_t R;
-  const int kill = strncmp(mode, "kill", 4) == 0;
+  const int kill = strncmp(mode, "kill", 4) == 0, cep = strcmp(mode, "cep") == 0;
+  static const char *const cep_vars[] = {"P2PKIT_CE_ALLREDUCE_MIN", "P2PKIT_CE_REDUCE_SCATTER_MIN",
+                                         "P2PKIT_CE_REDUCE_MIN", "P2PKIT_BCAST_CE_MIN"};
+  logcap_t L;
+  if (cep) {
+    ce_settings_begin(cep_vars, 4);
+    logcap_begin(&L, "P2PKIT_SENDRECV_CE_MIN", "1");
+  }
   if (runner_join(&R, rank, nranks, port, kill ? KILL_TIMEOUT_S : 60) != 0) return 1;
   int staged = R.comm[0]->staged;
   CHECK_EQ(staged, getenv("P2PKIT_P2P_DISABLE") != NULL);
   if (kill) {
     child_kill(&R, mode);
+  } else if (cep) {
+    CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->lay.cep_depth == 2);
+    matrix(&R, &V_AUTO, P2PK_COLL_REDUCE_SCATTER, ALL_OPS, 5);
+    matrix(&R, &V_AUTO, P2PK_COLL_REDUCE, ALL_OPS, 5);
+    matrix(&R, &V_AUTO, P2PK_COLL_BROADCAST, ALL_OPS, 1);
+    matrix(&R, &V_AUTO, SENDRECV, ALL_OPS, 1);
+    graph_replay(&R, 2);
+    mixed_calls(&R, "mixed-cep");
+    runner_destroy(&R);
+    ce_settings_end(cep_vars, 4);
+    CHECK(logcap_count(&L, "): reduce of", "process per GPU") >= 1);
+    CHECK(logcap_count(&L, "broadcast of", "process per GPU") >= 1);
+    CHECK(logcap_count(&L, "send/recv of", "process per GPU") >= 1);
+    CHECK(logcap_end(&L, "reduce_scatter of", "process per GPU") >= 1);
+    fflush(NULL);
+    return t_failed ? 1 : 0;
   } else if (strcmp(mode, "quick") == 0) {
     for (int kind = P2PK_COLL_BROADCAST; kind <= SENDRECV; kind++) {
       call_t k = {kind, 1, 0, 1, P2PKIT_FLOAT32, P2PKIT_SUM, 4097};
@@ -715,6 +746,7 @@ int main(int argc, char **argv) {
       {T_CASE(one_process_copy_engine_collectives), 1},
       {T_CASE(process_per_gpu), 1},
       {T_CASE(process_per_gpu_p2p_disabled), 1},
+      {T_CASE(process_per_gpu_copy_engine_p2p), 1},
       {T_CASE(kill_broadcast_root_survivors_time_out), 1},
       {T_CASE(kill_rank0_staged_all_gather_survivors_time_out), 1},
       {T_CASE(kill_sendrecv_peer_survivors_time_out), 1},

@@ -1,0 +1,348 @@
+/* Copy engines over P2P with one process per GPU: all-reduce,
+ * reduce-scatter, reduce and broadcast from their P2PKIT_*_CE_MIN (with a
+ * process per GPU, a setting not given takes the default in ce_p2p.c's
+ * mp_default), and send/recv from P2PKIT_SENDRECV_CE_MIN (default 64 MiB
+ * here).
+ *
+ * Why: with a process per GPU the kernels move every byte with SM stores,
+ * which top out at ~364 GB/s each way on the 2x H200; the copy engines
+ * reach ~390 (ANCHORS.md: cudaMemcpyPeerAsync 392-395 GB/s one way, 775
+ * both). One process drives them through CUDA events (ce_p2p.c); here a
+ * peer's buffers are not mapped (only its scratch is, through CUDA IPC), so
+ * every chunk lands in a slot of the receiver's scratch, and the ranks tell
+ * each other about chunks through counters beside it, written and waited
+ * for by one-thread kernels on the streams (p2pk_launch_cep_sync, with the
+ * collective kernels' timeout and abort rules: a peer that dies makes the
+ * others fail, not hang).
+ *
+ * Landing slots: rank t's scratch holds, for each peer r, `depth` slots of
+ * cep_slot bytes (P2PKIT_CE_DEPTH, default 3; P2PKIT_CE_CHUNK or 64 MiB,
+ * all of them within 192 MiB). Chunk q of the pair r -> t (numbered across
+ * calls, cep_sent at r and cep_recvd at t, which stay equal) uses slot q %
+ * depth. Counters (p2pk_dev_ctrl): full[r][s] at t, read[t][s] at r,
+ * done[t][s] at r (coll_dev.h). Every wait reads this rank's own scratch;
+ * every post writes a peer's (or its own).
+ *
+ * All-reduce, rank t owning shard t (p2pk_ce_shard), per chunk k of each
+ * shard:
+ *   rank r, side stream:   wait read[t][s] (the slot's chunk q - depth was
+ *                          taken out); in_r[shard t, k] -> land_t[r][s];
+ *                          post full[r][s] = q + 1 at t        (every t != r)
+ *   rank t, its stream:    wait full[r][s] (every r); out_t[shard t, k] =
+ *                          in_0 op in_1 ... in rank order, the result also
+ *                          written back into every land_t[r][s]; post
+ *                          done[t][s] = q + 1 at every r
+ *   rank r, gather stream: wait done[t][s]; land_t[r][s] -> out_r[shard t, k]
+ *                          (a pull over NVLink); post read[t][s] = q + 1 at r
+ * Reduce-scatter is the first two lines with shard t the share of rank t
+ * (its result at out_t + 0) and t posting read[t][s] at r once it reduced;
+ * reduce the same with the root owning the whole message; broadcast the
+ * root pushing the message to every peer, which copies each chunk out of
+ * its slot (a kernel) and posts read. Send/recv: the sender pushes, the
+ * receiver copies out, as the broadcast. Every rank reduces every element
+ * in rank order from the same bytes: the same bits on every rank.
+ *
+ * Stream order within a rank: START (the caller's stream at the call)
+ * before the side and gather streams start; the caller's stream ends after
+ * SIDE (the pushes read its input) and GATHER (the pulls wrote its
+ * output). A post and the next chunk's waits go in one launch. Chunk
+ * numbers are baked into the launches, so under graph capture the kernels
+ * run instead (allreduce.c, p2p.c). */
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "coll/coll.h"
+#include "coll/plan.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "core/param.h"
+
+enum { E_START = P2PK_CE_EV_START, E_SIDE = 1, E_GATHER = 2 };
+
+size_t p2pk_cep_slot_bytes(int n, int depth, int any) {
+  if (!any || n < 2 || depth <= 0) return 0;
+  size_t b = p2pk_param_size("P2PKIT_CE_CHUNK");
+  if (!b) b = (size_t)64 << 20;
+  size_t slots = (size_t)(n - 1) * (size_t)depth;
+  if (b > P2PK_CE_LAND_MAX / slots) b = P2PK_CE_LAND_MAX / slots;
+  if (b < 4096) b = 4096;
+  return (b + 4095) & ~(size_t)4095;
+}
+
+/* Rank dst's landing slot s for chunks from src, as this process maps it. */
+static char *land(const struct p2pkit_comm *c, int src, int dst, int s) {
+  const int n = c->nranks;
+  return c->peer[dst] + c->lay.cep_off +
+         ((uint64_t)((src - dst - 1 + n) % n) * c->lay.cep_depth + (uint64_t)s) * c->lay.cep_slot;
+}
+#define CTRL(p) ((p2pk_dev_ctrl *)c->peer[p])
+
+static void add(p2pk_cep_steps *st, int kind, uint64_t *ctr, uint64_t v, uint64_t *hdr,
+                uint64_t hv, int peer) {
+  p2pk_cep_step *x = &st->s[st->n++];
+  x->kind = kind;
+  x->ctr = ctr;
+  x->v = v;
+  x->hdr = hdr;
+  x->hv = hv;
+  x->peer = peer;
+}
+
+/* Launch the steps gathered so far (none: nothing). */
+static cudaError_t launch(const struct p2pkit_comm *c, p2pk_cep_steps *st, cudaStream_t s) {
+  if (!st->n) return cudaSuccess;
+  cudaError_t e = p2pk_launch_cep_sync(&c->tmpl, st, s);
+  st->n = 0;
+  return e;
+}
+
+/* Elements of chunk k (K each) of len elements; 0 past its end. */
+static size_t part(size_t len, size_t k, size_t K) {
+  return len <= k * K ? 0 : len - k * K < K ? len - k * K : K;
+}
+
+static size_t nchunks(size_t len, size_t K) { return (len + K - 1) / K; }
+
+/* What a call is, for the receivers to compare with their own. */
+static uint64_t header(int kind, size_t count, int dtype, int op, int root) {
+  return 0xce9000000000000ULL ^ ((uint64_t)count << 16) ^ ((uint64_t)kind << 12) ^
+         ((uint64_t)dtype << 8) ^ ((uint64_t)op << 4) ^ (uint64_t)root;
+}
+
+/* One push: chunk k (K elements of es bytes) of `len` elements at src to
+ * rank `peer`'s landing slots. */
+typedef struct {
+  int peer;
+  const char *src;
+  size_t len;
+} push_t;
+
+/* The side stream's pushes, chunk by chunk across the targets: wait for
+ * each slot to be free, copy, post full. Advances cep_sent. */
+static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t K, size_t es,
+                          uint64_t hv) {
+  const int me = c->rank;
+  const uint64_t D = c->lay.cep_depth;
+  cudaStream_t side = c->ce_side;
+  size_t most = 0;
+  for (int i = 0; i < np; i++)
+    if (nchunks(p[i].len, K) > most) most = nchunks(p[i].len, K);
+  p2pk_cep_steps st;
+  st.n = 0;
+  cudaError_t e = cudaSuccess;
+  for (size_t k = 0; k < most && e == cudaSuccess; k++) {
+    for (int i = 0; i < np; i++) {
+      const int t = p[i].peer;
+      const uint64_t q = c->cep_sent[t] + k;
+      if (k < nchunks(p[i].len, K) && q >= D)
+        add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_read[t][q % D], q - D + 1, NULL, 0, t);
+    }
+    e = launch(c, &st, side);
+    for (int i = 0; i < np && e == cudaSuccess; i++) {
+      const int t = p[i].peer;
+      const size_t len = part(p[i].len, k, K);
+      if (!len) continue;
+      const uint64_t q = c->cep_sent[t] + k;
+      const int s = (int)(q % D);
+      e = cudaMemcpyAsync(land(c, me, t, s), p[i].src + k * K * es, len * es, cudaMemcpyDefault, side);
+      add(&st, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], q + 1, &CTRL(t)->cep_hdr[me][s], hv, t);
+    }
+  }
+  if (e == cudaSuccess) e = launch(c, &st, side);
+  if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_SIDE], side);
+  /* Numbered chunks were (partly) launched: keep the count in step with the
+   * peer even on an error (the communicator is then broken anyway). */
+  for (int i = 0; i < np; i++) c->cep_sent[p[i].peer] += nchunks(p[i].len, K);
+  return e;
+}
+
+static cudaError_t local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, p2pk_lr_args *la,
+                                cudaStream_t stream) {
+  size_t blocks = (la->bytes + (64u << 10) - 1) / (64u << 10);
+  int sms = c->geom.sm_count > 0 ? c->geom.sm_count : 1;
+  if (blocks > (size_t)sms) blocks = (size_t)sms;
+  return p2pk_launch_local_reduce(dtype, la, blocks ? (int)blocks : 1, stream);
+}
+
+/* Start: the side and gather streams wait for where `stream` stands. */
+static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, int gather) {
+  cudaError_t e = p2pk_ce_prepare(c, 0);
+  if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
+  if (e == cudaSuccess && side) e = cudaStreamWaitEvent(c->ce_side, c->sce_ev[E_START], 0);
+  if (e == cudaSuccess && gather) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
+  return e;
+}
+
+static void log_once(struct p2pkit_comm *c, int kind, const char *name, size_t bytes, size_t cb) {
+  if (c->cep_logged & (1u << kind)) return;
+  c->cep_logged |= 1u << kind;
+  P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): %s of %zu B uses the copy engines over P2P, chunks "
+            "of %zu B through landing slots in the peers' scratch (process per GPU)", c->rank,
+            c->device, name, bytes, cb);
+}
+
+cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
+                                size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
+                                cudaStream_t stream) {
+  const int n = c->nranks, me = c->rank;
+  const uint64_t D = c->lay.cep_depth;
+  const size_t es = p2pkit_dtype_size(dtype);
+  const int gather = kind == P2PK_COLL_ALL_REDUCE, bcast = kind == P2PK_COLL_BROADCAST;
+  /* Shard t: what rank t receives (reduces, or copies out for a broadcast). */
+  size_t soff[P2PK_COLL_MAX_RANKS], slen[P2PK_COLL_MAX_RANKS], most = 0;
+  for (int t = 0; t < n; t++) {
+    if (gather) p2pk_ce_shard(count, n, es, t, &soff[t], &slen[t]);
+    else if (kind == P2PK_COLL_REDUCE_SCATTER) soff[t] = (size_t)t * count, slen[t] = count;
+    else if (kind == P2PK_COLL_REDUCE) soff[t] = 0, slen[t] = t == root ? count : 0;
+    else soff[t] = 0, slen[t] = t == root ? 0 : count;
+    if (slen[t] > most) most = slen[t];
+  }
+  size_t cb = p2pk_ce_chunk_bytes(most * es, n, (int)D);
+  if (cb > c->lay.cep_slot) cb = c->lay.cep_slot;
+  const size_t K = p2pk_sce_chunk_elems(cb, es), CB = K * es;
+  const uint64_t hv = header(kind, count, dtype, op, root);
+  /* Who pushes to whom: everyone to every owner, or the root alone. */
+  push_t pu[P2PK_COLL_MAX_RANKS];
+  int np = 0, nsrc = 0, srcs[P2PK_COLL_MAX_RANKS];
+  for (int t = 0; t < n; t++) {
+    if (t == me || !slen[t] || (bcast && me != root)) continue;
+    pu[np++] = (push_t){t, (const char *)send + soff[t] * es, slen[t]};
+  }
+  for (int r = 0; r < n && slen[me]; r++)
+    if (r != me && (!bcast || r == root)) srcs[nsrc++] = r;
+  uint64_t sent0[P2PK_COLL_MAX_RANKS];
+  memcpy(sent0, c->cep_sent, sizeof sent0);
+  cudaError_t e = start(c, stream, np > 0, gather && np > 0);
+  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv);
+  /* The broadcast root's own copy, beside its pushes. */
+  if (e == cudaSuccess && bcast && me == root && send != recv)
+    e = cudaMemcpyAsync(recv, send, count * es, cudaMemcpyDeviceToDevice, stream);
+  /* My shard: wait for every source's chunk, reduce (or copy it out), post. */
+  const size_t mine = nchunks(slen[me], K);
+  p2pk_cep_steps st;
+  st.n = 0;
+  for (size_t k = 0; k < mine && e == cudaSuccess; k++) {
+    int sl[P2PK_COLL_MAX_RANKS];
+    for (int i = 0; i < nsrc; i++) {
+      const int r = srcs[i];
+      const uint64_t q = c->cep_recvd[r] + k;
+      sl[r] = (int)(q % D);
+      add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][sl[r]], q + 1, &CTRL(me)->cep_hdr[r][sl[r]], hv, r);
+    }
+    e = launch(c, &st, stream);
+    const size_t len = part(slen[me], k, K);
+    p2pk_lr_args la;
+    memset(&la, 0, sizeof la);
+    la.bytes = len * es;
+    la.op = op;
+    if (bcast) {
+      la.n = 1;
+      la.src[0] = land(c, root, me, sl[root]);
+      la.op = P2PKIT_SUM;
+      la.out = (char *)recv + k * CB;
+    } else {
+      la.n = n;
+      la.me = me;
+      for (int r = 0; r < n; r++)
+        la.src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, sl[r]);
+      la.out = (char *)recv + ((gather ? soff[me] : 0) + k * K) * es;
+      /* All-reduce: the result also goes back into each slot, where its
+       * source pulls it from. */
+      for (int i = 0; gather && i < nsrc; i++) la.also[la.nalso++] = land(c, srcs[i], me, sl[srcs[i]]);
+    }
+    if (e == cudaSuccess && len) e = local_reduce(c, dtype, &la, stream);
+    for (int i = 0; i < nsrc; i++) {
+      const int r = srcs[i];
+      const uint64_t q = c->cep_recvd[r] + k;
+      add(&st, P2PK_CEP_POST, gather ? &CTRL(r)->cep_done[me][sl[r]] : &CTRL(r)->cep_read[me][sl[r]],
+          q + 1, NULL, 0, r);
+    }
+  }
+  if (e == cudaSuccess) e = launch(c, &st, stream);
+  for (int i = 0; i < nsrc; i++) c->cep_recvd[srcs[i]] += mine;
+  /* All-reduce: pull every peer's reduced chunks back out of its slots. */
+  if (gather && np) {
+    size_t far = 0;
+    for (int i = 0; i < np; i++)
+      if (nchunks(pu[i].len, K) > far) far = nchunks(pu[i].len, K);
+    cudaStream_t g = c->sce_h2d;
+    for (size_t k = 0; k < far && e == cudaSuccess; k++) {
+      for (int i = 0; i < np; i++) {
+        const int t = pu[i].peer;
+        const uint64_t q = sent0[t] + k;
+        if (k < nchunks(pu[i].len, K)) add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_done[t][q % D], q + 1, NULL, 0, t);
+      }
+      e = launch(c, &st, g);
+      for (int i = 0; i < np && e == cudaSuccess; i++) {
+        const int t = pu[i].peer;
+        const size_t len = part(pu[i].len, k, K);
+        if (!len) continue;
+        const uint64_t q = sent0[t] + k;
+        const int s = (int)(q % D);
+        e = cudaMemcpyAsync((char *)recv + (soff[t] + k * K) * es, land(c, me, t, s), len * es,
+                            cudaMemcpyDefault, g);
+        add(&st, P2PK_CEP_POST, &CTRL(me)->cep_read[t][s], q + 1, NULL, 0, t);
+      }
+    }
+    if (e == cudaSuccess) e = launch(c, &st, g);
+    if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_GATHER], g);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_GATHER], 0);
+  }
+  if (e == cudaSuccess && np) e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
+  if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), count * es, CB);
+  return e;
+}
+
+cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,
+                         cudaStream_t stream) {
+  const int me = c->rank;
+  const uint64_t D = c->lay.cep_depth;
+  push_t pu[P2PK_COLL_MAX_RANKS];
+  int np = 0;
+  for (int i = 0; i < nops; i++)
+    if (ops[i].send) pu[np++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
+  /* Chunks of bytes (es 1, 16-byte multiples) from the size alone, so both
+   * ends agree; the header carries the size. */
+  cudaError_t e = start(c, stream, np > 0, 0);
+  for (int i = 0; i < np && e == cudaSuccess; i++) {
+    size_t cb = p2pk_ce_chunk_bytes(pu[i].len, c->nranks, (int)D);
+    if (cb > c->lay.cep_slot) cb = c->lay.cep_slot;
+    e = pushes(c, &pu[i], 1, p2pk_sce_chunk_elems(cb, 1), 1, header(15, pu[i].len, 0, 0, me));
+  }
+  p2pk_cep_steps st;
+  st.n = 0;
+  for (int i = 0; i < nops && e == cudaSuccess; i++) {
+    if (ops[i].send) continue;
+    const int r = ops[i].peer;
+    size_t cb = p2pk_ce_chunk_bytes(ops[i].bytes, c->nranks, (int)D);
+    if (cb > c->lay.cep_slot) cb = c->lay.cep_slot;
+    const size_t K = p2pk_sce_chunk_elems(cb, 1), nch = nchunks(ops[i].bytes, K);
+    const uint64_t hv = header(15, ops[i].bytes, 0, 0, r);
+    for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
+      const uint64_t q = c->cep_recvd[r] + k;
+      const int s = (int)(q % D);
+      add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][s], q + 1, &CTRL(me)->cep_hdr[r][s], hv, r);
+      e = launch(c, &st, stream);
+      p2pk_lr_args la;
+      memset(&la, 0, sizeof la);
+      la.n = 1;
+      la.src[0] = land(c, r, me, s);
+      la.out = ops[i].buf + k * K;
+      la.bytes = part(ops[i].bytes, k, K);
+      la.op = P2PKIT_SUM;
+      if (e == cudaSuccess) e = local_reduce(c, P2PKIT_UINT8, &la, stream);
+      add(&st, P2PK_CEP_POST, &CTRL(r)->cep_read[me][s], q + 1, NULL, 0, r);
+    }
+    if (e == cudaSuccess) e = launch(c, &st, stream);
+    c->cep_recvd[r] += nch;
+  }
+  if (e == cudaSuccess && np) e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
+  if (e == cudaSuccess) {
+    size_t b = 0;
+    for (int i = 0; i < nops; i++) b = ops[i].bytes > b ? ops[i].bytes : b;
+    log_once(c, P2PK_COLL_KINDS, "send/recv", b, p2pk_ce_chunk_bytes(b, c->nranks, (int)D));
+  }
+  return e;
+}
