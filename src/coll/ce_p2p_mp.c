@@ -19,35 +19,46 @@
  * cep_slot bytes (P2PKIT_CE_DEPTH, default 3; P2PKIT_CE_CHUNK or 64 MiB,
  * all of them within 192 MiB). Chunk q of the pair r -> t (numbered across
  * calls, cep_sent at r and cep_recvd at t, which stay equal) uses slot q %
- * depth. Counters (p2pk_dev_ctrl): full[r][s] at t, read[t][s] at r,
- * done[t][s] at r (coll_dev.h). Every wait reads this rank's own scratch;
- * every post writes a peer's (or its own).
+ * depth. Counters (p2pk_dev_ctrl, coll_dev.h): full[r][s] and done[r][s] at
+ * t, read[t][s] and rread[t][s] at r. Every wait reads this rank's own
+ * scratch; every post writes a peer's.
  *
- * All-reduce, rank t owning shard t (p2pk_ce_shard), per chunk k of each
- * shard:
- *   rank r, side stream:   wait read[t][s] (the slot's chunk q - depth was
- *                          taken out); in_r[shard t, k] -> land_t[r][s];
+ * Reduce-scatter, rank t owning share t, per chunk k of a share (q the
+ * pair's chunk number, s = q % depth):
+ *   rank r, side stream:   (read[t][s], rread[t][s] >= q - depth + 1: the
+ *                          slot is free) in_r[share t, k] -> land_t[r][s];
  *                          post full[r][s] = q + 1 at t        (every t != r)
- *   rank t, its stream:    wait full[r][s] (every r); out_t[shard t, k] =
- *                          in_0 op in_1 ... in rank order, the result also
- *                          written back into every land_t[r][s]; post
- *                          done[t][s] = q + 1 at every r
- *   rank r, gather stream: wait done[t][s]; land_t[r][s] -> out_r[shard t, k]
- *                          (a pull over NVLink); post read[t][s] = q + 1 at r
- * Reduce-scatter is the first two lines with shard t the share of rank t
- * (its result at out_t + 0) and t posting read[t][s] at r once it reduced;
- * reduce the same with the root owning the whole message; broadcast the
- * root pushing the message to every peer, which copies each chunk out of
- * its slot (a kernel) and posts read. Send/recv: the sender pushes, the
- * receiver copies out, as the broadcast. Every rank reduces every element
- * in rank order from the same bytes: the same bits on every rank.
+ *   rank t, its stream:    wait full[r][s] (every r, and the call's header);
+ *                          out_t[k] = in_0 op in_1 ... in rank order (its
+ *                          own input, the peers' from land_t); post
+ *                          read[t][s] = rread[t][s] = q + 1 at every r
+ * Reduce is the same with the root owning the whole message; broadcast the
+ * root pushing the message to every peer, which copies each chunk out of its
+ * slot (a kernel) into its output; send/recv the sender pushing, the
+ * receiver copying out, as the broadcast. All-reduce: rank t owns shard t
+ * (p2pk_ce_shard), the peers' contributions to it land in the first half of
+ * its slots and it reduces them as above (posting read only); then its gather
+ * stream pushes each reduced chunk into the second half of every peer's slot
+ * for t (once rread says that half is free) and posts done; each peer waits
+ * for done, copies the result out into its output (a kernel) and posts rread.
+ * Every rank reduces every element in rank order from the same bytes: the
+ * same bits on every rank. Only pushes cross the link: pulling the results
+ * back out of the owner's slots (this file's first version) ran at 317-352
+ * GB/s busbw on 512 MiB - 1 GiB against 366 at 256 MiB (eighth session,
+ * runs 2-3).
  *
- * Stream order within a rank: START (the caller's stream at the call)
- * before the side and gather streams start; the caller's stream ends after
- * SIDE (the pushes read its input) and GATHER (the pulls wrote its
- * output). A post and the next chunk's waits go in one launch. Chunk
- * numbers are baked into the launches, so under graph capture the kernels
- * run instead (allreduce.c, p2p.c). */
+ * The copy streams (side, gather) hold only copies and event waits; the
+ * one-thread kernels that wait for free slots run ahead on their own
+ * streams and end in events the copies wait for, and those that post run on
+ * others after events the copies record (a kernel between two copies on one
+ * stream left the copy engine idle ~14 us a chunk: run 1, 1 GiB broadcast
+ * 2937 us in 16 chunks against 371.5 for 128 MiB in 2). On a rank's own
+ * stream a post and the next chunk's waits go in one launch. START (the
+ * caller's stream at the call) comes before the copy streams start; the
+ * caller's stream ends after SIDE (the pushes read its input) and GATHER
+ * (the all-reduce's result pushes read its output). Chunk numbers are baked
+ * into the launches, so under graph capture the kernels run instead
+ * (allreduce.c, p2p.c). */
 #include <cuda_runtime_api.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -60,11 +71,12 @@
 #include "core/param.h"
 
 enum { E_START = P2PK_CE_EV_START, E_SIDE = 1, E_GATHER = 2 };
-/* c->cep_stream[]: posts of full slots, posts of read slots, waits for
- * free slots, waits for all-reduce results; c->cep_ev[]: chunk copied,
- * slot free, result ready, result pulled. */
+/* c->cep_stream[]: posts after the side stream's copies, posts after the
+ * gather stream's, waits for free slots before each. c->cep_ev[]: side
+ * copies done, side slots free, gather copies done, gather slots free, the
+ * owner's reduce done. */
 enum { S_POST = 0, S_POST2 = 1, S_WAIT = 2, S_WAIT2 = 3 };
-enum { V_CP = 0, V_CR = 1, V_DONE = 2, V_PULLED = 3 };
+enum { V_CP = 0, V_CR = 1, V_GCP = 2, V_GCR = 3, V_RED = 4, V_KINDS = 6 };
 
 size_t p2pk_cep_slot_bytes(int n, int depth, int any) {
   if (!any || n < 2 || depth <= 0) return 0;
@@ -124,16 +136,11 @@ typedef struct {
   size_t len;
 } push_t;
 
-/* The side stream's pushes, chunk by chunk across the targets. The copy
- * stream holds only copies and event waits: a one-thread kernel between two
- * copies on one stream left the copy engine idle ~14 us a chunk (run 1 of
- * the eighth session: 1 GiB broadcast 2937 us in 16 chunks, 371.5 us for
- * 128 MiB in 2, i.e. 395 GB/s plus 14 us a chunk). So the waits for free
- * slots run ahead on their own stream (W), each ending in an event the
- * copies wait for, and the posts of full slots on another (P), each after
- * an event the copies record. Advances cep_sent. */
+/* The side stream's pushes, chunk by chunk across the targets: the waits
+ * for free slots (whole: both halves) on W, the copies, the posts of full
+ * slots on P. Advances cep_sent. */
 static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t K, size_t es,
-                          uint64_t hv) {
+                          uint64_t hv, int whole) {
   const int me = c->rank;
   const uint64_t D = c->lay.cep_depth;
   cudaStream_t side = c->ce_side, P = c->cep_stream[S_POST], W = c->cep_stream[S_WAIT];
@@ -148,8 +155,10 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
     for (int i = 0; i < np; i++) {
       const int t = p[i].peer;
       const uint64_t q = c->cep_sent[t] + k;
-      if (k < nchunks(p[i].len, K) && q >= D)
-        add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_read[t][q % D], q - D + 1, NULL, 0, t);
+      if (k >= nchunks(p[i].len, K) || q < D) continue;
+      add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_read[t][q % D], q - D + 1, NULL, 0, t);
+      /* A whole slot: its second half may still hold an all-reduce result. */
+      if (whole) add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_rread[t][q % D], q - D + 1, NULL, 0, t);
     }
     if (st.n) {
       e = launch(c, &st, W);
@@ -188,10 +197,9 @@ static cudaError_t local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dtyp
 /* Start: the side and gather streams wait for where `stream` stands. */
 static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, int gather) {
   cudaError_t e = p2pk_ce_prepare(c, 0);
-  for (int i = 0; i < 4 && e == cudaSuccess; i++) {
-    e = p2pk_lazy_stream(&c->cep_stream[i]);
+  for (int i = 0; i < 4 && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->cep_stream[i]);
+  for (int i = 0; i < V_KINDS && e == cudaSuccess; i++)
     for (uint64_t s = 0; s < c->lay.cep_depth && e == cudaSuccess; s++) e = p2pk_lazy_event(&c->cep_ev[i][s]);
-  }
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
   if (e == cudaSuccess && side) e = cudaStreamWaitEvent(c->ce_side, c->sce_ev[E_START], 0);
   if (e == cudaSuccess && gather) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
@@ -206,18 +214,141 @@ static void log_once(struct p2pkit_comm *c, int kind, const char *name, size_t b
             c->device, name, bytes, cb);
 }
 
+/* A copy of lb bytes out of a landing slot (or anything local), on `stream`. */
+static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
+                            char *out, size_t lb, cudaStream_t stream) {
+  p2pk_lr_args la;
+  memset(&la, 0, sizeof la);
+  la.n = 1;
+  la.src[0] = src;
+  la.out = out;
+  la.bytes = lb;
+  la.op = P2PKIT_SUM;
+  return lb ? local_reduce(c, dtype, &la, stream) : cudaSuccess;
+}
+
+/* Posts that the chunk q of the pair r -> me in slot s was consumed whole. */
+static void consumed(struct p2pkit_comm *c, p2pk_cep_steps *st, int r, int s, uint64_t q) {
+  add(st, P2PK_CEP_POST, &CTRL(r)->cep_read[c->rank][s], q + 1, NULL, 0, r);
+  add(st, P2PK_CEP_POST, &CTRL(r)->cep_rread[c->rank][s], q + 1, NULL, 0, r);
+}
+
+/* All-reduce (the file's head has the picture). */
+static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
+                                p2pkit_dtype_t dtype, p2pkit_redop_t op, cudaStream_t stream) {
+  const int n = c->nranks, me = c->rank;
+  const uint64_t D = c->lay.cep_depth;
+  const size_t es = p2pkit_dtype_size(dtype), half = c->lay.cep_slot / 2;
+  size_t soff[P2PK_COLL_MAX_RANKS], slen[P2PK_COLL_MAX_RANKS], most = 0;
+  for (int t = 0; t < n; t++) {
+    p2pk_ce_shard(count, n, es, t, &soff[t], &slen[t]);
+    if (slen[t] > most) most = slen[t];
+  }
+  size_t cb = p2pk_ce_chunk_bytes(most * es, n, (int)D);
+  if (cb > half) cb = half;
+  const size_t K = p2pk_sce_chunk_elems(cb, es);
+  const uint64_t hv = header(P2PK_COLL_ALL_REDUCE, count, dtype, op, 0);
+  const size_t mine = nchunks(slen[me], K);
+  push_t pu[P2PK_COLL_MAX_RANKS];
+  int np = 0;
+  size_t far = mine, span[P2PK_COLL_MAX_RANKS];
+  for (int t = 0; t < n; t++) {
+    if (t == me) continue;
+    if (slen[t]) pu[np++] = (push_t){t, (const char *)send + soff[t] * es, slen[t]};
+    /* Both ways of a pair carry chunk numbers for the longer of the two
+     * shards (contributions to t's, results of mine). */
+    span[t] = nchunks(slen[t], K) > mine ? nchunks(slen[t], K) : mine;
+    if (span[t] > far) far = span[t];
+  }
+  uint64_t sent0[P2PK_COLL_MAX_RANKS], recvd0[P2PK_COLL_MAX_RANKS];
+  memcpy(sent0, c->cep_sent, sizeof sent0);
+  memcpy(recvd0, c->cep_recvd, sizeof recvd0);
+  cudaError_t e = start(c, stream, np > 0, mine > 0);
+  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 0);
+  cudaStream_t g = c->sce_h2d, P2 = c->cep_stream[S_POST2], W2 = c->cep_stream[S_WAIT2];
+  p2pk_cep_steps st, sg;
+  st.n = sg.n = 0;
+  for (size_t k = 0; k < far && e == cudaSuccess; k++) {
+    const int ek = (int)(k % D);
+    if (k < mine) {
+      /* My shard's chunk k: every peer's contribution, then the reduce. */
+      const char *src[P2PK_COLL_MAX_RANKS];
+      src[me] = (const char *)send + (soff[me] + k * K) * es;
+      for (int r = 0; r < n; r++) {
+        if (r == me) continue;
+        const uint64_t q = recvd0[r] + k;
+        const int s = (int)(q % D);
+        add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][s], q + 1, &CTRL(me)->cep_hdr[r][s], hv, r);
+        src[r] = land(c, r, me, s);
+      }
+      e = launch(c, &st, stream);
+      const size_t lb = part(slen[me], k, K) * es;
+      char *out = (char *)recv + (soff[me] + k * K) * es;
+      if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, dtype, op, src, out, lb, stream);
+      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][ek], stream);
+      for (int r = 0; r < n; r++) {
+        if (r == me) continue;
+        const uint64_t q = recvd0[r] + k;
+        add(&st, P2PK_CEP_POST, &CTRL(r)->cep_read[me][q % D], q + 1, NULL, 0, r);
+      }
+      /* The result to every peer, into the second half of its slot for me. */
+      for (int t = 0; t < n; t++) {
+        const uint64_t q = sent0[t] + k;
+        if (t != me && q >= D) add(&sg, P2PK_CEP_WAIT, &CTRL(me)->cep_rread[t][q % D], q - D + 1, NULL, 0, t);
+      }
+      if (e == cudaSuccess && sg.n) {
+        e = launch(c, &sg, W2);
+        if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCR][ek], W2);
+        if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_GCR][ek], 0);
+      }
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_RED][ek], 0);
+      for (int t = 0; t < n && e == cudaSuccess; t++) {
+        if (t == me) continue;
+        const uint64_t q = sent0[t] + k;
+        const int s = (int)(q % D);
+        if (lb) e = cudaMemcpyAsync(land(c, me, t, s) + half, out, lb, cudaMemcpyDefault, g);
+        add(&sg, P2PK_CEP_POST, &CTRL(t)->cep_done[me][s], q + 1, NULL, 0, t);
+      }
+      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCP][ek], g);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(P2, c->cep_ev[V_GCP][ek], 0);
+      if (e == cudaSuccess) e = launch(c, &sg, P2);
+      sg.n = 0;
+    }
+    /* Every peer's result of its chunk k, out of my slots into my output. */
+    for (int t = 0; t < n && e == cudaSuccess; t++) {
+      if (t == me || k >= nchunks(slen[t], K)) continue;
+      const uint64_t q = recvd0[t] + k;
+      const int s = (int)(q % D);
+      add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_done[t][s], q + 1, NULL, 0, t);
+      e = launch(c, &st, stream);
+      if (e == cudaSuccess)
+        e = copy_out(c, dtype, land(c, t, me, s) + half, (char *)recv + (soff[t] + k * K) * es,
+                     part(slen[t], k, K) * es, stream);
+      add(&st, P2PK_CEP_POST, &CTRL(t)->cep_rread[me][s], q + 1, NULL, 0, t);
+    }
+  }
+  if (e == cudaSuccess) e = launch(c, &st, stream);
+  if (e == cudaSuccess && mine) e = cudaEventRecord(c->sce_ev[E_GATHER], g);
+  if (e == cudaSuccess && mine) e = cudaStreamWaitEvent(stream, c->sce_ev[E_GATHER], 0);
+  if (e == cudaSuccess && np) e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
+  for (int t = 0; t < n; t++)
+    if (t != me) c->cep_sent[t] = sent0[t] + span[t], c->cep_recvd[t] = recvd0[t] + span[t];
+  if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_REDUCE, "all_reduce", count * es, K * es);
+  return e;
+}
+
 cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
                                 size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
                                 cudaStream_t stream) {
+  if (kind == P2PK_COLL_ALL_REDUCE) return allreduce_mp(c, send, recv, count, dtype, op, stream);
   const int n = c->nranks, me = c->rank;
   const uint64_t D = c->lay.cep_depth;
   const size_t es = p2pkit_dtype_size(dtype);
-  const int gather = kind == P2PK_COLL_ALL_REDUCE, bcast = kind == P2PK_COLL_BROADCAST;
+  const int bcast = kind == P2PK_COLL_BROADCAST;
   /* Shard t: what rank t receives (reduces, or copies out for a broadcast). */
   size_t soff[P2PK_COLL_MAX_RANKS], slen[P2PK_COLL_MAX_RANKS], most = 0;
   for (int t = 0; t < n; t++) {
-    if (gather) p2pk_ce_shard(count, n, es, t, &soff[t], &slen[t]);
-    else if (kind == P2PK_COLL_REDUCE_SCATTER) soff[t] = (size_t)t * count, slen[t] = count;
+    if (kind == P2PK_COLL_REDUCE_SCATTER) soff[t] = (size_t)t * count, slen[t] = count;
     else if (kind == P2PK_COLL_REDUCE) soff[t] = 0, slen[t] = t == root ? count : 0;
     else soff[t] = 0, slen[t] = t == root ? 0 : count;
     if (slen[t] > most) most = slen[t];
@@ -235,23 +366,13 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
   }
   for (int r = 0; r < n && slen[me]; r++)
     if (r != me && (!bcast || r == root)) srcs[nsrc++] = r;
-  uint64_t sent0[P2PK_COLL_MAX_RANKS];
-  memcpy(sent0, c->cep_sent, sizeof sent0);
-  cudaError_t e = start(c, stream, np > 0, gather && np > 0);
-  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv);
-  /* The broadcast root's own copy, beside its pushes. */
-  if (e == cudaSuccess && bcast && me == root && send != recv) {
-    /* A kernel, not a copy engine, which would slow the pushes (run 1: 1
-     * GiB out of place 3365 us against 2937 in place). */
-    p2pk_lr_args la;
-    memset(&la, 0, sizeof la);
-    la.n = 1;
-    la.src[0] = send;
-    la.out = recv;
-    la.bytes = count * es;
-    la.op = P2PKIT_SUM;
-    e = local_reduce(c, dtype, &la, stream);
-  }
+  cudaError_t e = start(c, stream, np > 0, 0);
+  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 1);
+  /* The broadcast root's own copy, beside its pushes: a kernel, not a copy
+   * engine, which would slow the pushes (run 1: 1 GiB out of place 3365 us
+   * against 2937 in place). */
+  if (e == cudaSuccess && bcast && me == root && send != recv)
+    e = copy_out(c, dtype, send, recv, count * es, stream);
   /* My shard: wait for every source's chunk, reduce (or copy it out), post. */
   const size_t mine = nchunks(slen[me], K);
   p2pk_cep_steps st;
@@ -265,72 +386,19 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
       add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][sl[r]], q + 1, &CTRL(me)->cep_hdr[r][sl[r]], hv, r);
     }
     e = launch(c, &st, stream);
-    const size_t len = part(slen[me], k, K);
-    p2pk_lr_args la;
-    memset(&la, 0, sizeof la);
-    la.bytes = len * es;
-    la.op = op;
+    const size_t lb = part(slen[me], k, K) * es;
     if (bcast) {
-      la.n = 1;
-      la.src[0] = land(c, root, me, sl[root]);
-      la.op = P2PKIT_SUM;
-      la.out = (char *)recv + k * CB;
+      if (e == cudaSuccess) e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, stream);
     } else {
-      la.n = n;
-      la.me = me;
+      const char *src[P2PK_COLL_MAX_RANKS];
       for (int r = 0; r < n; r++)
-        la.src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, sl[r]);
-      la.out = (char *)recv + ((gather ? soff[me] : 0) + k * K) * es;
-      /* All-reduce: the result also goes back into each slot, where its
-       * source pulls it from. */
-      for (int i = 0; gather && i < nsrc; i++) la.also[la.nalso++] = land(c, srcs[i], me, sl[srcs[i]]);
+        src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, sl[r]);
+      if (e == cudaSuccess && lb) e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + k * CB, lb, stream);
     }
-    if (e == cudaSuccess && len) e = local_reduce(c, dtype, &la, stream);
-    for (int i = 0; i < nsrc; i++) {
-      const int r = srcs[i];
-      const uint64_t q = c->cep_recvd[r] + k;
-      add(&st, P2PK_CEP_POST, gather ? &CTRL(r)->cep_done[me][sl[r]] : &CTRL(r)->cep_read[me][sl[r]],
-          q + 1, NULL, 0, r);
-    }
+    for (int i = 0; i < nsrc; i++) consumed(c, &st, srcs[i], sl[srcs[i]], c->cep_recvd[srcs[i]] + k);
   }
   if (e == cudaSuccess) e = launch(c, &st, stream);
   for (int i = 0; i < nsrc; i++) c->cep_recvd[srcs[i]] += mine;
-  /* All-reduce: pull every peer's reduced chunks back out of its slots;
-   * as the pushes, the copy stream holds only copies and event waits, the
-   * waits for results run ahead on W2 and the posts of free slots on P2. */
-  if (gather && np) {
-    size_t far = 0;
-    for (int i = 0; i < np; i++)
-      if (nchunks(pu[i].len, K) > far) far = nchunks(pu[i].len, K);
-    cudaStream_t g = c->sce_h2d, P2 = c->cep_stream[S_POST2], W2 = c->cep_stream[S_WAIT2];
-    for (size_t k = 0; k < far && e == cudaSuccess; k++) {
-      const int ek = (int)(k % D);
-      for (int i = 0; i < np; i++) {
-        const int t = pu[i].peer;
-        const uint64_t q = sent0[t] + k;
-        if (k < nchunks(pu[i].len, K)) add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_done[t][q % D], q + 1, NULL, 0, t);
-      }
-      e = launch(c, &st, W2);
-      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_DONE][ek], W2);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_DONE][ek], 0);
-      for (int i = 0; i < np && e == cudaSuccess; i++) {
-        const int t = pu[i].peer;
-        const size_t len = part(pu[i].len, k, K);
-        if (!len) continue;
-        const uint64_t q = sent0[t] + k;
-        const int s = (int)(q % D);
-        e = cudaMemcpyAsync((char *)recv + (soff[t] + k * K) * es, land(c, me, t, s), len * es,
-                            cudaMemcpyDefault, g);
-        add(&st, P2PK_CEP_POST, &CTRL(me)->cep_read[t][s], q + 1, NULL, 0, t);
-      }
-      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_PULLED][ek], g);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(P2, c->cep_ev[V_PULLED][ek], 0);
-      if (e == cudaSuccess) e = launch(c, &st, P2);
-      st.n = 0;
-    }
-    if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_GATHER], g);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_GATHER], 0);
-  }
   if (e == cudaSuccess && np) e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
   if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), count * es, CB);
   return e;
@@ -350,7 +418,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
   for (int i = 0; i < np && e == cudaSuccess; i++) {
     size_t cb = p2pk_ce_chunk_bytes(pu[i].len, c->nranks, (int)D);
     if (cb > c->lay.cep_slot) cb = c->lay.cep_slot;
-    e = pushes(c, &pu[i], 1, p2pk_sce_chunk_elems(cb, 1), 1, header(15, pu[i].len, 0, 0, me));
+    e = pushes(c, &pu[i], 1, p2pk_sce_chunk_elems(cb, 1), 1, header(15, pu[i].len, 0, 0, me), 1);
   }
   p2pk_cep_steps st;
   st.n = 0;
@@ -366,15 +434,9 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
       const int s = (int)(q % D);
       add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][s], q + 1, &CTRL(me)->cep_hdr[r][s], hv, r);
       e = launch(c, &st, stream);
-      p2pk_lr_args la;
-      memset(&la, 0, sizeof la);
-      la.n = 1;
-      la.src[0] = land(c, r, me, s);
-      la.out = ops[i].buf + k * K;
-      la.bytes = part(ops[i].bytes, k, K);
-      la.op = P2PKIT_SUM;
-      if (e == cudaSuccess) e = local_reduce(c, P2PKIT_UINT8, &la, stream);
-      add(&st, P2PK_CEP_POST, &CTRL(r)->cep_read[me][s], q + 1, NULL, 0, r);
+      if (e == cudaSuccess)
+        e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, part(ops[i].bytes, k, K), stream);
+      consumed(c, &st, r, s, q);
     }
     if (e == cudaSuccess) e = launch(c, &st, stream);
     c->cep_recvd[r] += nch;

@@ -81,11 +81,10 @@ struct p2pkit_comm {
    * to each peer and received from it so far (the peer counts the same). */
   uint64_t cep_sent[P2PK_COLL_MAX_RANKS], cep_recvd[P2PK_COLL_MAX_RANKS];
   size_t cep_p2p_min; /* send/recv over the copy engines from this size (0: never) */
-  /* Its one-thread kernels' streams (posts of full, posts of read, waits
-   * for read, waits for done) and the events between them and the copy
-   * streams ([kind][chunk % depth]), made on first use. */
+  /* Its one-thread kernels' streams and the events between them and the
+   * copy streams ([kind][chunk % depth]; ce_p2p_mp.c), made on first use. */
   cudaStream_t cep_stream[4];
-  cudaEvent_t cep_ev[4][P2PK_SCE_DEPTH_MAX];
+  cudaEvent_t cep_ev[6][P2PK_SCE_DEPTH_MAX];
   unsigned cep_logged;
 };
 

@@ -70,14 +70,16 @@ typedef struct {
    * pair src -> dst sits in dst's landing slot [src][q % depth]:
    * full[src][s] = q + 1 (at dst, written by src once its copy landed, hdr
    * beside it: what the call is); read[dst][s] = q + 1 (at src: the slot
-   * may be refilled; written by dst once it consumed the chunk, or by src
-   * itself once it took an all-reduce's result back out of it); done[t][s]
-   * = q + 1 (at src, written by t: the all-reduce result of chunk q is in
-   * the slot). */
+   * may be refilled; written by dst once it consumed the chunk). The
+   * all-reduce also sends its owner's results through the second half of
+   * each slot: done[src][s] = q + 1 (at dst, written by src once they
+   * landed), rread[dst][s] = q + 1 (at src, written by dst once it copied
+   * them out). */
   uint64_t cep_full[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
   uint64_t cep_hdr[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
   uint64_t cep_read[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
   uint64_t cep_done[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
+  uint64_t cep_rread[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
 } p2pk_dev_ctrl;
 
 /* Head of each rank's part of the host staging region. */
