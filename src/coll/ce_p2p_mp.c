@@ -72,10 +72,12 @@
 
 enum { E_START = P2PK_CE_EV_START, E_SIDE = 1, E_GATHER = 2 };
 /* c->cep_stream[]: posts after the side stream's copies, posts after the
- * gather stream's, waits for free slots before each. c->cep_ev[]: side
+ * gather stream's, waits for free slots before each, and the all-reduce's
+ * copies of results out of the slots (RECV). c->cep_ev[]: side
  * copies done, side slots free, gather copies done, gather slots free, the
  * owner's reduce done. */
-enum { S_POST = 0, S_POST2 = 1, S_WAIT = 2, S_WAIT2 = 3 };
+enum { S_POST = 0, S_POST2 = 1, S_WAIT = 2, S_WAIT2 = 3, S_RECV = 4 };
+enum { E_RECV = 3 };
 enum { V_CP = 0, V_CR = 1, V_GCP = 2, V_GCR = 3, V_RED = 4, V_KINDS = 6 };
 
 size_t p2pk_cep_slot_bytes(int n, int depth, int any) {
@@ -197,7 +199,7 @@ static cudaError_t local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dtyp
 /* Start: the side and gather streams wait for where `stream` stands. */
 static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, int gather) {
   cudaError_t e = p2pk_ce_prepare(c, 0);
-  for (int i = 0; i < 4 && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->cep_stream[i]);
+  for (int i = 0; i < 5 && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->cep_stream[i]);
   for (int i = 0; i < V_KINDS && e == cudaSuccess; i++)
     for (uint64_t s = 0; s < c->lay.cep_depth && e == cudaSuccess; s++) e = p2pk_lazy_event(&c->cep_ev[i][s]);
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
@@ -266,8 +268,11 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   cudaError_t e = start(c, stream, np > 0, mine > 0);
   if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 0);
   cudaStream_t g = c->sce_h2d, P2 = c->cep_stream[S_POST2], W2 = c->cep_stream[S_WAIT2];
-  p2pk_cep_steps st, sg;
-  st.n = sg.n = 0;
+  cudaStream_t R = c->cep_stream[S_RECV];
+  /* The results' copies out write this rank's output. */
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(R, c->sce_ev[E_START], 0);
+  p2pk_cep_steps st, sg, sr;
+  st.n = sg.n = sr.n = 0;
   for (size_t k = 0; k < far && e == cudaSuccess; k++) {
     const int ek = (int)(k % D);
     if (k < mine) {
@@ -286,11 +291,6 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       char *out = (char *)recv + (soff[me] + k * K) * es;
       if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, dtype, op, src, out, lb, stream);
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][ek], stream);
-      for (int r = 0; r < n; r++) {
-        if (r == me) continue;
-        const uint64_t q = recvd0[r] + k;
-        add(&st, P2PK_CEP_POST, &CTRL(r)->cep_read[me][q % D], q + 1, NULL, 0, r);
-      }
       /* The result to every peer, into the second half of its slot for me. */
       for (int t = 0; t < n; t++) {
         const uint64_t q = sent0[t] + k;
@@ -314,20 +314,30 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       if (e == cudaSuccess) e = launch(c, &sg, P2);
       sg.n = 0;
     }
-    /* Every peer's result of its chunk k, out of my slots into my output. */
     for (int t = 0; t < n && e == cudaSuccess; t++) {
-      if (t == me || k >= nchunks(slen[t], K)) continue;
+      if (t == me || k >= span[t]) continue;
       const uint64_t q = recvd0[t] + k;
       const int s = (int)(q % D);
-      add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_done[t][s], q + 1, NULL, 0, t);
-      e = launch(c, &st, stream);
-      if (e == cudaSuccess)
-        e = copy_out(c, dtype, land(c, t, me, s) + half, (char *)recv + (soff[t] + k * K) * es,
-                     part(slen[t], k, K) * es, stream);
-      add(&st, P2PK_CEP_POST, &CTRL(t)->cep_rread[me][s], q + 1, NULL, 0, t);
+      /* Slot s of the pair t -> me is free once I reduced its contribution
+       * (or at once: chunk numbers past my shard carry none). */
+      add(&st, P2PK_CEP_POST, &CTRL(t)->cep_read[me][s], q + 1, NULL, 0, t);
+      /* t's result of chunk k, out of the slot's second half into my output
+       * (on its own stream, so my reduces never wait for it); past t's
+       * shard, nothing came. */
+      if (k < nchunks(slen[t], K)) {
+        add(&sr, P2PK_CEP_WAIT, &CTRL(me)->cep_done[t][s], q + 1, NULL, 0, t);
+        e = launch(c, &sr, R);
+        if (e == cudaSuccess)
+          e = copy_out(c, dtype, land(c, t, me, s) + half, (char *)recv + (soff[t] + k * K) * es,
+                       part(slen[t], k, K) * es, R);
+      }
+      add(&sr, P2PK_CEP_POST, &CTRL(t)->cep_rread[me][s], q + 1, NULL, 0, t);
     }
   }
   if (e == cudaSuccess) e = launch(c, &st, stream);
+  if (e == cudaSuccess) e = launch(c, &sr, R);
+  if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_RECV], R);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_RECV], 0);
   if (e == cudaSuccess && mine) e = cudaEventRecord(c->sce_ev[E_GATHER], g);
   if (e == cudaSuccess && mine) e = cudaStreamWaitEvent(stream, c->sce_ev[E_GATHER], 0);
   if (e == cudaSuccess && np) e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);

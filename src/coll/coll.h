@@ -83,7 +83,7 @@ struct p2pkit_comm {
   size_t cep_p2p_min; /* send/recv over the copy engines from this size (0: never) */
   /* Its one-thread kernels' streams and the events between them and the
    * copy streams ([kind][chunk % depth]; ce_p2p_mp.c), made on first use. */
-  cudaStream_t cep_stream[4];
+  cudaStream_t cep_stream[5];
   cudaEvent_t cep_ev[6][P2PK_SCE_DEPTH_MAX];
   unsigned cep_logged;
 };
