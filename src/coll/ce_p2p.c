@@ -111,13 +111,20 @@ int p2pk_ce_depth(void) {
  * reduce only at 1 GiB (2879 us against 2926; 512 MiB 1488 against 1468).
  * With a process per GPU (ce_p2p_mp.c) a setting that is not given takes
  * the process-per-GPU default below instead. */
+/* Process per GPU (eighth session, runs 1-5, 2x H200, copy engines against
+ * the kernels): all-reduce from 256 MiB (776 us against 788; 128 MiB 414
+ * against 416 with three slots, 467 with two), reduce-scatter from 64 MiB
+ * shares (128 MiB input 252 us against 262; 64 MiB 141 against 112),
+ * reduce from 16 MiB (48.9 us against 51.3; 8 MiB 25.9 against 27.6),
+ * broadcast from 8 MiB (25.8 us against 28.8; 4 MiB 25.5 against 15.8);
+ * all-gather never (the kernel meets its goal with a process per GPU). */
 static size_t mp_default(int kind) {
   switch (kind) {
-    case P2PK_COLL_ALL_REDUCE: return (size_t)64 << 20;
+    case P2PK_COLL_ALL_REDUCE: return (size_t)256 << 20;
     case P2PK_COLL_REDUCE_SCATTER: return (size_t)64 << 20;
-    case P2PK_COLL_REDUCE: return (size_t)1 << 30;
-    case P2PK_COLL_BROADCAST: return (size_t)64 << 20;
-    default: return 0; /* all-gather: the kernel meets its goal with a process per GPU */
+    case P2PK_COLL_REDUCE: return (size_t)16 << 20;
+    case P2PK_COLL_BROADCAST: return (size_t)8 << 20;
+    default: return 0;
   }
 }
 
@@ -181,7 +188,10 @@ size_t p2pk_cep_p2p_min(const struct p2pkit_comm *c) {
   const char *name = "P2PKIT_SENDRECV_CE_MIN";
   const int set = p2pk_param_is_set(name);
   if (c->nranks > 2 && !set) return 0;
-  return set ? p2pk_param_size(name) : (size_t)64 << 20;
+  /* Process per GPU: from 256 MiB (eighth session: 774.6 us against the
+   * kernel's 778 at 256 MiB, 1474.8 against 1548 at 512 MiB; 128 MiB 425.6
+   * against 394.4). */
+  return set ? p2pk_param_size(name) : (size_t)256 << 20;
 }
 
 void p2pk_ce_min_fill(struct p2pkit_comm *c) {

@@ -16,8 +16,8 @@
  * others fail, not hang).
  *
  * Landing slots: rank t's scratch holds, for each peer r, `depth` slots of
- * cep_slot bytes (P2PKIT_CE_DEPTH, default 3; P2PKIT_CE_CHUNK or 64 MiB,
- * all of them within 192 MiB). Chunk q of the pair r -> t (numbered across
+ * cep_slot bytes (P2PKIT_CE_DEPTH, default 2 here; P2PKIT_CE_CHUNK, at most
+ * and by default what keeps all of them within 192 MiB: 96 MiB on 2 GPUs). Chunk q of the pair r -> t (numbered across
  * calls, cep_sent at r and cep_recvd at t, which stay equal) uses slot q %
  * depth. Counters (p2pk_dev_ctrl, coll_dev.h): full[r][s] and done[r][s] at
  * t, read[t][s] and rread[t][s] at r. Every wait reads this rank's own
@@ -80,12 +80,20 @@ enum { S_POST = 0, S_POST2 = 1, S_WAIT = 2, S_WAIT2 = 3, S_RECV = 4 };
 enum { E_RECV = 3 };
 enum { V_CP = 0, V_CR = 1, V_GCP = 2, V_GCR = 3, V_RED = 4, V_KINDS = 6 };
 
+int p2pk_cep_depth(void) {
+  /* Two (eighth session, runs 2-5, 2x H200): with 96 MiB slots a 1 GiB
+   * all-reduce took 2900 us (48 MiB chunks, a slot's halves) against 2945
+   * with three 64 MiB slots, a broadcast 2759 against 2772, send/recv 2872
+   * against 2875; four 48 MiB slots 2993. */
+  return p2pk_param_is_set("P2PKIT_CE_DEPTH") ? p2pk_ce_depth() : 2;
+}
+
 size_t p2pk_cep_slot_bytes(int n, int depth, int any) {
   if (!any || n < 2 || depth <= 0) return 0;
-  size_t b = p2pk_param_size("P2PKIT_CE_CHUNK");
-  if (!b) b = (size_t)64 << 20;
   size_t slots = (size_t)(n - 1) * (size_t)depth;
-  if (b > P2PK_CE_LAND_MAX / slots) b = P2PK_CE_LAND_MAX / slots;
+  /* P2PKIT_CE_CHUNK, else as large as the slots' cap allows. */
+  size_t b = p2pk_param_size("P2PKIT_CE_CHUNK");
+  if (!b || b > P2PK_CE_LAND_MAX / slots) b = P2PK_CE_LAND_MAX / slots;
   if (b < 4096) b = 4096;
   return (b + 4095) & ~(size_t)4095;
 }

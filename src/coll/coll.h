@@ -191,10 +191,13 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
                          cudaStream_t stream);
 /* Bytes of each landing slot a process-per-GPU communicator over P2P of n
  * ranks keeps in its scratch for `depth` chunks in flight per peer
- * (P2PKIT_CE_CHUNK or 64 MiB, the (n - 1) x depth slots within
- * P2PK_CE_LAND_MAX, a multiple of 4 KiB); 0 when `any` is 0 (no copy-engine
+ * (P2PKIT_CE_CHUNK, at most and by default P2PK_CE_LAND_MAX / ((n - 1) x
+ * depth), rounded up to 4 KiB); 0 when `any` is 0 (no copy-engine
  * collective is on). */
 size_t p2pk_cep_slot_bytes(int n, int depth, int any);
+/* Landing slots per peer with a process per GPU: P2PKIT_CE_DEPTH if set
+ * (2..P2PK_SCE_DEPTH_MAX), else 2. */
+int p2pk_cep_depth(void);
 /* Send/recv with a process per GPU over the copy engines from this size
  * (P2PKIT_SENDRECV_CE_MIN when set, else its process-per-GPU default; 0:
  * never). */

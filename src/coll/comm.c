@@ -694,7 +694,7 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   /* Copy engines over P2P: decided with the settings as if P2P held
    * (c->staged is still 0); dropped below if it does not. */
   const int cep = p2pk_cep_wanted(c);
-  mine.cep_depth = cep ? (uint64_t)p2pk_ce_depth() : 0;
+  mine.cep_depth = cep ? (uint64_t)p2pk_cep_depth() : 0;
   mine.cep_slot = p2pk_cep_slot_bytes(n, (int)mine.cep_depth, cep);
   mine.cep_mins = p2pk_cep_p2p_min(c);
   for (int k = 0; k < P2PK_COLL_KINDS; k++)

@@ -726,6 +726,8 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
    * scratch, 4 KiB aligned, after everything else, and the (n - 1) x depth
    * slots stay within P2PK_CE_LAND_MAX. */
   p2pk_param_reset();
+  CHECK_EQ(p2pk_cep_depth(), 2);
+  CHECK_EQ(p2pk_cep_slot_bytes(2, 2, 1), (size_t)96 << 20);
   CHECK_EQ(p2pk_cep_slot_bytes(2, 3, 1), (size_t)64 << 20);
   CHECK_EQ(p2pk_cep_slot_bytes(2, 3, 0), 0);
   CHECK_EQ(p2pk_cep_slot_bytes(1, 3, 1), 0);
@@ -743,6 +745,12 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   p2pk_param_reset();
   CHECK_EQ(p2pk_cep_slot_bytes(2, 2, 1), 102400);
   CHECK(p2pk_ce_chunk_bytes((size_t)1 << 30, 2, 2) <= 102400);
+  setenv("P2PKIT_CE_CHUNK", "1G", 1); /* never past the cap */
+  setenv("P2PKIT_CE_DEPTH", "4", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_cep_depth(), 4);
+  CHECK_EQ(p2pk_cep_slot_bytes(2, 4, 1), (size_t)48 << 20);
+  unsetenv("P2PKIT_CE_DEPTH");
   unsetenv("P2PKIT_CE_CHUNK");
   p2pk_param_reset();
   p2pk_layout lay;
@@ -768,16 +776,22 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   CHECK(p2pk_cep_wanted(&c));
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0); /* no slots yet */
   c.lay.cep_slot = (size_t)64 << 20;
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)256 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)1 << 30);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)16 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)8 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), 0);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), 0);
-  CHECK_EQ(p2pk_cep_p2p_min(&c), (size_t)64 << 20);
+  CHECK_EQ(p2pk_cep_p2p_min(&c), (size_t)256 << 20);
   p2pk_ce_min_fill(&c);
-  CHECK_EQ(c.cep_p2p_min, (size_t)64 << 20);
-  CHECK_EQ(c.ce_min[P2PK_COLL_BROADCAST], (size_t)64 << 20);
+  CHECK_EQ(c.cep_p2p_min, (size_t)256 << 20);
+  CHECK_EQ(c.ce_min[P2PK_COLL_BROADCAST], (size_t)8 << 20);
+  /* The one-process defaults stay where they were. */
+  c.multiproc = 0;
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
+  CHECK_EQ(p2pk_cep_p2p_min(&c), 0);
+  c.multiproc = 1;
   setenv("P2PKIT_BCAST_CE_MIN", "1M", 1);
   setenv("P2PKIT_SENDRECV_CE_MIN", "0", 1);
   p2pk_param_reset();
