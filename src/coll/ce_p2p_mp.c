@@ -106,23 +106,42 @@ static char *land(const struct p2pkit_comm *c, int src, int dst, int s) {
 }
 #define CTRL(p) ((p2pk_dev_ctrl *)c->peer[p])
 
-static void add(p2pk_cep_steps *st, int kind, uint64_t *ctr, uint64_t v, uint64_t *hdr,
-                uint64_t hv, int peer) {
-  p2pk_cep_step *x = &st->s[st->n++];
-  x->kind = kind;
-  x->ctr = ctr;
-  x->v = v;
-  x->hdr = hdr;
-  x->hv = hv;
-  x->peer = peer;
+/* The steps for one stream's next one-thread launch. A list that fills up
+ * is launched and started again, so any number of steps keeps its order. */
+typedef struct {
+  p2pk_cep_steps st;
+  const struct p2pkit_comm *c;
+  cudaStream_t s;
+  cudaError_t e;
+  int added; /* steps added since the caller last asked (taken()) */
+} batch_t;
+
+static void batch(batch_t *b, const struct p2pkit_comm *c, cudaStream_t s) {
+  b->st.n = 0;
+  b->c = c;
+  b->s = s;
+  b->e = cudaSuccess;
+  b->added = 0;
 }
 
-/* Launch the steps gathered so far (none: nothing). */
-static cudaError_t launch(const struct p2pkit_comm *c, p2pk_cep_steps *st, cudaStream_t s) {
-  if (!st->n) return cudaSuccess;
-  cudaError_t e = p2pk_launch_cep_sync(&c->tmpl, st, s);
-  st->n = 0;
-  return e;
+/* Launch the steps gathered so far (none: nothing); the first error sticks. */
+static cudaError_t flush(batch_t *b) {
+  if (b->st.n && b->e == cudaSuccess) b->e = p2pk_launch_cep_sync(&b->c->tmpl, &b->st, b->s);
+  b->st.n = 0;
+  return b->e;
+}
+
+static void add(batch_t *b, int kind, uint64_t *ctr, uint64_t v, uint64_t *hdr, uint64_t hv, int peer) {
+  if (b->st.n == P2PK_CEP_STEPS) flush(b);
+  b->st.s[b->st.n++] = (p2pk_cep_step){.ctr = ctr, .hdr = hdr, .v = v, .hv = hv, .kind = kind, .peer = peer};
+  b->added++;
+}
+
+/* Were steps added since the last call? */
+static int taken(batch_t *b) {
+  int a = b->added;
+  b->added = 0;
+  return a;
 }
 
 /* Elements of chunk k (K each) of len elements; 0 past its end. */
@@ -153,12 +172,13 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
                           uint64_t hv, int whole) {
   const int me = c->rank;
   const uint64_t D = c->lay.cep_depth;
-  cudaStream_t side = c->ce_side, P = c->cep_stream[S_POST], W = c->cep_stream[S_WAIT];
+  cudaStream_t side = c->ce_side;
   size_t most = 0;
   for (int i = 0; i < np; i++)
     if (nchunks(p[i].len, K) > most) most = nchunks(p[i].len, K);
-  p2pk_cep_steps st;
-  st.n = 0;
+  batch_t bw, bp;
+  batch(&bw, c, c->cep_stream[S_WAIT]);
+  batch(&bp, c, c->cep_stream[S_POST]);
   cudaError_t e = cudaSuccess;
   for (size_t k = 0; k < most && e == cudaSuccess; k++) {
     const int ek = (int)(k % D);
@@ -166,28 +186,33 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
       const int t = p[i].peer;
       const uint64_t q = c->cep_sent[t] + k;
       if (k >= nchunks(p[i].len, K) || q < D) continue;
-      add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_read[t][q % D], q - D + 1, NULL, 0, t);
+      add(&bw, P2PK_CEP_WAIT, &CTRL(me)->cep_read[t][q % D], q - D + 1, NULL, 0, t);
       /* A whole slot: its second half may still hold an all-reduce result. */
-      if (whole) add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_rread[t][q % D], q - D + 1, NULL, 0, t);
+      if (whole) add(&bw, P2PK_CEP_WAIT, &CTRL(me)->cep_rread[t][q % D], q - D + 1, NULL, 0, t);
     }
-    if (st.n) {
-      e = launch(c, &st, W);
-      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CR][ek], W);
+    if (taken(&bw)) {
+      e = flush(&bw);
+      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CR][ek], bw.s);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->cep_ev[V_CR][ek], 0);
     }
     for (int i = 0; i < np && e == cudaSuccess; i++) {
-      const int t = p[i].peer;
       const size_t len = part(p[i].len, k, K);
-      if (!len) continue;
+      const uint64_t q = c->cep_sent[p[i].peer] + k;
+      if (len)
+        e = cudaMemcpyAsync(land(c, me, p[i].peer, (int)(q % D)), p[i].src + k * K * es, len * es,
+                            cudaMemcpyDefault, side);
+    }
+    /* The posts only after P waits for the copies. */
+    if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CP][ek], side);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_CP][ek], 0);
+    for (int i = 0; i < np; i++) {
+      const int t = p[i].peer;
       const uint64_t q = c->cep_sent[t] + k;
       const int s = (int)(q % D);
-      e = cudaMemcpyAsync(land(c, me, t, s), p[i].src + k * K * es, len * es, cudaMemcpyDefault, side);
-      add(&st, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], q + 1, &CTRL(t)->cep_hdr[me][s], hv, t);
+      if (part(p[i].len, k, K))
+        add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], q + 1, &CTRL(t)->cep_hdr[me][s], hv, t);
     }
-    if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CP][ek], side);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(P, c->cep_ev[V_CP][ek], 0);
-    if (e == cudaSuccess) e = launch(c, &st, P);
-    st.n = 0;
+    if (e == cudaSuccess) e = flush(&bp);
   }
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_SIDE], side);
   /* Numbered chunks were (partly) launched: keep the count in step with the
@@ -238,9 +263,9 @@ static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, c
 }
 
 /* Posts that the chunk q of the pair r -> me in slot s was consumed whole. */
-static void consumed(struct p2pkit_comm *c, p2pk_cep_steps *st, int r, int s, uint64_t q) {
-  add(st, P2PK_CEP_POST, &CTRL(r)->cep_read[c->rank][s], q + 1, NULL, 0, r);
-  add(st, P2PK_CEP_POST, &CTRL(r)->cep_rread[c->rank][s], q + 1, NULL, 0, r);
+static void consumed(struct p2pkit_comm *c, batch_t *b, int r, int s, uint64_t q) {
+  add(b, P2PK_CEP_POST, &CTRL(r)->cep_read[c->rank][s], q + 1, NULL, 0, r);
+  add(b, P2PK_CEP_POST, &CTRL(r)->cep_rread[c->rank][s], q + 1, NULL, 0, r);
 }
 
 /* All-reduce (the file's head has the picture). */
@@ -275,12 +300,14 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   memcpy(recvd0, c->cep_recvd, sizeof recvd0);
   cudaError_t e = start(c, stream, np > 0, mine > 0);
   if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 0);
-  cudaStream_t g = c->sce_h2d, P2 = c->cep_stream[S_POST2], W2 = c->cep_stream[S_WAIT2];
-  cudaStream_t R = c->cep_stream[S_RECV];
+  cudaStream_t g = c->sce_h2d, R = c->cep_stream[S_RECV];
   /* The results' copies out write this rank's output. */
   if (e == cudaSuccess) e = cudaStreamWaitEvent(R, c->sce_ev[E_START], 0);
-  p2pk_cep_steps st, sg, sr;
-  st.n = sg.n = sr.n = 0;
+  batch_t bs, bw, bp, br; /* my stream; W2, P2 around the gather copies; R */
+  batch(&bs, c, stream);
+  batch(&bw, c, c->cep_stream[S_WAIT2]);
+  batch(&bp, c, c->cep_stream[S_POST2]);
+  batch(&br, c, R);
   for (size_t k = 0; k < far && e == cudaSuccess; k++) {
     const int ek = (int)(k % D);
     if (k < mine) {
@@ -291,10 +318,10 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
         if (r == me) continue;
         const uint64_t q = recvd0[r] + k;
         const int s = (int)(q % D);
-        add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][s], q + 1, &CTRL(me)->cep_hdr[r][s], hv, r);
+        add(&bs, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][s], q + 1, &CTRL(me)->cep_hdr[r][s], hv, r);
         src[r] = land(c, r, me, s);
       }
-      e = launch(c, &st, stream);
+      e = flush(&bs);
       const size_t lb = part(slen[me], k, K) * es;
       char *out = (char *)recv + (soff[me] + k * K) * es;
       if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, dtype, op, src, out, lb, stream);
@@ -302,25 +329,25 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       /* The result to every peer, into the second half of its slot for me. */
       for (int t = 0; t < n; t++) {
         const uint64_t q = sent0[t] + k;
-        if (t != me && q >= D) add(&sg, P2PK_CEP_WAIT, &CTRL(me)->cep_rread[t][q % D], q - D + 1, NULL, 0, t);
+        if (t != me && q >= D) add(&bw, P2PK_CEP_WAIT, &CTRL(me)->cep_rread[t][q % D], q - D + 1, NULL, 0, t);
       }
-      if (e == cudaSuccess && sg.n) {
-        e = launch(c, &sg, W2);
-        if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCR][ek], W2);
+      if (e == cudaSuccess && taken(&bw)) {
+        e = flush(&bw);
+        if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCR][ek], bw.s);
         if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_GCR][ek], 0);
       }
       if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_RED][ek], 0);
-      for (int t = 0; t < n && e == cudaSuccess; t++) {
-        if (t == me) continue;
-        const uint64_t q = sent0[t] + k;
-        const int s = (int)(q % D);
-        if (lb) e = cudaMemcpyAsync(land(c, me, t, s) + half, out, lb, cudaMemcpyDefault, g);
-        add(&sg, P2PK_CEP_POST, &CTRL(t)->cep_done[me][s], q + 1, NULL, 0, t);
-      }
+      for (int t = 0; t < n && e == cudaSuccess; t++)
+        if (t != me && lb)
+          e = cudaMemcpyAsync(land(c, me, t, (int)((sent0[t] + k) % D)) + half, out, lb, cudaMemcpyDefault, g);
+      /* The posts only after P2 waits for the copies. */
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCP][ek], g);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(P2, c->cep_ev[V_GCP][ek], 0);
-      if (e == cudaSuccess) e = launch(c, &sg, P2);
-      sg.n = 0;
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_GCP][ek], 0);
+      for (int t = 0; t < n; t++) {
+        const uint64_t q = sent0[t] + k;
+        if (t != me) add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_done[me][q % D], q + 1, NULL, 0, t);
+      }
+      if (e == cudaSuccess) e = flush(&bp);
     }
     for (int t = 0; t < n && e == cudaSuccess; t++) {
       if (t == me || k >= span[t]) continue;
@@ -328,22 +355,22 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       const int s = (int)(q % D);
       /* Slot s of the pair t -> me is free once I reduced its contribution
        * (or at once: chunk numbers past my shard carry none). */
-      add(&st, P2PK_CEP_POST, &CTRL(t)->cep_read[me][s], q + 1, NULL, 0, t);
+      add(&bs, P2PK_CEP_POST, &CTRL(t)->cep_read[me][s], q + 1, NULL, 0, t);
       /* t's result of chunk k, out of the slot's second half into my output
        * (on its own stream, so my reduces never wait for it); past t's
        * shard, nothing came. */
       if (k < nchunks(slen[t], K)) {
-        add(&sr, P2PK_CEP_WAIT, &CTRL(me)->cep_done[t][s], q + 1, NULL, 0, t);
-        e = launch(c, &sr, R);
+        add(&br, P2PK_CEP_WAIT, &CTRL(me)->cep_done[t][s], q + 1, NULL, 0, t);
+        e = flush(&br);
         if (e == cudaSuccess)
           e = copy_out(c, dtype, land(c, t, me, s) + half, (char *)recv + (soff[t] + k * K) * es,
                        part(slen[t], k, K) * es, R);
       }
-      add(&sr, P2PK_CEP_POST, &CTRL(t)->cep_rread[me][s], q + 1, NULL, 0, t);
+      add(&br, P2PK_CEP_POST, &CTRL(t)->cep_rread[me][s], q + 1, NULL, 0, t);
     }
   }
-  if (e == cudaSuccess) e = launch(c, &st, stream);
-  if (e == cudaSuccess) e = launch(c, &sr, R);
+  if (e == cudaSuccess) e = flush(&bs);
+  if (e == cudaSuccess) e = flush(&br);
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_RECV], R);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_RECV], 0);
   if (e == cudaSuccess && mine) e = cudaEventRecord(c->sce_ev[E_GATHER], g);
@@ -399,17 +426,17 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
     e = copy_out(c, dtype, send, recv, count * es, stream);
   /* My shard: wait for every source's chunk, reduce (or copy it out), post. */
   const size_t mine = nchunks(slen[me], K);
-  p2pk_cep_steps st;
-  st.n = 0;
+  batch_t bs;
+  batch(&bs, c, stream);
   for (size_t k = 0; k < mine && e == cudaSuccess; k++) {
     int sl[P2PK_COLL_MAX_RANKS];
     for (int i = 0; i < nsrc; i++) {
       const int r = srcs[i];
       const uint64_t q = c->cep_recvd[r] + k;
       sl[r] = (int)(q % D);
-      add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][sl[r]], q + 1, &CTRL(me)->cep_hdr[r][sl[r]], hv, r);
+      add(&bs, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][sl[r]], q + 1, &CTRL(me)->cep_hdr[r][sl[r]], hv, r);
     }
-    e = launch(c, &st, stream);
+    e = flush(&bs);
     const size_t lb = part(slen[me], k, K) * es;
     if (bcast) {
       if (e == cudaSuccess) e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, stream);
@@ -419,9 +446,9 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
         src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, sl[r]);
       if (e == cudaSuccess && lb) e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + k * CB, lb, stream);
     }
-    for (int i = 0; i < nsrc; i++) consumed(c, &st, srcs[i], sl[srcs[i]], c->cep_recvd[srcs[i]] + k);
+    for (int i = 0; i < nsrc; i++) consumed(c, &bs, srcs[i], sl[srcs[i]], c->cep_recvd[srcs[i]] + k);
   }
-  if (e == cudaSuccess) e = launch(c, &st, stream);
+  if (e == cudaSuccess) e = flush(&bs);
   for (int i = 0; i < nsrc; i++) c->cep_recvd[srcs[i]] += mine;
   if (e == cudaSuccess && np) e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
   if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), count * es, CB);
@@ -444,8 +471,8 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     if (cb > c->lay.cep_slot) cb = c->lay.cep_slot;
     e = pushes(c, &pu[i], 1, p2pk_sce_chunk_elems(cb, 1), 1, header(15, pu[i].len, 0, 0, me), 1);
   }
-  p2pk_cep_steps st;
-  st.n = 0;
+  batch_t bs;
+  batch(&bs, c, stream);
   for (int i = 0; i < nops && e == cudaSuccess; i++) {
     if (ops[i].send) continue;
     const int r = ops[i].peer;
@@ -456,13 +483,13 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
       const uint64_t q = c->cep_recvd[r] + k;
       const int s = (int)(q % D);
-      add(&st, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][s], q + 1, &CTRL(me)->cep_hdr[r][s], hv, r);
-      e = launch(c, &st, stream);
+      add(&bs, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][s], q + 1, &CTRL(me)->cep_hdr[r][s], hv, r);
+      e = flush(&bs);
       if (e == cudaSuccess)
         e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, part(ops[i].bytes, k, K), stream);
-      consumed(c, &st, r, s, q);
+      consumed(c, &bs, r, s, q);
     }
-    if (e == cudaSuccess) e = launch(c, &st, stream);
+    if (e == cudaSuccess) e = flush(&bs);
     c->cep_recvd[r] += nch;
   }
   if (e == cudaSuccess && np) e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
