@@ -1,7 +1,7 @@
 /* Copy engines over P2P with one process per GPU: all-reduce,
  * reduce-scatter, reduce and broadcast from their P2PKIT_*_CE_MIN (with a
  * process per GPU, a setting not given takes the default in ce_p2p.c's
- * mp_default), and send/recv from P2PKIT_SENDRECV_CE_MIN (default 64 MiB
+ * mp_default), and send/recv from P2PKIT_SENDRECV_CE_MIN (default 256 MiB
  * here).
  *
  * Why: with a process per GPU the kernels move every byte with SM stores,
@@ -17,9 +17,9 @@
  *
  * Landing slots: rank t's scratch holds, for each peer r, `depth` slots of
  * cep_slot bytes (P2PKIT_CE_DEPTH, default 2 here; P2PKIT_CE_CHUNK, at most
- * and by default what keeps all of them within 192 MiB: 96 MiB on 2 GPUs). Chunk q of the pair r -> t (numbered across
- * calls, cep_sent at r and cep_recvd at t, which stay equal) uses slot q %
- * depth. Counters (p2pk_dev_ctrl, coll_dev.h): full[r][s] and done[r][s] at
+ * and by default what keeps all of them within 192 MiB: 96 MiB on 2 GPUs).
+ * Chunk q of the pair r -> t (numbered across calls, cep_sent at r and
+ * cep_recvd at t, which stay equal) uses slot q % depth. Counters (p2pk_dev_ctrl, coll_dev.h): full[r][s] and done[r][s] at
  * t, read[t][s] and rread[t][s] at r. Every wait reads this rank's own
  * scratch; every post writes a peer's.
  *
@@ -53,10 +53,12 @@
  * others after events the copies record (a kernel between two copies on one
  * stream left the copy engine idle ~14 us a chunk: run 1, 1 GiB broadcast
  * 2937 us in 16 chunks against 371.5 for 128 MiB in 2). On a rank's own
- * stream a post and the next chunk's waits go in one launch. START (the
+ * stream a post and the next chunk's waits go in one launch (batch_t:
+ * launched when full, so any number of steps keeps its order). START (the
  * caller's stream at the call) comes before the copy streams start; the
- * caller's stream ends after SIDE (the pushes read its input) and GATHER
- * (the all-reduce's result pushes read its output). Chunk numbers are baked
+ * caller's stream ends after SIDE (the pushes read its input), and for the
+ * all-reduce after GATHER (its result pushes read its output) and RECV (its
+ * copies-out write it). Chunk numbers are baked
  * into the launches, so under graph capture the kernels run instead
  * (allreduce.c, p2p.c). */
 #include <cuda_runtime_api.h>
@@ -78,7 +80,7 @@ enum { E_START = P2PK_CE_EV_START, E_SIDE = 1, E_GATHER = 2 };
  * owner's reduce done. */
 enum { S_POST = 0, S_POST2 = 1, S_WAIT = 2, S_WAIT2 = 3, S_RECV = 4 };
 enum { E_RECV = 3 };
-enum { V_CP = 0, V_CR = 1, V_GCP = 2, V_GCR = 3, V_RED = 4, V_KINDS = 6 };
+enum { V_CP = 0, V_CR = 1, V_GCP = 2, V_GCR = 3, V_RED = 4, V_KINDS = 5 };
 
 int p2pk_cep_depth(void) {
   /* Two (eighth session, runs 2-5, 2x H200): with 96 MiB slots a 1 GiB

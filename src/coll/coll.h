@@ -84,7 +84,7 @@ struct p2pkit_comm {
   /* Its one-thread kernels' streams and the events between them and the
    * copy streams ([kind][chunk % depth]; ce_p2p_mp.c), made on first use. */
   cudaStream_t cep_stream[5];
-  cudaEvent_t cep_ev[6][P2PK_SCE_DEPTH_MAX];
+  cudaEvent_t cep_ev[5][P2PK_SCE_DEPTH_MAX];
   unsigned cep_logged;
 };
 

@@ -321,7 +321,7 @@ static void comm_free(struct p2pkit_comm *c) {
   if (c->sce_buf) cudaFree(c->sce_buf);
   for (int i = 0; i < 5; i++)
     if (c->cep_stream[i]) cudaStreamDestroy(c->cep_stream[i]);
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < 5; i++)
     for (int s = 0; s < P2PK_SCE_DEPTH_MAX; s++)
       if (c->cep_ev[i][s]) cudaEventDestroy(c->cep_ev[i][s]);
   if (c->stage_registered) cudaHostUnregister(c->stage);
