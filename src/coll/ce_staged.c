@@ -217,7 +217,8 @@ size_t p2pk_sce_slot_bytes(void) {
  * shared host region (stage_ce_off, apart from the staged kernels'
  * mailboxes), and what a peer did reaches this rank through the slot
  * counters in the host region, waited for and posted by one-thread kernels
- * on the copy streams (p2pk_launch_ce_sync), with the kernels' timeout.
+ * on the copy streams (ce_sync below: p2pk_launch_cep_sync, the kernel of
+ * ce_p2p_mp.c), with the kernels' timeout.
  * Chunks are numbered q = c->sce_seq + k across calls, the same on every
  * rank; chunk q uses slot q % D. Per chunk:
  *   side stream:  wait until every peer read chunk q - D from my slot;
@@ -230,6 +231,51 @@ size_t p2pk_sce_slot_bytes(void) {
  * turning from copy to kernel and back costs microseconds each time).
  * The stream's last reduce waited for the last D2H, so once it ends the
  * input is no longer read; a later call's copies wait on the counters. */
+enum { CE_NONE, CE_WAIT_FULL, CE_WAIT_READ, CE_POST_FULL, CE_POST_READ };
+typedef struct {
+  int kind, slot;
+  uint64_t v;
+} ce_op;
+
+/* Rank r's part of the host region, as the GPU sees it. */
+static p2pk_stage_ctrl *sctrl(const struct p2pkit_comm *c, int r) {
+  return (p2pk_stage_ctrl *)(c->tmpl.stage + (size_t)r * c->lay.stage_stride);
+}
+
+/* One op as steps: wait until every peer has filled its slot (ce_full,
+ * comparing the header beside it) or has read mine (ce_read[slot][p]), or
+ * post my ce_full (with the header) or my ce_read[slot][me] at every peer. */
+static void ce_steps(const struct p2pkit_comm *c, p2pk_cep_steps *st, ce_op o, uint64_t hdr) {
+  const int me = c->rank;
+  p2pk_stage_ctrl *mine = sctrl(c, me);
+  if (o.kind == CE_POST_FULL) {
+    st->s[st->n++] = (p2pk_cep_step){.ctr = &mine->ce_full[o.slot], .hdr = &mine->ce_hdr[o.slot],
+                                     .v = o.v, .hv = hdr, .kind = P2PK_CEP_POST, .peer = me};
+    return;
+  }
+  for (int p = 0; p < c->nranks && o.kind != CE_NONE; p++) {
+    if (p == me) continue;
+    p2pk_cep_step x = {.v = o.v, .peer = p};
+    if (o.kind == CE_WAIT_FULL)
+      x.kind = P2PK_CEP_WAIT, x.ctr = &sctrl(c, p)->ce_full[o.slot], x.hdr = &sctrl(c, p)->ce_hdr[o.slot], x.hv = hdr;
+    else if (o.kind == CE_WAIT_READ)
+      x.kind = P2PK_CEP_WAIT, x.ctr = &mine->ce_read[o.slot][p];
+    else
+      x.kind = P2PK_CEP_POST, x.ctr = &sctrl(c, p)->ce_read[o.slot][me];
+    st->s[st->n++] = x;
+  }
+}
+
+/* first, then second, in one launch on `stream` (at most 2 (n - 1) steps). */
+static cudaError_t ce_sync(const struct p2pkit_comm *c, ce_op first, ce_op second, uint64_t hdr,
+                           cudaStream_t stream) {
+  p2pk_cep_steps st;
+  st.n = 0;
+  ce_steps(c, &st, first, hdr);
+  ce_steps(c, &st, second, hdr);
+  return p2pk_launch_cep_sync(&c->tmpl, &st, stream);
+}
+
 cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send, void *recv,
                                         size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op,
                                         cudaStream_t stream) {
@@ -238,7 +284,6 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
   const size_t K = chunk_within(c->lay.stage_ce_slot, es);
   const size_t CB = K * es, nch = (count + K - 1) / K;
   const int D = c->sce_depth;
-  const uint32_t peers = ((n >= 32 ? 0u : 1u << n) - 1u) & ~(1u << me);
   /* What the call is, for the peers to compare (a count, type or op that
    * differs fails the call as a mismatch instead of pairing wrong chunks). */
   const uint64_t hdr = ((uint64_t)count << 8) ^ ((uint64_t)dtype << 4) ^ (uint64_t)op ^ 0x5ce0000000000000ULL;
@@ -248,22 +293,21 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
   /* This call's chunk size may differ from the last one's, so its slots of
    * buf overlap other slots of the last call: wait for all of its reduces. */
   if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
-  const p2pk_ar_args *a = &c->tmpl;
 #define HOST(r, s) (c->stage + (size_t)(r) * c->lay.stage_stride + c->lay.stage_ce_off + (size_t)(s) * c->lay.stage_ce_slot)
 #define BUF(r, s) p2pk_ce_land(c, r, D, s, CB)
   /* The first chunk's waits go alone; every later chunk's ride in one launch
    * with the post of the chunk before (one copy-kernel-copy turn per chunk). */
-  const p2pk_ce_op none = {P2PK_CE_NONE, 0, 0};
+  const ce_op none = {CE_NONE, 0, 0};
   const uint64_t q0 = c->sce_seq;
   const int s0 = (int)(q0 % (uint64_t)D);
   if (e == cudaSuccess && q0 >= (uint64_t)D) {
-    p2pk_ce_op w = {P2PK_CE_WAIT_READ, s0, q0 - (uint64_t)D + 1};
-    e = p2pk_launch_ce_sync(a, w, none, hdr, peers, c->ce_side);
+    ce_op w = {CE_WAIT_READ, s0, q0 - (uint64_t)D + 1};
+    e = ce_sync(c, w, none, hdr, c->ce_side);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_RED + s0], 0);
   }
   if (e == cudaSuccess) {
-    p2pk_ce_op w = {P2PK_CE_WAIT_FULL, s0, q0 + 1};
-    e = p2pk_launch_ce_sync(a, w, none, hdr, peers, c->sce_h2d);
+    ce_op w = {CE_WAIT_FULL, s0, q0 + 1};
+    e = ce_sync(c, w, none, hdr, c->sce_h2d);
   }
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
     const uint64_t q = q0 + k, qn = q + 1;
@@ -274,18 +318,18 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
     e = cudaMemcpyAsync(HOST(me, s), (const char *)send + off * es, lb, cudaMemcpyDeviceToHost, c->ce_side);
     if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_D2H + s], c->ce_side);
     if (e == cudaSuccess) {
-      p2pk_ce_op post = {P2PK_CE_POST_FULL, s, q + 1};
-      p2pk_ce_op w = {P2PK_CE_WAIT_READ, sn, qn - (uint64_t)D + 1};
-      e = p2pk_launch_ce_sync(a, post, next && qn >= (uint64_t)D ? w : none, hdr, peers, c->ce_side);
+      ce_op post = {CE_POST_FULL, s, q + 1};
+      ce_op w = {CE_WAIT_READ, sn, qn - (uint64_t)D + 1};
+      e = ce_sync(c, post, next && qn >= (uint64_t)D ? w : none, hdr, c->ce_side);
     }
     /* The peers' slots to buf; tell them; wait for chunk qn's slots. */
     for (int r = 0; r < n && e == cudaSuccess; r++)
       if (r != me) e = cudaMemcpyAsync(BUF(r, s), HOST(r, s), lb, cudaMemcpyHostToDevice, c->sce_h2d);
     if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_H2D + s], c->sce_h2d);
     if (e == cudaSuccess) {
-      p2pk_ce_op post = {P2PK_CE_POST_READ, s, q + 1};
-      p2pk_ce_op w = {P2PK_CE_WAIT_FULL, sn, qn + 1};
-      e = p2pk_launch_ce_sync(a, post, next ? w : none, hdr, peers, c->sce_h2d);
+      ce_op post = {CE_POST_READ, s, q + 1};
+      ce_op w = {CE_WAIT_FULL, sn, qn + 1};
+      e = ce_sync(c, post, next ? w : none, hdr, c->sce_h2d);
     }
     /* buf's slot sn is free once my reduce of chunk qn - D is done. */
     if (e == cudaSuccess && next && qn >= (uint64_t)D)

@@ -244,24 +244,9 @@ cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int thr
                                       cudaStream_t stream);
 cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int threads,
                                          cudaStream_t stream);
-/* Copy-engine staged all-reduce, process per GPU (staged_kernels.cu): one
- * thread on `stream` does `first`, then `second`. A step waits until every
- * peer p in `mask` has filled its slot (ce_full[slot] >= v) or has read this
- * rank's (ce_read[slot][p] >= v), or posts this rank's ce_full[slot] = v or
- * its ce_read[slot][me] = v at every peer in mask; P2PK_CE_NONE does
- * nothing. Waits give up like the collective kernels (timeout, abort), and
- * the second step is skipped then. hdr: what the call is; posting full
- * writes it beside the counter, and a wait for a full slot fails with a
- * mismatch when the peer's differs. */
-enum { P2PK_CE_NONE, P2PK_CE_WAIT_FULL, P2PK_CE_WAIT_READ, P2PK_CE_POST_FULL, P2PK_CE_POST_READ };
-typedef struct {
-  int32_t kind, slot;
-  uint64_t v;
-} p2pk_ce_op;
-cudaError_t p2pk_launch_ce_sync(const p2pk_ar_args *a, p2pk_ce_op first, p2pk_ce_op second,
-                                uint64_t hdr, uint32_t mask, cudaStream_t stream);
-/* Copy engines over P2P, process per GPU (ce_p2p_mp.c): one thread on a
- * stream does the steps in order. A wait step waits until *ctr >= v (with
+/* The process-per-GPU copy-engine paths (ce_p2p_mp.c over P2P,
+ * ce_staged.c through host memory): one thread on a stream does the steps
+ * in order. A wait step waits until *ctr >= v (with
  * the collective kernels' timeout and abort rules; `peer` is who should
  * write it) and, when hdr is set, fails with a mismatch unless *hdr == hv;
  * a post step writes *hdr = hv (when hdr is set), then *ctr = v (release,

@@ -166,57 +166,7 @@ __global__ void __launch_bounds__(512) staged_p2p_kernel(const __grid_constant__
   }
 }
 
-// The copy-engine staged all-reduce, process per GPU (ce_staged.c): the
-// copies run on streams, and ranks in other processes learn of them through
-// counters in the host region. One thread waits for or writes them, with
-// the collective kernels' timeout and abort rules (a peer that died: this
-// rank's error words say so, and the streams go on, so nothing hangs).
-// One step: false when a wait gave up or a header differed.
-__device__ __forceinline__ bool ce_step(const p2pk_ar_args &a, Waiter &w, const p2pk_ce_op &o,
-                                        uint64_t hdr, uint32_t mask) {
-  if (o.kind == P2PK_CE_POST_FULL) {
-    st_vol_u64(&stage_ctrl(a, a.rank)->ce_hdr[o.slot], hdr);
-    st_rel(&stage_ctrl(a, a.rank)->ce_full[o.slot], o.v);
-    return true;
-  }
-  for (int p = 0; p < a.nranks; p++) {
-    if (p == a.rank || !((mask >> p) & 1)) continue;
-    switch (o.kind) {
-      case P2PK_CE_WAIT_FULL:
-        if (!wait_geq(a, w, &stage_ctrl(a, p)->ce_full[o.slot], o.v, p)) return false;
-        if (ld_vol_u64(&stage_ctrl(a, p)->ce_hdr[o.slot]) != hdr) {
-          fail(a, P2PK_DERR_MISMATCH, p);
-          return false;
-        }
-        break;
-      case P2PK_CE_WAIT_READ:
-        if (!wait_geq(a, w, &stage_ctrl(a, a.rank)->ce_read[o.slot][p], o.v, p)) return false;
-        break;
-      case P2PK_CE_POST_READ:
-        st_rel(&stage_ctrl(a, p)->ce_read[o.slot][a.rank], o.v);
-        break;
-    }
-  }
-  return true;
-}
-
-// first, then second (a post and the next chunk's wait in one launch: one
-// copy-to-kernel-to-copy turn per chunk on each copy stream, not two).
-__global__ void ce_sync_kernel(const __grid_constant__ p2pk_ar_args a, p2pk_ce_op first,
-                               p2pk_ce_op second, uint64_t hdr, uint32_t mask) {
-  if (threadIdx.x != 0) return;
-  Waiter w(a);
-  if (ce_step(a, w, first, hdr, mask)) ce_step(a, w, second, hdr, mask);
-}
-
 }  // namespace p2pk
-
-extern "C" cudaError_t p2pk_launch_ce_sync(const p2pk_ar_args *a, p2pk_ce_op first,
-                                           p2pk_ce_op second, uint64_t hdr, uint32_t mask,
-                                           cudaStream_t stream) {
-  p2pk::ce_sync_kernel<<<1, 32, 0, stream>>>(*a, first, second, hdr, mask);
-  return cudaGetLastError();
-}
 
 extern "C" cudaError_t p2pk_launch_p2p_staged(const p2pk_p2p_args *pa, int esize, int blocks,
                                               int threads, cudaStream_t stream) {
@@ -236,7 +186,5 @@ extern "C" cudaError_t p2pk_preload_allreduce_staged(void) {
   cudaError_t e = cudaSuccess;
   P2PK_PRELOAD_DTYPES(p2pk::staged_kernel, e);
   P2PK_PRELOAD_ESIZES(p2pk::staged_p2p_kernel, e);
-  cudaFuncAttributes fa;
-  if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::ce_sync_kernel);
   return e;
 }
