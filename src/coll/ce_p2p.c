@@ -79,6 +79,19 @@ void p2pk_ce_shard(size_t count, int n, size_t es, int r, size_t *off, size_t *l
   *len = count - a < h ? count - a : h;
 }
 
+void p2pk_ce_owned(int kind, size_t count, int n, size_t es, int root, int t, size_t *off,
+                   size_t *len) {
+  *off = *len = 0;
+  if (t < 0 || t >= n) return;
+  switch (kind) {
+    case P2PK_COLL_ALL_REDUCE: p2pk_ce_shard(count, n, es, t, off, len); break;
+    case P2PK_COLL_REDUCE_SCATTER: *off = (size_t)t * count, *len = count; break;
+    case P2PK_COLL_REDUCE: *len = t == root ? count : 0; break;
+    case P2PK_COLL_BROADCAST: *len = t == root ? 0 : count; break;
+    default: break;
+  }
+}
+
 size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth) {
   size_t c = p2pk_param_size("P2PKIT_CE_CHUNK");
   if (!c) {
@@ -215,11 +228,6 @@ static void log_once(struct p2pkit_comm *c, int kind, size_t bytes, size_t nch, 
 #define STREAM(r) ((cudaStream_t)set[r]->stream)
 #define DEV(r) (set[r]->c->device)
 
-/* Elements of chunk k (K each) of a shard of len elements; 0 past its end. */
-static size_t part_len(size_t len, size_t k, size_t K) {
-  return len <= k * K ? 0 : len - k * K < K ? len - k * K : K;
-}
-
 /* All-reduce (gather = 1), reduce-scatter or reduce (gather = 0) of set[*]. */
 static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
   const int gather = kind == P2PK_COLL_ALL_REDUCE;
@@ -231,9 +239,7 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
    * root owns the whole message, the others nothing. */
   size_t soff[P2PK_COLL_MAX_RANKS], slen[P2PK_COLL_MAX_RANKS], most = 0;
   for (int t = 0; t < n; t++) {
-    if (gather) p2pk_ce_shard(a0->count, n, es, t, &soff[t], &slen[t]);
-    else if (kind == P2PK_COLL_REDUCE) soff[t] = 0, slen[t] = t == a0->root ? a0->count : 0;
-    else soff[t] = (size_t)t * a0->count, slen[t] = a0->count;
+    p2pk_ce_owned(kind, a0->count, n, es, a0->root, t, &soff[t], &slen[t]);
     if (slen[t] > most) most = slen[t];
   }
   const size_t K = p2pk_sce_chunk_elems(p2pk_ce_chunk_bytes(most * es, n, D), es), CB = K * es;
@@ -255,7 +261,7 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
       cudaStream_t side = SIDE(r);
       e = cudaSetDevice(DEV(r));
       for (int t = 0; t < n && e == cudaSuccess; t++) {
-        const size_t lb = part_len(slen[t], k, K) * es;
+        const size_t lb = p2pk_ce_part(slen[t], k, K) * es;
         if (t == r || !lb) continue;
         if (k >= (size_t)D) e = cudaStreamWaitEvent(side, EV(t, E_RED + s), 0);
         if (e == cudaSuccess)
@@ -267,7 +273,7 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
     }
     /* Every owner reduces its chunk k, then copies the result out. */
     for (int t = 0; t < n && e == cudaSuccess; t++) {
-      const size_t lb = part_len(slen[t], k, K) * es;
+      const size_t lb = p2pk_ce_part(slen[t], k, K) * es;
       if (!lb) continue;
       bad = t;
       const size_t at = (gather ? soff[t] : 0) + k * K;

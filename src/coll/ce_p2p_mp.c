@@ -146,14 +146,18 @@ static int taken(batch_t *b) {
   return a;
 }
 
-/* Elements of chunk k (K each) of len elements; 0 past its end. */
-static size_t part(size_t len, size_t k, size_t K) {
-  return len <= k * K ? 0 : len - k * K < K ? len - k * K : K;
-}
-
 static size_t nchunks(size_t len, size_t K) { return (len + K - 1) / K; }
 
-/* What a call is, for the receivers to compare with their own. */
+/* Elements per chunk for a shard of `bytes` (p2pk_ce_chunk_bytes), at most
+ * `cap` bytes: both ends of a pair compute it from the same numbers. */
+static size_t chunk_elems(const struct p2pkit_comm *c, size_t bytes, size_t es, size_t cap) {
+  size_t cb = p2pk_ce_chunk_bytes(bytes, c->nranks, (int)c->lay.cep_depth);
+  return p2pk_sce_chunk_elems(cb < cap ? cb : cap, es);
+}
+
+/* What a call is, for the receivers to compare with their own (kind
+ * SENDRECV for send/recv, the sender as root). */
+enum { SENDRECV = P2PK_COLL_KINDS };
 static uint64_t header(int kind, size_t count, int dtype, int op, int root) {
   return 0xce9000000000000ULL ^ ((uint64_t)count << 16) ^ ((uint64_t)kind << 12) ^
          ((uint64_t)dtype << 8) ^ ((uint64_t)op << 4) ^ (uint64_t)root;
@@ -198,7 +202,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
       if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->cep_ev[V_CR][ek], 0);
     }
     for (int i = 0; i < np && e == cudaSuccess; i++) {
-      const size_t len = part(p[i].len, k, K);
+      const size_t len = p2pk_ce_part(p[i].len, k, K);
       const uint64_t q = c->cep_sent[p[i].peer] + k;
       if (len)
         e = cudaMemcpyAsync(land(c, me, p[i].peer, (int)(q % D)), p[i].src + k * K * es, len * es,
@@ -211,7 +215,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
       const int t = p[i].peer;
       const uint64_t q = c->cep_sent[t] + k;
       const int s = (int)(q % D);
-      if (part(p[i].len, k, K))
+      if (p2pk_ce_part(p[i].len, k, K))
         add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], q + 1, &CTRL(t)->cep_hdr[me][s], hv, t);
     }
     if (e == cudaSuccess) e = flush(&bp);
@@ -221,14 +225,6 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
    * peer even on an error (the communicator is then broken anyway). */
   for (int i = 0; i < np; i++) c->cep_sent[p[i].peer] += nchunks(p[i].len, K);
   return e;
-}
-
-static cudaError_t local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, p2pk_lr_args *la,
-                                cudaStream_t stream) {
-  size_t blocks = (la->bytes + (64u << 10) - 1) / (64u << 10);
-  int sms = c->geom.sm_count > 0 ? c->geom.sm_count : 1;
-  if (blocks > (size_t)sms) blocks = (size_t)sms;
-  return p2pk_launch_local_reduce(dtype, la, blocks ? (int)blocks : 1, stream);
 }
 
 /* Start: the side and gather streams wait for where `stream` stands. */
@@ -261,7 +257,7 @@ static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, c
   la.out = out;
   la.bytes = lb;
   la.op = P2PKIT_SUM;
-  return lb ? local_reduce(c, dtype, &la, stream) : cudaSuccess;
+  return lb ? p2pk_ce_local_reduce(c, dtype, &la, stream) : cudaSuccess;
 }
 
 /* Posts that the chunk q of the pair r -> me in slot s was consumed whole. */
@@ -278,12 +274,10 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   const size_t es = p2pkit_dtype_size(dtype), half = c->lay.cep_slot / 2;
   size_t soff[P2PK_COLL_MAX_RANKS], slen[P2PK_COLL_MAX_RANKS], most = 0;
   for (int t = 0; t < n; t++) {
-    p2pk_ce_shard(count, n, es, t, &soff[t], &slen[t]);
+    p2pk_ce_owned(P2PK_COLL_ALL_REDUCE, count, n, es, 0, t, &soff[t], &slen[t]);
     if (slen[t] > most) most = slen[t];
   }
-  size_t cb = p2pk_ce_chunk_bytes(most * es, n, (int)D);
-  if (cb > half) cb = half;
-  const size_t K = p2pk_sce_chunk_elems(cb, es);
+  const size_t K = chunk_elems(c, most * es, es, half);
   const uint64_t hv = header(P2PK_COLL_ALL_REDUCE, count, dtype, op, 0);
   const size_t mine = nchunks(slen[me], K);
   push_t pu[P2PK_COLL_MAX_RANKS];
@@ -324,7 +318,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
         src[r] = land(c, r, me, s);
       }
       e = flush(&bs);
-      const size_t lb = part(slen[me], k, K) * es;
+      const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
       char *out = (char *)recv + (soff[me] + k * K) * es;
       if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, dtype, op, src, out, lb, stream);
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][ek], stream);
@@ -366,7 +360,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
         e = flush(&br);
         if (e == cudaSuccess)
           e = copy_out(c, dtype, land(c, t, me, s) + half, (char *)recv + (soff[t] + k * K) * es,
-                       part(slen[t], k, K) * es, R);
+                       p2pk_ce_part(slen[t], k, K) * es, R);
       }
       add(&br, P2PK_CEP_POST, &CTRL(t)->cep_rread[me][s], q + 1, NULL, 0, t);
     }
@@ -395,20 +389,17 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
   /* Shard t: what rank t receives (reduces, or copies out for a broadcast). */
   size_t soff[P2PK_COLL_MAX_RANKS], slen[P2PK_COLL_MAX_RANKS], most = 0;
   for (int t = 0; t < n; t++) {
-    if (kind == P2PK_COLL_REDUCE_SCATTER) soff[t] = (size_t)t * count, slen[t] = count;
-    else if (kind == P2PK_COLL_REDUCE) soff[t] = 0, slen[t] = t == root ? count : 0;
-    else soff[t] = 0, slen[t] = t == root ? 0 : count;
+    p2pk_ce_owned(kind, count, n, es, root, t, &soff[t], &slen[t]);
     if (slen[t] > most) most = slen[t];
   }
-  size_t cb = p2pk_ce_chunk_bytes(most * es, n, (int)D);
   /* Reduce-scatter: at most 32 MiB unless P2PKIT_CE_CHUNK says, so the
    * last chunk's reduce, the tail after the link goes quiet, stays short
    * (eighth session, run 7: 256 MiB 433.9 us in 32 MiB chunks against
    * 472.6 in 64 MiB ones, 1 GiB 1514 against 1526). */
-  if (kind == P2PK_COLL_REDUCE_SCATTER && !p2pk_param_size("P2PKIT_CE_CHUNK") && cb > ((size_t)32 << 20))
-    cb = (size_t)32 << 20;
-  if (cb > c->lay.cep_slot) cb = c->lay.cep_slot;
-  const size_t K = p2pk_sce_chunk_elems(cb, es), CB = K * es;
+  size_t cap = c->lay.cep_slot;
+  if (kind == P2PK_COLL_REDUCE_SCATTER && !p2pk_param_size("P2PKIT_CE_CHUNK") && cap > ((size_t)32 << 20))
+    cap = (size_t)32 << 20;
+  const size_t K = chunk_elems(c, most * es, es, cap), CB = K * es;
   const uint64_t hv = header(kind, count, dtype, op, root);
   /* Who pushes to whom: everyone to every owner, or the root alone. */
   push_t pu[P2PK_COLL_MAX_RANKS];
@@ -439,7 +430,7 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
       add(&bs, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][sl[r]], q + 1, &CTRL(me)->cep_hdr[r][sl[r]], hv, r);
     }
     e = flush(&bs);
-    const size_t lb = part(slen[me], k, K) * es;
+    const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
     if (bcast) {
       if (e == cudaSuccess) e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, stream);
     } else {
@@ -468,27 +459,23 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
   /* Chunks of bytes (es 1, 16-byte multiples) from the size alone, so both
    * ends agree; the header carries the size. */
   cudaError_t e = start(c, stream, np > 0, 0);
-  for (int i = 0; i < np && e == cudaSuccess; i++) {
-    size_t cb = p2pk_ce_chunk_bytes(pu[i].len, c->nranks, (int)D);
-    if (cb > c->lay.cep_slot) cb = c->lay.cep_slot;
-    e = pushes(c, &pu[i], 1, p2pk_sce_chunk_elems(cb, 1), 1, header(15, pu[i].len, 0, 0, me), 1);
-  }
+  for (int i = 0; i < np && e == cudaSuccess; i++)
+    e = pushes(c, &pu[i], 1, chunk_elems(c, pu[i].len, 1, c->lay.cep_slot), 1,
+               header(SENDRECV, pu[i].len, 0, 0, me), 1);
   batch_t bs;
   batch(&bs, c, stream);
   for (int i = 0; i < nops && e == cudaSuccess; i++) {
     if (ops[i].send) continue;
     const int r = ops[i].peer;
-    size_t cb = p2pk_ce_chunk_bytes(ops[i].bytes, c->nranks, (int)D);
-    if (cb > c->lay.cep_slot) cb = c->lay.cep_slot;
-    const size_t K = p2pk_sce_chunk_elems(cb, 1), nch = nchunks(ops[i].bytes, K);
-    const uint64_t hv = header(15, ops[i].bytes, 0, 0, r);
+    const size_t K = chunk_elems(c, ops[i].bytes, 1, c->lay.cep_slot), nch = nchunks(ops[i].bytes, K);
+    const uint64_t hv = header(SENDRECV, ops[i].bytes, 0, 0, r);
     for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
       const uint64_t q = c->cep_recvd[r] + k;
       const int s = (int)(q % D);
       add(&bs, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][s], q + 1, &CTRL(me)->cep_hdr[r][s], hv, r);
       e = flush(&bs);
       if (e == cudaSuccess)
-        e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, part(ops[i].bytes, k, K), stream);
+        e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, p2pk_ce_part(ops[i].bytes, k, K), stream);
       consumed(c, &bs, r, s, q);
     }
     if (e == cudaSuccess) e = flush(&bs);
@@ -498,7 +485,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
   if (e == cudaSuccess) {
     size_t b = 0;
     for (int i = 0; i < nops; i++) b = ops[i].bytes > b ? ops[i].bytes : b;
-    log_once(c, P2PK_COLL_KINDS, "send/recv", b, p2pk_ce_chunk_bytes(b, c->nranks, (int)D));
+    log_once(c, SENDRECV, "send/recv", b, p2pk_ce_chunk_bytes(b, c->nranks, (int)D));
   }
   return e;
 }

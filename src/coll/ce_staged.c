@@ -95,6 +95,14 @@ cudaError_t p2pk_ce_start(p2pk_ce_pending *const *set, int n, size_t need, int *
   return e;
 }
 
+cudaError_t p2pk_ce_local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
+                                 const p2pk_lr_args *la, cudaStream_t stream) {
+  size_t blocks = (la->bytes + (64u << 10) - 1) / (64u << 10);
+  int sms = c->geom.sm_count > 0 ? c->geom.sm_count : 1;
+  if (blocks > (size_t)sms) blocks = (size_t)sms;
+  return p2pk_launch_local_reduce(dtype, la, blocks ? (int)blocks : 1, stream);
+}
+
 cudaError_t p2pk_ce_reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
                                 p2pkit_redop_t op, const char *const *src, char *out, size_t lb,
                                 cudaStream_t stream) {
@@ -106,10 +114,7 @@ cudaError_t p2pk_ce_reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dty
   la.n = c->nranks;
   la.me = c->rank;
   la.op = op;
-  size_t blocks = (lb + (64u << 10) - 1) / (64u << 10);
-  int sms = c->geom.sm_count > 0 ? c->geom.sm_count : 1;
-  if (blocks > (size_t)sms) blocks = (size_t)sms;
-  return p2pk_launch_local_reduce(dtype, &la, blocks ? (int)blocks : 1, stream);
+  return p2pk_ce_local_reduce(c, dtype, &la, stream);
 }
 
 static void log_once(struct p2pkit_comm *c, size_t bytes, size_t nch, size_t cb, const char *how) {

@@ -144,6 +144,10 @@ static inline char *p2pk_ce_land(const struct p2pkit_comm *c, int src, int depth
   const int n = c->nranks;
   return c->sce_buf + ((size_t)((src - c->rank - 1 + n) % n) * (size_t)depth + (size_t)s) * cb;
 }
+/* The local reduce kernel on `stream` with the copy-engine paths' grid (a
+ * block per 64 KiB, at most one per multiprocessor; ce_staged.c). */
+cudaError_t p2pk_ce_local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
+                                 const p2pk_lr_args *la, cudaStream_t stream);
 /* out = src[0] op ... op src[n-1] (src[me] this rank's input), lb bytes,
  * on `stream` (a local kernel; ce_staged.c). */
 cudaError_t p2pk_ce_reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
@@ -163,6 +167,17 @@ void p2pk_ce_min_fill(struct p2pkit_comm *c);
  * over n ranks lies: shards of equal length (a multiple of 256 bytes) in
  * rank order, the last one shorter or empty (*off = count, *len = 0). */
 void p2pk_ce_shard(size_t count, int n, size_t es, int r, size_t *off, size_t *len);
+/* What rank t receives of a copy-engine collective `kind` of `count`
+ * elements (es bytes) with `root`: all-reduce its shard (p2pk_ce_shard),
+ * reduce-scatter its share (t x count, count elements), reduce the whole
+ * message at the root, broadcast the whole message at every rank but the
+ * root; nothing otherwise (*off = 0, *len = 0). */
+void p2pk_ce_owned(int kind, size_t count, int n, size_t es, int root, int t, size_t *off,
+                   size_t *len);
+/* Elements of chunk k (K each) of len elements; 0 past its end. */
+static inline size_t p2pk_ce_part(size_t len, size_t k, size_t K) {
+  return len <= k * K ? 0 : len - k * K < K ? len - k * K : K;
+}
 /* Chunk bytes of the copy-engine all-reduce and reduce-scatter over P2P
  * for a shard of this size on n ranks with `depth` chunks in flight:
  * P2PKIT_CE_CHUNK if set, else half the shard within 16..64 MiB; either

@@ -644,6 +644,33 @@ TEST(copy_engine_shards_and_thresholds) {
   p2pk_ce_shard((size_t)1 << 20, 2, 4, 1, &off, &len);
   CHECK_EQ(off, (size_t)1 << 19);
   CHECK_EQ(len, (size_t)1 << 19);
+  /* What each rank receives, per collective: the all-reduce's shard, the
+   * reduce-scatter's share, the whole message at the reduce's root and at
+   * every broadcast receiver; nothing for a rank out of range. */
+  size_t o2 = 0, l2 = 0;
+  p2pk_ce_owned(P2PK_COLL_ALL_REDUCE, (size_t)1 << 20, 2, 4, 0, 1, &off, &len);
+  p2pk_ce_shard((size_t)1 << 20, 2, 4, 1, &o2, &l2);
+  CHECK_EQ(off, o2);
+  CHECK_EQ(len, l2);
+  p2pk_ce_owned(P2PK_COLL_REDUCE_SCATTER, 1000, 4, 2, 0, 3, &off, &len);
+  CHECK_EQ(off, 3000);
+  CHECK_EQ(len, 1000);
+  p2pk_ce_owned(P2PK_COLL_REDUCE, 1000, 4, 2, 2, 2, &off, &len);
+  CHECK_EQ(off, 0);
+  CHECK_EQ(len, 1000);
+  p2pk_ce_owned(P2PK_COLL_REDUCE, 1000, 4, 2, 2, 1, &off, &len);
+  CHECK_EQ(len, 0);
+  p2pk_ce_owned(P2PK_COLL_BROADCAST, 1000, 4, 2, 2, 2, &off, &len);
+  CHECK_EQ(len, 0);
+  p2pk_ce_owned(P2PK_COLL_BROADCAST, 1000, 4, 2, 2, 0, &off, &len);
+  CHECK_EQ(off, 0);
+  CHECK_EQ(len, 1000);
+  p2pk_ce_owned(P2PK_COLL_REDUCE_SCATTER, 1000, 4, 2, 0, 4, &off, &len);
+  CHECK_EQ(len, 0);
+  /* Chunk k's length: whole chunks, then the rest, then nothing. */
+  CHECK_EQ(p2pk_ce_part(10, 0, 4), 4);
+  CHECK_EQ(p2pk_ce_part(10, 2, 4), 2);
+  CHECK_EQ(p2pk_ce_part(10, 3, 4), 0);
 
   /* Which calls wait in a group for the copy engines: one process only,
    * per collective and transport, not when a kernel setting is forced. */
