@@ -231,27 +231,19 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
       e = cudaMemcpyAsync(recvbuf, sendbuf, block, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
     return p2pk_coll_leave(c, name, prev, e);
   }
-  if (kind == P2PK_COLL_ALL_REDUCE && c->staged && c->multiproc && c->lay.stage_ce_slot &&
-      block >= p2pk_param_size("P2PKIT_STAGED_CE_MIN")) {
-    /* Process per GPU, through host memory over the copy engines
-     * (ce_staged.c); the staged kernel under capture, where a graph would
-     * replay chunk numbers that have moved on. */
-    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
-    if (e == cudaSuccess && cs == cudaStreamCaptureStatusNone)
-      return p2pk_coll_leave(c, name, prev, p2pk_staged_ce_allreduce_mp(c, sendbuf, recvbuf, count,
-                                                                          dtype, op, (cudaStream_t)stream));
-    if (e != cudaSuccess) return p2pk_coll_leave(c, name, prev, e);
-  }
-  if (c->multiproc && !c->staged && c->ce_min[kind] && block >= c->ce_min[kind]) {
-    /* Process per GPU over P2P, the copy engines moving the data
+  if (c->multiproc && c->ce_min[kind] && block >= c->ce_min[kind]) {
+    /* Process per GPU over the copy engines: through host memory without
+     * P2P (ce_staged.c, all-reduce), through the landing slots over P2P
      * (ce_p2p_mp.c); the kernels under capture, where a graph would replay
      * chunk numbers that have moved on. */
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
-    if (e == cudaSuccess && cs == cudaStreamCaptureStatusNone)
-      return p2pk_coll_leave(c, name, prev, p2pk_cep_collective(c, kind, sendbuf, recvbuf, count,
-                                                                dtype, op, root, (cudaStream_t)stream));
+    if (e == cudaSuccess && cs == cudaStreamCaptureStatusNone) {
+      cudaStream_t cs_stream = (cudaStream_t)stream;
+      e = c->staged ? p2pk_staged_ce_allreduce_mp(c, sendbuf, recvbuf, count, dtype, op, cs_stream)
+                    : p2pk_cep_collective(c, kind, sendbuf, recvbuf, count, dtype, op, root, cs_stream);
+      return p2pk_coll_leave(c, name, prev, e);
+    }
     if (e != cudaSuccess) return p2pk_coll_leave(c, name, prev, e);
   }
   p2pk_algo_choice ch;

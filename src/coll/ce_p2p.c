@@ -144,7 +144,7 @@ static size_t mp_default(int kind) {
 /* The threshold from the settings alone (process per GPU: whether or not
  * the landing slots exist). */
 size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind) {
-  if (c->nranks < 2 || (c->multiproc && c->staged)) return 0;
+  if (c->nranks < 2) return 0;
   /* A kernel setting (P2PKIT_ALGO, _PROTO, P2PKIT_COLL_*) asks for the
    * kernel over P2P (one process: but for the broadcast). */
   const p2pk_algo_force *f = &c->force;
@@ -183,8 +183,11 @@ size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind) {
 
 size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind) {
   size_t m = p2pk_ce_min_setting(c, kind);
-  /* Process per GPU: only with landing slots in the scratch (comm.c). */
-  return c->multiproc && !c->lay.cep_slot ? 0 : m;
+  /* Process per GPU: only with its slots, in the host region without P2P
+   * (ce_staged.c), in the scratch over P2P (ce_p2p_mp.c; comm.c lays both
+   * out). */
+  if (c->multiproc && !(c->staged ? c->lay.stage_ce_slot : c->lay.cep_slot)) return 0;
+  return m;
 }
 
 int p2pk_cep_wanted(const struct p2pkit_comm *c) {

@@ -157,9 +157,10 @@ cudaError_t p2pk_ce_reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dty
  * alike, every rank of one process's communicator, none capturing): over
  * the copy engines (through host memory for a staged all-reduce). */
 p2pkit_status_t p2pk_ce_collective(p2pk_ce_pending *const *set, int n, int kind);
-/* Smallest share (bytes per rank) of `kind` that waits in a group for the
- * copy engines on this communicator; 0: never (process per GPU, or a
- * collective without a copy-engine path). */
+/* Smallest share (bytes per rank) of `kind` that takes the copy engines
+ * on this communicator (one process: waiting in a group; process per GPU:
+ * at once, when its slots exist); 0: never (a collective without a
+ * copy-engine path in this mode). */
 size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind);
 /* c->ce_min[] from p2pk_ce_min, at init and when the forced settings change. */
 void p2pk_ce_min_fill(struct p2pkit_comm *c);

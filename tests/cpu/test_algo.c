@@ -833,9 +833,16 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)1 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
   c.nranks = 2;
-  c.staged = 1;
+  c.staged = 1; /* no P2P: the all-reduce through host memory, once its slots exist */
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  c.lay.stage_ce_slot = 4096;
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), 0);
+  c.force.blocks = 8; /* the staged path never minded kernel settings */
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
+  c.force.blocks = 0;
+  c.lay.stage_ce_slot = 0;
   CHECK(!p2pk_cep_wanted(&c));
   c.staged = 0;
   setenv("P2PKIT_CE_ALLREDUCE_MIN", "0", 1);
