@@ -40,8 +40,18 @@
  *   SIDE    rank r's side stream done (its copies read in_r).
  *   GATHER  rank t's gather stream done (it wrote every peer's out and read
  *           out_t).
+ *   LAST    rank t's last reduce of the call (the last read of land_t).
+ * A side stream reads only its rank's input and writes the owners' landing
+ * slots, so it starts on its own rank's START and each owner's LAST of the
+ * call before (the chunks of a call may differ in size from the last
+ * call's, so every slot waits for all of it), not on every rank's START:
+ * the next call's first copies then run beside the last call's last
+ * reduce, which with a single owner (reduce) was the tail of every call
+ * (seventh session: one-process reduce 256 MiB 793 us against 699 with a
+ * process per GPU, whose pushes never waited for the last call).
  * Each rank's stream ends after its last reduce, its own SIDE and every
- * rank's GATHER; the next call's START then covers land and the outputs.
+ * rank's GATHER; the next call's START then covers the outputs, LAST the
+ * landing slots.
  * In place (in_r == out_r) is safe: out_r[shard t, k] is overwritten by t's
  * gather copy only after t's reduce of k, which waited for r's copy of
  * in_r[shard t, k]; rank t's own shard is read only by its own reduce. */
@@ -60,6 +70,7 @@ enum {
   E_CP = 1,
   E_SIDE = 1 + P2PK_SCE_DEPTH_MAX,
   E_GATHER = 2 + P2PK_SCE_DEPTH_MAX,
+  E_LAST = 3 + P2PK_SCE_DEPTH_MAX,
   E_RED = 1 + 2 * P2PK_SCE_DEPTH_MAX
 };
 
@@ -249,10 +260,18 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
   const size_t nch = (most + K - 1) / K;
   const size_t need = (size_t)(n - 1) * (size_t)D * CB;
   int bad = 0;
-  cudaError_t e = p2pk_ce_start(set, n, need, &bad);
+  cudaError_t e = p2pk_ce_start(set, n, need, 1, &bad);
 #define LAND(t, r, s) p2pk_ce_land(set[t]->c, r, D, s, CB)
 #define SIDE(r) (set[r]->c->ce_side)
 #define GATHER(r) (set[r]->c->sce_h2d)
+  /* The landing slots are free once every owner's last reduce ran (LAST;
+   * one never recorded is no wait). */
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    bad = r;
+    e = cudaSetDevice(DEV(r));
+    for (int t = 0; t < n && e == cudaSuccess; t++)
+      if (t != r) e = cudaStreamWaitEvent(SIDE(r), EV(t, E_LAST), 0);
+  }
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
     const int s = (int)(k % (size_t)D);
     /* Every rank's chunk k of each peer's shard into that peer's landing
@@ -301,10 +320,12 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
     }
   }
 #undef LAND
-  /* The end: SIDE and GATHER everywhere, then every stream waits. */
+  /* The end: LAST where a rank reduced, SIDE and GATHER everywhere, then
+   * every stream waits. */
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
     e = cudaSetDevice(DEV(r));
+    if (e == cudaSuccess && slen[r]) e = cudaEventRecord(EV(r, E_LAST), STREAM(r));
     if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_SIDE), SIDE(r));
     if (e == cudaSuccess && gather) e = cudaEventRecord(EV(r, E_GATHER), GATHER(r));
   }
@@ -331,7 +352,7 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
 static p2pkit_status_t gather_ce(p2pk_ce_pending *const *set, int n) {
   const size_t B = set[0]->bytes;
   int bad = 0;
-  cudaError_t e = p2pk_ce_start(set, n, 0, &bad);
+  cudaError_t e = p2pk_ce_start(set, n, 0, 0, &bad);
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
     e = cudaSetDevice(DEV(r));

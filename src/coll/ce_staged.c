@@ -75,7 +75,7 @@ cudaError_t p2pk_ce_prepare(struct p2pkit_comm *c, size_t need) {
   return e;
 }
 
-cudaError_t p2pk_ce_start(p2pk_ce_pending *const *set, int n, size_t need, int *bad) {
+cudaError_t p2pk_ce_start(p2pk_ce_pending *const *set, int n, size_t need, int side_own, int *bad) {
   cudaError_t e = cudaSuccess;
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     *bad = r;
@@ -88,7 +88,7 @@ cudaError_t p2pk_ce_start(p2pk_ce_pending *const *set, int n, size_t need, int *
     e = cudaSetDevice(c->device);
     for (int t = 0; t < n && e == cudaSuccess; t++) {
       cudaEvent_t start = set[t]->c->sce_ev[P2PK_CE_EV_START];
-      e = cudaStreamWaitEvent(c->ce_side, start, 0);
+      if (!side_own || t == r) e = cudaStreamWaitEvent(c->ce_side, start, 0);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, start, 0);
     }
   }
@@ -135,7 +135,7 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
   const size_t CB = K * es, nch = (count + K - 1) / K;
   const size_t need = (size_t)(n - 1) * (size_t)D * CB;
   int bad = 0;
-  cudaError_t e = p2pk_ce_start(set, n, need, &bad);
+  cudaError_t e = p2pk_ce_start(set, n, need, 0, &bad);
 #define EV(r, i) (set[r]->c->sce_ev[i])
 #define STREAM(r) ((cudaStream_t)set[r]->stream)
 #define HOST(r, s) (c0->stage + (size_t)(r) * c0->lay.stage_stride + c0->lay.stage_data_off + (size_t)(s) * CB)
@@ -222,63 +222,80 @@ size_t p2pk_sce_slot_bytes(void) {
  * shared host region (stage_ce_off, apart from the staged kernels'
  * mailboxes), and what a peer did reaches this rank through the slot
  * counters in the host region, waited for and posted by one-thread kernels
- * on the copy streams (ce_sync below: p2pk_launch_cep_sync, the kernel of
- * ce_p2p_mp.c), with the kernels' timeout.
+ * (p2pk_launch_cep_sync, the kernel of ce_p2p_mp.c) with the kernels'
+ * timeout.
  * Chunks are numbered q = c->sce_seq + k across calls, the same on every
  * rank; chunk q uses slot q % D. Per chunk:
- *   side stream:  wait until every peer read chunk q - D from my slot;
- *                 my chunk -> my slot (D2H); record D2H[s]; post full = q + 1
- *   h2d stream:   wait RED[s] (my reduce of chunk q - D: buf free); wait
- *                 every peer's full >= q + 1; their slots -> buf (H2D);
- *                 record H2D[s]; post read = q + 1 at every peer
+ *   W stream:     wait until every peer read chunk q - D from my slot; record CR[s]
+ *   side stream:  wait CR[s]; my chunk -> my slot (D2H); record D2H[s]
+ *   P stream:     wait D2H[s]; post full = q + 1 (with the call's header)
+ *   W2 stream:    wait until every peer's full >= q + 1; record FULL[s]
+ *   h2d stream:   wait RED[s] (my reduce of chunk q - D: buf free) and
+ *                 FULL[s]; their slots -> buf (H2D); record H2D[s]
+ *   P2 stream:    wait H2D[s]; post read = q + 1 at every peer
  *   my stream:    wait H2D[s] and D2H[s]; reduce into out; record RED[s]
- * A chunk's post and the next chunk's wait are one launch (a copy stream
- * turning from copy to kernel and back costs microseconds each time).
- * The stream's last reduce waited for the last D2H, so once it ends the
- * input is no longer read; a later call's copies wait on the counters. */
-enum { CE_NONE, CE_WAIT_FULL, CE_WAIT_READ, CE_POST_FULL, CE_POST_READ };
-typedef struct {
-  int kind, slot;
-  uint64_t v;
-} ce_op;
+ * The copy streams hold only copies and event waits; the one-thread kernels
+ * run beside them on their own streams (c->cep_stream, unused without P2P
+ * otherwise), as in ce_p2p_mp.c: a kernel between two copies on one stream
+ * leaves the copy engine idle for microseconds each time (eighth session:
+ * ~14 us a chunk over P2P). The stream's last reduce waited for the last
+ * D2H and H2D, so once it ends the input is no longer read; a later call's
+ * copies wait on the counters. */
+enum { CE_WAIT_FULL, CE_WAIT_READ, CE_POST_FULL, CE_POST_READ };
+enum { SS_POST = 0, SS_POST2 = 1, SS_WAIT = 2, SS_WAIT2 = 3 }; /* c->cep_stream[] */
+enum { SV_CR = 0, SV_FULL = 1 };                                 /* c->cep_ev[][slot] */
 
 /* Rank r's part of the host region, as the GPU sees it. */
 static p2pk_stage_ctrl *sctrl(const struct p2pkit_comm *c, int r) {
   return (p2pk_stage_ctrl *)(c->tmpl.stage + (size_t)r * c->lay.stage_stride);
 }
 
-/* One op as steps: wait until every peer has filled its slot (ce_full,
- * comparing the header beside it) or has read mine (ce_read[slot][p]), or
- * post my ce_full (with the header) or my ce_read[slot][me] at every peer. */
-static void ce_steps(const struct p2pkit_comm *c, p2pk_cep_steps *st, ce_op o, uint64_t hdr) {
+/* One op in one launch on `stream`: wait until every peer has filled its
+ * slot (ce_full, comparing the header beside it) or has read mine
+ * (ce_read[slot][p]), or post my ce_full (with the header) or my
+ * ce_read[slot][me] at every peer. */
+static cudaError_t ce_sync(const struct p2pkit_comm *c, int kind, int slot, uint64_t v, uint64_t hdr,
+                           cudaStream_t stream) {
   const int me = c->rank;
   p2pk_stage_ctrl *mine = sctrl(c, me);
-  if (o.kind == CE_POST_FULL) {
-    st->s[st->n++] = (p2pk_cep_step){.ctr = &mine->ce_full[o.slot], .hdr = &mine->ce_hdr[o.slot],
-                                     .v = o.v, .hv = hdr, .kind = P2PK_CEP_POST, .peer = me};
-    return;
-  }
-  for (int p = 0; p < c->nranks && o.kind != CE_NONE; p++) {
-    if (p == me) continue;
-    p2pk_cep_step x = {.v = o.v, .peer = p};
-    if (o.kind == CE_WAIT_FULL)
-      x.kind = P2PK_CEP_WAIT, x.ctr = &sctrl(c, p)->ce_full[o.slot], x.hdr = &sctrl(c, p)->ce_hdr[o.slot], x.hv = hdr;
-    else if (o.kind == CE_WAIT_READ)
-      x.kind = P2PK_CEP_WAIT, x.ctr = &mine->ce_read[o.slot][p];
-    else
-      x.kind = P2PK_CEP_POST, x.ctr = &sctrl(c, p)->ce_read[o.slot][me];
-    st->s[st->n++] = x;
-  }
-}
-
-/* first, then second, in one launch on `stream` (at most 2 (n - 1) steps). */
-static cudaError_t ce_sync(const struct p2pkit_comm *c, ce_op first, ce_op second, uint64_t hdr,
-                           cudaStream_t stream) {
   p2pk_cep_steps st;
   st.n = 0;
-  ce_steps(c, &st, first, hdr);
-  ce_steps(c, &st, second, hdr);
+  if (kind == CE_POST_FULL) {
+    st.s[st.n++] = (p2pk_cep_step){.ctr = &mine->ce_full[slot], .hdr = &mine->ce_hdr[slot],
+                                   .v = v, .hv = hdr, .kind = P2PK_CEP_POST, .peer = me};
+  } else {
+    for (int p = 0; p < c->nranks; p++) {
+      if (p == me) continue;
+      p2pk_cep_step x = {.v = v, .peer = p};
+      if (kind == CE_WAIT_FULL)
+        x.kind = P2PK_CEP_WAIT, x.ctr = &sctrl(c, p)->ce_full[slot], x.hdr = &sctrl(c, p)->ce_hdr[slot], x.hv = hdr;
+      else if (kind == CE_WAIT_READ)
+        x.kind = P2PK_CEP_WAIT, x.ctr = &mine->ce_read[slot][p];
+      else
+        x.kind = P2PK_CEP_POST, x.ctr = &sctrl(c, p)->ce_read[slot][me];
+      st.s[st.n++] = x;
+    }
+  }
   return p2pk_launch_cep_sync(&c->tmpl, &st, stream);
+}
+
+/* A wait (ce_sync) in one launch on stream cep_stream[ws], ahead of the
+ * copies: `copies` waits for the event it records. */
+static cudaError_t ce_wait_ahead(struct p2pkit_comm *c, int kind, int slot, uint64_t v, uint64_t hdr,
+                                 int ws, int ev, cudaStream_t copies) {
+  cudaError_t e = ce_sync(c, kind, slot, v, hdr, c->cep_stream[ws]);
+  if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[ev][slot], c->cep_stream[ws]);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(copies, c->cep_ev[ev][slot], 0);
+  return e;
+}
+
+/* A post (ce_sync) in one launch on stream cep_stream[ps] once the copies
+ * recorded `done`. */
+static cudaError_t ce_post_after(struct p2pkit_comm *c, int kind, int slot, uint64_t v, uint64_t hdr,
+                                 int ps, cudaEvent_t done) {
+  cudaError_t e = cudaStreamWaitEvent(c->cep_stream[ps], done, 0);
+  if (e == cudaSuccess) e = ce_sync(c, kind, slot, v, hdr, c->cep_stream[ps]);
+  return e;
 }
 
 cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send, void *recv,
@@ -293,6 +310,11 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
    * differs fails the call as a mismatch instead of pairing wrong chunks). */
   const uint64_t hdr = ((uint64_t)count << 8) ^ ((uint64_t)dtype << 4) ^ (uint64_t)op ^ 0x5ce0000000000000ULL;
   cudaError_t e = p2pk_ce_prepare(c, (size_t)(n - 1) * (size_t)D * CB);
+  for (int i = 0; i <= SS_WAIT2 && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->cep_stream[i]);
+  for (int s = 0; s < D && e == cudaSuccess; s++) {
+    e = p2pk_lazy_event(&c->cep_ev[SV_CR][s]);
+    if (e == cudaSuccess) e = p2pk_lazy_event(&c->cep_ev[SV_FULL][s]);
+  }
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(c->ce_side, c->sce_ev[E_START], 0);
   /* This call's chunk size may differ from the last one's, so its slots of
@@ -300,45 +322,28 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
   if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
 #define HOST(r, s) (c->stage + (size_t)(r) * c->lay.stage_stride + c->lay.stage_ce_off + (size_t)(s) * c->lay.stage_ce_slot)
 #define BUF(r, s) p2pk_ce_land(c, r, D, s, CB)
-  /* The first chunk's waits go alone; every later chunk's ride in one launch
-   * with the post of the chunk before (one copy-kernel-copy turn per chunk). */
-  const ce_op none = {CE_NONE, 0, 0};
   const uint64_t q0 = c->sce_seq;
-  const int s0 = (int)(q0 % (uint64_t)D);
-  if (e == cudaSuccess && q0 >= (uint64_t)D) {
-    ce_op w = {CE_WAIT_READ, s0, q0 - (uint64_t)D + 1};
-    e = ce_sync(c, w, none, hdr, c->ce_side);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_RED + s0], 0);
-  }
-  if (e == cudaSuccess) {
-    ce_op w = {CE_WAIT_FULL, s0, q0 + 1};
-    e = ce_sync(c, w, none, hdr, c->sce_h2d);
-  }
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-    const uint64_t q = q0 + k, qn = q + 1;
-    const int s = (int)(q % (uint64_t)D), sn = (int)(qn % (uint64_t)D);
-    const int next = k + 1 < nch;
+    const uint64_t q = q0 + k;
+    const int s = (int)(q % (uint64_t)D);
     const size_t off = k * K, len = count - off < K ? count - off : K, lb = len * es;
-    /* Mine to my slot; tell the peers; wait until chunk qn's slot is read. */
-    e = cudaMemcpyAsync(HOST(me, s), (const char *)send + off * es, lb, cudaMemcpyDeviceToHost, c->ce_side);
+    /* Mine to my slot once every peer read what it held; tell the peers. */
+    if (q >= (uint64_t)D)
+      e = ce_wait_ahead(c, CE_WAIT_READ, s, q - (uint64_t)D + 1, hdr, SS_WAIT, SV_CR, c->ce_side);
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync(HOST(me, s), (const char *)send + off * es, lb, cudaMemcpyDeviceToHost, c->ce_side);
     if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_D2H + s], c->ce_side);
-    if (e == cudaSuccess) {
-      ce_op post = {CE_POST_FULL, s, q + 1};
-      ce_op w = {CE_WAIT_READ, sn, qn - (uint64_t)D + 1};
-      e = ce_sync(c, post, next && qn >= (uint64_t)D ? w : none, hdr, c->ce_side);
-    }
-    /* The peers' slots to buf; tell them; wait for chunk qn's slots. */
+    if (e == cudaSuccess) e = ce_post_after(c, CE_POST_FULL, s, q + 1, hdr, SS_POST, c->sce_ev[E_D2H + s]);
+    /* The peers' slots to buf once they are full and my reduce of chunk
+     * q - D (which read buf's slot s) is done; tell the peers. */
+    if (e == cudaSuccess && q >= (uint64_t)D)
+      e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_RED + s], 0);
+    if (e == cudaSuccess) e = ce_wait_ahead(c, CE_WAIT_FULL, s, q + 1, hdr, SS_WAIT2, SV_FULL, c->sce_h2d);
     for (int r = 0; r < n && e == cudaSuccess; r++)
       if (r != me) e = cudaMemcpyAsync(BUF(r, s), HOST(r, s), lb, cudaMemcpyHostToDevice, c->sce_h2d);
     if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_H2D + s], c->sce_h2d);
-    if (e == cudaSuccess) {
-      ce_op post = {CE_POST_READ, s, q + 1};
-      ce_op w = {CE_WAIT_FULL, sn, qn + 1};
-      e = ce_sync(c, post, next ? w : none, hdr, c->sce_h2d);
-    }
-    /* buf's slot sn is free once my reduce of chunk qn - D is done. */
-    if (e == cudaSuccess && next && qn >= (uint64_t)D)
-      e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_RED + sn], 0);
+    if (e == cudaSuccess) e = ce_post_after(c, CE_POST_READ, s, q + 1, hdr, SS_POST2, c->sce_ev[E_H2D + s]);
+    /* The reduce. */
     if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_H2D + s], 0);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_D2H + s], 0);
     if (e == cudaSuccess) {

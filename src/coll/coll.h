@@ -134,10 +134,13 @@ cudaError_t p2pk_ce_prepare(struct p2pkit_comm *c, size_t need);
 /* sce_ev[P2PK_CE_EV_START]: where a rank's stream stood at the call. */
 #define P2PK_CE_EV_START 0
 /* One process, set[r] rank r's call: p2pk_ce_prepare every rank, record its
- * START on its stream, and make every rank's side and h2d/gather streams
- * wait for every rank's START (no copy touches a buffer still in use).
+ * START on its stream, and make every rank's h2d/gather stream wait for
+ * every rank's START (no copy touches a buffer still in use), its side
+ * stream too unless side_own (then only for its own: a side stream that
+ * only reads its rank's input and writes landing slots, which the caller
+ * guards, need not wait for the peers to finish their last call).
  * *bad: the rank a failure came from. */
-cudaError_t p2pk_ce_start(p2pk_ce_pending *const *set, int n, size_t need, int *bad);
+cudaError_t p2pk_ce_start(p2pk_ce_pending *const *set, int n, size_t need, int side_own, int *bad);
 /* Rank c's copy-engine device buffer: slot s (of `depth`) of the chunks of
  * cb bytes that come from rank src != c->rank. */
 static inline char *p2pk_ce_land(const struct p2pkit_comm *c, int src, int depth, int s, size_t cb) {
