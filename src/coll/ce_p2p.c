@@ -16,7 +16,8 @@
  * all-gather 1.32-1.49x at 256 MiB - 1 GiB.
  *
  * All-reduce, rank t owning shard t of the message (ce_shard below), per
- * chunk k of a shard (slot s = k % D, D = P2PKIT_CE_DEPTH):
+ * chunk k of a shard (slot s = q % D, q its number across calls, D =
+ * P2PKIT_CE_DEPTH):
  *   rank r, side stream (ce_side):   in_r[shard t, k] -> land_t[r][s], every t != r   (peer copy)
  *   rank t, its own stream:          out_t[shard t, k] = in_0 op in_1 ... in rank order
  *                                    (its own input, the peers' from land_t)
@@ -30,25 +31,29 @@
  *
  * Events (one set per rank, reused: every wait on a record is enqueued
  * before that event is recorded again):
- *   START   rank r's stream at the call; every side and gather stream waits
- *           for every rank's, so no copy touches a buffer still in use.
- *   CP[s]   rank r's copies of chunk k into its peers' land[r][s] done: the
+ *   START   rank r's stream at the call; every gather stream waits for
+ *           every rank's (it writes their outputs), every side stream for
+ *           its own rank's (it reads that rank's input).
+ *   CP[s]   rank r's copies of chunk q into its peers' land[r][s] done: the
  *           owners wait before they reduce.
- *   RED[s]  rank t's reduce of chunk k done: the peers' side streams wait
- *           before refilling land_t[*][s] (chunk k + D); t's gather stream
- *           waits before it copies the result out.
+ *   RED[s]  rank t's reduce of chunk q done: the peers' side streams wait
+ *           before refilling land_t[*][s] (chunk q + D, maybe in the next
+ *           call); t's gather stream waits before it copies the result out.
  *   SIDE    rank r's side stream done (its copies read in_r).
  *   GATHER  rank t's gather stream done (it wrote every peer's out and read
  *           out_t).
  *   LAST    rank t's last reduce of the call (the last read of land_t).
- * A side stream reads only its rank's input and writes the owners' landing
- * slots, so it starts on its own rank's START and each owner's LAST of the
- * call before (the chunks of a call may differ in size from the last
- * call's, so every slot waits for all of it), not on every rank's START:
- * the next call's first copies then run beside the last call's last
- * reduce, which with a single owner (reduce) was the tail of every call
- * (seventh session: one-process reduce 256 MiB 793 us against 699 with a
- * process per GPU, whose pushes never waited for the last call).
+ * Chunks are numbered across calls (c->ce_q, the same on every rank of the
+ * group): chunk k of a call is q = ce_q + k and lands in slot q % D, so a
+ * side stream, which reads only its rank's input and writes the owners'
+ * landing slots, starts on its own rank's START alone, and each copy waits
+ * for RED of its slot, set by the reduce of chunk q - D, of this call or
+ * the last. The next call's first copies then run beside the last call's
+ * last reduce, which with a single owner (reduce) was the tail of every
+ * call (one process: reduce 256 MiB 790 us against 699 with a process per
+ * GPU, ninth session run 1). When a call's chunk size or depth differs
+ * from the last call's (ce_layout), its slots overlap others, and the side
+ * streams first wait for every owner's LAST.
  * Each rank's stream ends after its last reduce, its own SIDE and every
  * rank's GATHER; the next call's START then covers the outputs, LAST the
  * landing slots.
@@ -264,16 +269,18 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
 #define LAND(t, r, s) p2pk_ce_land(set[t]->c, r, D, s, CB)
 #define SIDE(r) (set[r]->c->ce_side)
 #define GATHER(r) (set[r]->c->sce_h2d)
-  /* The landing slots are free once every owner's last reduce ran (LAST;
-   * one never recorded is no wait). */
+  /* Another layout: the landing slots are free once every owner's last
+   * reduce ran (LAST; one never recorded is no wait). */
+  const uint64_t q0 = set[0]->c->ce_q;
+  const size_t layout = CB * (size_t)D;
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     bad = r;
     e = cudaSetDevice(DEV(r));
     for (int t = 0; t < n && e == cudaSuccess; t++)
-      if (t != r) e = cudaStreamWaitEvent(SIDE(r), EV(t, E_LAST), 0);
+      if (t != r && set[t]->c->ce_layout != layout) e = cudaStreamWaitEvent(SIDE(r), EV(t, E_LAST), 0);
   }
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-    const int s = (int)(k % (size_t)D);
+    const int s = (int)((q0 + k) % (uint64_t)D);
     /* Every rank's chunk k of each peer's shard into that peer's landing
      * slot. One stream, so chunks land in order (seventh session: odd
      * chunks on a second stream landed two at a time, half speed each, and
@@ -285,7 +292,7 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
       for (int t = 0; t < n && e == cudaSuccess; t++) {
         const size_t lb = p2pk_ce_part(slen[t], k, K) * es;
         if (t == r || !lb) continue;
-        if (k >= (size_t)D) e = cudaStreamWaitEvent(side, EV(t, E_RED + s), 0);
+        e = cudaStreamWaitEvent(side, EV(t, E_RED + s), 0);
         if (e == cudaSuccess)
           e = cudaMemcpyPeerAsync(LAND(t, r, s), DEV(t),
                                   (const char *)set[r]->send + (soff[t] + k * K) * es, DEV(r), lb,
@@ -335,6 +342,10 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
     if (e == cudaSuccess) e = cudaStreamWaitEvent(STREAM(r), EV(r, E_SIDE), 0);
     for (int t = 0; t < n && gather && e == cudaSuccess; t++)
       e = cudaStreamWaitEvent(STREAM(r), EV(t, E_GATHER), 0);
+  }
+  for (int r = 0; r < n; r++) {
+    set[r]->c->ce_q += nch;
+    set[r]->c->ce_layout = layout;
   }
   if (e != cudaSuccess) {
     cudaGetLastError();

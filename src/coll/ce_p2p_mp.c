@@ -448,6 +448,19 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
   return e;
 }
 
+/* Send/recv's chunk for a message of `bytes`: P2PKIT_CE_CHUNK, else half
+ * the message within 16 MiB and a whole slot (ninth session, run 1, 2x
+ * H200: 96 MiB chunks 1465.8 us at 512 MiB and 2869.1 at 1 GiB against
+ * 64 MiB's 1479.2 and 2880.4; each chunk costs the link a few us). Both
+ * ends compute it from the size alone. */
+static size_t p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
+  const size_t slot = c->lay.cep_slot, lo = (size_t)16 << 20;
+  if (p2pk_param_size("P2PKIT_CE_CHUNK")) return chunk_elems(c, bytes, 1, slot);
+  size_t b = bytes / 2;
+  b = b < lo ? lo : b;
+  return p2pk_sce_chunk_elems(b < slot ? b : slot, 1);
+}
+
 cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,
                          cudaStream_t stream) {
   const int me = c->rank;
@@ -460,14 +473,14 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
    * ends agree; the header carries the size. */
   cudaError_t e = start(c, stream, np > 0, 0);
   for (int i = 0; i < np && e == cudaSuccess; i++)
-    e = pushes(c, &pu[i], 1, chunk_elems(c, pu[i].len, 1, c->lay.cep_slot), 1,
+    e = pushes(c, &pu[i], 1, p2p_chunk(c, pu[i].len), 1,
                header(SENDRECV, pu[i].len, 0, 0, me), 1);
   batch_t bs;
   batch(&bs, c, stream);
   for (int i = 0; i < nops && e == cudaSuccess; i++) {
     if (ops[i].send) continue;
     const int r = ops[i].peer;
-    const size_t K = chunk_elems(c, ops[i].bytes, 1, c->lay.cep_slot), nch = nchunks(ops[i].bytes, K);
+    const size_t K = p2p_chunk(c, ops[i].bytes), nch = nchunks(ops[i].bytes, K);
     const uint64_t hv = header(SENDRECV, ops[i].bytes, 0, 0, r);
     for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
       const uint64_t q = c->cep_recvd[r] + k;
@@ -485,7 +498,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
   if (e == cudaSuccess) {
     size_t b = 0;
     for (int i = 0; i < nops; i++) b = ops[i].bytes > b ? ops[i].bytes : b;
-    log_once(c, SENDRECV, "send/recv", b, p2pk_ce_chunk_bytes(b, c->nranks, (int)D));
+    log_once(c, SENDRECV, "send/recv", b, p2p_chunk(c, b));
   }
   return e;
 }

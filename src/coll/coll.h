@@ -74,6 +74,8 @@ struct p2pkit_comm {
   size_t sce_buf_bytes;
   int sce_logged;
   unsigned ce_logged; /* copy engines over P2P (ce_p2p.c): collectives already logged, a bit each */
+  uint64_t ce_q;      /* ce_p2p.c: chunks so far (chunk q lands in slot q % depth) */
+  size_t ce_layout;   /* ce_p2p.c: the last call's chunk bytes x depth (its slots' layout) */
   size_t ce_min[P2PK_COLL_KINDS]; /* p2pk_ce_min per collective, fixed at init (no lookups per call) */
   uint64_t sce_seq; /* process per GPU: copy-engine chunks so far (the same on every rank) */
   int sce_depth;    /* chunks in flight (P2PKIT_STAGED_CE_DEPTH), fixed at init */

@@ -571,6 +571,119 @@ TEST(one_process_copy_engine_collectives) {
   CHECK(logcap_end(&L, "reduce_scatter of", "uses the copy engines over P2P") >= 1);
 }
 
+/* Copy-engine reduces, reduce-scatters and all-reduces of one process back
+ * to back with no host sync between them, so a call's first copies run
+ * beside the last call's reduces (chunks numbered across calls, ce_p2p.c),
+ * including calls whose chunk size differs from the last one's
+ * (P2PKIT_CE_CHUNK is read per call: the slots' layout changes). Inputs and
+ * poisoned outputs are uploaded first; every output is checked after one
+ * sync at the end. */
+typedef struct {
+  call_t k;
+  const char *chunk;
+} b2b_t;
+static const b2b_t B2B[] = {
+    {{P2PK_COLL_REDUCE, 0, 0, 0, P2PKIT_FLOAT32, P2PKIT_SUM, 300001}, "64K"},
+    {{P2PK_COLL_REDUCE, 1, 0, 1, P2PKIT_FLOAT32, P2PKIT_SUM, 300001}, "64K"},
+    {{P2PK_COLL_ALL_REDUCE, 0, 0, 0, P2PKIT_BFLOAT16, P2PKIT_MAX, 500003}, "40K"},
+    {{P2PK_COLL_REDUCE_SCATTER, 0, 0, 1, P2PKIT_INT32, P2PKIT_SUM, 200001}, "40K"},
+    {{P2PK_COLL_ALL_REDUCE, 0, 1, 0, P2PKIT_FLOAT64, P2PKIT_AVG, 150001}, "256K"},
+    {{P2PK_COLL_REDUCE, 0, 0, 1, P2PKIT_INT64, P2PKIT_MIN, 100003}, "64K"},
+    {{P2PK_COLL_REDUCE, 1, 1, 0, P2PKIT_FLOAT32, P2PKIT_PROD, 300001}, "64K"},
+    {{P2PK_COLL_ALL_REDUCE, 0, 0, 1, P2PKIT_FLOAT16, P2PKIT_SUM, 77777}, "64K"},
+    {{P2PK_COLL_REDUCE_SCATTER, 0, 1, 0, P2PKIT_UINT8, P2PKIT_MAX, 65537}, "64K"},
+};
+#define NB2B (sizeof B2B / sizeof B2B[0])
+
+static void back_to_back(runner_t *R) {
+  const int n = R->nr;
+  char *dbuf[NB2B][MAXR];
+  void *hin[NB2B][MAXR];
+  size_t bytes[NB2B], off[NB2B][MAXR];
+  const void *in[NB2B][MAXR];
+  void *out[NB2B][MAXR];
+  /* Upload every call's input, poison its output. */
+  for (size_t i = 0; i < NB2B; i++) {
+    const call_t *k = &B2B[i].k;
+    const size_t es = p2pkit_dtype_size(k->dt);
+    bytes[i] = (size_t)n * k->count * es + 2 * PAD + 16;
+    for (int r = 0; r < n; r++) {
+      shape_t sh = shape_of(k, n, r);
+      hin[i][r] = malloc(sh.in_elems * es);
+      CHECK(hin[i][r] != NULL);
+      cu_fill(hin[i][r], sh.in_elems, k->dt, k->op, 1000 * i + (uint64_t)r);
+    }
+    for (int l = 0; l < R->nloc; l++) {
+      const int g = R->rank0 + l;
+      shape_t sh = shape_of(k, n, g);
+      T_CUDA(cudaSetDevice(R->dev[l]));
+      T_CUDA(cudaMalloc((void **)&dbuf[i][l], 2 * bytes[i]));
+      T_CUDA(cudaMemset(dbuf[i][l], 0xA5, 2 * bytes[i]));
+      off[i][l] = misalign_of(g, es, k->misalign);
+      char *base = dbuf[i][l] + PAD + off[i][l];
+      out[i][l] = base + sh.out_at * es;
+      in[i][l] = k->inplace ? base + sh.in_at * es : dbuf[i][l] + bytes[i] + PAD + off[i][l];
+      T_CUDA(cudaMemcpy((void *)in[i][l], hin[i][g], sh.in_elems * es, cudaMemcpyHostToDevice));
+    }
+  }
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaDeviceSynchronize());
+  }
+  /* Every call, no sync between them. */
+  int issued = 1;
+  for (size_t i = 0; i < NB2B && issued; i++) {
+    setenv("P2PKIT_CE_CHUNK", B2B[i].chunk, 1);
+    p2pkit_status_t st = issue(R, &B2B[i].k, in[i], out[i]);
+    if (st != P2PKIT_SUCCESS) {
+      T_FAIL("back to back call %zu: %s: %s", i, p2pkit_strerror(st), p2pkit_last_error());
+      issued = 0;
+    }
+  }
+  setenv("P2PKIT_CE_CHUNK", "64K", 1);
+  /* Then every output (verify syncs each stream first). */
+  for (size_t i = 0; i < NB2B && issued; i++) {
+    const call_t *k = &B2B[i].k;
+    char what[200];
+    describe(what, sizeof what, "back-to-back", k, n);
+    void *saved[MAXR];
+    for (int r = 0; r < n; r++) saved[r] = R->hin[r], R->hin[r] = hin[i][r];
+    unsigned char *hout[MAXR];
+    for (int l = 0; l < R->nloc; l++) {
+      hout[l] = R->hout[l];
+      R->hout[l] = malloc(2 * bytes[i]);
+      CHECK(R->hout[l] != NULL);
+    }
+    if (!verify(R, dbuf[i], what, k, off[i])) R->failures++;
+    for (int l = 0; l < R->nloc; l++) free(R->hout[l]), R->hout[l] = hout[l];
+    for (int r = 0; r < n; r++) R->hin[r] = saved[r];
+  }
+  for (size_t i = 0; i < NB2B; i++) {
+    for (int r = 0; r < n; r++) free(hin[i][r]);
+    for (int l = 0; l < R->nloc; l++) {
+      T_CUDA(cudaSetDevice(R->dev[l]));
+      T_CUDA(cudaFree(dbuf[i][l]));
+    }
+  }
+}
+
+TEST(one_process_copy_engine_back_to_back) {
+  static const char *const vars[] = {"P2PKIT_CE_ALLREDUCE_MIN", "P2PKIT_CE_REDUCE_SCATTER_MIN"};
+  ce_settings_begin(vars, 2);
+  logcap_t L;
+  logcap_begin(&L, "P2PKIT_CE_REDUCE_MIN", "1");
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) {
+    back_to_back(&R);
+    back_to_back(&R);
+  }
+  runner_destroy(&R);
+  ce_settings_end(vars, 2);
+  CHECK(logcap_count(&L, "): reduce of", "uses the copy engines over P2P") >= 1);
+  CHECK(logcap_count(&L, "all_reduce of", "uses the copy engines over P2P") >= 1);
+  CHECK(logcap_end(&L, "reduce_scatter of", "uses the copy engines over P2P") >= 1);
+}
+
 TEST(mixed_with_all_reduce) {
   /* Collectives, send/recv and all-reduce back to back on one communicator:
    * sequence numbers, LL slots and mailbox counters stay in step. */
@@ -743,6 +856,7 @@ int main(int argc, char **argv) {
       {T_CASE(mixed_with_all_reduce), 1},  {T_CASE(one_process_sendrecv_copy_engine), 1},
       {T_CASE(one_process_broadcast_copy_engine), 1},
       {T_CASE(one_process_copy_engine_collectives), 1},
+      {T_CASE(one_process_copy_engine_back_to_back), 1},
       {T_CASE(process_per_gpu), 1},
       {T_CASE(process_per_gpu_p2p_disabled), 1},
       {T_CASE(process_per_gpu_copy_engine_p2p), 1},
