@@ -136,8 +136,11 @@ int p2pk_ce_depth(void) {
  * 2026-11-30-h200x2-s7): all-reduce from 64 MiB (203 us against 210; 32
  * MiB 142 against 110), reduce-scatter from 64 MiB shares (128 MiB input
  * 225-241 us against 249-252; 64 MiB 129 against 112), all-gather from 64
- * MiB shares (128 MiB output 198 against 229; 64 MiB 114 against 109),
- * reduce only at 1 GiB (2879 us against 2926; 512 MiB 1488 against 1468).
+ * MiB shares (128 MiB output 198 against 229; 64 MiB 114 against 109);
+ * reduce from 64 MiB once chunks were numbered across calls (ninth session,
+ * run 2: 64 MiB 183.0 us against the kernel's 189.1, 512 MiB 1398.7 against
+ * 1474.2, 1 GiB 2789.6 against 2938.0; 32 MiB a tie, 96.1 against 96.6;
+ * before, it only won at 1 GiB).
  * With a process per GPU (ce_p2p_mp.c) a setting that is not given takes
  * the process-per-GPU default below instead. */
 /* Process per GPU (eighth session, runs 1-5, 2x H200, copy engines against

@@ -683,7 +683,7 @@ TEST(copy_engine_shards_and_thresholds) {
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)1 << 30);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), 0);
   p2pk_ce_min_fill(&c);
   CHECK_EQ(c.ce_min[P2PK_COLL_ALL_GATHER], (size_t)64 << 20);
