@@ -156,7 +156,6 @@ static size_t mp_default(int kind) {
     case P2PK_COLL_REDUCE_SCATTER: return (size_t)64 << 20;
     case P2PK_COLL_REDUCE: return (size_t)16 << 20;
     case P2PK_COLL_BROADCAST: return (size_t)8 << 20;
-    case P2PK_COLL_ALL_GATHER: return (size_t)64 << 20;
     default: return 0;
   }
 }
@@ -184,7 +183,10 @@ size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind) {
       break;
     case P2PK_COLL_REDUCE_SCATTER: name = "P2PKIT_CE_REDUCE_SCATTER_MIN"; break;
     case P2PK_COLL_REDUCE: name = "P2PKIT_CE_REDUCE_MIN"; break;
-    case P2PK_COLL_ALL_GATHER: name = "P2PKIT_CE_ALL_GATHER_MIN"; break;
+    case P2PK_COLL_ALL_GATHER:
+      if (c->multiproc) return 0; /* no process-per-GPU path (ce_p2p_mp.c) */
+      name = "P2PKIT_CE_ALL_GATHER_MIN";
+      break;
     default: return 0;
   }
   if (c->staged) return 0;

@@ -378,54 +378,10 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   return e;
 }
 
-/* All-gather: every rank pushes its share to every peer, as a broadcast
- * root does; each rank copies every peer's chunks out of their slots into
- * its output (a kernel), and its own share (out of place) beside them. */
-static cudaError_t allgather_mp(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
-                                p2pkit_dtype_t dtype, cudaStream_t stream) {
-  const int n = c->nranks, me = c->rank;
-  const uint64_t D = c->lay.cep_depth;
-  const size_t es = p2pkit_dtype_size(dtype), B = count * es;
-  const size_t K = chunk_elems(c, B, es, c->lay.cep_slot), CB = K * es, nch = nchunks(count, K);
-  const uint64_t hv = header(P2PK_COLL_ALL_GATHER, count, dtype, 0, 0);
-  push_t pu[P2PK_COLL_MAX_RANKS];
-  int np = 0;
-  for (int t = 0; t < n; t++)
-    if (t != me) pu[np++] = (push_t){t, (const char *)send, count};
-  cudaError_t e = start(c, stream, 1, 0);
-  if (e == cudaSuccess) e = pushes(c, pu, np, K, es, hv, 1);
-  char *own = (char *)recv + (size_t)me * B;
-  if (e == cudaSuccess && own != (const char *)send) e = copy_out(c, dtype, send, own, B, stream);
-  batch_t bs;
-  batch(&bs, c, stream);
-  for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-    const size_t lb = p2pk_ce_part(count, k, K) * es;
-    for (int r = 0; r < n; r++) {
-      const uint64_t q = c->cep_recvd[r] + k;
-      if (r != me)
-        add(&bs, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][q % D], q + 1, &CTRL(me)->cep_hdr[r][q % D], hv, r);
-    }
-    e = flush(&bs);
-    for (int r = 0; r < n && e == cudaSuccess; r++) {
-      const uint64_t q = c->cep_recvd[r] + k;
-      if (r != me) e = copy_out(c, dtype, land(c, r, me, (int)(q % D)), (char *)recv + (size_t)r * B + k * CB, lb, stream);
-    }
-    for (int r = 0; r < n; r++)
-      if (r != me) consumed(c, &bs, r, (int)((c->cep_recvd[r] + k) % D), c->cep_recvd[r] + k);
-  }
-  if (e == cudaSuccess) e = flush(&bs);
-  for (int r = 0; r < n; r++)
-    if (r != me) c->cep_recvd[r] += nch;
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
-  if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_GATHER, p2pk_coll_name(P2PK_COLL_ALL_GATHER), B, CB);
-  return e;
-}
-
 cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
                                 size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
                                 cudaStream_t stream) {
   if (kind == P2PK_COLL_ALL_REDUCE) return allreduce_mp(c, send, recv, count, dtype, op, stream);
-  if (kind == P2PK_COLL_ALL_GATHER) return allgather_mp(c, send, recv, count, dtype, stream);
   const int n = c->nranks, me = c->rank;
   const uint64_t D = c->lay.cep_depth;
   const size_t es = p2pkit_dtype_size(dtype);

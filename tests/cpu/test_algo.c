@@ -807,7 +807,7 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)16 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)8 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), 0);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), 0);
   CHECK_EQ(p2pk_cep_p2p_min(&c), (size_t)256 << 20);
   p2pk_ce_min_fill(&c);
@@ -849,10 +849,8 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   setenv("P2PKIT_CE_REDUCE_SCATTER_MIN", "0", 1);
   setenv("P2PKIT_CE_REDUCE_MIN", "0", 1);
   setenv("P2PKIT_BCAST_CE_MIN", "0", 1);
-  setenv("P2PKIT_CE_ALL_GATHER_MIN", "0", 1);
   p2pk_param_reset();
   CHECK(!p2pk_cep_wanted(&c)); /* everything off: no landing slots */
-  unsetenv("P2PKIT_CE_ALL_GATHER_MIN");
   unsetenv("P2PKIT_CE_ALLREDUCE_MIN");
   unsetenv("P2PKIT_CE_REDUCE_SCATTER_MIN");
   unsetenv("P2PKIT_CE_REDUCE_MIN");

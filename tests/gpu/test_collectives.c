@@ -802,11 +802,10 @@ static int child_main(int argc, char **argv) {
   runner_t R;
   const int kill = strncmp(mode, "kill", 4) == 0, cep = strcmp(mode, "cep") == 0;
   static const char *const cep_vars[] = {"P2PKIT_CE_ALLREDUCE_MIN", "P2PKIT_CE_REDUCE_SCATTER_MIN",
-                                         "P2PKIT_CE_REDUCE_MIN", "P2PKIT_BCAST_CE_MIN",
-                                         "P2PKIT_CE_ALL_GATHER_MIN"};
+                                         "P2PKIT_CE_REDUCE_MIN", "P2PKIT_BCAST_CE_MIN"};
   logcap_t L;
   if (cep) {
-    ce_settings_begin(cep_vars, 5);
+    ce_settings_begin(cep_vars, 4);
     logcap_begin(&L, "P2PKIT_SENDRECV_CE_MIN", "1");
   }
   if (runner_join(&R, rank, nranks, port, kill ? KILL_TIMEOUT_S : 60) != 0) return 1;
@@ -819,7 +818,6 @@ static int child_main(int argc, char **argv) {
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE_SCATTER, ALL_OPS, 5);
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE, ALL_OPS, 5);
     matrix(&R, &V_AUTO, P2PK_COLL_BROADCAST, ALL_OPS, 1);
-    matrix(&R, &V_AUTO, P2PK_COLL_ALL_GATHER, ALL_OPS, 1);
     matrix(&R, &V_AUTO, SENDRECV, ALL_OPS, 1);
     graph_replay(&R, 2);
     mixed_calls(&R, "mixed-cep");
@@ -834,9 +832,8 @@ static int child_main(int argc, char **argv) {
   }
   runner_destroy(&R);
   if (cep) {
-    ce_settings_end(cep_vars, 5);
+    ce_settings_end(cep_vars, 4);
     CHECK(logcap_count(&L, "): reduce of", "process per GPU") >= 1);
-    CHECK(logcap_count(&L, "all_gather of", "process per GPU") >= 1);
     CHECK(logcap_count(&L, "broadcast of", "process per GPU") >= 1);
     CHECK(logcap_count(&L, "send/recv of", "process per GPU") >= 1);
     CHECK(logcap_end(&L, "reduce_scatter of", "process per GPU") >= 1);
