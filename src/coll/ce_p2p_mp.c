@@ -79,7 +79,7 @@ enum { E_START = P2PK_CE_EV_START, E_SIDE = 1, E_GATHER = 2 };
  * copies done, side slots free, gather copies done, gather slots free, the
  * owner's reduce done. */
 enum { S_POST = 0, S_POST2 = 1, S_WAIT = 2, S_WAIT2 = 3, S_RECV = 4 };
-enum { E_RECV = 3 };
+enum { E_RECV = 3, E_POST = 4, E_POST2 = 5 };
 enum { V_CP = 0, V_CR = 1, V_GCP = 2, V_GCR = 3, V_RED = 4, V_KINDS = 5 };
 
 int p2pk_cep_depth(void) {
@@ -221,6 +221,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
     if (e == cudaSuccess) e = flush(&bp);
   }
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_SIDE], side);
+  if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_POST], bp.s);
   /* Numbered chunks were (partly) launched: keep the count in step with the
    * peer even on an error (the communicator is then broken anyway). */
   for (int i = 0; i < np; i++) c->cep_sent[p[i].peer] += nchunks(p[i].len, K);
@@ -236,6 +237,19 @@ static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, i
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
   if (e == cudaSuccess && side) e = cudaStreamWaitEvent(c->ce_side, c->sce_ev[E_START], 0);
   if (e == cudaSuccess && gather) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
+  return e;
+}
+
+/* The caller's stream waits for the side stream's copies and for the posts
+ * after them (pushes() records both). The posts must be behind it: a
+ * collective kernel launched next on the caller's stream can fill every
+ * multiprocessor while it waits for a peer that is itself still waiting for
+ * one of those posts (seen under a CUDA graph after eager copy-engine
+ * calls, ninth session run 4: broadcast and reduce with a process per GPU
+ * hung until the timeout). */
+static cudaError_t join_side(struct p2pkit_comm *c, cudaStream_t stream) {
+  cudaError_t e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST], 0);
   return e;
 }
 
@@ -371,7 +385,10 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_RECV], 0);
   if (e == cudaSuccess && mine) e = cudaEventRecord(c->sce_ev[E_GATHER], g);
   if (e == cudaSuccess && mine) e = cudaStreamWaitEvent(stream, c->sce_ev[E_GATHER], 0);
-  if (e == cudaSuccess && np) e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
+  /* The result posts too (join_side says why). */
+  if (e == cudaSuccess && mine) e = cudaEventRecord(c->sce_ev[E_POST2], bp.s);
+  if (e == cudaSuccess && mine) e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST2], 0);
+  if (e == cudaSuccess && np) e = join_side(c, stream);
   for (int t = 0; t < n; t++)
     if (t != me) c->cep_sent[t] = sent0[t] + span[t], c->cep_recvd[t] = recvd0[t] + span[t];
   if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_REDUCE, "all_reduce", count * es, K * es);
@@ -443,7 +460,7 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
   }
   if (e == cudaSuccess) e = flush(&bs);
   for (int i = 0; i < nsrc; i++) c->cep_recvd[srcs[i]] += mine;
-  if (e == cudaSuccess && np) e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
+  if (e == cudaSuccess && np) e = join_side(c, stream);
   if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), count * es, CB);
   return e;
 }
@@ -494,7 +511,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     if (e == cudaSuccess) e = flush(&bs);
     c->cep_recvd[r] += nch;
   }
-  if (e == cudaSuccess && np) e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
+  if (e == cudaSuccess && np) e = join_side(c, stream);
   if (e == cudaSuccess) {
     size_t b = 0;
     for (int i = 0; i < nops; i++) b = ops[i].bytes > b ? ops[i].bytes : b;

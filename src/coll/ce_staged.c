@@ -243,7 +243,7 @@ size_t p2pk_sce_slot_bytes(void) {
  * copies wait on the counters. */
 enum { CE_WAIT_FULL, CE_WAIT_READ, CE_POST_FULL, CE_POST_READ };
 enum { SS_POST = 0, SS_POST2 = 1, SS_WAIT = 2, SS_WAIT2 = 3 }; /* c->cep_stream[] */
-enum { SV_CR = 0, SV_FULL = 1 };                                 /* c->cep_ev[][slot] */
+enum { SV_CR = 0, SV_FULL = 1, SV_POST = 2, SV_POST2 = 3 };       /* c->cep_ev[][slot] */
 
 /* Rank r's part of the host region, as the GPU sees it. */
 static p2pk_stage_ctrl *sctrl(const struct p2pkit_comm *c, int r) {
@@ -315,6 +315,8 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
     e = p2pk_lazy_event(&c->cep_ev[SV_CR][s]);
     if (e == cudaSuccess) e = p2pk_lazy_event(&c->cep_ev[SV_FULL][s]);
   }
+  if (e == cudaSuccess) e = p2pk_lazy_event(&c->cep_ev[SV_POST][0]);
+  if (e == cudaSuccess) e = p2pk_lazy_event(&c->cep_ev[SV_POST2][0]);
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(c->ce_side, c->sce_ev[E_START], 0);
   /* This call's chunk size may differ from the last one's, so its slots of
@@ -355,6 +357,13 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
   }
 #undef HOST
 #undef BUF
+  /* The caller's stream ends after the posts too: a kernel launched next on
+   * it could fill every multiprocessor while waiting for a peer that still
+   * waits for one of them (ce_p2p_mp.c's join_side). */
+  for (int i = 0; i < 2 && e == cudaSuccess; i++) {
+    e = cudaEventRecord(c->cep_ev[SV_POST + i][0], c->cep_stream[i ? SS_POST2 : SS_POST]);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->cep_ev[SV_POST + i][0], 0);
+  }
   /* Numbered chunks were (partly) launched: keep the count in step with the
    * peers even on an error (the communicator is then broken anyway). */
   c->sce_seq += nch;

@@ -734,6 +734,69 @@ TEST(quick_mp) { spawn_ranks("quick", 0, 300); }
  * shows each went over the copy engines. */
 TEST(process_per_gpu_copy_engine_p2p) { spawn_ranks("cep", 0, 580); }
 
+/* Process per GPU: a copy-engine broadcast and, with no sync between, a run
+ * of kernel-path reduces on the same streams whose grids (programmatic
+ * dependent launches stacking up) can fill every multiprocessor. The
+ * broadcast's last posts to its peer run on their own stream; unless the
+ * caller's stream waits for them (ce_p2p_mp.c, join_side), the kernels can
+ * hold the GPU while the peer, still in the broadcast, waits for a post that
+ * cannot be scheduled: both hang until the timeout (ninth session, seen
+ * under a CUDA graph after eager copy-engine calls). Every output checked. */
+#define CTK_KERNELS 8
+static void ce_then_kernels(runner_t *R) {
+  static const variant_t V_WIDE = {"simple-264x512", P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 264, 512, 0};
+  const int n = R->nr;
+  const call_t a = {P2PK_COLL_BROADCAST, 0, 0, 0, P2PKIT_FLOAT32, P2PKIT_SUM, MAXCOUNT};
+  const call_t b = {P2PK_COLL_REDUCE, n - 1, 0, 0, P2PKIT_FLOAT32, P2PKIT_SUM, MAXCOUNT};
+  char *din[MAXR], *dout[MAXR];
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaMalloc((void **)&din[l], R->cap));
+    T_CUDA(cudaMalloc((void **)&dout[l], R->cap));
+  }
+  for (int rep = 0; rep < 4; rep++) {
+    const void *ina[MAXR], *inb[MAXR];
+    void *outa[MAXR], *outb[MAXR];
+    size_t offa[MAXR], offb[MAXR];
+    prepare(R, R->dout, R->din, &a, 77 + (uint64_t)rep, ina, outa, offa);
+    void *hin_a[MAXR];
+    for (int r = 0; r < n; r++) { /* prepare() refills R->hin: keep the broadcast's inputs */
+      hin_a[r] = malloc(runner_cap(n));
+      CHECK(hin_a[r] != NULL);
+      memcpy(hin_a[r], R->hin[r], a.count * sizeof(float));
+    }
+    prepare(R, dout, din, &b, 99 + (uint64_t)rep, inb, outb, offb);
+    set_variant(R, &V_AUTO);
+    p2pkit_status_t st = issue(R, &a, ina, outa);
+    set_variant(R, &V_WIDE);
+    for (int i = 0; i < CTK_KERNELS && st == P2PKIT_SUCCESS; i++) st = issue(R, &b, inb, outb);
+    set_variant(R, &V_AUTO);
+    if (st != P2PKIT_SUCCESS) {
+      T_FAIL("copy engines then kernels, rep %d: %s: %s", rep, p2pkit_strerror(st), p2pkit_last_error());
+      R->failures++;
+    } else {
+      if (!verify(R, dout, "kernel reduces after a copy-engine broadcast", &b, offb)) R->failures++;
+      for (int r = 0; r < n; r++) {
+        void *t = R->hin[r];
+        R->hin[r] = hin_a[r];
+        hin_a[r] = t;
+      }
+      if (!verify(R, R->dout, "copy-engine broadcast before kernel reduces", &a, offa)) R->failures++;
+      for (int r = 0; r < n; r++) {
+        void *t = R->hin[r];
+        R->hin[r] = hin_a[r];
+        hin_a[r] = t;
+      }
+    }
+    for (int r = 0; r < n; r++) free(hin_a[r]);
+  }
+  for (int l = 0; l < R->nloc; l++) {
+    T_CUDA(cudaSetDevice(R->dev[l]));
+    T_CUDA(cudaFree(din[l]));
+    T_CUDA(cudaFree(dout[l]));
+  }
+}
+
 /* Kill modes: the victim dies by SIGKILL after a few good calls; the
  * survivors' next call needs it and must fail on their own timeout.
  *   kill-bcast: broadcast from the victim (last rank), P2P;
@@ -819,6 +882,7 @@ static int child_main(int argc, char **argv) {
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE, ALL_OPS, 5);
     matrix(&R, &V_AUTO, P2PK_COLL_BROADCAST, ALL_OPS, 1);
     matrix(&R, &V_AUTO, SENDRECV, ALL_OPS, 1);
+    ce_then_kernels(&R);
     graph_replay(&R, 2);
     mixed_calls(&R, "mixed-cep");
   } else if (strcmp(mode, "quick") == 0) {
