@@ -62,6 +62,7 @@
  * into the launches, so under graph capture the kernels run instead
  * (allreduce.c, p2p.c). */
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -112,13 +113,13 @@ static char *land(const struct p2pkit_comm *c, int src, int dst, int s) {
  * is launched and started again, so any number of steps keeps its order. */
 typedef struct {
   p2pk_cep_steps st;
-  const struct p2pkit_comm *c;
+  struct p2pkit_comm *c;
   cudaStream_t s;
   cudaError_t e;
   int added; /* steps added since the caller last asked (taken()) */
 } batch_t;
 
-static void batch(batch_t *b, const struct p2pkit_comm *c, cudaStream_t s) {
+static void batch(batch_t *b, struct p2pkit_comm *c, cudaStream_t s) {
   b->st.n = 0;
   b->c = c;
   b->s = s;
@@ -126,9 +127,63 @@ static void batch(batch_t *b, const struct p2pkit_comm *c, cudaStream_t s) {
   b->added = 0;
 }
 
+/* cuStreamWriteValue64 (our own declaration: CUresult, CUstream,
+ * CUdeviceptr as the runtime sees them), looked up once through the
+ * runtime, so nothing links against the driver. */
+typedef int (*write64_fn)(cudaStream_t stream, unsigned long long addr, unsigned long long value,
+                          unsigned int flags);
+static write64_fn g_write64;
+static pthread_once_t g_write64_once = PTHREAD_ONCE_INIT;
+static void write64_lookup(void) {
+  void *fn = NULL;
+  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000, cudaEnableDefault, &q) ==
+          cudaSuccess && q == cudaDriverEntryPointSuccess)
+    g_write64 = (write64_fn)fn;
+  cudaGetLastError();
+}
+
+int p2pk_cep_memops(struct p2pkit_comm *c) {
+  if (!c->cep_memops) {
+    pthread_once(&g_write64_once, write64_lookup);
+    int on = g_write64 && p2pk_param_int("P2PKIT_CEP_MEMOPS") != 0;
+    c->cep_memops = on ? 1 : 2;
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): copy-engine posts to the peers %s", c->rank, c->device,
+              on ? "as stream memory operations (cuStreamWriteValue64)"
+                 : g_write64 ? "as one-thread kernels (P2PKIT_CEP_MEMOPS=0)"
+                             : "as one-thread kernels (cuStreamWriteValue64 not found)");
+  }
+  return c->cep_memops == 1;
+}
+
+cudaError_t p2pk_cep_run(struct p2pkit_comm *c, const p2pk_cep_steps *st, cudaStream_t stream) {
+  if (!st->n) return cudaSuccess;
+  int posts = 1;
+  for (int i = 0; i < st->n; i++) posts &= st->s[i].kind == P2PK_CEP_POST;
+  /* A list with a wait stays one kernel: a wait that gives up skips the
+   * posts after it. Each memory operation fences the stream's earlier
+   * writes first (like __threadfence_system), so the header lands before
+   * its counter and the copies before both. */
+  if (posts && p2pk_cep_memops(c)) {
+    int r = 0;
+    for (int i = 0; i < st->n && !r; i++) {
+      const p2pk_cep_step *x = &st->s[i];
+      if (x->hdr) r = g_write64(stream, (unsigned long long)(uintptr_t)x->hdr, x->hv, 0);
+      if (!r) r = g_write64(stream, (unsigned long long)(uintptr_t)x->ctr, x->v, 0);
+    }
+    if (!r) return cudaSuccess;
+    /* Not supported here after all: kernels from now on (the writes are
+     * idempotent, so the whole list runs again). */
+    c->cep_memops = 2;
+    P2PK_WARN("rank %d (GPU %d): cuStreamWriteValue64 failed (CUresult %d); "
+              "copy-engine posts go through one-thread kernels", c->rank, c->device, r);
+  }
+  return p2pk_launch_cep_sync(&c->tmpl, st, stream);
+}
+
 /* Launch the steps gathered so far (none: nothing); the first error sticks. */
 static cudaError_t flush(batch_t *b) {
-  if (b->st.n && b->e == cudaSuccess) b->e = p2pk_launch_cep_sync(&b->c->tmpl, &b->st, b->s);
+  if (b->st.n && b->e == cudaSuccess) b->e = p2pk_cep_run(b->c, &b->st, b->s);
   b->st.n = 0;
   return b->e;
 }
@@ -249,7 +304,8 @@ static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, i
  * hung until the timeout). */
 static cudaError_t join_side(struct p2pkit_comm *c, cudaStream_t stream) {
   cudaError_t e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST], 0);
+  /* Posts as memory operations need no multiprocessor: no wait for them. */
+  if (e == cudaSuccess && !p2pk_cep_memops(c)) e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST], 0);
   return e;
 }
 
@@ -385,9 +441,11 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_RECV], 0);
   if (e == cudaSuccess && mine) e = cudaEventRecord(c->sce_ev[E_GATHER], g);
   if (e == cudaSuccess && mine) e = cudaStreamWaitEvent(stream, c->sce_ev[E_GATHER], 0);
-  /* The result posts too (join_side says why). */
-  if (e == cudaSuccess && mine) e = cudaEventRecord(c->sce_ev[E_POST2], bp.s);
-  if (e == cudaSuccess && mine) e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST2], 0);
+  /* The result posts too, when they are kernels (join_side says why). */
+  if (e == cudaSuccess && mine && !p2pk_cep_memops(c)) {
+    e = cudaEventRecord(c->sce_ev[E_POST2], bp.s);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST2], 0);
+  }
   if (e == cudaSuccess && np) e = join_side(c, stream);
   for (int t = 0; t < n; t++)
     if (t != me) c->cep_sent[t] = sent0[t] + span[t], c->cep_recvd[t] = recvd0[t] + span[t];

@@ -254,7 +254,7 @@ static p2pk_stage_ctrl *sctrl(const struct p2pkit_comm *c, int r) {
  * slot (ce_full, comparing the header beside it) or has read mine
  * (ce_read[slot][p]), or post my ce_full (with the header) or my
  * ce_read[slot][me] at every peer. */
-static cudaError_t ce_sync(const struct p2pkit_comm *c, int kind, int slot, uint64_t v, uint64_t hdr,
+static cudaError_t ce_sync(struct p2pkit_comm *c, int kind, int slot, uint64_t v, uint64_t hdr,
                            cudaStream_t stream) {
   const int me = c->rank;
   p2pk_stage_ctrl *mine = sctrl(c, me);
@@ -276,7 +276,7 @@ static cudaError_t ce_sync(const struct p2pkit_comm *c, int kind, int slot, uint
       st.s[st.n++] = x;
     }
   }
-  return p2pk_launch_cep_sync(&c->tmpl, &st, stream);
+  return p2pk_cep_run(c, &st, stream);
 }
 
 /* A wait (ce_sync) in one launch on stream cep_stream[ws], ahead of the
@@ -357,10 +357,11 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
   }
 #undef HOST
 #undef BUF
-  /* The caller's stream ends after the posts too: a kernel launched next on
-   * it could fill every multiprocessor while waiting for a peer that still
-   * waits for one of them (ce_p2p_mp.c's join_side). */
-  for (int i = 0; i < 2 && e == cudaSuccess; i++) {
+  /* The caller's stream ends after the posts too when they are kernels: a
+   * kernel launched next on it could fill every multiprocessor while
+   * waiting for a peer that still waits for one of them (ce_p2p_mp.c's
+   * join_side). */
+  for (int i = 0; i < 2 && e == cudaSuccess && !p2pk_cep_memops(c); i++) {
     e = cudaEventRecord(c->cep_ev[SV_POST + i][0], c->cep_stream[i ? SS_POST2 : SS_POST]);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->cep_ev[SV_POST + i][0], 0);
   }

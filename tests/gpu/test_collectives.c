@@ -733,6 +733,10 @@ TEST(quick_mp) { spawn_ranks("quick", 0, 300); }
  * replay (the kernels, under capture); every collective mixed. The log
  * shows each went over the copy engines. */
 TEST(process_per_gpu_copy_engine_p2p) { spawn_ranks("cep", 0, 580); }
+/* The same with the posts to the peers as one-thread kernels
+ * (P2PKIT_CEP_MEMOPS=0), the path taken where stream memory operations are
+ * not available. */
+TEST(process_per_gpu_copy_engine_p2p_kernel_posts) { spawn_ranks("cep-kernel-posts", 0, 580); }
 
 /* Process per GPU: a copy-engine broadcast and, with no sync between, a run
  * of kernel-path reduces on the same streams whose grids (programmatic
@@ -863,7 +867,9 @@ static int child_main(int argc, char **argv) {
   int bad = cu_child_args(argc, argv, &mode, &rank, &port, &nranks);
   if (bad) return bad;
   runner_t R;
-  const int kill = strncmp(mode, "kill", 4) == 0, cep = strcmp(mode, "cep") == 0;
+  const int kill = strncmp(mode, "kill", 4) == 0, cep = strncmp(mode, "cep", 3) == 0;
+  const int kposts = strcmp(mode, "cep-kernel-posts") == 0;
+  if (kposts) setenv("P2PKIT_CEP_MEMOPS", "0", 1);
   static const char *const cep_vars[] = {"P2PKIT_CE_ALLREDUCE_MIN", "P2PKIT_CE_REDUCE_SCATTER_MIN",
                                          "P2PKIT_CE_REDUCE_MIN", "P2PKIT_BCAST_CE_MIN"};
   logcap_t L;
@@ -897,6 +903,8 @@ static int child_main(int argc, char **argv) {
   runner_destroy(&R);
   if (cep) {
     ce_settings_end(cep_vars, 4);
+    CHECK(logcap_count(&L, "copy-engine posts to the peers",
+                       kposts ? "one-thread kernels (P2PKIT_CEP_MEMOPS=0)" : "stream memory operations") >= 1);
     CHECK(logcap_count(&L, "): reduce of", "process per GPU") >= 1);
     CHECK(logcap_count(&L, "broadcast of", "process per GPU") >= 1);
     CHECK(logcap_count(&L, "send/recv of", "process per GPU") >= 1);
@@ -924,6 +932,7 @@ int main(int argc, char **argv) {
       {T_CASE(process_per_gpu), 1},
       {T_CASE(process_per_gpu_p2p_disabled), 1},
       {T_CASE(process_per_gpu_copy_engine_p2p), 1},
+      {T_CASE(process_per_gpu_copy_engine_p2p_kernel_posts), 1},
       {T_CASE(kill_broadcast_root_survivors_time_out), 1},
       {T_CASE(kill_rank0_staged_all_gather_survivors_time_out), 1},
       {T_CASE(kill_sendrecv_peer_survivors_time_out), 1},
