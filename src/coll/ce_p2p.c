@@ -146,16 +146,20 @@ int p2pk_ce_depth(void) {
 /* Process per GPU (eighth session, runs 1-5, 2x H200, copy engines against
  * the kernels): all-reduce from 256 MiB (776 us against 788; 128 MiB 414
  * against 416 with three slots, 467 with two), reduce-scatter from 64 MiB
- * shares (128 MiB input 252 us against 262; 64 MiB 141 against 112),
- * reduce from 16 MiB (48.9 us against 51.3; 8 MiB 25.9 against 27.6),
- * broadcast from 8 MiB (25.8 us against 28.8; 4 MiB 25.5 against 15.8);
- * all-gather never (the kernel meets its goal with a process per GPU). */
+ * shares (128 MiB input 252 us against 262; 64 MiB 141 against 112).
+ * Reduce from 64 MiB and broadcast from 16 MiB since the posts became
+ * stream memory operations (ninth session, run 6: reduce 64 MiB 180.1 us
+ * against 190.6, 32 MiB 102.1 against 96.5, 16 MiB 52.3 against 51.7;
+ * broadcast 16 MiB 48.7 against 54.2, 8 MiB 29.1 against 28.6).
+ * All-gather never: pushing every share into the peers' slots and copying
+ * it out was slower than the kernel (ninth session, run 3: 1 GiB shares
+ * 1698.6 us against 1599.9 out of place, 64 MiB 130.1 against 108.9). */
 static size_t mp_default(int kind) {
   switch (kind) {
     case P2PK_COLL_ALL_REDUCE: return (size_t)256 << 20;
     case P2PK_COLL_REDUCE_SCATTER: return (size_t)64 << 20;
-    case P2PK_COLL_REDUCE: return (size_t)16 << 20;
-    case P2PK_COLL_BROADCAST: return (size_t)8 << 20;
+    case P2PK_COLL_REDUCE: return (size_t)64 << 20;
+    case P2PK_COLL_BROADCAST: return (size_t)16 << 20;
     default: return 0;
   }
 }

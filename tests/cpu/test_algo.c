@@ -805,14 +805,14 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   c.lay.cep_slot = (size_t)64 << 20;
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)256 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)16 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)8 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)16 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), 0);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), 0);
   CHECK_EQ(p2pk_cep_p2p_min(&c), (size_t)256 << 20);
   p2pk_ce_min_fill(&c);
   CHECK_EQ(c.cep_p2p_min, (size_t)256 << 20);
-  CHECK_EQ(c.ce_min[P2PK_COLL_BROADCAST], (size_t)8 << 20);
+  CHECK_EQ(c.ce_min[P2PK_COLL_BROADCAST], (size_t)16 << 20);
   /* The one-process defaults stay where they were. */
   c.multiproc = 0;
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
