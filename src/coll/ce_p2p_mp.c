@@ -116,7 +116,8 @@ typedef struct {
   struct p2pkit_comm *c;
   cudaStream_t s;
   cudaError_t e;
-  int added; /* steps added since the caller last asked (taken()) */
+  int added;  /* steps added since the caller last asked (taken()) */
+  int memops; /* posts alone may be memory operations (p2pk_cep_run) */
 } batch_t;
 
 static void batch(batch_t *b, struct p2pkit_comm *c, cudaStream_t s) {
@@ -125,6 +126,7 @@ static void batch(batch_t *b, struct p2pkit_comm *c, cudaStream_t s) {
   b->s = s;
   b->e = cudaSuccess;
   b->added = 0;
+  b->memops = 1;
 }
 
 /* cuStreamWriteValue64 (our own declaration: CUresult, CUstream,
@@ -156,7 +158,8 @@ int p2pk_cep_memops(struct p2pkit_comm *c) {
   return c->cep_memops == 1;
 }
 
-cudaError_t p2pk_cep_run(struct p2pkit_comm *c, const p2pk_cep_steps *st, cudaStream_t stream) {
+cudaError_t p2pk_cep_run(struct p2pkit_comm *c, const p2pk_cep_steps *st, int memops,
+                         cudaStream_t stream) {
   if (!st->n) return cudaSuccess;
   int posts = 1;
   for (int i = 0; i < st->n; i++) posts &= st->s[i].kind == P2PK_CEP_POST;
@@ -164,7 +167,7 @@ cudaError_t p2pk_cep_run(struct p2pkit_comm *c, const p2pk_cep_steps *st, cudaSt
    * posts after it. Each memory operation fences the stream's earlier
    * writes first (like __threadfence_system), so the header lands before
    * its counter and the copies before both. */
-  if (posts && p2pk_cep_memops(c)) {
+  if (posts && memops && p2pk_cep_memops(c)) {
     int r = 0;
     for (int i = 0; i < st->n && !r; i++) {
       const p2pk_cep_step *x = &st->s[i];
@@ -183,7 +186,7 @@ cudaError_t p2pk_cep_run(struct p2pkit_comm *c, const p2pk_cep_steps *st, cudaSt
 
 /* Launch the steps gathered so far (none: nothing); the first error sticks. */
 static cudaError_t flush(batch_t *b) {
-  if (b->st.n && b->e == cudaSuccess) b->e = p2pk_cep_run(b->c, &b->st, b->s);
+  if (b->st.n && b->e == cudaSuccess) b->e = p2pk_cep_run(b->c, &b->st, b->memops, b->s);
   b->st.n = 0;
   return b->e;
 }
@@ -228,9 +231,10 @@ typedef struct {
 
 /* The side stream's pushes, chunk by chunk across the targets: the waits
  * for free slots (whole: both halves) on W, the copies, the posts of full
- * slots on P. Advances cep_sent. */
+ * slots on P (memops: as memory operations where they can be; join_side
+ * must be told the same). Advances cep_sent. */
 static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t K, size_t es,
-                          uint64_t hv, int whole) {
+                          uint64_t hv, int whole, int memops) {
   const int me = c->rank;
   const uint64_t D = c->lay.cep_depth;
   cudaStream_t side = c->ce_side;
@@ -240,6 +244,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
   batch_t bw, bp;
   batch(&bw, c, c->cep_stream[S_WAIT]);
   batch(&bp, c, c->cep_stream[S_POST]);
+  bp.memops = memops;
   cudaError_t e = cudaSuccess;
   for (size_t k = 0; k < most && e == cudaSuccess; k++) {
     const int ek = (int)(k % D);
@@ -295,17 +300,18 @@ static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, i
   return e;
 }
 
-/* The caller's stream waits for the side stream's copies and for the posts
- * after them (pushes() records both). The posts must be behind it: a
+/* The caller's stream waits for the side stream's copies and, when the
+ * posts after them are kernels, for those too (pushes() records both). A
  * collective kernel launched next on the caller's stream can fill every
  * multiprocessor while it waits for a peer that is itself still waiting for
  * one of those posts (seen under a CUDA graph after eager copy-engine
  * calls, ninth session run 4: broadcast and reduce with a process per GPU
- * hung until the timeout). */
-static cudaError_t join_side(struct p2pkit_comm *c, cudaStream_t stream) {
+ * hung until the timeout); posts as memory operations need no
+ * multiprocessor. */
+static cudaError_t join_side(struct p2pkit_comm *c, cudaStream_t stream, int memops) {
   cudaError_t e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
-  /* Posts as memory operations need no multiprocessor: no wait for them. */
-  if (e == cudaSuccess && !p2pk_cep_memops(c)) e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST], 0);
+  if (e == cudaSuccess && !(memops && p2pk_cep_memops(c)))
+    e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST], 0);
   return e;
 }
 
@@ -365,7 +371,10 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   memcpy(sent0, c->cep_sent, sizeof sent0);
   memcpy(recvd0, c->cep_recvd, sizeof recvd0);
   cudaError_t e = start(c, stream, np > 0, mine > 0);
-  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 0);
+  /* The all-reduce's posts stay kernels (ninth session, runs 6-8: with
+   * memory operations 512 MiB took 1514-1544 us and 1 GiB 2897-3000 from
+   * run to run, with kernels 1482-1485 and 2894-2910). */
+  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 0, 0);
   cudaStream_t g = c->sce_h2d, R = c->cep_stream[S_RECV];
   /* The results' copies out write this rank's output. */
   if (e == cudaSuccess) e = cudaStreamWaitEvent(R, c->sce_ev[E_START], 0);
@@ -374,6 +383,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   batch(&bw, c, c->cep_stream[S_WAIT2]);
   batch(&bp, c, c->cep_stream[S_POST2]);
   batch(&br, c, R);
+  bs.memops = bp.memops = br.memops = 0; /* kernels (pushes() above says why) */
   for (size_t k = 0; k < far && e == cudaSuccess; k++) {
     const int ek = (int)(k % D);
     if (k < mine) {
@@ -441,12 +451,10 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_RECV], 0);
   if (e == cudaSuccess && mine) e = cudaEventRecord(c->sce_ev[E_GATHER], g);
   if (e == cudaSuccess && mine) e = cudaStreamWaitEvent(stream, c->sce_ev[E_GATHER], 0);
-  /* The result posts too, when they are kernels (join_side says why). */
-  if (e == cudaSuccess && mine && !p2pk_cep_memops(c)) {
-    e = cudaEventRecord(c->sce_ev[E_POST2], bp.s);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST2], 0);
-  }
-  if (e == cudaSuccess && np) e = join_side(c, stream);
+  /* The result posts too (kernels: join_side says why). */
+  if (e == cudaSuccess && mine) e = cudaEventRecord(c->sce_ev[E_POST2], bp.s);
+  if (e == cudaSuccess && mine) e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST2], 0);
+  if (e == cudaSuccess && np) e = join_side(c, stream, 0);
   for (int t = 0; t < n; t++)
     if (t != me) c->cep_sent[t] = sent0[t] + span[t], c->cep_recvd[t] = recvd0[t] + span[t];
   if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_REDUCE, "all_reduce", count * es, K * es);
@@ -486,7 +494,7 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
   for (int r = 0; r < n && slen[me]; r++)
     if (r != me && (!bcast || r == root)) srcs[nsrc++] = r;
   cudaError_t e = start(c, stream, np > 0, 0);
-  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 1);
+  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 1, 1);
   /* The broadcast root's own copy, beside its pushes: a kernel, not a copy
    * engine, which would slow the pushes (run 1: 1 GiB out of place 3365 us
    * against 2937 in place). */
@@ -518,7 +526,7 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
   }
   if (e == cudaSuccess) e = flush(&bs);
   for (int i = 0; i < nsrc; i++) c->cep_recvd[srcs[i]] += mine;
-  if (e == cudaSuccess && np) e = join_side(c, stream);
+  if (e == cudaSuccess && np) e = join_side(c, stream, 1);
   if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), count * es, CB);
   return e;
 }
@@ -549,7 +557,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
   cudaError_t e = start(c, stream, np > 0, 0);
   for (int i = 0; i < np && e == cudaSuccess; i++)
     e = pushes(c, &pu[i], 1, p2p_chunk(c, pu[i].len), 1,
-               header(SENDRECV, pu[i].len, 0, 0, me), 1);
+               header(SENDRECV, pu[i].len, 0, 0, me), 1, 1);
   batch_t bs;
   batch(&bs, c, stream);
   for (int i = 0; i < nops && e == cudaSuccess; i++) {
@@ -569,7 +577,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     if (e == cudaSuccess) e = flush(&bs);
     c->cep_recvd[r] += nch;
   }
-  if (e == cudaSuccess && np) e = join_side(c, stream);
+  if (e == cudaSuccess && np) e = join_side(c, stream, 1);
   if (e == cudaSuccess) {
     size_t b = 0;
     for (int i = 0; i < nops; i++) b = ops[i].bytes > b ? ops[i].bytes : b;

@@ -276,7 +276,7 @@ static cudaError_t ce_sync(struct p2pkit_comm *c, int kind, int slot, uint64_t v
       st.s[st.n++] = x;
     }
   }
-  return p2pk_cep_run(c, &st, stream);
+  return p2pk_cep_run(c, &st, 1, stream);
 }
 
 /* A wait (ce_sync) in one launch on stream cep_stream[ws], ahead of the

@@ -91,12 +91,14 @@ struct p2pkit_comm {
   int cep_memops; /* posts as stream memory operations: 0 not decided yet, 1 yes, 2 no (kernels) */
 };
 
-/* Run one list of steps on `stream` (ce_p2p_mp.c): a list of posts only as
- * stream memory operations (cuStreamWriteValue64, resolved at run time
- * through the runtime; the GPU's front end writes them, no multiprocessor
- * is needed), anything else, or when those are unavailable or
- * P2PKIT_CEP_MEMOPS=0, as one launch of the one-thread step kernel. */
-cudaError_t p2pk_cep_run(struct p2pkit_comm *c, const p2pk_cep_steps *st, cudaStream_t stream);
+/* Run one list of steps on `stream` (ce_p2p_mp.c): a list of posts only,
+ * when `memops` allows, as stream memory operations (cuStreamWriteValue64,
+ * resolved at run time through the runtime; the GPU's front end writes
+ * them, no multiprocessor is needed); anything else, or when those are
+ * unavailable or P2PKIT_CEP_MEMOPS=0, as one launch of the one-thread step
+ * kernel. */
+cudaError_t p2pk_cep_run(struct p2pkit_comm *c, const p2pk_cep_steps *st, int memops,
+                         cudaStream_t stream);
 /* Whether p2pk_cep_run writes posts as memory operations (decided on first use). */
 int p2pk_cep_memops(struct p2pkit_comm *c);
 
