@@ -10,10 +10,12 @@
  * both). One process drives them through CUDA events (ce_p2p.c); here a
  * peer's buffers are not mapped (only its scratch is, through CUDA IPC), so
  * every chunk lands in a slot of the receiver's scratch, and the ranks tell
- * each other about chunks through counters beside it, written and waited
- * for by one-thread kernels on the streams (p2pk_launch_cep_sync, with the
+ * each other about chunks through counters beside it, waited for by
+ * one-thread kernels on the streams (p2pk_launch_cep_sync, with the
  * collective kernels' timeout and abort rules: a peer that dies makes the
- * others fail, not hang).
+ * others fail, not hang) and written by stream memory operations where a
+ * post stands alone (p2pk_cep_run below: no multiprocessor needed, so a
+ * collective kernel that fills the GPU cannot starve them).
  *
  * Landing slots: rank t's scratch holds, for each peer r, `depth` slots of
  * cep_slot bytes (P2PKIT_CE_DEPTH, default 2 here; P2PKIT_CE_CHUNK, at most

@@ -221,9 +221,9 @@ size_t p2pk_sce_slot_bytes(void) {
  * from host memory go through this rank's own slots in its part of the
  * shared host region (stage_ce_off, apart from the staged kernels'
  * mailboxes), and what a peer did reaches this rank through the slot
- * counters in the host region, waited for and posted by one-thread kernels
- * (p2pk_launch_cep_sync, the kernel of ce_p2p_mp.c) with the kernels'
- * timeout.
+ * counters in the host region, waited for by one-thread kernels with the
+ * kernels' timeout and posted by stream memory operations (p2pk_cep_run of
+ * ce_p2p_mp.c, which falls back to the kernels).
  * Chunks are numbered q = c->sce_seq + k across calls, the same on every
  * rank; chunk q uses slot q % D. Per chunk:
  *   W stream:     wait until every peer read chunk q - D from my slot; record CR[s]
@@ -234,11 +234,12 @@ size_t p2pk_sce_slot_bytes(void) {
  *                 FULL[s]; their slots -> buf (H2D); record H2D[s]
  *   P2 stream:    wait H2D[s]; post read = q + 1 at every peer
  *   my stream:    wait H2D[s] and D2H[s]; reduce into out; record RED[s]
- * The copy streams hold only copies and event waits; the one-thread kernels
+ * The copy streams hold only copies and event waits; the waits and posts
  * run beside them on their own streams (c->cep_stream, unused without P2P
  * otherwise), as in ce_p2p_mp.c: a kernel between two copies on one stream
  * leaves the copy engine idle for microseconds each time (eighth session:
- * ~14 us a chunk over P2P). The stream's last reduce waited for the last
+ * ~14 us a chunk over P2P; here a process per GPU went from 1.19-1.29x
+ * NCCL at 128 MiB to 1.51-1.62x, ninth session runs 1, 6, 7). The stream's last reduce waited for the last
  * D2H and H2D, so once it ends the input is no longer read; a later call's
  * copies wait on the counters. */
 enum { CE_WAIT_FULL, CE_WAIT_READ, CE_POST_FULL, CE_POST_READ };
