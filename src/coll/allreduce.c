@@ -233,12 +233,12 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
   }
   if (c->multiproc && c->ce_min[kind] && block >= c->ce_min[kind]) {
     /* Process per GPU over the copy engines: through host memory without
-     * P2P (ce_staged.c, all-reduce), through the landing slots over P2P
-     * (ce_p2p_mp.c); the kernels under capture, where a graph would replay
-     * chunk numbers that have moved on. */
+     * P2P (ce_staged.c, all-reduce; the kernel under capture, where a graph
+     * would replay chunk numbers that have moved on), through the landing
+     * slots over P2P (ce_p2p_mp.c, whose handshakes a graph can replay). */
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
-    if (e == cudaSuccess && cs == cudaStreamCaptureStatusNone) {
+    if (e == cudaSuccess && (cs == cudaStreamCaptureStatusNone || !c->staged)) {
       cudaStream_t cs_stream = (cudaStream_t)stream;
       e = c->staged ? p2pk_staged_ce_allreduce_mp(c, sendbuf, recvbuf, count, dtype, op, cs_stream)
                     : p2pk_cep_collective(c, kind, sendbuf, recvbuf, count, dtype, op, root, cs_stream);

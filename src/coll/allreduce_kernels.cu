@@ -789,7 +789,11 @@ __global__ void cep_sync_kernel(const __grid_constant__ p2pk_ar_args a,
       st_rel(s.ctr, s.v);
       continue;
     }
-    if (!wait_geq(a, w, s.ctr, s.v, s.peer)) return;
+    if (s.kind == P2PK_CEP_WAIT_EQ) {
+      if (!wait_eq(a, w, s.ctr, s.v, s.peer)) return;
+    } else if (!wait_geq(a, w, s.ctr, s.v, s.peer)) {
+      return;
+    }
     if (s.hdr && ld_vol_u64(s.hdr) != s.hv) {
       fail(a, P2PK_DERR_MISMATCH, s.peer);
       return;

@@ -20,29 +20,38 @@
  * Landing slots: rank t's scratch holds, for each peer r, `depth` slots of
  * cep_slot bytes (P2PKIT_CE_DEPTH, default 2 here; P2PKIT_CE_CHUNK, at most
  * and by default what keeps all of them within 192 MiB: 96 MiB on 2 GPUs).
- * Chunk q of the pair r -> t (numbered across calls, cep_sent at r and
- * cep_recvd at t, which stay equal) uses slot q % depth. Counters (p2pk_dev_ctrl, coll_dev.h): full[r][s] and done[r][s] at
- * t, read[t][s] and rread[t][s] at r. Every wait reads this rank's own
- * scratch; every post writes a peer's.
+ * Chunk k of a call on the pair r -> t uses slot k % depth. Each half of a
+ * slot has two flags (p2pk_dev_ctrl, coll_dev.h): busy[t][s] at r (the
+ * sender claims the half: waits until it is 0, sets it to 1) and full[r][s]
+ * at t (the sender sets it once its copy landed, with the call's header
+ * beside it; the receiver waits for 1 and clears it, and clears the
+ * sender's busy once it consumed the half); the second half has rbusy and
+ * done the same way. A push that fills a whole slot claims both halves.
+ * Every flag returns to 0, so a call leaves the flags as it found them and
+ * a CUDA graph can replay it (ninth session; until then the flags were
+ * counters of chunks numbered across calls, baked into the launches, and
+ * under capture the kernels ran: at 1 GiB all-reduce 1.07x NCCL, reduce
+ * 0.98x, send/recv 0.97x). Waits read this rank's own scratch; posts that
+ * set a flag write a peer's, those that clear their own write this rank's.
  *
- * Reduce-scatter, rank t owning share t, per chunk k of a share (q the
- * pair's chunk number, s = q % depth):
- *   rank r, side stream:   (read[t][s], rread[t][s] >= q - depth + 1: the
- *                          slot is free) in_r[share t, k] -> land_t[r][s];
- *                          post full[r][s] = q + 1 at t        (every t != r)
- *   rank t, its stream:    wait full[r][s] (every r, and the call's header);
+ * Reduce-scatter, rank t owning share t, per chunk k of a share (s = k %
+ * depth):
+ *   rank r, side stream:   claim busy[t][s], rbusy[t][s] (a whole slot);
+ *                          in_r[share t, k] -> land_t[r][s]; set
+ *                          full[r][s] at t                     (every t != r)
+ *   rank t, its stream:    take full[r][s] (every r, checking the header);
  *                          out_t[k] = in_0 op in_1 ... in rank order (its
- *                          own input, the peers' from land_t); post
- *                          read[t][s] = rread[t][s] = q + 1 at every r
+ *                          own input, the peers' from land_t); clear
+ *                          busy[t][s], rbusy[t][s] at every r
  * Reduce is the same with the root owning the whole message; broadcast the
  * root pushing the message to every peer, which copies each chunk out of its
  * slot (a kernel) into its output; send/recv the sender pushing, the
  * receiver copying out, as the broadcast. All-reduce: rank t owns shard t
  * (p2pk_ce_shard), the peers' contributions to it land in the first half of
- * its slots and it reduces them as above (posting read only); then its gather
- * stream pushes each reduced chunk into the second half of every peer's slot
- * for t (once rread says that half is free) and posts done; each peer waits
- * for done, copies the result out into its output (a kernel) and posts rread.
+ * its slots and it reduces them as above (clearing busy only); then its
+ * gather stream claims rbusy, pushes each reduced chunk into the second
+ * half of every peer's slot for t and sets done; each peer takes done,
+ * copies the result out into its output (a kernel) and clears rbusy.
  * Every rank reduces every element in rank order from the same bytes: the
  * same bits on every rank. Only pushes cross the link: pulling the results
  * back out of the owner's slots (this file's first version) ran at 317-352
@@ -50,19 +59,19 @@
  * runs 2-3).
  *
  * The copy streams (side, gather) hold only copies and event waits; the
- * one-thread kernels that wait for free slots run ahead on their own
- * streams and end in events the copies wait for, and those that post run on
- * others after events the copies record (a kernel between two copies on one
- * stream left the copy engine idle ~14 us a chunk: run 1, 1 GiB broadcast
- * 2937 us in 16 chunks against 371.5 for 128 MiB in 2). On a rank's own
- * stream a post and the next chunk's waits go in one launch (batch_t:
- * launched when full, so any number of steps keeps its order). START (the
- * caller's stream at the call) comes before the copy streams start; the
- * caller's stream ends after SIDE (the pushes read its input), and for the
- * all-reduce after GATHER (its result pushes read its output) and RECV (its
- * copies-out write it). Chunk numbers are baked
- * into the launches, so under graph capture the kernels run instead
- * (allreduce.c, p2p.c). */
+ * one-thread kernels that claim slots run ahead on their own streams and
+ * end in events the copies wait for, and the posts run on others after
+ * events the copies record (a kernel between two copies on one stream left
+ * the copy engine idle ~14 us a chunk: run 1, 1 GiB broadcast 2937 us in
+ * 16 chunks against 371.5 for 128 MiB in 2). On a rank's own stream a post
+ * and the next chunk's waits go in one launch (batch_t: launched when full,
+ * so any number of steps keeps its order). START (the caller's stream at
+ * the call) comes before the copy streams start (under capture before
+ * every stream of the call); the caller's stream ends after SIDE (the
+ * pushes read its input), and for the all-reduce after GATHER (its result
+ * pushes read its output) and RECV (its copies-out write it). Under
+ * capture the posts are kernels (no memory operations in a graph) and
+ * every stream of the call joins the caller's before it ends. */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -128,7 +137,7 @@ static void batch(batch_t *b, struct p2pkit_comm *c, cudaStream_t s) {
   b->s = s;
   b->e = cudaSuccess;
   b->added = 0;
-  b->memops = 1;
+  b->memops = !c->cep_cap; /* no memory operations inside a capture */
 }
 
 /* cuStreamWriteValue64 (our own declaration: CUresult, CUstream,
@@ -208,6 +217,21 @@ static int taken(batch_t *b) {
 
 static size_t nchunks(size_t len, size_t K) { return (len + K - 1) / K; }
 
+/* Claim a slot half this rank fills: wait until its flag (here) is clear,
+ * then set it; the receiver clears it once it consumed the half. */
+static void claim(batch_t *b, uint64_t *flag, int peer) {
+  add(b, P2PK_CEP_WAIT_EQ, flag, 0, NULL, 0, peer);
+  add(b, P2PK_CEP_POST, flag, 1, NULL, 0, peer);
+}
+
+/* Take a slot half from `peer`: wait until its flag (here) is set, with the
+ * call's header when hdr is given, then clear it (the peer refills the half
+ * only after its own claim flag is cleared, by release() below). */
+static void take(batch_t *b, uint64_t *flag, uint64_t *hdr, uint64_t hv, int peer) {
+  add(b, P2PK_CEP_WAIT_EQ, flag, 1, hdr, hv, peer);
+  add(b, P2PK_CEP_POST, flag, 0, NULL, 0, peer);
+}
+
 /* Elements per chunk for a shard of `bytes` (p2pk_ce_chunk_bytes), at most
  * `cap` bytes: both ends of a pair compute it from the same numbers. */
 static size_t chunk_elems(const struct p2pkit_comm *c, size_t bytes, size_t es, size_t cap) {
@@ -231,10 +255,11 @@ typedef struct {
   size_t len;
 } push_t;
 
-/* The side stream's pushes, chunk by chunk across the targets: the waits
- * for free slots (whole: both halves) on W, the copies, the posts of full
- * slots on P (memops: as memory operations where they can be; join_side
- * must be told the same). Advances cep_sent. */
+/* The side stream's pushes, chunk by chunk across the targets: on W the
+ * waits until the slot's half (whole: both halves) is free and its claim,
+ * the copies, on P the posts that it is full (memops: as memory operations
+ * where they can be; join_side must be told the same). Chunk k of the call
+ * uses slot k % depth. */
 static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t K, size_t es,
                           uint64_t hv, int whole, int memops) {
   const int me = c->rank;
@@ -246,52 +271,55 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
   batch_t bw, bp;
   batch(&bw, c, c->cep_stream[S_WAIT]);
   batch(&bp, c, c->cep_stream[S_POST]);
-  bp.memops = memops;
+  bp.memops = memops && !c->cep_cap;
   cudaError_t e = cudaSuccess;
   for (size_t k = 0; k < most && e == cudaSuccess; k++) {
-    const int ek = (int)(k % D);
+    const int s = (int)(k % D);
     for (int i = 0; i < np; i++) {
       const int t = p[i].peer;
-      const uint64_t q = c->cep_sent[t] + k;
-      if (k >= nchunks(p[i].len, K) || q < D) continue;
-      add(&bw, P2PK_CEP_WAIT, &CTRL(me)->cep_read[t][q % D], q - D + 1, NULL, 0, t);
+      if (!p2pk_ce_part(p[i].len, k, K)) continue;
+      claim(&bw, &CTRL(me)->cep_busy[t][s], t);
       /* A whole slot: its second half may still hold an all-reduce result. */
-      if (whole) add(&bw, P2PK_CEP_WAIT, &CTRL(me)->cep_rread[t][q % D], q - D + 1, NULL, 0, t);
+      if (whole) claim(&bw, &CTRL(me)->cep_rbusy[t][s], t);
     }
     if (taken(&bw)) {
       e = flush(&bw);
-      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CR][ek], bw.s);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->cep_ev[V_CR][ek], 0);
+      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CR][s], bw.s);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->cep_ev[V_CR][s], 0);
     }
     for (int i = 0; i < np && e == cudaSuccess; i++) {
       const size_t len = p2pk_ce_part(p[i].len, k, K);
-      const uint64_t q = c->cep_sent[p[i].peer] + k;
       if (len)
-        e = cudaMemcpyAsync(land(c, me, p[i].peer, (int)(q % D)), p[i].src + k * K * es, len * es,
+        e = cudaMemcpyAsync(land(c, me, p[i].peer, s), p[i].src + k * K * es, len * es,
                             cudaMemcpyDefault, side);
     }
     /* The posts only after P waits for the copies. */
-    if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CP][ek], side);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_CP][ek], 0);
+    if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CP][s], side);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_CP][s], 0);
     for (int i = 0; i < np; i++) {
       const int t = p[i].peer;
-      const uint64_t q = c->cep_sent[t] + k;
-      const int s = (int)(q % D);
       if (p2pk_ce_part(p[i].len, k, K))
-        add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], q + 1, &CTRL(t)->cep_hdr[me][s], hv, t);
+        add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], 1, &CTRL(t)->cep_hdr[me][s], hv, t);
     }
     if (e == cudaSuccess) e = flush(&bp);
   }
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_SIDE], side);
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_POST], bp.s);
-  /* Numbered chunks were (partly) launched: keep the count in step with the
-   * peer even on an error (the communicator is then broken anyway). */
-  for (int i = 0; i < np; i++) c->cep_sent[p[i].peer] += nchunks(p[i].len, K);
   return e;
 }
 
-/* Start: the side and gather streams wait for where `stream` stands. */
-static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, int gather) {
+/* Start: the side and gather streams wait for where `stream` stands.
+ * side: this call pushes (whole: filling whole slots); gather: it pushes
+ * all-reduce results (second halves, claimed on W2).
+ * The claims run ahead of the call on their streams W and W2, but a second
+ * half (rbusy) is claimed on both: by whole pushes on W, by all-reduce
+ * results on W2. A claim running ahead on one of them could take the half
+ * before an earlier call's claim on the other, which then waits for the
+ * later call: a deadlock. So a claim stream starts at the call's START
+ * (after every earlier call, whose claims it joined) when the other one
+ * claimed second halves since it last did, and always under capture. */
+static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, int whole,
+                         int gather) {
   cudaError_t e = p2pk_ce_prepare(c, 0);
   for (int i = 0; i < 5 && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->cep_stream[i]);
   for (int i = 0; i < V_KINDS && e == cudaSuccess; i++)
@@ -299,6 +327,18 @@ static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, i
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
   if (e == cudaSuccess && side) e = cudaStreamWaitEvent(c->ce_side, c->sce_ev[E_START], 0);
   if (e == cudaSuccess && gather) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
+  /* Only the claim streams the call uses: under capture every stream that
+   * joins the graph must be joined again. */
+  if (e == cudaSuccess && side && (c->cep_cap || (whole && c->cep_w2_rbusy))) {
+    e = cudaStreamWaitEvent(c->cep_stream[S_WAIT], c->sce_ev[E_START], 0);
+    c->cep_w2_rbusy = 0;
+  }
+  if (e == cudaSuccess && gather && (c->cep_cap || c->cep_w_rbusy)) {
+    e = cudaStreamWaitEvent(c->cep_stream[S_WAIT2], c->sce_ev[E_START], 0);
+    c->cep_w_rbusy = 0;
+  }
+  if (side && whole) c->cep_w_rbusy = 1;
+  if (gather) c->cep_w2_rbusy = 1;
   return e;
 }
 
@@ -312,12 +352,18 @@ static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, i
  * multiprocessor. */
 static cudaError_t join_side(struct p2pkit_comm *c, cudaStream_t stream, int memops) {
   cudaError_t e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
-  if (e == cudaSuccess && !(memops && p2pk_cep_memops(c)))
+  if (e == cudaSuccess && !(memops && !c->cep_cap && p2pk_cep_memops(c)))
     e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST], 0);
   return e;
 }
 
 static void log_once(struct p2pkit_comm *c, int kind, const char *name, size_t bytes, size_t cb) {
+  /* The first call of each kind captured in a graph says so too. */
+  if (c->cep_cap && !(c->cep_logged & (1u << (16 + kind)))) {
+    c->cep_logged |= 1u << (16 + kind);
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): %s of %zu B over the copy engines captured in a "
+              "CUDA graph (process per GPU)", c->rank, c->device, name, bytes);
+  }
   if (c->cep_logged & (1u << kind)) return;
   c->cep_logged |= 1u << kind;
   P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): %s of %zu B uses the copy engines over P2P, chunks "
@@ -338,10 +384,10 @@ static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, c
   return lb ? p2pk_ce_local_reduce(c, dtype, &la, stream) : cudaSuccess;
 }
 
-/* Posts that the chunk q of the pair r -> me in slot s was consumed whole. */
-static void consumed(struct p2pkit_comm *c, batch_t *b, int r, int s, uint64_t q) {
-  add(b, P2PK_CEP_POST, &CTRL(r)->cep_read[c->rank][s], q + 1, NULL, 0, r);
-  add(b, P2PK_CEP_POST, &CTRL(r)->cep_rread[c->rank][s], q + 1, NULL, 0, r);
+/* Posts that the whole slot s of the pair r -> me was consumed (both halves free). */
+static void release(struct p2pkit_comm *c, batch_t *b, int r, int s) {
+  add(b, P2PK_CEP_POST, &CTRL(r)->cep_busy[c->rank][s], 0, NULL, 0, r);
+  add(b, P2PK_CEP_POST, &CTRL(r)->cep_rbusy[c->rank][s], 0, NULL, 0, r);
 }
 
 /* All-reduce (the file's head has the picture). */
@@ -360,19 +406,13 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   const size_t mine = nchunks(slen[me], K);
   push_t pu[P2PK_COLL_MAX_RANKS];
   int np = 0;
-  size_t far = mine, span[P2PK_COLL_MAX_RANKS];
+  size_t far = mine;
   for (int t = 0; t < n; t++) {
     if (t == me) continue;
     if (slen[t]) pu[np++] = (push_t){t, (const char *)send + soff[t] * es, slen[t]};
-    /* Both ways of a pair carry chunk numbers for the longer of the two
-     * shards (contributions to t's, results of mine). */
-    span[t] = nchunks(slen[t], K) > mine ? nchunks(slen[t], K) : mine;
-    if (span[t] > far) far = span[t];
+    if (nchunks(slen[t], K) > far) far = nchunks(slen[t], K);
   }
-  uint64_t sent0[P2PK_COLL_MAX_RANKS], recvd0[P2PK_COLL_MAX_RANKS];
-  memcpy(sent0, c->cep_sent, sizeof sent0);
-  memcpy(recvd0, c->cep_recvd, sizeof recvd0);
-  cudaError_t e = start(c, stream, np > 0, mine > 0);
+  cudaError_t e = start(c, stream, np > 0, 0, mine > 0);
   /* The all-reduce's posts stay kernels (ninth session, runs 6-8: with
    * memory operations 512 MiB took 1514-1544 us and 1 GiB 2897-3000 from
    * run to run, with kernels 1482-1485 and 2894-2910). */
@@ -387,64 +427,50 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   batch(&br, c, R);
   bs.memops = bp.memops = br.memops = 0; /* kernels (pushes() above says why) */
   for (size_t k = 0; k < far && e == cudaSuccess; k++) {
-    const int ek = (int)(k % D);
+    const int s = (int)(k % D);
     if (k < mine) {
-      /* My shard's chunk k: every peer's contribution, then the reduce. */
+      /* My shard's chunk k: every peer's contribution (first halves), then
+       * the reduce, then the halves go back to the peers. */
       const char *src[P2PK_COLL_MAX_RANKS];
       src[me] = (const char *)send + (soff[me] + k * K) * es;
       for (int r = 0; r < n; r++) {
         if (r == me) continue;
-        const uint64_t q = recvd0[r] + k;
-        const int s = (int)(q % D);
-        add(&bs, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][s], q + 1, &CTRL(me)->cep_hdr[r][s], hv, r);
+        take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
         src[r] = land(c, r, me, s);
       }
       e = flush(&bs);
       const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
       char *out = (char *)recv + (soff[me] + k * K) * es;
       if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, dtype, op, src, out, lb, stream);
-      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][ek], stream);
+      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][s], stream);
+      for (int r = 0; r < n; r++)
+        if (r != me) add(&bs, P2PK_CEP_POST, &CTRL(r)->cep_busy[me][s], 0, NULL, 0, r);
       /* The result to every peer, into the second half of its slot for me. */
-      for (int t = 0; t < n; t++) {
-        const uint64_t q = sent0[t] + k;
-        if (t != me && q >= D) add(&bw, P2PK_CEP_WAIT, &CTRL(me)->cep_rread[t][q % D], q - D + 1, NULL, 0, t);
-      }
-      if (e == cudaSuccess && taken(&bw)) {
-        e = flush(&bw);
-        if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCR][ek], bw.s);
-        if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_GCR][ek], 0);
-      }
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_RED][ek], 0);
+      for (int t = 0; t < n; t++)
+        if (t != me) claim(&bw, &CTRL(me)->cep_rbusy[t][s], t);
+      if (e == cudaSuccess) e = flush(&bw);
+      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCR][s], bw.s);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_GCR][s], 0);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_RED][s], 0);
       for (int t = 0; t < n && e == cudaSuccess; t++)
-        if (t != me && lb)
-          e = cudaMemcpyAsync(land(c, me, t, (int)((sent0[t] + k) % D)) + half, out, lb, cudaMemcpyDefault, g);
+        if (t != me && lb) e = cudaMemcpyAsync(land(c, me, t, s) + half, out, lb, cudaMemcpyDefault, g);
       /* The posts only after P2 waits for the copies. */
-      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCP][ek], g);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_GCP][ek], 0);
-      for (int t = 0; t < n; t++) {
-        const uint64_t q = sent0[t] + k;
-        if (t != me) add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_done[me][q % D], q + 1, NULL, 0, t);
-      }
+      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCP][s], g);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_GCP][s], 0);
+      for (int t = 0; t < n; t++)
+        if (t != me) add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_done[me][s], 1, NULL, 0, t);
       if (e == cudaSuccess) e = flush(&bp);
     }
+    /* Each owner's result of chunk k, out of the slot's second half into my
+     * output (on its own stream, so my reduces never wait for it). */
     for (int t = 0; t < n && e == cudaSuccess; t++) {
-      if (t == me || k >= span[t]) continue;
-      const uint64_t q = recvd0[t] + k;
-      const int s = (int)(q % D);
-      /* Slot s of the pair t -> me is free once I reduced its contribution
-       * (or at once: chunk numbers past my shard carry none). */
-      add(&bs, P2PK_CEP_POST, &CTRL(t)->cep_read[me][s], q + 1, NULL, 0, t);
-      /* t's result of chunk k, out of the slot's second half into my output
-       * (on its own stream, so my reduces never wait for it); past t's
-       * shard, nothing came. */
-      if (k < nchunks(slen[t], K)) {
-        add(&br, P2PK_CEP_WAIT, &CTRL(me)->cep_done[t][s], q + 1, NULL, 0, t);
-        e = flush(&br);
-        if (e == cudaSuccess)
-          e = copy_out(c, dtype, land(c, t, me, s) + half, (char *)recv + (soff[t] + k * K) * es,
-                       p2pk_ce_part(slen[t], k, K) * es, R);
-      }
-      add(&br, P2PK_CEP_POST, &CTRL(t)->cep_rread[me][s], q + 1, NULL, 0, t);
+      if (t == me || k >= nchunks(slen[t], K)) continue;
+      take(&br, &CTRL(me)->cep_done[t][s], NULL, 0, t);
+      e = flush(&br);
+      if (e == cudaSuccess)
+        e = copy_out(c, dtype, land(c, t, me, s) + half, (char *)recv + (soff[t] + k * K) * es,
+                     p2pk_ce_part(slen[t], k, K) * es, R);
+      add(&br, P2PK_CEP_POST, &CTRL(t)->cep_rbusy[me][s], 0, NULL, 0, t);
     }
   }
   if (e == cudaSuccess) e = flush(&bs);
@@ -457,15 +483,23 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   if (e == cudaSuccess && mine) e = cudaEventRecord(c->sce_ev[E_POST2], bp.s);
   if (e == cudaSuccess && mine) e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST2], 0);
   if (e == cudaSuccess && np) e = join_side(c, stream, 0);
-  for (int t = 0; t < n; t++)
-    if (t != me) c->cep_sent[t] = sent0[t] + span[t], c->cep_recvd[t] = recvd0[t] + span[t];
   if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_REDUCE, "all_reduce", count * es, K * es);
+  return e;
+}
+
+/* Whether `stream` is capturing (c->cep_cap, for this call). */
+static cudaError_t note_capture(struct p2pkit_comm *c, cudaStream_t stream) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  cudaError_t e = cudaStreamIsCapturing(stream, &cs);
+  c->cep_cap = cs != cudaStreamCaptureStatusNone;
   return e;
 }
 
 cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
                                 size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
                                 cudaStream_t stream) {
+  cudaError_t ce = note_capture(c, stream);
+  if (ce != cudaSuccess) return ce;
   if (kind == P2PK_COLL_ALL_REDUCE) return allreduce_mp(c, send, recv, count, dtype, op, stream);
   const int n = c->nranks, me = c->rank;
   const uint64_t D = c->lay.cep_depth;
@@ -495,39 +529,34 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
   }
   for (int r = 0; r < n && slen[me]; r++)
     if (r != me && (!bcast || r == root)) srcs[nsrc++] = r;
-  cudaError_t e = start(c, stream, np > 0, 0);
+  cudaError_t e = start(c, stream, np > 0, 1, 0);
   if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 1, 1);
   /* The broadcast root's own copy, beside its pushes: a kernel, not a copy
    * engine, which would slow the pushes (run 1: 1 GiB out of place 3365 us
    * against 2937 in place). */
   if (e == cudaSuccess && bcast && me == root && send != recv)
     e = copy_out(c, dtype, send, recv, count * es, stream);
-  /* My shard: wait for every source's chunk, reduce (or copy it out), post. */
+  /* My shard: take every source's chunk, reduce (or copy it out), release. */
   const size_t mine = nchunks(slen[me], K);
   batch_t bs;
   batch(&bs, c, stream);
   for (size_t k = 0; k < mine && e == cudaSuccess; k++) {
-    int sl[P2PK_COLL_MAX_RANKS];
-    for (int i = 0; i < nsrc; i++) {
-      const int r = srcs[i];
-      const uint64_t q = c->cep_recvd[r] + k;
-      sl[r] = (int)(q % D);
-      add(&bs, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][sl[r]], q + 1, &CTRL(me)->cep_hdr[r][sl[r]], hv, r);
-    }
+    const int s = (int)(k % D);
+    for (int i = 0; i < nsrc; i++)
+      take(&bs, &CTRL(me)->cep_full[srcs[i]][s], &CTRL(me)->cep_hdr[srcs[i]][s], hv, srcs[i]);
     e = flush(&bs);
     const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
     if (bcast) {
-      if (e == cudaSuccess) e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, stream);
+      if (e == cudaSuccess) e = copy_out(c, dtype, land(c, root, me, s), (char *)recv + k * CB, lb, stream);
     } else {
       const char *src[P2PK_COLL_MAX_RANKS];
       for (int r = 0; r < n; r++)
-        src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, sl[r]);
+        src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, s);
       if (e == cudaSuccess && lb) e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + k * CB, lb, stream);
     }
-    for (int i = 0; i < nsrc; i++) consumed(c, &bs, srcs[i], sl[srcs[i]], c->cep_recvd[srcs[i]] + k);
+    for (int i = 0; i < nsrc; i++) release(c, &bs, srcs[i], s);
   }
   if (e == cudaSuccess) e = flush(&bs);
-  for (int i = 0; i < nsrc; i++) c->cep_recvd[srcs[i]] += mine;
   if (e == cudaSuccess && np) e = join_side(c, stream, 1);
   if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), count * es, CB);
   return e;
@@ -548,6 +577,8 @@ static size_t p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
 
 cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,
                          cudaStream_t stream) {
+  cudaError_t ce = note_capture(c, stream);
+  if (ce != cudaSuccess) return ce;
   const int me = c->rank;
   const uint64_t D = c->lay.cep_depth;
   push_t pu[P2PK_COLL_MAX_RANKS];
@@ -556,7 +587,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     if (ops[i].send) pu[np++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
   /* Chunks of bytes (es 1, 16-byte multiples) from the size alone, so both
    * ends agree; the header carries the size. */
-  cudaError_t e = start(c, stream, np > 0, 0);
+  cudaError_t e = start(c, stream, np > 0, 1, 0);
   for (int i = 0; i < np && e == cudaSuccess; i++)
     e = pushes(c, &pu[i], 1, p2p_chunk(c, pu[i].len), 1,
                header(SENDRECV, pu[i].len, 0, 0, me), 1, 1);
@@ -568,16 +599,14 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     const size_t K = p2p_chunk(c, ops[i].bytes), nch = nchunks(ops[i].bytes, K);
     const uint64_t hv = header(SENDRECV, ops[i].bytes, 0, 0, r);
     for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-      const uint64_t q = c->cep_recvd[r] + k;
-      const int s = (int)(q % D);
-      add(&bs, P2PK_CEP_WAIT, &CTRL(me)->cep_full[r][s], q + 1, &CTRL(me)->cep_hdr[r][s], hv, r);
+      const int s = (int)(k % D);
+      take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
       e = flush(&bs);
       if (e == cudaSuccess)
         e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, p2pk_ce_part(ops[i].bytes, k, K), stream);
-      consumed(c, &bs, r, s, q);
+      release(c, &bs, r, s);
     }
     if (e == cudaSuccess) e = flush(&bs);
-    c->cep_recvd[r] += nch;
   }
   if (e == cudaSuccess && np) e = join_side(c, stream, 1);
   if (e == cudaSuccess) {

@@ -79,10 +79,13 @@ struct p2pkit_comm {
   size_t ce_min[P2PK_COLL_KINDS]; /* p2pk_ce_min per collective, fixed at init (no lookups per call) */
   uint64_t sce_seq; /* process per GPU: copy-engine chunks so far (the same on every rank) */
   int sce_depth;    /* chunks in flight (P2PKIT_STAGED_CE_DEPTH), fixed at init */
-  /* Copy engines over P2P, process per GPU (ce_p2p_mp.c): chunks pushed
-   * to each peer and received from it so far (the peer counts the same). */
-  uint64_t cep_sent[P2PK_COLL_MAX_RANKS], cep_recvd[P2PK_COLL_MAX_RANKS];
+  /* Copy engines over P2P, process per GPU (ce_p2p_mp.c). */
   size_t cep_p2p_min; /* send/recv over the copy engines from this size (0: never) */
+  int cep_cap;        /* the call being enqueued is under graph capture */
+  /* Claims of the second slot halves since the other claim stream last
+   * started at a call's START: whole pushes on W, all-reduce results on W2
+   * (start() in ce_p2p_mp.c says why). */
+  int cep_w_rbusy, cep_w2_rbusy;
   /* Its one-thread kernels' streams and the events between them and the
    * copy streams ([kind][chunk % depth]; ce_p2p_mp.c), made on first use. */
   cudaStream_t cep_stream[5];

@@ -66,20 +66,22 @@ typedef struct {
   uint64_t p2p_llsent[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
   uint64_t p2p_llrecvd[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
   uint64_t p2p_llack[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
-  /* Copy engines over P2P, process per GPU (ce_p2p_mp.c). Chunk q of the
-   * pair src -> dst sits in dst's landing slot [src][q % depth]:
-   * full[src][s] = q + 1 (at dst, written by src once its copy landed, hdr
-   * beside it: what the call is); read[dst][s] = q + 1 (at src: the slot
-   * may be refilled; written by dst once it consumed the chunk). The
-   * all-reduce also sends its owner's results through the second half of
-   * each slot: done[src][s] = q + 1 (at dst, written by src once they
-   * landed), rread[dst][s] = q + 1 (at src, written by dst once it copied
-   * them out). */
+  /* Copy engines over P2P, process per GPU (ce_p2p_mp.c). Chunk k of a
+   * call on the pair src -> dst sits in dst's landing slot [src][k % depth],
+   * each half of a slot guarded by two flags that one side sets and the
+   * other clears, so a call leaves them as it found them (all 0) and a CUDA
+   * graph can replay it: busy[dst][s] (at src: 1 while the first half is
+   * claimed, set by src before its copy, cleared by dst once it consumed
+   * the chunk) and full[src][s] (at dst: 1 once the copy landed, hdr beside
+   * it: what the call is; set by src, cleared by dst). The all-reduce also
+   * sends its owner's results through the second half: rbusy[dst][s] (at
+   * src) and done[src][s] (at dst) the same way. A push that fills a whole
+   * slot claims both halves. */
   uint64_t cep_full[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
   uint64_t cep_hdr[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
-  uint64_t cep_read[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
+  uint64_t cep_busy[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
   uint64_t cep_done[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
-  uint64_t cep_rread[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
+  uint64_t cep_rbusy[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
 } p2pk_dev_ctrl;
 
 /* Head of each rank's part of the host staging region. */
@@ -251,7 +253,7 @@ cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int 
  * write it) and, when hdr is set, fails with a mismatch unless *hdr == hv;
  * a post step writes *hdr = hv (when hdr is set), then *ctr = v (release,
  * system scope). After a wait gives up the rest is skipped. */
-enum { P2PK_CEP_WAIT = 1, P2PK_CEP_POST = 2 };
+enum { P2PK_CEP_WAIT = 1, P2PK_CEP_POST = 2, P2PK_CEP_WAIT_EQ = 3 /* until *ctr == v */ };
 #define P2PK_CEP_STEPS 32
 typedef struct {
   uint64_t *ctr, *hdr;

@@ -174,6 +174,18 @@ __device__ __forceinline__ bool wait_geq(const p2pk_ar_args &a, Waiter &w, const
   return true;
 }
 
+// Until the word at p equals want (a flag that one side sets and the other
+// clears), with wait_geq's timeout and abort rules.
+__device__ __forceinline__ bool wait_eq(const p2pk_ar_args &a, Waiter &w, const void *p,
+                                        uint64_t want, int peer) {
+  while (ld_acq(p) != want)
+    if (w.poll(a, peer)) {
+      note_wait(a, p, want, ld_acq(p));
+      return false;
+    }
+  return true;
+}
+
 // ---------------------------------------------------------- call prologue ---
 
 // First thing of every kernel: when launched as a programmatic dependent

@@ -80,14 +80,12 @@ static int capturing(const struct p2pkit_comm *c, p2pkit_stream_t stream);
 
 /* One kernel for the operations of one communicator (checked by check_ops);
  * with a process per GPU over P2P, those of P2PKIT_SENDRECV_CE_MIN bytes or
- * more go over the copy engines instead (ce_p2p_mp.c; not under capture). */
+ * more go over the copy engines instead (ce_p2p_mp.c, also under capture:
+ * its handshakes are replay-safe). */
 static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops, int nops) {
   p2pk_cep_xfer xf[P2PK_P2P_MAX_OPS];
   int nxf = 0;
   const size_t cep_min = c->multiproc && !c->staged ? c->cep_p2p_min : 0;
-  int cap_state = -1; /* capturing(), asked once (it makes c's GPU current) */
-  int dev0 = -1;
-  cudaGetDevice(&dev0);
   p2pk_p2p_args pa;
   memset(&pa, 0, sizeof pa);
   pa.a = c->tmpl;
@@ -107,11 +105,8 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
       continue;
     }
     if (cep_min && o->bytes >= cep_min && nxf < P2PK_P2P_MAX_OPS) {
-      if (cap_state < 0) cap_state = capturing(c, ops[0].stream);
-      if (!cap_state) {
-        xf[nxf++] = (p2pk_cep_xfer){o->send, o->peer, o->buf, o->bytes};
-        continue;
-      }
+      xf[nxf++] = (p2pk_cep_xfer){o->send, o->peer, o->buf, o->bytes};
+      continue;
     }
     p2pk_algo_choice ch;
     if (c->staged) {
@@ -145,7 +140,6 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
      * divide every operation's alignment. */
     while (esize > 1 && (((uintptr_t)o->buf | o->bytes) & (esize - 1))) esize /= 2;
   }
-  if (cap_state >= 0 && dev0 >= 0) cudaSetDevice(dev0);
   int prev = -1;
   P2PK_CHECK(p2pk_coll_enter(c, opname, &prev));
   cudaError_t e = cudaSuccess;

@@ -217,13 +217,7 @@ typedef struct {
 #define NGA 4
 /* Capture four all-reduces (LL, LL128, chunked one-shot, two-shot) per rank into
  * one graph, replay it `reps` times with fresh inputs, check every replay. */
-static void graph_replay(runner_t *R, int reps) {
-  const gop_t ops[NGA] = {
-      {&V_LL, P2PKIT_FLOAT32, P2PKIT_SUM, 1023, 0, 0},
-      {&V_LL128, P2PKIT_FLOAT16, P2PKIT_SUM, 300001, 0, 1},
-      {&V_ONESHOT_SMALL, P2PKIT_BFLOAT16, P2PKIT_MAX, 300001, 1, 1},
-      {&V_TWOSHOT, P2PKIT_FLOAT32, P2PKIT_AVG, MAXCOUNT, 0, 1},
-  };
+static void graph_replay_ops(runner_t *R, const gop_t *ops, int nops, int reps) {
   char *din[NGA][MAXR], *dout[NGA][MAXR];
   const void *in[NGA][MAXR];
   void *out[NGA][MAXR];
@@ -232,21 +226,21 @@ static void graph_replay(runner_t *R, int reps) {
   cudaGraphExec_t exec[MAXR];
   memset(graph, 0, sizeof graph);
   memset(exec, 0, sizeof exec);
-  for (int k = 0; k < NGA; k++)
+  for (int k = 0; k < nops; k++)
     for (int l = 0; l < R->nloc; l++) {
       T_CUDA(cudaSetDevice(R->dev[l]));
       T_CUDA(cudaMalloc((void **)&din[k][l], R->cap));
       T_CUDA(cudaMalloc((void **)&dout[k][l], R->cap));
     }
   /* Pointers are fixed at capture; replays only change the data. */
-  for (int k = 0; k < NGA; k++)
+  for (int k = 0; k < nops; k++)
     prepare(R, dout[k], din[k], R->cap, ops[k].dt, ops[k].op, ops[k].count, ops[k].inplace,
             ops[k].misalign, 1, in[k], out[k], off[k]);
   for (int l = 0; l < R->nloc; l++) {
     T_CUDA(cudaSetDevice(R->dev[l]));
     T_CUDA(cudaStreamBeginCapture(R->s[l], cudaStreamCaptureModeGlobal));
   }
-  for (int k = 0; k < NGA; k++) {
+  for (int k = 0; k < nops; k++) {
     set_variant(R, ops[k].v);
     for (int l = 0; l < R->nloc; l++)
       CHECK_OK(p2pkit_all_reduce(in[k][l], out[k][l], ops[k].count, ops[k].dt, ops[k].op,
@@ -268,14 +262,14 @@ static void graph_replay(runner_t *R, int reps) {
   }
   if (!ready) R->failures++; /* already reported; replaying nothing proves nothing */
   for (int rep = 0; ready && rep < reps && R->failures < 8; rep++) {
-    for (int k = 0; k < NGA; k++)
+    for (int k = 0; k < nops; k++)
       prepare(R, dout[k], din[k], R->cap, ops[k].dt, ops[k].op, ops[k].count, ops[k].inplace,
               ops[k].misalign, 1000 + (uint64_t)rep * 10 + (uint64_t)k * 100, in[k], out[k], off[k]);
     for (int l = 0; l < R->nloc; l++) {
       T_CUDA(cudaSetDevice(R->dev[l]));
       if (exec[l]) T_CUDA(cudaGraphLaunch(exec[l], R->s[l]));
     }
-    for (int k = 0; k < NGA; k++) {
+    for (int k = 0; k < nops; k++) {
       char what[160];
       describe(what, sizeof what, ops[k].v->name, ops[k].dt, ops[k].op, ops[k].count,
                ops[k].inplace, ops[k].misalign);
@@ -292,11 +286,33 @@ static void graph_replay(runner_t *R, int reps) {
     cudaSetDevice(R->dev[l]);
     if (exec[l]) cudaGraphExecDestroy(exec[l]);
     if (graph[l]) cudaGraphDestroy(graph[l]);
-    for (int k = 0; k < NGA; k++) {
+    for (int k = 0; k < nops; k++) {
       cudaFree(din[k][l]);
       cudaFree(dout[k][l]);
     }
   }
+}
+
+static void graph_replay(runner_t *R, int reps) {
+  static const gop_t ops[NGA] = {
+      {&V_LL, P2PKIT_FLOAT32, P2PKIT_SUM, 1023, 0, 0},
+      {&V_LL128, P2PKIT_FLOAT16, P2PKIT_SUM, 300001, 0, 1},
+      {&V_ONESHOT_SMALL, P2PKIT_BFLOAT16, P2PKIT_MAX, 300001, 1, 1},
+      {&V_TWOSHOT, P2PKIT_FLOAT32, P2PKIT_AVG, MAXCOUNT, 0, 1},
+  };
+  graph_replay_ops(R, ops, NGA, reps);
+}
+
+/* Graph replays on the default settings: with a process per GPU and the
+ * copy-engine thresholds set, the copy engines under capture (replay-safe
+ * slot flags, ce_p2p_mp.c). */
+static void graph_replay_auto(runner_t *R, int reps) {
+  static const gop_t ops[3] = {
+      {&V_AUTO, P2PKIT_FLOAT32, P2PKIT_SUM, MAXCOUNT, 0, 1},
+      {&V_AUTO, P2PKIT_BFLOAT16, P2PKIT_MIN, 300001, 1, 0},
+      {&V_AUTO, P2PKIT_INT64, P2PKIT_PROD, 4097, 0, 1},
+  };
+  graph_replay_ops(R, ops, 3, reps);
 }
 
 /* --- one process, all GPUs ------------------------------------------------- */
@@ -587,6 +603,7 @@ static int child_main(int argc, char **argv) {
     else CHECK(!R.comm[0]->staged && R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->lay.cep_depth == 2);
     matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
     graph_replay(&R, 2);
+    graph_replay_auto(&R, 3);
     /* Counts that differ: rank 0 sends 19 chunks, the others 13. */
     double t0 = cu_now();
     size_t cnt = rank == 0 ? 300000 : 200000;
@@ -601,6 +618,7 @@ static int child_main(int argc, char **argv) {
     runner_destroy_after_kill(&R);
     unsetenv("P2PKIT_STAGED_CE_CHUNK");
     if (cep) ce_settings_end(NULL, 0);
+    if (cep) CHECK(logcap_count(&L, "all_reduce of", "captured in a CUDA graph") >= 1);
     CHECK(logcap_end(&L, "all_reduce of", "process per GPU") >= 1);
   } else if (strcmp(mode, "quick") == 0) {
     static const size_t counts[] = {3, 4097};
