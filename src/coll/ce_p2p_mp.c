@@ -20,7 +20,12 @@
  * Landing slots: rank t's scratch holds, for each peer r, `depth` slots of
  * cep_slot bytes (P2PKIT_CE_DEPTH, default 2 here; P2PKIT_CE_CHUNK, at most
  * and by default what keeps all of them within 192 MiB: 96 MiB on 2 GPUs).
- * Chunk k of a call on the pair r -> t uses slot k % depth. Each half of a
+ * Chunk k of a call on the pair r -> t uses slot (q + k) % depth, q the
+ * pair's chunks so far (cep_sent at r, cep_recvd at t: both ends count
+ * alike, eagerly and when capturing, so a replay repeats its slots); a
+ * call's first chunk then lands beside the last call's last one instead
+ * of waiting for it (ninth session, run 10: restarting at slot 0 every
+ * call took a 16 MiB broadcast from 48.7 to 75.7 us). Each half of a
  * slot has two flags (p2pk_dev_ctrl, coll_dev.h): busy[t][s] at r (the
  * sender claims the half: waits until it is 0, sets it to 1) and full[r][s]
  * at t (the sender sets it once its copy landed, with the call's header
@@ -34,8 +39,8 @@
  * 0.98x, send/recv 0.97x). Waits read this rank's own scratch; posts that
  * set a flag write a peer's, those that clear their own write this rank's.
  *
- * Reduce-scatter, rank t owning share t, per chunk k of a share (s = k %
- * depth):
+ * Reduce-scatter, rank t owning share t, per chunk k of a share (s its
+ * slot):
  *   rank r, side stream:   claim busy[t][s], rbusy[t][s] (a whole slot);
  *                          in_r[share t, k] -> land_t[r][s]; set
  *                          full[r][s] at t                     (every t != r)
@@ -258,8 +263,8 @@ typedef struct {
 /* The side stream's pushes, chunk by chunk across the targets: on W the
  * waits until the slot's half (whole: both halves) is free and its claim,
  * the copies, on P the posts that it is full (memops: as memory operations
- * where they can be; join_side must be told the same). Chunk k of the call
- * uses slot k % depth. */
+ * where they can be; join_side must be told the same). Chunk k to t uses
+ * slot (cep_sent[t] + k) % depth; the caller advances cep_sent. */
 static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t K, size_t es,
                           uint64_t hv, int whole, int memops) {
   const int me = c->rank;
@@ -274,9 +279,9 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
   bp.memops = memops && !c->cep_cap;
   cudaError_t e = cudaSuccess;
   for (size_t k = 0; k < most && e == cudaSuccess; k++) {
-    const int s = (int)(k % D);
+    const int ek = (int)(k % D);
     for (int i = 0; i < np; i++) {
-      const int t = p[i].peer;
+      const int t = p[i].peer, s = (int)((c->cep_sent[t] + k) % D);
       if (!p2pk_ce_part(p[i].len, k, K)) continue;
       claim(&bw, &CTRL(me)->cep_busy[t][s], t);
       /* A whole slot: its second half may still hold an all-reduce result. */
@@ -284,20 +289,21 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
     }
     if (taken(&bw)) {
       e = flush(&bw);
-      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CR][s], bw.s);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->cep_ev[V_CR][s], 0);
+      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CR][ek], bw.s);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->cep_ev[V_CR][ek], 0);
     }
     for (int i = 0; i < np && e == cudaSuccess; i++) {
       const size_t len = p2pk_ce_part(p[i].len, k, K);
+      const int s = (int)((c->cep_sent[p[i].peer] + k) % D);
       if (len)
         e = cudaMemcpyAsync(land(c, me, p[i].peer, s), p[i].src + k * K * es, len * es,
                             cudaMemcpyDefault, side);
     }
     /* The posts only after P waits for the copies. */
-    if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CP][s], side);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_CP][s], 0);
+    if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CP][ek], side);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_CP][ek], 0);
     for (int i = 0; i < np; i++) {
-      const int t = p[i].peer;
+      const int t = p[i].peer, s = (int)((c->cep_sent[t] + k) % D);
       if (p2pk_ce_part(p[i].len, k, K))
         add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], 1, &CTRL(t)->cep_hdr[me][s], hv, t);
     }
@@ -406,12 +412,17 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   const size_t mine = nchunks(slen[me], K);
   push_t pu[P2PK_COLL_MAX_RANKS];
   int np = 0;
-  size_t far = mine;
+  size_t far = mine, span[P2PK_COLL_MAX_RANKS];
   for (int t = 0; t < n; t++) {
     if (t == me) continue;
     if (slen[t]) pu[np++] = (push_t){t, (const char *)send + soff[t] * es, slen[t]};
-    if (nchunks(slen[t], K) > far) far = nchunks(slen[t], K);
+    /* Both ways of a pair turn through the slots by the longer of the two
+     * shards (contributions to t's, results of mine), the same count at
+     * both ends. */
+    span[t] = nchunks(slen[t], K) > mine ? nchunks(slen[t], K) : mine;
+    if (span[t] > far) far = span[t];
   }
+  const uint64_t *sent0 = c->cep_sent, *recvd0 = c->cep_recvd;
   cudaError_t e = start(c, stream, np > 0, 0, mine > 0);
   /* The all-reduce's posts stay kernels (ninth session, runs 6-8: with
    * memory operations 512 MiB took 1514-1544 us and 1 GiB 2897-3000 from
@@ -427,7 +438,9 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   batch(&br, c, R);
   bs.memops = bp.memops = br.memops = 0; /* kernels (pushes() above says why) */
   for (size_t k = 0; k < far && e == cudaSuccess; k++) {
-    const int s = (int)(k % D);
+    const int ek = (int)(k % D);
+#define SLOT_IN(r) ((int)((recvd0[r] + k) % D))  /* chunk k from r */
+#define SLOT_OUT(t) ((int)((sent0[t] + k) % D))  /* chunk k to t */
     if (k < mine) {
       /* My shard's chunk k: every peer's contribution (first halves), then
        * the reduce, then the halves go back to the peers. */
@@ -435,43 +448,45 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       src[me] = (const char *)send + (soff[me] + k * K) * es;
       for (int r = 0; r < n; r++) {
         if (r == me) continue;
-        take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
-        src[r] = land(c, r, me, s);
+        take(&bs, &CTRL(me)->cep_full[r][SLOT_IN(r)], &CTRL(me)->cep_hdr[r][SLOT_IN(r)], hv, r);
+        src[r] = land(c, r, me, SLOT_IN(r));
       }
       e = flush(&bs);
       const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
       char *out = (char *)recv + (soff[me] + k * K) * es;
       if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, dtype, op, src, out, lb, stream);
-      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][s], stream);
+      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][ek], stream);
       for (int r = 0; r < n; r++)
-        if (r != me) add(&bs, P2PK_CEP_POST, &CTRL(r)->cep_busy[me][s], 0, NULL, 0, r);
+        if (r != me) add(&bs, P2PK_CEP_POST, &CTRL(r)->cep_busy[me][SLOT_IN(r)], 0, NULL, 0, r);
       /* The result to every peer, into the second half of its slot for me. */
       for (int t = 0; t < n; t++)
-        if (t != me) claim(&bw, &CTRL(me)->cep_rbusy[t][s], t);
+        if (t != me) claim(&bw, &CTRL(me)->cep_rbusy[t][SLOT_OUT(t)], t);
       if (e == cudaSuccess) e = flush(&bw);
-      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCR][s], bw.s);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_GCR][s], 0);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_RED][s], 0);
+      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCR][ek], bw.s);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_GCR][ek], 0);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_RED][ek], 0);
       for (int t = 0; t < n && e == cudaSuccess; t++)
-        if (t != me && lb) e = cudaMemcpyAsync(land(c, me, t, s) + half, out, lb, cudaMemcpyDefault, g);
+        if (t != me && lb) e = cudaMemcpyAsync(land(c, me, t, SLOT_OUT(t)) + half, out, lb, cudaMemcpyDefault, g);
       /* The posts only after P2 waits for the copies. */
-      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCP][s], g);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_GCP][s], 0);
+      if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCP][ek], g);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_GCP][ek], 0);
       for (int t = 0; t < n; t++)
-        if (t != me) add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_done[me][s], 1, NULL, 0, t);
+        if (t != me) add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_done[me][SLOT_OUT(t)], 1, NULL, 0, t);
       if (e == cudaSuccess) e = flush(&bp);
     }
     /* Each owner's result of chunk k, out of the slot's second half into my
      * output (on its own stream, so my reduces never wait for it). */
     for (int t = 0; t < n && e == cudaSuccess; t++) {
       if (t == me || k >= nchunks(slen[t], K)) continue;
-      take(&br, &CTRL(me)->cep_done[t][s], NULL, 0, t);
+      take(&br, &CTRL(me)->cep_done[t][SLOT_IN(t)], NULL, 0, t);
       e = flush(&br);
       if (e == cudaSuccess)
-        e = copy_out(c, dtype, land(c, t, me, s) + half, (char *)recv + (soff[t] + k * K) * es,
+        e = copy_out(c, dtype, land(c, t, me, SLOT_IN(t)) + half, (char *)recv + (soff[t] + k * K) * es,
                      p2pk_ce_part(slen[t], k, K) * es, R);
-      add(&br, P2PK_CEP_POST, &CTRL(t)->cep_rbusy[me][s], 0, NULL, 0, t);
+      add(&br, P2PK_CEP_POST, &CTRL(t)->cep_rbusy[me][SLOT_IN(t)], 0, NULL, 0, t);
     }
+#undef SLOT_IN
+#undef SLOT_OUT
   }
   if (e == cudaSuccess) e = flush(&bs);
   if (e == cudaSuccess) e = flush(&br);
@@ -483,6 +498,10 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   if (e == cudaSuccess && mine) e = cudaEventRecord(c->sce_ev[E_POST2], bp.s);
   if (e == cudaSuccess && mine) e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST2], 0);
   if (e == cudaSuccess && np) e = join_side(c, stream, 0);
+  /* The pairs' slot turns, even on an error (the communicator is then
+   * broken anyway). */
+  for (int t = 0; t < n; t++)
+    if (t != me) c->cep_sent[t] += span[t], c->cep_recvd[t] += span[t];
   if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_REDUCE, "all_reduce", count * es, K * es);
   return e;
 }
@@ -541,22 +560,27 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
   batch_t bs;
   batch(&bs, c, stream);
   for (size_t k = 0; k < mine && e == cudaSuccess; k++) {
-    const int s = (int)(k % D);
-    for (int i = 0; i < nsrc; i++)
-      take(&bs, &CTRL(me)->cep_full[srcs[i]][s], &CTRL(me)->cep_hdr[srcs[i]][s], hv, srcs[i]);
+    int sl[P2PK_COLL_MAX_RANKS];
+    for (int i = 0; i < nsrc; i++) {
+      const int r = srcs[i];
+      sl[r] = (int)((c->cep_recvd[r] + k) % D);
+      take(&bs, &CTRL(me)->cep_full[r][sl[r]], &CTRL(me)->cep_hdr[r][sl[r]], hv, r);
+    }
     e = flush(&bs);
     const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
     if (bcast) {
-      if (e == cudaSuccess) e = copy_out(c, dtype, land(c, root, me, s), (char *)recv + k * CB, lb, stream);
+      if (e == cudaSuccess) e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, stream);
     } else {
       const char *src[P2PK_COLL_MAX_RANKS];
       for (int r = 0; r < n; r++)
-        src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, s);
+        src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, sl[r]);
       if (e == cudaSuccess && lb) e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + k * CB, lb, stream);
     }
-    for (int i = 0; i < nsrc; i++) release(c, &bs, srcs[i], s);
+    for (int i = 0; i < nsrc; i++) release(c, &bs, srcs[i], sl[srcs[i]]);
   }
   if (e == cudaSuccess) e = flush(&bs);
+  for (int i = 0; i < nsrc; i++) c->cep_recvd[srcs[i]] += mine;
+  for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K);
   if (e == cudaSuccess && np) e = join_side(c, stream, 1);
   if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), count * es, CB);
   return e;
@@ -588,9 +612,11 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
   /* Chunks of bytes (es 1, 16-byte multiples) from the size alone, so both
    * ends agree; the header carries the size. */
   cudaError_t e = start(c, stream, np > 0, 1, 0);
-  for (int i = 0; i < np && e == cudaSuccess; i++)
-    e = pushes(c, &pu[i], 1, p2p_chunk(c, pu[i].len), 1,
-               header(SENDRECV, pu[i].len, 0, 0, me), 1, 1);
+  for (int i = 0; i < np && e == cudaSuccess; i++) {
+    const size_t K = p2p_chunk(c, pu[i].len);
+    e = pushes(c, &pu[i], 1, K, 1, header(SENDRECV, pu[i].len, 0, 0, me), 1, 1);
+    c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K);
+  }
   batch_t bs;
   batch(&bs, c, stream);
   for (int i = 0; i < nops && e == cudaSuccess; i++) {
@@ -599,7 +625,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     const size_t K = p2p_chunk(c, ops[i].bytes), nch = nchunks(ops[i].bytes, K);
     const uint64_t hv = header(SENDRECV, ops[i].bytes, 0, 0, r);
     for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-      const int s = (int)(k % D);
+      const int s = (int)((c->cep_recvd[r] + k) % D);
       take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
       e = flush(&bs);
       if (e == cudaSuccess)
@@ -607,6 +633,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
       release(c, &bs, r, s);
     }
     if (e == cudaSuccess) e = flush(&bs);
+    c->cep_recvd[r] += nch;
   }
   if (e == cudaSuccess && np) e = join_side(c, stream, 1);
   if (e == cudaSuccess) {

@@ -79,7 +79,10 @@ struct p2pkit_comm {
   size_t ce_min[P2PK_COLL_KINDS]; /* p2pk_ce_min per collective, fixed at init (no lookups per call) */
   uint64_t sce_seq; /* process per GPU: copy-engine chunks so far (the same on every rank) */
   int sce_depth;    /* chunks in flight (P2PKIT_STAGED_CE_DEPTH), fixed at init */
-  /* Copy engines over P2P, process per GPU (ce_p2p_mp.c). */
+  /* Copy engines over P2P, process per GPU (ce_p2p_mp.c): chunks pushed
+   * to each peer and received from it so far (the peer counts the same;
+   * they pick the slots, turn by turn across calls). */
+  uint64_t cep_sent[P2PK_COLL_MAX_RANKS], cep_recvd[P2PK_COLL_MAX_RANKS];
   size_t cep_p2p_min; /* send/recv over the copy engines from this size (0: never) */
   int cep_cap;        /* the call being enqueued is under graph capture */
   /* Claims of the second slot halves since the other claim stream last

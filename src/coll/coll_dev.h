@@ -66,9 +66,9 @@ typedef struct {
   uint64_t p2p_llsent[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
   uint64_t p2p_llrecvd[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
   uint64_t p2p_llack[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
-  /* Copy engines over P2P, process per GPU (ce_p2p_mp.c). Chunk k of a
-   * call on the pair src -> dst sits in dst's landing slot [src][k % depth],
-   * each half of a slot guarded by two flags that one side sets and the
+  /* Copy engines over P2P, process per GPU (ce_p2p_mp.c). A pair's chunk
+   * sits in dst's landing slot [src][s] (s turning across calls), each half
+   * of a slot guarded by two flags that one side sets and the
    * other clears, so a call leaves them as it found them (all 0) and a CUDA
    * graph can replay it: busy[dst][s] (at src: 1 while the first half is
    * claimed, set by src before its copy, cleared by dst once it consumed
