@@ -335,11 +335,12 @@ static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, i
   if (e == cudaSuccess && gather) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
   /* Only the claim streams the call uses: under capture every stream that
    * joins the graph must be joined again. */
-  if (e == cudaSuccess && side && (c->cep_cap || (whole && c->cep_w2_rbusy))) {
+  const int fork = c->cep_cap || p2pk_param_int("P2PKIT_CEP_FORK") != 0;
+  if (e == cudaSuccess && side && (fork || (whole && c->cep_w2_rbusy))) {
     e = cudaStreamWaitEvent(c->cep_stream[S_WAIT], c->sce_ev[E_START], 0);
     c->cep_w2_rbusy = 0;
   }
-  if (e == cudaSuccess && gather && (c->cep_cap || c->cep_w_rbusy)) {
+  if (e == cudaSuccess && gather && (fork || c->cep_w_rbusy)) {
     e = cudaStreamWaitEvent(c->cep_stream[S_WAIT2], c->sce_ev[E_START], 0);
     c->cep_w_rbusy = 0;
   }
