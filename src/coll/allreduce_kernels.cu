@@ -789,6 +789,10 @@ __global__ void cep_sync_kernel(const __grid_constant__ p2pk_ar_args a,
       st_rel(s.ctr, s.v);
       continue;
     }
+    if (s.kind == P2PK_CEP_SET) {
+      st_vol_u64(s.ctr, s.v);
+      continue;
+    }
     if (s.kind == P2PK_CEP_WAIT_EQ) {
       if (!wait_eq(a, w, s.ctr, s.v, s.peer)) return;
     } else if (!wait_geq(a, w, s.ctr, s.v, s.peer)) {

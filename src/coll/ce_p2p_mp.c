@@ -226,7 +226,7 @@ static size_t nchunks(size_t len, size_t K) { return (len + K - 1) / K; }
  * then set it; the receiver clears it once it consumed the half. */
 static void claim(batch_t *b, uint64_t *flag, int peer) {
   add(b, P2PK_CEP_WAIT_EQ, flag, 0, NULL, 0, peer);
-  add(b, P2PK_CEP_POST, flag, 1, NULL, 0, peer);
+  add(b, P2PK_CEP_SET, flag, 1, NULL, 0, peer); /* the post after the copy orders it */
 }
 
 /* Take a slot half from `peer`: wait until its flag (here) is set, with the
@@ -234,7 +234,7 @@ static void claim(batch_t *b, uint64_t *flag, int peer) {
  * only after its own claim flag is cleared, by release() below). */
 static void take(batch_t *b, uint64_t *flag, uint64_t *hdr, uint64_t hv, int peer) {
   add(b, P2PK_CEP_WAIT_EQ, flag, 1, hdr, hv, peer);
-  add(b, P2PK_CEP_POST, flag, 0, NULL, 0, peer);
+  add(b, P2PK_CEP_SET, flag, 0, NULL, 0, peer); /* the release after consuming orders it */
 }
 
 /* Elements per chunk for a shard of `bytes` (p2pk_ce_chunk_bytes), at most

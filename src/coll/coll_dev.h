@@ -253,7 +253,12 @@ cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int 
  * write it) and, when hdr is set, fails with a mismatch unless *hdr == hv;
  * a post step writes *hdr = hv (when hdr is set), then *ctr = v (release,
  * system scope). After a wait gives up the rest is skipped. */
-enum { P2PK_CEP_WAIT = 1, P2PK_CEP_POST = 2, P2PK_CEP_WAIT_EQ = 3 /* until *ctr == v */ };
+enum {
+  P2PK_CEP_WAIT = 1,
+  P2PK_CEP_POST = 2,
+  P2PK_CEP_WAIT_EQ = 3, /* until *ctr == v */
+  P2PK_CEP_SET = 4      /* *ctr = v, a plain store: this rank's own flag, ordered by a later post */
+};
 #define P2PK_CEP_STEPS 32
 typedef struct {
   uint64_t *ctr, *hdr;
