@@ -335,7 +335,7 @@ static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, i
   if (e == cudaSuccess && gather) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
   /* Only the claim streams the call uses: under capture every stream that
    * joins the graph must be joined again. */
-  const int fork = c->cep_cap || p2pk_param_int("P2PKIT_CEP_FORK") != 0;
+  const int fork = c->cep_cap;
   if (e == cudaSuccess && side && (fork || (whole && c->cep_w2_rbusy))) {
     e = cudaStreamWaitEvent(c->cep_stream[S_WAIT], c->sce_ev[E_START], 0);
     c->cep_w2_rbusy = 0;

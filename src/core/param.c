@@ -48,7 +48,6 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_CE_ALL_GATHER_MIN", "64M", "all-gather over P2P in a group of one process's GPUs: the copy engines from this share size, bytes per rank (0: never; more than 2 ranks: only when set)"},
     {"P2PKIT_CE_REDUCE_MIN", "64M", "reduce over P2P, in a group of one process's GPUs or with a process per GPU (not set: 64M there too): the copy engines from this size (0: never; more than 2 ranks: only when set)"},
     {"P2PKIT_CE_CHUNK", "0", "chunk of the copy-engine collectives over P2P (0: half a rank's shard, 16M..64M; the landing buffer, (ranks - 1) x depth chunks, stays within 192M; with a process per GPU the slots are part of the scratch, made at init, and as large as that cap allows when not set)"},
-    {"P2PKIT_CEP_FORK", "0", "process per GPU, copy engines: start every call's slot claims at the call (1) instead of letting them run ahead (0)"},
     {"P2PKIT_CEP_MEMOPS", "1", "process per GPU, copy engines: write the posts to the peers as stream memory operations (cuStreamWriteValue64), which need no multiprocessor (0: one-thread kernels)"},
     {"P2PKIT_CE_DEPTH", "3", "chunks of the copy-engine collectives over P2P in flight per peer, 2..8 (process per GPU, not set: 2)"},
     {"P2PKIT_SENDRECV_CE_MIN", "4M", "send/recv over the copy engines from this size: between GPUs driven by one process, or with a process per GPU through the landing slots (not set: 256M there) (0: never)"},
