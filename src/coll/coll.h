@@ -215,7 +215,8 @@ int p2pk_ce_depth(void);
 
 /* ce_p2p_mp.c: the copy-engine collectives over P2P with one process per
  * GPU (all-reduce, reduce-scatter, reduce, broadcast; also under capture,
- * but for broadcast, which allreduce.c keeps on the kernel there), on this rank's GPU (current). */
+ * but for broadcast, which allreduce.c keeps on the kernel there), on this
+ * rank's GPU (current). */
 cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
                                 size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
                                 cudaStream_t stream);
