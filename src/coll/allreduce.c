@@ -10,7 +10,6 @@
 #include "coll/plan.h"
 #include "core/check.h"
 #include "core/log.h"
-#include "core/param.h"
 
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
   volatile int32_t *he = c->host_err;
@@ -245,7 +244,8 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
     if (e == cudaSuccess && (cs == cudaStreamCaptureStatusNone || cap_ok)) {
       cudaStream_t cs_stream = (cudaStream_t)stream;
       e = c->staged ? p2pk_staged_ce_allreduce_mp(c, sendbuf, recvbuf, count, dtype, op, cs_stream)
-                    : p2pk_cep_collective(c, kind, sendbuf, recvbuf, count, dtype, op, root, cs_stream);
+                    : p2pk_cep_collective(c, kind, sendbuf, recvbuf, count, dtype, op, root, cs_stream,
+                                          cs != cudaStreamCaptureStatusNone);
       return p2pk_coll_leave(c, name, prev, e);
     }
     if (e != cudaSuccess) return p2pk_coll_leave(c, name, prev, e);

@@ -89,15 +89,18 @@
 #include "core/log.h"
 #include "core/param.h"
 
-enum { E_START = P2PK_CE_EV_START, E_SIDE = 1, E_GATHER = 2 };
+/* c->sce_ev[]: the call's start; the side, gather and RECV streams done;
+ * the posts after the side and gather copies done. */
+enum { E_START = P2PK_CE_EV_START, E_SIDE = 1, E_GATHER = 2, E_RECV = 3, E_POST = 4, E_POST2 = 5 };
 /* c->cep_stream[]: posts after the side stream's copies, posts after the
  * gather stream's, waits for free slots before each, and the all-reduce's
  * copies of results out of the slots (RECV). c->cep_ev[]: side
  * copies done, side slots free, gather copies done, gather slots free, the
  * owner's reduce done. */
 enum { S_POST = 0, S_POST2 = 1, S_WAIT = 2, S_WAIT2 = 3, S_RECV = 4 };
-enum { E_RECV = 3, E_POST = 4, E_POST2 = 5 };
-enum { V_CP = 0, V_CR = 1, V_GCP = 2, V_GCR = 3, V_RED = 4, V_KINDS = 5 };
+enum { V_CP = 0, V_CR = 1, V_GCP = 2, V_GCR = 3, V_RED = 4 };
+_Static_assert(S_RECV + 1 == P2PK_CEP_STREAMS && V_RED + 1 == P2PK_CEP_EVKINDS,
+               "ce_p2p_mp.c's streams and event kinds fill c->cep_stream and c->cep_ev");
 
 int p2pk_cep_depth(void) {
   /* Two (eighth session, runs 2-5, 2x H200): with 96 MiB slots a 1 GiB
@@ -327,8 +330,8 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
 static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, int whole,
                          int gather) {
   cudaError_t e = p2pk_ce_prepare(c, 0);
-  for (int i = 0; i < 5 && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->cep_stream[i]);
-  for (int i = 0; i < V_KINDS && e == cudaSuccess; i++)
+  for (int i = 0; i < P2PK_CEP_STREAMS && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->cep_stream[i]);
+  for (int i = 0; i < P2PK_CEP_EVKINDS && e == cudaSuccess; i++)
     for (uint64_t s = 0; s < c->lay.cep_depth && e == cudaSuccess; s++) e = p2pk_lazy_event(&c->cep_ev[i][s]);
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
   if (e == cudaSuccess && side) e = cudaStreamWaitEvent(c->ce_side, c->sce_ev[E_START], 0);
@@ -517,9 +520,8 @@ static cudaError_t note_capture(struct p2pkit_comm *c, cudaStream_t stream) {
 
 cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
                                 size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
-                                cudaStream_t stream) {
-  cudaError_t ce = note_capture(c, stream);
-  if (ce != cudaSuccess) return ce;
+                                cudaStream_t stream, int capturing) {
+  c->cep_cap = capturing != 0;
   if (kind == P2PK_COLL_ALL_REDUCE) return allreduce_mp(c, send, recv, count, dtype, op, stream);
   const int n = c->nranks, me = c->rank;
   const uint64_t D = c->lay.cep_depth;

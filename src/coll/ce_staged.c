@@ -239,9 +239,9 @@ size_t p2pk_sce_slot_bytes(void) {
  * otherwise), as in ce_p2p_mp.c: a kernel between two copies on one stream
  * leaves the copy engine idle for microseconds each time (eighth session:
  * ~14 us a chunk over P2P; here a process per GPU went from 1.19-1.29x
- * NCCL at 128 MiB to 1.51-1.62x, ninth session runs 1, 6, 7). The stream's last reduce waited for the last
- * D2H and H2D, so once it ends the input is no longer read; a later call's
- * copies wait on the counters. */
+ * NCCL at 128 MiB to 1.51-1.62x, ninth session runs 1, 6, 7). The
+ * stream's last reduce waited for the last D2H and H2D, so once it ends the
+ * input is no longer read; a later call's copies wait on the counters. */
 enum { CE_WAIT_FULL, CE_WAIT_READ, CE_POST_FULL, CE_POST_READ };
 enum { SS_POST = 0, SS_POST2 = 1, SS_WAIT = 2, SS_WAIT2 = 3 }; /* c->cep_stream[] */
 enum { SV_CR = 0, SV_FULL = 1, SV_POST = 2, SV_POST2 = 3 };       /* c->cep_ev[][slot] */
@@ -251,7 +251,8 @@ static p2pk_stage_ctrl *sctrl(const struct p2pkit_comm *c, int r) {
   return (p2pk_stage_ctrl *)(c->tmpl.stage + (size_t)r * c->lay.stage_stride);
 }
 
-/* One op in one launch on `stream`: wait until every peer has filled its
+/* One op on `stream` (p2pk_cep_run: a kernel, or memory operations for a
+ * post): wait until every peer has filled its
  * slot (ce_full, comparing the header beside it) or has read mine
  * (ce_read[slot][p]), or post my ce_full (with the header) or my
  * ce_read[slot][me] at every peer. */

@@ -35,6 +35,8 @@ typedef struct p2pk_group {
 #define P2PK_PTR_CACHE 8
 #define P2PK_SCE_EVENTS (1 + 3 * P2PK_SCE_DEPTH_MAX) /* start; d2h, h2d, reduce per slot */
 #define P2PK_LOGGED_CE (1ULL << 63)
+#define P2PK_CEP_STREAMS 5 /* the copy-engine paths' one-thread kernel streams (ce_p2p_mp.c) */
+#define P2PK_CEP_EVKINDS 5 /* kinds of event between them and the copy streams, per slot */
 
 struct p2pkit_comm {
   int rank, nranks, device;
@@ -91,8 +93,8 @@ struct p2pkit_comm {
   int cep_w_rbusy, cep_w2_rbusy;
   /* Its one-thread kernels' streams and the events between them and the
    * copy streams ([kind][chunk % depth]; ce_p2p_mp.c), made on first use. */
-  cudaStream_t cep_stream[5];
-  cudaEvent_t cep_ev[5][P2PK_SCE_DEPTH_MAX];
+  cudaStream_t cep_stream[P2PK_CEP_STREAMS];
+  cudaEvent_t cep_ev[P2PK_CEP_EVKINDS][P2PK_SCE_DEPTH_MAX];
   unsigned cep_logged;
   int cep_memops; /* posts as stream memory operations: 0 not decided yet, 1 yes, 2 no (kernels) */
 };
@@ -216,10 +218,11 @@ int p2pk_ce_depth(void);
 /* ce_p2p_mp.c: the copy-engine collectives over P2P with one process per
  * GPU (all-reduce, reduce-scatter, reduce, broadcast; also under capture,
  * but for broadcast, which allreduce.c keeps on the kernel there), on this
- * rank's GPU (current). */
+ * rank's GPU (current); `capturing`: whether `stream` is being captured
+ * (the caller asked already). */
 cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
                                 size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
-                                cudaStream_t stream);
+                                cudaStream_t stream, int capturing);
 /* Send/recv of one group over the copy engines, process per GPU: sends
  * on the side stream, receives on `stream` (this rank's GPU current). */
 typedef struct {

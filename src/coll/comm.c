@@ -319,9 +319,9 @@ static void comm_free(struct p2pkit_comm *c) {
   for (int i = 0; i < P2PK_SCE_EVENTS; i++)
     if (c->sce_ev[i]) cudaEventDestroy(c->sce_ev[i]);
   if (c->sce_buf) cudaFree(c->sce_buf);
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < P2PK_CEP_STREAMS; i++)
     if (c->cep_stream[i]) cudaStreamDestroy(c->cep_stream[i]);
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < P2PK_CEP_EVKINDS; i++)
     for (int s = 0; s < P2PK_SCE_DEPTH_MAX; s++)
       if (c->cep_ev[i][s]) cudaEventDestroy(c->cep_ev[i][s]);
   if (c->stage_registered) cudaHostUnregister(c->stage);

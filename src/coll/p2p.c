@@ -76,8 +76,6 @@ static p2pkit_status_t check_ops(const struct p2pkit_comm *c, const p2p_pending 
   return P2PKIT_SUCCESS;
 }
 
-static int capturing(const struct p2pkit_comm *c, p2pkit_stream_t stream);
-
 /* One kernel for the operations of one communicator (checked by check_ops);
  * with a process per GPU over P2P, those of P2PKIT_SENDRECV_CE_MIN bytes or
  * more go over the copy engines instead (ce_p2p_mp.c, also under capture:
