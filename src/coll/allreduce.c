@@ -230,18 +230,23 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
       e = cudaMemcpyAsync(recvbuf, sendbuf, block, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
     return p2pk_coll_leave(c, name, prev, e);
   }
-  if (c->multiproc && c->ce_min[kind] && block >= c->ce_min[kind]) {
+  const size_t ce_from = c->multiproc ? c->ce_min[kind] : c->cep_min[kind];
+  if (ce_from && block >= ce_from) {
     /* Process per GPU over the copy engines: through host memory without
      * P2P (ce_staged.c, all-reduce; the kernel under capture, where a graph
      * would replay chunk numbers that have moved on), through the landing
-     * slots over P2P (ce_p2p_mp.c, whose handshakes a graph can replay). */
+     * slots over P2P (ce_p2p_mp.c, whose handshakes a graph can replay).
+     * One process: through the landing slots under capture only (eager
+     * calls in a group took ce_p2p.c's events in p2p.c already; the others,
+     * outside a group or with a rank's call missing, take the kernel). */
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
     /* Broadcast under capture: the kernel (ninth session, run 11: the copy
      * engines under a graph 0.91-0.94x NCCL at 16 MiB - 1 GiB, the kernel
      * 1.01x). */
     const int cap_ok = !c->staged && kind != P2PK_COLL_BROADCAST;
-    if (e == cudaSuccess && (cs == cudaStreamCaptureStatusNone || cap_ok)) {
+    const int eager_ok = c->multiproc;
+    if (e == cudaSuccess && (cs == cudaStreamCaptureStatusNone ? eager_ok : cap_ok)) {
       cudaStream_t cs_stream = (cudaStream_t)stream;
       e = c->staged ? p2pk_staged_ce_allreduce_mp(c, sendbuf, recvbuf, count, dtype, op, cs_stream)
                     : p2pk_cep_collective(c, kind, sendbuf, recvbuf, count, dtype, op, root, cs_stream,

@@ -164,14 +164,15 @@ static size_t mp_default(int kind) {
   }
 }
 
-/* The threshold from the settings alone (process per GPU: whether or not
- * the landing slots exist). */
-size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind) {
+/* The threshold of `kind` from the settings alone, with the defaults of
+ * the landing-slot path (ce_p2p_mp.c) when mp, else of the one-process
+ * event path (this file). */
+static size_t min_setting(const struct p2pkit_comm *c, int kind, int mp) {
   if (c->nranks < 2) return 0;
   /* A kernel setting (P2PKIT_ALGO, _PROTO, P2PKIT_COLL_*) asks for the
    * kernel over P2P (one process: but for the broadcast). */
   const p2pk_algo_force *f = &c->force;
-  if (!c->staged && (kind != P2PK_COLL_BROADCAST || c->multiproc) &&
+  if (!c->staged && (kind != P2PK_COLL_BROADCAST || mp) &&
       (f->algo >= 0 || f->proto >= 0 || f->blocks > 0 || f->threads > 0 || f->chunk > 0))
     return 0;
   const char *name = NULL;
@@ -179,7 +180,7 @@ size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind) {
     case P2PK_COLL_BROADCAST:
       if (c->staged) return 0;
       name = "P2PKIT_BCAST_CE_MIN";
-      if (!c->multiproc) return p2pk_param_size(name);
+      if (!mp) return p2pk_param_size(name);
       break;
     case P2PK_COLL_ALL_REDUCE:
       if (c->staged) return p2pk_param_size("P2PKIT_STAGED_CE_MIN");
@@ -188,7 +189,7 @@ size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind) {
     case P2PK_COLL_REDUCE_SCATTER: name = "P2PKIT_CE_REDUCE_SCATTER_MIN"; break;
     case P2PK_COLL_REDUCE: name = "P2PKIT_CE_REDUCE_MIN"; break;
     case P2PK_COLL_ALL_GATHER:
-      if (c->multiproc) return 0; /* no process-per-GPU path (ce_p2p_mp.c) */
+      if (mp) return 0; /* no landing-slot path (ce_p2p_mp.c) */
       name = "P2PKIT_CE_ALL_GATHER_MIN";
       break;
     default: return 0;
@@ -200,8 +201,23 @@ size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind) {
    * so there the copy engines run only when the setting is given. */
   const int set = p2pk_param_is_set(name);
   if (c->nranks > 2 && !set) return 0;
-  if (c->multiproc && !set) return mp_default(kind);
+  if (mp && !set) return mp_default(kind);
   return p2pk_param_size(name);
+}
+
+/* The threshold from the settings alone (process per GPU: whether or not
+ * the landing slots exist). */
+size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind) {
+  return min_setting(c, kind, c->multiproc);
+}
+
+size_t p2pk_cep_min_setting(const struct p2pkit_comm *c, int kind) {
+  if (c->staged) return 0;
+  if (c->multiproc) return min_setting(c, kind, 1);
+  /* One process: under capture only, and broadcast keeps the kernel there
+   * (with a process per GPU the landing slots ran a graph's broadcast at
+   * 0.91-0.94x NCCL, the kernel at 1.00-1.01x: ninth session, run 11). */
+  return kind == P2PK_COLL_BROADCAST ? 0 : min_setting(c, kind, 1);
 }
 
 size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind) {
@@ -214,14 +230,14 @@ size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind) {
 }
 
 int p2pk_cep_wanted(const struct p2pkit_comm *c) {
-  if (!c->multiproc || c->staged || c->nranks < 2) return 0;
+  if (c->staged || c->nranks < 2) return 0;
   for (int k = 0; k < P2PK_COLL_KINDS; k++)
-    if (p2pk_ce_min_setting(c, k)) return 1;
+    if (p2pk_cep_min_setting(c, k)) return 1;
   return p2pk_cep_p2p_min(c) != 0;
 }
 
 size_t p2pk_cep_p2p_min(const struct p2pkit_comm *c) {
-  if (!c->multiproc || c->staged || c->nranks < 2) return 0;
+  if (c->staged || c->nranks < 2) return 0;
   const p2pk_algo_force *f = &c->force;
   if (f->algo >= 0 || f->proto >= 0 || f->blocks > 0 || f->threads > 0 || f->chunk > 0) return 0;
   const char *name = "P2PKIT_SENDRECV_CE_MIN";
@@ -229,12 +245,15 @@ size_t p2pk_cep_p2p_min(const struct p2pkit_comm *c) {
   if (c->nranks > 2 && !set) return 0;
   /* Process per GPU: from 256 MiB (eighth session: 774.6 us against the
    * kernel's 778 at 256 MiB, 1474.8 against 1548 at 512 MiB; 128 MiB 425.6
-   * against 394.4). */
+   * against 394.4). One process uses it under capture only. */
   return set ? p2pk_param_size(name) : (size_t)256 << 20;
 }
 
 void p2pk_ce_min_fill(struct p2pkit_comm *c) {
-  for (int k = 0; k < P2PK_COLL_KINDS; k++) c->ce_min[k] = p2pk_ce_min(c, k);
+  for (int k = 0; k < P2PK_COLL_KINDS; k++) {
+    c->ce_min[k] = p2pk_ce_min(c, k);
+    c->cep_min[k] = c->lay.cep_slot ? p2pk_cep_min_setting(c, k) : 0;
+  }
   c->cep_p2p_min = c->lay.cep_slot ? p2pk_cep_p2p_min(c) : 0;
 }
 

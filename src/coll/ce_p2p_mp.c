@@ -317,6 +317,14 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
   return e;
 }
 
+cudaError_t p2pk_cep_prepare(struct p2pkit_comm *c) {
+  cudaError_t e = p2pk_ce_prepare(c, 0);
+  for (int i = 0; i < P2PK_CEP_STREAMS && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->cep_stream[i]);
+  for (int i = 0; i < P2PK_CEP_EVKINDS && e == cudaSuccess; i++)
+    for (uint64_t s = 0; s < c->lay.cep_depth && e == cudaSuccess; s++) e = p2pk_lazy_event(&c->cep_ev[i][s]);
+  return e;
+}
+
 /* Start: the side and gather streams wait for where `stream` stands.
  * side: this call pushes (whole: filling whole slots); gather: it pushes
  * all-reduce results (second halves, claimed on W2).
@@ -329,10 +337,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
  * claimed second halves since it last did, and always under capture. */
 static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, int whole,
                          int gather) {
-  cudaError_t e = p2pk_ce_prepare(c, 0);
-  for (int i = 0; i < P2PK_CEP_STREAMS && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->cep_stream[i]);
-  for (int i = 0; i < P2PK_CEP_EVKINDS && e == cudaSuccess; i++)
-    for (uint64_t s = 0; s < c->lay.cep_depth && e == cudaSuccess; s++) e = p2pk_lazy_event(&c->cep_ev[i][s]);
+  cudaError_t e = p2pk_cep_prepare(c);
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
   if (e == cudaSuccess && side) e = cudaStreamWaitEvent(c->ce_side, c->sce_ev[E_START], 0);
   if (e == cudaSuccess && gather) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
@@ -367,18 +372,22 @@ static cudaError_t join_side(struct p2pkit_comm *c, cudaStream_t stream, int mem
   return e;
 }
 
+static const char *mode_name(const struct p2pkit_comm *c) {
+  return c->multiproc ? "process per GPU" : "one process, under capture";
+}
+
 static void log_once(struct p2pkit_comm *c, int kind, const char *name, size_t bytes, size_t cb) {
   /* The first call of each kind captured in a graph says so too. */
   if (c->cep_cap && !(c->cep_logged & (1u << (16 + kind)))) {
     c->cep_logged |= 1u << (16 + kind);
     P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): %s of %zu B over the copy engines captured in a "
-              "CUDA graph (process per GPU)", c->rank, c->device, name, bytes);
+              "CUDA graph (%s)", c->rank, c->device, name, bytes, mode_name(c));
   }
   if (c->cep_logged & (1u << kind)) return;
   c->cep_logged |= 1u << kind;
   P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): %s of %zu B uses the copy engines over P2P, chunks "
-            "of %zu B through landing slots in the peers' scratch (process per GPU)", c->rank,
-            c->device, name, bytes, cb);
+            "of %zu B through landing slots in the peers' scratch (%s)", c->rank,
+            c->device, name, bytes, cb, mode_name(c));
 }
 
 /* A copy of lb bytes out of a landing slot (or anything local), on `stream`. */

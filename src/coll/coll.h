@@ -86,6 +86,9 @@ struct p2pkit_comm {
    * they pick the slots, turn by turn across calls). */
   uint64_t cep_sent[P2PK_COLL_MAX_RANKS], cep_recvd[P2PK_COLL_MAX_RANKS];
   size_t cep_p2p_min; /* send/recv over the copy engines from this size (0: never) */
+  /* Collectives through the landing slots from these sizes (0: never):
+   * with a process per GPU ce_min[] as well; one process under capture only. */
+  size_t cep_min[P2PK_COLL_KINDS];
   int cep_cap;        /* the call being enqueued is under graph capture */
   /* Claims of the second slot halves since the other claim stream last
    * started at a call's START: whole pushes on W, all-reduce results on W2
@@ -241,16 +244,24 @@ size_t p2pk_cep_slot_bytes(int n, int depth, int any);
 /* Landing slots per peer with a process per GPU: P2PKIT_CE_DEPTH if set
  * (2..P2PK_SCE_DEPTH_MAX), else 2. */
 int p2pk_cep_depth(void);
-/* Send/recv with a process per GPU over the copy engines from this size
- * (P2PKIT_SENDRECV_CE_MIN when set, else its process-per-GPU default; 0:
- * never). */
+/* Send/recv through the landing slots from this size (P2PKIT_SENDRECV_CE_MIN
+ * when set, else its process-per-GPU default; 0: never). */
 size_t p2pk_cep_p2p_min(const struct p2pkit_comm *c);
-/* Would a process-per-GPU communicator over P2P with these settings use
- * any copy-engine path (so it needs landing slots)? */
+/* Would a communicator over P2P with these settings use the landing-slot
+ * path (ce_p2p_mp.c: a process per GPU, or one process under capture), so
+ * it needs landing slots? */
 int p2pk_cep_wanted(const struct p2pkit_comm *c);
 /* The threshold of `kind` from the settings alone (whether or not the
  * landing slots exist), which every rank must share. */
 size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind);
+/* The threshold of `kind` through the landing slots (ce_p2p_mp.c) from the
+ * settings alone: with a process per GPU p2pk_ce_min_setting; one process
+ * (where they run under graph capture only) all-reduce, reduce-scatter and
+ * reduce with the process-per-GPU defaults. */
+size_t p2pk_cep_min_setting(const struct p2pkit_comm *c, int kind);
+/* The landing-slot path's streams and events, made at init so that no
+ * call under capture creates them. */
+cudaError_t p2pk_cep_prepare(struct p2pkit_comm *c);
 
 /* comm.c: scratch layout for n ranks within `buffer` bytes per rank.
  * P2PKIT_ERR_INVALID_ARGUMENT when the buffer is too small for n ranks. */

@@ -288,6 +288,9 @@ static p2pkit_status_t comm_alloc(struct p2pkit_comm *c) {
   P2PK_CUDA_CHECK(cudaHostAlloc((void **)&c->host_err, 64, cudaHostAllocMapped | cudaHostAllocPortable));
   memset(c->host_err, 0, 64);
   P2PK_CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->tmpl.host_err, c->host_err, 0));
+  /* The landing-slot path's streams and events now: a call being captured
+   * must not create them. */
+  if (c->lay.cep_slot) P2PK_CUDA_CHECK(p2pk_cep_prepare(c));
   return P2PKIT_SUCCESS;
 }
 
@@ -471,6 +474,13 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
     c->buffer_bytes = cfg->buffer;
     c->table = cfg->table;
     c->force = cfg->force;
+    /* Over P2P the scratch ends with landing slots for the calls captured
+     * in graphs (ce_p2p_mp.c), when any of them is on: every rank the same
+     * settings, decided once. */
+    if (i == 0 && !staged && p2pk_cep_wanted(c)) {
+      const int depth = p2pk_cep_depth();
+      p2pk_layout_add_cep(&lay, n, depth, p2pk_cep_slot_bytes(n, depth, 1));
+    }
     c->lay = lay;
     p2pk_ce_min_fill(c);
     P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));

@@ -77,13 +77,24 @@ static p2pkit_status_t check_ops(const struct p2pkit_comm *c, const p2p_pending 
 }
 
 /* One kernel for the operations of one communicator (checked by check_ops);
- * with a process per GPU over P2P, those of P2PKIT_SENDRECV_CE_MIN bytes or
- * more go over the copy engines instead (ce_p2p_mp.c, also under capture:
- * its handshakes are replay-safe). */
+ * over P2P, those of P2PKIT_SENDRECV_CE_MIN bytes or more (by default 256
+ * MiB) go over the copy engines through the landing slots instead
+ * (ce_p2p_mp.c, whose handshakes a graph can replay): with a process per
+ * GPU always, with one process under capture. */
 static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops, int nops) {
   p2pk_cep_xfer xf[P2PK_P2P_MAX_OPS];
   int nxf = 0;
-  const size_t cep_min = c->multiproc && !c->staged ? c->cep_p2p_min : 0;
+  int prev = -1;
+  P2PK_CHECK(p2pk_coll_enter(c, opname, &prev));
+  /* One process: through the landing slots only under capture (eager pairs
+   * of this process took the copy engine in flush() already). */
+  size_t cep_min = c->staged ? 0 : c->cep_p2p_min;
+  if (cep_min && !c->multiproc) {
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaError_t ce = cudaStreamIsCapturing((cudaStream_t)ops[0].stream, &cs);
+    if (ce != cudaSuccess) return p2pk_coll_leave(c, opname, prev, ce);
+    if (cs == cudaStreamCaptureStatusNone) cep_min = 0;
+  }
   p2pk_p2p_args pa;
   memset(&pa, 0, sizeof pa);
   pa.a = c->tmpl;
@@ -138,8 +149,6 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
      * divide every operation's alignment. */
     while (esize > 1 && (((uintptr_t)o->buf | o->bytes) & (esize - 1))) esize /= 2;
   }
-  int prev = -1;
-  P2PK_CHECK(p2pk_coll_enter(c, opname, &prev));
   cudaError_t e = cudaSuccess;
   cudaStream_t st = (cudaStream_t)ops[0].stream;
   if (self[0] && self[0]->buf != self[1]->buf)

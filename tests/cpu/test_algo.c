@@ -813,11 +813,26 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   p2pk_ce_min_fill(&c);
   CHECK_EQ(c.cep_p2p_min, (size_t)256 << 20);
   CHECK_EQ(c.ce_min[P2PK_COLL_BROADCAST], (size_t)16 << 20);
-  /* The one-process defaults stay where they were. */
+  /* The one-process defaults stay where they were; under capture one
+   * process takes the landing slots from the process-per-GPU defaults, but
+   * for the broadcast (the kernel) and the all-gather (no such path). */
   c.multiproc = 0;
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
-  CHECK_EQ(p2pk_cep_p2p_min(&c), 0);
+  CHECK(p2pk_cep_wanted(&c));
+  CHECK_EQ(p2pk_cep_p2p_min(&c), (size_t)256 << 20);
+  p2pk_ce_min_fill(&c);
+  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], (size_t)256 << 20);
+  CHECK_EQ(c.cep_min[P2PK_COLL_REDUCE_SCATTER], (size_t)64 << 20);
+  CHECK_EQ(c.cep_min[P2PK_COLL_REDUCE], (size_t)64 << 20);
+  CHECK_EQ(c.cep_min[P2PK_COLL_BROADCAST], 0);
+  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_GATHER], 0);
+  CHECK_EQ(c.ce_min[P2PK_COLL_ALL_REDUCE], (size_t)64 << 20);
+  c.lay.cep_slot = 0; /* no slots: never */
+  p2pk_ce_min_fill(&c);
+  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], 0);
+  CHECK_EQ(c.cep_p2p_min, 0);
+  c.lay.cep_slot = (size_t)64 << 20;
   c.multiproc = 1;
   setenv("P2PKIT_BCAST_CE_MIN", "1M", 1);
   setenv("P2PKIT_SENDRECV_CE_MIN", "0", 1);

@@ -303,9 +303,9 @@ static void graph_replay(runner_t *R, int reps) {
   graph_replay_ops(R, ops, NGA, reps);
 }
 
-/* Graph replays on the default settings: with a process per GPU and the
- * copy-engine thresholds set, the copy engines under capture (replay-safe
- * slot flags, ce_p2p_mp.c). */
+/* Graph replays on the default settings: with the copy-engine thresholds
+ * set, the copy engines under capture (replay-safe slot flags,
+ * ce_p2p_mp.c), with a process per GPU and with one. */
 static void graph_replay_auto(runner_t *R, int reps) {
   static const gop_t ops[3] = {
       {&V_AUTO, P2PKIT_FLOAT32, P2PKIT_SUM, MAXCOUNT, 0, 1},
@@ -368,22 +368,26 @@ TEST(one_process_copy_engine_p2p) {
   /* All-reduces over P2P in a group with the copy engines moving every byte
    * (ce_settings_begin: 64 KiB chunks, 2 in flight, so each landing slot is
    * reused many times): every type, op and count, in and out of place,
-   * unaligned; graph replay takes the kernel (capture); a matrix with a
+   * unaligned; graph replay with a kernel setting takes the kernel, on the
+   * default settings the landing slots (ce_p2p_mp.c, replay-safe flags: 64
+   * KiB slots here, so each is reused many times a replay); a matrix with a
    * kernel setting forced takes the kernel. The log shows the copy engines
-   * were used. */
+   * were used, eagerly and under capture. */
   ce_settings_begin(NULL, 0);
   logcap_t L;
   logcap_begin(&L, "P2PKIT_CE_ALLREDUCE_MIN", "1");
   runner_t R;
   if (runner_single(&R, MAXR) == 0) {
-    CHECK(!R.comm[0]->staged);
+    CHECK(!R.comm[0]->staged && R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->lay.cep_depth == 2);
     matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
     graph_replay(&R, 2);
+    graph_replay_auto(&R, 3);
     static const p2pkit_redop_t few[] = {P2PKIT_SUM, P2PKIT_MAX};
     matrix(&R, &V_TWOSHOT, few, 2, COUNTS, NCOUNTS, 2);
   }
   runner_destroy(&R);
   ce_settings_end(NULL, 0);
+  CHECK(logcap_count(&L, "all_reduce of", "captured in a CUDA graph (one process") >= 1);
   CHECK(logcap_end(&L, "all_reduce of", "uses the copy engines over P2P") >= 1);
 }
 

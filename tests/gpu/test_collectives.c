@@ -447,8 +447,8 @@ TEST(one_process_p2p_disabled) {
 /* One process: a send whose receive is in the same group goes through the
  * copy engine from P2PKIT_SENDRECV_CE_MIN on (here every size), ordered by
  * events; the INFO log says so, and every shift, type and count checks out,
- * also next to kernel send/recv of other sizes and in place of a kernel in
- * graph capture (where the copy engine is not used). */
+ * also next to kernel send/recv of other sizes and under graph capture
+ * (where it goes through the landing slots, ce_p2p_mp.c). */
 TEST(one_process_sendrecv_copy_engine) {
   logcap_t L;
   logcap_begin(&L, "P2PKIT_SENDRECV_CE_MIN", "1");
@@ -458,6 +458,7 @@ TEST(one_process_sendrecv_copy_engine) {
     graph_replay(&R, 2);
   }
   runner_destroy(&R);
+  CHECK(logcap_count(&L, "send/recv of", "captured in a CUDA graph (one process") >= 1);
   CHECK(logcap_end(&L, "send/recv", "uses the copy engine") >= 1);
 }
 
@@ -548,7 +549,8 @@ TEST(one_process_copy_engine_collectives) {
   /* Reduce-scatters, reduces and all-gathers over P2P in a group with the
    * copy engines moving every byte (ce_settings_begin: 64 KiB chunks, 2 in
    * flight): every type, op, root and count, in and out of place,
-   * unaligned; graph replay takes the kernels (capture); all-reduce,
+   * unaligned; graph replay takes the landing slots (ce_p2p_mp.c) for the
+   * reduce and reduce-scatter, the kernels for the rest; all-reduce,
    * reduce-scatter, reduce and all-gather mixed with the kernels'
    * collectives. The log shows the copy engines were used for each. */
   static const char *const vars[] = {"P2PKIT_CE_ALL_GATHER_MIN", "P2PKIT_CE_ALLREDUCE_MIN",
@@ -566,6 +568,8 @@ TEST(one_process_copy_engine_collectives) {
   }
   runner_destroy(&R);
   ce_settings_end(vars, 3);
+  CHECK(logcap_count(&L, "): reduce of", "captured in a CUDA graph (one process") >= 1);
+  CHECK(logcap_count(&L, "reduce_scatter of", "captured in a CUDA graph (one process") >= 1);
   CHECK(logcap_count(&L, "): reduce of", "uses the copy engines over P2P") >= 1);
   CHECK(logcap_count(&L, "all_gather of", "uses the copy engines over P2P") >= 1);
   CHECK(logcap_end(&L, "reduce_scatter of", "uses the copy engines over P2P") >= 1);
