@@ -317,6 +317,30 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
   return e;
 }
 
+/* Whole pushes straight into the peers' buffers (dst[i] for p[i]; one
+ * process under capture): on W each peer's rdy (its buffer is free: taken
+ * and cleared), on the side stream the copies, on P each peer's fin. */
+static cudaError_t direct_pushes(struct p2pkit_comm *c, const push_t *p, char *const *dst, int np) {
+  const int me = c->rank;
+  cudaStream_t side = c->ce_side;
+  batch_t bw, bp;
+  batch(&bw, c, c->cep_stream[S_WAIT]);
+  batch(&bp, c, c->cep_stream[S_POST]);
+  for (int i = 0; i < np; i++) take(&bw, &CTRL(me)->cep_rdy[p[i].peer], NULL, 0, p[i].peer);
+  cudaError_t e = flush(&bw);
+  if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CR][0], bw.s);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->cep_ev[V_CR][0], 0);
+  for (int i = 0; i < np && e == cudaSuccess; i++)
+    if (p[i].len) e = cudaMemcpyAsync(dst[i], p[i].src, p[i].len, cudaMemcpyDefault, side);
+  if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CP][0], side);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_CP][0], 0);
+  for (int i = 0; i < np; i++) add(&bp, P2PK_CEP_POST, &CTRL(p[i].peer)->cep_fin[me], 1, NULL, 0, p[i].peer);
+  if (e == cudaSuccess) e = flush(&bp);
+  if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_SIDE], side);
+  if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_POST], bp.s);
+  return e;
+}
+
 cudaError_t p2pk_cep_prepare(struct p2pkit_comm *c) {
   cudaError_t e = p2pk_ce_prepare(c, 0);
   for (int i = 0; i < P2PK_CEP_STREAMS && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->cep_stream[i]);
@@ -376,12 +400,19 @@ static const char *mode_name(const struct p2pkit_comm *c) {
   return c->multiproc ? "process per GPU" : "one process, under capture";
 }
 
-static void log_once(struct p2pkit_comm *c, int kind, const char *name, size_t bytes, size_t cb) {
-  /* The first call of each kind captured in a graph says so too. */
+static void log_once(struct p2pkit_comm *c, int kind, const char *name, size_t bytes, size_t cb,
+                     int direct) {
+  /* The first call of each kind captured in a graph says so too, and the
+   * first that pushed straight into the peers' outputs. */
   if (c->cep_cap && !(c->cep_logged & (1u << (16 + kind)))) {
     c->cep_logged |= 1u << (16 + kind);
     P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): %s of %zu B over the copy engines captured in a "
               "CUDA graph (%s)", c->rank, c->device, name, bytes, mode_name(c));
+  }
+  if (direct && !(c->cep_logged & (1u << (8 + kind)))) {
+    c->cep_logged |= 1u << (8 + kind);
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): %s of %zu B pushes straight into the peers' "
+              "outputs over the copy engines (%s)", c->rank, c->device, name, bytes, mode_name(c));
   }
   if (c->cep_logged & (1u << kind)) return;
   c->cep_logged |= 1u << kind;
@@ -409,9 +440,13 @@ static void release(struct p2pkit_comm *c, batch_t *b, int r, int s) {
   add(b, P2PK_CEP_POST, &CTRL(r)->cep_rbusy[c->rank][s], 0, NULL, 0, r);
 }
 
-/* All-reduce (the file's head has the picture). */
+/* All-reduce (the file's head has the picture). pout: NULL, or every
+ * rank's output (one process under capture): the results go straight into
+ * the peers' outputs ("direct": rdy/fin flags, no second halves, no copies
+ * out). */
 static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
-                                p2pkit_dtype_t dtype, p2pkit_redop_t op, cudaStream_t stream) {
+                                p2pkit_dtype_t dtype, p2pkit_redop_t op, cudaStream_t stream,
+                                char *const *pout) {
   const int n = c->nranks, me = c->rank;
   const uint64_t D = c->lay.cep_depth;
   const size_t es = p2pkit_dtype_size(dtype), half = c->lay.cep_slot / 2;
@@ -437,6 +472,12 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   }
   const uint64_t *sent0 = c->cep_sent, *recvd0 = c->cep_recvd;
   cudaError_t e = start(c, stream, np > 0, 0, mine > 0);
+  batch_t bs, bw, bp, br; /* my stream; W2, P2 around the gather copies; R */
+  batch(&bs, c, stream);
+  /* Direct: my output is free from here on (my stream stands at the call):
+   * every owner of a shard may write its results into it. */
+  for (int t = 0; t < n && pout; t++)
+    if (t != me && slen[t]) add(&bs, P2PK_CEP_POST, &CTRL(t)->cep_rdy[me], 1, NULL, 0, t);
   /* The all-reduce's posts stay kernels (ninth session, runs 6-8: with
    * memory operations 512 MiB took 1514-1544 us and 1 GiB 2897-3000 from
    * run to run, with kernels 1482-1485 and 2894-2910). */
@@ -444,8 +485,6 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   cudaStream_t g = c->sce_h2d, R = c->cep_stream[S_RECV];
   /* The results' copies out write this rank's output. */
   if (e == cudaSuccess) e = cudaStreamWaitEvent(R, c->sce_ev[E_START], 0);
-  batch_t bs, bw, bp, br; /* my stream; W2, P2 around the gather copies; R */
-  batch(&bs, c, stream);
   batch(&bw, c, c->cep_stream[S_WAIT2]);
   batch(&bp, c, c->cep_stream[S_POST2]);
   batch(&br, c, R);
@@ -471,25 +510,30 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][ek], stream);
       for (int r = 0; r < n; r++)
         if (r != me) add(&bs, P2PK_CEP_POST, &CTRL(r)->cep_busy[me][SLOT_IN(r)], 0, NULL, 0, r);
-      /* The result to every peer, into the second half of its slot for me. */
+      /* The result to every peer, into the second half of its slot for me
+       * (direct: into its output, once it said the output is free). */
       for (int t = 0; t < n; t++)
-        if (t != me) claim(&bw, &CTRL(me)->cep_rbusy[t][SLOT_OUT(t)], t);
+        if (t != me && !pout) claim(&bw, &CTRL(me)->cep_rbusy[t][SLOT_OUT(t)], t);
+        else if (t != me && k == 0) take(&bw, &CTRL(me)->cep_rdy[t], NULL, 0, t);
       if (e == cudaSuccess) e = flush(&bw);
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCR][ek], bw.s);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_GCR][ek], 0);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_RED][ek], 0);
       for (int t = 0; t < n && e == cudaSuccess; t++)
-        if (t != me && lb) e = cudaMemcpyAsync(land(c, me, t, SLOT_OUT(t)) + half, out, lb, cudaMemcpyDefault, g);
+        if (t != me && lb)
+          e = cudaMemcpyAsync(pout ? pout[t] + (soff[me] + k * K) * es : land(c, me, t, SLOT_OUT(t)) + half,
+                              out, lb, cudaMemcpyDefault, g);
       /* The posts only after P2 waits for the copies. */
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCP][ek], g);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_GCP][ek], 0);
       for (int t = 0; t < n; t++)
-        if (t != me) add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_done[me][SLOT_OUT(t)], 1, NULL, 0, t);
+        if (t != me && !pout) add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_done[me][SLOT_OUT(t)], 1, NULL, 0, t);
+        else if (t != me && k + 1 == mine) add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_fin[me], 1, NULL, 0, t);
       if (e == cudaSuccess) e = flush(&bp);
     }
     /* Each owner's result of chunk k, out of the slot's second half into my
      * output (on its own stream, so my reduces never wait for it). */
-    for (int t = 0; t < n && e == cudaSuccess; t++) {
+    for (int t = 0; t < n && e == cudaSuccess && !pout; t++) {
       if (t == me || k >= nchunks(slen[t], K)) continue;
       take(&br, &CTRL(me)->cep_done[t][SLOT_IN(t)], NULL, 0, t);
       e = flush(&br);
@@ -501,6 +545,9 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
 #undef SLOT_IN
 #undef SLOT_OUT
   }
+  /* Direct: every owner's results landed in my output. */
+  for (int t = 0; t < n && pout; t++)
+    if (t != me && slen[t]) take(&bs, &CTRL(me)->cep_fin[t], NULL, 0, t);
   if (e == cudaSuccess) e = flush(&bs);
   if (e == cudaSuccess) e = flush(&br);
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_RECV], R);
@@ -515,7 +562,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
    * broken anyway). */
   for (int t = 0; t < n; t++)
     if (t != me) c->cep_sent[t] += span[t], c->cep_recvd[t] += span[t];
-  if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_REDUCE, "all_reduce", count * es, K * es);
+  if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_REDUCE, "all_reduce", count * es, K * es, pout != NULL);
   return e;
 }
 
@@ -531,7 +578,7 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
                                 size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
                                 cudaStream_t stream, int capturing) {
   c->cep_cap = capturing != 0;
-  if (kind == P2PK_COLL_ALL_REDUCE) return allreduce_mp(c, send, recv, count, dtype, op, stream);
+  if (kind == P2PK_COLL_ALL_REDUCE) return allreduce_mp(c, send, recv, count, dtype, op, stream, NULL);
   const int n = c->nranks, me = c->rank;
   const uint64_t D = c->lay.cep_depth;
   const size_t es = p2pkit_dtype_size(dtype);
@@ -594,7 +641,7 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
   for (int i = 0; i < nsrc; i++) c->cep_recvd[srcs[i]] += mine;
   for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K);
   if (e == cudaSuccess && np) e = join_side(c, stream, 1);
-  if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), count * es, CB);
+  if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), count * es, CB, 0);
   return e;
 }
 
@@ -617,22 +664,32 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
   if (ce != cudaSuccess) return ce;
   const int me = c->rank;
   const uint64_t D = c->lay.cep_depth;
-  push_t pu[P2PK_COLL_MAX_RANKS];
-  int np = 0;
-  for (int i = 0; i < nops; i++)
-    if (ops[i].send) pu[np++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
+  push_t pu[P2PK_COLL_MAX_RANKS], dpu[P2PK_COLL_MAX_RANKS];
+  char *dst[P2PK_COLL_MAX_RANKS];
+  int np = 0, nd = 0, direct = 0;
+  for (int i = 0; i < nops; i++) {
+    if (ops[i].peer_buf) direct = 1;
+    if (!ops[i].send) continue;
+    if (ops[i].peer_buf) dst[nd] = ops[i].peer_buf, dpu[nd++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
+    else pu[np++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
+  }
   /* Chunks of bytes (es 1, 16-byte multiples) from the size alone, so both
    * ends agree; the header carries the size. */
-  cudaError_t e = start(c, stream, np > 0, 1, 0);
+  cudaError_t e = start(c, stream, np + nd > 0, 1, 0);
+  batch_t bs;
+  batch(&bs, c, stream);
+  /* Direct receives: my buffer is free from here on. */
+  for (int i = 0; i < nops; i++)
+    if (!ops[i].send && ops[i].peer_buf) add(&bs, P2PK_CEP_POST, &CTRL(ops[i].peer)->cep_rdy[me], 1, NULL, 0, ops[i].peer);
+  if (e == cudaSuccess) e = flush(&bs);
   for (int i = 0; i < np && e == cudaSuccess; i++) {
     const size_t K = p2p_chunk(c, pu[i].len);
     e = pushes(c, &pu[i], 1, K, 1, header(SENDRECV, pu[i].len, 0, 0, me), 1, 1);
     c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K);
   }
-  batch_t bs;
-  batch(&bs, c, stream);
+  if (e == cudaSuccess && nd) e = direct_pushes(c, dpu, dst, nd);
   for (int i = 0; i < nops && e == cudaSuccess; i++) {
-    if (ops[i].send) continue;
+    if (ops[i].send || ops[i].peer_buf) continue;
     const int r = ops[i].peer;
     const size_t K = p2p_chunk(c, ops[i].bytes), nch = nchunks(ops[i].bytes, K);
     const uint64_t hv = header(SENDRECV, ops[i].bytes, 0, 0, r);
@@ -647,11 +704,67 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     if (e == cudaSuccess) e = flush(&bs);
     c->cep_recvd[r] += nch;
   }
-  if (e == cudaSuccess && np) e = join_side(c, stream, 1);
+  /* Direct receives: the sender's push landed. */
+  for (int i = 0; i < nops; i++)
+    if (!ops[i].send && ops[i].peer_buf) take(&bs, &CTRL(me)->cep_fin[ops[i].peer], NULL, 0, ops[i].peer);
+  if (e == cudaSuccess) e = flush(&bs);
+  if (e == cudaSuccess && np + nd) e = join_side(c, stream, 1);
   if (e == cudaSuccess) {
     size_t b = 0;
     for (int i = 0; i < nops; i++) b = ops[i].bytes > b ? ops[i].bytes : b;
-    log_once(c, SENDRECV, "send/recv", b, p2p_chunk(c, b));
+    log_once(c, SENDRECV, "send/recv", b, p2p_chunk(c, b), direct);
   }
   return e;
+}
+
+/* Broadcast straight into every peer's output (pout; the file's head). */
+static cudaError_t bcast_direct(struct p2pkit_comm *c, const void *send, void *recv, size_t bytes,
+                                p2pkit_dtype_t dtype, int root, cudaStream_t stream,
+                                char *const *pout) {
+  const int n = c->nranks, me = c->rank;
+  cudaError_t e = start(c, stream, me == root, 0, 0);
+  batch_t bs;
+  batch(&bs, c, stream);
+  if (me != root) {
+    add(&bs, P2PK_CEP_POST, &CTRL(root)->cep_rdy[me], 1, NULL, 0, root);
+    take(&bs, &CTRL(me)->cep_fin[root], NULL, 0, root);
+    if (e == cudaSuccess) e = flush(&bs);
+  } else {
+    push_t pu[P2PK_COLL_MAX_RANKS];
+    char *dst[P2PK_COLL_MAX_RANKS];
+    int np = 0;
+    for (int t = 0; t < n; t++)
+      if (t != me) dst[np] = pout[t], pu[np++] = (push_t){t, (const char *)send, bytes};
+    if (e == cudaSuccess) e = direct_pushes(c, pu, dst, np);
+    /* The root's own copy beside its pushes: a kernel (see above). */
+    if (e == cudaSuccess && send != recv) e = copy_out(c, dtype, send, recv, bytes, stream);
+    if (e == cudaSuccess) e = join_side(c, stream, 0);
+  }
+  if (e == cudaSuccess) log_once(c, P2PK_COLL_BROADCAST, "broadcast", bytes, bytes, 1);
+  return e;
+}
+
+p2pkit_status_t p2pk_cep_direct(p2pk_ce_pending *const *set, int n, int kind) {
+  char *pout[P2PK_COLL_MAX_RANKS];
+  for (int r = 0; r < n; r++) pout[r] = set[r]->recv;
+  cudaError_t e = cudaSuccess;
+  int r = 0;
+  for (; r < n && e == cudaSuccess; r++) {
+    const p2pk_ce_pending *a = set[r];
+    struct p2pkit_comm *c = a->c;
+    c->cep_cap = 1;
+    e = cudaSetDevice(c->device);
+    if (e != cudaSuccess) break;
+    cudaStream_t st = (cudaStream_t)a->stream;
+    e = kind == P2PK_COLL_ALL_REDUCE
+            ? allreduce_mp(c, a->send, a->recv, a->count, a->dtype, a->op, st, pout)
+            : bcast_direct(c, a->send, a->recv, a->bytes, a->dtype, a->root, st, pout);
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    const int bad = r < n ? r : n - 1;
+    return p2pk_fail(P2PKIT_ERR_CUDA, "%s: rank %d (GPU %d): copy engines into the peers' outputs: %s",
+                     p2pk_coll_name(kind), bad, set[bad]->c->device, cudaGetErrorString(e));
+  }
+  return P2PKIT_SUCCESS;
 }

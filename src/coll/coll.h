@@ -226,12 +226,22 @@ int p2pk_ce_depth(void);
 cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
                                 size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
                                 cudaStream_t stream, int capturing);
+/* One process, every rank's call of an all-reduce or broadcast in set[]
+ * (checked alike), every stream capturing: the copy engines push straight
+ * into the peers' outputs (all-reduce: the results; the contributions go
+ * through the landing slots), handshakes through rdy/fin flags a graph can
+ * replay. */
+p2pkit_status_t p2pk_cep_direct(p2pk_ce_pending *const *set, int n, int kind);
 /* Send/recv of one group over the copy engines, process per GPU: sends
  * on the side stream, receives on `stream` (this rank's GPU current). */
 typedef struct {
   int send, peer;
   char *buf;
   size_t bytes;
+  /* One process under capture with both ends in one group: the other
+   * end's buffer (a send pushes straight into it; a receive's is only
+   * tested for NULL), else NULL (the landing slots). */
+  char *peer_buf;
 } p2pk_cep_xfer;
 cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,
                          cudaStream_t stream);

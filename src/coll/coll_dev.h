@@ -82,6 +82,13 @@ typedef struct {
   uint64_t cep_busy[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
   uint64_t cep_done[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
   uint64_t cep_rbusy[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
+  /* One process under capture, pushes straight into a peer's output
+   * (ce_p2p_mp.c, "direct"): rdy[dst] (at src: 1 once dst's stream reached
+   * the call, so its output is free; set by dst, cleared by src before its
+   * first push) and fin[src] (at dst: 1 once src's last push landed; set by
+   * src, cleared by dst at the call's end). */
+  uint64_t cep_rdy[P2PK_COLL_MAX_RANKS];
+  uint64_t cep_fin[P2PK_COLL_MAX_RANKS];
 } p2pk_dev_ctrl;
 
 /* Head of each rank's part of the host staging region. */

@@ -23,6 +23,7 @@ typedef struct {
   char *buf;
   size_t bytes, esize;
   p2pkit_stream_t stream;
+  char *peer_buf; /* the other end's buffer when direct() paired them (flush) */
 } p2p_pending;
 
 static _Thread_local int group_depth;
@@ -114,7 +115,7 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
       continue;
     }
     if (cep_min && o->bytes >= cep_min && nxf < P2PK_P2P_MAX_OPS) {
-      xf[nxf++] = (p2pk_cep_xfer){o->send, o->peer, o->buf, o->bytes};
+      xf[nxf++] = (p2pk_cep_xfer){o->send, o->peer, o->buf, o->bytes, o->peer_buf};
       continue;
     }
     p2pk_algo_choice ch;
@@ -190,6 +191,27 @@ static int ce_match(const p2p_pending *s, const p2p_pending *r, size_t min) {
   int busy = capturing(s->c, s->stream) || capturing(r->c, r->stream);
   if (prev >= 0) cudaSetDevice(prev);
   return !busy;
+}
+
+/* Does a send's receive sit in the same group of this process, both
+ * streams capturing, so the landing-slot path (which both take under
+ * capture from P2PKIT_SENDRECV_CE_MIN) can push straight into the receive
+ * buffer? Both ends decide alike: a pair found here, or neither. */
+static int direct_match(const p2p_pending *s, const p2p_pending *r) {
+  const size_t min = s->c->staged ? 0 : s->c->cep_p2p_min;
+  if (!min || !s->send || r->send || s->bytes < min || s->bytes != r->bytes) return 0;
+  if (!s->c->group || s->c->group != r->c->group || r->c->staged || s->c->multiproc) return 0;
+  if (r->c->rank != s->peer || r->peer != s->c->rank || s->peer == s->c->rank) return 0;
+  enum cudaStreamCaptureStatus a = cudaStreamCaptureStatusNone, b = cudaStreamCaptureStatusNone;
+  int prev = -1;
+  cudaGetDevice(&prev);
+  int ok = cudaSetDevice(s->c->device) == cudaSuccess &&
+           cudaStreamIsCapturing((cudaStream_t)s->stream, &a) == cudaSuccess &&
+           cudaSetDevice(r->c->device) == cudaSuccess &&
+           cudaStreamIsCapturing((cudaStream_t)r->stream, &b) == cudaSuccess;
+  if (!ok) cudaGetLastError();
+  if (prev >= 0) cudaSetDevice(prev);
+  return ok && a == cudaStreamCaptureStatusActive && b == cudaStreamCaptureStatusActive;
 }
 
 /* The copy engine moves each matched send into its receive. Three passes:
@@ -283,6 +305,13 @@ static p2pkit_status_t flush(void) {
         snd[np] = &queue[i], rcv[np] = &queue[j], np++;
       }
   if (np) st = ce_copies(snd, rcv, np, ce_min);
+  /* Under capture, pairs of this process through the landing-slot path
+   * push straight into the receive buffer. */
+  for (int i = 0; i < queued; i++) queue[i].peer_buf = NULL;
+  for (int i = 0; i < queued; i++)
+    for (int j = 0; j < queued && !done[i] && !queue[i].peer_buf; j++)
+      if (!done[j] && !queue[j].peer_buf && direct_match(&queue[i], &queue[j]))
+        queue[i].peer_buf = queue[j].buf, queue[j].peer_buf = queue[i].buf;
   for (int i = 0; i < queued; i++) {
     if (done[i]) continue;
     int n = take_comm(i, done, ops);
@@ -374,8 +403,22 @@ static p2pkit_status_t bcast_ce(p2pk_ce_pending *const *set, int n) {
   return P2PKIT_SUCCESS;
 }
 
+/* Every rank's call of `a` is queued and being captured: do the copy
+ * engines push straight into the peers' outputs (p2pk_cep_direct)? An
+ * all-reduce from its landing-slot threshold, a broadcast from its
+ * one-process one (the eager copy-engine broadcast's). */
+static int direct_ok(const p2pk_ce_pending *a) {
+  const struct p2pkit_comm *c = a->c;
+  if (c->staged || !c->lay.cep_slot) return 0;
+  if (a->kind == P2PK_COLL_ALL_REDUCE) return c->cep_min[a->kind] && a->bytes >= c->cep_min[a->kind];
+  if (a->kind == P2PK_COLL_BROADCAST) return c->ce_min[a->kind] && a->bytes >= c->ce_min[a->kind];
+  return 0;
+}
+
 /* Launch every queued call in queue order: by the copy engines where all
- * ranks' calls of it are here and agree, else by the kernel. */
+ * ranks' calls of it are here and agree (events eagerly; under capture
+ * straight into the peers' outputs for all-reduce and broadcast), else by
+ * p2pk_coll_launch (under capture the landing slots or the kernel). */
 static p2pkit_status_t ce_flush(void) {
   if (!ncq) return P2PKIT_SUCCESS;
   int n = ncq;
@@ -401,15 +444,22 @@ static p2pkit_status_t ce_flush(void) {
       if (at[r] < 0) whole = 0;
       else set[r] = &q[at[r]];
     }
+    int cap = 0;
     for (int r = 0; r < nr && whole; r++) {
       const p2pk_ce_pending *b = set[r];
       if (b->c->rank != r || b->kind != q[i].kind || b->root != q[i].root ||
-          b->bytes != q[i].bytes || b->dtype != q[i].dtype || b->op != q[i].op ||
-          capturing(b->c, b->stream))
+          b->bytes != q[i].bytes || b->dtype != q[i].dtype || b->op != q[i].op)
         whole = 0;
+      else
+        cap += capturing(b->c, b->stream);
     }
-    if (whole) {
+    if (whole && !cap) {
       st = q[i].kind == P2PK_COLL_BROADCAST ? bcast_ce(set, nr) : p2pk_ce_collective(set, nr, q[i].kind);
+      for (int r = 0; r < nr; r++) done[at[r]] = 1;
+      continue;
+    }
+    if (whole && cap == nr && direct_ok(&q[i])) {
+      st = p2pk_cep_direct(set, nr, q[i].kind);
       for (int r = 0; r < nr; r++) done[at[r]] = 1;
       continue;
     }

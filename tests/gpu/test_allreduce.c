@@ -217,6 +217,10 @@ typedef struct {
 #define NGA 4
 /* Capture four all-reduces (LL, LL128, chunked one-shot, two-shot) per rank into
  * one graph, replay it `reps` times with fresh inputs, check every replay. */
+/* graph_replay_ops: each all-reduce's calls (one per local rank) in one
+ * group, so one process sees every rank's call at once. */
+static int g_grouped;
+
 static void graph_replay_ops(runner_t *R, const gop_t *ops, int nops, int reps) {
   char *din[NGA][MAXR], *dout[NGA][MAXR];
   const void *in[NGA][MAXR];
@@ -242,9 +246,11 @@ static void graph_replay_ops(runner_t *R, const gop_t *ops, int nops, int reps) 
   }
   for (int k = 0; k < nops; k++) {
     set_variant(R, ops[k].v);
+    if (g_grouped) CHECK_OK(p2pkit_group_start());
     for (int l = 0; l < R->nloc; l++)
       CHECK_OK(p2pkit_all_reduce(in[k][l], out[k][l], ops[k].count, ops[k].dt, ops[k].op,
                                  R->comm[l], R->s[l]));
+    if (g_grouped) CHECK_OK(p2pkit_group_end());
   }
   set_variant(R, &V_AUTO);
   /* End every capture before instantiating any graph: cudaGraphInstantiate
@@ -381,13 +387,17 @@ TEST(one_process_copy_engine_p2p) {
     CHECK(!R.comm[0]->staged && R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->lay.cep_depth == 2);
     matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
     graph_replay(&R, 2);
-    graph_replay_auto(&R, 3);
+    graph_replay_auto(&R, 3); /* each rank's call alone: the landing slots */
+    g_grouped = 1;
+    graph_replay_auto(&R, 3); /* in a group: the results straight into the outputs */
+    g_grouped = 0;
     static const p2pkit_redop_t few[] = {P2PKIT_SUM, P2PKIT_MAX};
     matrix(&R, &V_TWOSHOT, few, 2, COUNTS, NCOUNTS, 2);
   }
   runner_destroy(&R);
   ce_settings_end(NULL, 0);
   CHECK(logcap_count(&L, "all_reduce of", "captured in a CUDA graph (one process") >= 1);
+  CHECK(logcap_count(&L, "all_reduce of", "pushes straight into the peers' outputs") >= 1);
   CHECK(logcap_end(&L, "all_reduce of", "uses the copy engines over P2P") >= 1);
 }
 

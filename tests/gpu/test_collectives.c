@@ -459,6 +459,7 @@ TEST(one_process_sendrecv_copy_engine) {
   }
   runner_destroy(&R);
   CHECK(logcap_count(&L, "send/recv of", "captured in a CUDA graph (one process") >= 1);
+  CHECK(logcap_count(&L, "send/recv of", "pushes straight into the peers' outputs") >= 1);
   CHECK(logcap_end(&L, "send/recv", "uses the copy engine") >= 1);
 }
 
@@ -467,7 +468,7 @@ TEST(one_process_sendrecv_copy_engine) {
  * the first two and the second broadcast's round must match its own calls.
  * Float inputs with small integers: exact sums. */
 static void bcast_group_order(runner_t *R) {
-  const size_t cnt = (256u << 10) + 5; /* floats: over the 1 MiB threshold set below */
+  const size_t cnt = (256u << 10) + 5; /* floats: over 1 MiB, past the threshold set below */
   if (R->nr < 2 || cnt * 4 * 3 > R->cap) {
     T_FAIL("bcast_group_order: needs 2 ranks and %zu bytes per buffer", cnt * 12);
     return;
@@ -516,13 +517,13 @@ static void bcast_group_order(runner_t *R) {
 }
 
 TEST(one_process_broadcast_copy_engine) {
-  /* Every broadcast of 1 MiB or more in a group goes over the copy engine:
+  /* Every broadcast of 1 KiB or more in a group goes over the copy engine:
    * the broadcast matrix (types, roots, in and out of place, odd counts,
-   * unaligned pointers: its largest count is over 1 MiB), graph replay (the
-   * kernel, under capture), two broadcasts and an all-reduce in one group;
-   * the log shows the copy engine was used. */
+   * unaligned pointers), graph replay (under capture straight into the
+   * peers' outputs, flags between the graphs), two broadcasts and an
+   * all-reduce in one group; the log shows the copy engine was used. */
   logcap_t L;
-  logcap_begin(&L, "P2PKIT_BCAST_CE_MIN", "1M");
+  logcap_begin(&L, "P2PKIT_BCAST_CE_MIN", "1K");
   runner_t R;
   if (runner_single(&R, MAXR) == 0) {
     matrix(&R, &V_AUTO, P2PK_COLL_BROADCAST, ALL_OPS, 1);
@@ -530,6 +531,7 @@ TEST(one_process_broadcast_copy_engine) {
     bcast_group_order(&R);
   }
   runner_destroy(&R);
+  CHECK(logcap_count(&L, "broadcast of", "pushes straight into the peers' outputs") >= 1);
   CHECK(logcap_end(&L, "broadcast of", "uses the copy engine") >= 1);
 }
 
