@@ -164,9 +164,23 @@ static size_t mp_default(int kind) {
   }
 }
 
+/* One process under capture through the landing slots (tenth session,
+ * runs 1-2, 2x H200, CUDA graphs, against the kernels there):
+ * reduce-scatter from 128 MiB shares (256 MiB input 451.6 us against 486.6,
+ * 128 MiB 266.7 against 261.8), reduce from 128 MiB (368.3 against 374.0;
+ * 64 MiB 195.0 against 188.0); the all-reduce as with a process per GPU. */
+static size_t cap_default(int kind) {
+  switch (kind) {
+    case P2PK_COLL_REDUCE_SCATTER:
+    case P2PK_COLL_REDUCE: return (size_t)128 << 20;
+    default: return mp_default(kind);
+  }
+}
+
 /* The threshold of `kind` from the settings alone, with the defaults of
- * the landing-slot path (ce_p2p_mp.c) when mp, else of the one-process
- * event path (this file). */
+ * the landing-slot path (ce_p2p_mp.c) when mp (1: process per GPU, 2: one
+ * process under capture), else of the one-process event path (this
+ * file). */
 static size_t min_setting(const struct p2pkit_comm *c, int kind, int mp) {
   if (c->nranks < 2) return 0;
   /* A kernel setting (P2PKIT_ALGO, _PROTO, P2PKIT_COLL_*) asks for the
@@ -201,7 +215,7 @@ static size_t min_setting(const struct p2pkit_comm *c, int kind, int mp) {
    * so there the copy engines run only when the setting is given. */
   const int set = p2pk_param_is_set(name);
   if (c->nranks > 2 && !set) return 0;
-  if (mp && !set) return mp_default(kind);
+  if (mp && !set) return mp == 2 ? cap_default(kind) : mp_default(kind);
   return p2pk_param_size(name);
 }
 
@@ -217,7 +231,7 @@ size_t p2pk_cep_min_setting(const struct p2pkit_comm *c, int kind) {
   /* One process: under capture only, and broadcast keeps the kernel there
    * (with a process per GPU the landing slots ran a graph's broadcast at
    * 0.91-0.94x NCCL, the kernel at 1.00-1.01x: ninth session, run 11). */
-  return kind == P2PK_COLL_BROADCAST ? 0 : min_setting(c, kind, 1);
+  return kind == P2PK_COLL_BROADCAST ? 0 : min_setting(c, kind, 2);
 }
 
 size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind) {
@@ -249,12 +263,22 @@ size_t p2pk_cep_p2p_min(const struct p2pkit_comm *c) {
   return set ? p2pk_param_size(name) : (size_t)256 << 20;
 }
 
+size_t p2pk_cep_direct_p2p_min(const struct p2pkit_comm *c) {
+  if (c->multiproc || !p2pk_cep_p2p_min(c)) return 0;
+  /* One process under capture, both ends in one group (tenth session, run
+   * 2, 2x H200, CUDA graphs: 64 MiB 190.1 us against the kernel's 201.6,
+   * 128 MiB 364.5 against 390.7, 1 GiB 2760.6 against NCCL's 2974.4). */
+  return p2pk_param_is_set("P2PKIT_SENDRECV_CE_MIN") ? p2pk_param_size("P2PKIT_SENDRECV_CE_MIN")
+                                                      : (size_t)64 << 20;
+}
+
 void p2pk_ce_min_fill(struct p2pkit_comm *c) {
   for (int k = 0; k < P2PK_COLL_KINDS; k++) {
     c->ce_min[k] = p2pk_ce_min(c, k);
     c->cep_min[k] = c->lay.cep_slot ? p2pk_cep_min_setting(c, k) : 0;
   }
   c->cep_p2p_min = c->lay.cep_slot ? p2pk_cep_p2p_min(c) : 0;
+  c->cep_direct_p2p_min = c->lay.cep_slot ? p2pk_cep_direct_p2p_min(c) : 0;
 }
 
 static void log_once(struct p2pkit_comm *c, int kind, size_t bytes, size_t nch, size_t cb) {

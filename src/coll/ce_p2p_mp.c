@@ -455,7 +455,9 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
     p2pk_ce_owned(P2PK_COLL_ALL_REDUCE, count, n, es, 0, t, &soff[t], &slen[t]);
     if (slen[t] > most) most = slen[t];
   }
-  const size_t K = chunk_elems(c, most * es, es, half);
+  /* Direct: no results in the second halves, so a chunk may fill a whole
+   * slot (claimed whole: a slot-path call may still hold a result there). */
+  const size_t K = chunk_elems(c, most * es, es, pout ? c->lay.cep_slot : half);
   const uint64_t hv = header(P2PK_COLL_ALL_REDUCE, count, dtype, op, 0);
   const size_t mine = nchunks(slen[me], K);
   push_t pu[P2PK_COLL_MAX_RANKS];
@@ -471,7 +473,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
     if (span[t] > far) far = span[t];
   }
   const uint64_t *sent0 = c->cep_sent, *recvd0 = c->cep_recvd;
-  cudaError_t e = start(c, stream, np > 0, 0, mine > 0);
+  cudaError_t e = start(c, stream, np > 0, pout != NULL, mine > 0);
   batch_t bs, bw, bp, br; /* my stream; W2, P2 around the gather copies; R */
   batch(&bs, c, stream);
   /* Direct: my output is free from here on (my stream stands at the call):
@@ -481,7 +483,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   /* The all-reduce's posts stay kernels (ninth session, runs 6-8: with
    * memory operations 512 MiB took 1514-1544 us and 1 GiB 2897-3000 from
    * run to run, with kernels 1482-1485 and 2894-2910). */
-  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 0, 0);
+  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, pout != NULL, 0);
   cudaStream_t g = c->sce_h2d, R = c->cep_stream[S_RECV];
   /* The results' copies out write this rank's output. */
   if (e == cudaSuccess) e = cudaStreamWaitEvent(R, c->sce_ev[E_START], 0);
@@ -509,7 +511,8 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, dtype, op, src, out, lb, stream);
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][ek], stream);
       for (int r = 0; r < n; r++)
-        if (r != me) add(&bs, P2PK_CEP_POST, &CTRL(r)->cep_busy[me][SLOT_IN(r)], 0, NULL, 0, r);
+        if (r != me && pout) release(c, &bs, r, SLOT_IN(r));
+        else if (r != me) add(&bs, P2PK_CEP_POST, &CTRL(r)->cep_busy[me][SLOT_IN(r)], 0, NULL, 0, r);
       /* The result to every peer, into the second half of its slot for me
        * (direct: into its output, once it said the output is free). */
       for (int t = 0; t < n; t++)
@@ -736,8 +739,26 @@ static cudaError_t bcast_direct(struct p2pkit_comm *c, const void *send, void *r
     for (int t = 0; t < n; t++)
       if (t != me) dst[np] = pout[t], pu[np++] = (push_t){t, (const char *)send, bytes};
     if (e == cudaSuccess) e = direct_pushes(c, pu, dst, np);
-    /* The root's own copy beside its pushes: a kernel (see above). */
-    if (e == cudaSuccess && send != recv) e = copy_out(c, dtype, send, recv, bytes, stream);
+    /* The root's own copy beside its pushes. P2PKIT_CEP_OWN_BLOCKS (an
+     * experiment): -1 the copy engine, N > 0 a kernel of N blocks, else
+     * the local kernel's full grid. */
+    const int64_t ob = p2pk_param_int("P2PKIT_CEP_OWN_BLOCKS");
+    if (e == cudaSuccess && send != recv) {
+      if (ob < 0) {
+        e = cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, stream);
+      } else if (ob > 0) {
+        p2pk_lr_args la;
+        memset(&la, 0, sizeof la);
+        la.n = 1;
+        la.src[0] = send;
+        la.out = recv;
+        la.bytes = bytes;
+        la.op = P2PKIT_SUM;
+        e = p2pk_launch_local_reduce(dtype, &la, (int)ob, stream);
+      } else {
+        e = copy_out(c, dtype, send, recv, bytes, stream);
+      }
+    }
     if (e == cudaSuccess) e = join_side(c, stream, 0);
   }
   if (e == cudaSuccess) log_once(c, P2PK_COLL_BROADCAST, "broadcast", bytes, bytes, 1);

@@ -86,6 +86,7 @@ struct p2pkit_comm {
    * they pick the slots, turn by turn across calls). */
   uint64_t cep_sent[P2PK_COLL_MAX_RANKS], cep_recvd[P2PK_COLL_MAX_RANKS];
   size_t cep_p2p_min; /* send/recv over the copy engines from this size (0: never) */
+  size_t cep_direct_p2p_min; /* one process under capture, both ends in a group: straight in */
   /* Collectives through the landing slots from these sizes (0: never):
    * with a process per GPU ce_min[] as well; one process under capture only. */
   size_t cep_min[P2PK_COLL_KINDS];
@@ -257,6 +258,10 @@ int p2pk_cep_depth(void);
 /* Send/recv through the landing slots from this size (P2PKIT_SENDRECV_CE_MIN
  * when set, else its process-per-GPU default; 0: never). */
 size_t p2pk_cep_p2p_min(const struct p2pkit_comm *c);
+/* One process under capture, a send and its receive in one group: the
+ * copy engine pushes straight into the receive buffer from this size
+ * (P2PKIT_SENDRECV_CE_MIN when set, else 64 MiB; 0: never). */
+size_t p2pk_cep_direct_p2p_min(const struct p2pkit_comm *c);
 /* Would a communicator over P2P with these settings use the landing-slot
  * path (ce_p2p_mp.c: a process per GPU, or one process under capture), so
  * it needs landing slots? */

@@ -114,7 +114,7 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
       self[o->send] = o;
       continue;
     }
-    if (cep_min && o->bytes >= cep_min && nxf < P2PK_P2P_MAX_OPS) {
+    if (((cep_min && o->bytes >= cep_min) || o->peer_buf) && nxf < P2PK_P2P_MAX_OPS) {
       xf[nxf++] = (p2pk_cep_xfer){o->send, o->peer, o->buf, o->bytes, o->peer_buf};
       continue;
     }
@@ -198,7 +198,7 @@ static int ce_match(const p2p_pending *s, const p2p_pending *r, size_t min) {
  * capture from P2PKIT_SENDRECV_CE_MIN) can push straight into the receive
  * buffer? Both ends decide alike: a pair found here, or neither. */
 static int direct_match(const p2p_pending *s, const p2p_pending *r) {
-  const size_t min = s->c->staged ? 0 : s->c->cep_p2p_min;
+  const size_t min = s->c->staged ? 0 : s->c->cep_direct_p2p_min;
   if (!min || !s->send || r->send || s->bytes < min || s->bytes != r->bytes) return 0;
   if (!s->c->group || s->c->group != r->c->group || r->c->staged || s->c->multiproc) return 0;
   if (r->c->rank != s->peer || r->peer != s->c->rank || s->peer == s->c->rank) return 0;
