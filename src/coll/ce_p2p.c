@@ -164,15 +164,20 @@ static size_t mp_default(int kind) {
   }
 }
 
-/* One process under capture through the landing slots (tenth session,
- * runs 1-2, 2x H200, CUDA graphs, against the kernels there):
- * reduce-scatter from 128 MiB shares (256 MiB input 451.6 us against 486.6,
- * 128 MiB 266.7 against 261.8), reduce from 128 MiB (368.3 against 374.0;
- * 64 MiB 195.0 against 188.0); the all-reduce as with a process per GPU. */
+/* One process under capture (tenth session, runs 1-3, 2x H200, CUDA
+ * graphs, against the kernels there): reduce-scatter through the landing
+ * slots from 128 MiB shares (256 MiB input 451.6 us against 486.6, 128 MiB
+ * 266.7 against 261.8), reduce from 128 MiB (368.3 against 374.0; 64 MiB
+ * 195.0 against 188.0); all-reduce with its results straight into the
+ * peers' outputs from 512 MiB (1490.9 against 1501.9, 1 GiB 2913.1 against
+ * 2985.6; 256 MiB 793.6 against 770.6); broadcast straight into the peers'
+ * outputs from 64 MiB (193.6 against 201.6). */
 static size_t cap_default(int kind) {
   switch (kind) {
     case P2PK_COLL_REDUCE_SCATTER:
     case P2PK_COLL_REDUCE: return (size_t)128 << 20;
+    case P2PK_COLL_ALL_REDUCE: return (size_t)512 << 20;
+    case P2PK_COLL_BROADCAST: return (size_t)64 << 20;
     default: return mp_default(kind);
   }
 }
@@ -228,10 +233,10 @@ size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind) {
 size_t p2pk_cep_min_setting(const struct p2pkit_comm *c, int kind) {
   if (c->staged) return 0;
   if (c->multiproc) return min_setting(c, kind, 1);
-  /* One process: under capture only, and broadcast keeps the kernel there
-   * (with a process per GPU the landing slots ran a graph's broadcast at
-   * 0.91-0.94x NCCL, the kernel at 1.00-1.01x: ninth session, run 11). */
-  return kind == P2PK_COLL_BROADCAST ? 0 : min_setting(c, kind, 2);
+  /* One process: under capture only (the broadcast only straight into the
+   * peers' outputs: through the slots a process per GPU ran a graph's
+   * broadcast at 0.91-0.94x NCCL, ninth session, run 11). */
+  return min_setting(c, kind, 2);
 }
 
 size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind) {
