@@ -74,6 +74,16 @@ for coll in broadcast reduce all_gather reduce_scatter sendrecv alltoall; do
   run "p2_$coll" -- $coll --vs-nccl -p 2 -b 8 -e 1G -f 2 -c 1
 done
 
+# Every collective under a CUDA graph at 64 MiB - 1 GiB (where the copy
+# engines run), one process and one process per GPU, against NCCL under a
+# graph in the same mode.
+for coll in all_reduce broadcast reduce all_gather reduce_scatter sendrecv alltoall; do
+  run "g2_G_$coll" -- $coll --vs-nccl -g 2 -G 1 -b 64M -e 1G -f 2 -n 20 -w 5
+done
+for coll in all_reduce broadcast reduce all_gather reduce_scatter sendrecv alltoall; do
+  run "p2_G_$coll" -- $coll --vs-nccl -p 2 -G 1 -b 64M -e 1G -f 2 -n 20 -w 5
+done
+
 # The same without P2P: p2pkit stages through host memory, NCCL uses SHM.
 for coll in broadcast reduce all_gather reduce_scatter sendrecv alltoall; do
   run "g2_nop2p_$coll" P2PKIT_P2P_DISABLE=1 NCCL_P2P_DISABLE=1 -- \

@@ -740,10 +740,11 @@ static cudaError_t bcast_direct(struct p2pkit_comm *c, const void *send, void *r
       if (t != me) dst[np] = pout[t], pu[np++] = (push_t){t, (const char *)send, bytes};
     if (e == cudaSuccess) e = direct_pushes(c, pu, dst, np);
     /* The root's own copy beside its pushes: a kernel of a quarter of the
-     * multiprocessors, which keeps pace with the link without starving the
-     * copy engines' reads (tenth session, run 3, 2x H200, 1 GiB out of
-     * place: the full grid 3105 us, the copy engine 3125, 32 blocks 2735,
-     * in place 2732; 8 blocks 9841, the copy itself too slow). */
+     * multiprocessors (rounded down to 8), which keeps pace with the link
+     * without starving the copy engines' reads (tenth session, 2x H200, 1
+     * GiB out of place: run 3, the full grid 3105 us, the copy engine 3125,
+     * 32 blocks 2735, in place 2732, 8 blocks 9841 (the copy itself too
+     * slow); run 4, 33 blocks 2821, in place 2730). */
     if (e == cudaSuccess && send != recv) {
       p2pk_lr_args la;
       memset(&la, 0, sizeof la);
@@ -752,7 +753,7 @@ static cudaError_t bcast_direct(struct p2pkit_comm *c, const void *send, void *r
       la.out = recv;
       la.bytes = bytes;
       la.op = P2PKIT_SUM;
-      const int blocks = c->geom.sm_count / 4;
+      const int blocks = (c->geom.sm_count / 4) & ~7;
       e = p2pk_launch_local_reduce(dtype, &la, blocks > 0 ? blocks : 1, stream);
     }
     if (e == cudaSuccess) e = join_side(c, stream, 0);
