@@ -10,6 +10,7 @@
 #include "coll/plan.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "core/param.h"
 
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
   volatile int32_t *he = c->host_err;
@@ -244,7 +245,8 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
     /* Broadcast under capture: the kernel (ninth session, run 11: the copy
      * engines under a graph 0.91-0.94x NCCL at 16 MiB - 1 GiB, the kernel
      * 1.01x). */
-    const int cap_ok = !c->staged && kind != P2PK_COLL_BROADCAST;
+    const int cap_ok = !c->staged && (kind != P2PK_COLL_BROADCAST ||
+                                      (c->multiproc && p2pk_param_int("P2PKIT_CEP_BCAST_GRAPH")));
     const int eager_ok = c->multiproc;
     if (e == cudaSuccess && (cs == cudaStreamCaptureStatusNone ? eager_ok : cap_ok)) {
       cudaStream_t cs_stream = (cudaStream_t)stream;

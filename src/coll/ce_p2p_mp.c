@@ -421,17 +421,51 @@ static void log_once(struct p2pkit_comm *c, int kind, const char *name, size_t b
             c->device, name, bytes, cb, mode_name(c));
 }
 
-/* A copy of lb bytes out of a landing slot (or anything local), on `stream`. */
-static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
-                            char *out, size_t lb, cudaStream_t stream) {
+/* out = src[0] op ... op src[ns - 1] (ns 1: a copy; else every rank's in
+ * rank order), lb bytes, on `stream`: the local kernel, a block per 64 KiB,
+ * at most one per multiprocessor and at most `cap` (0: no cap). */
+static cudaError_t local_op(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, p2pkit_redop_t op,
+                            const char *const *src, int ns, char *out, size_t lb, int cap,
+                            cudaStream_t stream) {
+  if (!lb) return cudaSuccess;
   p2pk_lr_args la;
   memset(&la, 0, sizeof la);
-  la.n = 1;
-  la.src[0] = src;
+  for (int r = 0; r < ns; r++) la.src[r] = src[r];
+  la.n = ns;
+  la.me = ns > 1 ? c->rank : 0;
   la.out = out;
   la.bytes = lb;
-  la.op = P2PKIT_SUM;
-  return lb ? p2pk_ce_local_reduce(c, dtype, &la, stream) : cudaSuccess;
+  la.op = ns > 1 ? op : P2PKIT_SUM;
+  size_t blocks = (lb + (64u << 10) - 1) / (64u << 10);
+  const size_t sms = c->geom.sm_count > 0 ? (size_t)c->geom.sm_count : 1;
+  if (blocks > sms) blocks = sms;
+  if (cap > 0 && blocks > (size_t)cap) blocks = (size_t)cap;
+  return p2pk_launch_local_reduce(dtype, &la, (int)blocks, stream);
+}
+
+/* The grid cap of a copy out of a slot or a reduce while more chunks are
+ * still landing (last: none are; the full grid then, the tail being all
+ * that is left). P2PKIT_CEP_COPY_BLOCKS (an experiment; 0: no cap). */
+static int busy_cap(int last) {
+  return last ? 0 : (int)p2pk_param_int("P2PKIT_CEP_COPY_BLOCKS");
+}
+
+/* A copy of lb bytes out of a landing slot (or anything local), on `stream`. */
+static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
+                            char *out, size_t lb, int cap, cudaStream_t stream) {
+  return local_op(c, dtype, P2PKIT_SUM, &src, 1, out, lb, cap, stream);
+}
+
+/* A broadcast root's own copy beside its pushes: a kernel of a quarter of
+ * the multiprocessors (rounded down to 8), which keeps pace with the link
+ * without starving the copy engines' reads (tenth session, one process
+ * under a graph, 2x H200, 1 GiB out of place: run 3, the full grid 3105
+ * us, the copy engine 3125, 32 blocks 2735, in place 2732, 8 blocks 9841
+ * (the copy itself too slow); run 4, 33 blocks 2821, in place 2730). */
+static cudaError_t own_copy(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const void *send,
+                            void *recv, size_t bytes, cudaStream_t stream) {
+  const int blocks = (c->geom.sm_count / 4) & ~7;
+  return copy_out(c, dtype, send, recv, bytes, blocks > 0 ? blocks : 1, stream);
 }
 
 /* Posts that the whole slot s of the pair r -> me was consumed (both halves free). */
@@ -508,7 +542,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       e = flush(&bs);
       const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
       char *out = (char *)recv + (soff[me] + k * K) * es;
-      if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, dtype, op, src, out, lb, stream);
+      if (e == cudaSuccess) e = local_op(c, dtype, op, src, n, out, lb, busy_cap(k + 1 == mine), stream);
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][ek], stream);
       for (int r = 0; r < n; r++)
         if (r != me && pout) release(c, &bs, r, SLOT_IN(r));
@@ -542,7 +576,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       e = flush(&br);
       if (e == cudaSuccess)
         e = copy_out(c, dtype, land(c, t, me, SLOT_IN(t)) + half, (char *)recv + (soff[t] + k * K) * es,
-                     p2pk_ce_part(slen[t], k, K) * es, R);
+                     p2pk_ce_part(slen[t], k, K) * es, busy_cap(k + 1 == nchunks(slen[t], K)), R);
       add(&br, P2PK_CEP_POST, &CTRL(t)->cep_rbusy[me][SLOT_IN(t)], 0, NULL, 0, t);
     }
 #undef SLOT_IN
@@ -614,9 +648,9 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
   if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 1, 1);
   /* The broadcast root's own copy, beside its pushes: a kernel, not a copy
    * engine, which would slow the pushes (run 1: 1 GiB out of place 3365 us
-   * against 2937 in place). */
+   * against 2937 in place); own_copy says how wide. */
   if (e == cudaSuccess && bcast && me == root && send != recv)
-    e = copy_out(c, dtype, send, recv, count * es, stream);
+    e = own_copy(c, dtype, send, recv, count * es, stream);
   /* My shard: take every source's chunk, reduce (or copy it out), release. */
   const size_t mine = nchunks(slen[me], K);
   batch_t bs;
@@ -631,12 +665,14 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
     e = flush(&bs);
     const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
     if (bcast) {
-      if (e == cudaSuccess) e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, stream);
+      if (e == cudaSuccess)
+        e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, busy_cap(k + 1 == mine), stream);
     } else {
       const char *src[P2PK_COLL_MAX_RANKS];
       for (int r = 0; r < n; r++)
         src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, sl[r]);
-      if (e == cudaSuccess && lb) e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + k * CB, lb, stream);
+      if (e == cudaSuccess && lb)
+        e = local_op(c, dtype, op, src, n, (char *)recv + k * CB, lb, busy_cap(k + 1 == mine), stream);
     }
     for (int i = 0; i < nsrc; i++) release(c, &bs, srcs[i], sl[srcs[i]]);
   }
@@ -701,7 +737,8 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
       take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
       e = flush(&bs);
       if (e == cudaSuccess)
-        e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, p2pk_ce_part(ops[i].bytes, k, K), stream);
+        e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, p2pk_ce_part(ops[i].bytes, k, K),
+                     busy_cap(k + 1 == nch), stream);
       release(c, &bs, r, s);
     }
     if (e == cudaSuccess) e = flush(&bs);
@@ -739,23 +776,8 @@ static cudaError_t bcast_direct(struct p2pkit_comm *c, const void *send, void *r
     for (int t = 0; t < n; t++)
       if (t != me) dst[np] = pout[t], pu[np++] = (push_t){t, (const char *)send, bytes};
     if (e == cudaSuccess) e = direct_pushes(c, pu, dst, np);
-    /* The root's own copy beside its pushes: a kernel of a quarter of the
-     * multiprocessors (rounded down to 8), which keeps pace with the link
-     * without starving the copy engines' reads (tenth session, 2x H200, 1
-     * GiB out of place: run 3, the full grid 3105 us, the copy engine 3125,
-     * 32 blocks 2735, in place 2732, 8 blocks 9841 (the copy itself too
-     * slow); run 4, 33 blocks 2821, in place 2730). */
-    if (e == cudaSuccess && send != recv) {
-      p2pk_lr_args la;
-      memset(&la, 0, sizeof la);
-      la.n = 1;
-      la.src[0] = send;
-      la.out = recv;
-      la.bytes = bytes;
-      la.op = P2PKIT_SUM;
-      const int blocks = (c->geom.sm_count / 4) & ~7;
-      e = p2pk_launch_local_reduce(dtype, &la, blocks > 0 ? blocks : 1, stream);
-    }
+    /* The root's own copy beside its pushes (own_copy). */
+    if (e == cudaSuccess && send != recv) e = own_copy(c, dtype, send, recv, bytes, stream);
     if (e == cudaSuccess) e = join_side(c, stream, 0);
   }
   if (e == cudaSuccess) log_once(c, P2PK_COLL_BROADCAST, "broadcast", bytes, bytes, 1);
