@@ -10,7 +10,6 @@
 #include "coll/plan.h"
 #include "core/check.h"
 #include "core/log.h"
-#include "core/param.h"
 
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
   volatile int32_t *he = c->host_err;
@@ -242,11 +241,11 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
      * outside a group or with a rank's call missing, take the kernel). */
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
-    /* Broadcast under capture: the kernel (ninth session, run 11: the copy
-     * engines under a graph 0.91-0.94x NCCL at 16 MiB - 1 GiB, the kernel
-     * 1.01x). */
+    /* Broadcast under capture: with a process per GPU from its threshold
+     * there (cep_min; tenth session, run 5: 1.05-1.07x NCCL at 64 MiB - 1
+     * GiB), one process only straight into the peers' outputs (p2p.c). */
     const int cap_ok = !c->staged && (kind != P2PK_COLL_BROADCAST ||
-                                      (c->multiproc && p2pk_param_int("P2PKIT_CEP_BCAST_GRAPH")));
+                                      (c->multiproc && block >= c->cep_min[kind]));
     const int eager_ok = c->multiproc;
     if (e == cudaSuccess && (cs == cudaStreamCaptureStatusNone ? eager_ok : cap_ok)) {
       cudaStream_t cs_stream = (cudaStream_t)stream;

@@ -171,13 +171,16 @@ static size_t mp_default(int kind) {
  * 195.0 against 188.0); all-reduce with its results straight into the
  * peers' outputs from 512 MiB (1490.9 against 1501.9, 1 GiB 2913.1 against
  * 2985.6; 256 MiB 793.6 against 770.6); broadcast straight into the peers'
- * outputs from 64 MiB (193.6 against 201.6). */
+ * outputs from 128 MiB (recording run: 128 MiB 1.06x NCCL out of place,
+ * 1.04x in place; 64 MiB 1.05x and 0.99x, where the kernel had 1.01x and
+ * 1.06x). With a process per GPU the broadcast under capture takes the
+ * landing slots from the same size (run 5: 64 MiB 1.05x and 1.03x). */
 static size_t cap_default(int kind) {
   switch (kind) {
     case P2PK_COLL_REDUCE_SCATTER:
     case P2PK_COLL_REDUCE: return (size_t)128 << 20;
     case P2PK_COLL_ALL_REDUCE: return (size_t)512 << 20;
-    case P2PK_COLL_BROADCAST: return (size_t)64 << 20;
+    case P2PK_COLL_BROADCAST: return (size_t)128 << 20;
     default: return mp_default(kind);
   }
 }
@@ -232,7 +235,9 @@ size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind) {
 
 size_t p2pk_cep_min_setting(const struct p2pkit_comm *c, int kind) {
   if (c->staged) return 0;
-  if (c->multiproc) return min_setting(c, kind, 1);
+  /* With a process per GPU the broadcast under capture from its own
+   * threshold (cap_default's), the rest as eagerly. */
+  if (c->multiproc) return min_setting(c, kind, kind == P2PK_COLL_BROADCAST ? 2 : 1);
   /* One process: under capture only (the broadcast only straight into the
    * peers' outputs: through the slots a process per GPU ran a graph's
    * broadcast at 0.91-0.94x NCCL, ninth session, run 11). */

@@ -443,13 +443,6 @@ static cudaError_t local_op(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, p
   return p2pk_launch_local_reduce(dtype, &la, (int)blocks, stream);
 }
 
-/* The grid cap of a copy out of a slot or a reduce while more chunks are
- * still landing (last: none are; the full grid then, the tail being all
- * that is left). P2PKIT_CEP_COPY_BLOCKS (an experiment; 0: no cap). */
-static int busy_cap(int last) {
-  return last ? 0 : (int)p2pk_param_int("P2PKIT_CEP_COPY_BLOCKS");
-}
-
 /* A copy of lb bytes out of a landing slot (or anything local), on `stream`. */
 static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
                             char *out, size_t lb, int cap, cudaStream_t stream) {
@@ -461,7 +454,13 @@ static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, c
  * without starving the copy engines' reads (tenth session, one process
  * under a graph, 2x H200, 1 GiB out of place: run 3, the full grid 3105
  * us, the copy engine 3125, 32 blocks 2735, in place 2732, 8 blocks 9841
- * (the copy itself too slow); run 4, 33 blocks 2821, in place 2730). */
+ * (the copy itself too slow); run 4, 33 blocks 2821, in place 2730). With
+ * a process per GPU it took the eager broadcast from 1.05-1.08x NCCL to
+ * 1.07-1.09x and let the copy engines run under a graph (run 5: 1.05-1.07x
+ * out of place, 1.03-1.04x in place; with the full grid 0.91-0.94x, ninth
+ * session run 11). Capping the copies out of the slots and the reduces the
+ * same way while chunks still land was slower (run 5: send/recv 1 GiB
+ * 3135 us on 32 blocks against 2873; all-reduce 3331 against 2903). */
 static cudaError_t own_copy(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const void *send,
                             void *recv, size_t bytes, cudaStream_t stream) {
   const int blocks = (c->geom.sm_count / 4) & ~7;
@@ -542,7 +541,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       e = flush(&bs);
       const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
       char *out = (char *)recv + (soff[me] + k * K) * es;
-      if (e == cudaSuccess) e = local_op(c, dtype, op, src, n, out, lb, busy_cap(k + 1 == mine), stream);
+      if (e == cudaSuccess) e = local_op(c, dtype, op, src, n, out, lb, 0, stream);
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][ek], stream);
       for (int r = 0; r < n; r++)
         if (r != me && pout) release(c, &bs, r, SLOT_IN(r));
@@ -576,7 +575,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       e = flush(&br);
       if (e == cudaSuccess)
         e = copy_out(c, dtype, land(c, t, me, SLOT_IN(t)) + half, (char *)recv + (soff[t] + k * K) * es,
-                     p2pk_ce_part(slen[t], k, K) * es, busy_cap(k + 1 == nchunks(slen[t], K)), R);
+                     p2pk_ce_part(slen[t], k, K) * es, 0, R);
       add(&br, P2PK_CEP_POST, &CTRL(t)->cep_rbusy[me][SLOT_IN(t)], 0, NULL, 0, t);
     }
 #undef SLOT_IN
@@ -666,13 +665,13 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
     const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
     if (bcast) {
       if (e == cudaSuccess)
-        e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, busy_cap(k + 1 == mine), stream);
+        e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, 0, stream);
     } else {
       const char *src[P2PK_COLL_MAX_RANKS];
       for (int r = 0; r < n; r++)
         src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, sl[r]);
       if (e == cudaSuccess && lb)
-        e = local_op(c, dtype, op, src, n, (char *)recv + k * CB, lb, busy_cap(k + 1 == mine), stream);
+        e = local_op(c, dtype, op, src, n, (char *)recv + k * CB, lb, 0, stream);
     }
     for (int i = 0; i < nsrc; i++) release(c, &bs, srcs[i], sl[srcs[i]]);
   }
@@ -738,7 +737,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
       e = flush(&bs);
       if (e == cudaSuccess)
         e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, p2pk_ce_part(ops[i].bytes, k, K),
-                     busy_cap(k + 1 == nch), stream);
+                     0, stream);
       release(c, &bs, r, s);
     }
     if (e == cudaSuccess) e = flush(&bs);

@@ -39,7 +39,7 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_COLL_THREADS", "0", "all-reduce threads per block (0: from the algorithm table)"},
     {"P2PKIT_COLL_CHUNK", "0", "all-reduce bytes per mailbox use (0: from the algorithm table)"},
     {"P2PKIT_COLL_MAILBOXES", "0", "P2P mailboxes per peer, 16..512 (0: 4 per multiprocessor; a block uses 2)"},
-    {"P2PKIT_BCAST_CE_MIN", "32M", "broadcast over the copy engines from this size: in a group of one process's GPUs (under a CUDA graph straight into the peers' outputs, not set: 64M), or with a process per GPU (not set: 16M there) (0: never)"},
+    {"P2PKIT_BCAST_CE_MIN", "32M", "broadcast over the copy engines from this size: in a group of one process's GPUs (under a CUDA graph straight into the peers' outputs), or with a process per GPU (not set: 16M there); not set, under a CUDA graph: 128M (0: never)"},
     {"P2PKIT_STAGED_CE_MIN", "16M", "staged all-reduce (no P2P): copy engines through host memory from this size, in a group of one process's GPUs or process per GPU (0: never)"},
     {"P2PKIT_STAGED_CE_CHUNK", "4M", "chunk of the copy-engine staged all-reduce (one process: at most half the staging data area; process per GPU: at most 64M)"},
     {"P2PKIT_STAGED_CE_DEPTH", "4", "chunks of the copy-engine staged all-reduce in flight per peer, 2..8"},
@@ -51,8 +51,6 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_CEP_MEMOPS", "1", "process per GPU, copy engines: write the posts to the peers as stream memory operations (cuStreamWriteValue64), which need no multiprocessor (0: one-thread kernels)"},
     {"P2PKIT_CE_DEPTH", "3", "chunks of the copy-engine collectives over P2P in flight per peer, 2..8 (process per GPU, not set: 2)"},
     {"P2PKIT_SENDRECV_CE_MIN", "4M", "send/recv over the copy engines from this size: between GPUs driven by one process, or with a process per GPU through the landing slots (not set: 256M there; one process under a CUDA graph: 64M, both ends in one group) (0: never)"},
-    {"P2PKIT_CEP_COPY_BLOCKS", "0", "experiment: grid cap of the copies out of the landing slots and the local reduces while chunks still land (0: none)"},
-    {"P2PKIT_CEP_BCAST_GRAPH", "0", "experiment: a process per GPU takes the copy engines for a broadcast under capture too"},
     {"P2PKIT_BUCKET_SIZE", "25M", "gradient sync: bytes per bucket (as DDP's bucket_cap_mb)"},
     {"P2PKIT_FIRST_BUCKET_SIZE", "1M", "gradient sync: bytes of the first bucket (launched earliest)"},
 };

@@ -813,6 +813,8 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   p2pk_ce_min_fill(&c);
   CHECK_EQ(c.cep_p2p_min, (size_t)256 << 20);
   CHECK_EQ(c.cep_direct_p2p_min, 0); /* a peer's buffers are not mapped */
+  CHECK_EQ(c.cep_min[P2PK_COLL_BROADCAST], (size_t)128 << 20); /* under capture */
+  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], (size_t)256 << 20);
   CHECK_EQ(c.ce_min[P2PK_COLL_BROADCAST], (size_t)16 << 20);
   /* The one-process defaults stay where they were; under capture one
    * process takes the copy engines from its own defaults, but for the
@@ -826,7 +828,7 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], (size_t)512 << 20);
   CHECK_EQ(c.cep_min[P2PK_COLL_REDUCE_SCATTER], (size_t)128 << 20);
   CHECK_EQ(c.cep_min[P2PK_COLL_REDUCE], (size_t)128 << 20);
-  CHECK_EQ(c.cep_min[P2PK_COLL_BROADCAST], (size_t)64 << 20); /* straight into the outputs */
+  CHECK_EQ(c.cep_min[P2PK_COLL_BROADCAST], (size_t)128 << 20); /* straight into the outputs */
   CHECK_EQ(c.cep_min[P2PK_COLL_ALL_GATHER], 0);
   CHECK_EQ(c.ce_min[P2PK_COLL_ALL_REDUCE], (size_t)64 << 20);
   CHECK_EQ(c.cep_direct_p2p_min, (size_t)64 << 20); /* send/recv straight in, both ends in a group */
