@@ -446,8 +446,6 @@ static cudaError_t local_op(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, p
 /* A copy of lb bytes out of a landing slot (or anything local), on `stream`. */
 static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
                             char *out, size_t lb, int cap, cudaStream_t stream) {
-  if (cap == 0 && lb && p2pk_param_int("P2PKIT_CEP_COPYOUT_CE"))
-    return cudaMemcpyAsync(out, src, lb, cudaMemcpyDeviceToDevice, stream);
   return local_op(c, dtype, P2PKIT_SUM, &src, 1, out, lb, cap, stream);
 }
 
@@ -462,7 +460,9 @@ static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, c
  * out of place, 1.03-1.04x in place; with the full grid 0.91-0.94x, ninth
  * session run 11). Capping the copies out of the slots and the reduces the
  * same way while chunks still land was slower (run 5: send/recv 1 GiB
- * 3135 us on 32 blocks against 2873; all-reduce 3331 against 2903). */
+ * 3135 us on 32 blocks against 2873; all-reduce 3331 against 2903); the
+ * copies out by the copy engine made no clear difference (run 6: send/recv
+ * 512 MiB 1447 against 1464 us, 1 GiB 2887 against 2868). */
 static cudaError_t own_copy(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const void *send,
                             void *recv, size_t bytes, cudaStream_t stream) {
   const int blocks = (c->geom.sm_count / 4) & ~7;

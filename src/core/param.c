@@ -51,7 +51,6 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_CEP_MEMOPS", "1", "process per GPU, copy engines: write the posts to the peers as stream memory operations (cuStreamWriteValue64), which need no multiprocessor (0: one-thread kernels)"},
     {"P2PKIT_CE_DEPTH", "3", "chunks of the copy-engine collectives over P2P in flight per peer, 2..8 (process per GPU, not set: 2)"},
     {"P2PKIT_SENDRECV_CE_MIN", "4M", "send/recv over the copy engines from this size: between GPUs driven by one process, or with a process per GPU through the landing slots (not set: 256M there; one process under a CUDA graph: 64M, both ends in one group) (0: never)"},
-    {"P2PKIT_CEP_COPYOUT_CE", "0", "experiment: copies out of the landing slots by the copy engine"},
     {"P2PKIT_BUCKET_SIZE", "25M", "gradient sync: bytes per bucket (as DDP's bucket_cap_mb)"},
     {"P2PKIT_FIRST_BUCKET_SIZE", "1M", "gradient sync: bytes of the first bucket (launched earliest)"},
 };
