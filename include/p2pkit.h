@@ -324,6 +324,10 @@ typedef struct {
   size_t bucket_bytes;          /* 0: P2PKIT_BUCKET_SIZE (25 MiB) */
   size_t first_bucket_bytes;    /* 0: P2PKIT_FIRST_BUCKET_SIZE (1 MiB) */
   p2pkit_stream_t comm_stream;  /* NULL: p2pkit creates a non-blocking one */
+  /* Most thread blocks a bucket's all-reduce kernel takes, as it shares the
+   * GPU with the backward pass: 0 P2PKIT_GRAD_SYNC_BLOCKS (default: half
+   * the multiprocessors, rounded down to 8), -1 no cap. */
+  int max_blocks;
 } p2pkit_grad_sync_opts_t;
 
 P2PKIT_API void p2pkit_grad_sync_opts_init(p2pkit_grad_sync_opts_t *opts);

@@ -149,6 +149,7 @@ p2pkit_status_t p2pk_coll_leave(struct p2pkit_comm *c, const char *name, int pre
  * for the others. */
 void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_algo_choice *ch) {
   p2pk_algo_force f = c->force;
+  if (c->grid_cap > 0 && f.blocks <= 0) f.blocks = c->grid_cap;
   if (kind != P2PK_COLL_ALL_REDUCE) f.algo = P2PK_ALGO_ONESHOT;
   /* Reduce: the simple protocol from 8 MiB (fifth session, 2x H200: 16 MiB
    * 50.6 us against LL128's 52.2, 64 MiB 187.6 against 200.2), where the
@@ -306,6 +307,23 @@ p2pkit_status_t p2pkit_all_reduce(const void *sendbuf, void *recvbuf, size_t cou
                                   p2pkit_dtype_t dtype, p2pkit_redop_t op, p2pkit_comm_t c,
                                   p2pkit_stream_t stream) {
   return p2pk_coll_launch(c, P2PK_COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0, stream);
+}
+
+p2pkit_status_t p2pk_all_reduce_capped(const void *sendbuf, void *recvbuf, size_t count,
+                                       p2pkit_dtype_t dtype, p2pkit_redop_t op, p2pkit_comm_t c,
+                                       p2pkit_stream_t stream, int max_blocks) {
+  if (!c) return p2pkit_all_reduce(sendbuf, recvbuf, count, dtype, op, c, stream);
+  /* Over P2P only: the staged kernels' grid follows its own rules. */
+  c->grid_cap = max_blocks > 0 && !c->staged ? max_blocks : 0;
+  p2pkit_status_t st =
+      p2pk_coll_launch(c, P2PK_COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0, stream);
+  c->grid_cap = 0;
+  return st;
+}
+
+int p2pk_comm_half_grid(const struct p2pkit_comm *c) {
+  const int h = (c->geom.sm_count / 2) & ~7;
+  return h < 8 ? 8 : h;
 }
 
 p2pkit_status_t p2pkit_broadcast(const void *sendbuf, void *recvbuf, size_t count,

@@ -46,6 +46,7 @@ struct p2pkit_comm {
   size_t buffer_bytes;
   p2pk_algo_table table;
   p2pk_algo_force force;
+  int grid_cap; /* this call's kernel grid cap (p2pk_all_reduce_capped), else 0 */
   p2pk_algo_geom geom;
   p2pk_layout lay;
   char *scratch;                         /* my device scratch */
@@ -319,6 +320,15 @@ int p2pk_group_defer(struct p2pkit_comm *c, int kind, const void *sendbuf, void 
 p2pkit_status_t p2pk_group_collective(void);
 /* Tests and the sweep: replace the environment's overrides for this comm. */
 void p2pk_comm_set_force(struct p2pkit_comm *comm, const p2pk_algo_force *f);
+/* p2pkit_all_reduce with its kernel's grid capped at max_blocks (> 0; a
+ * grid setting given wins): every rank must pass the same cap (the call's
+ * header carries the grid). For work that shares the GPU (grad_sync.c). */
+p2pkit_status_t p2pk_all_reduce_capped(const void *sendbuf, void *recvbuf, size_t count,
+                                       p2pkit_dtype_t dtype, p2pkit_redop_t op, p2pkit_comm_t c,
+                                       p2pkit_stream_t stream, int max_blocks);
+/* Half c's multiprocessors rounded down to 8 (at least 8): grad sync's
+ * default cap. */
+int p2pk_comm_half_grid(const struct p2pkit_comm *c);
 /* What a collective (P2PK_COLL_*) of `block` bytes per rank runs: the table
  * and settings, then the grid rule (two blocks per SM for large calls). */
 void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_algo_choice *ch);

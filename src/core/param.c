@@ -53,6 +53,7 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_SENDRECV_CE_MIN", "4M", "send/recv over the copy engines from this size: between GPUs driven by one process, or with a process per GPU through the landing slots (not set: 256M there; one process under a CUDA graph: 64M, both ends in one group) (0: never)"},
     {"P2PKIT_BUCKET_SIZE", "25M", "gradient sync: bytes per bucket (as DDP's bucket_cap_mb)"},
     {"P2PKIT_FIRST_BUCKET_SIZE", "1M", "gradient sync: bytes of the first bucket (launched earliest)"},
+    {"P2PKIT_GRAD_SYNC_BLOCKS", "0", "gradient sync: most thread blocks of a bucket's all-reduce kernel, which shares the GPU with the backward pass (0: half the multiprocessors, rounded down to 8; -1: no cap)"},
 };
 
 #define NPARAMS (sizeof params / sizeof params[0])

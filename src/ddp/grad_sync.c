@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll/coll.h"
 #include "core/check.h"
 #include "core/param.h"
 #include "ddp/plan.h"
@@ -22,6 +23,7 @@ struct p2pkit_grad_sync {
   cudaStream_t last_stream; /* stream of the previous mark_ready this step */
   int have_last;
   p2pkit_status_t err;      /* first failure of a launch: every later call returns it */
+  int max_blocks;           /* the bucket all-reduces' grid cap (0: none) */
 };
 
 /* cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID): a process-wide
@@ -88,6 +90,14 @@ p2pkit_status_t p2pkit_grad_sync_create(p2pkit_comm_t comm, const p2pkit_grad_sy
   gs->comm = comm;
   gs->device = p2pkit_comm_device(comm);
   gs->rank = p2pkit_comm_rank(comm);
+  /* The buckets' all-reduces run beside the backward pass: a full grid
+   * took the data-parallel example's compute from 1.82 to 2.07 ms a step
+   * (NCCL's all-reduce: 1.82), so the step was 1.095x NCCL's; 64 blocks
+   * (half the 132 SMs) 1.84 ms and a 1.03x step, 32 blocks 1.20x, 16
+   * 1.75x: the all-reduce itself then takes too long (tenth session, 2x
+   * H200, bench/results/2026-11-30-h200x2-s10/run9-mlp-grid). */
+  int mb = o.max_blocks ? o.max_blocks : (int)p2pk_param_int("P2PKIT_GRAD_SYNC_BLOCKS");
+  gs->max_blocks = mb < 0 ? 0 : mb > 0 ? mb : p2pk_comm_half_grid(comm);
   p2pk_ddp_plan_init(&gs->plan, o.bucket_bytes, o.first_bucket_bytes);
   int cur = enter(gs);
   p2pkit_status_t st = P2PKIT_SUCCESS;
@@ -100,8 +110,9 @@ p2pkit_status_t p2pkit_grad_sync_create(p2pkit_comm_t comm, const p2pkit_grad_sy
   P2PK_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&gs->ev_compute, cudaEventDisableTiming), st, fail);
   P2PK_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&gs->ev_comm, cudaEventDisableTiming), st, fail);
   leave(gs, cur);
-  P2PK_INFO(P2PK_LOG_COLL, "grad_sync: rank %d, buckets of %zu bytes, first %zu", gs->rank,
-            o.bucket_bytes, o.first_bucket_bytes);
+  P2PK_INFO(P2PK_LOG_COLL, "grad_sync: rank %d, buckets of %zu bytes, first %zu, all-reduce "
+            "kernels of at most %d blocks (0: no cap)", gs->rank, o.bucket_bytes,
+            o.first_bucket_bytes, gs->max_blocks);
   *gs_p = gs;
   return P2PKIT_SUCCESS;
 fail:
@@ -204,8 +215,8 @@ static p2pkit_status_t launch_bucket(struct p2pkit_grad_sync *gs, size_t b) {
       P2PK_CUDA_CHECK(cudaMemcpyAsync(base + g->offset, g->user, g->bytes, cudaMemcpyDeviceToDevice,
                                       gs->comm_stream));
   }
-  P2PK_CHECK(p2pkit_all_reduce(base, base, bk->count, bk->dtype, P2PKIT_AVG, gs->comm,
-                               (p2pkit_stream_t)gs->comm_stream));
+  P2PK_CHECK(p2pk_all_reduce_capped(base, base, bk->count, bk->dtype, P2PKIT_AVG, gs->comm,
+                                    (p2pkit_stream_t)gs->comm_stream, gs->max_blocks));
   for (size_t k = bk->first; k < bk->first + bk->n; k++) {
     const p2pk_ddp_grad *g = &gs->plan.grads[gs->plan.members[k]];
     if (g->user)

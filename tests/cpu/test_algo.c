@@ -816,6 +816,13 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   CHECK_EQ(c.cep_min[P2PK_COLL_BROADCAST], (size_t)128 << 20); /* under capture */
   CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], (size_t)256 << 20);
   CHECK_EQ(c.ce_min[P2PK_COLL_BROADCAST], (size_t)16 << 20);
+  /* grad sync's default grid cap: half the SMs, rounded down to 8. */
+  c.geom.sm_count = 132;
+  CHECK_EQ(p2pk_comm_half_grid(&c), 64);
+  c.geom.sm_count = 20;
+  CHECK_EQ(p2pk_comm_half_grid(&c), 8);
+  c.geom.sm_count = 0;
+  CHECK_EQ(p2pk_comm_half_grid(&c), 8);
   /* The one-process defaults stay where they were; under capture one
    * process takes the copy engines from its own defaults, but for the
    * all-gather (no such path). */
