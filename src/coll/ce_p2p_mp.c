@@ -2,7 +2,11 @@
  * reduce-scatter, reduce and broadcast from their P2PKIT_*_CE_MIN (with a
  * process per GPU, a setting not given takes the default in ce_p2p.c's
  * mp_default), and send/recv from P2PKIT_SENDRECV_CE_MIN (default 256 MiB
- * here).
+ * here). One process under graph capture runs the same code with plain
+ * device pointers to the peers' scratch (its events between per-GPU
+ * captures could not be replayed), and when every rank's call is in one
+ * group, pushes all-reduce results, broadcasts and sends straight into the
+ * receivers' buffers ("direct", at the end of this file).
  *
  * Why: with a process per GPU the kernels move every byte with SM stores,
  * which top out at ~364 GB/s each way on the 2x H200; the copy engines
