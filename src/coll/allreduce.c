@@ -232,7 +232,7 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
     return p2pk_coll_leave(c, name, prev, e);
   }
   const size_t ce_from = c->multiproc ? c->ce_min[kind] : c->cep_min[kind];
-  if (ce_from && block >= ce_from) {
+  if (ce_from && block >= ce_from && !p2pk_group_kernel_only()) {
     /* Process per GPU over the copy engines: through host memory without
      * P2P (ce_staged.c, all-reduce; the kernel under capture, where a graph
      * would replay chunk numbers that have moved on), through the landing

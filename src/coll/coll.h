@@ -228,6 +228,9 @@ int p2pk_ce_depth(void);
 cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
                                 size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
                                 cudaStream_t stream, int capturing);
+/* p2p.c: 1 while ce_flush launches a call that must take the kernel (some
+ * of its ranks' streams capture and some do not). */
+int p2pk_group_kernel_only(void);
 /* One process, every rank's call of an all-reduce or broadcast in set[]
  * (checked alike), every stream capturing: the copy engines push straight
  * into the peers' outputs (all-reduce: the results; the contributions go

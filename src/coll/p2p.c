@@ -23,7 +23,7 @@ typedef struct {
   char *buf;
   size_t bytes, esize;
   p2pkit_stream_t stream;
-  char *peer_buf; /* the other end's buffer when direct() paired them (flush) */
+  char *peer_buf; /* the other end's buffer when direct_match paired them (flush) */
 } p2p_pending;
 
 static _Thread_local int group_depth;
@@ -78,24 +78,22 @@ static p2pkit_status_t check_ops(const struct p2pkit_comm *c, const p2p_pending 
 }
 
 /* One kernel for the operations of one communicator (checked by check_ops);
- * over P2P, those of P2PKIT_SENDRECV_CE_MIN bytes or more (by default 256
- * MiB) go over the copy engines through the landing slots instead
- * (ce_p2p_mp.c, whose handshakes a graph can replay): with a process per
- * GPU always, with one process under capture. */
+ * over P2P, with a process per GPU those of P2PKIT_SENDRECV_CE_MIN bytes or
+ * more (by default 256 MiB) go over the copy engines through the landing
+ * slots instead (ce_p2p_mp.c, whose handshakes a graph can replay), with one
+ * process under capture the pairs flush() matched, straight into the
+ * receive buffer. */
 static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops, int nops) {
   p2pk_cep_xfer xf[P2PK_P2P_MAX_OPS];
   int nxf = 0;
   int prev = -1;
   P2PK_CHECK(p2pk_coll_enter(c, opname, &prev));
-  /* One process: through the landing slots only under capture (eager pairs
-   * of this process took the copy engine in flush() already). */
-  size_t cep_min = c->staged ? 0 : c->cep_p2p_min;
-  if (cep_min && !c->multiproc) {
-    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    cudaError_t ce = cudaStreamIsCapturing((cudaStream_t)ops[0].stream, &cs);
-    if (ce != cudaSuccess) return p2pk_coll_leave(c, opname, prev, ce);
-    if (cs == cudaStreamCaptureStatusNone) cep_min = 0;
-  }
+  /* Process per GPU: through the landing slots from cep_p2p_min. One
+   * process: only the pairs flush() matched under capture (peer_buf), both
+   * ends alike; the rest take the kernel (eager pairs took the copy engine
+   * in flush() already), so one end never waits on a path the other did
+   * not take. */
+  const size_t cep_min = c->staged || !c->multiproc ? 0 : c->cep_p2p_min;
   p2pk_p2p_args pa;
   memset(&pa, 0, sizeof pa);
   pa.a = c->tmpl;
@@ -194,9 +192,9 @@ static int ce_match(const p2p_pending *s, const p2p_pending *r, size_t min) {
 }
 
 /* Does a send's receive sit in the same group of this process, both
- * streams capturing, so the landing-slot path (which both take under
- * capture from P2PKIT_SENDRECV_CE_MIN) can push straight into the receive
- * buffer? Both ends decide alike: a pair found here, or neither. */
+ * streams capturing and at least cep_direct_p2p_min bytes, so the copy
+ * engine can push straight into the receive buffer (ce_p2p_mp.c)? Both
+ * ends decide alike: a pair found here, or neither (the kernel). */
 static int direct_match(const p2p_pending *s, const p2p_pending *r) {
   const size_t min = s->c->staged ? 0 : s->c->cep_direct_p2p_min;
   if (!min || !s->send || r->send || s->bytes < min || s->bytes != r->bytes) return 0;
@@ -305,8 +303,8 @@ static p2pkit_status_t flush(void) {
         snd[np] = &queue[i], rcv[np] = &queue[j], np++;
       }
   if (np) st = ce_copies(snd, rcv, np, ce_min);
-  /* Under capture, pairs of this process through the landing-slot path
-   * push straight into the receive buffer. */
+  /* Under capture, the pairs of this process whose both ends are here:
+   * the copy engine straight into the receive buffer (launch_comm). */
   for (int i = 0; i < queued; i++) queue[i].peer_buf = NULL;
   for (int i = 0; i < queued; i++)
     for (int j = 0; j < queued && !done[i] && !queue[i].peer_buf; j++)
@@ -339,6 +337,9 @@ static p2pkit_status_t flush(void) {
  * root's own copy runs on its stream, and everyone waits for `done`. */
 
 static _Thread_local int ncq, cq_flushing;
+static _Thread_local int g_kernel_only; /* ce_flush: this launch takes the kernel */
+
+int p2pk_group_kernel_only(void) { return g_kernel_only; }
 static _Thread_local p2pk_ce_pending cq[P2PK_P2P_QUEUE];
 
 int p2pk_group_defer(struct p2pkit_comm *c, int kind, const void *sendbuf, void *recvbuf,
@@ -409,9 +410,8 @@ static p2pkit_status_t bcast_ce(p2pk_ce_pending *const *set, int n) {
 static int direct_ok(const p2pk_ce_pending *a) {
   const struct p2pkit_comm *c = a->c;
   if (c->staged || !c->lay.cep_slot) return 0;
-  if (a->kind == P2PK_COLL_ALL_REDUCE) return c->cep_min[a->kind] && a->bytes >= c->cep_min[a->kind];
-  if (a->kind == P2PK_COLL_BROADCAST) return c->cep_min[a->kind] && a->bytes >= c->cep_min[a->kind];
-  return 0;
+  if (a->kind != P2PK_COLL_ALL_REDUCE && a->kind != P2PK_COLL_BROADCAST) return 0;
+  return c->cep_min[a->kind] && a->bytes >= c->cep_min[a->kind];
 }
 
 /* Launch every queued call in queue order: by the copy engines where all
@@ -460,6 +460,18 @@ static p2pkit_status_t ce_flush(void) {
     if (whole && cap == nr && direct_ok(&q[i])) {
       st = p2pk_cep_direct(set, nr, q[i].kind);
       for (int r = 0; r < nr; r++) done[at[r]] = 1;
+      continue;
+    }
+    if (whole && cap < nr) {
+      /* Some ranks' streams capture, some not: each would pick its path by
+       * its own, so all of them take the kernel. */
+      for (int r = 0; r < nr && st == P2PKIT_SUCCESS; r++) {
+        done[at[r]] = 1;
+        g_kernel_only = 1;
+        st = p2pk_coll_launch(set[r]->c, set[r]->kind, set[r]->send, set[r]->recv, set[r]->count,
+                              set[r]->dtype, set[r]->op, set[r]->root, set[r]->stream);
+        g_kernel_only = 0;
+      }
       continue;
     }
     done[i] = 1;
