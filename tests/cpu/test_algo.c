@@ -839,6 +839,22 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   CHECK_EQ(c.cep_min[P2PK_COLL_ALL_GATHER], 0);
   CHECK_EQ(c.ce_min[P2PK_COLL_ALL_REDUCE], (size_t)64 << 20);
   CHECK_EQ(c.cep_direct_p2p_min, (size_t)64 << 20); /* send/recv straight in, both ends in a group */
+  setenv("P2PKIT_BCAST_CE_MIN", "2M", 1); /* a setting given wins under capture too */
+  setenv("P2PKIT_CE_REDUCE_MIN", "0", 1);
+  p2pk_param_reset();
+  p2pk_ce_min_fill(&c);
+  CHECK_EQ(c.cep_min[P2PK_COLL_BROADCAST], (size_t)2 << 20);
+  CHECK_EQ(c.cep_min[P2PK_COLL_REDUCE], 0);
+  CHECK_EQ(c.ce_min[P2PK_COLL_REDUCE], 0);
+  c.force.proto = 1; /* a kernel setting: no copy engines under capture, broadcast too */
+  p2pk_ce_min_fill(&c);
+  CHECK_EQ(c.cep_min[P2PK_COLL_BROADCAST], 0);
+  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], 0);
+  CHECK_EQ(c.cep_direct_p2p_min, 0);
+  c.force.proto = -1;
+  unsetenv("P2PKIT_BCAST_CE_MIN");
+  unsetenv("P2PKIT_CE_REDUCE_MIN");
+  p2pk_param_reset();
   c.lay.cep_slot = 0; /* no slots: never */
   p2pk_ce_min_fill(&c);
   CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], 0);
