@@ -793,10 +793,11 @@ p2pkit_status_t p2pk_cep_direct(p2pk_ce_pending *const *set, int n, int kind) {
   char *pout[P2PK_COLL_MAX_RANKS];
   for (int r = 0; r < n; r++) pout[r] = set[r]->recv;
   cudaError_t e = cudaSuccess;
-  int r = 0;
-  for (; r < n && e == cudaSuccess; r++) {
+  int bad = 0;
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
     const p2pk_ce_pending *a = set[r];
     struct p2pkit_comm *c = a->c;
+    bad = r;
     c->cep_cap = 1;
     e = cudaSetDevice(c->device);
     if (e != cudaSuccess) break;
@@ -807,7 +808,6 @@ p2pkit_status_t p2pk_cep_direct(p2pk_ce_pending *const *set, int n, int kind) {
   }
   if (e != cudaSuccess) {
     cudaGetLastError();
-    const int bad = r < n ? r : n - 1;
     return p2pk_fail(P2PKIT_ERR_CUDA, "%s: rank %d (GPU %d): copy engines into the peers' outputs: %s",
                      p2pk_coll_name(kind), bad, set[bad]->c->device, cudaGetErrorString(e));
   }
