@@ -762,15 +762,13 @@ __global__ void __launch_bounds__(512) twoshot_kernel(const __grid_constant__ p2
 template <class T>
 __global__ void __launch_bounds__(512) local_reduce_kernel(const __grid_constant__ p2pk_lr_args a) {
   __shared__ const char *s_src[P2PK_COLL_MAX_RANKS];
-  __shared__ char *s_also[P2PK_COLL_MAX_RANKS];
   const uint64_t per = ((a.bytes + gridDim.x - 1) / gridDim.x + 15) & ~(uint64_t)15;
   const uint64_t lo = (uint64_t)blockIdx.x * per;
   if (lo >= a.bytes) return;
   const uint64_t len = min(per, a.bytes - lo);
   if ((int)threadIdx.x < a.n) s_src[threadIdx.x] = a.src[threadIdx.x] + lo;
-  if ((int)threadIdx.x < a.nalso) s_also[threadIdx.x] = a.also[threadIdx.x] + lo;
   __syncthreads();
-  reduce_chunk<T, false>(a.op, a.n, a.me, a.out + lo, s_src, s_also, a.nalso, len);
+  reduce_chunk<T, false>(a.op, a.n, a.me, a.out + lo, s_src, nullptr, 0, len);
 }
 
 // The copy engines over P2P with a process per GPU (ce_p2p_mp.c): the

@@ -174,7 +174,7 @@ static size_t mp_default(int kind) {
  * outputs from 128 MiB (recording run: 128 MiB 1.06x NCCL out of place,
  * 1.04x in place; 64 MiB 1.05x and 0.99x, where the kernel had 1.01x and
  * 1.06x). With a process per GPU the broadcast under capture takes the
- * landing slots from the same size (run 5: 64 MiB 1.05x and 1.03x). */
+ * landing slots from the same size (run 6: 64 MiB 1.05x and 1.03x). */
 static size_t cap_default(int kind) {
   switch (kind) {
     case P2PK_COLL_REDUCE_SCATTER:
@@ -185,18 +185,21 @@ static size_t cap_default(int kind) {
   }
 }
 
+/* A kernel setting (P2PKIT_ALGO, _PROTO, P2PKIT_COLL_*) asks for the
+ * kernels over P2P. */
+static int kernel_forced(const p2pk_algo_force *f) {
+  return f->algo >= 0 || f->proto >= 0 || f->blocks > 0 || f->threads > 0 || f->chunk > 0;
+}
+
 /* The threshold of `kind` from the settings alone, with the defaults of
  * the landing-slot path (ce_p2p_mp.c) when mp (1: process per GPU, 2: one
  * process under capture), else of the one-process event path (this
  * file). */
 static size_t min_setting(const struct p2pkit_comm *c, int kind, int mp) {
   if (c->nranks < 2) return 0;
-  /* A kernel setting (P2PKIT_ALGO, _PROTO, P2PKIT_COLL_*) asks for the
-   * kernel over P2P (one process: but for the broadcast). */
-  const p2pk_algo_force *f = &c->force;
-  if (!c->staged && (kind != P2PK_COLL_BROADCAST || mp) &&
-      (f->algo >= 0 || f->proto >= 0 || f->blocks > 0 || f->threads > 0 || f->chunk > 0))
-    return 0;
+  /* A kernel setting: the kernels (one process, eagerly: but for the
+   * broadcast). */
+  if (!c->staged && (kind != P2PK_COLL_BROADCAST || mp) && kernel_forced(&c->force)) return 0;
   const char *name = NULL;
   switch (kind) {
     case P2PK_COLL_BROADCAST:
@@ -261,9 +264,7 @@ int p2pk_cep_wanted(const struct p2pkit_comm *c) {
 }
 
 size_t p2pk_cep_p2p_min(const struct p2pkit_comm *c) {
-  if (c->staged || c->nranks < 2) return 0;
-  const p2pk_algo_force *f = &c->force;
-  if (f->algo >= 0 || f->proto >= 0 || f->blocks > 0 || f->threads > 0 || f->chunk > 0) return 0;
+  if (c->staged || c->nranks < 2 || kernel_forced(&c->force)) return 0;
   const char *name = "P2PKIT_SENDRECV_CE_MIN";
   const int set = p2pk_param_is_set(name);
   if (c->nranks > 2 && !set) return 0;
@@ -274,12 +275,13 @@ size_t p2pk_cep_p2p_min(const struct p2pkit_comm *c) {
 }
 
 size_t p2pk_cep_direct_p2p_min(const struct p2pkit_comm *c) {
-  if (c->multiproc || !p2pk_cep_p2p_min(c)) return 0;
+  const size_t m = p2pk_cep_p2p_min(c);
+  if (c->multiproc || !m) return 0;
   /* One process under capture, both ends in one group (tenth session, run
    * 2, 2x H200, CUDA graphs: 64 MiB 190.1 us against the kernel's 201.6,
-   * 128 MiB 364.5 against 390.7, 1 GiB 2760.6 against NCCL's 2974.4). */
-  return p2pk_param_is_set("P2PKIT_SENDRECV_CE_MIN") ? p2pk_param_size("P2PKIT_SENDRECV_CE_MIN")
-                                                      : (size_t)64 << 20;
+   * 128 MiB 364.5 against 390.7, 1 GiB 2760.6 against NCCL's 2974.4): the
+   * setting when given (p2pk_cep_p2p_min returned it), else 64 MiB. */
+  return p2pk_param_is_set("P2PKIT_SENDRECV_CE_MIN") ? m : (size_t)64 << 20;
 }
 
 void p2pk_ce_min_fill(struct p2pkit_comm *c) {

@@ -365,8 +365,9 @@ cudaError_t p2pk_cep_prepare(struct p2pkit_comm *c) {
  * claimed second halves since it last did, and always under capture. */
 static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, int whole,
                          int gather) {
-  cudaError_t e = p2pk_cep_prepare(c);
-  if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
+  /* The streams and events exist since init (p2pk_cep_prepare, comm.c),
+   * as the landing slots do, without which no call comes here. */
+  cudaError_t e = cudaEventRecord(c->sce_ev[E_START], stream);
   if (e == cudaSuccess && side) e = cudaStreamWaitEvent(c->ce_side, c->sce_ev[E_START], 0);
   if (e == cudaSuccess && gather) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
   /* Only the claim streams the call uses: under capture every stream that
@@ -425,32 +426,23 @@ static void log_once(struct p2pkit_comm *c, int kind, const char *name, size_t b
             c->device, name, bytes, cb, mode_name(c));
 }
 
-/* out = src[0] op ... op src[ns - 1] (ns 1: a copy; else every rank's in
- * rank order), lb bytes, on `stream`: the local kernel, a block per 64 KiB,
- * at most one per multiprocessor and at most `cap` (0: no cap). */
-static cudaError_t local_op(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, p2pkit_redop_t op,
-                            const char *const *src, int ns, char *out, size_t lb, int cap,
-                            cudaStream_t stream) {
-  if (!lb) return cudaSuccess;
+/* A copy of lb bytes out of a landing slot (or anything local), on
+ * `stream`: the local kernel, on at most `cap` blocks when cap > 0. */
+static cudaError_t copy_capped(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
+                               char *out, size_t lb, int cap, cudaStream_t stream) {
   p2pk_lr_args la;
   memset(&la, 0, sizeof la);
-  for (int r = 0; r < ns; r++) la.src[r] = src[r];
-  la.n = ns;
-  la.me = ns > 1 ? c->rank : 0;
+  la.n = 1;
+  la.src[0] = src;
   la.out = out;
   la.bytes = lb;
-  la.op = ns > 1 ? op : P2PKIT_SUM;
-  size_t blocks = (lb + (64u << 10) - 1) / (64u << 10);
-  const size_t sms = c->geom.sm_count > 0 ? (size_t)c->geom.sm_count : 1;
-  if (blocks > sms) blocks = sms;
-  if (cap > 0 && blocks > (size_t)cap) blocks = (size_t)cap;
-  return p2pk_launch_local_reduce(dtype, &la, (int)blocks, stream);
+  la.op = P2PKIT_SUM;
+  return lb ? p2pk_ce_local_reduce(c, dtype, &la, cap, stream) : cudaSuccess;
 }
 
-/* A copy of lb bytes out of a landing slot (or anything local), on `stream`. */
 static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
-                            char *out, size_t lb, int cap, cudaStream_t stream) {
-  return local_op(c, dtype, P2PKIT_SUM, &src, 1, out, lb, cap, stream);
+                            char *out, size_t lb, cudaStream_t stream) {
+  return copy_capped(c, dtype, src, out, lb, 0, stream);
 }
 
 /* A broadcast root's own copy beside its pushes: a kernel of a quarter of
@@ -460,17 +452,17 @@ static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, c
  * us, the copy engine 3125, 32 blocks 2735, in place 2732, 8 blocks 9841
  * (the copy itself too slow); run 4, 33 blocks 2821, in place 2730). With
  * a process per GPU it took the eager broadcast from 1.05-1.08x NCCL to
- * 1.07-1.09x and let the copy engines run under a graph (run 5: 1.05-1.07x
+ * 1.07-1.09x and let the copy engines run under a graph (run 6: 1.05-1.07x
  * out of place, 1.03-1.04x in place; with the full grid 0.91-0.94x, ninth
  * session run 11). Capping the copies out of the slots and the reduces the
- * same way while chunks still land was slower (run 5: send/recv 1 GiB
+ * same way while chunks still land was slower (run 6: send/recv 1 GiB
  * 3135 us on 32 blocks against 2873; all-reduce 3331 against 2903); the
- * copies out by the copy engine made no clear difference (run 6: send/recv
+ * copies out by the copy engine made no clear difference (run 7: send/recv
  * 512 MiB 1447 against 1464 us, 1 GiB 2887 against 2868). */
 static cudaError_t own_copy(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const void *send,
                             void *recv, size_t bytes, cudaStream_t stream) {
   const int blocks = (c->geom.sm_count / 4) & ~7;
-  return copy_out(c, dtype, send, recv, bytes, blocks > 0 ? blocks : 1, stream);
+  return copy_capped(c, dtype, send, recv, bytes, blocks > 0 ? blocks : 1, stream);
 }
 
 /* Posts that the whole slot s of the pair r -> me was consumed (both halves free). */
@@ -547,7 +539,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       e = flush(&bs);
       const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
       char *out = (char *)recv + (soff[me] + k * K) * es;
-      if (e == cudaSuccess) e = local_op(c, dtype, op, src, n, out, lb, 0, stream);
+      if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, dtype, op, src, out, lb, stream);
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][ek], stream);
       for (int r = 0; r < n; r++)
         if (r != me && pout) release(c, &bs, r, SLOT_IN(r));
@@ -581,7 +573,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       e = flush(&br);
       if (e == cudaSuccess)
         e = copy_out(c, dtype, land(c, t, me, SLOT_IN(t)) + half, (char *)recv + (soff[t] + k * K) * es,
-                     p2pk_ce_part(slen[t], k, K) * es, 0, R);
+                     p2pk_ce_part(slen[t], k, K) * es, R);
       add(&br, P2PK_CEP_POST, &CTRL(t)->cep_rbusy[me][SLOT_IN(t)], 0, NULL, 0, t);
     }
 #undef SLOT_IN
@@ -671,13 +663,13 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
     const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
     if (bcast) {
       if (e == cudaSuccess)
-        e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, 0, stream);
+        e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, stream);
     } else {
       const char *src[P2PK_COLL_MAX_RANKS];
       for (int r = 0; r < n; r++)
         src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, sl[r]);
       if (e == cudaSuccess && lb)
-        e = local_op(c, dtype, op, src, n, (char *)recv + k * CB, lb, 0, stream);
+        e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + k * CB, lb, stream);
     }
     for (int i = 0; i < nsrc; i++) release(c, &bs, srcs[i], sl[srcs[i]]);
   }
@@ -743,7 +735,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
       e = flush(&bs);
       if (e == cudaSuccess)
         e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, p2pk_ce_part(ops[i].bytes, k, K),
-                     0, stream);
+                     stream);
       release(c, &bs, r, s);
     }
     if (e == cudaSuccess) e = flush(&bs);

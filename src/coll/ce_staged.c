@@ -96,10 +96,11 @@ cudaError_t p2pk_ce_start(p2pk_ce_pending *const *set, int n, size_t need, int s
 }
 
 cudaError_t p2pk_ce_local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
-                                 const p2pk_lr_args *la, cudaStream_t stream) {
+                                 const p2pk_lr_args *la, int cap, cudaStream_t stream) {
   size_t blocks = (la->bytes + (64u << 10) - 1) / (64u << 10);
   int sms = c->geom.sm_count > 0 ? c->geom.sm_count : 1;
   if (blocks > (size_t)sms) blocks = (size_t)sms;
+  if (cap > 0 && blocks > (size_t)cap) blocks = (size_t)cap;
   return p2pk_launch_local_reduce(dtype, la, blocks ? (int)blocks : 1, stream);
 }
 
@@ -114,7 +115,7 @@ cudaError_t p2pk_ce_reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dty
   la.n = c->nranks;
   la.me = c->rank;
   la.op = op;
-  return p2pk_ce_local_reduce(c, dtype, &la, stream);
+  return p2pk_ce_local_reduce(c, dtype, &la, 0, stream);
 }
 
 static void log_once(struct p2pkit_comm *c, size_t bytes, size_t nch, size_t cb, const char *how) {

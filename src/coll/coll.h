@@ -97,7 +97,9 @@ struct p2pkit_comm {
    * (start() in ce_p2p_mp.c says why). */
   int cep_w_rbusy, cep_w2_rbusy;
   /* Its one-thread kernels' streams and the events between them and the
-   * copy streams ([kind][chunk % depth]; ce_p2p_mp.c), made on first use. */
+   * copy streams ([kind][chunk % depth]; ce_p2p_mp.c), made at init with
+   * the landing slots (the staged path, ce_staged.c, makes its own on
+   * first use). */
   cudaStream_t cep_stream[P2PK_CEP_STREAMS];
   cudaEvent_t cep_ev[P2PK_CEP_EVKINDS][P2PK_SCE_DEPTH_MAX];
   unsigned cep_logged;
@@ -175,9 +177,10 @@ static inline char *p2pk_ce_land(const struct p2pkit_comm *c, int src, int depth
   return c->sce_buf + ((size_t)((src - c->rank - 1 + n) % n) * (size_t)depth + (size_t)s) * cb;
 }
 /* The local reduce kernel on `stream` with the copy-engine paths' grid (a
- * block per 64 KiB, at most one per multiprocessor; ce_staged.c). */
+ * block per 64 KiB, at most one per multiprocessor and at most `cap` when
+ * cap > 0; ce_staged.c). */
 cudaError_t p2pk_ce_local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
-                                 const p2pk_lr_args *la, cudaStream_t stream);
+                                 const p2pk_lr_args *la, int cap, cudaStream_t stream);
 /* out = src[0] op ... op src[n-1] (src[me] this rank's input), lb bytes,
  * on `stream` (a local kernel; ce_staged.c). */
 cudaError_t p2pk_ce_reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
@@ -220,11 +223,11 @@ size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth);
  * P2PKIT_CE_DEPTH within 2..P2PK_SCE_DEPTH_MAX. */
 int p2pk_ce_depth(void);
 
-/* ce_p2p_mp.c: the copy-engine collectives over P2P with one process per
- * GPU (all-reduce, reduce-scatter, reduce, broadcast; also under capture,
- * but for broadcast, which allreduce.c keeps on the kernel there), on this
- * rank's GPU (current); `capturing`: whether `stream` is being captured
- * (the caller asked already). */
+/* ce_p2p_mp.c: the copy-engine collectives over P2P through the landing
+ * slots (all-reduce, reduce-scatter, reduce, broadcast) with a process per
+ * GPU, eagerly and under capture, and with one process under capture, on
+ * this rank's GPU (current); `capturing`: whether `stream` is being
+ * captured (the caller asked already). */
 cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
                                 size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
                                 cudaStream_t stream, int capturing);
@@ -250,13 +253,12 @@ typedef struct {
 } p2pk_cep_xfer;
 cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,
                          cudaStream_t stream);
-/* Bytes of each landing slot a process-per-GPU communicator over P2P of n
- * ranks keeps in its scratch for `depth` chunks in flight per peer
+/* Bytes of each landing slot a communicator over P2P of n ranks keeps in its scratch for `depth` chunks in flight per peer
  * (P2PKIT_CE_CHUNK, at most and by default P2PK_CE_LAND_MAX / ((n - 1) x
  * depth), rounded up to 4 KiB); 0 when `any` is 0 (no copy-engine
  * collective is on). */
 size_t p2pk_cep_slot_bytes(int n, int depth, int any);
-/* Landing slots per peer with a process per GPU: P2PKIT_CE_DEPTH if set
+/* Landing slots per peer: P2PKIT_CE_DEPTH if set
  * (2..P2PK_SCE_DEPTH_MAX), else 2. */
 int p2pk_cep_depth(void);
 /* Send/recv through the landing slots from this size (P2PKIT_SENDRECV_CE_MIN
@@ -274,9 +276,10 @@ int p2pk_cep_wanted(const struct p2pkit_comm *c);
  * landing slots exist), which every rank must share. */
 size_t p2pk_ce_min_setting(const struct p2pkit_comm *c, int kind);
 /* The threshold of `kind` through the landing slots (ce_p2p_mp.c) from the
- * settings alone: with a process per GPU p2pk_ce_min_setting; one process
- * (where they run under graph capture only) all-reduce, reduce-scatter and
- * reduce with the process-per-GPU defaults. */
+ * settings alone: with a process per GPU p2pk_ce_min_setting's but for the
+ * broadcast under capture; one process (under capture only) the
+ * under-capture defaults (cap_default in ce_p2p.c), all-reduce and
+ * broadcast straight into the peers' outputs. */
 size_t p2pk_cep_min_setting(const struct p2pkit_comm *c, int kind);
 /* The landing-slot path's streams and events, made at init so that no
  * call under capture creates them. */
@@ -286,8 +289,8 @@ cudaError_t p2pk_cep_prepare(struct p2pkit_comm *c);
  * P2PKIT_ERR_INVALID_ARGUMENT when the buffer is too small for n ranks. */
 p2pkit_status_t p2pk_layout_compute(int nranks, size_t buffer, int staged, int boxes,
                                     p2pk_layout *lay, size_t *ll_cap_p);
-/* Process per GPU over P2P: end the scratch with (n - 1) x depth landing
- * slots of `slot` bytes (none when slot is 0), ce_p2p_mp.c's. */
+/* Over P2P: end the scratch with (n - 1) x depth landing slots of `slot`
+ * bytes (none when slot is 0), ce_p2p_mp.c's. */
 void p2pk_layout_add_cep(p2pk_layout *lay, int n, int depth, size_t slot);
 /* Process per GPU, staged: end each rank's part of the host region with
  * `depth` copy-engine slots of `slot` bytes (none when slot is 0). */

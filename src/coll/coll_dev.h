@@ -66,7 +66,8 @@ typedef struct {
   uint64_t p2p_llsent[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
   uint64_t p2p_llrecvd[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
   uint64_t p2p_llack[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
-  /* Copy engines over P2P, process per GPU (ce_p2p_mp.c). A pair's chunk
+  /* Copy engines over P2P through the landing slots (ce_p2p_mp.c: a
+   * process per GPU, or one process under capture). A pair's chunk
    * sits in dst's landing slot [src][s] (s turning across calls), each half
    * of a slot guarded by two flags that one side sets and the
    * other clears, so a call leaves them as it found them (all 0) and a CUDA
@@ -137,7 +138,7 @@ typedef struct {
   uint64_t stage_p2p_box;
   uint64_t stage_ce_off;   /* inside a part: [depth] x stage_ce_slot (process per GPU) */
   uint64_t stage_ce_slot;  /* 0: no copy-engine slots */
-  /* Copy engines over P2P, process per GPU: landing slots [n-1 peer
+  /* Copy engines over P2P (ce_p2p_mp.c): landing slots [n-1 peer
    * slots][cep_depth] x cep_slot at cep_off of the scratch (0: none). */
   uint64_t cep_off, cep_slot, cep_depth;
 } p2pk_layout;
@@ -241,9 +242,8 @@ extern "C" {
 typedef struct {
   const char *src[P2PK_COLL_MAX_RANKS];
   char *out;
-  char *also[P2PK_COLL_MAX_RANKS]; /* the result also goes to also[0..nalso) */
   uint64_t bytes;
-  int32_t n, me, op, nalso;
+  int32_t n, me, op;
 } p2pk_lr_args;
 cudaError_t p2pk_launch_local_reduce(int dtype, const p2pk_lr_args *a, int blocks, cudaStream_t stream);
 /* Blocks of ll128_kernel (threads + the header warp) one multiprocessor

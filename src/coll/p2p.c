@@ -162,54 +162,59 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
   return p2pk_coll_leave(c, opname, prev, e);
 }
 
+/* The capture status of `stream` (of c's GPU), -1 when it cannot be told.
+ * Leaves c's GPU current. */
+static int capture_of(const struct p2pkit_comm *c, p2pkit_stream_t stream) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaSetDevice(c->device) != cudaSuccess ||
+      cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return (int)cs;
+}
+
 /* Is `stream` (of c's GPU) being captured into a graph? 1 also when that
  * cannot be told: the copy-engine paths (events between two captures would
  * join them) are then not taken; the kernel is always right. Leaves c's GPU
  * current. */
 static int capturing(const struct p2pkit_comm *c, p2pkit_stream_t stream) {
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  if (cudaSetDevice(c->device) != cudaSuccess ||
-      cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess) {
-    cudaGetLastError();
-    return 1;
-  }
-  return cs != cudaStreamCaptureStatusNone;
+  return capture_of(c, stream) != (int)cudaStreamCaptureStatusNone;
 }
 
-/* Is a send's receive queued in the same group by this process, so the copy
- * engine can move it? Same one-process communicator (its p2pk_group), P2P,
- * the same size, at least P2PKIT_SENDRECV_CE_MIN bytes, and neither stream
- * capturing a graph (events between two captures would join them). */
-static int ce_match(const p2p_pending *s, const p2p_pending *r, size_t min) {
+/* Are s (a send) and r its receive, both queued by this process: the same
+ * one-process communicator (its p2pk_group), P2P, the same size of at least
+ * min bytes? Then st[] gets both streams' capture status (capture_of; the
+ * current GPU is kept). */
+static int pair_of(const p2p_pending *s, const p2p_pending *r, size_t min, int st[2]) {
   if (!min || !s->send || r->send || s->bytes < min || s->bytes != r->bytes) return 0;
   if (!s->c->group || s->c->group != r->c->group || s->c->staged || r->c->staged) return 0;
   if (r->c->rank != s->peer || r->peer != s->c->rank || s->peer == s->c->rank) return 0;
   int prev = -1;
   cudaGetDevice(&prev);
-  int busy = capturing(s->c, s->stream) || capturing(r->c, r->stream);
+  st[0] = capture_of(s->c, s->stream);
+  st[1] = capture_of(r->c, r->stream);
   if (prev >= 0) cudaSetDevice(prev);
-  return !busy;
+  return 1;
 }
 
-/* Does a send's receive sit in the same group of this process, both
- * streams capturing and at least cep_direct_p2p_min bytes, so the copy
- * engine can push straight into the receive buffer (ce_p2p_mp.c)? Both
- * ends decide alike: a pair found here, or neither (the kernel). */
+/* Can the copy engine move a send into its receive eagerly (pair_of from
+ * P2PKIT_SENDRECV_CE_MIN, neither stream capturing: events between two
+ * captures would join them)? */
+static int ce_match(const p2p_pending *s, const p2p_pending *r, size_t min) {
+  int st[2];
+  return pair_of(s, r, min, st) && st[0] == (int)cudaStreamCaptureStatusNone &&
+         st[1] == (int)cudaStreamCaptureStatusNone;
+}
+
+/* Under capture, can the copy engine push a send straight into its receive
+ * buffer (ce_p2p_mp.c; pair_of from cep_direct_p2p_min, both streams
+ * capturing)? Both ends decide alike: a pair found here, or neither (the
+ * kernel). */
 static int direct_match(const p2p_pending *s, const p2p_pending *r) {
-  const size_t min = s->c->staged ? 0 : s->c->cep_direct_p2p_min;
-  if (!min || !s->send || r->send || s->bytes < min || s->bytes != r->bytes) return 0;
-  if (!s->c->group || s->c->group != r->c->group || r->c->staged || s->c->multiproc) return 0;
-  if (r->c->rank != s->peer || r->peer != s->c->rank || s->peer == s->c->rank) return 0;
-  enum cudaStreamCaptureStatus a = cudaStreamCaptureStatusNone, b = cudaStreamCaptureStatusNone;
-  int prev = -1;
-  cudaGetDevice(&prev);
-  int ok = cudaSetDevice(s->c->device) == cudaSuccess &&
-           cudaStreamIsCapturing((cudaStream_t)s->stream, &a) == cudaSuccess &&
-           cudaSetDevice(r->c->device) == cudaSuccess &&
-           cudaStreamIsCapturing((cudaStream_t)r->stream, &b) == cudaSuccess;
-  if (!ok) cudaGetLastError();
-  if (prev >= 0) cudaSetDevice(prev);
-  return ok && a == cudaStreamCaptureStatusActive && b == cudaStreamCaptureStatusActive;
+  int st[2];
+  return pair_of(s, r, s->c->staged ? 0 : s->c->cep_direct_p2p_min, st) &&
+         st[0] == (int)cudaStreamCaptureStatusActive && st[1] == (int)cudaStreamCaptureStatusActive;
 }
 
 /* The copy engine moves each matched send into its receive. Three passes:
