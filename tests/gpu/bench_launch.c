@@ -12,9 +12,18 @@
  *   ar_host         host time of one p2pkit_all_reduce of 8 bytes (one GPU's call)
  *   ar_eager        time per all-reduce, every GPU's call enqueued per step, N steps
  *   ar_graph        time per all-reduce, N captured per GPU, graphs replayed
+ *   fill_seq2       host time per step of one fill on each GPU, one thread
+ *   fill_par2       host time per step, a thread per GPU, each launching alone
+ *   fill_handoff    host time per step, a thread per GPU, the calling thread
+ *                   handing each step to the others and waiting for them
+ *   ar_handoff      as ar_eager, each GPU's call made by its own thread, the
+ *                   calling thread handing each step over (would launching
+ *                   from a thread per GPU halve one process's eager step?)
  * The fill kernel is the library's pattern writer: a launch with small
  * arguments and no work. The all-reduce result is checked after each form. */
 #include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +85,134 @@ static int ar_check(lb_t *B, const char *form) {
     cudaDeviceSynchronize();
   }
   return 0;
+}
+
+/* A thread per GPU beyond the first, spinning on `go` (the step it is to
+ * make); it answers in `done`. Step -1: exit. */
+typedef struct {
+  lb_t *B;
+  int r, kind; /* 0 fill, 1 all-reduce */
+  void *fbuf;
+  int steps;   /* par2: launches to make at once */
+  _Atomic long go, done;
+  int err;
+} worker_t;
+
+static void *worker_main(void *arg) {
+  worker_t *w = arg;
+  cudaSetDevice(w->B->dev[w->r]);
+  long seen = 0;
+  for (;;) {
+    long g;
+    while ((g = atomic_load_explicit(&w->go, memory_order_acquire)) == seen) {
+    }
+    if (g < 0) break;
+    seen = g;
+    if (w->kind == 2) {
+      for (int i = 0; i < w->steps; i++) p2pk_launch_fill(w->fbuf, 16, 1, (uint32_t)i, w->B->s[w->r]);
+    } else if (w->kind == 0) {
+      if (p2pk_launch_fill(w->fbuf, 16, 1, (uint32_t)g, w->B->s[w->r]) != cudaSuccess) w->err = 1;
+    } else if (p2pkit_all_reduce(w->B->in[w->r], w->B->out[w->r], 2, P2PKIT_FLOAT32, P2PKIT_SUM,
+                                 w->B->comm[w->r], (p2pkit_stream_t)w->B->s[w->r]) != P2PKIT_SUCCESS) {
+      w->err = 1;
+    }
+    atomic_store_explicit(&w->done, g, memory_order_release);
+  }
+  return NULL;
+}
+
+/* One step handed to every worker: the caller makes rank 0's part. */
+static long hand_seq;
+static int handoff_step(lb_t *B, worker_t *w, int kind, void *fbuf0) {
+  long g = ++hand_seq;
+  for (int r = 1; r < B->n; r++) {
+    w[r].kind = kind;
+    atomic_store_explicit(&w[r].go, g, memory_order_release);
+  }
+  int bad = 0;
+  if (kind == 0) bad = p2pk_launch_fill(fbuf0, 16, 1, (uint32_t)g, B->s[0]) != cudaSuccess;
+  else bad = p2pkit_all_reduce(B->in[0], B->out[0], 2, P2PKIT_FLOAT32, P2PKIT_SUM, B->comm[0],
+                               (p2pkit_stream_t)B->s[0]) != P2PKIT_SUCCESS;
+  for (int r = 1; r < B->n; r++)
+    while (atomic_load_explicit(&w[r].done, memory_order_acquire) != g) {
+    }
+  for (int r = 1; r < B->n; r++) bad |= w[r].err;
+  return bad ? -1 : 0;
+}
+
+/* The threaded forms (fill_seq2 .. ar_handoff); returns non-zero on error. */
+static int threaded(lb_t *B, int q) {
+  worker_t w[MAXG];
+  pthread_t th[MAXG];
+  void *fb[MAXG] = {0};
+  double t[REPS];
+  memset(w, 0, sizeof w);
+  for (int r = 0; r < B->n; r++) {
+    cudaSetDevice(B->dev[r]);
+    if (cudaMalloc(&fb[r], 64) != cudaSuccess) return 1;
+  }
+  /* One thread, a fill on each GPU per step. */
+  for (int k = 0; k < REPS; k++) {
+    if (sync_all(B)) return 1;
+    double t0 = cu_now();
+    for (int i = 0; i < q; i++)
+      for (int r = 0; r < B->n; r++) {
+        cudaSetDevice(B->dev[r]);
+        p2pk_launch_fill(fb[r], 16, 1, (uint32_t)i, B->s[r]);
+      }
+    t[k] = (cu_now() - t0) / q;
+  }
+  report("fill_seq2", t, REPS);
+  for (int r = 1; r < B->n; r++) {
+    w[r].B = B, w[r].r = r, w[r].fbuf = fb[r];
+    if (pthread_create(&th[r], NULL, worker_main, &w[r]) != 0) return 1;
+  }
+  cudaSetDevice(B->dev[0]);
+  /* Every thread launching q fills at once. */
+  for (int k = 0; k < REPS; k++) {
+    if (sync_all(B)) return 1;
+    cudaSetDevice(B->dev[0]);
+    long g = ++hand_seq;
+    double t0 = cu_now();
+    for (int r = 1; r < B->n; r++) {
+      w[r].kind = 2, w[r].steps = q;
+      atomic_store_explicit(&w[r].go, g, memory_order_release);
+    }
+    for (int i = 0; i < q; i++) p2pk_launch_fill(fb[0], 16, 1, (uint32_t)i, B->s[0]);
+    for (int r = 1; r < B->n; r++)
+      while (atomic_load_explicit(&w[r].done, memory_order_acquire) != g) {
+      }
+    t[k] = (cu_now() - t0) / q;
+  }
+  report("fill_par2", t, REPS);
+  int rc = 0;
+  for (int k = 0; k < REPS && !rc; k++) {
+    if (sync_all(B)) return 1;
+    cudaSetDevice(B->dev[0]);
+    double t0 = cu_now();
+    for (int i = 0; i < q && !rc; i++) rc = handoff_step(B, w, 0, fb[0]);
+    t[k] = (cu_now() - t0) / q;
+  }
+  if (!rc) report("fill_handoff", t, REPS);
+  for (int k = 0; k < REPS && !rc; k++) {
+    cudaSetDevice(B->dev[0]);
+    double t0 = cu_now();
+    for (int i = 0; i < B->iters && !rc; i++) rc = handoff_step(B, w, 1, NULL);
+    if (rc || sync_all(B)) rc = 1;
+    t[k] = (cu_now() - t0) / B->iters;
+  }
+  if (!rc) report("ar_handoff", t, REPS);
+  else fprintf(stderr, "bench_launch: threaded all-reduce failed: %s\n", p2pkit_last_error());
+  for (int r = 1; r < B->n; r++) {
+    atomic_store_explicit(&w[r].go, -1, memory_order_release);
+    pthread_join(th[r], NULL);
+  }
+  if (!rc && ar_check(B, "threaded")) rc = 1;
+  for (int r = 0; r < B->n; r++) {
+    cudaSetDevice(B->dev[r]);
+    cudaFree(fb[r]);
+  }
+  return rc;
 }
 
 /* P2PKIT_KTRACE builds: the LL kernel's phases in the last two calls on each
@@ -250,6 +387,7 @@ int main(int argc, char **argv) {
   report("ar_eager", t, REPS);
   ktrace_print(&B, "eager");
   if (ar_check(&B, "eager")) rc = 1;
+  if (threaded(&B, q)) rc = 1;
   g = graph_time(&B, 0, NULL);
   if (g > 0) printf("%-12s %8.3f us\n", "ar_graph", g * 1e6);
   else rc = 1;
