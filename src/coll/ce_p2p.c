@@ -126,53 +126,6 @@ size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth) {
   return c;
 }
 
-void p2pk_ce_sched_init(p2pk_ce_sched *s, size_t len, size_t K, size_t m, size_t q) {
-  memset(s, 0, sizeof *s);
-  s->len = len, s->K = K ? K : 1, s->q = q ? q : 1;
-  /* A tail only where it has room to halve at least once. */
-  s->m = m && len > 2 * m ? (m + s->q - 1) / s->q * s->q : 0;
-  if (!s->m) {
-    s->body = s->n = (len + s->K - 1) / s->K;
-    return;
-  }
-  s->body = len > 2 * s->K ? (len - 2 * s->K + s->K - 1) / s->K : 0;
-  size_t r = len - s->body * s->K, n = s->body;
-  while (r) {
-    size_t h = r > 2 * s->m ? ((r + 1) / 2 + s->q - 1) / s->q * s->q : r;
-    if (h > s->K) h = s->K;
-    r -= h, n++;
-  }
-  s->n = n;
-}
-
-size_t p2pk_ce_sched_at(const p2pk_ce_sched *s, size_t k, size_t *len) {
-  *len = 0;
-  if (k >= s->n) return s->len;
-  if (k < s->body || !s->m) {
-    size_t off = k * s->K;
-    *len = s->len - off < s->K ? s->len - off : s->K;
-    return off;
-  }
-  size_t off = s->body * s->K, r = s->len - off;
-  for (size_t j = s->body;; j++) {
-    size_t h = r > 2 * s->m ? ((r + 1) / 2 + s->q - 1) / s->q * s->q : r;
-    if (h > s->K) h = s->K;
-    if (j == k) {
-      *len = h;
-      return off;
-    }
-    off += h, r -= h;
-  }
-}
-
-size_t p2pk_ce_tail_min(size_t K, size_t es) {
-  int64_t d = p2pk_param_int("P2PKIT_CE_TAIL");
-  if (d <= 0 || es == 0) return 0;
-  size_t q = es < 4096 ? 4096 / es : 1, m = K / (size_t)d;
-  m = (m + q - 1) / q * q;
-  return m ? m : q;
-}
-
 int p2pk_ce_depth(void) {
   int64_t d = p2pk_param_int("P2PKIT_CE_DEPTH");
   return d < 2 ? 2 : d > P2PK_SCE_DEPTH_MAX ? P2PK_SCE_DEPTH_MAX : (int)d;

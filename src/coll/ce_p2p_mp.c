@@ -227,16 +227,7 @@ static int taken(batch_t *b) {
   return a;
 }
 
-/* The chunks of len elements (es bytes) in chunks of at most K: equal
- * ones, then the halving tail (p2pk_ce_sched, P2PKIT_CE_TAIL). */
-static void sched_of(p2pk_ce_sched *s, size_t len, size_t K, size_t es) {
-  p2pk_ce_sched_init(s, len, K, p2pk_ce_tail_min(K, es), es && es < 4096 ? 4096 / es : 1);
-}
-static size_t nchunks(size_t len, size_t K, size_t es) {
-  p2pk_ce_sched s;
-  sched_of(&s, len, K, es);
-  return s.n;
-}
+static size_t nchunks(size_t len, size_t K) { return (len + K - 1) / K; }
 
 /* Claim a slot half this rank fills: wait until its flag (here) is clear,
  * then set it; the receiver clears it once it consumed the half. */
@@ -287,11 +278,8 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
   const uint64_t D = c->lay.cep_depth;
   cudaStream_t side = c->ce_side;
   size_t most = 0;
-  p2pk_ce_sched ps[P2PK_COLL_MAX_RANKS];
-  for (int i = 0; i < np; i++) {
-    sched_of(&ps[i], p[i].len, K, es);
-    if (ps[i].n > most) most = ps[i].n;
-  }
+  for (int i = 0; i < np; i++)
+    if (nchunks(p[i].len, K) > most) most = nchunks(p[i].len, K);
   batch_t bw, bp;
   batch(&bw, c, c->cep_stream[S_WAIT]);
   batch(&bp, c, c->cep_stream[S_POST]);
@@ -301,7 +289,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
     const int ek = (int)(k % D);
     for (int i = 0; i < np; i++) {
       const int t = p[i].peer, s = (int)((c->cep_sent[t] + k) % D);
-      if (k >= ps[i].n) continue;
+      if (!p2pk_ce_part(p[i].len, k, K)) continue;
       claim(&bw, &CTRL(me)->cep_busy[t][s], t);
       /* A whole slot: its second half may still hold an all-reduce result. */
       if (whole) claim(&bw, &CTRL(me)->cep_rbusy[t][s], t);
@@ -312,11 +300,10 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
       if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->cep_ev[V_CR][ek], 0);
     }
     for (int i = 0; i < np && e == cudaSuccess; i++) {
-      size_t len = 0;
-      const size_t off = p2pk_ce_sched_at(&ps[i], k, &len);
+      const size_t len = p2pk_ce_part(p[i].len, k, K);
       const int s = (int)((c->cep_sent[p[i].peer] + k) % D);
       if (len)
-        e = cudaMemcpyAsync(land(c, me, p[i].peer, s), p[i].src + off * es, len * es,
+        e = cudaMemcpyAsync(land(c, me, p[i].peer, s), p[i].src + k * K * es, len * es,
                             cudaMemcpyDefault, side);
     }
     /* The posts only after P waits for the copies. */
@@ -324,7 +311,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
     if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_CP][ek], 0);
     for (int i = 0; i < np; i++) {
       const int t = p[i].peer, s = (int)((c->cep_sent[t] + k) % D);
-      if (k < ps[i].n)
+      if (p2pk_ce_part(p[i].len, k, K))
         add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], 1, &CTRL(t)->cep_hdr[me][s], hv, t);
     }
     if (e == cudaSuccess) e = flush(&bp);
@@ -503,9 +490,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
    * slot (claimed whole: a slot-path call may still hold a result there). */
   const size_t K = chunk_elems(c, most * es, es, pout ? c->lay.cep_slot : half);
   const uint64_t hv = header(P2PK_COLL_ALL_REDUCE, count, dtype, op, 0);
-  p2pk_ce_sched sh[P2PK_COLL_MAX_RANKS]; /* each shard's chunks */
-  for (int t = 0; t < n; t++) sched_of(&sh[t], slen[t], K, es);
-  const size_t mine = sh[me].n;
+  const size_t mine = nchunks(slen[me], K);
   push_t pu[P2PK_COLL_MAX_RANKS];
   int np = 0;
   size_t far = mine, span[P2PK_COLL_MAX_RANKS];
@@ -515,7 +500,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
     /* Both ways of a pair turn through the slots by the longer of the two
      * shards (contributions to t's, results of mine), the same count at
      * both ends. */
-    span[t] = sh[t].n > mine ? sh[t].n : mine;
+    span[t] = nchunks(slen[t], K) > mine ? nchunks(slen[t], K) : mine;
     if (span[t] > far) far = span[t];
   }
   const uint64_t *sent0 = c->cep_sent, *recvd0 = c->cep_recvd;
@@ -545,17 +530,15 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       /* My shard's chunk k: every peer's contribution (first halves), then
        * the reduce, then the halves go back to the peers. */
       const char *src[P2PK_COLL_MAX_RANKS];
-      size_t kl = 0;
-      const size_t ko = soff[me] + p2pk_ce_sched_at(&sh[me], k, &kl);
-      src[me] = (const char *)send + ko * es;
+      src[me] = (const char *)send + (soff[me] + k * K) * es;
       for (int r = 0; r < n; r++) {
         if (r == me) continue;
         take(&bs, &CTRL(me)->cep_full[r][SLOT_IN(r)], &CTRL(me)->cep_hdr[r][SLOT_IN(r)], hv, r);
         src[r] = land(c, r, me, SLOT_IN(r));
       }
       e = flush(&bs);
-      const size_t lb = kl * es;
-      char *out = (char *)recv + ko * es;
+      const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
+      char *out = (char *)recv + (soff[me] + k * K) * es;
       if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, dtype, op, src, out, lb, stream);
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][ek], stream);
       for (int r = 0; r < n; r++)
@@ -572,7 +555,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_RED][ek], 0);
       for (int t = 0; t < n && e == cudaSuccess; t++)
         if (t != me && lb)
-          e = cudaMemcpyAsync(pout ? pout[t] + ko * es : land(c, me, t, SLOT_OUT(t)) + half,
+          e = cudaMemcpyAsync(pout ? pout[t] + (soff[me] + k * K) * es : land(c, me, t, SLOT_OUT(t)) + half,
                               out, lb, cudaMemcpyDefault, g);
       /* The posts only after P2 waits for the copies. */
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCP][ek], g);
@@ -585,13 +568,12 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
     /* Each owner's result of chunk k, out of the slot's second half into my
      * output (on its own stream, so my reduces never wait for it). */
     for (int t = 0; t < n && e == cudaSuccess && !pout; t++) {
-      if (t == me || k >= sh[t].n) continue;
-      size_t tl = 0;
-      const size_t to = soff[t] + p2pk_ce_sched_at(&sh[t], k, &tl);
+      if (t == me || k >= nchunks(slen[t], K)) continue;
       take(&br, &CTRL(me)->cep_done[t][SLOT_IN(t)], NULL, 0, t);
       e = flush(&br);
       if (e == cudaSuccess)
-        e = copy_out(c, dtype, land(c, t, me, SLOT_IN(t)) + half, (char *)recv + to * es, tl * es, R);
+        e = copy_out(c, dtype, land(c, t, me, SLOT_IN(t)) + half, (char *)recv + (soff[t] + k * K) * es,
+                     p2pk_ce_part(slen[t], k, K) * es, R);
       add(&br, P2PK_CEP_POST, &CTRL(t)->cep_rbusy[me][SLOT_IN(t)], 0, NULL, 0, t);
     }
 #undef SLOT_IN
@@ -667,9 +649,7 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
   if (e == cudaSuccess && bcast && me == root && send != recv)
     e = own_copy(c, dtype, send, recv, count * es, stream);
   /* My shard: take every source's chunk, reduce (or copy it out), release. */
-  p2pk_ce_sched sm;
-  sched_of(&sm, slen[me], K, es);
-  const size_t mine = sm.n;
+  const size_t mine = nchunks(slen[me], K);
   batch_t bs;
   batch(&bs, c, stream);
   for (size_t k = 0; k < mine && e == cudaSuccess; k++) {
@@ -680,23 +660,22 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
       take(&bs, &CTRL(me)->cep_full[r][sl[r]], &CTRL(me)->cep_hdr[r][sl[r]], hv, r);
     }
     e = flush(&bs);
-    size_t kl = 0;
-    const size_t ko = p2pk_ce_sched_at(&sm, k, &kl), lb = kl * es;
+    const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
     if (bcast) {
       if (e == cudaSuccess)
-        e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + ko * es, lb, stream);
+        e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, stream);
     } else {
       const char *src[P2PK_COLL_MAX_RANKS];
       for (int r = 0; r < n; r++)
-        src[r] = r == me ? (const char *)send + (soff[me] + ko) * es : land(c, r, me, sl[r]);
+        src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, sl[r]);
       if (e == cudaSuccess && lb)
-        e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + ko * es, lb, stream);
+        e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + k * CB, lb, stream);
     }
     for (int i = 0; i < nsrc; i++) release(c, &bs, srcs[i], sl[srcs[i]]);
   }
   if (e == cudaSuccess) e = flush(&bs);
   for (int i = 0; i < nsrc; i++) c->cep_recvd[srcs[i]] += mine;
-  for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K, es);
+  for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K);
   if (e == cudaSuccess && np) e = join_side(c, stream, 1);
   if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), count * es, CB, 0);
   return e;
@@ -742,24 +721,21 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
   for (int i = 0; i < np && e == cudaSuccess; i++) {
     const size_t K = p2p_chunk(c, pu[i].len);
     e = pushes(c, &pu[i], 1, K, 1, header(SENDRECV, pu[i].len, 0, 0, me), 1, 1);
-    c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K, 1);
+    c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K);
   }
   if (e == cudaSuccess && nd) e = direct_pushes(c, dpu, dst, nd);
   for (int i = 0; i < nops && e == cudaSuccess; i++) {
     if (ops[i].send || ops[i].peer_buf) continue;
     const int r = ops[i].peer;
-    const size_t K = p2p_chunk(c, ops[i].bytes);
-    p2pk_ce_sched so;
-    sched_of(&so, ops[i].bytes, K, 1);
-    const size_t nch = so.n;
+    const size_t K = p2p_chunk(c, ops[i].bytes), nch = nchunks(ops[i].bytes, K);
     const uint64_t hv = header(SENDRECV, ops[i].bytes, 0, 0, r);
     for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
       const int s = (int)((c->cep_recvd[r] + k) % D);
       take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
       e = flush(&bs);
-      size_t kl = 0;
-      const size_t ko = p2pk_ce_sched_at(&so, k, &kl);
-      if (e == cudaSuccess) e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + ko, kl, stream);
+      if (e == cudaSuccess)
+        e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, p2pk_ce_part(ops[i].bytes, k, K),
+                     stream);
       release(c, &bs, r, s);
     }
     if (e == cudaSuccess) e = flush(&bs);

@@ -212,25 +212,6 @@ void p2pk_ce_owned(int kind, size_t count, int n, size_t es, int root, int t, si
 static inline size_t p2pk_ce_part(size_t len, size_t k, size_t K) {
   return len <= k * K ? 0 : len - k * K < K ? len - k * K : K;
 }
-/* The chunks of one push stream of the copy-engine collectives over P2P
- * (ce_p2p_mp.c): len elements in chunks of at most K, and when m > 0 a
- * tail that halves down to m, so what is left after the link goes quiet
- * (the last chunk's copy out of its slot, or its reduce and result push)
- * is small: chunks of K while more than 2K remain, then half of what
- * remains (rounded up to q elements) while more than 2m remain, then the
- * rest. Both ends of a pair build it from the same numbers. */
-typedef struct {
-  size_t len, K, m, q;
-  size_t body; /* leading chunks of K */
-  size_t n;    /* chunks in all */
-} p2pk_ce_sched;
-void p2pk_ce_sched_init(p2pk_ce_sched *s, size_t len, size_t K, size_t m, size_t q);
-/* Chunk k: its first element (returned) and *len elements (0 past the end). */
-size_t p2pk_ce_sched_at(const p2pk_ce_sched *s, size_t k, size_t *len);
-/* The tail's smallest chunk for chunks of K elements of es bytes:
- * K / P2PKIT_CE_TAIL in 4 KiB multiples; 0 (no tail) when the setting
- * is 0. */
-size_t p2pk_ce_tail_min(size_t K, size_t es);
 /* Chunk bytes of the copy-engine all-reduce and reduce-scatter over P2P
  * for a shard of this size on n ranks with `depth` chunks in flight:
  * P2PKIT_CE_CHUNK if set, else half the shard within 16..64 MiB; either

@@ -671,67 +671,6 @@ TEST(copy_engine_shards_and_thresholds) {
   CHECK_EQ(p2pk_ce_part(10, 0, 4), 4);
   CHECK_EQ(p2pk_ce_part(10, 2, 4), 2);
   CHECK_EQ(p2pk_ce_part(10, 3, 4), 0);
-  /* The copy-engine chunk schedule: contiguous chunks covering the message,
-   * none larger than K, equal ones while more than 2K remain, then each at
-   * least half of what remains (a halving tail) down to m, the last one at
-   * most 2m (the tail's point: little left after the link goes quiet). */
-  {
-    const size_t lens[] = {1, 3, 4096, 65537, (size_t)1 << 20, ((size_t)64 << 20) + 17,
-                           (size_t)100 << 20, (size_t)1 << 30, ((size_t)1 << 30) + 7};
-    const size_t Ks[] = {65536, (size_t)1 << 20, (size_t)96 << 20};
-    const size_t ms[] = {0, 65536, (size_t)6 << 20};
-    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
-      for (size_t ki = 0; ki < 3; ki++)
-        for (size_t mi = 0; mi < 3; mi++) {
-          p2pk_ce_sched sc;
-          const size_t L = lens[li], K = Ks[ki], m = ms[mi] > K ? K : ms[mi];
-          p2pk_ce_sched_init(&sc, L, K, m, 4096);
-          size_t next = 0, prev = K, cl = 0;
-          for (size_t k = 0; k < sc.n; k++) {
-            size_t co = p2pk_ce_sched_at(&sc, k, &cl);
-            CHECK_EQ(co, next);
-            CHECK(cl > 0 && cl <= K);
-            if (k < sc.body && (sc.m || k + 1 < sc.n)) CHECK_EQ(cl, K);
-            if (sc.m && k >= sc.body) {
-              CHECK(cl <= prev);
-              if (k + 1 < sc.n) CHECK(2 * cl >= L - co);
-            }
-            prev = cl, next = co + cl;
-          }
-          CHECK_EQ(next, L);
-          p2pk_ce_sched_at(&sc, sc.n, &cl);
-          CHECK_EQ(cl, 0);
-          if (!m) CHECK_EQ(sc.n, (L + K - 1) / K);
-          if (sc.m) {
-            p2pk_ce_sched_at(&sc, sc.n - 1, &cl);
-            CHECK(cl <= 2 * sc.m);
-          }
-        }
-    /* 1 GiB in 96 MiB chunks, tail down to 6 MiB: nine of 96 MiB, then 80,
-     * 40, 20, 10 and 10 MiB (14 chunks where equal ones take 11). */
-    p2pk_ce_sched sc;
-    size_t cl = 0;
-    p2pk_ce_sched_init(&sc, (size_t)1 << 30, (size_t)96 << 20, (size_t)6 << 20, 65536);
-    CHECK_EQ(sc.body, 9);
-    CHECK_EQ(sc.n, 14);
-    p2pk_ce_sched_at(&sc, 9, &cl);
-    CHECK_EQ(cl, (size_t)80 << 20);
-    CHECK_EQ(p2pk_ce_sched_at(&sc, 13, &cl), (size_t)1014 << 20);
-    CHECK_EQ(cl, (size_t)10 << 20);
-    /* The setting: K / P2PKIT_CE_TAIL elements in 4 KiB multiples, 0
-     * turns it off. */
-    p2pk_param_reset();
-    CHECK_EQ(p2pk_ce_tail_min((size_t)96 << 20, 1), (size_t)6 << 20);
-    CHECK_EQ(p2pk_ce_tail_min((size_t)8 << 20, 4), (size_t)512 << 10);
-    CHECK_EQ(p2pk_ce_tail_min(40000, 4), 3072);
-    CHECK_EQ(p2pk_ce_tail_min(4000, 4), 1024);
-    CHECK_EQ(p2pk_ce_tail_min(1000, 1), 4096);
-    setenv("P2PKIT_CE_TAIL", "0", 1);
-    p2pk_param_reset();
-    CHECK_EQ(p2pk_ce_tail_min((size_t)96 << 20, 1), 0);
-    unsetenv("P2PKIT_CE_TAIL");
-    p2pk_param_reset();
-  }
 
   /* Which calls wait in a group for the copy engines: one process only,
    * per collective and transport, not when a kernel setting is forced. */
