@@ -179,6 +179,16 @@ void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_
   }
 }
 
+/* A deferred collective (launch_pool.c), with the grid cap of its call. */
+static p2pkit_status_t coll_job(const p2pk_job *j) {
+  const int cap = j->c->grid_cap;
+  j->c->grid_cap = j->grid_cap;
+  p2pkit_status_t st = p2pk_coll_launch(j->c, j->kind, j->send, j->recv, j->count, j->dtype, j->op,
+                                        j->root, j->stream);
+  j->c->grid_cap = cap;
+  return st;
+}
+
 p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *sendbuf,
                                  void *recvbuf, size_t count, p2pkit_dtype_t dtype,
                                  p2pkit_redop_t op, int root, p2pkit_stream_t stream) {
@@ -223,6 +233,14 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
   if (p2pk_group_defer(c, kind, sendbuf, recvbuf, count, dtype, op, root, block, stream))
     return P2PKIT_SUCCESS;
   P2PK_CHECK(p2pk_group_collective());
+  /* One process in a group: made when the group ends, by a thread per GPU
+   * (launch_pool.c), which calls here again. */
+  if (p2pk_group_job_ok(c, stream)) {
+    p2pk_job j = {.c = c, .run = coll_job, .kind = kind, .root = root, .grid_cap = c->grid_cap,
+                  .send = sendbuf, .recv = recvbuf, .count = count, .dtype = dtype, .op = op,
+                  .stream = stream};
+    return p2pk_job_defer(&j);
+  }
   int prev = -1;
   P2PK_CHECK(p2pk_coll_enter(c, name, &prev));
   cudaError_t e = cudaSuccess;

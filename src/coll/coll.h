@@ -38,8 +38,10 @@ typedef struct p2pk_group {
 #define P2PK_CEP_STREAMS 5 /* the copy-engine paths' one-thread kernel streams (ce_p2p_mp.c) */
 #define P2PK_CEP_EVKINDS 5 /* kinds of event between them and the copy streams, per slot */
 
+struct p2pk_worker;
 struct p2pkit_comm {
   int rank, nranks, device;
+  struct p2pk_worker *worker; /* launch_pool.c: its launch thread, or NULL */
   int multiproc; /* 1: process per GPU (bootstrap + IPC) */
   int staged;    /* 1: host shared memory instead of P2P, for every pair */
   uint64_t timeout_ns;
@@ -324,6 +326,41 @@ int p2pk_group_defer(struct p2pkit_comm *c, int kind, const void *sendbuf, void 
                      size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root, size_t bytes,
                      p2pkit_stream_t stream);
 p2pkit_status_t p2pk_group_collective(void);
+/* launch_pool.c: launches from a thread per GPU. A job is one deferred
+ * launch of a one-process communicator inside a group: a collective's
+ * kernel (p2pk_coll_launch) or one communicator's sends and receives. */
+typedef struct p2pk_job {
+  struct p2pkit_comm *c;
+  p2pkit_status_t (*run)(const struct p2pk_job *j);
+  int kind, root, grid_cap;
+  const void *send;
+  void *recv;
+  size_t count;
+  p2pkit_dtype_t dtype;
+  p2pkit_redop_t op;
+  p2pkit_stream_t stream;
+  const void *ops; /* send/recv: the operations (the caller's, alive until p2pk_jobs_run returns) */
+  int nops;
+} p2pk_job;
+/* May c's launch on `stream` wait to be made by a thread per GPU? (a
+ * one-process communicator of several GPUs, P2PKIT_LAUNCH_THREADS, the
+ * stream not capturing, not while jobs run). p2p.c adds the group's rules
+ * (p2pk_group_job_ok). */
+int p2pk_jobs_ok(const struct p2pkit_comm *c, p2pkit_stream_t stream);
+/* Queue a job (runs the queue first when it is full). */
+p2pkit_status_t p2pk_job_defer(const p2pk_job *j);
+/* Make every queued job of this thread: the first communicator's here, the
+ * others' on their workers at once; returns when all are made, with the
+ * first failure. */
+p2pkit_status_t p2pk_jobs_run(void);
+int p2pk_jobs_pending(void);
+/* 1 while p2pk_jobs_run makes this thread's jobs (nothing is deferred then). */
+int p2pk_jobs_running(void);
+/* Stop and free c's worker (comm_free). */
+void p2pk_worker_stop(struct p2pkit_comm *c);
+/* p2p.c: inside a group (not while its queues are being launched) and
+ * p2pk_jobs_ok. */
+int p2pk_group_job_ok(const struct p2pkit_comm *c, p2pkit_stream_t stream);
 /* Tests and the sweep: replace the environment's overrides for this comm. */
 void p2pk_comm_set_force(struct p2pkit_comm *comm, const p2pk_algo_force *f);
 /* p2pkit_all_reduce with its kernel's grid capped at max_blocks (> 0; a

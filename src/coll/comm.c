@@ -303,6 +303,7 @@ static void reg_free(struct p2pkit_comm *c, p2pk_reg *r) {
 /* Frees what this rank owns (the group's shared region is the group's). */
 static void comm_free(struct p2pkit_comm *c) {
   if (!c) return;
+  p2pk_worker_stop(c);
   int cur = -1;
   cudaGetDevice(&cur);
   cudaSetDevice(c->device);

@@ -282,9 +282,15 @@ static int take_comm(int i, int *taken, p2p_pending *ops) {
   return n;
 }
 
+/* A communicator's sends and receives made by a launch thread (launch_pool.c). */
+static p2pkit_status_t p2p_job(const p2pk_job *j) {
+  return launch_comm(j->c, (const p2p_pending *)j->ops, j->nops);
+}
+
 /* Launch everything queued: copy-engine pairs first (one process), then one
- * kernel per communicator for the rest, in queue order. */
-static p2pkit_status_t flush(void) {
+ * kernel per communicator for the rest, in queue order; at a group's end
+ * (`grouped`) one process's kernels from a thread per GPU at once. */
+static p2pkit_status_t flush(int grouped) {
   p2pkit_status_t st = P2PKIT_SUCCESS;
   int done[P2PK_P2P_QUEUE] = {0}, checked[P2PK_P2P_QUEUE] = {0};
   p2p_pending ops[P2PK_P2P_QUEUE];
@@ -315,12 +321,25 @@ static p2pkit_status_t flush(void) {
     for (int j = 0; j < queued && !done[i] && !queue[i].peer_buf; j++)
       if (!done[j] && !queue[j].peer_buf && direct_match(&queue[i], &queue[j]))
         queue[i].peer_buf = queue[j].buf, queue[j].peer_buf = queue[i].buf;
+  /* Each communicator's operations in their own part of ops[], kept until
+   * the jobs ran. */
+  int used = 0;
   for (int i = 0; i < queued; i++) {
     if (done[i]) continue;
-    int n = take_comm(i, done, ops);
-    p2pkit_status_t s = launch_comm(queue[i].c, ops, n);
+    p2p_pending *mine = ops + used;
+    int n = take_comm(i, done, mine);
+    used += n;
+    p2pkit_status_t s = P2PKIT_SUCCESS;
+    if (grouped && p2pk_jobs_ok(queue[i].c, queue[i].stream)) {
+      p2pk_job j = {.c = queue[i].c, .run = p2p_job, .ops = mine, .nops = n};
+      s = p2pk_job_defer(&j);
+    } else {
+      s = launch_comm(queue[i].c, mine, n);
+    }
     if (st == P2PKIT_SUCCESS) st = s;
   }
+  p2pkit_status_t s = p2pk_jobs_run();
+  if (st == P2PKIT_SUCCESS) st = s;
   queued = 0;
   return st;
 }
@@ -350,7 +369,7 @@ static _Thread_local p2pk_ce_pending cq[P2PK_P2P_QUEUE];
 int p2pk_group_defer(struct p2pkit_comm *c, int kind, const void *sendbuf, void *recvbuf,
                      size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root, size_t bytes,
                      p2pkit_stream_t stream) {
-  if (group_depth <= 0 || kind < 0 || kind >= P2PK_COLL_KINDS) return 0;
+  if (group_depth <= 0 || kind < 0 || kind >= P2PK_COLL_KINDS || p2pk_jobs_running()) return 0;
   size_t min = c->ce_min[kind]; /* p2pk_ce_min, fixed at init: no lookup per call */
   if (!min || bytes < min || cq_flushing || !c->group || ncq == P2PK_P2P_QUEUE) return 0;
   cq[ncq++] = (p2pk_ce_pending){.kind = kind, .c = c, .send = sendbuf, .recv = recvbuf,
@@ -488,9 +507,17 @@ static p2pkit_status_t ce_flush(void) {
   return st;
 }
 
-/* Launch what the copy-engine queue holds. */
+/* Launch what the copy-engine queue holds, after the kernel launches
+ * queued before it (launch_pool.c). */
 p2pkit_status_t p2pk_group_collective(void) {
-  return ncq && !cq_flushing ? ce_flush() : P2PKIT_SUCCESS;
+  if (!ncq || cq_flushing || p2pk_jobs_running()) return P2PKIT_SUCCESS;
+  p2pkit_status_t st = p2pk_jobs_run();
+  p2pkit_status_t s2 = ce_flush();
+  return st != P2PKIT_SUCCESS ? st : s2;
+}
+
+int p2pk_group_job_ok(const struct p2pkit_comm *c, p2pkit_stream_t stream) {
+  return group_depth > 0 && !cq_flushing && !g_kernel_only && p2pk_jobs_ok(c, stream);
 }
 
 p2pkit_status_t p2pkit_group_start(void) {
@@ -505,8 +532,12 @@ p2pkit_status_t p2pkit_group_end(void) {
   if (group_depth <= 0)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_group_end without p2pkit_group_start");
   if (--group_depth > 0) return P2PKIT_SUCCESS;
-  p2pkit_status_t st = p2pk_group_collective();
-  p2pkit_status_t s2 = flush();
+  /* The collectives' kernels (launch threads), those queued for the copy
+   * engines, then sends and receives. */
+  p2pkit_status_t st = p2pk_jobs_run();
+  p2pkit_status_t s1 = p2pk_group_collective();
+  p2pkit_status_t s2 = flush(1);
+  if (st == P2PKIT_SUCCESS) st = s1;
   return st != P2PKIT_SUCCESS ? st : s2;
 }
 
@@ -539,7 +570,7 @@ static p2pkit_status_t post(int send, void *buf, size_t count, p2pkit_dtype_t dt
   o->bytes = count * es;
   o->esize = es;
   o->stream = stream;
-  return group_depth > 0 ? P2PKIT_SUCCESS : flush();
+  return group_depth > 0 ? P2PKIT_SUCCESS : flush(0);
 }
 
 p2pkit_status_t p2pkit_send(const void *sendbuf, size_t count, p2pkit_dtype_t dtype, int peer,

@@ -424,6 +424,26 @@ TEST(one_process_all_collectives) {
   runner_destroy(&R);
 }
 
+/* The whole suite with the launch threads kept awake between calls
+ * (launch_pool.c: inside a group each GPU's launches are made by a thread
+ * of its own; the suite's uploads and checks between calls would let them
+ * fall asleep, and a sleeping thread's launches are the caller's). The log
+ * must show launches made by a launch thread. */
+TEST(one_process_launch_threads) {
+  setenv("P2PKIT_LAUNCH_SPIN_US", "600000000", 1);
+  logcap_t L;
+  logcap_begin(&L, "P2PKIT_LAUNCH_THREADS", "1");
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) {
+    matrix(&R, &V_AUTO, P2PK_COLL_ALL_REDUCE, ALL_OPS, 5);
+    full_suite(&R, 0);
+    graph_replay(&R, 2);
+  }
+  runner_destroy(&R);
+  unsetenv("P2PKIT_LAUNCH_SPIN_US");
+  CHECK(logcap_end(&L, "its launches in groups", "made by its launch thread") >= 1);
+}
+
 TEST(one_process_graph_replay) {
   runner_t R;
   if (runner_single(&R, MAXR) == 0) graph_replay(&R, 5);
@@ -935,6 +955,7 @@ int main(int argc, char **argv) {
   static const cu_case cases[] = {
       {T_CASE(argument_checks), 1},        {T_CASE(one_process_all_collectives), 1},
       {T_CASE(one_process_graph_replay), 1}, {T_CASE(one_process_p2p_disabled), 1},
+      {T_CASE(one_process_launch_threads), 1},
       {T_CASE(mixed_with_all_reduce), 1},  {T_CASE(one_process_sendrecv_copy_engine), 1},
       {T_CASE(one_process_broadcast_copy_engine), 1},
       {T_CASE(one_process_copy_engine_collectives), 1},
