@@ -356,6 +356,8 @@ p2pkit_status_t p2pk_jobs_run(void);
 int p2pk_jobs_pending(void);
 /* 1 while p2pk_jobs_run makes this thread's jobs (nothing is deferred then). */
 int p2pk_jobs_running(void);
+/* c's worker: -1 none, 0 awake (spinning or working), 1 asleep. */
+int p2pk_worker_state(const struct p2pkit_comm *c);
 /* Stop and free c's worker (comm_free). */
 void p2pk_worker_stop(struct p2pkit_comm *c);
 /* p2p.c: inside a group (not while its queues are being launched) and

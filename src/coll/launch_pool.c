@@ -45,6 +45,7 @@ struct p2pk_worker {
   pthread_cond_t cv;
   _Atomic uint64_t posted, finished;
   _Atomic int sleeping, stop;
+  uint64_t kicks; /* wake() calls, under m: a kick ends a sleep even with no post */
   uint64_t seq; /* dispatcher's count of posts */
   /* This post's jobs (the dispatcher's storage, alive until it finished). */
   const p2pk_job *const *jobs;
@@ -104,7 +105,9 @@ static void *worker_main(void *arg) {
     if ((i & 255) == 0 && now_ns() - idle_since > spin) {
       pthread_mutex_lock(&w->m);
       atomic_store(&w->sleeping, 1);
-      while (atomic_load(&w->posted) == seen && !atomic_load(&w->stop)) pthread_cond_wait(&w->cv, &w->m);
+      const uint64_t k0 = w->kicks;
+      while (atomic_load(&w->posted) == seen && w->kicks == k0 && !atomic_load(&w->stop))
+        pthread_cond_wait(&w->cv, &w->m);
       atomic_store(&w->sleeping, 0);
       pthread_mutex_unlock(&w->m);
       idle_since = now_ns();
@@ -117,6 +120,7 @@ static void *worker_main(void *arg) {
 
 static void wake(struct p2pk_worker *w) {
   pthread_mutex_lock(&w->m);
+  w->kicks++;
   pthread_cond_signal(&w->cv);
   pthread_mutex_unlock(&w->m);
 }
@@ -173,6 +177,9 @@ int p2pk_jobs_ok(const struct p2pkit_comm *c, p2pkit_stream_t stream) {
 }
 
 int p2pk_jobs_pending(void) { return njobs; }
+int p2pk_worker_state(const struct p2pkit_comm *c) {
+  return c->worker ? atomic_load(&c->worker->sleeping) : -1;
+}
 int p2pk_jobs_running(void) { return running; }
 
 p2pkit_status_t p2pk_job_defer(const p2pk_job *j) {

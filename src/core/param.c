@@ -51,7 +51,7 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_CEP_MEMOPS", "1", "process per GPU, copy engines: write the posts to the peers as stream memory operations (cuStreamWriteValue64), which need no multiprocessor (0: one-thread kernels)"},
     {"P2PKIT_CE_DEPTH", "3", "chunks of the copy-engine collectives over P2P in flight per peer, 2..8 (process per GPU, not set: 2)"},
     {"P2PKIT_LAUNCH_THREADS", "1", "one process driving several GPUs: inside a group, launch each GPU's kernels from a thread of its own, at once (0: every launch from the calling thread, at the call)"},
-    {"P2PKIT_LAUNCH_SPIN_US", "200", "how long a launch thread waits for work, spinning, before it sleeps (its next job is then made by the calling thread, and it wakes)"},
+    {"P2PKIT_LAUNCH_SPIN_US", "1000", "how long a launch thread waits for work, spinning, before it sleeps (its next job is then made by the calling thread, and it wakes)"},
     {"P2PKIT_SENDRECV_CE_MIN", "4M", "send/recv over the copy engines from this size: between GPUs driven by one process, or with a process per GPU through the landing slots (not set: 256M there; one process under a CUDA graph: 64M, both ends in one group) (0: never)"},
     {"P2PKIT_BUCKET_SIZE", "25M", "gradient sync: bytes per bucket (as DDP's bucket_cap_mb)"},
     {"P2PKIT_FIRST_BUCKET_SIZE", "1M", "gradient sync: bytes of the first bucket (launched earliest)"},

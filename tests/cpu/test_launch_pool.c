@@ -139,15 +139,50 @@ TEST(jobs_run_once_in_order_on_a_thread_per_communicator) {
   p2pk_param_reset();
 }
 
+/* Waits up to 10 s until every worker of comms[1..] is in `state`. */
+static int workers_reach(int state) {
+  for (int i = 0; i < 100000; i++) {
+    int all = 1;
+    for (int r = 1; r < NC; r++) all &= p2pk_worker_state(&comms[r]) == state;
+    if (all) return 1;
+    pause_us(100);
+  }
+  return 0;
+}
+
 TEST(sleeping_workers_leave_their_jobs_to_the_caller) {
   setenv("P2PKIT_LAUNCH_SPIN_US", "0", 1);
   p2pk_param_reset();
   comms_init();
   CHECK_OK(round_of(record));
   for (int round = 0; round < 3; round++) {
-    pause_us(20000); /* every worker asleep by now */
+    CHECK(workers_reach(1));
     CHECK_OK(round_of(record));
     CHECK_EQ(check_round(), 7);
+  }
+  comms_stop();
+  unsetenv("P2PKIT_LAUNCH_SPIN_US");
+  p2pk_param_reset();
+}
+
+/* A sleeping worker's jobs run here, and it wakes: once awake it takes
+ * the next round's (it must not sleep on until a job comes, which would
+ * leave every job to the caller from then on). */
+TEST(a_woken_worker_takes_the_next_jobs) {
+  setenv("P2PKIT_LAUNCH_SPIN_US", "300000", 1); /* 0.3 s */
+  p2pk_param_reset();
+  comms_init();
+  CHECK_OK(round_of(record));
+  for (int round = 0; round < 2; round++) {
+    CHECK(workers_reach(1));
+    CHECK_OK(round_of(record)); /* here, and the workers are woken */
+    CHECK_EQ(check_round(), 7);
+    CHECK(workers_reach(0));
+    meet = 1;
+    CHECK_OK(round_of(record));
+    meet = 0;
+    CHECK_EQ(check_round(), 1);
+    CHECK_EQ(atomic_load(&met), NC);
   }
   comms_stop();
   unsetenv("P2PKIT_LAUNCH_SPIN_US");
@@ -176,4 +211,5 @@ TEST(a_full_queue_runs_first) {
 }
 
 T_MAIN(T_CASE(jobs_run_once_in_order_on_a_thread_per_communicator),
-       T_CASE(sleeping_workers_leave_their_jobs_to_the_caller), T_CASE(a_full_queue_runs_first))
+       T_CASE(sleeping_workers_leave_their_jobs_to_the_caller),
+       T_CASE(a_woken_worker_takes_the_next_jobs), T_CASE(a_full_queue_runs_first))
