@@ -631,19 +631,19 @@ __device__ void p2p_ll(const p2pk_ar_args &a, Waiter &w, const p2pk_p2p_op &o) {
 // blocks. No sequence number, no header: only the two ranks of a pair take
 // part, and the pair's counters order its operations (LL and mailbox
 // messages each in their own order; both ends pick the protocol by size).
-template <class T, class PA>
-__global__ void __launch_bounds__(512) p2p_kernel(const __grid_constant__ PA pa) {
+template <class T>
+__global__ void __launch_bounds__(512) p2p_kernel(const __grid_constant__ p2pk_p2p_args pa) {
   __shared__ int s_ok;
   __shared__ const char *s_src[P2PK_COLL_MAX_RANKS];
   const p2pk_ar_args &a = pa.a;
-  p2pk_p2p_op op;
-  if (!p2p_op_of(pa, &s_ok, &op)) return;
+  const p2pk_p2p_op *op = p2p_op_of(pa, &s_ok);
+  if (!op) return;
   Waiter w(a);
-  if (op.bytes <= P2PK_P2P_LL_MAX) {
-    p2p_ll<T>(a, w, op);
+  if (op->bytes <= P2PK_P2P_LL_MAX) {
+    p2p_ll<T>(a, w, *op);
     return;
   }
-  const Plan P(a, op);
+  const Plan P(a, *op);
   os_run<T>(a, w, P, &s_ok, s_src);
 }
 
@@ -835,29 +835,11 @@ extern "C" cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int bloc
   return e;
 }
 
-template <class PA>
-static cudaError_t launch_p2p_as(const PA &pa, int esize, int blocks, int threads,
-                                 cudaStream_t stream) {
-  switch (esize) {
-    case 8: return p2pk::launch(p2pk::p2p_kernel<p2pk::TI64, PA>, blocks, threads, stream, pa);
-    case 4: return p2pk::launch(p2pk::p2p_kernel<p2pk::TI32, PA>, blocks, threads, stream, pa);
-    case 2: return p2pk::launch(p2pk::p2p_kernel<p2pk::TF16, PA>, blocks, threads, stream, pa);
-    case 1: return p2pk::launch(p2pk::p2p_kernel<p2pk::TU8, PA>, blocks, threads, stream, pa);
-    default: return cudaErrorInvalidValue;
-  }
-}
-
 extern "C" cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *pa, int esize, int blocks, int threads,
                                        cudaStream_t stream) {
-  if (pa->nops <= P2PK_P2P_FEW_OPS) {
-    p2pk_p2p_args_few f;
-    f.a = pa->a;
-    f.nops = pa->nops;
-    f.pad = 0;
-    memcpy(f.op, pa->op, sizeof f.op);
-    return launch_p2p_as(f, esize, blocks, threads, stream);
-  }
-  return launch_p2p_as(*pa, esize, blocks, threads, stream);
+  cudaError_t e = cudaSuccess;
+  P2PK_FOR_ESIZE(esize, p2pk::p2p_kernel, blocks, threads, stream, *pa)
+  return e;
 }
 
 extern "C" int p2pk_ktrace_read(unsigned long long out[2][7]) {
@@ -899,15 +881,7 @@ extern "C" int p2pk_ll128_per_sm(int threads) {
 
 extern "C" cudaError_t p2pk_preload_allreduce_p2p(void) {
   cudaError_t e = cudaSuccess;
-  {
-    cudaFuncAttributes fa;
-#define P2PK_PRE_(T, PA) \
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, p2pk::p2p_kernel<p2pk::T, PA>);
-    P2PK_PRE_(TI64, p2pk_p2p_args) P2PK_PRE_(TI32, p2pk_p2p_args) P2PK_PRE_(TF16, p2pk_p2p_args)
-    P2PK_PRE_(TU8, p2pk_p2p_args) P2PK_PRE_(TI64, p2pk_p2p_args_few) P2PK_PRE_(TI32, p2pk_p2p_args_few)
-    P2PK_PRE_(TF16, p2pk_p2p_args_few) P2PK_PRE_(TU8, p2pk_p2p_args_few)
-#undef P2PK_PRE_
-  }
+  P2PK_PRELOAD_ESIZES(p2pk::p2p_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::ll_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::ll128_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::local_reduce_kernel, e);

@@ -194,17 +194,6 @@ typedef struct {
   p2pk_p2p_op op[P2PK_P2P_MAX_OPS];
 } p2pk_p2p_args;
 
-/* The same for groups of at most P2PK_P2P_FEW_OPS operations (a rank's send
- * and receive on 2 GPUs): a launch's arguments are copied by the host into
- * the GPU's command queue, so the common case passes ~660 bytes instead of
- * ~1.8 KB (p2pk_launch_p2p picks). */
-#define P2PK_P2P_FEW_OPS 2
-typedef struct {
-  p2pk_ar_args a;
-  int32_t nops, pad;
-  p2pk_p2p_op op[P2PK_P2P_FEW_OPS];
-} p2pk_p2p_args_few;
-
 #define P2PK_READY_DIRECT (1ULL << 63) /* all-gather share already in the output */
 
 /* The staged transport's chunk stream (staged_kernels.cu has the picture).

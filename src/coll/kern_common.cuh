@@ -307,23 +307,17 @@ static __device__ __noinline__ bool header_check(const p2pk_ar_args &a, uint32_t
   return header_check_at(a, seq, w, a.nranks, a.rank, a.local, a.hdr0, a.hdr1, a.stage);
 }
 
-// Send/recv kernels: the operation of the group this block works on, copied
-// into *o (registers) before the dependency wait, as the all-reduce kernels
-// read their arguments (fourth session: argument loads after the wait cost
-// the 8-byte all-reduce ~1.3 us); false when the communicator is already
-// dead or the block has none. *s_ok is the caller's __shared__ flag.
-template <class PA>
-__device__ __forceinline__ bool p2p_op_of(const PA &pa, int *s_ok, p2pk_p2p_op *o) {
-  int i = 0;
-  while (i + 1 < pa.nops && (int)blockIdx.x >= pa.op[i + 1].base) i++;
-  const bool mine = (int)blockIdx.x < pa.op[i].base + pa.op[i].blocks;
-  *o = pa.op[i];
-  o->buf = pin(o->buf);
-  o->bytes = pin(o->bytes);
+// Send/recv kernels: the operation of the group this block works on, or
+// null when the communicator is already dead or the block has none. *s_ok is
+// the caller's __shared__ flag.
+__device__ __forceinline__ const p2pk_p2p_op *p2p_op_of(const p2pk_p2p_args &pa, int *s_ok) {
   pdl_start();
   if (threadIdx.x == 0) *s_ok = ld_vol_i32(&ctrl_of(pa.a.local)->abort) == 0;
   __syncthreads();
-  return *s_ok && mine;
+  if (!*s_ok) return nullptr;
+  int i = 0;
+  while (i + 1 < pa.nops && (int)blockIdx.x >= pa.op[i + 1].base) i++;
+  return (int)blockIdx.x < pa.op[i].base + pa.op[i].blocks ? &pa.op[i] : nullptr;
 }
 
 // ------------------------------------------------------------------ types ---
@@ -553,7 +547,6 @@ __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const
 // kernel finishes, and waits for it in pdl_start() (griddepcontrol.wait).
 static inline int pdl_of(const p2pk_ar_args &a) { return a.pdl; }
 static inline int pdl_of(const p2pk_p2p_args &pa) { return pa.a.pdl; }
-static inline int pdl_of(const p2pk_p2p_args_few &pa) { return pa.a.pdl; }
 static inline int pdl_of(const p2pk_lr_args &) { return 0; } /* between copies: plain */
 
 template <class Arg>
