@@ -260,7 +260,10 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_deregister(p2pkit_comm_t comm, void *hand
  * _REDUCE_SCATTER_MIN, _ALL_GATHER_MIN; without P2P all-reduce from
  * P2PKIT_STAGED_CE_MIN). The copy-engine all-reduce and reduce-scatter
  * over P2P keep a landing buffer of at most 192 MiB per GPU, made on first
- * use. */
+ * use. The other calls' kernels are launched at p2pkit_group_end too, each
+ * GPU's by a thread of its own at once (P2PKIT_LAUNCH_THREADS=0: by the
+ * calling thread, at the call); a call's argument errors still come back
+ * from the call itself. */
 P2PKIT_API p2pkit_status_t p2pkit_group_start(void);
 P2PKIT_API p2pkit_status_t p2pkit_group_end(void);
 
