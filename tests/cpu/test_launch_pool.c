@@ -156,6 +156,11 @@ TEST(sleeping_workers_leave_their_jobs_to_the_caller) {
   comms_init();
   CHECK_OK(round_of(record));
   for (int round = 0; round < 3; round++) {
+    /* Asleep, and long enough since the last round's wake-up call that it
+     * was taken (with no spin a woken thread sleeps again at once, and only
+     * a job or a wake-up call wakes it). */
+    CHECK(workers_reach(1));
+    pause_us(100000);
     CHECK(workers_reach(1));
     CHECK_OK(round_of(record));
     CHECK_EQ(check_round(), 7);
