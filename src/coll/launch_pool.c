@@ -193,16 +193,25 @@ p2pkit_status_t p2pk_jobs_run(void) {
   if (!njobs || running) return P2PKIT_SUCCESS;
   running = 1;
   int n = njobs;
-  /* The communicators in order of first appearance, each with its jobs. */
+  /* The communicators in order of first appearance; communicator k's jobs,
+   * in queue order, are list[at[k] .. at[k] + nby[k]). */
   struct p2pkit_comm *cs[P2PK_JOBS];
-  const p2pk_job *by[P2PK_JOBS][P2PK_JOBS];
-  int nby[P2PK_JOBS] = {0}, ncs = 0;
+  const p2pk_job *list[P2PK_JOBS];
+  int nby[P2PK_JOBS] = {0}, at[P2PK_JOBS], ncs = 0, used = 0;
   for (int i = 0; i < n; i++) {
     int k = 0;
     while (k < ncs && cs[k] != jobs[i].c) k++;
     if (k == ncs) cs[ncs++] = jobs[i].c;
-    by[k][nby[k]++] = &jobs[i];
+    nby[k]++;
   }
+  for (int k = 0; k < ncs; k++) at[k] = used, used += nby[k], nby[k] = 0;
+  for (int i = 0; i < n; i++) {
+    int k = 0;
+    while (cs[k] != jobs[i].c) k++;
+    list[at[k] + nby[k]++] = &jobs[i];
+  }
+  const p2pk_job *const *by[P2PK_JOBS];
+  for (int k = 0; k < ncs; k++) by[k] = list + at[k];
   /* Post to every awake worker but the first communicator's; the rest
    * (the first, and those whose worker sleeps or is new) run here. */
   struct p2pk_worker *posted[P2PK_JOBS];
