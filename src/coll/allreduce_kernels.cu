@@ -575,7 +575,10 @@ __global__ void __launch_bounds__(512) oneshot_kernel(const __grid_constant__ p2
 // bb, bb + G, ... The receiver polls the lines themselves (one trip over the
 // link) and acknowledges each region in the sender's memory; the sender
 // waits for the acknowledgement of use k - 2 before it reuses that slot for
-// use k (usually long there: no round trip).
+// use k (usually long there: no round trip). The loads a block waits on
+// before its first store go out together: the communicator's abort flag
+// beside the first region's count, and every thread's first input line
+// before the count and the acknowledgement are known.
 template <class T>
 __device__ void p2p_ll(const p2pk_ar_args &a, Waiter &w, const p2pk_p2p_op &o) {
   __shared__ uint32_t s_k;
@@ -590,20 +593,23 @@ __device__ void p2p_ll(const p2pk_ar_args &a, Waiter &w, const p2pk_p2p_op &o) {
     const uint64_t off = r * P2PK_P2P_LL_PER_BLOCK;
     const uint64_t len = min((uint64_t)P2PK_P2P_LL_PER_BLOCK, o.bytes - off);
     const uint64_t nlines = (len + 7) / 8;
+    char *buf = o.buf + off;
+    const bool pre = o.send && threadIdx.x < nlines;
+    const uint2 v_first = pre ? load_line<T>(buf, threadIdx.x, len) : make_uint2(0, 0);
     if (threadIdx.x == 0) {
-      s_good = 1;
+      const int32_t dead = r == (uint64_t)blockIdx.x - o.base ? ld_vol_i32(&c->abort) : 0;
       uint64_t k = (o.send ? c->p2p_llsent[p][r] : c->p2p_llrecvd[p][r]) + 1;
-      if (o.send && k > 2) s_good = wait_geq(a, w, &c->p2p_llack[p][r], k - 2, p);
+      s_good = dead == 0;
+      if (s_good && o.send && k > 2) s_good = wait_geq(a, w, &c->p2p_llack[p][r], k - 2, p);
       s_k = (uint32_t)k;
     }
     __syncthreads();
     if (!s_good) return;
     const uint32_t k = s_k;
     char *lines = area + (uint64_t)(k & 1) * (2 * (uint64_t)P2PK_P2P_LL_MAX) + 2 * off;
-    char *buf = o.buf + off;
     if (o.send) {
       for (uint64_t i = threadIdx.x; i < nlines; i += blockDim.x) {
-        uint2 v = load_line<T>(buf, i, len);
+        uint2 v = pre && i == threadIdx.x ? v_first : load_line<T>(buf, i, len);
         st_vol_v4(lines + i * 16, make_uint4(v.x, k, v.y, k));
       }
       if (threadIdx.x == 0) c->p2p_llsent[p][r] = k;
@@ -636,13 +642,20 @@ __global__ void __launch_bounds__(512) p2p_kernel(const __grid_constant__ p2pk_p
   __shared__ int s_ok;
   __shared__ const char *s_src[P2PK_COLL_MAX_RANKS];
   const p2pk_ar_args &a = pa.a;
+  /* LL operations check the abort flag beside their first count (p2p_ll);
+   * the others through p2p_op_of. */
+  int i = 0;
+  while (i + 1 < pa.nops && (int)blockIdx.x >= pa.op[i + 1].base) i++;
+  if (pa.op[i].bytes <= P2PK_P2P_LL_MAX) {
+    pdl_start();
+    if ((int)blockIdx.x >= pa.op[i].base + pa.op[i].blocks) return;
+    Waiter w(a);
+    p2p_ll<T>(a, w, pa.op[i]);
+    return;
+  }
   const p2pk_p2p_op *op = p2p_op_of(pa, &s_ok);
   if (!op) return;
   Waiter w(a);
-  if (op->bytes <= P2PK_P2P_LL_MAX) {
-    p2p_ll<T>(a, w, *op);
-    return;
-  }
   const Plan P(a, *op);
   os_run<T>(a, w, P, &s_ok, s_src);
 }
