@@ -42,6 +42,7 @@ struct p2pk_worker;
 struct p2pkit_comm {
   int rank, nranks, device;
   struct p2pk_worker *worker; /* launch_pool.c: its launch thread, or NULL */
+  int launch_threads;         /* one process: P2PKIT_LAUNCH_THREADS, read at init */
   int multiproc; /* 1: process per GPU (bootstrap + IPC) */
   int staged;    /* 1: host shared memory instead of P2P, for every pair */
   uint64_t timeout_ns;
@@ -342,11 +343,11 @@ typedef struct p2pk_job {
   const void *ops; /* send/recv: the operations (the caller's, alive until p2pk_jobs_run returns) */
   int nops;
 } p2pk_job;
-/* May c's launch on `stream` wait to be made by a thread per GPU? (a
- * one-process communicator of several GPUs, P2PKIT_LAUNCH_THREADS, the
- * stream not capturing, not while jobs run). p2p.c adds the group's rules
+/* May c's launches wait to be made by a thread per GPU? (a one-process
+ * communicator of several GPUs, P2PKIT_LAUNCH_THREADS, not while jobs
+ * run). p2p.c adds the group's rules and the stream's capture status
  * (p2pk_group_job_ok). */
-int p2pk_jobs_ok(const struct p2pkit_comm *c, p2pkit_stream_t stream);
+int p2pk_jobs_ok(const struct p2pkit_comm *c);
 /* Queue a job (runs the queue first when it is full). */
 p2pkit_status_t p2pk_job_defer(const p2pk_job *j);
 /* Make every queued job of this thread: the first communicator's here, the
@@ -360,8 +361,10 @@ int p2pk_jobs_running(void);
 int p2pk_worker_state(const struct p2pkit_comm *c);
 /* Stop and free c's worker (comm_free). */
 void p2pk_worker_stop(struct p2pkit_comm *c);
-/* p2p.c: inside a group (not while its queues are being launched) and
- * p2pk_jobs_ok. */
+/* p2p.c: inside a group (not while its queues are being launched),
+ * p2pk_jobs_ok, and `stream` not capturing (under capture the launch cost
+ * is paid once, at capture: the calling thread and capture's thread rules
+ * stay out of it). */
 int p2pk_group_job_ok(const struct p2pkit_comm *c, p2pkit_stream_t stream);
 /* Tests and the sweep: replace the environment's overrides for this comm. */
 void p2pk_comm_set_force(struct p2pkit_comm *comm, const p2pk_algo_force *f);

@@ -475,6 +475,7 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
     c->buffer_bytes = cfg->buffer;
     c->table = cfg->table;
     c->force = cfg->force;
+    c->launch_threads = p2pk_param_int("P2PKIT_LAUNCH_THREADS") != 0;
     /* Over P2P the scratch ends with landing slots for the calls captured
      * in graphs (ce_p2p_mp.c), when any of them is on: every rank the same
      * settings, decided once. */

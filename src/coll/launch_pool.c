@@ -72,8 +72,6 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static p2pkit_status_t run_one(const p2pk_job *j) { return j->run(j); }
-
 static void *worker_main(void *arg) {
   struct p2pk_worker *w = arg;
   cudaSetDevice(w->device);
@@ -90,7 +88,7 @@ static void *worker_main(void *arg) {
       w->st = P2PKIT_SUCCESS;
       w->msg[0] = 0;
       for (int k = 0; k < w->njobs; k++) {
-        p2pkit_status_t s = run_one(w->jobs[k]);
+        p2pkit_status_t s = w->jobs[k]->run(w->jobs[k]);
         if (s != P2PKIT_SUCCESS && w->st == P2PKIT_SUCCESS) {
           w->st = s;
           snprintf(w->msg, sizeof w->msg, "%s", p2pkit_last_error());
@@ -158,22 +156,8 @@ void p2pk_worker_stop(struct p2pkit_comm *c) {
   c->worker = NULL;
 }
 
-int p2pk_jobs_ok(const struct p2pkit_comm *c, p2pkit_stream_t stream) {
-  if (running || c->multiproc || !c->group || c->group->n < 2) return 0;
-  if (!p2pk_param_int("P2PKIT_LAUNCH_THREADS")) return 0;
-  /* Under capture the launch cost is paid once, at capture: keep the
-   * calling thread (and capture's thread rules) out of it. */
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  int prev = -1;
-  cudaGetDevice(&prev);
-  cudaError_t e = cudaSetDevice(c->device);
-  if (e == cudaSuccess) e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
-  if (prev >= 0) cudaSetDevice(prev);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return cs == cudaStreamCaptureStatusNone;
+int p2pk_jobs_ok(const struct p2pkit_comm *c) {
+  return !running && c->launch_threads && !c->multiproc && c->group && c->group->n >= 2;
 }
 
 int p2pk_jobs_pending(void) { return njobs; }
@@ -193,43 +177,33 @@ p2pkit_status_t p2pk_jobs_run(void) {
   if (!njobs || running) return P2PKIT_SUCCESS;
   running = 1;
   int n = njobs;
-  /* The communicators in order of first appearance; communicator k's jobs,
-   * in queue order, are list[at[k] .. at[k] + nby[k]). */
+  /* The communicators in order of first appearance (job i's is number
+   * ki[i]); communicator k's jobs, in queue order, are list[at[k] ..
+   * at[k] + nby[k]). */
   struct p2pkit_comm *cs[P2PK_JOBS];
   const p2pk_job *list[P2PK_JOBS];
-  int nby[P2PK_JOBS] = {0}, at[P2PK_JOBS], ncs = 0, used = 0;
+  int ki[P2PK_JOBS], nby[P2PK_JOBS] = {0}, at[P2PK_JOBS], ncs = 0, used = 0;
   for (int i = 0; i < n; i++) {
     int k = 0;
     while (k < ncs && cs[k] != jobs[i].c) k++;
     if (k == ncs) cs[ncs++] = jobs[i].c;
+    ki[i] = k;
     nby[k]++;
   }
   for (int k = 0; k < ncs; k++) at[k] = used, used += nby[k], nby[k] = 0;
-  for (int i = 0; i < n; i++) {
-    int k = 0;
-    while (cs[k] != jobs[i].c) k++;
-    list[at[k] + nby[k]++] = &jobs[i];
-  }
-  const p2pk_job *const *by[P2PK_JOBS];
-  for (int k = 0; k < ncs; k++) by[k] = list + at[k];
+  for (int i = 0; i < n; i++) list[at[ki[i]] + nby[ki[i]]++] = &jobs[i];
   /* Post to every awake worker but the first communicator's; the rest
-   * (the first, and those whose worker sleeps or is new) run here. */
-  struct p2pk_worker *posted[P2PK_JOBS];
-  int here[P2PK_JOBS] = {0};
-  for (int k = 0; k < ncs; k++) {
-    posted[k] = NULL;
-    if (k == 0) {
-      here[k] = 1;
-      continue;
-    }
+   * (the first, and those whose worker sleeps or is new: posted[k] NULL)
+   * run here. */
+  struct p2pk_worker *posted[P2PK_JOBS] = {NULL};
+  for (int k = 1; k < ncs; k++) {
     int fresh = cs[k]->worker == NULL;
     struct p2pk_worker *w = worker_of(cs[k]);
     if (!w || fresh || atomic_load(&w->sleeping)) {
       if (w && !fresh) wake(w);
-      here[k] = 1;
       continue;
     }
-    w->jobs = by[k];
+    w->jobs = list + at[k];
     w->njobs = nby[k];
     atomic_store(&w->posted, ++w->seq);
     if (atomic_load(&w->sleeping)) wake(w);
@@ -237,8 +211,9 @@ p2pkit_status_t p2pk_jobs_run(void) {
   }
   p2pkit_status_t st = P2PKIT_SUCCESS;
   for (int k = 0; k < ncs; k++)
-    for (int i = 0; here[k] && i < nby[k]; i++) {
-      p2pkit_status_t s = run_one(by[k][i]);
+    for (int i = 0; !posted[k] && i < nby[k]; i++) {
+      const p2pk_job *j = list[at[k] + i];
+      p2pkit_status_t s = j->run(j);
       if (st == P2PKIT_SUCCESS) st = s;
     }
   char msg[512] = "";

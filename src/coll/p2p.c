@@ -282,6 +282,17 @@ static int take_comm(int i, int *taken, p2p_pending *ops) {
   return n;
 }
 
+/* May c's launch on `stream` be a job for the launch threads
+ * (p2pk_jobs_ok, and `stream` not capturing)? Keeps the current GPU. */
+static int job_ok(const struct p2pkit_comm *c, p2pkit_stream_t stream) {
+  if (!p2pk_jobs_ok(c)) return 0;
+  int prev = -1;
+  cudaGetDevice(&prev);
+  const int cs = capture_of(c, stream);
+  if (prev >= 0) cudaSetDevice(prev);
+  return cs == (int)cudaStreamCaptureStatusNone;
+}
+
 /* A communicator's sends and receives made by a launch thread (launch_pool.c). */
 static p2pkit_status_t p2p_job(const p2pk_job *j) {
   return launch_comm(j->c, (const p2p_pending *)j->ops, j->nops);
@@ -330,7 +341,7 @@ static p2pkit_status_t flush(int grouped) {
     int n = take_comm(i, done, mine);
     used += n;
     p2pkit_status_t s = P2PKIT_SUCCESS;
-    if (grouped && p2pk_jobs_ok(queue[i].c, queue[i].stream)) {
+    if (grouped && job_ok(queue[i].c, queue[i].stream)) {
       p2pk_job j = {.c = queue[i].c, .run = p2p_job, .ops = mine, .nops = n};
       s = p2pk_job_defer(&j);
     } else {
@@ -517,7 +528,7 @@ p2pkit_status_t p2pk_group_collective(void) {
 }
 
 int p2pk_group_job_ok(const struct p2pkit_comm *c, p2pkit_stream_t stream) {
-  return group_depth > 0 && !cq_flushing && !g_kernel_only && p2pk_jobs_ok(c, stream);
+  return group_depth > 0 && !cq_flushing && !g_kernel_only && job_ok(c, stream);
 }
 
 p2pkit_status_t p2pkit_group_start(void) {
