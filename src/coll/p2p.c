@@ -201,9 +201,9 @@ static int pair_of(const p2p_pending *s, const p2p_pending *r, size_t min, int s
 /* Can the copy engine move a send into its receive eagerly (pair_of from
  * P2PKIT_SENDRECV_CE_MIN, neither stream capturing: events between two
  * captures would join them)? */
-static int ce_match(const p2p_pending *s, const p2p_pending *r, size_t min) {
+static int ce_match(const p2p_pending *s, const p2p_pending *r) {
   int st[2];
-  return pair_of(s, r, min, st) && st[0] == (int)cudaStreamCaptureStatusNone &&
+  return pair_of(s, r, s->c->sendrecv_ce_min, st) && st[0] == (int)cudaStreamCaptureStatusNone &&
          st[1] == (int)cudaStreamCaptureStatusNone;
 }
 
@@ -226,7 +226,7 @@ static int direct_match(const p2p_pending *s, const p2p_pending *r) {
  * copy). Every wait reaches back only to work queued before the group, so no
  * cycle can form with the kernels of the group's other operations. */
 static p2pkit_status_t ce_copies(const p2p_pending *const *snd, const p2p_pending *const *rcv,
-                                 int np, size_t ce_min) {
+                                 int np) {
   cudaEvent_t ready[P2PK_P2P_QUEUE] = {0}, done[P2PK_P2P_QUEUE] = {0};
   int prev = -1, bad = -1;
   cudaGetDevice(&prev);
@@ -268,7 +268,7 @@ static p2pkit_status_t ce_copies(const p2p_pending *const *snd, const p2p_pendin
     cs->logged |= P2PK_LOGGED_CE;
     P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d) -> rank %d (GPU %d): send/recv of %zu B and more "
               "uses the copy engine (both ranks in this process)", cs->rank, cs->device, cr->rank,
-              cr->device, ce_min);
+              cr->device, cs->sendrecv_ce_min);
   }
   return P2PKIT_SUCCESS;
 }
@@ -315,16 +315,15 @@ static p2pkit_status_t flush(int grouped) {
     queued = 0;
     return st;
   }
-  size_t ce_min = p2pk_param_size("P2PKIT_SENDRECV_CE_MIN");
   const p2p_pending *snd[P2PK_P2P_QUEUE], *rcv[P2PK_P2P_QUEUE];
   int np = 0;
   for (int i = 0; i < queued; i++)
     for (int j = 0; j < queued && !done[i]; j++)
-      if (!done[j] && ce_match(&queue[i], &queue[j], ce_min)) {
+      if (!done[j] && ce_match(&queue[i], &queue[j])) {
         done[i] = done[j] = 1;
         snd[np] = &queue[i], rcv[np] = &queue[j], np++;
       }
-  if (np) st = ce_copies(snd, rcv, np, ce_min);
+  if (np) st = ce_copies(snd, rcv, np);
   /* Under capture, the pairs of this process whose both ends are here:
    * the copy engine straight into the receive buffer (launch_comm). */
   for (int i = 0; i < queued; i++) queue[i].peer_buf = NULL;
