@@ -245,6 +245,20 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t comm);
 P2PKIT_API int p2pkit_comm_rank(p2pkit_comm_t comm);
 P2PKIT_API int p2pkit_comm_size(p2pkit_comm_t comm);
 P2PKIT_API int p2pkit_comm_device(p2pkit_comm_t comm);
+/* Most thread blocks each collective kernel of `comm` takes over P2P (as
+ * NCCL's maxCTAs), so collectives overlapping compute leave it
+ * multiprocessors: the grid each call would choose, capped (a send/recv
+ * group shares it out, at least one block per operation). 0: no cap (the
+ * default, or P2PKIT_MAX_BLOCKS at init). Applies to calls made after it;
+ * not inside a group. Every rank must use the same value: set it on each
+ * communicator of p2pkit_comm_init_all, and with a process per GPU on each
+ * rank at the same point (ranks whose grids differ fail: a collective with
+ * a mismatch error, a send/recv at the timeout). The copy engines' transfers use
+ * no multiprocessors; the host-memory (staged) transport keeps its own
+ * small grids. */
+P2PKIT_API p2pkit_status_t p2pkit_comm_set_max_blocks(p2pkit_comm_t comm, int max_blocks);
+/* The cap in force (0: none); -1 for a NULL communicator. */
+P2PKIT_API int p2pkit_comm_max_blocks(p2pkit_comm_t comm);
 
 /* Register a device buffer so collectives on it skip the staging copy.
  * Collective: every rank registers its buffer in the same order. */

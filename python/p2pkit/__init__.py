@@ -65,6 +65,8 @@ def _declare(lib):
         "p2pkit_comm_rank": (c_int, [c_void_p]),
         "p2pkit_comm_size": (c_int, [c_void_p]),
         "p2pkit_comm_device": (c_int, [c_void_p]),
+        "p2pkit_comm_set_max_blocks": (c_int, [c_void_p, c_int]),
+        "p2pkit_comm_max_blocks": (c_int, [c_void_p]),
         "p2pkit_all_reduce": (c_int, [c_void_p, c_void_p, c_size, c_int, c_int, c_void_p, c_void_p]),
         "p2pkit_comm_get_async_error": (c_int, [c_void_p, ctypes.POINTER(c_int)]),
     }
@@ -120,10 +122,12 @@ class Comm:
     MASTER_ADDR, MASTER_PORT; secret P2PKIT_JOB_SECRET or TORCHELASTIC_RUN_ID).
     Collective: every rank constructs it. Next to torch.distributed: torchrun's
     store already listens on MASTER_PORT, so port=None means MASTER_PORT + 1
-    here (the C library's default is MASTER_PORT itself); pass port= to choose."""
+    here (the C library's default is MASTER_PORT itself); pass port= to choose.
+    max_blocks: the most thread blocks each collective kernel takes (see
+    set_max_blocks); None: P2PKIT_MAX_BLOCKS, else no cap."""
 
     def __init__(self, rank=None, world_size=None, device=None, addr=None, port=None,
-                 secret=None, timeout_s=None):
+                 secret=None, timeout_s=None, max_blocks=None):
         lib = load_library()
         o = _CommOpts()
         lib.p2pkit_comm_opts_init(ctypes.byref(o))
@@ -149,6 +153,21 @@ class Comm:
         self.rank = lib.p2pkit_comm_rank(h)
         self.size = lib.p2pkit_comm_size(h)
         self.device = lib.p2pkit_comm_device(h)
+        if max_blocks is not None:
+            self.set_max_blocks(max_blocks)
+
+    def set_max_blocks(self, n):
+        """Cap every collective kernel of this communicator at n thread
+        blocks (0: no cap), so all-reduces running beside the backward pass
+        (ddp_comm_hook) leave it multiprocessors. Every rank must set the
+        same value at the same point; not inside a group."""
+        _check("p2pkit_comm_set_max_blocks",
+               load_library().p2pkit_comm_set_max_blocks(self.handle, int(n)))
+
+    @property
+    def max_blocks(self):
+        """The grid cap in force (0: none)."""
+        return load_library().p2pkit_comm_max_blocks(self.handle)
 
     @property
     def handle(self):
@@ -235,7 +254,11 @@ def ddp_comm_hook(state, bucket):
     """DistributedDataParallel communication hook:
     ddp_model.register_comm_hook(comm, p2pkit.ddp_comm_hook). Averages the
     bucket's flat gradient buffer in place on the current stream and returns a
-    completed future (the work is ordered on the stream DDP uses next)."""
+    completed future (the work is ordered on the stream DDP uses next). The
+    bucket all-reduces take the communicator's grid cap (Comm(max_blocks=)):
+    in the C library's gradient sync half the multiprocessors kept the
+    backward pass fastest on the example MLP (src/ddp); under PyTorch the
+    best cap is not measured."""
     import torch
     buf = bucket.buffer()
     all_reduce(buf, op="avg", comm=state)

@@ -95,6 +95,12 @@ class Errors(unittest.TestCase):
         finally:
             os.environ.update(saved)
 
+    def test_grid_cap_on_no_communicator(self):
+        lib = p2pkit.load_library()
+        self.assertEqual(lib.p2pkit_comm_max_blocks(None), -1)
+        self.assertEqual(lib.p2pkit_comm_set_max_blocks(None, 4), 1)  # INVALID_ARGUMENT
+        self.assertIn("NULL", lib.p2pkit_last_error().decode())
+
     def test_all_reduce_needs_comm_and_known_op(self):
         with self.assertRaisesRegex(ValueError, "needs a p2pkit.Comm"):
             p2pkit.all_reduce(FakeTensor(), comm=None)

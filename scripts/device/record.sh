@@ -17,7 +17,7 @@ STEP_TAIL=4
 # commit it sent (RECORD_COMMIT).
 { date -u +%FT%TZ; echo "commit: ${RECORD_COMMIT:-unknown}"; nvidia-smi --query-gpu=index,name,driver_version --format=csv; } > "$log/machine.txt" 2>&1
 step build 300 env LOG="$log/build-logs" scripts/device_run.sh build
-step cases 200 env CASE_SECS=100 scripts/device/cases.sh "$build" "$log/cases" ${RECORD_TESTS:-test_collectives test_allreduce}
+step cases 260 env CASE_SECS=100 scripts/device/cases.sh "$build" "$log/cases" ${RECORD_TESTS:-test_collectives test_allreduce}
 step ddp_grad_sync 90 "$build/tests/test_ddp_grad_sync"
 export PERF_RUNS=${PERF_RUNS:-"g2_eager g2_graph p2_eager g2_nop2p p2_nop2p g2_broadcast g2_reduce g2_all_gather g2_reduce_scatter g2_sendrecv g2_alltoall p2_broadcast p2_reduce p2_all_gather p2_reduce_scatter p2_sendrecv p2_alltoall g2_G_all_reduce g2_G_broadcast g2_G_reduce g2_G_all_gather g2_G_reduce_scatter g2_G_sendrecv g2_G_alltoall p2_G_all_reduce p2_G_broadcast p2_G_reduce p2_G_all_gather p2_G_reduce_scatter p2_G_sendrecv p2_G_alltoall"}
 step perf 480 scripts/device/perf.sh "$build" "$log/perf"

@@ -149,7 +149,6 @@ p2pkit_status_t p2pk_coll_leave(struct p2pkit_comm *c, const char *name, int pre
  * for the others. */
 void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_algo_choice *ch) {
   p2pk_algo_force f = c->force;
-  if (c->grid_cap > 0 && f.blocks <= 0) f.blocks = c->grid_cap;
   if (kind != P2PK_COLL_ALL_REDUCE) f.algo = P2PK_ALGO_ONESHOT;
   /* Reduce: the simple protocol from 8 MiB (fifth session, 2x H200: 16 MiB
    * 50.6 us against LL128's 52.2, 64 MiB 187.6 against 200.2), where the
@@ -176,6 +175,14 @@ void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_
       f.blocks = 2 * c->geom.sm_count;
       p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);
     }
+  }
+  /* A grid cap (the call's or the communicator's) bounds whatever was
+   * chosen; the chunk follows from the smaller grid. Both ends of every
+   * pair must have the same cap: the header carries the grid. */
+  const int cap = p2pk_comm_grid_cap(c);
+  if (cap > 0 && ch->blocks > cap) {
+    f.blocks = cap;
+    p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);
   }
 }
 

@@ -101,6 +101,8 @@ cudaError_t p2pk_ce_local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dty
   int sms = c->geom.sm_count > 0 ? c->geom.sm_count : 1;
   if (blocks > (size_t)sms) blocks = (size_t)sms;
   if (cap > 0 && blocks > (size_t)cap) blocks = (size_t)cap;
+  const int mb = p2pk_comm_grid_cap(c);
+  if (mb > 0 && blocks > (size_t)mb) blocks = (size_t)mb;
   return p2pk_launch_local_reduce(dtype, la, blocks ? (int)blocks : 1, stream);
 }
 

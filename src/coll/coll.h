@@ -50,6 +50,10 @@ struct p2pkit_comm {
   p2pk_algo_table table;
   p2pk_algo_force force;
   int grid_cap; /* this call's kernel grid cap (p2pk_all_reduce_capped), else 0 */
+  /* Every kernel's grid cap over P2P (P2PKIT_MAX_BLOCKS at init, then
+   * p2pkit_comm_set_max_blocks; 0: none). p2pk_comm_grid_cap joins it with
+   * grid_cap. */
+  int max_blocks;
   p2pk_algo_geom geom;
   p2pk_layout lay;
   char *scratch;                         /* my device scratch */
@@ -238,6 +242,8 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
 /* p2p.c: 1 while ce_flush launches a call that must take the kernel (some
  * of its ranks' streams capture and some do not). */
 int p2pk_group_kernel_only(void);
+/* Is the calling thread inside p2pkit_group_start / _end? */
+int p2pk_group_open(void);
 /* One process, every rank's call of an all-reduce or broadcast in set[]
  * (checked alike), every stream capturing: the copy engines push straight
  * into the peers' outputs (all-reduce: the results; the contributions go
@@ -369,6 +375,14 @@ void p2pk_worker_stop(struct p2pkit_comm *c);
 int p2pk_group_job_ok(const struct p2pkit_comm *c, p2pkit_stream_t stream);
 /* Tests and the sweep: replace the environment's overrides for this comm. */
 void p2pk_comm_set_force(struct p2pkit_comm *comm, const p2pk_algo_force *f);
+/* The grid cap of a kernel launched now over P2P: the smaller of the call's
+ * (grid_cap) and the communicator's (max_blocks) that are set; 0: none. */
+static inline int p2pk_comm_grid_cap(const struct p2pkit_comm *c) {
+  if (c->staged) return 0;
+  const int a = c->grid_cap, b = c->max_blocks;
+  return a > 0 && (b <= 0 || a < b) ? a : b > 0 ? b : 0;
+}
+
 /* p2pkit_all_reduce with its kernel's grid capped at max_blocks (> 0; a
  * grid setting given wins): every rank must pass the same cap (the call's
  * header carries the grid). For work that shares the GPU (grad_sync.c). */

@@ -184,6 +184,7 @@ typedef struct {
   int level; /* farthest p2pkit_link_t P2P may use; -1: any */
   p2pk_algo_table table;
   p2pk_algo_force force;
+  int max_blocks; /* P2PKIT_MAX_BLOCKS */
 } coll_cfg;
 
 static p2pkit_status_t read_cfg(coll_cfg *cfg, int timeout_s) {
@@ -209,6 +210,11 @@ static p2pkit_status_t read_cfg(coll_cfg *cfg, int timeout_s) {
   if (path[0]) P2PK_CHECK(p2pk_algo_table_load(path, &cfg->table));
   else p2pk_algo_table_default(&cfg->table);
   P2PK_CHECK(p2pk_algo_force_from_env(&cfg->force));
+  const int64_t mb = p2pk_param_int("P2PKIT_MAX_BLOCKS");
+  if (mb < 0 || mb > P2PK_COLL_MAX_BLOCKS)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_MAX_BLOCKS=%lld: expected 0..%d",
+                     (long long)mb, P2PK_COLL_MAX_BLOCKS);
+  cfg->max_blocks = (int)mb;
   return P2PKIT_SUCCESS;
 }
 
@@ -475,6 +481,7 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
     c->buffer_bytes = cfg->buffer;
     c->table = cfg->table;
     c->force = cfg->force;
+    c->max_blocks = cfg->max_blocks;
     c->launch_threads = p2pk_param_int("P2PKIT_LAUNCH_THREADS") != 0;
     /* Over P2P the scratch ends with landing slots for the calls captured
      * in graphs (ce_p2p_mp.c), when any of them is on: every rank the same
@@ -630,7 +637,7 @@ typedef struct {
   char host[64];
   uint64_t buffer, table_hash, chunk, ce_min, ce_slot, ce_depth;
   uint64_t cep_slot, cep_depth, cep_mins; /* copy engines over P2P (ce_p2p_mp.c) */
-  int32_t algo, proto, blocks, threads, boxes;
+  int32_t algo, proto, blocks, threads, boxes, max_blocks;
 } rank_info;
 
 static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info *all) {
@@ -649,6 +656,7 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
                        : o->proto != me->proto ? "P2PKIT_PROTO"
                        : o->blocks != me->blocks ? "P2PKIT_COLL_BLOCKS"
                        : o->threads != me->threads ? "P2PKIT_COLL_THREADS"
+                       : o->max_blocks != me->max_blocks ? "P2PKIT_MAX_BLOCKS"
                        : o->chunk != me->chunk ? "P2PKIT_COLL_CHUNK"
                        : o->boxes != me->boxes ? "P2PKIT_COLL_MAILBOXES"
                        : o->ce_min != me->ce_min ? "P2PKIT_STAGED_CE_MIN"
@@ -698,6 +706,7 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   mine.proto = cfg->force.proto;
   mine.blocks = cfg->force.blocks;
   mine.threads = cfg->force.threads;
+  mine.max_blocks = cfg->max_blocks;
   mine.chunk = cfg->force.chunk;
   mine.boxes = (int32_t)p2pk_param_int("P2PKIT_COLL_MAILBOXES");
   mine.ce_min = p2pk_param_size("P2PKIT_STAGED_CE_MIN");
@@ -824,6 +833,7 @@ p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts, p2pkit_com
   c->buffer_bytes = cfg->buffer;
   c->table = cfg->table;
   c->force = cfg->force;
+  c->max_blocks = cfg->max_blocks;
   int cur = -1;
   cudaGetDevice(&cur);
   char shm_name[P2PK_SHM_NAME] = "";
@@ -892,6 +902,23 @@ p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t c) {
 int p2pkit_comm_rank(p2pkit_comm_t c) { return c ? c->rank : -1; }
 int p2pkit_comm_size(p2pkit_comm_t c) { return c ? c->nranks : -1; }
 int p2pkit_comm_device(p2pkit_comm_t c) { return c ? c->device : -1; }
+
+p2pkit_status_t p2pkit_comm_set_max_blocks(p2pkit_comm_t c, int max_blocks) {
+  if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "comm_set_max_blocks: communicator is NULL");
+  if (max_blocks < 0)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "comm_set_max_blocks: rank %d: max_blocks %d is "
+                     "negative (0: no cap)", c->rank, max_blocks);
+  /* Calls deferred in an open group launch at its end, with the cap then. */
+  if (p2pk_group_open())
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "comm_set_max_blocks: rank %d: called inside a "
+                     "group; set it before p2pkit_group_start or after p2pkit_group_end", c->rank);
+  c->max_blocks = max_blocks > P2PK_COLL_MAX_BLOCKS ? P2PK_COLL_MAX_BLOCKS : max_blocks;
+  P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): collective kernels take at most %d blocks%s", c->rank,
+            c->device, c->max_blocks, c->max_blocks ? "" : " (0: no cap)");
+  return P2PKIT_SUCCESS;
+}
+
+int p2pkit_comm_max_blocks(p2pkit_comm_t c) { return c ? c->max_blocks : -1; }
 
 /* -------------------------------------------------------- registration ---- */
 

@@ -104,7 +104,12 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
    * kernels must be resident at once. With at most 2 (n - 1) operations of
    * `cap` blocks the grid never exceeds one block per multiprocessor. The cap
    * depends only on the communicator, so both ends of a pair agree. */
-  int cap = c->geom.sm_count / (2 * (c->nranks - 1 > 0 ? c->nranks - 1 : 1));
+  const int nops_max = 2 * (c->nranks - 1 > 0 ? c->nranks - 1 : 1);
+  int cap = c->geom.sm_count / nops_max;
+  /* The communicator's grid cap (p2pkit_comm_set_max_blocks) shared out
+   * alike, at least a block per operation. */
+  const int mb = p2pk_comm_grid_cap(c);
+  if (mb > 0 && mb / nops_max < cap) cap = mb / nops_max;
   if (cap < 1) cap = 1;
   for (int i = 0; i < nops; i++) {
     const p2p_pending *o = &ops[i];
@@ -529,6 +534,8 @@ p2pkit_status_t p2pk_group_collective(void) {
 int p2pk_group_job_ok(const struct p2pkit_comm *c, p2pkit_stream_t stream) {
   return group_depth > 0 && !cq_flushing && !g_kernel_only && job_ok(c, stream);
 }
+
+int p2pk_group_open(void) { return group_depth > 0; }
 
 p2pkit_status_t p2pkit_group_start(void) {
   group_depth++;

@@ -92,6 +92,18 @@ TEST(argument_checks) {
   cudaFreeHost(pinned);
   expect(p2pkit_all_reduce(p.buf[1], b, 10, P2PKIT_FLOAT32, P2PKIT_SUM, c, s),
          P2PKIT_ERR_INVALID_ARGUMENT, "buffer on the other GPU", "on GPU 1");
+  /* The grid cap: NULL, negative, inside a group; above the limit it is the limit. */
+  expect(p2pkit_comm_set_max_blocks(NULL, 4), P2PKIT_ERR_INVALID_ARGUMENT, "cap on NULL", "NULL");
+  expect(p2pkit_comm_set_max_blocks(c, -1), P2PKIT_ERR_INVALID_ARGUMENT, "negative cap", "negative");
+  CHECK_EQ(p2pkit_comm_max_blocks(NULL), -1);
+  CHECK_EQ(p2pkit_comm_max_blocks(c), 0);
+  CHECK_OK(p2pkit_group_start());
+  expect(p2pkit_comm_set_max_blocks(c, 8), P2PKIT_ERR_INVALID_ARGUMENT, "cap in a group", "group");
+  CHECK_OK(p2pkit_group_end());
+  CHECK_EQ(p2pkit_comm_max_blocks(c), 0);
+  CHECK_OK(p2pkit_comm_set_max_blocks(c, 1 << 20));
+  CHECK_EQ(p2pkit_comm_max_blocks(c), P2PK_COLL_MAX_BLOCKS);
+  CHECK_OK(p2pkit_comm_set_max_blocks(c, 0));
   /* None of that launched anything: a real call still pairs up. */
   T_CUDA(cudaSetDevice(0));
   CHECK_OK(p2pkit_all_reduce(b, b, 1000, P2PKIT_FLOAT32, P2PKIT_SUM, p.c[0], p.s[0]));
@@ -175,6 +187,11 @@ TEST(init_checks) {
   p2pk_param_reset();
   expect(p2pkit_comm_init_all(c, 2, NULL), P2PKIT_ERR_INVALID_ARGUMENT, "timeout 0", "timeout");
   unsetenv("P2PKIT_TIMEOUT");
+  setenv("P2PKIT_MAX_BLOCKS", "-3", 1);
+  p2pk_param_reset();
+  expect(p2pkit_comm_init_all(c, 2, NULL), P2PKIT_ERR_INVALID_ARGUMENT, "negative grid cap",
+         "P2PKIT_MAX_BLOCKS");
+  unsetenv("P2PKIT_MAX_BLOCKS");
   p2pk_param_reset();
   /* Comms that failed to start leave nothing behind: a good init works. */
   CHECK_OK(p2pkit_comm_init_all(c, 2, NULL));
@@ -189,12 +206,13 @@ TEST(init_checks) {
 /* Rank 0 and rank 1 call with different arguments: both learn it from the
  * device within a fraction of the 30 s timeout, and the communicator refuses
  * further work with the same status. */
-static void mismatch(const char *what, size_t count0, p2pkit_dtype_t dt0, size_t count1,
-                     p2pkit_dtype_t dt1) {
+static void mismatch_capped(const char *what, size_t count0, p2pkit_dtype_t dt0, size_t count1,
+                            p2pkit_dtype_t dt1, int cap0) {
   setenv("P2PKIT_TIMEOUT", "30", 1);
   p2pk_param_reset();
   pair_t p;
   if (pair_init(&p) != 0) return;
+  CHECK_OK(p2pkit_comm_set_max_blocks(p.c[0], cap0));
   double t0 = cu_now();
   CHECK_OK(p2pkit_group_start());
   CHECK_OK(p2pkit_all_reduce(p.buf[0], p.buf[0], count0, dt0, P2PKIT_SUM, p.c[0], p.s[0]));
@@ -220,11 +238,21 @@ static void mismatch(const char *what, size_t count0, p2pkit_dtype_t dt0, size_t
   p2pk_param_reset();
 }
 
+static void mismatch(const char *what, size_t count0, p2pkit_dtype_t dt0, size_t count1,
+                     p2pkit_dtype_t dt1) {
+  mismatch_capped(what, count0, dt0, count1, dt1, 0);
+}
+
 TEST(mismatched_count_small) { mismatch("count 100 vs 200", 100, P2PKIT_FLOAT32, 200, P2PKIT_FLOAT32); }
 TEST(mismatched_dtype) { mismatch("float vs int", 1000, P2PKIT_FLOAT32, 1000, P2PKIT_INT32); }
 TEST(mismatched_algorithm) { mismatch("LL vs chunked", 1000, P2PKIT_FLOAT32, 1u << 20, P2PKIT_FLOAT32); }
 TEST(mismatched_count_large) {
   mismatch("chunked 1M vs 900K", 1u << 20, P2PKIT_FLOAT32, 900000, P2PKIT_FLOAT32);
+}
+/* Rank 0 caps its grids (p2pkit_comm_set_max_blocks), rank 1 does not: the
+ * grids differ, and the header says so. */
+TEST(mismatched_max_blocks) {
+  mismatch_capped("grid cap 4 vs none", 1u << 20, P2PKIT_FLOAT32, 1u << 20, P2PKIT_FLOAT32, 4);
 }
 
 int t_failed;
@@ -235,7 +263,7 @@ int main(int argc, char **argv) {
   static const t_case cases[] = {
       T_CASE(argument_checks),        T_CASE(registration_checks), T_CASE(init_checks),
       T_CASE(mismatched_count_small), T_CASE(mismatched_dtype),    T_CASE(mismatched_algorithm),
-      T_CASE(mismatched_count_large),
+      T_CASE(mismatched_count_large), T_CASE(mismatched_max_blocks),
   };
   int nfail = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

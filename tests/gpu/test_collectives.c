@@ -444,6 +444,69 @@ TEST(one_process_launch_threads) {
   CHECK(logcap_end(&L, "its launches in groups", "made by its launch thread") >= 1);
 }
 
+/* The kernel grids the TRACE log shows ("grid N x ...", one line per
+ * launch) from its skip-th such line on: the largest N, and *lines how many. */
+static int log_max_grid(const logcap_t *L, int skip, int *lines) {
+  FILE *f = fopen(L->path, "r");
+  CHECK(f != NULL);
+  char line[1024];
+  int most = 0, k = 0;
+  *lines = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    const char *g = strstr(line, " TRACE ") ? strstr(line, " grid ") : NULL;
+    if (!g || k++ < skip) continue;
+    int v = atoi(g + 6);
+    if (v > most) most = v;
+    (*lines)++;
+  }
+  if (f) fclose(f);
+  return most;
+}
+
+/* Every collective with each communicator's grid capped at `cap` (set
+ * through the API unless it is 0: P2PKIT_MAX_BLOCKS from init), every
+ * output checked; the log (TRACE, captured by the caller) shows no kernel
+ * over the cap from line *skip on. Then the cap lifted: the largest calls
+ * take more blocks, so the check above can fail. *skip moves past it all. */
+static void max_blocks_suite(runner_t *R, const logcap_t *L, int cap, int *skip) {
+  int lines = 0, most = 0;
+  for (int l = 0; l < R->nloc; l++) {
+    if (cap) CHECK_OK(p2pkit_comm_set_max_blocks(R->comm[l], cap));
+    cap = p2pkit_comm_max_blocks(R->comm[l]);
+  }
+  CHECK(cap > 0);
+  matrix(R, &V_AUTO, P2PK_COLL_ALL_REDUCE, ALL_OPS, 5);
+  for (int kind = P2PK_COLL_BROADCAST; kind <= SENDRECV; kind++) matrix(R, &V_AUTO, kind, ALL_OPS, 1);
+  graph_replay(R, 2);
+  most = log_max_grid(L, *skip, &lines);
+  CHECK(lines > 50);
+  if (most > cap) T_FAIL("a kernel took %d blocks under a cap of %d", most, cap);
+  *skip += lines;
+  for (int l = 0; l < R->nloc; l++) CHECK_OK(p2pkit_comm_set_max_blocks(R->comm[l], 0));
+  matrix(R, &V_AUTO, P2PK_COLL_ALL_REDUCE, ALL_OPS, 1);
+  most = log_max_grid(L, *skip, &lines);
+  if (most <= cap) T_FAIL("without the cap the largest grid was %d blocks (cap was %d)", most, cap);
+  *skip += lines;
+}
+
+/* One process: P2PKIT_MAX_BLOCKS=6 at init caps every collective kernel's
+ * grid, p2pkit_comm_set_max_blocks then 2, then none. */
+TEST(one_process_max_blocks) {
+  logcap_t L;
+  logcap_begin(&L, "P2PKIT_MAX_BLOCKS", "6");
+  setenv("P2PKIT_DEBUG", "TRACE", 1);
+  p2pk_log_reset();
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) {
+    int skip = 0;
+    for (int l = 0; l < R.nloc; l++) CHECK_EQ(p2pkit_comm_max_blocks(R.comm[l]), 6);
+    max_blocks_suite(&R, &L, 0, &skip);
+    max_blocks_suite(&R, &L, 2, &skip);
+  }
+  runner_destroy(&R);
+  CHECK(logcap_end(&L, "collective kernels take at most", "blocks") >= 2);
+}
+
 TEST(one_process_graph_replay) {
   runner_t R;
   if (runner_single(&R, MAXR) == 0) graph_replay(&R, 5);
@@ -752,6 +815,11 @@ TEST(process_per_gpu_p2p_disabled) { spawn_ranks("check", 1, 580); }
 
 TEST(quick_mp) { spawn_ranks("quick", 0, 300); }
 
+/* Process per GPU: every collective with the grid capped (P2PKIT_MAX_BLOCKS
+ * at init, then p2pkit_comm_set_max_blocks on each rank), as in
+ * one_process_max_blocks. */
+TEST(process_per_gpu_max_blocks) { spawn_ranks("max-blocks", 0, 300); }
+
 /* Reduce-scatter, reduce, broadcast and send/recv over P2P with one process
  * per GPU and the copy engines moving every byte through the landing slots
  * (the children set each threshold to 1 byte, 64 KiB chunks, 2 in flight):
@@ -900,9 +968,14 @@ static int child_main(int argc, char **argv) {
   static const char *const cep_vars[] = {"P2PKIT_CE_ALLREDUCE_MIN", "P2PKIT_CE_REDUCE_SCATTER_MIN",
                                          "P2PKIT_CE_REDUCE_MIN", "P2PKIT_BCAST_CE_MIN"};
   logcap_t L;
+  const int maxb = strcmp(mode, "max-blocks") == 0;
   if (cep) {
     ce_settings_begin(cep_vars, 4);
     logcap_begin(&L, "P2PKIT_SENDRECV_CE_MIN", "1");
+  } else if (maxb) {
+    logcap_begin(&L, "P2PKIT_MAX_BLOCKS", "5");
+    setenv("P2PKIT_DEBUG", "TRACE", 1);
+    p2pk_log_reset();
   }
   if (runner_join(&R, rank, nranks, port, kill ? KILL_TIMEOUT_S : 60) != 0) return 1;
   int staged = R.comm[0]->staged;
@@ -918,6 +991,12 @@ static int child_main(int argc, char **argv) {
     ce_then_kernels(&R);
     graph_replay(&R, 2);
     mixed_calls(&R, "mixed-cep");
+  } else if (strcmp(mode, "max-blocks") == 0) {
+    /* The caller's P2PKIT_MAX_BLOCKS (5) from init, then 3 set by the API. */
+    int skip = 0;
+    CHECK_EQ(p2pkit_comm_max_blocks(R.comm[0]), 5);
+    max_blocks_suite(&R, &L, 0, &skip);
+    max_blocks_suite(&R, &L, 3, &skip);
   } else if (strcmp(mode, "quick") == 0) {
     for (int kind = P2PK_COLL_BROADCAST; kind <= SENDRECV; kind++) {
       call_t k = {kind, 1, 0, 1, P2PKIT_FLOAT32, P2PKIT_SUM, 4097};
@@ -928,6 +1007,7 @@ static int child_main(int argc, char **argv) {
     graph_replay(&R, 4);
   }
   runner_destroy(&R);
+  if (maxb) CHECK(logcap_end(&L, "collective kernels take at most", "blocks") >= 2);
   if (cep) {
     ce_settings_end(cep_vars, 4);
     CHECK(logcap_count(&L, "copy-engine posts to the peers",
@@ -955,13 +1035,13 @@ int main(int argc, char **argv) {
   static const cu_case cases[] = {
       {T_CASE(argument_checks), 1},        {T_CASE(one_process_all_collectives), 1},
       {T_CASE(one_process_graph_replay), 1}, {T_CASE(one_process_p2p_disabled), 1},
-      {T_CASE(one_process_launch_threads), 1},
+      {T_CASE(one_process_launch_threads), 1}, {T_CASE(one_process_max_blocks), 1},
       {T_CASE(mixed_with_all_reduce), 1},  {T_CASE(one_process_sendrecv_copy_engine), 1},
       {T_CASE(one_process_broadcast_copy_engine), 1},
       {T_CASE(one_process_copy_engine_collectives), 1},
       {T_CASE(one_process_copy_engine_back_to_back), 1},
       {T_CASE(process_per_gpu), 1},
-      {T_CASE(process_per_gpu_p2p_disabled), 1},
+      {T_CASE(process_per_gpu_p2p_disabled), 1}, {T_CASE(process_per_gpu_max_blocks), 1},
       {T_CASE(process_per_gpu_copy_engine_p2p), 1},
       {T_CASE(process_per_gpu_copy_engine_p2p_kernel_posts), 1},
       {T_CASE(kill_broadcast_root_survivors_time_out), 1},
