@@ -178,10 +178,16 @@ void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_
   }
   /* A grid cap (the call's or the communicator's) bounds whatever was
    * chosen; the chunk follows from the smaller grid. Both ends of every
-   * pair must have the same cap: the header carries the grid. */
+   * pair must have the same cap: the header carries the grid. LL and LL128
+   * move a line per thread (per 8 threads), so a grid of theirs capped
+   * within one block per SM takes 512 threads a block, unless a setting
+   * names them (twelfth session, run 3, 2x H200, process per GPU, 66
+   * blocks: 16 MiB 113 us at LL128's 256 threads, 66.5 at 512, 58.6
+   * uncapped; the chunked protocol 103). */
   const int cap = p2pk_comm_grid_cap(c);
   if (cap > 0 && ch->blocks > cap) {
     f.blocks = cap;
+    if (ch->proto != P2PK_PROTO_SIMPLE && f.threads <= 0 && cap <= c->geom.sm_count) f.threads = 512;
     p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);
   }
 }

@@ -516,6 +516,63 @@ TEST(large_calls_get_two_blocks_per_sm) {
   CHECK(ch.blocks <= p2pk_algo_staged_blocks_max(&c.geom));
 }
 
+/* A grid cap (p2pkit_comm_set_max_blocks, or a call's from the gradient
+ * sync) bounds every choice; the chunk follows the smaller grid, LL and
+ * LL128 take 512 threads a block under it; calls the cap does not reach
+ * keep their grid; the staged transport ignores it. */
+TEST(grid_cap_bounds_every_choice) {
+  struct p2pkit_comm c;
+  memset(&c, 0, sizeof c);
+  c.nranks = 2;
+  p2pk_algo_table_default(&c.table);
+  c.force = no_force;
+  c.geom = geom2_default_buffer();
+  p2pk_algo_choice free_ch, ch;
+  static const size_t sizes[] = {8, 4096, 100000, 1 << 20, 16 << 20, 32 << 20, 64 << 20, 1 << 30};
+  for (int kind = 0; kind < P2PK_COLL_KINDS; kind++)
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+      c.max_blocks = 0;
+      p2pk_coll_choose(&c, kind, sizes[i], &free_ch);
+      c.max_blocks = 40;
+      p2pk_coll_choose(&c, kind, sizes[i], &ch);
+      CHECK(ch.blocks >= 1 && ch.blocks <= 40);
+      CHECK_EQ(ch.proto, free_ch.proto);
+      CHECK_EQ(ch.algo, free_ch.algo);
+      if (free_ch.blocks <= 40) {
+        CHECK_EQ(ch.blocks, free_ch.blocks);
+        CHECK_EQ(ch.threads, free_ch.threads);
+        CHECK_EQ(ch.chunk, free_ch.chunk);
+      } else {
+        CHECK_EQ(ch.blocks, 40);
+        CHECK_EQ(ch.threads, ch.proto == P2PK_PROTO_SIMPLE ? free_ch.threads : 512);
+        if (ch.proto == P2PK_PROTO_SIMPLE) CHECK(ch.chunk >= free_ch.chunk);
+      }
+    }
+  /* The smaller of the call's cap and the communicator's. */
+  c.max_blocks = 40;
+  c.grid_cap = 24;
+  CHECK_EQ(p2pk_comm_grid_cap(&c), 24);
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)16 << 20, &ch);
+  CHECK_EQ(ch.blocks, 24);
+  c.grid_cap = 64;
+  CHECK_EQ(p2pk_comm_grid_cap(&c), 40);
+  c.max_blocks = 0;
+  CHECK_EQ(p2pk_comm_grid_cap(&c), 64);
+  c.grid_cap = 0;
+  CHECK_EQ(p2pk_comm_grid_cap(&c), 0);
+  /* A thread count from the settings stays. */
+  c.max_blocks = 40;
+  c.force.threads = 128;
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 20, &ch);
+  CHECK_EQ(ch.threads, 128);
+  CHECK_EQ(ch.blocks, 40);
+  c.force.threads = 0;
+  /* Staged: no cap. */
+  c.staged = 1;
+  c.geom.staged = 1;
+  CHECK_EQ(p2pk_comm_grid_cap(&c), 0);
+}
+
 TEST(default_buffer_is_128m_p2p_and_64m_staged) {
   /* P2PKIT_BUFFER_SIZE=0: 128 MiB of device scratch over P2P, so 512
    * mailboxes on 2 GPUs keep ~120 KiB each (a 16 MiB two-shot on 132
@@ -922,6 +979,6 @@ T_MAIN(T_CASE(default_table_two_ranks), T_CASE(default_table_more_ranks_and_shm)
        T_CASE(write_then_parse_round_trip), T_CASE(choose_fills_automatic_fields),
        T_CASE(choose_respects_limits_and_overrides), T_CASE(choose_is_deterministic), T_CASE(choice_valid_for_every_rank_count),
        T_CASE(force_from_environment), T_CASE(layout_fits_and_does_not_overlap),
-       T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged), T_CASE(large_calls_get_two_blocks_per_sm),
+       T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged), T_CASE(large_calls_get_two_blocks_per_sm), T_CASE(grid_cap_bounds_every_choice),
        T_CASE(staged_copy_engine_chunks), T_CASE(copy_engine_shards_and_thresholds),
        T_CASE(process_per_gpu_copy_engine_slots_and_thresholds), T_CASE(names))
