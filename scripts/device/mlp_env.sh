@@ -2,7 +2,9 @@
 # The data-parallel example (examples/ddp_mlp, both backends, process per
 # GPU) once per setting, to compare a gradient-sync knob in one call.
 # Usage: scripts/device/mlp_env.sh BUILD_DIR LOG_DIR "NAME VAR=V ..." ...
-#   (NAME alone: the defaults). Prints each run's step-time table.
+#   (NAME alone: the defaults; MLP_ARGS: more ddp_mlp arguments for every
+#   run, e.g. "--width 4096 --layers 8 --batch 512"). Prints each run's
+#   step-time table.
 set -uo pipefail
 build=${1:?usage: mlp_env.sh BUILD_DIR LOG_DIR "NAME [VAR=VALUE ...]" ...}
 log=${2:?usage: mlp_env.sh BUILD_DIR LOG_DIR "NAME [VAR=VALUE ...]" ...}
@@ -13,7 +15,7 @@ status=0
 for run in "$@"; do
   read -r name vars <<< "$run"
   # shellcheck disable=SC2086
-  timeout 120 env $vars "$build/examples/ddp_mlp" -p 2 --backend both > "$log/$name.txt" 2>&1
+  timeout 120 env $vars "$build/examples/ddp_mlp" -p 2 --backend both ${MLP_ARGS:-} > "$log/$name.txt" 2>&1
   rc=$?
   [ "$rc" = 0 ] || status=1
   echo "=== $name ($vars) rc=$rc"
