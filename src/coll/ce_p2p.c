@@ -3,7 +3,8 @@
  * broadcasts), peer access between every pair. All-reduce from
  * P2PKIT_CE_ALLREDUCE_MIN, reduce-scatter from P2PKIT_CE_REDUCE_SCATTER_MIN
  * (bytes of a rank's share), all-gather from P2PKIT_CE_ALL_GATHER_MIN,
- * reduce from P2PKIT_CE_REDUCE_MIN.
+ * reduce from P2PKIT_CE_REDUCE_MIN, all-to-all (out of place) from
+ * P2PKIT_CE_ALL_TO_ALL_MIN (bytes per peer).
  *
  * Why: SM stores over NVLink plateau at ~364 GB/s each way when both
  * directions run (bench/results/2026-11-29-h200x2-bench: p2p-sm-push both
@@ -181,6 +182,7 @@ static size_t cap_default(int kind) {
     case P2PK_COLL_REDUCE: return (size_t)128 << 20;
     case P2PK_COLL_ALL_REDUCE: return (size_t)512 << 20;
     case P2PK_COLL_BROADCAST: return (size_t)128 << 20;
+    case P2PK_COLL_ALL_TO_ALL: return (size_t)64 << 20;
     default: return mp_default(kind);
   }
 }
@@ -216,6 +218,13 @@ static size_t min_setting(const struct p2pkit_comm *c, int kind, int mp) {
     case P2PK_COLL_ALL_GATHER:
       if (mp) return 0; /* no landing-slot path (ce_p2p_mp.c) */
       name = "P2PKIT_CE_ALL_GATHER_MIN";
+      break;
+    case P2PK_COLL_ALL_TO_ALL:
+      /* One process: eagerly by events (a2a_ce), under capture straight
+       * into the peers' outputs (ce_p2p_mp.c); a process per GPU has no
+       * copy-engine all-to-all. */
+      if (mp == 1) return 0;
+      name = "P2PKIT_CE_ALL_TO_ALL_MIN";
       break;
     default: return 0;
   }
@@ -422,9 +431,12 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
 /* All-gather: rank r's share into every peer's output at r x share on its
  * side stream; its own copy (unless in place) on its own stream, beside
  * them (seventh session: on the side stream after the peer copy, out of
- * place took 1646 us at 1 GiB against in place's 1387). */
-static p2pkit_status_t gather_ce(p2pk_ce_pending *const *set, int n) {
+ * place took 1646 us at 1 GiB against in place's 1387). All-to-all (out of
+ * place only: ce_flush in p2p.c sends in-place calls to the kernel) the
+ * same with rank r's block t for rank t. */
+static p2pkit_status_t gather_ce(p2pk_ce_pending *const *set, int n, int kind) {
   const size_t B = set[0]->bytes;
+  const int a2a = kind == P2PK_COLL_ALL_TO_ALL;
   int bad = 0;
   cudaError_t e = p2pk_ce_start(set, n, 0, 0, &bad);
   for (int r = 0; r < n && e == cudaSuccess; r++) {
@@ -432,12 +444,13 @@ static p2pkit_status_t gather_ce(p2pk_ce_pending *const *set, int n) {
     e = cudaSetDevice(DEV(r));
     for (int k = 1; k < n && e == cudaSuccess; k++) {
       int t = (r + k) % n;
-      e = cudaMemcpyPeerAsync((char *)set[t]->recv + (size_t)r * B, DEV(t), set[r]->send, DEV(r),
-                              B, SIDE(r));
+      const char *src = (const char *)set[r]->send + (a2a ? (size_t)t * B : 0);
+      e = cudaMemcpyPeerAsync((char *)set[t]->recv + (size_t)r * B, DEV(t), src, DEV(r), B, SIDE(r));
     }
     char *own = (char *)set[r]->recv + (size_t)r * B;
-    if (e == cudaSuccess && own != (const char *)set[r]->send)
-      e = cudaMemcpyAsync(own, set[r]->send, B, cudaMemcpyDeviceToDevice, STREAM(r));
+    const char *own_src = (const char *)set[r]->send + (a2a ? (size_t)r * B : 0);
+    if (e == cudaSuccess && own != own_src)
+      e = cudaMemcpyAsync(own, own_src, B, cudaMemcpyDeviceToDevice, STREAM(r));
     if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_SIDE), SIDE(r));
   }
   for (int r = 0; r < n && e == cudaSuccess; r++) {
@@ -448,10 +461,10 @@ static p2pkit_status_t gather_ce(p2pk_ce_pending *const *set, int n) {
   }
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return p2pk_fail(P2PKIT_ERR_CUDA, "all_gather: rank %d (GPU %d): copy engines over P2P: %s",
-                     bad, DEV(bad), cudaGetErrorString(e));
+    return p2pk_fail(P2PKIT_ERR_CUDA, "%s: rank %d (GPU %d): copy engines over P2P: %s",
+                     p2pk_coll_name(kind), bad, DEV(bad), cudaGetErrorString(e));
   }
-  for (int r = 0; r < n; r++) log_once(set[r]->c, P2PK_COLL_ALL_GATHER, B, 0, 0);
+  for (int r = 0; r < n; r++) log_once(set[r]->c, kind, B, 0, 0);
   return P2PKIT_SUCCESS;
 }
 
@@ -467,7 +480,8 @@ p2pkit_status_t p2pk_ce_collective(p2pk_ce_pending *const *set, int n, int kind)
       return set[0]->c->staged ? p2pk_staged_ce_allreduce(set, n) : reduce_ce(set, n, kind);
     case P2PK_COLL_REDUCE_SCATTER:
     case P2PK_COLL_REDUCE: return reduce_ce(set, n, kind);
-    case P2PK_COLL_ALL_GATHER: return gather_ce(set, n);
+    case P2PK_COLL_ALL_GATHER:
+    case P2PK_COLL_ALL_TO_ALL: return gather_ce(set, n, kind);
     default:
       return p2pk_fail(P2PKIT_ERR_INTERNAL, "%s has no copy-engine path", p2pk_coll_name(kind));
   }

@@ -781,6 +781,39 @@ static cudaError_t bcast_direct(struct p2pkit_comm *c, const void *send, void *r
   return e;
 }
 
+/* All-to-all straight into every peer's output (pout; one process under
+ * capture, out of place: p2p.c's ce_flush): each rank is root and receiver
+ * of a broadcast at once. It tells every peer its output is free (rdy),
+ * pushes its block t into rank t's output at its own place once t said so,
+ * copies its own block beside the pushes, and waits for every peer's
+ * pushes (fin). */
+static cudaError_t a2a_direct(struct p2pkit_comm *c, const void *send, void *recv, size_t bytes,
+                              p2pkit_dtype_t dtype, cudaStream_t stream, char *const *pout) {
+  const int n = c->nranks, me = c->rank;
+  cudaError_t e = start(c, stream, 1, 0, 0);
+  batch_t bs;
+  batch(&bs, c, stream);
+  for (int t = 0; t < n; t++)
+    if (t != me) add(&bs, P2PK_CEP_POST, &CTRL(t)->cep_rdy[me], 1, NULL, 0, t);
+  if (e == cudaSuccess) e = flush(&bs);
+  push_t pu[P2PK_COLL_MAX_RANKS];
+  char *dst[P2PK_COLL_MAX_RANKS];
+  int np = 0;
+  for (int t = 0; t < n; t++)
+    if (t != me)
+      dst[np] = pout[t] + (size_t)me * bytes, pu[np++] = (push_t){t, (const char *)send + (size_t)t * bytes, bytes};
+  if (e == cudaSuccess) e = direct_pushes(c, pu, dst, np);
+  if (e == cudaSuccess)
+    e = own_copy(c, dtype, (const char *)send + (size_t)me * bytes, (char *)recv + (size_t)me * bytes,
+                 bytes, stream);
+  for (int t = 0; t < n; t++)
+    if (t != me) take(&bs, &CTRL(me)->cep_fin[t], NULL, 0, t);
+  if (e == cudaSuccess) e = flush(&bs);
+  if (e == cudaSuccess) e = join_side(c, stream, 0);
+  if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_TO_ALL, "all_to_all", bytes, bytes, 1);
+  return e;
+}
+
 p2pkit_status_t p2pk_cep_direct(p2pk_ce_pending *const *set, int n, int kind) {
   char *pout[P2PK_COLL_MAX_RANKS];
   for (int r = 0; r < n; r++) pout[r] = set[r]->recv;
@@ -796,6 +829,8 @@ p2pkit_status_t p2pk_cep_direct(p2pk_ce_pending *const *set, int n, int kind) {
     cudaStream_t st = (cudaStream_t)a->stream;
     e = kind == P2PK_COLL_ALL_REDUCE
             ? allreduce_mp(c, a->send, a->recv, a->count, a->dtype, a->op, st, pout)
+        : kind == P2PK_COLL_ALL_TO_ALL
+            ? a2a_direct(c, a->send, a->recv, a->bytes, a->dtype, st, pout)
             : bcast_direct(c, a->send, a->recv, a->bytes, a->dtype, a->root, st, pout);
   }
   if (e != cudaSuccess) {

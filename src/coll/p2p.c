@@ -445,11 +445,14 @@ static p2pkit_status_t bcast_ce(p2pk_ce_pending *const *set, int n) {
 
 /* Every rank's call of `a` is queued and being captured: do the copy
  * engines push straight into the peers' outputs (p2pk_cep_direct)? An
- * all-reduce or broadcast from its threshold under capture (cep_min). */
+ * all-reduce, broadcast or all-to-all from its threshold under capture
+ * (cep_min). */
 static int direct_ok(const p2pk_ce_pending *a) {
   const struct p2pkit_comm *c = a->c;
   if (c->staged || !c->lay.cep_slot) return 0;
-  if (a->kind != P2PK_COLL_ALL_REDUCE && a->kind != P2PK_COLL_BROADCAST) return 0;
+  if (a->kind != P2PK_COLL_ALL_REDUCE && a->kind != P2PK_COLL_BROADCAST &&
+      a->kind != P2PK_COLL_ALL_TO_ALL)
+    return 0;
   return c->cep_min[a->kind] && a->bytes >= c->cep_min[a->kind];
 }
 
@@ -482,28 +485,32 @@ static p2pkit_status_t ce_flush(void) {
       if (at[r] < 0) whole = 0;
       else set[r] = &q[at[r]];
     }
-    int cap = 0;
+    int cap = 0, in_place = 0;
     for (int r = 0; r < nr && whole; r++) {
       const p2pk_ce_pending *b = set[r];
       if (b->c->rank != r || b->kind != q[i].kind || b->root != q[i].root ||
           b->bytes != q[i].bytes || b->dtype != q[i].dtype || b->op != q[i].op)
         whole = 0;
       else
-        cap += capturing(b->c, b->stream);
+        cap += capturing(b->c, b->stream), in_place |= b->send == b->recv;
     }
-    if (whole && !cap) {
+    /* All-to-all by the copy engines swaps blocks between buffers: in
+     * place (on any rank) every rank takes the kernel. */
+    const int kernel_all =
+        whole && ((cap > 0 && cap < nr) || (q[i].kind == P2PK_COLL_ALL_TO_ALL && in_place));
+    if (whole && !cap && !kernel_all) {
       st = q[i].kind == P2PK_COLL_BROADCAST ? bcast_ce(set, nr) : p2pk_ce_collective(set, nr, q[i].kind);
       for (int r = 0; r < nr; r++) done[at[r]] = 1;
       continue;
     }
-    if (whole && cap == nr && direct_ok(&q[i])) {
+    if (whole && cap == nr && !kernel_all && direct_ok(&q[i])) {
       st = p2pk_cep_direct(set, nr, q[i].kind);
       for (int r = 0; r < nr; r++) done[at[r]] = 1;
       continue;
     }
-    if (whole && cap < nr) {
-      /* Some ranks' streams capture, some not: each would pick its path by
-       * its own, so all of them take the kernel. */
+    if (kernel_all) {
+      /* Some ranks' streams capture, some not (each would pick its path by
+       * its own), or an all-to-all in place: all of them take the kernel. */
       for (int r = 0; r < nr && st == P2PKIT_SUCCESS; r++) {
         done[at[r]] = 1;
         g_kernel_only = 1;

@@ -631,16 +631,17 @@ static void mixed_calls(runner_t *R, const char *name) {
 }
 
 TEST(one_process_copy_engine_collectives) {
-  /* Reduce-scatters, reduces and all-gathers over P2P in a group with the
-   * copy engines moving every byte (ce_settings_begin: 64 KiB chunks, 2 in
-   * flight): every type, op, root and count, in and out of place,
-   * unaligned; graph replay takes the landing slots (ce_p2p_mp.c) for the
-   * reduce and reduce-scatter, the kernels for the rest; all-reduce,
-   * reduce-scatter, reduce and all-gather mixed with the kernels'
+  /* Reduce-scatters, reduces, all-gathers and all-to-alls over P2P in a
+   * group with the copy engines moving every byte (ce_settings_begin: 64
+   * KiB chunks, 2 in flight): every type, op, root and count, in and out
+   * of place (all-to-all in place takes the kernel), unaligned; graph
+   * replay takes the landing slots (ce_p2p_mp.c) for the reduce and
+   * reduce-scatter, straight into the peers' outputs for all-to-all, the
+   * kernels for the rest; all of them mixed with the kernels'
    * collectives. The log shows the copy engines were used for each. */
   static const char *const vars[] = {"P2PKIT_CE_ALL_GATHER_MIN", "P2PKIT_CE_ALLREDUCE_MIN",
-                                     "P2PKIT_CE_REDUCE_MIN"};
-  ce_settings_begin(vars, 3);
+                                     "P2PKIT_CE_REDUCE_MIN", "P2PKIT_CE_ALL_TO_ALL_MIN"};
+  ce_settings_begin(vars, 4);
   logcap_t L;
   logcap_begin(&L, "P2PKIT_CE_REDUCE_SCATTER_MIN", "1");
   runner_t R;
@@ -648,11 +649,15 @@ TEST(one_process_copy_engine_collectives) {
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE_SCATTER, ALL_OPS, 5);
     matrix(&R, &V_AUTO, P2PK_COLL_ALL_GATHER, ALL_OPS, 1);
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE, ALL_OPS, 5);
+    /* All-to-all: out of place by the copy engines, in place by the kernel. */
+    matrix(&R, &V_AUTO, P2PK_COLL_ALL_TO_ALL, ALL_OPS, 1);
     graph_replay(&R, 2);
     mixed_calls(&R, "mixed-ce");
   }
   runner_destroy(&R);
-  ce_settings_end(vars, 3);
+  ce_settings_end(vars, 4);
+  CHECK(logcap_count(&L, "all_to_all of", "uses the copy engines over P2P") >= 1);
+  CHECK(logcap_count(&L, "all_to_all of", "pushes straight into the peers' outputs") >= 1);
   CHECK(logcap_count(&L, "): reduce of", "captured in a CUDA graph (one process") >= 1);
   CHECK(logcap_count(&L, "reduce_scatter of", "captured in a CUDA graph (one process") >= 1);
   CHECK(logcap_count(&L, "): reduce of", "uses the copy engines over P2P") >= 1);
