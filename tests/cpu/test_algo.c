@@ -741,10 +741,12 @@ TEST(copy_engine_shards_and_thresholds) {
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)64 << 20);
+  /* Under capture all-to-all goes straight into the peers' outputs. */
+  CHECK_EQ(p2pk_cep_min_setting(&c, P2PK_COLL_ALL_TO_ALL), (size_t)64 << 20);
   p2pk_ce_min_fill(&c);
   CHECK_EQ(c.ce_min[P2PK_COLL_ALL_GATHER], (size_t)64 << 20);
-  CHECK_EQ(c.ce_min[P2PK_COLL_ALL_TO_ALL], 0);
+  CHECK_EQ(c.ce_min[P2PK_COLL_ALL_TO_ALL], (size_t)64 << 20);
   setenv("P2PKIT_CE_ALLREDUCE_MIN", "1", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 1);
@@ -763,6 +765,9 @@ TEST(copy_engine_shards_and_thresholds) {
   c.staged = 0;
   c.multiproc = 1;
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  /* No copy-engine all-to-all with a process per GPU, eagerly or not. */
+  CHECK_EQ(p2pk_ce_min_setting(&c, P2PK_COLL_ALL_TO_ALL), 0);
+  CHECK_EQ(p2pk_cep_min_setting(&c, P2PK_COLL_ALL_TO_ALL), 0);
   c.multiproc = 0;
   c.nranks = 1;
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
