@@ -741,12 +741,12 @@ TEST(copy_engine_shards_and_thresholds) {
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)32 << 20);
   /* Under capture all-to-all goes straight into the peers' outputs. */
-  CHECK_EQ(p2pk_cep_min_setting(&c, P2PK_COLL_ALL_TO_ALL), (size_t)64 << 20);
+  CHECK_EQ(p2pk_cep_min_setting(&c, P2PK_COLL_ALL_TO_ALL), (size_t)32 << 20);
   p2pk_ce_min_fill(&c);
   CHECK_EQ(c.ce_min[P2PK_COLL_ALL_GATHER], (size_t)64 << 20);
-  CHECK_EQ(c.ce_min[P2PK_COLL_ALL_TO_ALL], (size_t)64 << 20);
+  CHECK_EQ(c.ce_min[P2PK_COLL_ALL_TO_ALL], (size_t)32 << 20);
   setenv("P2PKIT_CE_ALLREDUCE_MIN", "1", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 1);
