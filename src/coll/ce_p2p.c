@@ -161,6 +161,7 @@ static size_t mp_default(int kind) {
     case P2PK_COLL_REDUCE_SCATTER: return (size_t)64 << 20;
     case P2PK_COLL_REDUCE: return (size_t)64 << 20;
     case P2PK_COLL_BROADCAST: return (size_t)16 << 20;
+    case P2PK_COLL_ALL_TO_ALL: return (size_t)64 << 20;
     default: return 0;
   }
 }
@@ -225,10 +226,9 @@ static size_t min_setting(const struct p2pkit_comm *c, int kind, int mp) {
       name = "P2PKIT_CE_ALL_GATHER_MIN";
       break;
     case P2PK_COLL_ALL_TO_ALL:
-      /* One process: eagerly by events (a2a_ce), under capture straight
-       * into the peers' outputs (ce_p2p_mp.c); a process per GPU has no
-       * copy-engine all-to-all. */
-      if (mp == 1) return 0;
+      /* One process: eagerly by events (gather_ce), under capture straight
+       * into the peers' outputs; a process per GPU through the landing
+       * slots (ce_p2p_mp.c, a2a_mp). */
       name = "P2PKIT_CE_ALL_TO_ALL_MIN";
       break;
     default: return 0;

@@ -608,11 +608,15 @@ static cudaError_t note_capture(struct p2pkit_comm *c, cudaStream_t stream) {
   return e;
 }
 
+static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
+                          p2pkit_dtype_t dtype, cudaStream_t stream);
+
 cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
                                 size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
                                 cudaStream_t stream, int capturing) {
   c->cep_cap = capturing != 0;
   if (kind == P2PK_COLL_ALL_REDUCE) return allreduce_mp(c, send, recv, count, dtype, op, stream, NULL);
+  if (kind == P2PK_COLL_ALL_TO_ALL) return a2a_mp(c, send, recv, count, dtype, stream);
   const int n = c->nranks, me = c->rank;
   const uint64_t D = c->lay.cep_depth;
   const size_t es = p2pkit_dtype_size(dtype);
@@ -692,6 +696,54 @@ static size_t p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
   size_t b = bytes / 2;
   b = b < lo ? lo : b;
   return p2pk_sce_chunk_elems(b < slot ? b : slot, 1);
+}
+
+/* All-to-all with a process per GPU, chunk by chunk (K, send/recv's
+ * chunk for a block of B bytes): chunk k of my block t pushed into rank
+ * t's landing slots (pushes(), one chunk per call), then chunk k of each
+ * peer's block for me taken and copied out of my slots into my output,
+ * then chunk k of my own block copied across (out of place). In place my
+ * output's block t is my input's block t, which my pushes to t read: each
+ * chunk's copies out wait for my pushes of that chunk (the event pushes()
+ * recorded after them), so no byte is overwritten before it left. Both
+ * ranks take this path whatever their placement, so they always agree. */
+static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
+                          p2pkit_dtype_t dtype, cudaStream_t stream) {
+  const int n = c->nranks, me = c->rank;
+  const uint64_t D = c->lay.cep_depth;
+  const size_t B = count * p2pkit_dtype_size(dtype), K = p2p_chunk(c, B), nch = nchunks(B, K);
+  const int in_place = send == recv;
+  const uint64_t hv = header(P2PK_COLL_ALL_TO_ALL, count, dtype, 0, 0);
+  const char *in = send;
+  char *out = recv;
+  cudaError_t e = start(c, stream, 1, 1, 0);
+  batch_t bs;
+  batch(&bs, c, stream);
+  for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
+    const size_t len = p2pk_ce_part(B, k, K), at = k * K;
+    push_t pu[P2PK_COLL_MAX_RANKS];
+    int np = 0;
+    for (int t = 0; t < n; t++)
+      if (t != me) pu[np++] = (push_t){t, in + (size_t)t * B + at, len};
+    e = pushes(c, pu, np, K, 1, hv, 1, 1);
+    for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer]++;
+    if (e == cudaSuccess && in_place) e = cudaStreamWaitEvent(stream, c->cep_ev[V_CP][0], 0);
+    for (int r = 0; r < n && e == cudaSuccess; r++) {
+      if (r == me) continue;
+      const int s = (int)(c->cep_recvd[r] % D);
+      take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
+      e = flush(&bs);
+      if (e == cudaSuccess) e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), out + (size_t)r * B + at, len, stream);
+      release(c, &bs, r, s);
+      c->cep_recvd[r]++;
+    }
+    if (e == cudaSuccess && !in_place)
+      e = copy_out(c, P2PKIT_UINT8, in + (size_t)me * B + at, out + (size_t)me * B + at, len, stream);
+  }
+  if (e == cudaSuccess) e = flush(&bs);
+  if (e == cudaSuccess) e = join_side(c, stream, 1);
+  if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_TO_ALL, "all_to_all", B, K, 0);
+  return e;
 }
 
 cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,

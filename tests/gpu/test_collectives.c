@@ -971,11 +971,12 @@ static int child_main(int argc, char **argv) {
   const int kposts = strcmp(mode, "cep-kernel-posts") == 0;
   if (kposts) setenv("P2PKIT_CEP_MEMOPS", "0", 1);
   static const char *const cep_vars[] = {"P2PKIT_CE_ALLREDUCE_MIN", "P2PKIT_CE_REDUCE_SCATTER_MIN",
-                                         "P2PKIT_CE_REDUCE_MIN", "P2PKIT_BCAST_CE_MIN"};
+                                         "P2PKIT_CE_REDUCE_MIN", "P2PKIT_BCAST_CE_MIN",
+                                         "P2PKIT_CE_ALL_TO_ALL_MIN"};
   logcap_t L;
   const int maxb = strcmp(mode, "max-blocks") == 0;
   if (cep) {
-    ce_settings_begin(cep_vars, 4);
+    ce_settings_begin(cep_vars, 5);
     logcap_begin(&L, "P2PKIT_SENDRECV_CE_MIN", "1");
   } else if (maxb) {
     logcap_begin(&L, "P2PKIT_MAX_BLOCKS", "5");
@@ -993,6 +994,8 @@ static int child_main(int argc, char **argv) {
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE, ALL_OPS, 5);
     matrix(&R, &V_AUTO, P2PK_COLL_BROADCAST, ALL_OPS, 1);
     matrix(&R, &V_AUTO, SENDRECV, ALL_OPS, 1);
+    /* In and out of place: in place each chunk's copies out wait for its pushes. */
+    matrix(&R, &V_AUTO, P2PK_COLL_ALL_TO_ALL, ALL_OPS, 1);
     ce_then_kernels(&R);
     graph_replay(&R, 2);
     mixed_calls(&R, "mixed-cep");
@@ -1014,7 +1017,9 @@ static int child_main(int argc, char **argv) {
   runner_destroy(&R);
   if (maxb) CHECK(logcap_end(&L, "collective kernels take at most", "blocks") >= 2);
   if (cep) {
-    ce_settings_end(cep_vars, 4);
+    ce_settings_end(cep_vars, 5);
+    CHECK(logcap_count(&L, "all_to_all of", "process per GPU") >= 1);
+    CHECK(logcap_count(&L, "all_to_all of", "captured in a CUDA graph (process per GPU)") >= 1);
     CHECK(logcap_count(&L, "copy-engine posts to the peers",
                        kposts ? "one-thread kernels (P2PKIT_CEP_MEMOPS=0)" : "stream memory operations") >= 1);
     CHECK(logcap_count(&L, "): reduce of", "process per GPU") >= 1);
