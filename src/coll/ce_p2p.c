@@ -154,14 +154,17 @@ int p2pk_ce_depth(void) {
  * broadcast 16 MiB 48.7 against 54.2, 8 MiB 29.1 against 28.6).
  * All-gather never: pushing every share into the peers' slots and copying
  * it out was slower than the kernel (ninth session, run 3: 1 GiB shares
- * 1698.6 us against 1599.9 out of place, 64 MiB 130.1 against 108.9). */
+ * 1698.6 us against 1599.9 out of place, 64 MiB 130.1 against 108.9).
+ * All-to-all from 256 MiB per peer (twelfth session, run 7, whole buffer:
+ * 1 GiB 1497 us against the kernel's 1605, 512 MiB 778 against 810; 256
+ * MiB 428 against 418; under a graph 1517 / 1600, 789 / 810, 432 / 417). */
 static size_t mp_default(int kind) {
   switch (kind) {
     case P2PK_COLL_ALL_REDUCE: return (size_t)256 << 20;
     case P2PK_COLL_REDUCE_SCATTER: return (size_t)64 << 20;
     case P2PK_COLL_REDUCE: return (size_t)64 << 20;
     case P2PK_COLL_BROADCAST: return (size_t)16 << 20;
-    case P2PK_COLL_ALL_TO_ALL: return (size_t)64 << 20;
+    case P2PK_COLL_ALL_TO_ALL: return (size_t)256 << 20;
     default: return 0;
   }
 }

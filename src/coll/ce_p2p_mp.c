@@ -1,8 +1,8 @@
 /* Copy engines over P2P with one process per GPU: all-reduce,
- * reduce-scatter, reduce and broadcast from their P2PKIT_*_CE_MIN (with a
- * process per GPU, a setting not given takes the default in ce_p2p.c's
- * mp_default), and send/recv from P2PKIT_SENDRECV_CE_MIN (default 256 MiB
- * here). One process under graph capture runs the same code with plain
+ * reduce-scatter, reduce, broadcast and all-to-all from their
+ * P2PKIT_*_CE_MIN (with a process per GPU, a setting not given takes the
+ * default in ce_p2p.c's mp_default), and send/recv from
+ * P2PKIT_SENDRECV_CE_MIN (default 256 MiB here). One process under graph capture runs the same code with plain
  * device pointers to the peers' scratch (its events between per-GPU
  * captures could not be replayed), and when every rank's call is in one
  * group, pushes all-reduce results, broadcasts and sends straight into the
@@ -706,7 +706,8 @@ static size_t p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
  * output's block t is my input's block t, which my pushes to t read: each
  * chunk's copies out wait for my pushes of that chunk (the event pushes()
  * recorded after them), so no byte is overwritten before it left. Both
- * ranks take this path whatever their placement, so they always agree.
+ * ranks take this path whatever their placement, so they always agree;
+ * from 256 MiB per peer by default (ce_p2p.c, mp_default).
  * My own block (out of place) is copied on the RECV stream beside it all,
  * by a quarter of the SMs (own_copy): run 6 copied it on the caller's
  * stream chunk by chunk, between the copies out, with the full grid, and

@@ -765,10 +765,10 @@ TEST(copy_engine_shards_and_thresholds) {
   c.staged = 0;
   c.multiproc = 1;
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
-  /* All-to-all with a process per GPU: the landing slots from 64 MiB per
+  /* All-to-all with a process per GPU: the landing slots from 256 MiB per
    * peer, eagerly and under capture. */
-  CHECK_EQ(p2pk_ce_min_setting(&c, P2PK_COLL_ALL_TO_ALL), (size_t)64 << 20);
-  CHECK_EQ(p2pk_cep_min_setting(&c, P2PK_COLL_ALL_TO_ALL), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_min_setting(&c, P2PK_COLL_ALL_TO_ALL), (size_t)256 << 20);
+  CHECK_EQ(p2pk_cep_min_setting(&c, P2PK_COLL_ALL_TO_ALL), (size_t)256 << 20);
   c.multiproc = 0;
   c.nranks = 1;
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
@@ -871,7 +871,7 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)16 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), 0);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)256 << 20);
   CHECK_EQ(p2pk_cep_p2p_min(&c), (size_t)256 << 20);
   p2pk_ce_min_fill(&c);
   CHECK_EQ(c.cep_p2p_min, (size_t)256 << 20);
