@@ -270,8 +270,9 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_deregister(p2pkit_comm_t comm, void *hand
  * As with NCCL, work inside a group may be enqueued only at the outermost
  * p2pkit_group_end: sends and receives, and large collectives, which then
  * use the copy engines (broadcast from P2PKIT_BCAST_CE_MIN; over P2P
- * all-reduce, reduce-scatter and all-gather from P2PKIT_CE_ALLREDUCE_MIN,
- * _REDUCE_SCATTER_MIN, _ALL_GATHER_MIN; without P2P all-reduce from
+ * all-reduce, reduce-scatter, all-gather and out-of-place all-to-all from
+ * P2PKIT_CE_ALLREDUCE_MIN, _REDUCE_SCATTER_MIN, _ALL_GATHER_MIN,
+ * _ALL_TO_ALL_MIN; without P2P all-reduce from
  * P2PKIT_STAGED_CE_MIN). The copy-engine all-reduce and reduce-scatter
  * over P2P keep a landing buffer of at most 192 MiB per GPU, made on first
  * use. The other calls' kernels are launched at p2pkit_group_end too, each
