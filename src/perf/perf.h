@@ -106,6 +106,7 @@ typedef struct {
   int json;              /* --json: the JSON document on stdout instead of the table */
   const char *json_file; /* --json-file: also write it here */
   const char *algo;      /* --algo NAME[/PROTO]: P2PKIT_ALGO (and P2PKIT_PROTO) for the run */
+  int max_blocks;        /* --max-blocks: P2PKIT_MAX_BLOCKS and NCCL_MAX_CTAS; 0: neither */
   int nalgos;            /* --sweep-algos: one pass per NAME[/PROTO] */
   char algos[P2PK_PERF_MAX_ALGOS][32];
   const char *algo_table; /* --algo-table: write the sweep's winners here */

@@ -40,6 +40,9 @@ void p2pk_perf_usage(FILE *out) {
           "      --sweep-algos LIST one pass per A[/P] in the comma list, then the fastest per size\n"
           "      --algo-table FILE  write the fastest per size as an algorithm table (needs every\n"
           "                         entry with its protocol; load it with P2PKIT_ALGO_TABLE)\n"
+          "      --max-blocks N     cap every collective kernel at N thread blocks, p2pkit's\n"
+          "                         (P2PKIT_MAX_BLOCKS) and NCCL's (NCCL_MAX_CTAS, unless set):\n"
+          "                         both as they run beside compute that keeps the other SMs\n"
           "  -h, --help             this text\n\n"
           "Columns: time is microseconds per call (median of the repeats, max over GPUs);\n"
           "algbw = size / time; busbw = algbw x factor (all_reduce 2(n-1)/n; all_gather,\n"
@@ -160,7 +163,7 @@ static const struct {
     {'d', "datatype", 1}, {'o', "op", 1},        {'r', "root", 1},    {'g', "ngpus", 1},
     {'p', "procs", 1},    {'R', "local_register", 1}, {0, "repeats", 1}, {0, "vs-nccl", 0},
     {0, "nccl-only", 0},  {0, "json", 0},        {0, "json-file", 1}, {0, "algo", 1},
-    {0, "sweep-algos", 1}, {0, "algo-table", 1}, {'h', "help", 0},
+    {0, "sweep-algos", 1}, {0, "algo-table", 1}, {0, "max-blocks", 1}, {'h', "help", 0},
 };
 
 static int int_arg(FILE *err, const char *flag, const char *v, long lo, long hi, int *out) {
@@ -234,6 +237,7 @@ static int apply(FILE *err, char s, const char *l, const char *flag, const char 
     default: break;
   }
   if (strcmp(l, "repeats") == 0) return int_arg(err, flag, v, 1, P2PK_PERF_MAX_REPEATS, &a->repeats);
+  if (strcmp(l, "max-blocks") == 0) return int_arg(err, flag, v, 1, 1024, &a->max_blocks);
   if (strcmp(l, "vs-nccl") == 0) a->vs_nccl = 1;
   else if (strcmp(l, "nccl-only") == 0) a->nccl_only = 1;
   else if (strcmp(l, "json") == 0) a->json = 1;

@@ -71,6 +71,12 @@ void p2pk_perf_print_header(FILE *out, const perf_report *r, const perf_pass *p)
   else fprintf(out, "%ld(factor)", a->step_factor);
   fprintf(out, " warmup iters: %d iters: %d repeats: %d validation: %d graph: %d register: %d\n",
           a->warmup, a->iters, a->repeats, a->check, a->graph, a->reg);
+  if (a->max_blocks > 0) {
+    const char *nc = getenv("NCCL_MAX_CTAS");
+    fprintf(out, "# grid cap: p2pkit %d blocks (P2PKIT_MAX_BLOCKS)", a->max_blocks);
+    if (show_vs(a) || a->nccl_only) fprintf(out, ", NCCL_MAX_CTAS=%s", nc ? nc : "(unset)");
+    fputc('\n', out);
+  }
   fprintf(out, "#\n# Using devices\n");
   for (int i = 0; i < r->nranks; i++) {
     const perf_rank_info *k = &r->ranks[i];
@@ -215,7 +221,7 @@ static void json_env(p2pk_json *j) {
       "NCCL_SHM_DISABLE", "NCCL_ALGO",          "NCCL_PROTO",       "P2PKIT_P2P_LEVEL",
       "NCCL_P2P_LEVEL",   "P2PKIT_BUFFER_SIZE", "CUDA_VISIBLE_DEVICES", "P2PKIT_NCCL_LIB",
       "P2PKIT_PROTO",     "P2PKIT_ALGO_TABLE",  "P2PKIT_COLL_BLOCKS", "P2PKIT_COLL_THREADS",
-      "P2PKIT_COLL_CHUNK",
+      "P2PKIT_COLL_CHUNK", "P2PKIT_MAX_BLOCKS", "NCCL_MAX_CTAS",
   };
   pj_obj(j, "env");
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) pj_str(j, names[i], getenv(names[i]));

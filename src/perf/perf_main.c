@@ -34,6 +34,14 @@ int p2pk_perf_main(int argc, char **argv) {
   int r = p2pk_perf_parse(argc, argv, &a, stderr);
   if (r == PERF_PARSE_HELP) return P2PK_PERF_EXIT_OK;
   if (r != PERF_PARSE_OK) return P2PK_PERF_EXIT_USAGE;
+  if (a.max_blocks > 0) {
+    /* Before any communicator, so the ranks (forked with -p) inherit it. */
+    char v[16];
+    snprintf(v, sizeof v, "%d", a.max_blocks);
+    setenv("P2PKIT_MAX_BLOCKS", v, 1);
+    setenv("NCCL_MAX_CTAS", v, 0);
+    p2pk_param_reset();
+  }
   perf_shared *sh = p2pk_perf_shared_new();
   if (!sh) {
     fprintf(stderr, "p2pkit perf: error: cannot map the region shared by the ranks\n");

@@ -55,7 +55,8 @@ TEST(every_flag) {
   perf_args a;
   CHECK_EQ(parse(&a, "-b", "1K", "-e", "1M", "-f", "4", "-n", "7", "-w", "2", "-c", "0", "-G", "3",
                  "-d", "bfloat16", "-o", "max", "-g", "2", "-R", "1", "--repeats", "9", "all_reduce",
-                 "--vs-nccl", "--json", "--json-file", "out.json", "--algo", "oneshot/ll", NULL),
+                 "--vs-nccl", "--json", "--json-file", "out.json", "--algo", "oneshot/ll", "--max-blocks",
+                 "66", NULL),
            PERF_PARSE_OK);
   CHECK_EQ(a.min_bytes, 1024);
   CHECK_EQ(a.max_bytes, 1 << 20);
@@ -72,6 +73,7 @@ TEST(every_flag) {
   CHECK(a.vs_nccl && a.json && p2pk_perf_uses_nccl(&a) && p2pk_perf_uses_p2pkit(&a));
   CHECK_STR(a.json_file, "out.json");
   CHECK_STR(a.algo, "oneshot/ll");
+  CHECK_EQ(a.max_blocks, 66);
 
   /* long forms, --x=v, -xV, -p, sweep */
   CHECK_EQ(parse(&a, "allreduce", "--minbytes=64", "--maxbytes", "4K", "--datatype", "half",
@@ -173,6 +175,9 @@ TEST(bad_inputs) {
   bad_case(__LINE__, "-g 0 is out of range", 0, "all_reduce", "-g", "0", NULL);
   bad_case(__LINE__, "-g 65 is out of range", 0, "all_reduce", "-g", "65", NULL);
   bad_case(__LINE__, "--repeats 0 is out of range", 0, "all_reduce", "--repeats", "0", NULL);
+  bad_case(__LINE__, "--max-blocks 0 is out of range", 0, "all_reduce", "--max-blocks", "0", NULL);
+  bad_case(__LINE__, "--max-blocks 'many' is not a whole number", 0, "all_reduce", "--max-blocks",
+           "many", NULL);
   bad_case(__LINE__, "-g 2 cannot be combined", 0, "all_reduce", "-p", "2", "-g", "2", NULL);
   bad_case(__LINE__, "-b needs a value", 0, "all_reduce", "-b", NULL);
   bad_case(__LINE__, "exclude each other", 0, "all_reduce", "--vs-nccl", "--nccl-only", NULL);
