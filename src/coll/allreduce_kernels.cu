@@ -245,11 +245,11 @@ __device__ __forceinline__ uint4 ll128_wait(const p2pk_ar_args &a, Waiter &w, co
 // Every collective but send/recv, as ll_kernel: push this rank's share to
 // each peer in send_mask, then reduce in rank order or copy what arrives.
 // A warp owns the same lines for both: 4 lines per pass (one per group of 8
-// lanes), passes wstride lines apart. Pass j is pushed before pass j - A is
-// taken in (A = P2PKIT_LL128_AHEAD, 1 by default), so a warp's receiving
-// overlaps its own and its neighbours' pushing instead of starting when all
-// of them are done. Line L of block b only ever waits for block b of the
-// peers, which pushes pass j before it waits for pass j - A: no cycle.
+// lanes), passes wstride lines apart. Pass j is pushed before pass j - 1 is
+// taken in, so a warp's receiving overlaps its own and its neighbours'
+// pushing instead of starting when all of them are done. Line L of block b
+// only ever waits for block b of the peers, which pushes pass j before it
+// waits for pass j - 1: no cycle.
 template <class T>
 __global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__ p2pk_ar_args a) {
   typedef typename T::acc A;
@@ -274,10 +274,6 @@ __global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__
   const auto [in, out, local, in_stride, out_stride, timeout_ns, send_mask, recv_mask, hdr0, hdr1,
               reduce, self_copy, op] = Pinned(a);
   const uint64_t off = pin(a.lay.ll128_off), lbytes = pin(a.lay.ll128_bytes);
-  // Passes a warp pushes before it takes the first one in: the area holds
-  // the whole message, so pushing ahead needs no flow control, and a warp
-  // with many passes (a capped grid) keeps more lines in flight.
-  const uint64_t ahead = (uint64_t)pin(a.ll128_ahead);
   pdl_start();
   uint32_t seq;
   if (!prologue_at(local, &seq)) return; // its barrier also publishes s_peer
@@ -293,13 +289,13 @@ __global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__
   const char *own = in + me * in_stride;
   // Reduce waits for every peer; copy for those in recv_mask (and itself).
   const bool recv_any = reduce ? recv_mask != 0 : (recv_mask || self_copy);
-  for (uint64_t j = 0; j < passes + ahead; j++) {
-    // Loads first (this pass's input, the own share of the pass taken in),
-    // so they are in flight together; the stores and polls below are
-    // volatile asm, which loads cannot pass.
-    const uint64_t L = wfirst + j * wstride + sub, R = j >= ahead ? L - ahead * wstride : nlines;
+  for (uint64_t j = 0; j <= passes; j++) {
+    // Loads first (this pass's input, the previous pass's own share), so
+    // they are in flight together; the stores and polls below are volatile
+    // asm, which loads cannot pass.
+    const uint64_t L = wfirst + j * wstride + sub, R = L - wstride;
     const bool push = j < passes && L < nlines && send_mask;
-    const bool take = j >= ahead && R < nlines;
+    const bool take = j > 0 && R < nlines;
     const uint64_t o = L * P2PK_LL128_DATA + po, ro = R * P2PK_LL128_DATA + po;
     uint4 v = make_uint4(0, 0, 0, 0), mv = make_uint4(0, 0, 0, 0);
     if (push && !in_stride) v = load_part<T>(in, o, flag_lane, nbytes);
@@ -318,7 +314,7 @@ __global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__
         if (push) st_vol_v4(dst, v);
       }
     }
-    if (j < ahead || !recv_any) continue;
+    if (j == 0 || !recv_any) continue;
     const uint64_t lo = R * P2PK_LL128_LINE;
     if (!reduce) {
       for (int r = 0; r < n; r++) {

@@ -174,7 +174,6 @@ typedef struct {
   int32_t reduce;      /* 1: reduce what arrives with in + rank * in_stride */
   int32_t self_copy;   /* 1: out + rank * out_stride = in + rank * in_stride */
   int32_t pdl;         /* launch with programmatic dependent launch (P2PKIT_PDL) */
-  int32_t ll128_ahead; /* LL128: passes a warp pushes before it takes one in (>= 1) */
 } p2pk_ar_args;
 
 /* Send/recv: one kernel runs every point-to-point operation of a group on one

@@ -366,8 +366,6 @@ static void fill_tmpl(struct p2pkit_comm *c, char *stage_dev) {
   int major = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
   a->pdl = !c->staged && major >= 9 && p2pk_param_int("P2PKIT_PDL") > 0;
-  const int64_t ahead = p2pk_param_int("P2PKIT_LL128_AHEAD");
-  a->ll128_ahead = ahead < 1 ? 1 : ahead > 64 ? 64 : (int32_t)ahead;
   c->logged = 0;
 }
 

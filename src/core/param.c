@@ -36,7 +36,6 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_LL128_MAX", "32M", "largest LL128 message summed over peers; sets the LL128 scratch (about 2.13 x this per GPU; 0: no LL128)"},
     {"P2PKIT_PDL", "1", "collective kernels over P2P launch as programmatic dependent launches on sm_90+: a kernel's launch overlaps the end of the stream's previous kernel (0: off)"},
     {"P2PKIT_COLL_BLOCKS", "0", "all-reduce grid size (0: from the algorithm table)"},
-    {"P2PKIT_LL128_AHEAD", "1", "LL128: passes of its lines a warp pushes before it takes the first one in (1..64)"},
     {"P2PKIT_MAX_BLOCKS", "0", "most thread blocks any collective kernel of a communicator takes over P2P, so collectives leave multiprocessors to compute beside them, like NCCL_MAX_CTAS; every rank the same (0: no cap; p2pkit_comm_set_max_blocks changes it later)"},
     {"P2PKIT_COLL_THREADS", "0", "all-reduce threads per block (0: from the algorithm table)"},
     {"P2PKIT_COLL_CHUNK", "0", "all-reduce bytes per mailbox use (0: from the algorithm table)"},
