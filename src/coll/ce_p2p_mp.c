@@ -2,11 +2,12 @@
  * reduce-scatter, reduce, broadcast and all-to-all from their
  * P2PKIT_*_CE_MIN (with a process per GPU, a setting not given takes the
  * default in ce_p2p.c's mp_default), and send/recv from
- * P2PKIT_SENDRECV_CE_MIN (default 256 MiB here). One process under graph capture runs the same code with plain
- * device pointers to the peers' scratch (its events between per-GPU
- * captures could not be replayed), and when every rank's call is in one
- * group, pushes all-reduce results, broadcasts and sends straight into the
- * receivers' buffers ("direct", at the end of this file).
+ * P2PKIT_SENDRECV_CE_MIN (default 256 MiB here). One process under graph
+ * capture runs the same code with plain device pointers to the peers'
+ * scratch (its events between per-GPU captures could not be replayed), and
+ * when every rank's call is in one group, pushes all-reduce results,
+ * broadcasts, all-to-all blocks and sends straight into the receivers'
+ * buffers ("direct", at the end of this file).
  *
  * Why: with a process per GPU the kernels move every byte with SM stores,
  * which top out at ~364 GB/s each way on the 2x H200; the copy engines
@@ -744,7 +745,8 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
       const int s = (int)(c->cep_recvd[r] % D);
       take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
       e = flush(&bs);
-      if (e == cudaSuccess) e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), out + (size_t)r * B + at, len, stream);
+      if (e == cudaSuccess)
+        e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), out + (size_t)r * B + at, len, stream);
       release(c, &bs, r, s);
       c->cep_recvd[r]++;
     }
@@ -862,8 +864,10 @@ static cudaError_t a2a_direct(struct p2pkit_comm *c, const void *send, void *rec
   char *dst[P2PK_COLL_MAX_RANKS];
   int np = 0;
   for (int t = 0; t < n; t++)
-    if (t != me)
-      dst[np] = pout[t] + (size_t)me * bytes, pu[np++] = (push_t){t, (const char *)send + (size_t)t * bytes, bytes};
+    if (t != me) {
+      dst[np] = pout[t] + (size_t)me * bytes;
+      pu[np++] = (push_t){t, (const char *)send + (size_t)t * bytes, bytes};
+    }
   if (e == cudaSuccess) e = direct_pushes(c, pu, dst, np);
   if (e == cudaSuccess)
     e = own_copy(c, dtype, (const char *)send + (size_t)me * bytes, (char *)recv + (size_t)me * bytes,
