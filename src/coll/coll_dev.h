@@ -46,11 +46,6 @@ enum { P2PK_PROTO_LL = 0, P2PK_PROTO_SIMPLE = 1, P2PK_PROTO_LL128 = 2, P2PK_PROT
  * written by 8 lanes of one warp in one store instruction (allreduce_kernels.cu). */
 #define P2PK_LL128_LINE 128
 #define P2PK_LL128_DATA 120
-/* LL128 passes a warp works per iteration, their loads in flight together
- * (allreduce_kernels.cu); -DP2PK_LL128_BATCH=1 builds the one-pass loop. */
-#ifndef P2PK_LL128_BATCH
-#define P2PK_LL128_BATCH 2
-#endif
 /* Codes a kernel leaves in the host-mapped error words. */
 enum {
   P2PK_DERR_NONE = 0,
