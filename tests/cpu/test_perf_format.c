@@ -194,6 +194,28 @@ TEST(table_columns) {
   CHECK(strstr(buf, avg) != NULL);
 }
 
+/* --max-blocks: the header says what each library was capped at; no cap,
+ * no line. */
+TEST(header_grid_cap) {
+  setup("all_reduce", 1, 2);
+  FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+  p2pk_perf_print_header(f, &rep, &pass);
+  fclose(f);
+  CHECK(strstr(buf, "# grid cap") == NULL);
+  args.max_blocks = 32;
+  setenv("NCCL_MAX_CTAS", "32", 1);
+  f = fmemopen(buf, sizeof buf - 1, "w");
+  p2pk_perf_print_header(f, &rep, &pass);
+  fclose(f);
+  CHECK(strstr(buf, "# grid cap: p2pkit 32 blocks (P2PKIT_MAX_BLOCKS), NCCL_MAX_CTAS=32\n") != NULL);
+  unsetenv("NCCL_MAX_CTAS");
+  args.vs_nccl = 0; /* p2pkit alone: NCCL's cap is not shown */
+  f = fmemopen(buf, sizeof buf - 1, "w");
+  p2pk_perf_print_header(f, &rep, &pass);
+  fclose(f);
+  CHECK(strstr(buf, "# grid cap: p2pkit 32 blocks (P2PKIT_MAX_BLOCKS)\n") != NULL);
+}
+
 TEST(table_vs_nccl) {
   setup("all_reduce", 1, 2);
   add_row(&pass, 1 << 20, 10.0, 20.0, 25.0, 30.0, 0);
@@ -362,5 +384,5 @@ TEST(algorithm_table) {
 }
 
 T_MAIN(T_CASE(busbw_factors), T_CASE(element_counts), T_CASE(time_format), T_CASE(table_columns),
-       T_CASE(table_vs_nccl), T_CASE(table_without_inplace), T_CASE(json_document),
+       T_CASE(header_grid_cap), T_CASE(table_vs_nccl), T_CASE(table_without_inplace), T_CASE(json_document),
        T_CASE(algorithm_table))
