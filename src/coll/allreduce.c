@@ -346,8 +346,8 @@ p2pkit_status_t p2pk_all_reduce_capped(const void *sendbuf, void *recvbuf, size_
                                        p2pkit_dtype_t dtype, p2pkit_redop_t op, p2pkit_comm_t c,
                                        p2pkit_stream_t stream, int max_blocks) {
   if (!c) return p2pkit_all_reduce(sendbuf, recvbuf, count, dtype, op, c, stream);
-  /* Over P2P only: the staged kernels' grid follows its own rules. */
-  c->grid_cap = max_blocks > 0 && !c->staged ? max_blocks : 0;
+  /* Over P2P only: p2pk_comm_grid_cap ignores it on the staged transport. */
+  c->grid_cap = max_blocks > 0 ? max_blocks : 0;
   p2pkit_status_t st =
       p2pk_coll_launch(c, P2PK_COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0, stream);
   c->grid_cap = 0;

@@ -818,48 +818,59 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
   return e;
 }
 
-/* Broadcast straight into every peer's output (pout; the file's head). */
+/* One rank's part of a call straight into the receivers' outputs (one
+ * process under capture, every rank's call in one group: p2p.c's
+ * ce_flush): tell every rank in `from` that my output is free (rdy), push
+ * pu[i] into dst[i] once its receiver said so, copy my own part beside the
+ * pushes (own_copy; none when own_src is own_dst), and wait until every
+ * rank in `from` has pushed into mine (fin). */
+static cudaError_t direct_call(struct p2pkit_comm *c, cudaStream_t stream, uint32_t from,
+                               const push_t *pu, char *const *dst, int np, p2pkit_dtype_t dtype,
+                               const void *own_src, void *own_dst, size_t own_bytes) {
+  const int n = c->nranks, me = c->rank;
+  cudaError_t e = start(c, stream, np > 0, 0, 0);
+  batch_t bs;
+  batch(&bs, c, stream);
+  for (int t = 0; t < n; t++)
+    if ((from >> t) & 1u) add(&bs, P2PK_CEP_POST, &CTRL(t)->cep_rdy[me], 1, NULL, 0, t);
+  if (np) {
+    if (e == cudaSuccess) e = flush(&bs);
+    if (e == cudaSuccess) e = direct_pushes(c, pu, dst, np);
+    if (e == cudaSuccess && own_src != own_dst)
+      e = own_copy(c, dtype, own_src, own_dst, own_bytes, stream);
+  }
+  for (int t = 0; t < n; t++)
+    if ((from >> t) & 1u) take(&bs, &CTRL(me)->cep_fin[t], NULL, 0, t);
+  if (e == cudaSuccess) e = flush(&bs);
+  if (e == cudaSuccess && np) e = join_side(c, stream, 0);
+  return e;
+}
+
+/* Broadcast straight into every peer's output (pout; the file's head): the
+ * root pushes to every peer and copies its own output beside; the others
+ * hear only from the root. */
 static cudaError_t bcast_direct(struct p2pkit_comm *c, const void *send, void *recv, size_t bytes,
                                 p2pkit_dtype_t dtype, int root, cudaStream_t stream,
                                 char *const *pout) {
   const int n = c->nranks, me = c->rank;
-  cudaError_t e = start(c, stream, me == root, 0, 0);
-  batch_t bs;
-  batch(&bs, c, stream);
-  if (me != root) {
-    add(&bs, P2PK_CEP_POST, &CTRL(root)->cep_rdy[me], 1, NULL, 0, root);
-    take(&bs, &CTRL(me)->cep_fin[root], NULL, 0, root);
-    if (e == cudaSuccess) e = flush(&bs);
-  } else {
-    push_t pu[P2PK_COLL_MAX_RANKS];
-    char *dst[P2PK_COLL_MAX_RANKS];
-    int np = 0;
-    for (int t = 0; t < n; t++)
-      if (t != me) dst[np] = pout[t], pu[np++] = (push_t){t, (const char *)send, bytes};
-    if (e == cudaSuccess) e = direct_pushes(c, pu, dst, np);
-    /* The root's own copy beside its pushes (own_copy). */
-    if (e == cudaSuccess && send != recv) e = own_copy(c, dtype, send, recv, bytes, stream);
-    if (e == cudaSuccess) e = join_side(c, stream, 0);
-  }
+  push_t pu[P2PK_COLL_MAX_RANKS];
+  char *dst[P2PK_COLL_MAX_RANKS];
+  int np = 0;
+  for (int t = 0; t < n && me == root; t++)
+    if (t != me) dst[np] = pout[t], pu[np++] = (push_t){t, (const char *)send, bytes};
+  cudaError_t e = direct_call(c, stream, me == root ? 0 : 1u << root, pu, dst, np, dtype, send,
+                              recv, bytes);
   if (e == cudaSuccess) log_once(c, P2PK_COLL_BROADCAST, "broadcast", bytes, bytes, 1);
   return e;
 }
 
-/* All-to-all straight into every peer's output (pout; one process under
- * capture, out of place: p2p.c's ce_flush): each rank is root and receiver
- * of a broadcast at once. It tells every peer its output is free (rdy),
- * pushes its block t into rank t's output at its own place once t said so,
- * copies its own block beside the pushes, and waits for every peer's
- * pushes (fin). */
+/* All-to-all straight into every peer's output (out of place: p2p.c's
+ * ce_flush sends in-place calls to the kernel): every rank is root and
+ * receiver of a broadcast at once, its block t going into rank t's output
+ * at its own place. */
 static cudaError_t a2a_direct(struct p2pkit_comm *c, const void *send, void *recv, size_t bytes,
                               p2pkit_dtype_t dtype, cudaStream_t stream, char *const *pout) {
   const int n = c->nranks, me = c->rank;
-  cudaError_t e = start(c, stream, 1, 0, 0);
-  batch_t bs;
-  batch(&bs, c, stream);
-  for (int t = 0; t < n; t++)
-    if (t != me) add(&bs, P2PK_CEP_POST, &CTRL(t)->cep_rdy[me], 1, NULL, 0, t);
-  if (e == cudaSuccess) e = flush(&bs);
   push_t pu[P2PK_COLL_MAX_RANKS];
   char *dst[P2PK_COLL_MAX_RANKS];
   int np = 0;
@@ -868,14 +879,10 @@ static cudaError_t a2a_direct(struct p2pkit_comm *c, const void *send, void *rec
       dst[np] = pout[t] + (size_t)me * bytes;
       pu[np++] = (push_t){t, (const char *)send + (size_t)t * bytes, bytes};
     }
-  if (e == cudaSuccess) e = direct_pushes(c, pu, dst, np);
-  if (e == cudaSuccess)
-    e = own_copy(c, dtype, (const char *)send + (size_t)me * bytes, (char *)recv + (size_t)me * bytes,
-                 bytes, stream);
-  for (int t = 0; t < n; t++)
-    if (t != me) take(&bs, &CTRL(me)->cep_fin[t], NULL, 0, t);
-  if (e == cudaSuccess) e = flush(&bs);
-  if (e == cudaSuccess) e = join_side(c, stream, 0);
+  const uint32_t peers = (uint32_t)(((uint64_t)1 << n) - 1) & ~(1u << me);
+  cudaError_t e = direct_call(c, stream, peers, pu, dst, np, dtype,
+                              (const char *)send + (size_t)me * bytes,
+                              (char *)recv + (size_t)me * bytes, bytes);
   if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_TO_ALL, "all_to_all", bytes, bytes, 1);
   return e;
 }
