@@ -306,6 +306,7 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
   if (f && f->threads > 0) row.threads = f->threads;
   if (f && f->chunk > 0) row.chunk = f->chunk;
 
+  c->ll128_x2 = 0;
   c->algo = row.algo;
   c->proto = row.proto;
   c->slots = P2PK_COLL_SLOTS;
@@ -330,6 +331,12 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
     size_t gb = row.blocks > 0 ? (size_t)row.blocks : ceil_div(lanes, (size_t)threads);
     c->blocks = (int)clampz(gb, 1, row.blocks > 0 ? P2PK_COLL_MAX_BLOCKS : ll_max);
     c->chunk = 0;
+    /* LL128 warps with more than one pass (a grid capped or set smaller
+     * than the message) that fit one block per SM work two passes an
+     * iteration, their loads together; a grid the GPU holds whole keeps
+     * the one-pass loop, whose fewer registers let more blocks fit. */
+    if (row.proto == P2PK_PROTO_LL128 && g->ll128_x2 && c->blocks <= sms)
+      c->ll128_x2 = lanes > (size_t)c->blocks * (size_t)threads;
     return;
   }
   /* Chunked protocols: split the message over G blocks, each moving mailbox-

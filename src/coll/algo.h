@@ -63,6 +63,7 @@ typedef struct {
   /* LL128 blocks resident per SM by threads / 32 (64..512 threads); 0:
    * unknown (then four per SM, as LL). */
   int ll128_per_sm[P2PK_ALGO_THREAD_STEPS];
+  int ll128_x2; /* LL128 grids within one block per SM may work two passes at once (P2PKIT_LL128_X2) */
 } p2pk_algo_geom;
 
 typedef struct {
@@ -70,6 +71,7 @@ typedef struct {
   int blocks, threads; /* the grid (staged: writer blocks; the grid is twice that) */
   int slots;
   uint32_t chunk;      /* bytes per mailbox use, multiple of 16 (simple protocol) */
+  int ll128_x2;        /* LL128: a warp works two passes an iteration (ll128x2_kernel) */
 } p2pk_algo_choice;
 
 const char *p2pk_algo_name(int algo);

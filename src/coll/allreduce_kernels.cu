@@ -221,37 +221,51 @@ __device__ __forceinline__ void store_part(char *out, uint64_t o, bool flag_lane
 }
 
 // Warp-collective: every lane of the warp calls it with the same peer. Each
-// group of 8 lanes reloads its line until its flag lane sees `seq`; a group
-// with no line (act false) only takes part. If the wait gives up, the last
-// data read (the kernel has failed; the host reports it).
-__device__ __forceinline__ uint4 ll128_wait(const p2pk_ar_args &a, Waiter &w, const char *src,
-                                            uint32_t seq, int peer, bool act, bool flag_lane,
-                                            unsigned gmask) {
-  uint4 x = make_uint4(0, 0, 0, 0);
-  bool need = act;
+// group of 8 lanes reloads each of its U lines until its flag lane sees
+// `seq`; every line's load is issued before any is checked, so one poll
+// waits out one load latency, not U. A group with no line (act false) only
+// takes part. If the wait gives up, the last data read (the kernel has
+// failed; the host reports it).
+template <int U>
+__device__ __forceinline__ void ll128_wait_n(const p2pk_ar_args &a, Waiter &w,
+                                             const char *const (&src)[U], uint32_t seq, int peer,
+                                             const bool (&act)[U], bool flag_lane, unsigned gmask,
+                                             uint4 (&x)[U]) {
+  bool need[U];
+#pragma unroll
+  for (int u = 0; u < U; u++) need[u] = act[u], x[u] = make_uint4(0, 0, 0, 0);
   for (;;) {
-    if (need) x = ld_vol_v4(src);
-    const bool bad = need && flag_lane && (x.z != seq || x.w != seq);
-    const unsigned m = __ballot_sync(0xffffffffu, bad);
-    if (!(m & gmask)) need = false;
-    if (!m) break;
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      if (need[u]) x[u] = ld_vol_v4(src[u]);
+    unsigned any = 0;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const bool bad = need[u] && flag_lane && (x[u].z != seq || x[u].w != seq);
+      const unsigned m = __ballot_sync(0xffffffffu, bad);
+      if (!(m & gmask)) need[u] = false;
+      any |= m;
+    }
+    if (!any) break;
     int give = 0;
     if ((threadIdx.x & 31) == 0) give = w.poll(a, peer);
     if (__shfl_sync(0xffffffffu, give, 0)) break;
   }
-  return x;
 }
 
 // Every collective but send/recv, as ll_kernel: push this rank's share to
 // each peer in send_mask, then reduce in rank order or copy what arrives.
 // A warp owns the same lines for both: 4 lines per pass (one per group of 8
-// lanes), passes wstride lines apart. Pass j is pushed before pass j - 1 is
-// taken in, so a warp's receiving overlaps its own and its neighbours'
-// pushing instead of starting when all of them are done. Line L of block b
-// only ever waits for block b of the peers, which pushes pass j before it
-// waits for pass j - 1: no cycle.
-template <class T>
-__global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__ p2pk_ar_args a) {
+// lanes), passes wstride lines apart. A warp works U passes an iteration: it pushes passes j .. j + U - 1 and takes in passes
+// j - U .. j - 1, with every load of the iteration (inputs, own shares,
+// polled lines) in flight together, so a warp with many passes (a capped
+// grid) is not bound by one load latency per pass. Receiving overlaps its
+// own and its neighbours' pushing instead of starting when all of them are
+// done. Line L of block b only ever waits for block b of the peers, which
+// pushes passes j .. j + U - 1 before it waits for j - U .. j - 1: no
+// cycle.
+template <class T, int U>
+__device__ __forceinline__ void ll128_run(const p2pk_ar_args &a) {
   typedef typename T::acc A;
   constexpr int N = Pack8<T>::N;
   // Arguments into registers before the dependency wait (see ll_kernel).
@@ -289,66 +303,118 @@ __global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__
   const char *own = in + me * in_stride;
   // Reduce waits for every peer; copy for those in recv_mask (and itself).
   const bool recv_any = reduce ? recv_mask != 0 : (recv_mask || self_copy);
-  for (uint64_t j = 0; j <= passes; j++) {
-    // Loads first (this pass's input, the previous pass's own share), so
-    // they are in flight together; the stores and polls below are volatile
-    // asm, which loads cannot pass.
-    const uint64_t L = wfirst + j * wstride + sub, R = L - wstride;
-    const bool push = j < passes && L < nlines && send_mask;
-    const bool take = j > 0 && R < nlines;
-    const uint64_t o = L * P2PK_LL128_DATA + po, ro = R * P2PK_LL128_DATA + po;
-    uint4 v = make_uint4(0, 0, 0, 0), mv = make_uint4(0, 0, 0, 0);
-    if (push && !in_stride) v = load_part<T>(in, o, flag_lane, nbytes);
-    if (take && (reduce || self_copy)) mv = load_part<T>(own, ro, flag_lane, nbytes);
+  for (uint64_t j = 0; j < passes + U; j += U) {
+    // Loads first (these passes' inputs, the own shares of the passes taken
+    // in), so they are in flight together; the stores and polls below are
+    // volatile asm, which loads cannot pass.
+    uint64_t L[U], R[U];
+    bool push[U], take[U];
+    uint4 v[U], mv[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      L[u] = wfirst + (j + u) * wstride + sub;
+      R[u] = j >= U ? L[u] - U * wstride : nlines;
+      push[u] = j + u < passes && L[u] < nlines && send_mask;
+      take[u] = R[u] < nlines;
+      v[u] = mv[u] = make_uint4(0, 0, 0, 0);
+      if (push[u] && !in_stride)
+        v[u] = load_part<T>(in, L[u] * P2PK_LL128_DATA + po, flag_lane, nbytes);
+      if (take[u] && (reduce || self_copy))
+        mv[u] = load_part<T>(own, R[u] * P2PK_LL128_DATA + po, flag_lane, nbytes);
+    }
     if (j < passes && send_mask) {
       for (int k = 1; k < n; k++) {
         const int p = me + k < n ? me + k : me + k - n;
         if (!has(send_mask, p)) continue;
-        if (push && in_stride) v = load_part<T>(in + p * in_stride, o, flag_lane, nbytes);
-        if (flag_lane) v.z = v.w = seq;
-        char *dst = s_peer[p] + off + ((uint64_t)slot * (n - 1) + pslot(me, p, n)) * lbytes +
-                    L * P2PK_LL128_LINE + part * 16;
-        // One store instruction per line: reconverge the warp first (the
-        // loads above branch on alignment and on the end of the buffer).
-        __syncwarp();
-        if (push) st_vol_v4(dst, v);
+        char *base = s_peer[p] + off + ((uint64_t)slot * (n - 1) + pslot(me, p, n)) * lbytes +
+                     part * 16;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          if (push[u] && in_stride)
+            v[u] = load_part<T>(in + p * in_stride, L[u] * P2PK_LL128_DATA + po, flag_lane, nbytes);
+          if (flag_lane) v[u].z = v[u].w = seq;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          // One store instruction per line: reconverge the warp first (the
+          // loads above branch on alignment and on the end of the buffer).
+          __syncwarp();
+          if (push[u]) st_vol_v4(base + L[u] * P2PK_LL128_LINE, v[u]);
+        }
       }
     }
     if (j == 0 || !recv_any) continue;
-    const uint64_t lo = R * P2PK_LL128_LINE;
     if (!reduce) {
       for (int r = 0; r < n; r++) {
         if (!has(recv_mask, r)) continue;
-        uint4 x = ll128_wait(a, w, mine + (uint64_t)pslot(r, me, n) * lbytes + lo, seq, r, take,
-                             flag_lane, gmask);
-        if (take) store_part<T>(out + r * out_stride, ro, flag_lane, nbytes, x);
+        const char *src[U];
+        uint4 x[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) src[u] = mine + (uint64_t)pslot(r, me, n) * lbytes + R[u] * P2PK_LL128_LINE;
+        ll128_wait_n<U>(a, w, src, seq, r, take, flag_lane, gmask, x);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+          if (take[u]) store_part<T>(out + r * out_stride, R[u] * P2PK_LL128_DATA + po, flag_lane, nbytes, x[u]);
       }
-      if (self_copy && take) store_part<T>(out + me * out_stride, ro, flag_lane, nbytes, mv);
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (self_copy && take[u])
+          store_part<T>(out + me * out_stride, R[u] * P2PK_LL128_DATA + po, flag_lane, nbytes, mv[u]);
       continue;
     }
-    A acc[2 * N];
+    A acc[U][2 * N];
     for (int r = 0; r < n; r++) {
-      uint4 x = mv;
-      if (r != me)
-        x = ll128_wait(a, w, mine + (uint64_t)pslot(r, me, n) * lbytes + lo, seq, r, take,
-                       flag_lane, gmask);
-      Pack8<T> v0, v1;
-      v0.u = make_uint2(x.x, x.y);
-      v1.u = make_uint2(x.z, x.w);
+      uint4 x[U];
+      if (r != me) {
+        const char *src[U];
 #pragma unroll
-      for (int e = 0; e < N; e++) {
-        acc[e] = r == 0 ? T::ld(v0.e[e]) : apply<T>(op, acc[e], T::ld(v0.e[e]));
-        acc[N + e] = r == 0 ? T::ld(v1.e[e]) : apply<T>(op, acc[N + e], T::ld(v1.e[e]));
+        for (int u = 0; u < U; u++) src[u] = mine + (uint64_t)pslot(r, me, n) * lbytes + R[u] * P2PK_LL128_LINE;
+        ll128_wait_n<U>(a, w, src, seq, r, take, flag_lane, gmask, x);
+      } else {
+#pragma unroll
+        for (int u = 0; u < U; u++) x[u] = mv[u];
+      }
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        Pack8<T> v0, v1;
+        v0.u = make_uint2(x[u].x, x[u].y);
+        v1.u = make_uint2(x[u].z, x[u].w);
+#pragma unroll
+        for (int e = 0; e < N; e++) {
+          acc[u][e] = r == 0 ? T::ld(v0.e[e]) : apply<T>(op, acc[u][e], T::ld(v0.e[e]));
+          acc[u][N + e] = r == 0 ? T::ld(v1.e[e]) : apply<T>(op, acc[u][N + e], T::ld(v1.e[e]));
+        }
       }
     }
-    Pack8<T> v0, v1;
 #pragma unroll
-    for (int e = 0; e < N; e++) {
-      v0.e[e] = T::st(finish<T>(op, acc[e], n));
-      v1.e[e] = T::st(finish<T>(op, acc[N + e], n));
+    for (int u = 0; u < U; u++) {
+      Pack8<T> v0, v1;
+#pragma unroll
+      for (int e = 0; e < N; e++) {
+        v0.e[e] = T::st(finish<T>(op, acc[u][e], n));
+        v1.e[e] = T::st(finish<T>(op, acc[u][N + e], n));
+      }
+      if (take[u])
+        store_part<T>(out, R[u] * P2PK_LL128_DATA + po, flag_lane, nbytes,
+                      make_uint4(v0.u.x, v0.u.y, v1.u.x, v1.u.y));
     }
-    if (take) store_part<T>(out, ro, flag_lane, nbytes, make_uint4(v0.u.x, v0.u.y, v1.u.x, v1.u.y));
   }
+}
+
+// Two instances. One pass an iteration (56 registers, so more blocks fit an
+// SM) for grids the GPU holds whole. Two passes, their loads together
+// (84 - 96 registers), for grids under a cap (p2pk_coll_choose: within one
+// block per SM), where each warp works many passes and one pass's load
+// latency bounds it (twelfth session, run 12, 2x H200, process per GPU:
+// 16 blocks, 16 MiB 197 us against 255; 64 blocks 62.3 against 70.3;
+// uncapped the two-pass loop was 4 - 16% slower at 1 - 16 MiB).
+template <class T>
+__global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__ p2pk_ar_args a) {
+  ll128_run<T, 1>(a);
+}
+template <class T>
+__global__ void __launch_bounds__(512 + 32) ll128x2_kernel(const __grid_constant__ p2pk_ar_args a) {
+  ll128_run<T, 2>(a);
 }
 
 // ------------------------------------------------------- chunked protocols ---
@@ -838,7 +904,9 @@ extern "C" cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int bloc
   cudaError_t e = cudaSuccess;
   if (a->proto == P2PK_PROTO_LL) { // one more warp: the header's (ll_kernel)
     P2PK_FOR_DTYPE(a->dtype, p2pk::ll_kernel, blocks, threads + 32, stream, *a)
-  } else if (a->proto == P2PK_PROTO_LL128) { // likewise
+  } else if (a->proto == P2PK_PROTO_LL128 && a->ll128_x2) { // likewise
+    P2PK_FOR_DTYPE(a->dtype, p2pk::ll128x2_kernel, blocks, threads + 32, stream, *a)
+  } else if (a->proto == P2PK_PROTO_LL128) {
     P2PK_FOR_DTYPE(a->dtype, p2pk::ll128_kernel, blocks, threads + 32, stream, *a)
   } else if (a->algo == P2PK_ALGO_TWOSHOT) {
     P2PK_FOR_DTYPE(a->dtype, p2pk::twoshot_kernel, blocks, threads, stream, *a)
@@ -897,6 +965,7 @@ extern "C" cudaError_t p2pk_preload_allreduce_p2p(void) {
   P2PK_PRELOAD_ESIZES(p2pk::p2p_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::ll_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::ll128_kernel, e);
+  P2PK_PRELOAD_DTYPES(p2pk::ll128x2_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::local_reduce_kernel, e);
   {
     cudaFuncAttributes fa;

@@ -11,7 +11,7 @@
 #include "test.h"
 
 static p2pk_algo_geom geom2(void) {
-  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10, 33554520, {0}};
+  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10, 33554520, {0}, 1};
   return g;
 }
 
@@ -287,7 +287,7 @@ TEST(choice_valid_for_every_rank_count) {
       size_t ll = 0;
       CHECK_OK(p2pk_layout_compute(n, 64u << 20, staged, p2pk_mailboxes_for(132), &l, &ll));
       p2pk_algo_geom g = {n, staged, 132, ll, (size_t)l.mailbox, (int)l.nboxes, (size_t)l.stage_mailbox,
-                          (size_t)(l.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA), {0}};
+                          (size_t)(l.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA), {0}, 1};
       for (size_t b = 1; b <= ((size_t)1 << 30); b = b < 16 ? b + 1 : b * 2 + (b & 1 ? 0 : 1)) {
         p2pk_algo_choice c;
         p2pk_algo_choose(&t, &no_force, &g, b, &c);
@@ -538,16 +538,37 @@ TEST(grid_cap_bounds_every_choice) {
       CHECK(ch.blocks >= 1 && ch.blocks <= 40);
       CHECK_EQ(ch.proto, free_ch.proto);
       CHECK_EQ(ch.algo, free_ch.algo);
+      /* Uncapped grids work one LL128 pass at a time. */
+      CHECK_EQ(free_ch.ll128_x2, 0);
       if (free_ch.blocks <= 40) {
         CHECK_EQ(ch.blocks, free_ch.blocks);
         CHECK_EQ(ch.threads, free_ch.threads);
         CHECK_EQ(ch.chunk, free_ch.chunk);
+        CHECK_EQ(ch.ll128_x2, 0);
       } else {
         CHECK_EQ(ch.blocks, 40);
         CHECK_EQ(ch.threads, ch.proto == P2PK_PROTO_SIMPLE ? free_ch.threads : 512);
         if (ch.proto == P2PK_PROTO_SIMPLE) CHECK(ch.chunk >= free_ch.chunk);
+        /* Capped LL128 warps have several passes: two an iteration. */
+        CHECK_EQ(ch.ll128_x2, ch.proto == P2PK_PROTO_LL128);
       }
     }
+  /* LL128 under a cap: two passes an iteration only while a warp has more
+   * than one (40 blocks x 512 threads hold 2560 lines of 120 bytes), and
+   * not with P2PKIT_LL128_X2=0 (geom.ll128_x2). */
+  c.max_blocks = 40;
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)2560 * 120, &ch);
+  CHECK(ch.proto == P2PK_PROTO_LL128 && ch.blocks == 40 && !ch.ll128_x2);
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)2560 * 120 + 1, &ch);
+  CHECK(ch.proto == P2PK_PROTO_LL128 && ch.blocks == 40 && ch.ll128_x2);
+  c.geom.ll128_x2 = 0;
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)4 << 20, &ch);
+  CHECK(ch.proto == P2PK_PROTO_LL128 && !ch.ll128_x2);
+  c.geom.ll128_x2 = 1;
+  /* Above one block per SM the one-pass loop stays. */
+  c.max_blocks = 200;
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)16 << 20, &ch);
+  CHECK(ch.proto == P2PK_PROTO_LL128 && ch.blocks == 200 && !ch.ll128_x2);
   /* The smaller of the call's cap and the communicator's. */
   c.max_blocks = 40;
   c.grid_cap = 24;
@@ -728,6 +749,52 @@ TEST(copy_engine_shards_and_thresholds) {
   CHECK_EQ(p2pk_ce_part(10, 0, 4), 4);
   CHECK_EQ(p2pk_ce_part(10, 2, 4), 2);
   CHECK_EQ(p2pk_ce_part(10, 3, 4), 0);
+
+  /* The landing-slot pipelines' cut: pieces tile the message in order,
+   * none over K, every one but the last a multiple of A; without a taper
+   * they are p2pk_ce_part's; with one, the last piece is at most 2T (or
+   * the message's own length) and only the last two chunks' worth is cut. */
+  {
+    const size_t M = (size_t)1 << 20;
+    const size_t lens[] = {0, 1, 4095, 4096, 96 * M, 96 * M + 1, 160 * M, 192 * M, 1024 * M, 1024 * M + 12345};
+    const size_t Ks[] = {96 * M, 64 * M, 4096};
+    const size_t Ts[] = {0, 8 * M, 4 * M, 1};
+    for (size_t a = 0; a < sizeof lens / sizeof *lens; a++)
+      for (size_t b = 0; b < sizeof Ks / sizeof *Ks; b++)
+        for (size_t d = 0; d < sizeof Ts / sizeof *Ts; d++) {
+          const p2pk_ce_cut u = {Ks[b], Ts[d], 4096};
+          const size_t ln = lens[a], K = Ks[b], n = p2pk_ce_cut_count(&u, ln);
+          size_t at = 0, last = 0, o = 0;
+          int ok = 1;
+          for (size_t k = 0; k < n && ok; k++) {
+            const size_t p = p2pk_ce_cut_piece(&u, ln, k, &o);
+            ok = p > 0 && p <= K && o == at && (k + 1 == n || p % 4096 == 0 || p == K);
+            if (!Ts[d]) ok = ok && p == p2pk_ce_part(ln, k, K) && o == k * K;
+            if (k + 2 < (ln + K - 1) / K) ok = ok && p == K; /* the lead chunks stay whole */
+            at += p;
+            last = p;
+          }
+          CHECK(ok);
+          CHECK_EQ(at, ln);
+          CHECK_EQ(p2pk_ce_cut_piece(&u, ln, n, &o), 0);
+          CHECK_EQ(o, ln);
+          if (!Ts[d]) CHECK_EQ(n, (ln + K - 1) / K);
+          if (Ts[d]) CHECK(last <= 2 * Ts[d] || last <= 4096);
+        }
+    /* 1 GiB in 96 MiB chunks with an 8 MiB taper: nine whole chunks, then
+     * 160 MiB as 80, 40, 20, 10, 10. */
+    const p2pk_ce_cut u = {96 * M, 8 * M, 4096};
+    const size_t want[] = {80 * M, 40 * M, 20 * M, 10 * M, 10 * M};
+    size_t o;
+    CHECK_EQ(p2pk_ce_cut_count(&u, 1024 * M), 14);
+    for (size_t k = 0; k < 5; k++) CHECK_EQ(p2pk_ce_cut_piece(&u, 1024 * M, 9 + k, &o), want[k]);
+    CHECK_EQ(o, 1014 * M);
+    /* A message within one chunk is cut too: 64 MiB as 32, 16, 8, 8 at T = 4 MiB. */
+    const p2pk_ce_cut v = {96 * M, 4 * M, 4096};
+    CHECK_EQ(p2pk_ce_cut_count(&v, 64 * M), 4);
+    CHECK_EQ(p2pk_ce_cut_piece(&v, 64 * M, 3, &o), 8 * M);
+    CHECK_EQ(o, 56 * M);
+  }
 
   /* Which calls wait in a group for the copy engines: one process only,
    * per collective and transport, not when a kernel setting is forced. */
