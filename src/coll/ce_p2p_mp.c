@@ -228,17 +228,7 @@ static int taken(batch_t *b) {
   return a;
 }
 
-/* A call's chunks (p2pk_ce_cut): K elements of es bytes each, the last
- * ones tapered to P2PKIT_CE_TAPER, in whole 4 KiB. taper 0: equal chunks
- * (a single push cut by its caller). */
-static p2pk_ce_cut cut_of(const struct p2pkit_comm *c, size_t K, size_t es, int taper) {
-  es = es ? es : 1;
-  return (p2pk_ce_cut){K, taper ? c->cep_taper / es : 0, 4096 / es ? 4096 / es : 1};
-}
-static size_t ncut(const p2pk_ce_cut *u, size_t len) { return p2pk_ce_cut_count(u, len); }
-static size_t piece(const p2pk_ce_cut *u, size_t len, size_t k, size_t *off) {
-  return p2pk_ce_cut_piece(u, len, k, off);
-}
+static size_t nchunks(size_t len, size_t K) { return (len + K - 1) / K; }
 
 /* Claim a slot half this rank fills: wait until its flag (here) is clear,
  * then set it; the receiver clears it once it consumed the half. */
@@ -283,14 +273,14 @@ typedef struct {
  * the copies, on P the posts that it is full (memops: as memory operations
  * where they can be; join_side must be told the same). Chunk k to t uses
  * slot (cep_sent[t] + k) % depth; the caller advances cep_sent. */
-static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, const p2pk_ce_cut *u,
-                          size_t es, uint64_t hv, int whole, int memops) {
+static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t K, size_t es,
+                          uint64_t hv, int whole, int memops) {
   const int me = c->rank;
   const uint64_t D = c->lay.cep_depth;
   cudaStream_t side = c->ce_side;
   size_t most = 0;
   for (int i = 0; i < np; i++)
-    if (ncut(u, p[i].len) > most) most = ncut(u, p[i].len);
+    if (nchunks(p[i].len, K) > most) most = nchunks(p[i].len, K);
   batch_t bw, bp;
   batch(&bw, c, c->cep_stream[S_WAIT]);
   batch(&bp, c, c->cep_stream[S_POST]);
@@ -300,8 +290,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, const 
     const int ek = (int)(k % D);
     for (int i = 0; i < np; i++) {
       const int t = p[i].peer, s = (int)((c->cep_sent[t] + k) % D);
-      size_t off;
-      if (!piece(u, p[i].len, k, &off)) continue;
+      if (!p2pk_ce_part(p[i].len, k, K)) continue;
       claim(&bw, &CTRL(me)->cep_busy[t][s], t);
       /* A whole slot: its second half may still hold an all-reduce result. */
       if (whole) claim(&bw, &CTRL(me)->cep_rbusy[t][s], t);
@@ -312,11 +301,10 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, const 
       if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->cep_ev[V_CR][ek], 0);
     }
     for (int i = 0; i < np && e == cudaSuccess; i++) {
-      size_t off;
-      const size_t len = piece(u, p[i].len, k, &off);
+      const size_t len = p2pk_ce_part(p[i].len, k, K);
       const int s = (int)((c->cep_sent[p[i].peer] + k) % D);
       if (len)
-        e = cudaMemcpyAsync(land(c, me, p[i].peer, s), p[i].src + off * es, len * es,
+        e = cudaMemcpyAsync(land(c, me, p[i].peer, s), p[i].src + k * K * es, len * es,
                             cudaMemcpyDefault, side);
     }
     /* The posts only after P waits for the copies. */
@@ -324,8 +312,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, const 
     if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_CP][ek], 0);
     for (int i = 0; i < np; i++) {
       const int t = p[i].peer, s = (int)((c->cep_sent[t] + k) % D);
-      size_t off;
-      if (piece(u, p[i].len, k, &off))
+      if (p2pk_ce_part(p[i].len, k, K))
         add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], 1, &CTRL(t)->cep_hdr[me][s], hv, t);
     }
     if (e == cudaSuccess) e = flush(&bp);
@@ -504,8 +491,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
    * slot (claimed whole: a slot-path call may still hold a result there). */
   const size_t K = chunk_elems(c, most * es, es, pout ? c->lay.cep_slot : half);
   const uint64_t hv = header(P2PK_COLL_ALL_REDUCE, count, dtype, op, 0);
-  const p2pk_ce_cut u = cut_of(c, K, es, 1);
-  const size_t mine = ncut(&u, slen[me]);
+  const size_t mine = nchunks(slen[me], K);
   push_t pu[P2PK_COLL_MAX_RANKS];
   int np = 0;
   size_t far = mine, span[P2PK_COLL_MAX_RANKS];
@@ -515,7 +501,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
     /* Both ways of a pair turn through the slots by the longer of the two
      * shards (contributions to t's, results of mine), the same count at
      * both ends. */
-    span[t] = ncut(&u, slen[t]) > mine ? ncut(&u, slen[t]) : mine;
+    span[t] = nchunks(slen[t], K) > mine ? nchunks(slen[t], K) : mine;
     if (span[t] > far) far = span[t];
   }
   const uint64_t *sent0 = c->cep_sent, *recvd0 = c->cep_recvd;
@@ -529,7 +515,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   /* The all-reduce's posts stay kernels (ninth session, runs 6-8: with
    * memory operations 512 MiB took 1514-1544 us and 1 GiB 2897-3000 from
    * run to run, with kernels 1482-1485 and 2894-2910). */
-  if (e == cudaSuccess && np) e = pushes(c, pu, np, &u, es, hv, pout != NULL, 0);
+  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, pout != NULL, 0);
   cudaStream_t g = c->sce_h2d, R = c->cep_stream[S_RECV];
   /* The results' copies out write this rank's output. */
   if (e == cudaSuccess) e = cudaStreamWaitEvent(R, c->sce_ev[E_START], 0);
@@ -545,16 +531,15 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       /* My shard's chunk k: every peer's contribution (first halves), then
        * the reduce, then the halves go back to the peers. */
       const char *src[P2PK_COLL_MAX_RANKS];
-      size_t at;
-      const size_t lb = piece(&u, slen[me], k, &at) * es;
-      src[me] = (const char *)send + (soff[me] + at) * es;
+      src[me] = (const char *)send + (soff[me] + k * K) * es;
       for (int r = 0; r < n; r++) {
         if (r == me) continue;
         take(&bs, &CTRL(me)->cep_full[r][SLOT_IN(r)], &CTRL(me)->cep_hdr[r][SLOT_IN(r)], hv, r);
         src[r] = land(c, r, me, SLOT_IN(r));
       }
       e = flush(&bs);
-      char *out = (char *)recv + (soff[me] + at) * es;
+      const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
+      char *out = (char *)recv + (soff[me] + k * K) * es;
       if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, dtype, op, src, out, lb, stream);
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][ek], stream);
       for (int r = 0; r < n; r++)
@@ -571,7 +556,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_RED][ek], 0);
       for (int t = 0; t < n && e == cudaSuccess; t++)
         if (t != me && lb)
-          e = cudaMemcpyAsync(pout ? pout[t] + (soff[me] + at) * es : land(c, me, t, SLOT_OUT(t)) + half,
+          e = cudaMemcpyAsync(pout ? pout[t] + (soff[me] + k * K) * es : land(c, me, t, SLOT_OUT(t)) + half,
                               out, lb, cudaMemcpyDefault, g);
       /* The posts only after P2 waits for the copies. */
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCP][ek], g);
@@ -584,13 +569,12 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
     /* Each owner's result of chunk k, out of the slot's second half into my
      * output (on its own stream, so my reduces never wait for it). */
     for (int t = 0; t < n && e == cudaSuccess && !pout; t++) {
-      size_t at;
-      const size_t lb = t == me ? 0 : piece(&u, slen[t], k, &at) * es;
-      if (!lb) continue;
+      if (t == me || k >= nchunks(slen[t], K)) continue;
       take(&br, &CTRL(me)->cep_done[t][SLOT_IN(t)], NULL, 0, t);
       e = flush(&br);
       if (e == cudaSuccess)
-        e = copy_out(c, dtype, land(c, t, me, SLOT_IN(t)) + half, (char *)recv + (soff[t] + at) * es, lb, R);
+        e = copy_out(c, dtype, land(c, t, me, SLOT_IN(t)) + half, (char *)recv + (soff[t] + k * K) * es,
+                     p2pk_ce_part(slen[t], k, K) * es, R);
       add(&br, P2PK_CEP_POST, &CTRL(t)->cep_rbusy[me][SLOT_IN(t)], 0, NULL, 0, t);
     }
 #undef SLOT_IN
@@ -663,15 +647,14 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
   for (int r = 0; r < n && slen[me]; r++)
     if (r != me && (!bcast || r == root)) srcs[nsrc++] = r;
   cudaError_t e = start(c, stream, np > 0, 1, 0);
-  const p2pk_ce_cut u = cut_of(c, K, es, 1);
-  if (e == cudaSuccess && np) e = pushes(c, pu, np, &u, es, hv, 1, 1);
+  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 1, 1);
   /* The broadcast root's own copy, beside its pushes: a kernel, not a copy
    * engine, which would slow the pushes (run 1: 1 GiB out of place 3365 us
    * against 2937 in place); own_copy says how wide. */
   if (e == cudaSuccess && bcast && me == root && send != recv)
     e = own_copy(c, dtype, send, recv, count * es, stream);
   /* My shard: take every source's chunk, reduce (or copy it out), release. */
-  const size_t mine = ncut(&u, slen[me]);
+  const size_t mine = nchunks(slen[me], K);
   batch_t bs;
   batch(&bs, c, stream);
   for (size_t k = 0; k < mine && e == cudaSuccess; k++) {
@@ -682,23 +665,22 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
       take(&bs, &CTRL(me)->cep_full[r][sl[r]], &CTRL(me)->cep_hdr[r][sl[r]], hv, r);
     }
     e = flush(&bs);
-    size_t at;
-    const size_t lb = piece(&u, slen[me], k, &at) * es;
+    const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
     if (bcast) {
       if (e == cudaSuccess)
-        e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + at * es, lb, stream);
+        e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, stream);
     } else {
       const char *src[P2PK_COLL_MAX_RANKS];
       for (int r = 0; r < n; r++)
-        src[r] = r == me ? (const char *)send + (soff[me] + at) * es : land(c, r, me, sl[r]);
+        src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, sl[r]);
       if (e == cudaSuccess && lb)
-        e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + at * es, lb, stream);
+        e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + k * CB, lb, stream);
     }
     for (int i = 0; i < nsrc; i++) release(c, &bs, srcs[i], sl[srcs[i]]);
   }
   if (e == cudaSuccess) e = flush(&bs);
   for (int i = 0; i < nsrc; i++) c->cep_recvd[srcs[i]] += mine;
-  for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer] += ncut(&u, pu[i].len);
+  for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K);
   if (e == cudaSuccess && np) e = join_side(c, stream, 1);
   if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), count * es, CB, 0);
   return e;
@@ -736,9 +718,7 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
                           p2pkit_dtype_t dtype, cudaStream_t stream) {
   const int n = c->nranks, me = c->rank;
   const uint64_t D = c->lay.cep_depth;
-  const size_t B = count * p2pkit_dtype_size(dtype), K = p2p_chunk(c, B);
-  const p2pk_ce_cut u = cut_of(c, K, 1, 1), one = cut_of(c, K, 1, 0);
-  const size_t nch = ncut(&u, B);
+  const size_t B = count * p2pkit_dtype_size(dtype), K = p2p_chunk(c, B), nch = nchunks(B, K);
   const int in_place = send == recv;
   const uint64_t hv = header(P2PK_COLL_ALL_TO_ALL, count, dtype, 0, 0);
   const char *in = send;
@@ -752,13 +732,12 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
   batch_t bs;
   batch(&bs, c, stream);
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-    size_t at;
-    const size_t len = piece(&u, B, k, &at);
+    const size_t len = p2pk_ce_part(B, k, K), at = k * K;
     push_t pu[P2PK_COLL_MAX_RANKS];
     int np = 0;
     for (int t = 0; t < n; t++)
       if (t != me) pu[np++] = (push_t){t, in + (size_t)t * B + at, len};
-    e = pushes(c, pu, np, &one, 1, hv, 1, 1);
+    e = pushes(c, pu, np, K, 1, hv, 1, 1);
     for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer]++;
     if (e == cudaSuccess && in_place) e = cudaStreamWaitEvent(stream, c->cep_ev[V_CP][0], 0);
     for (int r = 0; r < n && e == cudaSuccess; r++) {
@@ -804,24 +783,23 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     if (!ops[i].send && ops[i].peer_buf) add(&bs, P2PK_CEP_POST, &CTRL(ops[i].peer)->cep_rdy[me], 1, NULL, 0, ops[i].peer);
   if (e == cudaSuccess) e = flush(&bs);
   for (int i = 0; i < np && e == cudaSuccess; i++) {
-    const p2pk_ce_cut u = cut_of(c, p2p_chunk(c, pu[i].len), 1, 1);
-    e = pushes(c, &pu[i], 1, &u, 1, header(SENDRECV, pu[i].len, 0, 0, me), 1, 1);
-    c->cep_sent[pu[i].peer] += ncut(&u, pu[i].len);
+    const size_t K = p2p_chunk(c, pu[i].len);
+    e = pushes(c, &pu[i], 1, K, 1, header(SENDRECV, pu[i].len, 0, 0, me), 1, 1);
+    c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K);
   }
   if (e == cudaSuccess && nd) e = direct_pushes(c, dpu, dst, nd);
   for (int i = 0; i < nops && e == cudaSuccess; i++) {
     if (ops[i].send || ops[i].peer_buf) continue;
     const int r = ops[i].peer;
-    const p2pk_ce_cut u = cut_of(c, p2p_chunk(c, ops[i].bytes), 1, 1);
-    const size_t nch = ncut(&u, ops[i].bytes);
+    const size_t K = p2p_chunk(c, ops[i].bytes), nch = nchunks(ops[i].bytes, K);
     const uint64_t hv = header(SENDRECV, ops[i].bytes, 0, 0, r);
     for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
       const int s = (int)((c->cep_recvd[r] + k) % D);
       take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
       e = flush(&bs);
-      size_t at;
-      const size_t lb = piece(&u, ops[i].bytes, k, &at);
-      if (e == cudaSuccess) e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + at, lb, stream);
+      if (e == cudaSuccess)
+        e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, p2pk_ce_part(ops[i].bytes, k, K),
+                     stream);
       release(c, &bs, r, s);
     }
     if (e == cudaSuccess) e = flush(&bs);

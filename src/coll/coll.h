@@ -96,7 +96,6 @@ struct p2pkit_comm {
   size_t cep_p2p_min; /* send/recv over the copy engines from this size (0: never) */
   size_t sendrecv_ce_min; /* one process, eagerly: P2PKIT_SENDRECV_CE_MIN, fixed at init (p2p.c) */
   size_t cep_direct_p2p_min; /* one process under capture, both ends in a group: straight in */
-  size_t cep_taper; /* P2PKIT_CE_TAPER, bytes, fixed at init: the landing-slot chunks' taper (p2pk_ce_cut) */
   /* Collectives through the landing slots from these sizes (0: never):
    * with a process per GPU ce_min[] as well; one process under capture only. */
   size_t cep_min[P2PK_COLL_KINDS];
@@ -220,58 +219,6 @@ void p2pk_ce_owned(int kind, size_t count, int n, size_t es, int root, int t, si
 /* Elements of chunk k (K each) of len elements; 0 past its end. */
 static inline size_t p2pk_ce_part(size_t len, size_t k, size_t K) {
   return len <= k * K ? 0 : len - k * K < K ? len - k * K : K;
-}
-/* How a copy-engine pipeline over the landing slots cuts a message of len
- * elements (ce_p2p_mp.c): K elements a chunk, except that with a taper T
- * the last two chunks' worth (W, K < W <= 2K; the whole message when it
- * fits in K) is cut in halves of what is left while that exceeds 2T (or
- * K), each a multiple of A elements and at most K. The last chunk's copy out (or
- * reduce and result push) runs after the link went quiet; a short last
- * chunk keeps that tail short, at a few microseconds of link time per
- * extra chunk. T = 0: K each (p2pk_ce_part). Both ends of a pair compute
- * it from the same numbers. */
-typedef struct {
-  size_t K, T, A;
-} p2pk_ce_cut;
-/* Elements of piece k of len elements under cut u, and its first element
- * (*off); 0 (and *off = len) past the end. */
-static inline size_t p2pk_ce_cut_piece(const p2pk_ce_cut *u, size_t len, size_t k, size_t *off) {
-  const size_t K = u->K ? u->K : 1, m = (len + K - 1) / K, lead = m >= 2 ? m - 2 : 0;
-  if (!u->T || k < lead) {
-    const size_t p = p2pk_ce_part(len, k, K);
-    *off = p ? k * K : len;
-    return p;
-  }
-  size_t at = lead * K, left = len - at;
-  for (size_t i = lead;; i++) {
-    size_t p = left;
-    if (left > 2 * u->T || left > K) {
-      const size_t A = u->A ? u->A : 1;
-      p = (left / 2 + A - 1) / A * A;
-      if (p > K) p = K;
-      if (p > left) p = left;
-    }
-    if (!p) {
-      *off = len;
-      return 0;
-    }
-    if (i == k) {
-      *off = at;
-      return p;
-    }
-    at += p;
-    left -= p;
-  }
-}
-/* How many pieces cut u makes of len elements. */
-static inline size_t p2pk_ce_cut_count(const p2pk_ce_cut *u, size_t len) {
-  size_t k = 0, off;
-  const size_t K = u->K ? u->K : 1;
-  if (!u->T) return (len + K - 1) / K;
-  k = (len + K - 1) / K;
-  k = k >= 2 ? k - 2 : 0;
-  while (p2pk_ce_cut_piece(u, len, k, &off)) k++;
-  return k;
 }
 /* Chunk bytes of the copy-engine all-reduce and reduce-scatter over P2P
  * for a shard of this size on n ranks with `depth` chunks in flight:

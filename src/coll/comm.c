@@ -637,7 +637,7 @@ typedef struct {
   char busid[32];
   char host[64];
   uint64_t buffer, table_hash, chunk, ce_min, ce_slot, ce_depth;
-  uint64_t cep_slot, cep_depth, cep_mins, cep_taper; /* copy engines over P2P (ce_p2p_mp.c) */
+  uint64_t cep_slot, cep_depth, cep_mins; /* copy engines over P2P (ce_p2p_mp.c) */
   int32_t algo, proto, blocks, threads, boxes, max_blocks;
 } rank_info;
 
@@ -665,7 +665,6 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
                        : o->ce_depth != me->ce_depth ? "P2PKIT_STAGED_CE_DEPTH"
                        : o->cep_slot != me->cep_slot ? "P2PKIT_CE_CHUNK"
                        : o->cep_depth != me->cep_depth ? "P2PKIT_CE_DEPTH"
-                       : o->cep_taper != me->cep_taper ? "P2PKIT_CE_TAPER"
                        : o->cep_mins != me->cep_mins ? "the copy-engine thresholds (P2PKIT_CE_*_MIN, "
                                                        "P2PKIT_BCAST_CE_MIN, P2PKIT_SENDRECV_CE_MIN)"
                                                      : NULL;
@@ -720,7 +719,6 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   mine.cep_depth = cep ? (uint64_t)p2pk_cep_depth() : 0;
   mine.cep_slot = p2pk_cep_slot_bytes(n, (int)mine.cep_depth, cep);
   mine.cep_mins = p2pk_cep_p2p_min(c);
-  mine.cep_taper = cep ? p2pk_param_size("P2PKIT_CE_TAPER") : 0;
   for (int k = 0; k < P2PK_COLL_KINDS; k++)
     mine.cep_mins = mine.cep_mins * 1000003ULL + p2pk_ce_min_setting(c, k);
   P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_INFO, &mine, all, sizeof mine), st, out);

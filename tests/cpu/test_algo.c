@@ -750,52 +750,6 @@ TEST(copy_engine_shards_and_thresholds) {
   CHECK_EQ(p2pk_ce_part(10, 2, 4), 2);
   CHECK_EQ(p2pk_ce_part(10, 3, 4), 0);
 
-  /* The landing-slot pipelines' cut: pieces tile the message in order,
-   * none over K, every one but the last a multiple of A; without a taper
-   * they are p2pk_ce_part's; with one, the last piece is at most 2T (or
-   * the message's own length) and only the last two chunks' worth is cut. */
-  {
-    const size_t M = (size_t)1 << 20;
-    const size_t lens[] = {0, 1, 4095, 4096, 96 * M, 96 * M + 1, 160 * M, 192 * M, 1024 * M, 1024 * M + 12345};
-    const size_t Ks[] = {96 * M, 64 * M, 4096};
-    const size_t Ts[] = {0, 8 * M, 4 * M, 1};
-    for (size_t a = 0; a < sizeof lens / sizeof *lens; a++)
-      for (size_t b = 0; b < sizeof Ks / sizeof *Ks; b++)
-        for (size_t d = 0; d < sizeof Ts / sizeof *Ts; d++) {
-          const p2pk_ce_cut u = {Ks[b], Ts[d], 4096};
-          const size_t ln = lens[a], K = Ks[b], n = p2pk_ce_cut_count(&u, ln);
-          size_t at = 0, last = 0, o = 0;
-          int ok = 1;
-          for (size_t k = 0; k < n && ok; k++) {
-            const size_t p = p2pk_ce_cut_piece(&u, ln, k, &o);
-            ok = p > 0 && p <= K && o == at && (k + 1 == n || p % 4096 == 0 || p == K);
-            if (!Ts[d]) ok = ok && p == p2pk_ce_part(ln, k, K) && o == k * K;
-            if (k + 2 < (ln + K - 1) / K) ok = ok && p == K; /* the lead chunks stay whole */
-            at += p;
-            last = p;
-          }
-          CHECK(ok);
-          CHECK_EQ(at, ln);
-          CHECK_EQ(p2pk_ce_cut_piece(&u, ln, n, &o), 0);
-          CHECK_EQ(o, ln);
-          if (!Ts[d]) CHECK_EQ(n, (ln + K - 1) / K);
-          if (Ts[d]) CHECK(last <= 2 * Ts[d] || last <= 4096);
-        }
-    /* 1 GiB in 96 MiB chunks with an 8 MiB taper: nine whole chunks, then
-     * 160 MiB as 80, 40, 20, 10, 10. */
-    const p2pk_ce_cut u = {96 * M, 8 * M, 4096};
-    const size_t want[] = {80 * M, 40 * M, 20 * M, 10 * M, 10 * M};
-    size_t o;
-    CHECK_EQ(p2pk_ce_cut_count(&u, 1024 * M), 14);
-    for (size_t k = 0; k < 5; k++) CHECK_EQ(p2pk_ce_cut_piece(&u, 1024 * M, 9 + k, &o), want[k]);
-    CHECK_EQ(o, 1014 * M);
-    /* A message within one chunk is cut too: 64 MiB as 32, 16, 8, 8 at T = 4 MiB. */
-    const p2pk_ce_cut v = {96 * M, 4 * M, 4096};
-    CHECK_EQ(p2pk_ce_cut_count(&v, 64 * M), 4);
-    CHECK_EQ(p2pk_ce_cut_piece(&v, 64 * M, 3, &o), 8 * M);
-    CHECK_EQ(o, 56 * M);
-  }
-
   /* Which calls wait in a group for the copy engines: one process only,
    * per collective and transport, not when a kernel setting is forced. */
   struct p2pkit_comm c;

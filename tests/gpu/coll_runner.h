@@ -275,19 +275,14 @@ static void logcap_begin(logcap_t *L, const char *var, const char *value) {
  * call of that collective takes the copy engines) and 64 KiB chunks two
  * deep, so every landing slot is reused many times; ce_settings_end()
  * unsets them. */
-/* 64 KiB chunks, two in flight, and (unless the caller set it) the last two
- * chunks' worth of each message tapered down to 16 KiB pieces (8 KiB: 64,
- * 32, 16, 16 KiB). */
 static void ce_settings_begin(const char *const *vars, int n) {
   setenv("P2PKIT_CE_CHUNK", "64K", 1);
   setenv("P2PKIT_CE_DEPTH", "2", 1);
-  setenv("P2PKIT_CE_TAPER", "8K", 0);
   for (int i = 0; i < n; i++) setenv(vars[i], "1", 1);
 }
 static void ce_settings_end(const char *const *vars, int n) {
   unsetenv("P2PKIT_CE_CHUNK");
   unsetenv("P2PKIT_CE_DEPTH");
-  unsetenv("P2PKIT_CE_TAPER");
   for (int i = 0; i < n; i++) unsetenv(vars[i]);
 }
 

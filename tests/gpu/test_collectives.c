@@ -969,8 +969,7 @@ static int child_main(int argc, char **argv) {
   runner_t R;
   const int kill = strncmp(mode, "kill", 4) == 0, cep = strncmp(mode, "cep", 3) == 0;
   const int kposts = strcmp(mode, "cep-kernel-posts") == 0;
-  /* With kernel posts, equal chunks (no taper): both cuts run somewhere. */
-  if (kposts) setenv("P2PKIT_CEP_MEMOPS", "0", 1), setenv("P2PKIT_CE_TAPER", "0", 1);
+  if (kposts) setenv("P2PKIT_CEP_MEMOPS", "0", 1);
   static const char *const cep_vars[] = {"P2PKIT_CE_ALLREDUCE_MIN", "P2PKIT_CE_REDUCE_SCATTER_MIN",
                                          "P2PKIT_CE_REDUCE_MIN", "P2PKIT_BCAST_CE_MIN",
                                          "P2PKIT_CE_ALL_TO_ALL_MIN"};
@@ -991,7 +990,6 @@ static int child_main(int argc, char **argv) {
     child_kill(&R, mode);
   } else if (cep) {
     CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->lay.cep_depth == 2);
-    CHECK_EQ(R.comm[0]->cep_taper, kposts ? 0 : 8192);
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE_SCATTER, ALL_OPS, 5);
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE, ALL_OPS, 5);
     matrix(&R, &V_AUTO, P2PK_COLL_BROADCAST, ALL_OPS, 1);
