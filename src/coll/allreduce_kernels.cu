@@ -23,9 +23,14 @@
 
 namespace p2pk {
 
-// Phase timestamps of the LL kernel (P2PKIT_KTRACE builds only): block 0,
-// thread 0, per call parity; what bench_launch prints. See p2pk_ktrace_read.
-enum { KT_ENTRY, KT_DEP, KT_PROLOGUE, KT_PUSHED, KT_HEADER, KT_DATA, KT_END, KT_N };
+// Phase timestamps of the LL kernel (P2PKIT_KTRACE builds only), per call
+// parity; what bench_launch prints (p2pk_ktrace_read). KT_ENTRY .. KT_END:
+// block 0, thread 0. KT_PUSH_ALL, KT_DATA_ALL, KT_END_ALL: the latest over
+// the grid of a thread's last push, a thread's last line arriving and a
+// block's end (atomicMax: calls of one parity follow each other, so the
+// maximum is the last call's).
+enum { KT_ENTRY, KT_DEP, KT_PROLOGUE, KT_PUSHED, KT_HEADER, KT_DATA, KT_END,
+       KT_PUSH_ALL, KT_DATA_ALL, KT_END_ALL, KT_N };
 #ifdef P2PK_KTRACE
 __device__ unsigned long long ktrace[2][KT_N];
 #define KT_MARK(t) ((t) = globaltimer())
@@ -92,6 +97,10 @@ __global__ void __launch_bounds__(512 + 32) ll_kernel(const __grid_constant__ p2
   unsigned long long kt[KT_N] = {0};
   (void)kt;
   KT_MARK(kt[KT_ENTRY]);
+#ifdef P2PK_KTRACE
+  __shared__ unsigned long long s_push, s_data;
+  if (threadIdx.x == 0) s_push = s_data = 0; // published by the prologue's barrier
+#endif
   // Every argument this kernel uses is read into registers (peers' scratch
   // into shared memory) before it waits for the stream's previous kernel, so
   // those loads overlap the wait (P2PKIT_PDL) instead of each costing a trip
@@ -166,6 +175,7 @@ __global__ void __launch_bounds__(512 + 32) ll_kernel(const __grid_constant__ p2
         uint4 x = ll_wait(a, w, mine + (uint64_t)pslot(r, me, n) * ll_bytes + i * 16, seq, r);
         v.u = make_uint2(x.x, x.z);
         if (i == first) KT_MARK(kt[KT_DATA]);
+        KT_MARK(kt[KT_DATA_ALL]);
       }
 #pragma unroll
       for (int e = 0; e < Pack8<T>::N; e++)
@@ -180,10 +190,17 @@ __global__ void __launch_bounds__(512 + 32) ll_kernel(const __grid_constant__ p2
   // Thread 0 times the data; the header thread adds when it saw the header.
   __shared__ unsigned long long s_hdr;
   if (leader) s_hdr = kt[KT_HEADER];
+  atomicMax(&s_push, kt[KT_PUSHED]);
+  atomicMax(&s_data, kt[KT_DATA_ALL]);
   __syncthreads();
+  if (threadIdx.x == 0) {
+    atomicMax(&ktrace[slot][KT_PUSH_ALL], s_push);
+    atomicMax(&ktrace[slot][KT_DATA_ALL], s_data);
+    atomicMax(&ktrace[slot][KT_END_ALL], globaltimer());
+  }
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     kt[KT_HEADER] = s_hdr;
-    for (int k = 0; k < KT_N; k++) ktrace[slot][k] = kt[k];
+    for (int k = 0; k < KT_PUSH_ALL; k++) ktrace[slot][k] = kt[k];
   }
 #endif
 }
@@ -923,9 +940,9 @@ extern "C" cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *pa, int esize, int b
   return e;
 }
 
-extern "C" int p2pk_ktrace_read(unsigned long long out[2][7]) {
+extern "C" int p2pk_ktrace_read(unsigned long long out[2][10]) {
 #ifdef P2PK_KTRACE
-  static_assert(p2pk::KT_N == 7, "p2pk_ktrace_read's shape");
+  static_assert(p2pk::KT_N == 10, "p2pk_ktrace_read's shape");
   return cudaMemcpyFromSymbol(out, p2pk::ktrace, sizeof p2pk::ktrace) == cudaSuccess ? 0 : -1;
 #else
   (void)out;

@@ -292,8 +292,9 @@ cudaError_t p2pk_preload_allreduce_p2p(void);
 /* P2PKIT_KTRACE builds: the LL kernel's phase timestamps (globaltimer, ns) of
  * the current device's last two calls, [call parity][entry, dependency
  * resolved, prologue done, lines pushed, header seen, first peer line seen,
- * end]; -1 in other builds. */
-int p2pk_ktrace_read(unsigned long long out[2][7]);
+ * end (block 0, thread 0), then over the whole grid the last push, the last
+ * peer line seen, the last block's end]; -1 in other builds. */
+int p2pk_ktrace_read(unsigned long long out[2][10]);
 cudaError_t p2pk_preload_allreduce_staged(void);
 #ifdef __cplusplus
 }

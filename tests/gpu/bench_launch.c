@@ -2,14 +2,14 @@
  * measured next to it in one process driving every GPU. Not a test:
  * scripts/device/latency.sh runs it on the device machine.
  *
- *   bench_launch [--iters N]
+ *   bench_launch [--iters N] [--count N]
  *
  * Lines (median of 5 repeats, microseconds):
  *   set_device      one cudaSetDevice, alternating between two GPUs
  *   fill_host       host time to enqueue one 16-byte fill kernel (queue not full)
  *   fill_eager      GPU time per fill kernel, N back to back
  *   fill_graph      GPU time per fill kernel, N captured in one graph
- *   ar_host         host time of one p2pkit_all_reduce of 8 bytes (one GPU's call)
+ *   ar_host         host time of one p2pkit_all_reduce (--count floats; one GPU's call)
  *   ar_eager        time per all-reduce, every GPU's call enqueued per step, N steps
  *   ar_graph        time per all-reduce, N captured per GPU, graphs replayed
  *   fill_seq2       host time per step of one fill on each GPU, one thread
@@ -20,7 +20,9 @@
  *                   calling thread handing each step over (would launching
  *                   from a thread per GPU halve one process's eager step?)
  * The fill kernel is the library's pattern writer: a launch with small
- * arguments and no work. The all-reduce result is checked after each form. */
+ * arguments and no work. The all-reduce (--count float32s, default 2: 8
+ * bytes) result is checked after each form. P2PKIT_KTRACE builds print the
+ * LL kernel's phases too. */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -39,6 +41,7 @@
 
 typedef struct {
   int n, iters;
+  size_t count; /* float32s per all-reduce */
   int dev[MAXG];
   cudaStream_t s[MAXG];
   float *in[MAXG], *out[MAXG];
@@ -61,7 +64,7 @@ static int sync_all(lb_t *B) { return cu_sync_streams(B->n, B->dev, B->s); }
 
 static int ar_step(lb_t *B) {
   for (int r = 0; r < B->n; r++)
-    if (p2pkit_all_reduce(B->in[r], B->out[r], 2, P2PKIT_FLOAT32, P2PKIT_SUM, B->comm[r],
+    if (p2pkit_all_reduce(B->in[r], B->out[r], B->count, P2PKIT_FLOAT32, P2PKIT_SUM, B->comm[r],
                           (p2pkit_stream_t)B->s[r]) != P2PKIT_SUCCESS) {
       fprintf(stderr, "bench_launch: all_reduce: %s\n", p2pkit_last_error());
       return -1;
@@ -69,22 +72,27 @@ static int ar_step(lb_t *B) {
   return 0;
 }
 
-/* out = sum over ranks of in (rank r holds 1 + r): every rank, both words. */
+/* out = sum over ranks of in (rank r holds 1 + r): every rank, every word;
+ * then the output is poisoned for the next form. */
 static int ar_check(lb_t *B, const char *form) {
   float want = 0;
   for (int r = 0; r < B->n; r++) want += (float)(1 + r);
-  for (int r = 0; r < B->n; r++) {
-    float h[2] = {-1, -1};
+  float *h = malloc(B->count * sizeof *h);
+  if (!h) return -1;
+  int rc = 0;
+  for (int r = 0; r < B->n && !rc; r++) {
     cudaSetDevice(B->dev[r]);
-    if (cudaMemcpy(h, B->out[r], sizeof h, cudaMemcpyDeviceToHost) != cudaSuccess || h[0] != want ||
-        h[1] != want) {
-      fprintf(stderr, "bench_launch: %s: rank %d has %g %g, want %g\n", form, r, h[0], h[1], want);
-      return -1;
-    }
-    cudaMemset(B->out[r], 0xff, 8); /* poison for the next form */
+    if (cudaMemcpy(h, B->out[r], B->count * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) rc = -1;
+    for (size_t i = 0; i < B->count && !rc; i++)
+      if (h[i] != want) {
+        fprintf(stderr, "bench_launch: %s: rank %d has %g at %zu, want %g\n", form, r, h[i], i, want);
+        rc = -1;
+      }
+    cudaMemset(B->out[r], 0xff, B->count * sizeof *h);
     cudaDeviceSynchronize();
   }
-  return 0;
+  free(h);
+  return rc;
 }
 
 /* A thread per GPU beyond the first, spinning on `go` (the step it is to
@@ -112,7 +120,7 @@ static void *worker_main(void *arg) {
       for (int i = 0; i < w->steps; i++) p2pk_launch_fill(w->fbuf, 16, 1, (uint32_t)i, w->B->s[w->r]);
     } else if (w->kind == 0) {
       if (p2pk_launch_fill(w->fbuf, 16, 1, (uint32_t)g, w->B->s[w->r]) != cudaSuccess) w->err = 1;
-    } else if (p2pkit_all_reduce(w->B->in[w->r], w->B->out[w->r], 2, P2PKIT_FLOAT32, P2PKIT_SUM,
+    } else if (p2pkit_all_reduce(w->B->in[w->r], w->B->out[w->r], w->B->count, P2PKIT_FLOAT32, P2PKIT_SUM,
                                  w->B->comm[w->r], (p2pkit_stream_t)w->B->s[w->r]) != P2PKIT_SUCCESS) {
       w->err = 1;
     }
@@ -131,7 +139,7 @@ static int handoff_step(lb_t *B, worker_t *w, int kind, void *fbuf0) {
   }
   int bad = 0;
   if (kind == 0) bad = p2pk_launch_fill(fbuf0, 16, 1, (uint32_t)g, B->s[0]) != cudaSuccess;
-  else bad = p2pkit_all_reduce(B->in[0], B->out[0], 2, P2PKIT_FLOAT32, P2PKIT_SUM, B->comm[0],
+  else bad = p2pkit_all_reduce(B->in[0], B->out[0], B->count, P2PKIT_FLOAT32, P2PKIT_SUM, B->comm[0],
                                (p2pkit_stream_t)B->s[0]) != P2PKIT_SUCCESS;
   for (int r = 1; r < B->n; r++)
     while (atomic_load_explicit(&w[r].done, memory_order_acquire) != g) {
@@ -219,9 +227,10 @@ static int threaded(lb_t *B, int q) {
  * GPU, microseconds from the call's entry, and the gap from the earlier
  * call's end to the later one's entry. */
 static void ktrace_print(lb_t *B, const char *form) {
-  static const char *const names[7] = {"entry", "dep", "prologue", "pushed", "header", "data", "end"};
+  static const char *const names[10] = {"entry", "dep",  "prologue", "pushed",   "header",
+                                        "data",  "end",  "all_pushed", "all_data", "all_end"};
   for (int r = 0; r < B->n; r++) {
-    unsigned long long t[2][7];
+    unsigned long long t[2][10];
     cudaSetDevice(B->dev[r]);
     if (p2pk_ktrace_read(t) != 0) {
       if (r == 0) printf("ktrace: not in this build (cmake -DP2PKIT_KTRACE=ON)\n");
@@ -229,7 +238,8 @@ static void ktrace_print(lb_t *B, const char *form) {
     }
     int late = t[1][0] > t[0][0];
     printf("ktrace %s GPU %d:", form, B->dev[r]);
-    for (int k = 1; k < 7; k++) printf(" %s +%.3f", names[k], (t[late][k] - t[late][0]) * 1e-3);
+    for (int k = 1; k < 10; k++)
+      printf(" %s %+.3f", names[k], ((double)t[late][k] - (double)t[late][0]) * 1e-3);
     printf(" | gap from previous end %.3f us\n", ((double)t[late][0] - (double)t[!late][6]) * 1e-3);
   }
 }
@@ -285,15 +295,21 @@ int main(int argc, char **argv) {
   lb_t B;
   memset(&B, 0, sizeof B);
   B.iters = 1000;
+  B.count = 2;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) B.iters = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) B.count = (size_t)strtoull(argv[++i], NULL, 10);
     else {
-      fprintf(stderr, "usage: bench_launch [--iters N]\n");
+      fprintf(stderr, "usage: bench_launch [--iters N] [--count N]\n");
       return 2;
     }
   }
   if (B.iters < 10 || B.iters > 100000) {
     fprintf(stderr, "bench_launch: --iters must be 10 to 100000\n");
+    return 2;
+  }
+  if (B.count < 1 || B.count > ((size_t)1 << 24)) {
+    fprintf(stderr, "bench_launch: --count must be 1 to 16777216 float32s\n");
     return 2;
   }
   int ndev = 0;
@@ -303,19 +319,22 @@ int main(int argc, char **argv) {
   }
   B.n = ndev < MAXG ? ndev : MAXG;
   const char *pdl = getenv("P2PKIT_PDL");
-  printf("bench_launch: %d GPUs, %d calls per timing, P2PKIT_PDL=%s\n", B.n, B.iters,
-         pdl ? pdl : "(unset)");
+  printf("bench_launch: %d GPUs, %d calls per timing, all-reduce of %zu B, P2PKIT_PDL=%s\n", B.n,
+         B.iters, B.count * sizeof(float), pdl ? pdl : "(unset)");
   for (int r = 0; r < B.n; r++) {
     B.dev[r] = r;
     cudaSetDevice(r);
     if (cudaStreamCreateWithFlags(&B.s[r], cudaStreamNonBlocking) != cudaSuccess ||
-        cudaMalloc((void **)&B.in[r], 64) != cudaSuccess ||
-        cudaMalloc((void **)&B.out[r], 64) != cudaSuccess) {
+        cudaMalloc((void **)&B.in[r], B.count * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&B.out[r], B.count * sizeof(float)) != cudaSuccess) {
       fprintf(stderr, "bench_launch: GPU %d: %s\n", r, cudaGetErrorString(cudaGetLastError()));
       return 1;
     }
-    float v[2] = {(float)(1 + r), (float)(1 + r)};
-    cudaMemcpy(B.in[r], v, sizeof v, cudaMemcpyHostToDevice);
+    float *v = malloc(B.count * sizeof *v);
+    if (!v) return 1;
+    for (size_t i = 0; i < B.count; i++) v[i] = (float)(1 + r);
+    cudaMemcpy(B.in[r], v, B.count * sizeof *v, cudaMemcpyHostToDevice);
+    free(v);
   }
   if (p2pkit_comm_init_all(B.comm, B.n, B.dev) != P2PKIT_SUCCESS) {
     fprintf(stderr, "bench_launch: comm_init_all: %s\n", p2pkit_last_error());
@@ -364,12 +383,12 @@ int main(int argc, char **argv) {
     double host = 0;
     for (int i = 0; i < q; i++) {
       double t0 = cu_now();
-      if (p2pkit_all_reduce(B.in[0], B.out[0], 2, P2PKIT_FLOAT32, P2PKIT_SUM, B.comm[0],
+      if (p2pkit_all_reduce(B.in[0], B.out[0], B.count, P2PKIT_FLOAT32, P2PKIT_SUM, B.comm[0],
                             (p2pkit_stream_t)B.s[0]) != P2PKIT_SUCCESS)
         return 1;
       host += cu_now() - t0;
       for (int r = 1; r < B.n; r++)
-        if (p2pkit_all_reduce(B.in[r], B.out[r], 2, P2PKIT_FLOAT32, P2PKIT_SUM, B.comm[r],
+        if (p2pkit_all_reduce(B.in[r], B.out[r], B.count, P2PKIT_FLOAT32, P2PKIT_SUM, B.comm[r],
                               (p2pkit_stream_t)B.s[r]) != P2PKIT_SUCCESS)
           return 1;
     }
