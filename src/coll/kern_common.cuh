@@ -479,6 +479,12 @@ __device__ void copy_chunk(char *dst, const char *src, uint64_t len) {
     *(B *)(dst + o) = ld_elem<B, HOST>(src + o);
 }
 
+// Two sources' loads together in reduce_chunk (a build may set 0 to measure
+// the loop without it).
+#ifndef P2PK_REDUCE_PAIR
+#define P2PK_REDUCE_PAIR 1
+#endif
+
 // out[0..len) = reduce over r = 0..n-1 of src[r][0..len), in rank order, so
 // every rank computes the same bits; src[me] is this rank's input (device
 // memory), the others are mailboxes (HOST: in host memory). The result also
@@ -494,7 +500,36 @@ __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const
   for (int r = 0; r < n; r++) vec = vec && aligned16(src[r]);
   for (int k = 0; k < nalso; k++) vec = vec && aligned16(also[k]);
   uint64_t done = 0;
-  if (vec) {
+  if (P2PK_REDUCE_PAIR && vec && n == 2) {
+    // Two ranks (the common case): both sources' loads in flight together,
+    // so an iteration waits out one load latency, not two; the same
+    // operations in the same order as below, so the same bits.
+    const uint64_t nv = len / 16;
+    for (uint64_t base = threadIdx.x; base < nv; base += (uint64_t)blockDim.x * U) {
+      P v0[U], v1[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        uint64_t i = base + (uint64_t)u * blockDim.x;
+        if (i < nv) v0[u].u = me == 0 ? ld16<false>(src[0] + i * 16) : ld16<HOST>(src[0] + i * 16);
+      }
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        uint64_t i = base + (uint64_t)u * blockDim.x;
+        if (i < nv) v1[u].u = me == 1 ? ld16<false>(src[1] + i * 16) : ld16<HOST>(src[1] + i * 16);
+      }
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        uint64_t i = base + (uint64_t)u * blockDim.x;
+        if (i >= nv) continue;
+#pragma unroll
+        for (int e = 0; e < P::N; e++)
+          v0[u].e[e] = T::st(finish<T>(op, apply<T>(op, T::ld(v0[u].e[e]), T::ld(v1[u].e[e])), 2));
+        *(uint4 *)(out + i * 16) = v0[u].u;
+        for (int k = 0; k < nalso; k++) *(uint4 *)(also[k] + i * 16) = v0[u].u;
+      }
+    }
+    done = nv * 16;
+  } else if (vec) {
     const uint64_t nv = len / 16;
     for (uint64_t base = threadIdx.x; base < nv; base += (uint64_t)blockDim.x * U) {
       A acc[U][P::N];
