@@ -479,17 +479,18 @@ __device__ void copy_chunk(char *dst, const char *src, uint64_t len) {
     *(B *)(dst + o) = ld_elem<B, HOST>(src + o);
 }
 
-// Two sources' loads together in reduce_chunk (a build may set 0 to measure
-// the loop without it).
-#ifndef P2PK_REDUCE_PAIR
-#define P2PK_REDUCE_PAIR 1
-#endif
-
 // out[0..len) = reduce over r = 0..n-1 of src[r][0..len), in rank order, so
 // every rank computes the same bits; src[me] is this rank's input (device
 // memory), the others are mailboxes (HOST: in host memory). The result also
-// goes to also[0..nalso) (remote mailboxes or peers' outputs).
-template <class T, bool HOST>
+// goes to also[0..nalso) (remote mailboxes or peers' outputs). PAIR: on 2
+// ranks both sources' loads go out together, so an iteration waits out one
+// load latency, not two (the chunked kernels over P2P; thirteenth session,
+// run 7, 2x H200, process per GPU: a 16-block 256 MiB all-reduce 1659 ->
+// 1316 us, 64 blocks 811 -> 791; in the copy engines' local reduces, which
+// run beside the copies, one process under a graph at 1 GiB went 2914 ->
+// 2956, and the staged kernels gained nothing clear, so those keep the
+// loop that loads one source after the other).
+template <class T, bool HOST, bool PAIR = false>
 __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const *src,
                              char *const *also, int nalso, uint64_t len) {
   typedef typename T::bits B;
@@ -500,10 +501,8 @@ __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const
   for (int r = 0; r < n; r++) vec = vec && aligned16(src[r]);
   for (int k = 0; k < nalso; k++) vec = vec && aligned16(also[k]);
   uint64_t done = 0;
-  if (P2PK_REDUCE_PAIR && vec && n == 2) {
-    // Two ranks (the common case): both sources' loads in flight together,
-    // so an iteration waits out one load latency, not two; the same
-    // operations in the same order as below, so the same bits.
+  if (PAIR && vec && n == 2) {
+    // The same operations in the same order as below: the same bits.
     const uint64_t nv = len / 16;
     for (uint64_t base = threadIdx.x; base < nv; base += (uint64_t)blockDim.x * U) {
       P v0[U], v1[U];
