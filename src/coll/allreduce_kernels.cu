@@ -612,7 +612,7 @@ __device__ bool os_reduce(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint6
   __syncthreads();
   if (!*s_ok) return false;
   if (P.reduce) {
-    reduce_chunk<T, false, true>(a.op, P.n, P.me, P.out + off, s_src, nullptr, 0, len);
+    reduce_chunk<T, false, P2PK_CHUNK_PAIR>(a.op, P.n, P.me, P.out + off, s_src, nullptr, 0, len);
   } else {
     for (int r = 0; r < P.n; r++)
       if (has(P.recv, r) || (r == P.me && P.self_copy))
@@ -802,7 +802,7 @@ __device__ bool ts_reduce(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint6
   }
   __syncthreads();
   if (!*s_ok) return false;
-  reduce_chunk<T, false, true>(a.op, P.n, P.me, (char *)a.out + sh.at(P.me), s_src, s_also, P.n - 1,
+  reduce_chunk<T, false, P2PK_CHUNK_PAIR>(a.op, P.n, P.me, (char *)a.out + sh.at(P.me), s_src, s_also, P.n - 1,
                          sh.len(P.me));
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -864,7 +864,8 @@ __global__ void __launch_bounds__(512) local_reduce_kernel(const __grid_constant
   const uint64_t len = min(per, a.bytes - lo);
   if ((int)threadIdx.x < a.n) s_src[threadIdx.x] = a.src[threadIdx.x] + lo;
   __syncthreads();
-  reduce_chunk<T, false>(a.op, a.n, a.me, a.out + lo, s_src, nullptr, 0, len);
+  if (a.pair) reduce_chunk<T, false, true>(a.op, a.n, a.me, a.out + lo, s_src, nullptr, 0, len);
+  else reduce_chunk<T, false>(a.op, a.n, a.me, a.out + lo, s_src, nullptr, 0, len);
 }
 
 // The copy engines over P2P with a process per GPU (ce_p2p_mp.c): the

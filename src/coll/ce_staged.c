@@ -100,10 +100,19 @@ cudaError_t p2pk_ce_local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dty
   size_t blocks = (la->bytes + (64u << 10) - 1) / (64u << 10);
   int sms = c->geom.sm_count > 0 ? c->geom.sm_count : 1;
   if (blocks > (size_t)sms) blocks = (size_t)sms;
+  const size_t free_grid = blocks;
   if (cap > 0 && blocks > (size_t)cap) blocks = (size_t)cap;
   const int mb = p2pk_comm_grid_cap(c);
   if (mb > 0 && blocks > (size_t)mb) blocks = (size_t)mb;
-  return p2pk_launch_local_reduce(dtype, la, blocks ? (int)blocks : 1, stream);
+  /* A capped grid moves what each block can: its loads go out two sources
+   * at a time (thirteenth session, run 7, process per GPU, 256 MiB all-
+   * reduce over the copy engines: 16 blocks 1659 -> 1316 us, 64 blocks 811
+   * -> 791). Uncapped the reduce runs beside the copies and the paired
+   * loads took HBM from them (one process under a graph, 1 GiB: 2914 ->
+   * 2956 us), so the whole grid keeps the plain loop. */
+  p2pk_lr_args a = *la;
+  a.pair = blocks < free_grid;
+  return p2pk_launch_local_reduce(dtype, &a, blocks ? (int)blocks : 1, stream);
 }
 
 cudaError_t p2pk_ce_reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,

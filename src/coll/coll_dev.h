@@ -245,6 +245,7 @@ typedef struct {
   char *out;
   uint64_t bytes;
   int32_t n, me, op;
+  int32_t pair; /* a capped grid: both sources' loads together (reduce_chunk's PAIR) */
 } p2pk_lr_args;
 cudaError_t p2pk_launch_local_reduce(int dtype, const p2pk_lr_args *a, int blocks, cudaStream_t stream);
 /* Blocks of ll128_kernel (threads + the header warp) one multiprocessor

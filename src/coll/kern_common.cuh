@@ -484,12 +484,13 @@ __device__ void copy_chunk(char *dst, const char *src, uint64_t len) {
 // memory), the others are mailboxes (HOST: in host memory). The result also
 // goes to also[0..nalso) (remote mailboxes or peers' outputs). PAIR: on 2
 // ranks both sources' loads go out together, so an iteration waits out one
-// load latency, not two (the chunked kernels over P2P; thirteenth session,
-// run 7, 2x H200, process per GPU: a 16-block 256 MiB all-reduce 1659 ->
-// 1316 us, 64 blocks 811 -> 791; in the copy engines' local reduces, which
-// run beside the copies, one process under a graph at 1 GiB went 2914 ->
-// 2956, and the staged kernels gained nothing clear, so those keep the
-// loop that loads one source after the other).
+// load latency, not two: the chunked kernels over P2P, and the copy
+// engines' local reduces under a grid cap (p2pk_ce_local_reduce says why
+// not uncapped); the staged kernels showed nothing clear (thirteenth
+// session, run 7).
+#ifndef P2PK_CHUNK_PAIR // the chunked kernels over P2P (a build may set 0 to compare)
+#define P2PK_CHUNK_PAIR 1
+#endif
 template <class T, bool HOST, bool PAIR = false>
 __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const *src,
                              char *const *also, int nalso, uint64_t len) {

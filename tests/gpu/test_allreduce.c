@@ -616,6 +616,13 @@ static int child_main(int argc, char **argv) {
     if (ce) CHECK(R.comm[0]->staged && R.comm[0]->lay.stage_ce_slot == (64u << 10));
     else CHECK(!R.comm[0]->staged && R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->lay.cep_depth == 2);
     matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+    if (cep) {
+      /* Under a grid cap the local reduces load both sources at a time
+       * (p2pk_ce_local_reduce): every type and op again. */
+      CHECK_OK(p2pkit_comm_set_max_blocks(R.comm[0], 2));
+      matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+      CHECK_OK(p2pkit_comm_set_max_blocks(R.comm[0], 0));
+    }
     graph_replay(&R, 2);
     graph_replay_auto(&R, 3);
     /* Counts that differ: rank 0 sends 19 chunks, the others 13. */
