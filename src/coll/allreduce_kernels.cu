@@ -612,7 +612,7 @@ __device__ bool os_reduce(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint6
   __syncthreads();
   if (!*s_ok) return false;
   if (P.reduce) {
-    reduce_chunk<T, false, P2PK_CHUNK_PAIR>(a.op, P.n, P.me, P.out + off, s_src, nullptr, 0, len);
+    reduce_chunk<T, false>(a.op, P.n, P.me, P.out + off, s_src, nullptr, 0, len);
   } else {
     for (int r = 0; r < P.n; r++)
       if (has(P.recv, r) || (r == P.me && P.self_copy))
@@ -802,7 +802,7 @@ __device__ bool ts_reduce(const p2pk_ar_args &a, Waiter &w, const Plan &P, uint6
   }
   __syncthreads();
   if (!*s_ok) return false;
-  reduce_chunk<T, false, P2PK_CHUNK_PAIR>(a.op, P.n, P.me, (char *)a.out + sh.at(P.me), s_src, s_also, P.n - 1,
+  reduce_chunk<T, false>(a.op, P.n, P.me, (char *)a.out + sh.at(P.me), s_src, s_also, P.n - 1,
                          sh.len(P.me));
   __syncthreads();
   if (threadIdx.x == 0) {

@@ -484,13 +484,11 @@ __device__ void copy_chunk(char *dst, const char *src, uint64_t len) {
 // memory), the others are mailboxes (HOST: in host memory). The result also
 // goes to also[0..nalso) (remote mailboxes or peers' outputs). PAIR: on 2
 // ranks both sources' loads go out together, so an iteration waits out one
-// load latency, not two: the chunked kernels over P2P, and the copy
-// engines' local reduces under a grid cap (p2pk_ce_local_reduce says why
-// not uncapped); the staged kernels showed nothing clear (thirteenth
-// session, run 7).
-#ifndef P2PK_CHUNK_PAIR // the chunked kernels over P2P (a build may set 0 to compare)
-#define P2PK_CHUNK_PAIR 1
-#endif
+// load latency, not two: the copy engines' local reduces under a grid cap
+// (p2pk_ce_local_reduce says why not uncapped). The chunked kernels over
+// P2P gained nothing from it (thirteenth session, run 9: 32 MiB under 16
+// and 64 blocks and uncapped the same to 1%; it made twoshot_kernel
+// spill), nor did the staged ones (run 7).
 template <class T, bool HOST, bool PAIR = false>
 __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const *src,
                              char *const *also, int nalso, uint64_t len) {
