@@ -309,6 +309,7 @@ void p2pk_ce_min_fill(struct p2pkit_comm *c) {
   c->cep_p2p_min = c->lay.cep_slot ? p2pk_cep_p2p_min(c) : 0;
   c->sendrecv_ce_min = p2pk_param_size("P2PKIT_SENDRECV_CE_MIN");
   c->cep_direct_p2p_min = c->lay.cep_slot ? p2pk_cep_direct_p2p_min(c) : 0;
+  c->cep_trace = c->lay.cep_slot && c->multiproc && p2pk_param_int("P2PKIT_CEP_TRACE") > 0;
 }
 
 static void log_once(struct p2pkit_comm *c, int kind, size_t bytes, size_t nch, size_t cb) {

@@ -86,6 +86,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "coll/coll.h"
@@ -230,6 +231,46 @@ static int taken(batch_t *b) {
 
 static size_t nchunks(size_t len, size_t K) { return (len + K - 1) / K; }
 
+/* P2PKIT_CEP_TRACE: a timing event on stream `s` marking `what` (a label
+ * and a chunk number, or -1 for none), while a traced call is being
+ * enqueued and events are left. */
+static void tr_mark(struct p2pkit_comm *c, cudaStream_t s, const char *what, long k) {
+  if (!c->cep_tr_on || c->cep_tr_n >= P2PK_CEP_TRACE_MAX) return;
+  cudaEvent_t *ev = &c->cep_tr_ev[c->cep_tr_n];
+  if (!*ev && cudaEventCreate(ev) != cudaSuccess) {
+    *ev = NULL;
+    cudaGetLastError();
+    return;
+  }
+  if (cudaEventRecord(*ev, s) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  if (k >= 0) snprintf(c->cep_tr_what[c->cep_tr_n], sizeof c->cep_tr_what[0], "%s%ld", what, k);
+  else snprintf(c->cep_tr_what[c->cep_tr_n], sizeof c->cep_tr_what[0], "%s", what);
+  c->cep_tr_n++;
+}
+
+void p2pk_cep_trace_flush(struct p2pkit_comm *c) {
+  const int n = c->cep_tr_n;
+  c->cep_tr_n = 0;
+  if (n < 2) return;
+  char line[2048];
+  size_t at = 0;
+  for (int i = 1; i < n && at < sizeof line - 32; i++) {
+    float ms = -1;
+    if (cudaEventSynchronize(c->cep_tr_ev[i]) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, c->cep_tr_ev[0], c->cep_tr_ev[i]) != cudaSuccess) {
+      cudaGetLastError();
+      ms = -1;
+    }
+    at += (size_t)snprintf(line + at, sizeof line - at, " %s %.1f", c->cep_tr_what[i], ms * 1e3);
+  }
+  P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): send/recv call %llu over the copy engines, us after "
+            "its start (pushK: chunk K's copy starts, pushedK: it landed, tookK: the receiver saw "
+            "it, outK: copied out):%s", c->rank, c->device, (unsigned long long)c->cep_tr_calls, line);
+}
+
 /* Claim a slot half this rank fills: wait until its flag (here) is clear,
  * then set it; the receiver clears it once it consumed the half. */
 static void claim(batch_t *b, uint64_t *flag, int peer) {
@@ -300,6 +341,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CR][ek], bw.s);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->cep_ev[V_CR][ek], 0);
     }
+    tr_mark(c, side, "push", (long)k);
     for (int i = 0; i < np && e == cudaSuccess; i++) {
       const size_t len = p2pk_ce_part(p[i].len, k, K);
       const int s = (int)((c->cep_sent[p[i].peer] + k) % D);
@@ -307,6 +349,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
         e = cudaMemcpyAsync(land(c, me, p[i].peer, s), p[i].src + k * K * es, len * es,
                             cudaMemcpyDefault, side);
     }
+    tr_mark(c, side, "pushed", (long)k);
     /* The posts only after P waits for the copies. */
     if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CP][ek], side);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_CP][ek], 0);
@@ -764,6 +807,14 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
   if (ce != cudaSuccess) return ce;
   const int me = c->rank;
   const uint64_t D = c->lay.cep_depth;
+  /* P2PKIT_CEP_TRACE: the last traced call's timeline first (this waits
+   * for it), then this call's marks. Not under capture. */
+  if (c->cep_trace && !c->cep_cap) {
+    p2pk_cep_trace_flush(c);
+    c->cep_tr_on = 1;
+    c->cep_tr_calls++;
+    tr_mark(c, stream, "start", -1);
+  }
   push_t pu[P2PK_COLL_MAX_RANKS], dpu[P2PK_COLL_MAX_RANKS];
   char *dst[P2PK_COLL_MAX_RANKS];
   int np = 0, nd = 0, direct = 0;
@@ -797,9 +848,11 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
       const int s = (int)((c->cep_recvd[r] + k) % D);
       take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
       e = flush(&bs);
+      tr_mark(c, stream, "took", (long)k);
       if (e == cudaSuccess)
         e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, p2pk_ce_part(ops[i].bytes, k, K),
                      stream);
+      tr_mark(c, stream, "out", (long)k);
       release(c, &bs, r, s);
     }
     if (e == cudaSuccess) e = flush(&bs);
@@ -810,6 +863,8 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     if (!ops[i].send && ops[i].peer_buf) take(&bs, &CTRL(me)->cep_fin[ops[i].peer], NULL, 0, ops[i].peer);
   if (e == cudaSuccess) e = flush(&bs);
   if (e == cudaSuccess && np + nd) e = join_side(c, stream, 1);
+  tr_mark(c, stream, "end", -1);
+  c->cep_tr_on = 0;
   if (e == cudaSuccess) {
     size_t b = 0;
     for (int i = 0; i < nops; i++) b = ops[i].bytes > b ? ops[i].bytes : b;

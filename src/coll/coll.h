@@ -37,6 +37,7 @@ typedef struct p2pk_group {
 #define P2PK_LOGGED_CE (1ULL << 63)
 #define P2PK_CEP_STREAMS 5 /* the copy-engine paths' one-thread kernel streams (ce_p2p_mp.c) */
 #define P2PK_CEP_EVKINDS 5 /* kinds of event between them and the copy streams, per slot */
+#define P2PK_CEP_TRACE_MAX 96 /* timing events of one traced send/recv (P2PKIT_CEP_TRACE) */
 
 struct p2pk_worker;
 struct p2pkit_comm {
@@ -112,6 +113,13 @@ struct p2pkit_comm {
   cudaEvent_t cep_ev[P2PK_CEP_EVKINDS][P2PK_SCE_DEPTH_MAX];
   unsigned cep_logged;
   int cep_memops; /* posts as stream memory operations: 0 not decided yet, 1 yes, 2 no (kernels) */
+  /* P2PKIT_CEP_TRACE (process per GPU, fixed at init): timing events of the
+   * last send/recv over the landing slots and what each marks; its
+   * timeline is logged at the next such call or at destroy. */
+  int cep_trace, cep_tr_on, cep_tr_n;
+  uint64_t cep_tr_calls;
+  cudaEvent_t cep_tr_ev[P2PK_CEP_TRACE_MAX];
+  char cep_tr_what[P2PK_CEP_TRACE_MAX][12];
 };
 
 /* Run one list of steps on `stream` (ce_p2p_mp.c): a list of posts only,
@@ -294,6 +302,9 @@ size_t p2pk_cep_min_setting(const struct p2pkit_comm *c, int kind);
 /* The landing-slot path's streams and events, made at init so that no
  * call under capture creates them. */
 cudaError_t p2pk_cep_prepare(struct p2pkit_comm *c);
+/* P2PKIT_CEP_TRACE: log the last traced send/recv's timeline if one is
+ * pending (waits for it), then forget it. */
+void p2pk_cep_trace_flush(struct p2pkit_comm *c);
 
 /* comm.c: scratch layout for n ranks within `buffer` bytes per rank.
  * P2PKIT_ERR_INVALID_ARGUMENT when the buffer is too small for n ranks. */

@@ -334,6 +334,8 @@ static void comm_free(struct p2pkit_comm *c) {
   for (int i = 0; i < P2PK_CEP_EVKINDS; i++)
     for (int s = 0; s < P2PK_SCE_DEPTH_MAX; s++)
       if (c->cep_ev[i][s]) cudaEventDestroy(c->cep_ev[i][s]);
+  for (int i = 0; i < P2PK_CEP_TRACE_MAX; i++)
+    if (c->cep_tr_ev[i]) cudaEventDestroy(c->cep_tr_ev[i]);
   if (c->stage_registered) cudaHostUnregister(c->stage);
   if (c->stage && c->multiproc) munmap(c->stage, c->stage_bytes);
   p2pk_boot_destroy(c->boot);
@@ -871,6 +873,7 @@ p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t c) {
     st = p2pk_fail(P2PKIT_ERR_CUDA, "destroy: rank %d, GPU %d: %s", c->rank, c->device,
                    cudaGetErrorString(e));
   }
+  if (st == P2PKIT_SUCCESS && c->cep_trace) p2pk_cep_trace_flush(c);
   if (c->group) {
     p2pk_group *g = c->group;
     pthread_mutex_lock(&g->lock);
