@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Summarise `p2pkit perf --vs-nccl --json-file` documents against the
 issues' kinds of goal: the slowest point (never slower than NCCL), the
-small-message time ratio (8 B - 64 KiB, eager goal <= 0.5x NCCL's time),
-and busbw at the largest sizes (>= 256 MiB).
+small-message time ratio (8 B - 64 KiB, eager goal <= 0.5x NCCL's time:
+the worst point and the median over every size and placement), and busbw
+at the largest sizes (>= 256 MiB).
 
 usage: perf_summary.py FILE.json ...   (prints a Markdown table)"""
 import json
+import statistics
 import sys
 
 
@@ -31,6 +33,11 @@ def summary(path):
     return doc, slow, worst_small, big, wrong
 
 
+def small_median(doc):
+    r = [x["p2pkit"]["time_us"] / x["nccl"]["time_us"] for z, _, x in rows(doc) if z <= 64 << 10]
+    return statistics.median(r)
+
+
 def fmt_size(n):
     for unit, s in ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")):
         if n >= unit and n % unit == 0:
@@ -39,7 +46,7 @@ def fmt_size(n):
 
 
 def main(paths):
-    print("| run | mode | slowest point (speedup) | small msgs: worst p2pkit/NCCL time | >= 256 MiB: speedup, busbw p2pkit / NCCL | #wrong |")
+    print("| run | mode | slowest point (speedup) | small msgs: worst p2pkit/NCCL time, median | >= 256 MiB: speedup, busbw p2pkit / NCCL | #wrong |")
     print("|---|---|---|---|---|---|")
     for path in paths:
         s = summary(path)
@@ -50,7 +57,8 @@ def main(paths):
         mode = f"{m.get('processes', '?')}p x {m.get('gpus_per_process', '?')}g {m.get('launch', '')}"
         a = f"{fmt_size(slow[0])} {slow[1]}: {slow[2]['speedup']:.2f}x"
         b = (f"{ws[2]['p2pkit']['time_us'] / ws[2]['nccl']['time_us']:.2f} ({fmt_size(ws[0])}: "
-             f"{ws[2]['p2pkit']['time_us']:.2f} vs {ws[2]['nccl']['time_us']:.2f} us)") if ws else "-"
+             f"{ws[2]['p2pkit']['time_us']:.2f} vs {ws[2]['nccl']['time_us']:.2f} us), median "
+             f"{small_median(doc):.2f}") if ws else "-"
         c = "; ".join(f"{fmt_size(z)} {'oop' if pl == 'out_of_place' else 'ip'} {x['speedup']:.2f}x "
                       f"{x['p2pkit']['busbw_gbps']:.0f}/{x['nccl']['busbw_gbps']:.0f}"
                       for z, pl, x in big) or "-"
