@@ -266,9 +266,26 @@ void p2pk_cep_trace_flush(struct p2pkit_comm *c) {
     }
     at += (size_t)snprintf(line + at, sizeof line - at, " %s %.1f", c->cep_tr_what[i], ms * 1e3);
   }
-  P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): send/recv call %llu over the copy engines, us after "
-            "its start (pushK: chunk K's copy starts, pushedK: it landed, tookK: the receiver saw "
-            "it, outK: copied out):%s", c->rank, c->device, (unsigned long long)c->cep_tr_calls, line);
+  P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): %s call %llu over the copy engines, us after its "
+            "start (pushK / pushedK: chunk K's copy starts / has landed; tookK: the owner saw every "
+            "peer's chunk K; outK: copied out or reduced; gpushK / gpushedK: the all-reduce's "
+            "result K pushed; routK: a peer's result K copied out):%s", c->rank, c->device,
+            c->cep_tr_name, (unsigned long long)c->cep_tr_calls, line);
+}
+
+/* A traced call's start (the last one's timeline logged first, which waits
+ * for it) and end; not under capture. */
+static void tr_begin(struct p2pkit_comm *c, cudaStream_t stream, const char *name) {
+  if (!c->cep_trace || c->cep_cap) return;
+  p2pk_cep_trace_flush(c);
+  c->cep_tr_on = 1;
+  c->cep_tr_calls++;
+  snprintf(c->cep_tr_name, sizeof c->cep_tr_name, "%s", name);
+  tr_mark(c, stream, "start", -1);
+}
+static void tr_end(struct p2pkit_comm *c, cudaStream_t stream) {
+  tr_mark(c, stream, "end", -1);
+  c->cep_tr_on = 0;
 }
 
 /* Claim a slot half this rank fills: wait until its flag (here) is clear,
@@ -581,9 +598,11 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
         src[r] = land(c, r, me, SLOT_IN(r));
       }
       e = flush(&bs);
+      tr_mark(c, stream, "took", (long)k);
       const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
       char *out = (char *)recv + (soff[me] + k * K) * es;
       if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, dtype, op, src, out, lb, stream);
+      tr_mark(c, stream, "out", (long)k);
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_RED][ek], stream);
       for (int r = 0; r < n; r++)
         if (r != me && pout) release(c, &bs, r, SLOT_IN(r));
@@ -597,10 +616,12 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCR][ek], bw.s);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_GCR][ek], 0);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->cep_ev[V_RED][ek], 0);
+      tr_mark(c, g, "gpush", (long)k);
       for (int t = 0; t < n && e == cudaSuccess; t++)
         if (t != me && lb)
           e = cudaMemcpyAsync(pout ? pout[t] + (soff[me] + k * K) * es : land(c, me, t, SLOT_OUT(t)) + half,
                               out, lb, cudaMemcpyDefault, g);
+      tr_mark(c, g, "gpushed", (long)k);
       /* The posts only after P2 waits for the copies. */
       if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_GCP][ek], g);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_GCP][ek], 0);
@@ -618,6 +639,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
       if (e == cudaSuccess)
         e = copy_out(c, dtype, land(c, t, me, SLOT_IN(t)) + half, (char *)recv + (soff[t] + k * K) * es,
                      p2pk_ce_part(slen[t], k, K) * es, R);
+      tr_mark(c, R, "rout", (long)k);
       add(&br, P2PK_CEP_POST, &CTRL(t)->cep_rbusy[me][SLOT_IN(t)], 0, NULL, 0, t);
     }
 #undef SLOT_IN
@@ -655,12 +677,26 @@ static cudaError_t note_capture(struct p2pkit_comm *c, cudaStream_t stream) {
 static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
                           p2pkit_dtype_t dtype, cudaStream_t stream);
 
+static cudaError_t cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
+                                  size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
+                                  cudaStream_t stream);
+
 cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
                                 size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
                                 cudaStream_t stream, int capturing) {
   c->cep_cap = capturing != 0;
-  if (kind == P2PK_COLL_ALL_REDUCE) return allreduce_mp(c, send, recv, count, dtype, op, stream, NULL);
-  if (kind == P2PK_COLL_ALL_TO_ALL) return a2a_mp(c, send, recv, count, dtype, stream);
+  tr_begin(c, stream, p2pk_coll_name(kind));
+  cudaError_t e = kind == P2PK_COLL_ALL_REDUCE ? allreduce_mp(c, send, recv, count, dtype, op, stream, NULL)
+                  : kind == P2PK_COLL_ALL_TO_ALL ? a2a_mp(c, send, recv, count, dtype, stream)
+                  : cep_collective(c, kind, send, recv, count, dtype, op, root, stream);
+  tr_end(c, stream);
+  return e;
+}
+
+/* Reduce-scatter, reduce and broadcast (the file's head has the picture). */
+static cudaError_t cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
+                                  size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
+                                  cudaStream_t stream) {
   const int n = c->nranks, me = c->rank;
   const uint64_t D = c->lay.cep_depth;
   const size_t es = p2pkit_dtype_size(dtype);
@@ -708,6 +744,7 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
       take(&bs, &CTRL(me)->cep_full[r][sl[r]], &CTRL(me)->cep_hdr[r][sl[r]], hv, r);
     }
     e = flush(&bs);
+    tr_mark(c, stream, "took", (long)k);
     const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
     if (bcast) {
       if (e == cudaSuccess)
@@ -719,6 +756,7 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
       if (e == cudaSuccess && lb)
         e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + k * CB, lb, stream);
     }
+    tr_mark(c, stream, "out", (long)k);
     for (int i = 0; i < nsrc; i++) release(c, &bs, srcs[i], sl[srcs[i]]);
   }
   if (e == cudaSuccess) e = flush(&bs);
@@ -788,8 +826,10 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
       const int s = (int)(c->cep_recvd[r] % D);
       take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
       e = flush(&bs);
+      tr_mark(c, stream, "took", (long)k);
       if (e == cudaSuccess)
         e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), out + (size_t)r * B + at, len, stream);
+      tr_mark(c, stream, "out", (long)k);
       release(c, &bs, r, s);
       c->cep_recvd[r]++;
     }
@@ -807,14 +847,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
   if (ce != cudaSuccess) return ce;
   const int me = c->rank;
   const uint64_t D = c->lay.cep_depth;
-  /* P2PKIT_CEP_TRACE: the last traced call's timeline first (this waits
-   * for it), then this call's marks. Not under capture. */
-  if (c->cep_trace && !c->cep_cap) {
-    p2pk_cep_trace_flush(c);
-    c->cep_tr_on = 1;
-    c->cep_tr_calls++;
-    tr_mark(c, stream, "start", -1);
-  }
+  tr_begin(c, stream, "send/recv");
   push_t pu[P2PK_COLL_MAX_RANKS], dpu[P2PK_COLL_MAX_RANKS];
   char *dst[P2PK_COLL_MAX_RANKS];
   int np = 0, nd = 0, direct = 0;
@@ -863,8 +896,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     if (!ops[i].send && ops[i].peer_buf) take(&bs, &CTRL(me)->cep_fin[ops[i].peer], NULL, 0, ops[i].peer);
   if (e == cudaSuccess) e = flush(&bs);
   if (e == cudaSuccess && np + nd) e = join_side(c, stream, 1);
-  tr_mark(c, stream, "end", -1);
-  c->cep_tr_on = 0;
+  tr_end(c, stream);
   if (e == cudaSuccess) {
     size_t b = 0;
     for (int i = 0; i < nops; i++) b = ops[i].bytes > b ? ops[i].bytes : b;

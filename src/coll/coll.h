@@ -114,10 +114,11 @@ struct p2pkit_comm {
   unsigned cep_logged;
   int cep_memops; /* posts as stream memory operations: 0 not decided yet, 1 yes, 2 no (kernels) */
   /* P2PKIT_CEP_TRACE (process per GPU, fixed at init): timing events of the
-   * last send/recv over the landing slots and what each marks; its
-   * timeline is logged at the next such call or at destroy. */
+   * last call over the landing slots and what each marks; its timeline is
+   * logged at the next such call or at destroy. */
   int cep_trace, cep_tr_on, cep_tr_n;
   uint64_t cep_tr_calls;
+  char cep_tr_name[16];
   cudaEvent_t cep_tr_ev[P2PK_CEP_TRACE_MAX];
   char cep_tr_what[P2PK_CEP_TRACE_MAX][12];
 };
@@ -302,8 +303,8 @@ size_t p2pk_cep_min_setting(const struct p2pkit_comm *c, int kind);
 /* The landing-slot path's streams and events, made at init so that no
  * call under capture creates them. */
 cudaError_t p2pk_cep_prepare(struct p2pkit_comm *c);
-/* P2PKIT_CEP_TRACE: log the last traced send/recv's timeline if one is
- * pending (waits for it), then forget it. */
+/* P2PKIT_CEP_TRACE: log the last traced call's timeline if one is pending
+ * (waits for it), then forget it. */
 void p2pk_cep_trace_flush(struct p2pkit_comm *c);
 
 /* comm.c: scratch layout for n ranks within `buffer` bytes per rank.

@@ -835,8 +835,8 @@ TEST(process_per_gpu_max_blocks) { spawn_ranks("max-blocks", 0, 300); }
 TEST(process_per_gpu_copy_engine_p2p) { spawn_ranks("cep", 0, 580); }
 /* The same with the posts to the peers as one-thread kernels
  * (P2PKIT_CEP_MEMOPS=0), the path taken where stream memory operations are
- * not available, and every send/recv's timeline traced
- * (P2PKIT_CEP_TRACE=1: the log holds it; without the setting it does not). */
+ * not available, and every call's timeline traced (P2PKIT_CEP_TRACE=1: the
+ * log holds the send/recv and broadcast ones; without the setting, none). */
 TEST(process_per_gpu_copy_engine_p2p_kernel_posts) { spawn_ranks("cep-kernel-posts", 0, 580); }
 
 /* Process per GPU: a copy-engine broadcast and, with no sync between, a run
@@ -970,7 +970,7 @@ static int child_main(int argc, char **argv) {
   runner_t R;
   const int kill = strncmp(mode, "kill", 4) == 0, cep = strncmp(mode, "cep", 3) == 0;
   const int kposts = strcmp(mode, "cep-kernel-posts") == 0;
-  /* With kernel posts, each send/recv's timeline is traced too
+  /* With kernel posts, each call's timeline is traced too
    * (P2PKIT_CEP_TRACE; the log must hold it). */
   if (kposts) setenv("P2PKIT_CEP_MEMOPS", "0", 1), setenv("P2PKIT_CEP_TRACE", "1", 1);
   static const char *const cep_vars[] = {"P2PKIT_CE_ALLREDUCE_MIN", "P2PKIT_CE_REDUCE_SCATTER_MIN",
@@ -1031,7 +1031,8 @@ static int child_main(int argc, char **argv) {
     CHECK(logcap_count(&L, "send/recv of", "captured in a CUDA graph") >= 1);
     CHECK(logcap_count(&L, "broadcast of", "process per GPU") >= 1);
     CHECK(logcap_count(&L, "send/recv of", "process per GPU") >= 1);
-    if (kposts) CHECK(logcap_count(&L, "over the copy engines, us after its start", " pushed0 ") >= 1);
+    if (kposts) CHECK(logcap_count(&L, "send/recv call", " pushed0 ") >= 1);
+    if (kposts) CHECK(logcap_count(&L, "broadcast call", " out0 ") >= 1);
     else CHECK_EQ(logcap_count(&L, "over the copy engines, us after its start", ""), 0);
     CHECK(logcap_end(&L, "reduce_scatter of", "process per GPU") >= 1);
   }
