@@ -37,7 +37,7 @@ typedef struct p2pk_group {
 #define P2PK_LOGGED_CE (1ULL << 63)
 #define P2PK_CEP_STREAMS 5 /* the copy-engine paths' one-thread kernel streams (ce_p2p_mp.c) */
 #define P2PK_CEP_EVKINDS 5 /* kinds of event between them and the copy streams, per slot */
-#define P2PK_CEP_TRACE_MAX 96 /* timing events of one traced send/recv (P2PKIT_CEP_TRACE) */
+#define P2PK_CEP_TRACE_MAX 96 /* timing events of one traced call (P2PKIT_CEP_TRACE) */
 
 struct p2pk_worker;
 struct p2pkit_comm {
