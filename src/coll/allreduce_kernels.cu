@@ -273,10 +273,11 @@ __device__ __forceinline__ void ll128_wait_n(const p2pk_ar_args &a, Waiter &w,
 // Every collective but send/recv, as ll_kernel: push this rank's share to
 // each peer in send_mask, then reduce in rank order or copy what arrives.
 // A warp owns the same lines for both: 4 lines per pass (one per group of 8
-// lanes), passes wstride lines apart. A warp works U passes an iteration: it pushes passes j .. j + U - 1 and takes in passes
-// j - U .. j - 1, with every load of the iteration (inputs, own shares,
-// polled lines) in flight together, so a warp with many passes (a capped
-// grid) is not bound by one load latency per pass. Receiving overlaps its
+// lanes), passes wstride lines apart. A warp works U passes an iteration:
+// it pushes passes j .. j + U - 1 and takes in passes j - U .. j - 1, with
+// every load of the iteration (inputs, own shares, polled lines) in flight
+// together, so a warp with many passes (a capped grid) is not bound by one
+// load latency per pass. Receiving overlaps its
 // own and its neighbours' pushing instead of starting when all of them are
 // done. Line L of block b only ever waits for block b of the peers, which
 // pushes passes j .. j + U - 1 before it waits for j - U .. j - 1: no
