@@ -109,6 +109,12 @@ void p2pk_ce_owned(int kind, size_t count, int n, size_t es, int root, int t, si
   }
 }
 
+size_t p2pk_ce_land_max(void) {
+  const size_t lo = (size_t)16 << 20, hi = (size_t)4 << 30;
+  size_t b = p2pk_param_size("P2PKIT_CE_LAND");
+  return !b ? P2PK_CE_LAND_DEFAULT : b < lo ? lo : b > hi ? hi : b;
+}
+
 size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth) {
   size_t c = p2pk_param_size("P2PKIT_CE_CHUNK");
   if (!c) {
@@ -121,9 +127,10 @@ size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth) {
     c = shard_bytes / 2;
     c = c < lo ? lo : c > hi ? hi : c;
   }
-  /* The landing slots, (n - 1) x depth chunks, within P2PK_CE_LAND_MAX. */
+  /* The landing slots, (n - 1) x depth chunks, within p2pk_ce_land_max(). */
   size_t slots = (size_t)(n > 1 ? n - 1 : 1) * (size_t)(depth > 0 ? depth : 1);
-  if (c > P2PK_CE_LAND_MAX / slots) c = P2PK_CE_LAND_MAX / slots;
+  const size_t land = p2pk_ce_land_max();
+  if (c > land / slots) c = land / slots;
   return c;
 }
 

@@ -121,7 +121,8 @@ size_t p2pk_cep_slot_bytes(int n, int depth, int any) {
   size_t slots = (size_t)(n - 1) * (size_t)depth;
   /* P2PKIT_CE_CHUNK, else as large as the slots' cap allows. */
   size_t b = p2pk_param_size("P2PKIT_CE_CHUNK");
-  if (!b || b > P2PK_CE_LAND_MAX / slots) b = P2PK_CE_LAND_MAX / slots;
+  const size_t land = p2pk_ce_land_max();
+  if (!b || b > land / slots) b = land / slots;
   if (b < 4096) b = 4096;
   return (b + 4095) & ~(size_t)4095;
 }

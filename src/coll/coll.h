@@ -234,7 +234,10 @@ static inline size_t p2pk_ce_part(size_t len, size_t k, size_t K) {
  * P2PKIT_CE_CHUNK if set, else half the shard within 16..64 MiB; either
  * way the landing slots ((n - 1) x depth chunks a rank) stay within
  * P2PK_CE_LAND_MAX. */
-#define P2PK_CE_LAND_MAX ((size_t)192 << 20)
+#define P2PK_CE_LAND_DEFAULT ((size_t)192 << 20)
+/* The landing slots' total per rank: P2PKIT_CE_LAND (16 MiB - 4 GiB), else
+ * P2PK_CE_LAND_DEFAULT. */
+size_t p2pk_ce_land_max(void);
 size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth);
 /* Chunks in flight per peer of the copy-engine collectives over P2P:
  * P2PKIT_CE_DEPTH within 2..P2PK_SCE_DEPTH_MAX. */
@@ -273,7 +276,7 @@ typedef struct {
 cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,
                          cudaStream_t stream);
 /* Bytes of each landing slot a communicator over P2P of n ranks keeps in its scratch for `depth` chunks in flight per peer
- * (P2PKIT_CE_CHUNK, at most and by default P2PK_CE_LAND_MAX / ((n - 1) x
+ * (P2PKIT_CE_CHUNK, at most and by default p2pk_ce_land_max() / ((n - 1) x
  * depth), rounded up to 4 KiB); 0 when `any` is 0 (no copy-engine
  * collective is on). */
 size_t p2pk_cep_slot_bytes(int n, int depth, int any);

@@ -814,20 +814,20 @@ TEST(copy_engine_shards_and_thresholds) {
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_depth(), 3);
   /* Chunks: half the shard within 16..64 MiB, or the setting; the landing
-   * slots ((n - 1) x depth chunks) within P2PK_CE_LAND_MAX. */
+   * slots ((n - 1) x depth chunks) within p2pk_ce_land_max(). */
   CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20, 2, 3), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_chunk_bytes((size_t)64 << 20, 2, 3), (size_t)32 << 20);
   CHECK_EQ(p2pk_ce_chunk_bytes((size_t)8 << 20, 2, 3), (size_t)16 << 20);
-  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20, 8, 3), P2PK_CE_LAND_MAX / 21);
+  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20, 8, 3), p2pk_ce_land_max() / 21);
   for (int n = 2; n <= 8; n++)
     for (int d = 2; d <= P2PK_SCE_DEPTH_MAX; d++)
-      CHECK(p2pk_ce_chunk_bytes((size_t)1 << 30, n, d) * (size_t)(n - 1) * (size_t)d <= P2PK_CE_LAND_MAX);
+      CHECK(p2pk_ce_chunk_bytes((size_t)1 << 30, n, d) * (size_t)(n - 1) * (size_t)d <= p2pk_ce_land_max());
   setenv("P2PKIT_CE_CHUNK", "1M", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20, 2, 3), (size_t)1 << 20);
   setenv("P2PKIT_CE_CHUNK", "1G", 1);
   p2pk_param_reset();
-  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20, 2, 2), P2PK_CE_LAND_MAX / 2);
+  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)512 << 20, 2, 2), p2pk_ce_land_max() / 2);
   unsetenv("P2PKIT_CE_CHUNK");
   p2pk_param_reset();
 }
@@ -835,14 +835,14 @@ TEST(copy_engine_shards_and_thresholds) {
 TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   /* Process per GPU over P2P (ce_p2p_mp.c): the landing slots end the
    * scratch, 4 KiB aligned, after everything else, and the (n - 1) x depth
-   * slots stay within P2PK_CE_LAND_MAX. */
+   * slots stay within p2pk_ce_land_max(). */
   p2pk_param_reset();
   CHECK_EQ(p2pk_cep_depth(), 2);
   CHECK_EQ(p2pk_cep_slot_bytes(2, 2, 1), (size_t)96 << 20);
   CHECK_EQ(p2pk_cep_slot_bytes(2, 3, 1), (size_t)64 << 20);
   CHECK_EQ(p2pk_cep_slot_bytes(2, 3, 0), 0);
   CHECK_EQ(p2pk_cep_slot_bytes(1, 3, 1), 0);
-  CHECK_EQ(p2pk_cep_slot_bytes(8, 3, 1), (P2PK_CE_LAND_MAX / 21 + 4095) & ~(size_t)4095);
+  CHECK_EQ(p2pk_cep_slot_bytes(8, 3, 1), (p2pk_ce_land_max() / 21 + 4095) & ~(size_t)4095);
   for (int n = 2; n <= 16; n++)
     for (int d = 2; d <= P2PK_SCE_DEPTH_MAX; d++) {
       size_t b = p2pk_cep_slot_bytes(n, d, 1);
@@ -863,7 +863,22 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   CHECK_EQ(p2pk_cep_slot_bytes(2, 4, 1), (size_t)48 << 20);
   unsetenv("P2PKIT_CE_DEPTH");
   unsetenv("P2PKIT_CE_CHUNK");
+  /* P2PKIT_CE_LAND sets the slots' total, within 16 MiB .. 4 GiB. */
+  setenv("P2PKIT_CE_LAND", "384M", 1);
   p2pk_param_reset();
+  CHECK_EQ(p2pk_ce_land_max(), (size_t)384 << 20);
+  CHECK_EQ(p2pk_cep_slot_bytes(2, 2, 1), (size_t)192 << 20);
+  CHECK_EQ(p2pk_ce_chunk_bytes((size_t)1 << 30, 2, 2), (size_t)64 << 20); /* the shard rule's top */
+  setenv("P2PKIT_CE_LAND", "1K", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_ce_land_max(), (size_t)16 << 20);
+  CHECK_EQ(p2pk_cep_slot_bytes(2, 2, 1), (size_t)8 << 20);
+  setenv("P2PKIT_CE_LAND", "64G", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_ce_land_max(), (size_t)4 << 30);
+  unsetenv("P2PKIT_CE_LAND");
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_ce_land_max(), P2PK_CE_LAND_DEFAULT);
   p2pk_layout lay;
   size_t ll_cap = 0;
   CHECK_OK(p2pk_layout_compute(2, 0, 0, 64, &lay, &ll_cap));
