@@ -502,13 +502,9 @@ static cudaError_t copy_capped(const struct p2pkit_comm *c, p2pkit_dtype_t dtype
   return lb ? p2pk_ce_local_reduce(c, dtype, &la, cap, stream) : cudaSuccess;
 }
 
-/* Copies out of the landing slots: on the full grid, or on
- * P2PKIT_CEP_OUT_BLOCKS blocks (a measurement knob: do the copies out
- * slow the copy engines' traffic into the same memory?). */
 static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
                             char *out, size_t lb, cudaStream_t stream) {
-  const int64_t cap = p2pk_param_int("P2PKIT_CEP_OUT_BLOCKS");
-  return copy_capped(c, dtype, src, out, lb, cap > 0 && cap < 65536 ? (int)cap : 0, stream);
+  return copy_capped(c, dtype, src, out, lb, 0, stream);
 }
 
 /* A broadcast root's own copy beside its pushes: a kernel of a quarter of
