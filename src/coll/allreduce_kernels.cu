@@ -21,6 +21,12 @@
 //                  allows, else into an all-gather mailbox the peer copies out).
 #include "coll/kern_common.cuh"
 
+// A/B switch for one device run: 1 puts a small receive's acknowledgement
+// after its stores out, as before (fourteenth session).
+#ifndef P2PK_SR_ACK_LATE
+#define P2PK_SR_ACK_LATE 0
+#endif
+
 namespace p2pk {
 
 // Phase timestamps of the LL kernel (P2PKIT_KTRACE builds only), per call
@@ -697,6 +703,24 @@ __device__ void p2p_ll(const p2pk_ar_args &a, Waiter &w, const p2pk_p2p_op &o) {
         st_vol_v4(lines + i * 16, make_uint4(v.x, k, v.y, k));
       }
       if (threadIdx.x == 0) c->p2p_llsent[p][r] = k;
+    } else if (nlines <= blockDim.x && !P2PK_SR_ACK_LATE) {
+      // One line per thread (a full region on 512 threads): every line
+      // read, then the acknowledgement, then the stores out. The release
+      // then waits for no store of this block, and the remote store is
+      // under way while the outputs are written (it ends the grid's
+      // memory traffic otherwise).
+      uint4 x = make_uint4(0, 0, 0, 0);
+      if (threadIdx.x < nlines) {
+        x = ll_wait(a, w, lines + threadIdx.x * 16, k, p);
+        if (x.y != k || x.w != k) s_good = 0;
+      }
+      __syncthreads();
+      if (!s_good) return;
+      if (threadIdx.x == 0) {
+        c->p2p_llrecvd[p][r] = k;
+        st_rel(&ctrl_of(a.peer[p])->p2p_llack[me][r], k);
+      }
+      if (threadIdx.x < nlines) store_line<T>(buf, threadIdx.x, len, make_uint2(x.x, x.z));
     } else {
       for (uint64_t i = threadIdx.x; i < nlines; i += blockDim.x) {
         uint4 x = ll_wait(a, w, lines + i * 16, k, p);
