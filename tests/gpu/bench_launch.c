@@ -10,6 +10,8 @@
  *   fill_eager      GPU time per fill kernel, N back to back
  *   fill_graph      GPU time per fill kernel, N captured in one graph
  *   ar_host         host time of one p2pkit_all_reduce (--count floats; one GPU's call)
+ *   sr_host         host time of one p2pkit_send (--count floats, GPU 0 to 1, no
+ *                   group: one launch; GPU 1's receive made outside the timing)
  *   ar_eager        time per all-reduce, every GPU's call enqueued per step, N steps
  *   ar_graph        time per all-reduce, N captured per GPU, graphs replayed
  *   fill_seq2       host time per step of one fill on each GPU, one thread
@@ -70,6 +72,42 @@ static int ar_step(lb_t *B) {
       return -1;
     }
   return 0;
+}
+
+/* sr_host: GPU 0 sends its input to GPU 1's output, q times a repeat; t[k]
+ * the host time of one p2pkit_send. GPU 1's output then holds GPU 0's
+ * input (1.0 everywhere), checked and poisoned again. */
+static int sr_host(lb_t *B, int q, double *t) {
+  for (int k = 0; k < REPS; k++) {
+    double host = 0;
+    for (int i = 0; i < q; i++) {
+      double t0 = cu_now();
+      p2pkit_status_t st = p2pkit_send(B->in[0], B->count, P2PKIT_FLOAT32, 1, B->comm[0],
+                                       (p2pkit_stream_t)B->s[0]);
+      host += cu_now() - t0;
+      if (st == P2PKIT_SUCCESS)
+        st = p2pkit_recv(B->out[1], B->count, P2PKIT_FLOAT32, 0, B->comm[1], (p2pkit_stream_t)B->s[1]);
+      if (st != P2PKIT_SUCCESS) {
+        fprintf(stderr, "bench_launch: send/recv: %s\n", p2pkit_last_error());
+        return -1;
+      }
+    }
+    if (sync_all(B)) return -1;
+    t[k] = host / q;
+  }
+  float *h = malloc(B->count * sizeof *h);
+  if (!h) return -1;
+  int rc = 0;
+  cudaSetDevice(B->dev[1]);
+  if (cudaMemcpy(h, B->out[1], B->count * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) rc = -1;
+  for (size_t i = 0; i < B->count && !rc; i++)
+    if (h[i] != 1.0f) {
+      fprintf(stderr, "bench_launch: send/recv: GPU 1 has %g at %zu, want 1\n", h[i], i);
+      rc = -1;
+    }
+  free(h);
+  if (!rc && cudaMemset(B->out[1], 0xff, B->count * sizeof(float)) != cudaSuccess) rc = -1;
+  return rc;
 }
 
 /* out = sum over ranks of in (rank r holds 1 + r): every rank, every word;
@@ -396,6 +434,8 @@ int main(int argc, char **argv) {
     t[k] = host / q;
   }
   report("ar_host", t, REPS);
+  if (sr_host(&B, q, t)) return 1;
+  report("sr_host", t, REPS);
   for (int k = 0; k < REPS; k++) {
     double t0 = cu_now();
     for (int i = 0; i < B.iters; i++)
