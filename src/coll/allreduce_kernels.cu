@@ -21,12 +21,6 @@
 //                  allows, else into an all-gather mailbox the peer copies out).
 #include "coll/kern_common.cuh"
 
-// A/B switch for one device run (fourteenth session): 1 launches every
-// send/recv group with the whole argument block, as before.
-#ifndef P2PK_P2P_FEW_OFF
-#define P2PK_P2P_FEW_OFF 0
-#endif
-
 namespace p2pk {
 
 // Phase timestamps of the LL kernel (P2PKIT_KTRACE builds only), per call
@@ -727,10 +721,8 @@ __device__ void p2p_ll(const p2pk_ar_args &a, Waiter &w, const p2pk_p2p_op &o) {
 // blocks. No sequence number, no header: only the two ranks of a pair take
 // part, and the pair's counters order its operations (LL and mailbox
 // messages each in their own order; both ends pick the protocol by size).
-// (p2p_kernel and p2p_kernel_few below: the whole argument block, or the
-// short one of a group of at most P2PK_P2P_FEW_OPS operations.)
-template <class T, class PA>
-__device__ __forceinline__ void p2p_body(const PA &pa) {
+template <class T>
+__global__ void __launch_bounds__(512) p2p_kernel(const __grid_constant__ p2pk_p2p_args pa) {
   __shared__ int s_ok;
   __shared__ const char *s_src[P2PK_COLL_MAX_RANKS];
   const p2pk_ar_args &a = pa.a;
@@ -750,18 +742,6 @@ __device__ __forceinline__ void p2p_body(const PA &pa) {
   Waiter w(a);
   const Plan P(a, *op);
   os_run<T>(a, w, P, &s_ok, s_src);
-}
-
-template <class T>
-__global__ void __launch_bounds__(512) p2p_kernel(const __grid_constant__ p2pk_p2p_args pa) {
-  p2p_body<T>(pa);
-}
-
-static_assert(sizeof(p2pk_p2p_args_few) * 2 < sizeof(p2pk_p2p_args), "the short arguments are short");
-
-template <class T>
-__global__ void __launch_bounds__(512) p2p_kernel_few(const __grid_constant__ p2pk_p2p_args_few pa) {
-  p2p_body<T>(pa);
 }
 
 // ------------------------------------------------------------- two-shot ---
@@ -958,16 +938,7 @@ extern "C" cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int bloc
 extern "C" cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *pa, int esize, int blocks, int threads,
                                        cudaStream_t stream) {
   cudaError_t e = cudaSuccess;
-  if (pa->nops >= 1 && pa->nops <= P2PK_P2P_FEW_OPS && !P2PK_P2P_FEW_OFF) {
-    p2pk_p2p_args_few f;
-    f.a = pa->a;
-    f.nops = pa->nops;
-    f.pad = 0;
-    memcpy(f.op, pa->op, (size_t)pa->nops * sizeof f.op[0]);
-    P2PK_FOR_ESIZE(esize, p2pk::p2p_kernel_few, blocks, threads, stream, f)
-  } else {
-    P2PK_FOR_ESIZE(esize, p2pk::p2p_kernel, blocks, threads, stream, *pa)
-  }
+  P2PK_FOR_ESIZE(esize, p2pk::p2p_kernel, blocks, threads, stream, *pa)
   return e;
 }
 
@@ -1011,7 +982,6 @@ extern "C" int p2pk_ll128_per_sm(int threads) {
 extern "C" cudaError_t p2pk_preload_allreduce_p2p(void) {
   cudaError_t e = cudaSuccess;
   P2PK_PRELOAD_ESIZES(p2pk::p2p_kernel, e);
-  P2PK_PRELOAD_ESIZES(p2pk::p2p_kernel_few, e);
   P2PK_PRELOAD_DTYPES(p2pk::ll_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::ll128_kernel, e);
   P2PK_PRELOAD_DTYPES(p2pk::ll128x2_kernel, e);

@@ -195,17 +195,6 @@ typedef struct {
   p2pk_p2p_op op[P2PK_P2P_MAX_OPS];
 } p2pk_p2p_args;
 
-/* A group of at most P2PK_P2P_FEW_OPS operations (a send and a receive)
- * launches with this shorter copy of the arguments (688 bytes against
- * p2pk_p2p_args' 1808 with 16 ranks at most): a launch's host time grows
- * with its arguments. */
-#define P2PK_P2P_FEW_OPS 2
-typedef struct {
-  p2pk_ar_args a;
-  int32_t nops, pad;
-  p2pk_p2p_op op[P2PK_P2P_FEW_OPS];
-} p2pk_p2p_args_few;
-
 #define P2PK_READY_DIRECT (1ULL << 63) /* all-gather share already in the output */
 
 /* The staged transport's chunk stream (staged_kernels.cu has the picture).

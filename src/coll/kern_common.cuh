@@ -310,8 +310,7 @@ static __device__ __noinline__ bool header_check(const p2pk_ar_args &a, uint32_t
 // Send/recv kernels: the operation of the group this block works on, or
 // null when the communicator is already dead or the block has none. *s_ok is
 // the caller's __shared__ flag.
-template <class PA>
-__device__ __forceinline__ const p2pk_p2p_op *p2p_op_of(const PA &pa, int *s_ok) {
+__device__ __forceinline__ const p2pk_p2p_op *p2p_op_of(const p2pk_p2p_args &pa, int *s_ok) {
   pdl_start();
   if (threadIdx.x == 0) *s_ok = ld_vol_i32(&ctrl_of(pa.a.local)->abort) == 0;
   __syncthreads();
@@ -581,7 +580,6 @@ __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const
 // kernel finishes, and waits for it in pdl_start() (griddepcontrol.wait).
 static inline int pdl_of(const p2pk_ar_args &a) { return a.pdl; }
 static inline int pdl_of(const p2pk_p2p_args &pa) { return pa.a.pdl; }
-static inline int pdl_of(const p2pk_p2p_args_few &pa) { return pa.a.pdl; }
 static inline int pdl_of(const p2pk_lr_args &) { return 0; } /* between copies: plain */
 
 template <class Arg>
