@@ -68,7 +68,7 @@ typedef struct {
   size_t bytes;
   int iters;
   cudaStream_t s, side, s2, s1; /* s1: on GPU 1 (local only) */
-  cudaEvent_t t0, t1, a, b;
+  cudaEvent_t t0, t1, a, b, b1; /* b1: on GPU 1, for s1 */
   unsigned long long *bad; /* on GPU 1 when local, else NULL */
   int sms;
 } ctx;
@@ -85,8 +85,8 @@ static void one_call(ctx *c, int kind, size_t K, double frac) {
     CK(cudaEventRecord(c->a, c->s));
     CK(cudaStreamWaitEvent(c->s1, c->a, 0));
     CK(cudaMemcpyPeerAsync(c->dst, 1, c->src, 0, c->bytes, c->s1));
-    CK(cudaEventRecord(c->b, c->s1));
-    CK(cudaStreamWaitEvent(c->s, c->b, 0));
+    CK(cudaEventRecord(c->b1, c->s1));
+    CK(cudaStreamWaitEvent(c->s, c->b1, 0));
     break;
   case CHUNKS:
     for (off = 0; off < c->bytes; off += K)
@@ -240,6 +240,7 @@ int main(int argc, char **argv) {
   CK(cudaMalloc(&c.dst, c.bytes));
   CK(cudaDeviceEnablePeerAccess(0, 0));
   CK(cudaStreamCreateWithFlags(&c.s1, cudaStreamNonBlocking));
+  CK(cudaEventCreateWithFlags(&c.b1, cudaEventDisableTiming));
   CK(cudaSetDevice(0));
   CK(cudaDeviceEnablePeerAccess(1, 0));
   CK(cudaMalloc(&c.src, c.bytes));
