@@ -482,13 +482,13 @@ __device__ void copy_chunk(char *dst, const char *src, uint64_t len) {
 // out[0..len) = reduce over r = 0..n-1 of src[r][0..len), in rank order, so
 // every rank computes the same bits; src[me] is this rank's input (device
 // memory), the others are mailboxes (HOST: in host memory). The result also
-// goes to also[0..nalso) (remote mailboxes or peers' outputs). PAIR: the
-// first two sources' loads go out together (on 2 ranks, all of them), so an
-// iteration waits out one load latency, not two: the copy engines' local
-// reduces under a grid cap (p2pk_ce_local_reduce says why not uncapped).
-// The chunked kernels over P2P gained nothing from it (thirteenth session,
-// run 9: 32 MiB under 16 and 64 blocks and uncapped the same to 1%; it made
-// twoshot_kernel spill), nor did the staged ones (run 7).
+// goes to also[0..nalso) (remote mailboxes or peers' outputs). PAIR: on 2
+// ranks both sources' loads go out together, so an iteration waits out one
+// load latency, not two: the copy engines' local reduces under a grid cap
+// (p2pk_ce_local_reduce says why not uncapped). The chunked kernels over
+// P2P gained nothing from it (thirteenth session, run 9: 32 MiB under 16
+// and 64 blocks and uncapped the same to 1%; it made twoshot_kernel
+// spill), nor did the staged ones (run 7).
 template <class T, bool HOST, bool PAIR = false>
 __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const *src,
                              char *const *also, int nalso, uint64_t len) {
@@ -500,41 +500,57 @@ __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const
   for (int r = 0; r < n; r++) vec = vec && aligned16(src[r]);
   for (int k = 0; k < nalso; k++) vec = vec && aligned16(also[k]);
   uint64_t done = 0;
-  if (vec) {
+  if (PAIR && vec && n == 2) {
+    // The same operations in the same order as below: the same bits.
     const uint64_t nv = len / 16;
-    // Source r's U vectors of this iteration into v.
-    auto load = [&](P *v, int r, uint64_t base) {
+    for (uint64_t base = threadIdx.x; base < nv; base += (uint64_t)blockDim.x * U) {
+      P v0[U], v1[U];
 #pragma unroll
       for (int u = 0; u < U; u++) {
         uint64_t i = base + (uint64_t)u * blockDim.x;
-        if (i < nv) v[u].u = r == me ? ld16<false>(src[r] + i * 16) : ld16<HOST>(src[r] + i * 16);
+        if (i < nv) v0[u].u = me == 0 ? ld16<false>(src[0] + i * 16) : ld16<HOST>(src[0] + i * 16);
       }
-    };
-    // acc = v (first) or acc op v: rank order either way, so the same bits.
-    auto take = [&](A (*acc)[P::N], const P *v, bool first) {
 #pragma unroll
-      for (int u = 0; u < U; u++)
+      for (int u = 0; u < U; u++) {
+        uint64_t i = base + (uint64_t)u * blockDim.x;
+        if (i < nv) v1[u].u = me == 1 ? ld16<false>(src[1] + i * 16) : ld16<HOST>(src[1] + i * 16);
+      }
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        uint64_t i = base + (uint64_t)u * blockDim.x;
+        if (i >= nv) continue;
 #pragma unroll
         for (int e = 0; e < P::N; e++)
-          acc[u][e] = first ? T::ld(v[u].e[e]) : apply<T>(op, acc[u][e], T::ld(v[u].e[e]));
-    };
+          v0[u].e[e] = T::st(finish<T>(op, apply<T>(op, T::ld(v0[u].e[e]), T::ld(v1[u].e[e])), 2));
+        *(uint4 *)(out + i * 16) = v0[u].u;
+        for (int k = 0; k < nalso; k++) *(uint4 *)(also[k] + i * 16) = v0[u].u;
+      }
+    }
+    done = nv * 16;
+  } else if (vec) {
+    const uint64_t nv = len / 16;
     for (uint64_t base = threadIdx.x; base < nv; base += (uint64_t)blockDim.x * U) {
       A acc[U][P::N];
       P v[U];
-      load(v, 0, base);
-      int r = 1;
-      if (PAIR && n >= 2) {
-        P w[U];
-        load(w, 1, base); /* out before v's values are used */
-        take(acc, v, true);
-        take(acc, w, false);
-        r = 2;
-      } else {
-        take(acc, v, true);
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        uint64_t i = base + (uint64_t)u * blockDim.x;
+        if (i < nv) v[u].u = me == 0 ? ld16<false>(src[0] + i * 16) : ld16<HOST>(src[0] + i * 16);
       }
-      for (; r < n; r++) {
-        load(v, r, base);
-        take(acc, v, false);
+#pragma unroll
+      for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int e = 0; e < P::N; e++) acc[u][e] = T::ld(v[u].e[e]);
+      for (int r = 1; r < n; r++) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          uint64_t i = base + (uint64_t)u * blockDim.x;
+          if (i < nv) v[u].u = r == me ? ld16<false>(src[r] + i * 16) : ld16<HOST>(src[r] + i * 16);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+          for (int e = 0; e < P::N; e++) acc[u][e] = apply<T>(op, acc[u][e], T::ld(v[u].e[e]));
       }
 #pragma unroll
       for (int u = 0; u < U; u++) {
