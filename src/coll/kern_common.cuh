@@ -488,7 +488,10 @@ __device__ void copy_chunk(char *dst, const char *src, uint64_t len) {
 // (p2pk_ce_local_reduce says why not uncapped). The chunked kernels over
 // P2P gained nothing from it (thirteenth session, run 9: 32 MiB under 16
 // and 64 blocks and uncapped the same to 1%; it made twoshot_kernel
-// spill), nor did the staged ones (run 7).
+// spill), nor did the staged ones (run 7). The paired loop stays its own
+// copy: folded into the loop below (the first two sources loaded ahead,
+// then the accumulator) it lost the whole gain (fourteenth session, run 10:
+// 16 blocks, 256 MiB, 1675 us against 1333.5).
 template <class T, bool HOST, bool PAIR = false>
 __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const *src,
                              char *const *also, int nalso, uint64_t len) {
