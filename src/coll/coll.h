@@ -229,15 +229,18 @@ void p2pk_ce_owned(int kind, size_t count, int n, size_t es, int root, int t, si
 static inline size_t p2pk_ce_part(size_t len, size_t k, size_t K) {
   return len <= k * K ? 0 : len - k * K < K ? len - k * K : K;
 }
+/* The landing slots' total per rank: P2PKIT_CE_LAND (16 MiB - 4 GiB), else
+ * P2PK_CE_LAND_DEFAULT. 192 MiB: on 2 GPUs two 96 MiB slots. Twice that
+ * made send/recv with a process per GPU slower at 256 - 512 MiB and no
+ * faster at 1 GiB, and only the one-process graph all-reduce at 1 GiB
+ * gained (~1.4%, with 128 MiB chunks; fourteenth session, runs 3 and 5). */
+#define P2PK_CE_LAND_DEFAULT ((size_t)192 << 20)
+size_t p2pk_ce_land_max(void);
 /* Chunk bytes of the copy-engine all-reduce and reduce-scatter over P2P
  * for a shard of this size on n ranks with `depth` chunks in flight:
  * P2PKIT_CE_CHUNK if set, else half the shard within 16..64 MiB; either
  * way the landing slots ((n - 1) x depth chunks a rank) stay within
- * P2PK_CE_LAND_MAX. */
-#define P2PK_CE_LAND_DEFAULT ((size_t)192 << 20)
-/* The landing slots' total per rank: P2PKIT_CE_LAND (16 MiB - 4 GiB), else
- * P2PK_CE_LAND_DEFAULT. */
-size_t p2pk_ce_land_max(void);
+ * p2pk_ce_land_max(). */
 size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth);
 /* Chunks in flight per peer of the copy-engine collectives over P2P:
  * P2PKIT_CE_DEPTH within 2..P2PK_SCE_DEPTH_MAX. */
