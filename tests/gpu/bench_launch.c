@@ -74,9 +74,28 @@ static int ar_step(lb_t *B) {
   return 0;
 }
 
+/* Rank r's output holds `want` in every word (after `form`); then it is
+ * poisoned for the next form. */
+static int out_check(lb_t *B, int r, float want, const char *form) {
+  float *h = malloc(B->count * sizeof *h);
+  if (!h) return -1;
+  int rc = 0;
+  cudaSetDevice(B->dev[r]);
+  if (cudaMemcpy(h, B->out[r], B->count * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) rc = -1;
+  for (size_t i = 0; i < B->count && !rc; i++)
+    if (h[i] != want) {
+      fprintf(stderr, "bench_launch: %s: rank %d has %g at %zu, want %g\n", form, r, h[i], i, want);
+      rc = -1;
+    }
+  cudaMemset(B->out[r], 0xff, B->count * sizeof *h);
+  cudaDeviceSynchronize();
+  free(h);
+  return rc;
+}
+
 /* sr_host: GPU 0 sends its input to GPU 1's output, q times a repeat; t[k]
  * the host time of one p2pkit_send. GPU 1's output then holds GPU 0's
- * input (1.0 everywhere), checked and poisoned again. */
+ * input (1.0 everywhere). */
 static int sr_host(lb_t *B, int q, double *t) {
   for (int k = 0; k < REPS; k++) {
     double host = 0;
@@ -95,19 +114,7 @@ static int sr_host(lb_t *B, int q, double *t) {
     if (sync_all(B)) return -1;
     t[k] = host / q;
   }
-  float *h = malloc(B->count * sizeof *h);
-  if (!h) return -1;
-  int rc = 0;
-  cudaSetDevice(B->dev[1]);
-  if (cudaMemcpy(h, B->out[1], B->count * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) rc = -1;
-  for (size_t i = 0; i < B->count && !rc; i++)
-    if (h[i] != 1.0f) {
-      fprintf(stderr, "bench_launch: send/recv: GPU 1 has %g at %zu, want 1\n", h[i], i);
-      rc = -1;
-    }
-  free(h);
-  if (!rc && cudaMemset(B->out[1], 0xff, B->count * sizeof(float)) != cudaSuccess) rc = -1;
-  return rc;
+  return out_check(B, 1, 1.0f, "send/recv");
 }
 
 /* out = sum over ranks of in (rank r holds 1 + r): every rank, every word;
@@ -115,21 +122,8 @@ static int sr_host(lb_t *B, int q, double *t) {
 static int ar_check(lb_t *B, const char *form) {
   float want = 0;
   for (int r = 0; r < B->n; r++) want += (float)(1 + r);
-  float *h = malloc(B->count * sizeof *h);
-  if (!h) return -1;
   int rc = 0;
-  for (int r = 0; r < B->n && !rc; r++) {
-    cudaSetDevice(B->dev[r]);
-    if (cudaMemcpy(h, B->out[r], B->count * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) rc = -1;
-    for (size_t i = 0; i < B->count && !rc; i++)
-      if (h[i] != want) {
-        fprintf(stderr, "bench_launch: %s: rank %d has %g at %zu, want %g\n", form, r, h[i], i, want);
-        rc = -1;
-      }
-    cudaMemset(B->out[r], 0xff, B->count * sizeof *h);
-    cudaDeviceSynchronize();
-  }
-  free(h);
+  for (int r = 0; r < B->n && !rc; r++) rc = out_check(B, r, want, form);
   return rc;
 }
 
