@@ -27,15 +27,16 @@ def summary(path):
         return None
     slow = min(pts, key=lambda t: t[2]["speedup"])
     small = [t for t in pts if t[0] <= 64 << 10]
-    worst_small = max(small, key=lambda t: t[2]["p2pkit"]["time_us"] / t[2]["nccl"]["time_us"]) if small else None
+    worst_small = max(small, key=time_ratio) if small else None
+    median_small = statistics.median(time_ratio(t) for t in small) if small else None
     big = [t for t in pts if t[0] >= 256 << 20]
     wrong = sum(t[2]["p2pkit"]["wrong"] for t in pts)
-    return doc, slow, worst_small, big, wrong
+    return doc, slow, worst_small, median_small, big, wrong
 
 
-def small_median(doc):
-    r = [x["p2pkit"]["time_us"] / x["nccl"]["time_us"] for z, _, x in rows(doc) if z <= 64 << 10]
-    return statistics.median(r)
+def time_ratio(t):
+    """p2pkit's time / NCCL's for a row (size, place, result)."""
+    return t[2]["p2pkit"]["time_us"] / t[2]["nccl"]["time_us"]
 
 
 def fmt_size(n):
@@ -52,13 +53,13 @@ def main(paths):
         s = summary(path)
         if not s:
             continue
-        doc, slow, ws, big, wrong = s
+        doc, slow, ws, med, big, wrong = s
         m = doc.get("mode", {})
         mode = f"{m.get('processes', '?')}p x {m.get('gpus_per_process', '?')}g {m.get('launch', '')}"
         a = f"{fmt_size(slow[0])} {slow[1]}: {slow[2]['speedup']:.2f}x"
-        b = (f"{ws[2]['p2pkit']['time_us'] / ws[2]['nccl']['time_us']:.2f} ({fmt_size(ws[0])}: "
+        b = (f"{time_ratio(ws):.2f} ({fmt_size(ws[0])}: "
              f"{ws[2]['p2pkit']['time_us']:.2f} vs {ws[2]['nccl']['time_us']:.2f} us), median "
-             f"{small_median(doc):.2f}") if ws else "-"
+             f"{med:.2f}") if ws else "-"
         c = "; ".join(f"{fmt_size(z)} {'oop' if pl == 'out_of_place' else 'ip'} {x['speedup']:.2f}x "
                       f"{x['p2pkit']['busbw_gbps']:.0f}/{x['nccl']['busbw_gbps']:.0f}"
                       for z, pl, x in big) or "-"
