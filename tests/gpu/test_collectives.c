@@ -1002,7 +1002,7 @@ static int child_main(int argc, char **argv) {
     ce_then_kernels(&R);
     graph_replay(&R, 2);
     mixed_calls(&R, "mixed-cep");
-  } else if (strcmp(mode, "max-blocks") == 0) {
+  } else if (maxb) {
     /* The caller's P2PKIT_MAX_BLOCKS (5) from init, then 3 set by the API. */
     int skip = 0;
     CHECK_EQ(p2pkit_comm_max_blocks(R.comm[0]), 5);
