@@ -728,8 +728,7 @@ __global__ void __launch_bounds__(512) p2p_kernel(const __grid_constant__ p2pk_p
   const p2pk_ar_args &a = pa.a;
   /* LL operations check the abort flag beside their first count (p2p_ll);
    * the others through p2p_op_of. */
-  int i = 0;
-  while (i + 1 < pa.nops && (int)blockIdx.x >= pa.op[i + 1].base) i++;
+  const int i = p2p_op_index(pa);
   if (pa.op[i].bytes <= P2PK_P2P_LL_MAX) {
     pdl_start();
     if ((int)blockIdx.x >= pa.op[i].base + pa.op[i].blocks) return;
@@ -737,7 +736,7 @@ __global__ void __launch_bounds__(512) p2p_kernel(const __grid_constant__ p2pk_p
     p2p_ll<T>(a, w, pa.op[i]);
     return;
   }
-  const p2pk_p2p_op *op = p2p_op_of(pa, &s_ok);
+  const p2pk_p2p_op *op = p2p_op_of(pa, i, &s_ok);
   if (!op) return;
   Waiter w(a);
   const Plan P(a, *op);

@@ -307,16 +307,22 @@ static __device__ __noinline__ bool header_check(const p2pk_ar_args &a, uint32_t
   return header_check_at(a, seq, w, a.nranks, a.rank, a.local, a.hdr0, a.hdr1, a.stage);
 }
 
-// Send/recv kernels: the operation of the group this block works on, or
-// null when the communicator is already dead or the block has none. *s_ok is
-// the caller's __shared__ flag.
-__device__ __forceinline__ const p2pk_p2p_op *p2p_op_of(const p2pk_p2p_args &pa, int *s_ok) {
+// Send/recv kernels: the operation of the group whose blocks start at or
+// before this block (the block may lie past its end: p2p_op_of checks).
+__device__ __forceinline__ int p2p_op_index(const p2pk_p2p_args &pa) {
+  int i = 0;
+  while (i + 1 < pa.nops && (int)blockIdx.x >= pa.op[i + 1].base) i++;
+  return i;
+}
+
+// Send/recv kernels: operation i (p2p_op_index) when this block works on
+// it, or null when the communicator is already dead or the block has none.
+// *s_ok is the caller's __shared__ flag.
+__device__ __forceinline__ const p2pk_p2p_op *p2p_op_of(const p2pk_p2p_args &pa, int i, int *s_ok) {
   pdl_start();
   if (threadIdx.x == 0) *s_ok = ld_vol_i32(&ctrl_of(pa.a.local)->abort) == 0;
   __syncthreads();
   if (!*s_ok) return nullptr;
-  int i = 0;
-  while (i + 1 < pa.nops && (int)blockIdx.x >= pa.op[i + 1].base) i++;
   return (int)blockIdx.x < pa.op[i].base + pa.op[i].blocks ? &pa.op[i] : nullptr;
 }
 

@@ -136,7 +136,7 @@ template <class T>
 __global__ void __launch_bounds__(512) staged_p2p_kernel(const __grid_constant__ p2pk_p2p_args pa) {
   __shared__ int s_ok;
   const p2pk_ar_args &a = pa.a;
-  const p2pk_p2p_op *op = p2p_op_of(pa, &s_ok);
+  const p2pk_p2p_op *op = p2p_op_of(pa, p2p_op_index(pa), &s_ok);
   if (!op) return;
   const p2pk_p2p_op &o = *op;
   Waiter w(a);
