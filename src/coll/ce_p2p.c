@@ -317,6 +317,10 @@ void p2pk_ce_min_fill(struct p2pkit_comm *c) {
   c->sendrecv_ce_min = p2pk_param_size("P2PKIT_SENDRECV_CE_MIN");
   c->cep_direct_p2p_min = c->lay.cep_slot ? p2pk_cep_direct_p2p_min(c) : 0;
   c->cep_trace = c->lay.cep_slot && c->multiproc && p2pk_param_int("P2PKIT_CEP_TRACE") > 0;
+  c->dmb_on = c->multiproc && c->cep_p2p_min && p2pk_param_int("P2PKIT_SENDRECV_DIRECT") != 0;
+  int64_t w = p2pk_param_int("P2PKIT_SENDRECV_DIRECT_WAIT_US");
+  c->dmb_wait_ns = w > 0 ? (uint64_t)w * 1000u : 0;
+  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_patience[p] = c->dmb_wait_ns;
 }
 
 static void log_once(struct p2pkit_comm *c, int kind, size_t bytes, size_t nch, size_t cb) {

@@ -10,6 +10,7 @@
 #include "coll/algo.h"
 #include "coll/bootstrap.h"
 #include "coll/coll_dev.h"
+#include "coll/dmbox.h"
 #include "p2pkit.h"
 
 /* A registered user buffer: id is its position in the collective order of
@@ -116,6 +117,18 @@ struct p2pkit_comm {
   /* P2PKIT_CEP_TRACE (process per GPU, fixed at init): timing events of the
    * last call over the landing slots and what each marks; its timeline is
    * logged at the next such call or at destroy. */
+  /* Process per GPU over P2P: send/recv straight into registered receive
+   * buffers (ce_p2p_mp.c, dmbox.h): the receivers' descriptions in host
+   * shared memory, calls over the copy engines per peer so far (both ends
+   * count alike), and how long a send waits on the host for its
+   * description (dmb_wait_ns; per peer 0 after a miss, until a hit). */
+  void *dmb;
+  size_t dmb_bytes;
+  int dmb_on;
+  uint64_t dmb_wait_ns;
+  uint64_t dmb_sent[P2PK_COLL_MAX_RANKS], dmb_recvd[P2PK_COLL_MAX_RANKS];
+  uint64_t dmb_patience[P2PK_COLL_MAX_RANKS];
+  uint64_t dmb_direct, dmb_slots; /* sends that went straight in / through the slots */
   int cep_trace, cep_tr_on, cep_tr_n;
   uint64_t cep_tr_calls;
   char cep_tr_name[16];

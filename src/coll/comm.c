@@ -338,6 +338,7 @@ static void comm_free(struct p2pkit_comm *c) {
     if (c->cep_tr_ev[i]) cudaEventDestroy(c->cep_tr_ev[i]);
   if (c->stage_registered) cudaHostUnregister(c->stage);
   if (c->stage && c->multiproc) munmap(c->stage, c->stage_bytes);
+  if (c->dmb) munmap(c->dmb, c->dmb_bytes);
   p2pk_boot_destroy(c->boot);
   cudaGetLastError();
   if (cur >= 0) cudaSetDevice(cur);
@@ -758,7 +759,17 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
     P2PK_CHECK_GOTO(p2pk_shm_create(c->stage_bytes, shm_name, (void **)&c->stage), st, out);
     snprintf(h.shm, sizeof h.shm, "%s", shm_name);
   }
+  /* Over P2P: the receivers' descriptions for send/recv straight into
+   * registered buffers (dmbox.h), in host memory shared the same way. */
+  c->dmb_bytes = c->staged ? 0 : p2pk_dmb_bytes(n);
+  if (c->dmb_bytes && c->rank == 0) {
+    P2PK_CHECK_GOTO(p2pk_shm_create(c->dmb_bytes, shm_name, &c->dmb), st, out);
+    memset(c->dmb, 0, c->dmb_bytes);
+    snprintf(h.shm, sizeof h.shm, "%s", shm_name);
+  }
   P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_HANDLES, &h, hs, sizeof h), st, out);
+  if (c->dmb_bytes && c->rank != 0)
+    P2PK_CHECK_GOTO(p2pk_shm_attach(hs[0].shm, c->dmb_bytes, &c->dmb), st, out);
   char *stage_dev = NULL;
   if (c->staged) {
     if (c->rank != 0)

@@ -58,6 +58,8 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_LAUNCH_THREADS", "1", "one process driving several GPUs: inside a group, launch each GPU's kernels from a thread of its own, at once (0: every launch from the calling thread, at the call)"},
     {"P2PKIT_LAUNCH_SPIN_US", "1000", "how long a launch thread waits for work, spinning, before it sleeps (its next job is then made by the calling thread, and it wakes)"},
     {"P2PKIT_SENDRECV_CE_MIN", "4M", "send/recv over the copy engines from this size: between GPUs driven by one process, or with a process per GPU through the landing slots (not set: 256M there; one process under a CUDA graph: 64M, both ends in one group) (0: never)"},
+    {"P2PKIT_SENDRECV_DIRECT", "1", "process per GPU, send/recv over the copy engines: a receive into a registered buffer (p2pkit_comm_register) may take the sender's copy straight in, with no landing slot and no copy out, when the sender's host hears of it in time (0: always through the landing slots)"},
+    {"P2PKIT_SENDRECV_DIRECT_WAIT_US", "2000", "process per GPU: how long a send over the copy engines waits on the host for its receiver to say where its registered buffer is, before it goes through the landing slots; after one such miss the pair waits no more until a receive is there at once (0: never wait)"},
     {"P2PKIT_BUCKET_SIZE", "25M", "gradient sync: bytes per bucket (as DDP's bucket_cap_mb)"},
     {"P2PKIT_FIRST_BUCKET_SIZE", "1M", "gradient sync: bytes of the first bucket (launched earliest)"},
     {"P2PKIT_GRAD_SYNC_BLOCKS", "0", "gradient sync: most thread blocks of a bucket's all-reduce kernel, which shares the GPU with the backward pass (0: half the multiprocessors, rounded down to 8; -1: no cap)"},

@@ -839,6 +839,43 @@ TEST(process_per_gpu_copy_engine_p2p) { spawn_ranks("cep", 0, 580); }
  * log holds the send/recv and broadcast ones; without the setting, none). */
 TEST(process_per_gpu_copy_engine_p2p_kernel_posts) { spawn_ranks("cep-kernel-posts", 0, 580); }
 
+/* Send/recv over the copy engines with a process per GPU, the receive
+ * buffers registered: calls go straight into them when the sender's host
+ * hears in time, else through the landing slots (64 KiB slots, so most
+ * calls have many chunks). Every type and count, unaligned; then with no
+ * waiting on the host, so calls go either way as the hosts race; under a
+ * CUDA graph (always through the slots); mixed with every collective; and
+ * after deregistering, through the slots only. Every output checked; the
+ * counts say both ways ran. */
+TEST(process_per_gpu_sendrecv_straight_in) { spawn_ranks("cep-direct", 0, 580); }
+
+static void straight_in_suite(runner_t *R) {
+  struct p2pkit_comm *c = R->comm[0];
+  void *h = NULL;
+  CHECK_OK(p2pkit_comm_register(c, R->dout[0], R->cap, &h));
+  matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
+  const uint64_t d1 = c->dmb_direct;
+  printf("rank %d: straight in %llu, through the slots %llu (waiting up to %llu us)\n", c->rank,
+         (unsigned long long)d1, (unsigned long long)c->dmb_slots,
+         (unsigned long long)(c->dmb_wait_ns / 1000));
+  CHECK(d1 > 0);
+  /* No waiting: each send goes straight in only if its description is
+   * already there. */
+  c->dmb_wait_ns = 0;
+  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_patience[p] = 0;
+  const uint64_t s1 = c->dmb_slots;
+  matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
+  printf("rank %d, no waiting: straight in %llu, through the slots %llu\n", c->rank,
+         (unsigned long long)(c->dmb_direct - d1), (unsigned long long)(c->dmb_slots - s1));
+  graph_replay(R, 2);
+  mixed_calls(R, "mixed-straight-in");
+  CHECK_OK(p2pkit_comm_deregister(c, h));
+  const uint64_t d2 = c->dmb_direct, s2 = c->dmb_slots;
+  matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
+  CHECK_EQ(c->dmb_direct, d2);
+  CHECK(c->dmb_slots > s2);
+}
+
 /* Process per GPU: a copy-engine broadcast and, with no sync between, a run
  * of kernel-path reduces on the same streams whose grids (programmatic
  * dependent launches stacking up) can fill every multiprocessor. The
@@ -969,6 +1006,7 @@ static int child_main(int argc, char **argv) {
   if (bad) return bad;
   runner_t R;
   const int kill = strncmp(mode, "kill", 4) == 0, cep = strncmp(mode, "cep", 3) == 0;
+  const int straight = strcmp(mode, "cep-direct") == 0;
   const int kposts = strcmp(mode, "cep-kernel-posts") == 0;
   /* With kernel posts, each call's timeline is traced too
    * (P2PKIT_CEP_TRACE; the log must hold it). */
@@ -991,6 +1029,9 @@ static int child_main(int argc, char **argv) {
   CHECK_EQ(staged, getenv("P2PKIT_P2P_DISABLE") != NULL);
   if (kill) {
     child_kill(&R, mode);
+  } else if (straight) {
+    CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->dmb_on);
+    straight_in_suite(&R);
   } else if (cep) {
     CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->lay.cep_depth == 2);
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE_SCATTER, ALL_OPS, 5);
@@ -1019,7 +1060,12 @@ static int child_main(int argc, char **argv) {
   }
   runner_destroy(&R);
   if (maxb) CHECK(logcap_end(&L, "collective kernels take at most", "blocks") >= 2);
-  if (cep) {
+  if (straight) {
+    ce_settings_end(cep_vars, 5);
+    CHECK(logcap_count(&L, "send/recv of", "pushes straight into the peers' outputs over the copy "
+                       "engines (process per GPU)") >= 1);
+    CHECK(logcap_end(&L, "send/recv of", "captured in a CUDA graph (process per GPU)") >= 1);
+  } else if (cep) {
     ce_settings_end(cep_vars, 5);
     CHECK(logcap_count(&L, "all_to_all of", "process per GPU") >= 1);
     CHECK(logcap_count(&L, "all_to_all of", "captured in a CUDA graph (process per GPU)") >= 1);
@@ -1060,6 +1106,7 @@ int main(int argc, char **argv) {
       {T_CASE(process_per_gpu_p2p_disabled), 1}, {T_CASE(process_per_gpu_max_blocks), 1},
       {T_CASE(process_per_gpu_copy_engine_p2p), 1},
       {T_CASE(process_per_gpu_copy_engine_p2p_kernel_posts), 1},
+      {T_CASE(process_per_gpu_sendrecv_straight_in), 1},
       {T_CASE(kill_broadcast_root_survivors_time_out), 1},
       {T_CASE(kill_rank0_staged_all_gather_survivors_time_out), 1},
       {T_CASE(kill_sendrecv_peer_survivors_time_out), 1},

@@ -1,0 +1,46 @@
+/* Send/recv with a process per GPU straight into the receiver's buffer:
+ * where each receive lands, told by the receiver's host to the sender's
+ * through host shared memory (ce_p2p_mp.c says how a call uses it).
+ *
+ * One ring of P2PK_DMB_RING entries per ordered pair (sender, receiver).
+ * The receiver's call number q (its receives from that sender over the
+ * copy engines so far, the sender's sends to it counted alike) picks entry
+ * q % P2PK_DMB_RING. The receiver writes it and never waits: a seqlock
+ * (seq 0 while it writes, q + 1 once done) lets it overwrite an entry the
+ * sender has not read. The sender waits at most `wait_ns` for the entry of
+ * its call q; one that is missing, overwritten by a later call or says
+ * "no" (reg 0) sends the call through the landing slots, which is always
+ * correct: the receiver's GPU learns which way the data came from the
+ * first chunk's header. */
+#ifndef P2PK_DMBOX_H
+#define P2PK_DMBOX_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define P2PK_DMB_RING 8
+
+/* What a receive is: its bytes, and where they go: registration `reg` - 1
+ * (p2pk_reg.id) at offset `off`; reg 0: not straight in (the slots). */
+typedef struct {
+  uint64_t bytes, off, reg;
+} p2pk_dmb_desc;
+
+typedef struct {
+  _Atomic uint64_t seq; /* 0: being written, else the call number + 1 of what is here */
+  _Atomic uint64_t bytes, off, reg;
+} p2pk_dmb_entry;
+
+/* Bytes of the rings of n ranks. */
+size_t p2pk_dmb_bytes(int n);
+/* The entry of the pair src -> dst for call q, in the rings at `base`. */
+p2pk_dmb_entry *p2pk_dmb_at(void *base, int n, int src, int dst, uint64_t q);
+/* The receiver: describe its call q (never waits). */
+void p2pk_dmb_post(p2pk_dmb_entry *e, uint64_t q, const p2pk_dmb_desc *d);
+/* The sender: call q's description, waiting at most wait_ns for it.
+ * 1: *out holds it; 0: it did not come in time; -1: a later call took the
+ * entry (q's is gone: no wait). */
+int p2pk_dmb_take(p2pk_dmb_entry *e, uint64_t q, uint64_t wait_ns, p2pk_dmb_desc *out);
+
+#endif
