@@ -907,10 +907,25 @@ static char *dmb_take(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q) {
               (unsigned long long)(c->dmb_wait_ns / 1000));
   }
   if (got == 1) c->dmb_patience[t] = c->dmb_wait_ns;
-  if (got != 1 || !d.reg || d.bytes != bytes) return NULL;
-  const p2pk_reg *g = reg_numbered(c, d.reg - 1);
-  if (!g || !g->peer[t] || d.off > g->bytes || bytes > g->bytes - d.off) return NULL;
-  return g->peer[t] + d.off;
+  const p2pk_reg *g = got == 1 && d.reg && d.bytes == bytes ? reg_numbered(c, d.reg - 1) : NULL;
+  if (g && (!g->peer[t] || d.off > g->bytes || bytes > g->bytes - d.off)) g = NULL;
+  return g ? g->peer[t] + d.off : NULL;
+}
+
+/* The receiver: how its call q from r comes (the sender's decision, if it
+ * is there within the receiver's patience for r): 1 straight in, 0
+ * through the slots, -1 not known (the GPU picks, from the header). */
+static int dmb_how(struct p2pkit_comm *c, int r, uint64_t q) {
+  const int how = p2pk_dmb_decision(p2pk_dmb_at(c->dmb, c->nranks, r, c->rank, q), q, c->dmb_rpatience[r]);
+  if (how < 0 && c->dmb_rpatience[r]) {
+    c->dmb_rpatience[r] = 0;
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): receive %llu from rank %d: its sender's decision "
+              "did not come within %llu us; the GPU picks the way (and no more waiting until "
+              "one is there at once)", c->rank, c->device, (unsigned long long)q, r,
+              (unsigned long long)(c->dmb_wait_ns / 1000));
+  }
+  if (how >= 0) c->dmb_rpatience[r] = c->dmb_wait_ns;
+  return how;
 }
 
 /* A send straight in (call q to t, header hv): on W the first chunk's slot
@@ -971,12 +986,21 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
       continue;
     }
     if (c->dmb) {
-      qs[np] = c->dmb_sent[ops[i].peer]++;
-      straight[np] = dmb_take(c, ops[i].peer, ops[i].bytes, qs[np]);
+      const int t = ops[i].peer;
+      qs[np] = c->dmb_sent[t]++;
+      straight[np] = dmb_take(c, t, ops[i].bytes, qs[np]);
+      p2pk_dmb_decide(p2pk_dmb_at(c->dmb, c->nranks, me, t, qs[np]), qs[np], straight[np] != NULL);
     } else {
       straight[np] = NULL;
     }
     pu[np++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
+  }
+  /* The receives that may come straight in hear how (after every send
+   * decided: a rank's sends never wait for its own receives). */
+  int how[P2PK_P2P_MAX_OPS];
+  for (int i = 0; i < nops; i++) {
+    how[i] = maybe[i] ? dmb_how(c, ops[i].peer, qr[i]) : 0;
+    if (maybe[i]) c->dmb_rhow[how[i] + 1]++;
   }
   /* Chunks of bytes (es 1, 16-byte multiples) from the size alone, so both
    * ends agree; the header carries the size. */
@@ -986,7 +1010,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
   /* Direct receives: my buffer is free from here on. */
   for (int i = 0; i < nops; i++)
     if (!ops[i].send && ops[i].peer_buf) add(&bs, P2PK_CEP_POST, &CTRL(ops[i].peer)->cep_rdy[me], 1, NULL, 0, ops[i].peer);
-    else if (maybe[i]) add(&bs, P2PK_CEP_POST, &CTRL(ops[i].peer)->cep_drdy[me], qr[i] + 1, NULL, 0, ops[i].peer);
+    else if (maybe[i] && how[i]) add(&bs, P2PK_CEP_POST, &CTRL(ops[i].peer)->cep_drdy[me], qr[i] + 1, NULL, 0, ops[i].peer);
   if (e == cudaSuccess) e = flush(&bs);
   for (int i = 0; i < np && e == cudaSuccess; i++) {
     const size_t K = p2p_chunk(c, pu[i].len);
@@ -1007,10 +1031,22 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     const int r = ops[i].peer;
     const size_t K = p2p_chunk(c, ops[i].bytes), nch = nchunks(ops[i].bytes, K);
     const uint64_t hv = header(SENDRECV, ops[i].bytes, 0, 0, r);
-    /* May come straight in: the first take notes how (mode), the rest of
-     * the call (but the first slot's release) is skipped if it did. Posts
-     * behind a guard stay kernels (a memory operation cannot test it). */
-    uint64_t *mode = maybe[i] ? &CTRL(me)->cep_mode[r] : NULL;
+    if (maybe[i] && how[i] == 1) {
+      /* Straight in, as the sender decided: the first chunk's flag with
+       * the marked header, then its slot released (nothing landed in it). */
+      const int s = (int)(c->cep_recvd[r] % D);
+      take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv ^ P2PK_CEP_HDR_DIRECT, r);
+      release(c, &bs, r, s);
+      e = flush(&bs);
+      tr_mark(c, stream, "took", 0);
+      c->cep_recvd[r] += nch;
+      continue;
+    }
+    /* Not known how (how -1): the first take notes how (mode), the rest of
+     * the call (but the first slot's release) is skipped if it came
+     * straight in. Posts behind a guard stay kernels (a memory operation
+     * cannot test it). */
+    uint64_t *mode = maybe[i] && how[i] < 0 ? &CTRL(me)->cep_mode[r] : NULL;
     bs.st.mode = mode;
     if (mode) bs.memops = 0;
     for (size_t k = 0; k < nch && e == cudaSuccess; k++) {

@@ -127,8 +127,10 @@ struct p2pkit_comm {
   int dmb_on;
   uint64_t dmb_wait_ns;
   uint64_t dmb_sent[P2PK_COLL_MAX_RANKS], dmb_recvd[P2PK_COLL_MAX_RANKS];
-  uint64_t dmb_patience[P2PK_COLL_MAX_RANKS];
+  uint64_t dmb_patience[P2PK_COLL_MAX_RANKS], dmb_rpatience[P2PK_COLL_MAX_RANKS];
   uint64_t dmb_direct, dmb_slots; /* sends that went straight in / through the slots */
+  uint64_t dmb_rhow[3]; /* receives that may come straight in, by how they were queued:
+                           [0] not known (the GPU picked), [1] the slots, [2] straight in */
   int cep_trace, cep_tr_on, cep_tr_n;
   uint64_t cep_tr_calls;
   char cep_tr_name[16];

@@ -30,6 +30,10 @@ void p2pk_dmb_post(p2pk_dmb_entry *e, uint64_t q, const p2pk_dmb_desc *d) {
   atomic_store_explicit(&e->seq, q + 1, memory_order_release);
 }
 
+void p2pk_dmb_decide(p2pk_dmb_entry *e, uint64_t q, int straight) {
+  atomic_store_explicit(&e->decided, ((q + 1) << 1) | (straight ? 1u : 0u), memory_order_release);
+}
+
 static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -61,6 +65,23 @@ int p2pk_dmb_take(p2pk_dmb_entry *e, uint64_t q, uint64_t wait_ns, p2pk_dmb_desc
       else if (t - t0 >= wait_ns) return 0;
     }
     if (!wait_ns) return 0;
+    DMB_PAUSE();
+  }
+}
+
+int p2pk_dmb_decision(p2pk_dmb_entry *e, uint64_t q, uint64_t wait_ns) {
+  const uint64_t want = q + 1;
+  uint64_t t0 = 0;
+  for (unsigned spins = 0;; spins++) {
+    const uint64_t d = atomic_load_explicit(&e->decided, memory_order_acquire);
+    if (d >> 1 == want) return (int)(d & 1);
+    if (d >> 1 > want) return -1;
+    if (!wait_ns) return -1;
+    if ((spins & 63) == 0) {
+      uint64_t t = now_ns();
+      if (!t0) t0 = t;
+      else if (t - t0 >= wait_ns) return -1;
+    }
     DMB_PAUSE();
   }
 }

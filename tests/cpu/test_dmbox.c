@@ -77,6 +77,28 @@ TEST(an_overwritten_description_is_gone) {
   CHECK(desc_is(&got, 1 + P2PK_DMB_RING));
 }
 
+TEST(a_decision_is_heard_for_its_own_call_only) {
+  p2pk_dmb_entry e;
+  memset(&e, 0, sizeof e);
+  /* Nothing decided yet: not known, after waiting as asked. */
+  CHECK_EQ(p2pk_dmb_decision(&e, 4, 0), -1);
+  CHECK_EQ(p2pk_dmb_decision(&e, 4, 1000000), -1);
+  p2pk_dmb_decide(&e, 4, 1);
+  CHECK_EQ(p2pk_dmb_decision(&e, 4, 0), 1);
+  /* The description beside it is untouched by the decision, and back. */
+  p2pk_dmb_desc d = desc_of(4 + P2PK_DMB_RING), got;
+  p2pk_dmb_post(&e, 4 + P2PK_DMB_RING, &d);
+  CHECK_EQ(p2pk_dmb_decision(&e, 4, 0), 1);
+  CHECK_EQ(p2pk_dmb_take(&e, 4 + P2PK_DMB_RING, 0, &got), 1);
+  CHECK(desc_is(&got, 4 + P2PK_DMB_RING));
+  /* The next call on this entry: not known until decided, then the slots. */
+  CHECK_EQ(p2pk_dmb_decision(&e, 4 + P2PK_DMB_RING, 0), -1);
+  p2pk_dmb_decide(&e, 4 + P2PK_DMB_RING, 0);
+  CHECK_EQ(p2pk_dmb_decision(&e, 4 + P2PK_DMB_RING, 0), 0);
+  /* A receiver a ring behind finds a later call's decision: not known, no wait. */
+  CHECK_EQ(p2pk_dmb_decision(&e, 4, 1000000000u), -1);
+}
+
 #define CALLS 20000
 
 typedef struct {
@@ -133,5 +155,5 @@ TEST(a_sender_racing_its_receiver_takes_only_its_own_calls) {
 
 T_MAIN(T_CASE(a_posted_description_comes_back_whole),
        T_CASE(a_missing_description_is_waited_for_only_as_asked),
-       T_CASE(an_overwritten_description_is_gone),
+       T_CASE(an_overwritten_description_is_gone), T_CASE(a_decision_is_heard_for_its_own_call_only),
        T_CASE(a_sender_racing_its_receiver_takes_only_its_own_calls))

@@ -859,14 +859,40 @@ static void straight_in_suite(runner_t *R) {
          (unsigned long long)d1, (unsigned long long)c->dmb_slots,
          (unsigned long long)(c->dmb_wait_ns / 1000));
   CHECK(d1 > 0);
-  /* No waiting: each send goes straight in only if its description is
-   * already there. */
+  CHECK(c->dmb_rhow[2] > 0); /* receives queued as straight in, as their senders said */
+  /* Rank 0 late to every call, rank 1 never waiting: rank 1's receives
+   * cannot hear how rank 0 sends and queue the steps of both ways; its GPU
+   * finds the data came straight in (mode word 1) and skips the rest. */
+  const uint64_t u0 = c->dmb_rhow[0];
+  if (c->rank == 1) {
+    c->dmb_wait_ns = 0;
+    for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_patience[p] = c->dmb_rpatience[p] = 0;
+  }
+  for (int it = 0; it < 6; it++) {
+    if (c->rank == 0) usleep(3000);
+    const call_t k = {SENDRECV, 0, 0, it % 2, P2PKIT_FLOAT32, P2PKIT_SUM, 300001 + (size_t)it};
+    CHECK(run_case(R, "sender late", &k));
+  }
+  if (c->rank == 1) {
+    uint64_t mode = 7;
+    T_CUDA(cudaMemcpy(&mode, &((p2pk_dev_ctrl *)c->scratch)->cep_mode[0], sizeof mode,
+                      cudaMemcpyDeviceToHost));
+    printf("rank 1, sender late: %llu receives queued both ways; the last came %s\n",
+           (unsigned long long)(c->dmb_rhow[0] - u0), mode == 1 ? "straight in" : "through the slots");
+    CHECK(c->dmb_rhow[0] - u0 >= 3);
+    CHECK_EQ(mode, 1);
+  }
+  /* No waiting anywhere: each send goes straight in only if its
+   * description is already there, each receive knows how only if told. */
   c->dmb_wait_ns = 0;
-  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_patience[p] = 0;
-  const uint64_t s1 = c->dmb_slots;
+  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_patience[p] = c->dmb_rpatience[p] = 0;
+  const uint64_t s1 = c->dmb_slots, d1b = c->dmb_direct;
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
-  printf("rank %d, no waiting: straight in %llu, through the slots %llu\n", c->rank,
-         (unsigned long long)(c->dmb_direct - d1), (unsigned long long)(c->dmb_slots - s1));
+  printf("rank %d, no waiting: straight in %llu, through the slots %llu; receives queued: not "
+         "known %llu, slots %llu, straight in %llu\n", c->rank,
+         (unsigned long long)(c->dmb_direct - d1b), (unsigned long long)(c->dmb_slots - s1),
+         (unsigned long long)c->dmb_rhow[0], (unsigned long long)c->dmb_rhow[1],
+         (unsigned long long)c->dmb_rhow[2]);
   graph_replay(R, 2);
   mixed_calls(R, "mixed-straight-in");
   CHECK_OK(p2pkit_comm_deregister(c, h));
