@@ -73,6 +73,9 @@ done
 for coll in broadcast reduce all_gather reduce_scatter sendrecv alltoall; do
   run "p2_$coll" -- $coll --vs-nccl -p 2 -b 8 -e 1G -f 2 -c 1
 done
+# Send/recv per GPU into registered buffers (both libraries register):
+# from 256 MiB the receives take the copy straight in.
+run p2_R_sendrecv -- sendrecv --vs-nccl -p 2 -R 1 -b 8 -e 1G -f 2 -c 1
 
 # Every collective under a CUDA graph at 64 MiB - 1 GiB (where the copy
 # engines run), one process and one process per GPU, against NCCL under a

@@ -7,7 +7,9 @@
  * scratch (its events between per-GPU captures could not be replayed), and
  * when every rank's call is in one group, pushes all-reduce results,
  * broadcasts, all-to-all blocks and sends straight into the receivers'
- * buffers ("direct", at the end of this file).
+ * buffers ("direct", at the end of this file). With a process per GPU an
+ * eager receive into a registered buffer may take its send straight in
+ * too ("straight in", before p2pk_cep_p2p).
  *
  * Why: with a process per GPU the kernels move every byte with SM stores,
  * which top out at ~364 GB/s each way on the 2x H200; the copy engines
