@@ -861,7 +861,6 @@ __global__ void __launch_bounds__(512) local_reduce_kernel(const __grid_constant
   const uint64_t per = ((a.bytes + gridDim.x - 1) / gridDim.x + 15) & ~(uint64_t)15;
   const uint64_t lo = (uint64_t)blockIdx.x * per;
   if (lo >= a.bytes) return;
-  if (a.skip && ld_vol_u64(a.skip) == 1) return;
   const uint64_t len = min(per, a.bytes - lo);
   if ((int)threadIdx.x < a.n) s_src[threadIdx.x] = a.src[threadIdx.x] + lo;
   __syncthreads();
@@ -880,28 +879,16 @@ __global__ void cep_sync_kernel(const __grid_constant__ p2pk_ar_args a,
   Waiter w(a);
   for (int i = 0; i < st.n; i++) {
     const p2pk_cep_step &s = st.s[i];
-    const int kind = s.kind & ~P2PK_CEP_GUARDED;
-    if ((s.kind & P2PK_CEP_GUARDED) && ld_vol_u64(st.mode) == 1) continue;
-    if (kind == P2PK_CEP_POST) {
+    if (s.kind == P2PK_CEP_POST) {
       if (s.hdr) st_vol_u64(s.hdr, s.hv);
       st_rel(s.ctr, s.v);
       continue;
     }
-    if (kind == P2PK_CEP_SET) {
+    if (s.kind == P2PK_CEP_SET) {
       st_vol_u64(s.ctr, s.v);
       continue;
     }
-    if (kind == P2PK_CEP_TAKE_MODE) {
-      if (!wait_eq(a, w, s.ctr, s.v, s.peer)) return;
-      const uint64_t h = ld_vol_u64(s.hdr);
-      if (h != s.hv && h != (s.hv ^ P2PK_CEP_HDR_DIRECT)) {
-        fail(a, P2PK_DERR_MISMATCH, s.peer);
-        return;
-      }
-      st_vol_u64(st.mode, h == s.hv ? 0 : 1);
-      continue;
-    }
-    if (kind == P2PK_CEP_WAIT_EQ) {
+    if (s.kind == P2PK_CEP_WAIT_EQ) {
       if (!wait_eq(a, w, s.ctr, s.v, s.peer)) return;
     } else if (!wait_geq(a, w, s.ctr, s.v, s.peer)) {
       return;

@@ -320,7 +320,6 @@ void p2pk_ce_min_fill(struct p2pkit_comm *c) {
   c->dmb_on = c->multiproc && c->cep_p2p_min && p2pk_param_int("P2PKIT_SENDRECV_DIRECT") != 0;
   int64_t w = p2pk_param_int("P2PKIT_SENDRECV_DIRECT_WAIT_US");
   c->dmb_wait_ns = w > 0 ? (uint64_t)w * 1000u : 0;
-  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_patience[p] = c->dmb_rpatience[p] = c->dmb_wait_ns;
 }
 
 static void log_once(struct p2pkit_comm *c, int kind, size_t bytes, size_t nch, size_t cb) {

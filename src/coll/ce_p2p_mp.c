@@ -146,7 +146,6 @@ typedef struct {
   cudaError_t e;
   int added;  /* steps added since the caller last asked (taken()) */
   int memops; /* posts alone may be memory operations (p2pk_cep_run) */
-  int guard;  /* or'ed into the kinds of the steps added: P2PK_CEP_GUARDED or 0 */
 } batch_t;
 
 static void batch(batch_t *b, struct p2pkit_comm *c, cudaStream_t s) {
@@ -156,8 +155,6 @@ static void batch(batch_t *b, struct p2pkit_comm *c, cudaStream_t s) {
   b->e = cudaSuccess;
   b->added = 0;
   b->memops = !c->cep_cap; /* no memory operations inside a capture */
-  b->guard = 0;
-  b->st.mode = NULL;
 }
 
 /* cuStreamWriteValue64 (our own declaration: CUresult, CUstream,
@@ -224,8 +221,7 @@ static cudaError_t flush(batch_t *b) {
 
 static void add(batch_t *b, int kind, uint64_t *ctr, uint64_t v, uint64_t *hdr, uint64_t hv, int peer) {
   if (b->st.n == P2PK_CEP_STEPS) flush(b);
-  b->st.s[b->st.n++] =
-      (p2pk_cep_step){.ctr = ctr, .hdr = hdr, .v = v, .hv = hv, .kind = kind | b->guard, .peer = peer};
+  b->st.s[b->st.n++] = (p2pk_cep_step){.ctr = ctr, .hdr = hdr, .v = v, .hv = hv, .kind = kind, .peer = peer};
   b->added++;
 }
 
@@ -497,8 +493,7 @@ static void log_once(struct p2pkit_comm *c, int kind, const char *name, size_t b
 /* A copy of lb bytes out of a landing slot (or anything local), on
  * `stream`: the local kernel, on at most `cap` blocks when cap > 0. */
 static cudaError_t copy_capped(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
-                               char *out, size_t lb, int cap, const uint64_t *skip,
-                               cudaStream_t stream) {
+                               char *out, size_t lb, int cap, cudaStream_t stream) {
   p2pk_lr_args la;
   memset(&la, 0, sizeof la);
   la.n = 1;
@@ -506,13 +501,12 @@ static cudaError_t copy_capped(const struct p2pkit_comm *c, p2pkit_dtype_t dtype
   la.out = out;
   la.bytes = lb;
   la.op = P2PKIT_SUM;
-  la.skip = skip;
   return lb ? p2pk_ce_local_reduce(c, dtype, &la, cap, stream) : cudaSuccess;
 }
 
 static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
                             char *out, size_t lb, cudaStream_t stream) {
-  return copy_capped(c, dtype, src, out, lb, 0, NULL, stream);
+  return copy_capped(c, dtype, src, out, lb, 0, stream);
 }
 
 /* A broadcast root's own copy beside its pushes: a kernel of a quarter of
@@ -532,7 +526,7 @@ static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, c
 static cudaError_t own_copy(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const void *send,
                             void *recv, size_t bytes, cudaStream_t stream) {
   const int blocks = (c->geom.sm_count / 4) & ~7;
-  return copy_capped(c, dtype, send, recv, bytes, blocks > 0 ? blocks : 1, NULL, stream);
+  return copy_capped(c, dtype, send, recv, bytes, blocks > 0 ? blocks : 1, stream);
 }
 
 /* Posts that the whole slot s of the pair r -> me was consumed (both halves free). */
@@ -851,27 +845,34 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
 }
 
 /* Send/recv with a process per GPU straight into a registered receive
- * buffer ("straight in"; dmbox.h has the host side). A receiver whose
- * buffer lies in a registration (p2pkit_comm_register mapped it on every
- * peer) describes it for the sender's host (registration and offset, by
- * call number q of the pair) and posts drdy = q + 1 at the sender once its
- * stream reaches the call (its buffer is free). A sender that reads the
- * description in time (P2PKIT_SENDRECV_DIRECT_WAIT_US) claims the first
- * chunk's slot as a push would, waits for drdy, copies the whole message
- * with one copy into the mapped buffer and sets the first chunk's full
- * flag with the header marked (P2PK_CEP_HDR_DIRECT); else it pushes
- * through the slots as always. The receiver's steps serve both: its first
- * take accepts either header and notes which in its mode word; its copies
- * out and the later chunks' steps are skipped when the data came straight
- * in; the first slot is released either way. Both ends advance their slot
- * turns alike either way, so the next call finds them agreed.
+ * buffer ("straight in"; dmbox.h has the host side). For each call over
+ * the copy engines (number q of the pair, both ends counting alike):
+ * - the receiver's host describes its buffer (registration and offset, or
+ *   "no" when it lies in none) and never waits for that;
+ * - the sender's host waits for the description up to its patience
+ *   (P2PKIT_SENDRECV_DIRECT_WAIT_US) and decides: straight in when the
+ *   description names a registration it maps and the sizes agree;
+ * - the receiver's host waits for the decision up to its patience, then
+ *   decides the slots itself: one decision per call, whoever comes first;
+ * - straight in: the receiver's stream posts rdy at the sender (its buffer
+ *   is free), takes the first chunk's full flag with the header marked
+ *   P2PK_CEP_HDR_DIRECT and releases that slot; the sender claims the
+ *   first chunk's slot whole, as a push would, takes rdy, copies the whole
+ *   message once into the IPC-mapped buffer and sets the flag, marked;
+ * - the slots: as ever.
+ * Every flag returns to 0, so a CUDA graph replays either way; both ends
+ * advance their slot turns by the call's chunks either way.
  *
- * Why: through the slots a call pays one copy boundary per chunk and the
- * last chunk's copy out after the link goes quiet: 1 GiB took ~2865 us
- * against ~2750 for one copy straight in (fourteenth session, runs 1-5).
- * Eager calls only: under capture a graph would fix drdy's call number
- * (both ends then say "not straight in"). An unregistered buffer is never
- * mapped on the fly: freeing a buffer a peer still maps is undefined. */
+ * Why: through the slots a call pays ~3.5 us a chunk boundary and the last
+ * 96 MiB chunk's copy out (~95 us) after the link goes quiet (fourteenth
+ * session, runs 1-5). Fifteenth session: run 1, with the receiver queuing
+ * both ways behind a mode word its GPU set from the header, 1 GiB took
+ * 2842 us against 2863 through the slots (the ~22 skipped launches sat
+ * between one call's landing and the next call's rdy); run 2, the receiver
+ * knowing the way, 2763 (1.08x NCCL registered alike), 512 MiB 1394 (1.09x),
+ * 256 MiB 711 (1.23x). Registered buffers only: mapping another buffer on
+ * the fly would leave a peer mapping memory its owner may free (undefined
+ * for CUDA IPC). */
 
 /* This rank's registration holding [buf, buf + bytes), or NULL. */
 static const p2pk_reg *reg_holding(const struct p2pkit_comm *c, const char *buf, size_t bytes) {
@@ -886,55 +887,64 @@ static const p2pk_reg *reg_numbered(const struct p2pkit_comm *c, uint64_t id) {
   return NULL;
 }
 
-/* The receiver: describe its call q from r; 1 if the data may come straight in. */
-static int dmb_post(struct p2pkit_comm *c, int r, const char *buf, size_t bytes, uint64_t q) {
+/* How long to wait on the host for peer p this call: the full patience,
+ * or none for the next 16 calls after one that waited in vain. */
+#define DMB_REST 16
+static uint64_t patience(struct p2pkit_comm *c, uint32_t *rest) {
+  if (*rest) {
+    (*rest)--;
+    return 0;
+  }
+  return c->dmb_wait_ns;
+}
+
+static void missed(struct p2pkit_comm *c, uint32_t *rest, int p, uint64_t q, const char *what) {
+  if (!c->dmb_wait_ns || *rest) return;
+  *rest = DMB_REST;
+  if (c->dmb_missed++ < 4)
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): call %llu with rank %d: %s within %llu us; through "
+              "the landing slots (the pair's next %d calls wait no more)", c->rank, c->device,
+              (unsigned long long)q, p, what, (unsigned long long)(c->dmb_wait_ns / 1000), DMB_REST);
+}
+
+/* The receiver, call q from r: describe its buffer (straight in only into
+ * a registration; "no" otherwise); 1 if it described one. Never waits. */
+static int dmb_describe(struct p2pkit_comm *c, int r, const char *buf, size_t bytes, uint64_t q) {
   p2pk_dmb_desc d = {.bytes = bytes, .off = 0, .reg = 0};
-  const p2pk_reg *g = c->dmb_on && !c->cep_cap ? reg_holding(c, buf, bytes) : NULL;
+  const p2pk_reg *g = c->dmb_on ? reg_holding(c, buf, bytes) : NULL;
   if (g) d.off = (uint64_t)(buf - g->buf), d.reg = (uint64_t)g->id + 1;
   p2pk_dmb_post(p2pk_dmb_at(c->dmb, c->nranks, r, c->rank, q), q, &d);
   return g != NULL;
 }
 
-/* The sender: where its call q to t lands straight in (t's buffer as this
- * process maps it), or NULL: through the slots. */
-static char *dmb_take(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q) {
-  if (!c->dmb_on || c->cep_cap) return NULL;
-  p2pk_dmb_desc d;
-  const int got = p2pk_dmb_take(p2pk_dmb_at(c->dmb, c->nranks, c->rank, t, q), q, c->dmb_patience[t], &d);
-  if (got == 0 && c->dmb_patience[t]) {
-    c->dmb_patience[t] = 0; /* no more waiting until a description is there at once */
-    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): send %llu to rank %d: its receiver's description "
-              "did not come within %llu us; through the landing slots (and no more waiting "
-              "until one is there at once)", c->rank, c->device, (unsigned long long)q, t,
-              (unsigned long long)(c->dmb_wait_ns / 1000));
-  }
-  if (got == 1) c->dmb_patience[t] = c->dmb_wait_ns;
-  const p2pk_reg *g = got == 1 && d.reg && d.bytes == bytes ? reg_numbered(c, d.reg - 1) : NULL;
-  if (g && (!g->peer[t] || d.off > g->bytes || bytes > g->bytes - d.off)) g = NULL;
-  return g ? g->peer[t] + d.off : NULL;
-}
-
-/* The receiver: how its call q from r comes (the sender's decision, if it
- * is there within the receiver's patience for r): 1 straight in, 0
- * through the slots, -1 not known (the GPU picks, from the header). */
-static int dmb_how(struct p2pkit_comm *c, int r, uint64_t q) {
-  const int how = p2pk_dmb_decision(p2pk_dmb_at(c->dmb, c->nranks, r, c->rank, q), q, c->dmb_rpatience[r]);
-  if (how < 0 && c->dmb_rpatience[r]) {
-    c->dmb_rpatience[r] = 0;
-    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): receive %llu from rank %d: its sender's decision "
-              "did not come within %llu us; the GPU picks the way (and no more waiting until "
-              "one is there at once)", c->rank, c->device, (unsigned long long)q, r,
-              (unsigned long long)(c->dmb_wait_ns / 1000));
-  }
-  if (how >= 0) c->dmb_rpatience[r] = c->dmb_wait_ns;
+/* The receiver, call q from r, after its sends decided: hear the way
+ * (waiting for it only when it described a buffer), or choose the slots:
+ * 1 straight in, 0 the slots. */
+static int dmb_hear(struct p2pkit_comm *c, int r, uint64_t q, int described) {
+  int chose = 0;
+  const uint64_t w = described ? patience(c, &c->dmb_rrest[r]) : 0;
+  const int how = p2pk_dmb_decision(p2pk_dmb_at(c->dmb, c->nranks, r, c->rank, q), q, w, &chose);
+  if (w && chose) missed(c, &c->dmb_rrest[r], r, q, "its sender did not decide");
   return how;
 }
 
-/* A send straight in (call q to t, header hv): on W the first chunk's slot
- * claimed whole, as a push would, and t's drdy for this call; the copy on
- * the side stream; on P the first chunk's full flag with the marked header. */
+/* The sender, call q to t: where it lands straight in (t's buffer as this
+ * process maps it), or NULL: the slots. */
+static char *dmb_send(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q) {
+  p2pk_dmb_entry *e = p2pk_dmb_at(c->dmb, c->nranks, c->rank, t, q);
+  p2pk_dmb_desc d;
+  const int got = c->dmb_on ? p2pk_dmb_take(e, q, patience(c, &c->dmb_rest[t]), &d) : -1;
+  if (got == 0) missed(c, &c->dmb_rest[t], t, q, "its receiver's description did not come");
+  const p2pk_reg *g = got == 1 && d.reg && d.bytes == bytes ? reg_numbered(c, d.reg - 1) : NULL;
+  if (g && (!g->peer[t] || d.off > g->bytes || bytes > g->bytes - d.off)) g = NULL;
+  return p2pk_dmb_decide(e, q, g != NULL) && g ? g->peer[t] + d.off : NULL;
+}
+
+/* A send straight in (to t, header hv): on W the first chunk's slot
+ * claimed whole, as a push would, and t's rdy taken; the copy on the side
+ * stream; on P the first chunk's full flag with the marked header. */
 static cudaError_t push_straight(struct p2pkit_comm *c, int t, const char *src, char *dst,
-                                 size_t bytes, uint64_t q, uint64_t hv) {
+                                 size_t bytes, uint64_t hv) {
   const int me = c->rank, s = (int)(c->cep_sent[t] % c->lay.cep_depth);
   cudaStream_t side = c->ce_side;
   batch_t bw, bp;
@@ -942,7 +952,7 @@ static cudaError_t push_straight(struct p2pkit_comm *c, int t, const char *src, 
   batch(&bp, c, c->cep_stream[S_POST]);
   claim(&bw, &CTRL(me)->cep_busy[t][s], t);
   claim(&bw, &CTRL(me)->cep_rbusy[t][s], t);
-  add(&bw, P2PK_CEP_WAIT_EQ, &CTRL(me)->cep_drdy[t], q + 1, NULL, 0, t);
+  take(&bw, &CTRL(me)->cep_rdy[t], NULL, 0, t);
   cudaError_t e = flush(&bw);
   if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[V_CR][0], bw.s);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->cep_ev[V_CR][0], 0);
@@ -969,16 +979,17 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
   push_t pu[P2PK_P2P_MAX_OPS], dpu[P2PK_P2P_MAX_OPS];
   char *dst[P2PK_P2P_MAX_OPS];
   int np = 0, nd = 0, direct = 0;
-  /* Process per GPU: every receive describes itself first (its host never
-   * waits), then the sends read their receivers' descriptions. */
-  uint64_t qr[P2PK_P2P_MAX_OPS], qs[P2PK_P2P_MAX_OPS]; /* ops[i]'s, pu[i]'s call numbers */
-  int maybe[P2PK_P2P_MAX_OPS]; /* ops[i] a receive that may come straight in */
+  /* Process per GPU: every receive describes itself first (never waiting
+   * for that), then the sends decide, then the receives hear (a rank's
+   * sends never wait for its own receives). */
   char *straight[P2PK_P2P_MAX_OPS]; /* pu[i]'s receiver's buffer, or NULL */
+  int sin[P2PK_P2P_MAX_OPS];        /* ops[i]: a receive described (then: straight in) */
+  uint64_t qr[P2PK_P2P_MAX_OPS];
   for (int i = 0; i < nops; i++) {
-    maybe[i] = 0;
+    sin[i] = 0;
     if (!c->dmb || ops[i].send || ops[i].peer_buf) continue;
     qr[i] = c->dmb_recvd[ops[i].peer]++;
-    maybe[i] = dmb_post(c, ops[i].peer, ops[i].buf, ops[i].bytes, qr[i]);
+    sin[i] = dmb_describe(c, ops[i].peer, ops[i].buf, ops[i].bytes, qr[i]);
   }
   for (int i = 0; i < nops; i++) {
     if (ops[i].peer_buf) direct = 1;
@@ -987,38 +998,30 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
       dst[nd] = ops[i].peer_buf, dpu[nd++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
       continue;
     }
-    if (c->dmb) {
-      const int t = ops[i].peer;
-      qs[np] = c->dmb_sent[t]++;
-      straight[np] = dmb_take(c, t, ops[i].bytes, qs[np]);
-      p2pk_dmb_decide(p2pk_dmb_at(c->dmb, c->nranks, me, t, qs[np]), qs[np], straight[np] != NULL);
-    } else {
-      straight[np] = NULL;
-    }
+    straight[np] = c->dmb ? dmb_send(c, ops[i].peer, ops[i].bytes, c->dmb_sent[ops[i].peer]++) : NULL;
     pu[np++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
   }
-  /* The receives that may come straight in hear how (after every send
-   * decided: a rank's sends never wait for its own receives). */
-  int how[P2PK_P2P_MAX_OPS];
-  for (int i = 0; i < nops; i++) {
-    how[i] = maybe[i] ? dmb_how(c, ops[i].peer, qr[i]) : 0;
-    if (maybe[i]) c->dmb_rhow[how[i] + 1]++;
-  }
+  for (int i = 0; i < nops; i++)
+    if (c->dmb && !ops[i].send && !ops[i].peer_buf) {
+      const int described = sin[i];
+      sin[i] = dmb_hear(c, ops[i].peer, qr[i], described);
+      if (described) c->dmb_rhow[sin[i]]++;
+    }
   /* Chunks of bytes (es 1, 16-byte multiples) from the size alone, so both
    * ends agree; the header carries the size. */
   cudaError_t e = start(c, stream, np + nd > 0, 1, 0);
   batch_t bs;
   batch(&bs, c, stream);
-  /* Direct receives: my buffer is free from here on. */
+  /* Receives straight in: my buffer is free from here on. */
   for (int i = 0; i < nops; i++)
-    if (!ops[i].send && ops[i].peer_buf) add(&bs, P2PK_CEP_POST, &CTRL(ops[i].peer)->cep_rdy[me], 1, NULL, 0, ops[i].peer);
-    else if (maybe[i] && how[i]) add(&bs, P2PK_CEP_POST, &CTRL(ops[i].peer)->cep_drdy[me], qr[i] + 1, NULL, 0, ops[i].peer);
+    if (!ops[i].send && (ops[i].peer_buf || sin[i]))
+      add(&bs, P2PK_CEP_POST, &CTRL(ops[i].peer)->cep_rdy[me], 1, NULL, 0, ops[i].peer);
   if (e == cudaSuccess) e = flush(&bs);
   for (int i = 0; i < np && e == cudaSuccess; i++) {
     const size_t K = p2p_chunk(c, pu[i].len);
     const uint64_t hv = header(SENDRECV, pu[i].len, 0, 0, me);
     if (straight[i]) {
-      e = push_straight(c, pu[i].peer, pu[i].src, straight[i], pu[i].len, qs[i], hv);
+      e = push_straight(c, pu[i].peer, pu[i].src, straight[i], pu[i].len, hv);
       c->dmb_direct++;
       direct = 1;
     } else {
@@ -1033,9 +1036,9 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     const int r = ops[i].peer;
     const size_t K = p2p_chunk(c, ops[i].bytes), nch = nchunks(ops[i].bytes, K);
     const uint64_t hv = header(SENDRECV, ops[i].bytes, 0, 0, r);
-    if (maybe[i] && how[i] == 1) {
-      /* Straight in, as the sender decided: the first chunk's flag with
-       * the marked header, then its slot released (nothing landed in it). */
+    if (sin[i]) {
+      /* Straight in: the first chunk's flag with the marked header, then
+       * its slot released (nothing landed in it). */
       const int s = (int)(c->cep_recvd[r] % D);
       take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv ^ P2PK_CEP_HDR_DIRECT, r);
       release(c, &bs, r, s);
@@ -1044,37 +1047,21 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
       c->cep_recvd[r] += nch;
       continue;
     }
-    /* Not known how (how -1): the first take notes how (mode), the rest of
-     * the call (but the first slot's release) is skipped if it came
-     * straight in. Posts behind a guard stay kernels (a memory operation
-     * cannot test it). */
-    uint64_t *mode = maybe[i] && how[i] < 0 ? &CTRL(me)->cep_mode[r] : NULL;
-    bs.st.mode = mode;
-    if (mode) bs.memops = 0;
     for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
       const int s = (int)((c->cep_recvd[r] + k) % D);
-      bs.guard = mode && k ? P2PK_CEP_GUARDED : 0;
-      if (mode && !k) {
-        add(&bs, P2PK_CEP_TAKE_MODE, &CTRL(me)->cep_full[r][s], 1, &CTRL(me)->cep_hdr[r][s], hv, r);
-        add(&bs, P2PK_CEP_SET, &CTRL(me)->cep_full[r][s], 0, NULL, 0, r);
-      } else {
-        take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
-      }
+      take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
       e = flush(&bs);
       tr_mark(c, stream, "took", (long)k);
       if (e == cudaSuccess)
-        e = copy_capped(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K,
-                        p2pk_ce_part(ops[i].bytes, k, K), 0, mode, stream);
+        e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, p2pk_ce_part(ops[i].bytes, k, K),
+                     stream);
       tr_mark(c, stream, "out", (long)k);
       release(c, &bs, r, s);
     }
     if (e == cudaSuccess) e = flush(&bs);
-    bs.guard = 0;
-    bs.st.mode = NULL;
-    bs.memops = !c->cep_cap;
     c->cep_recvd[r] += nch;
   }
-  /* Direct receives: the sender's push landed. */
+  /* One process under capture, straight in: the sender's push landed. */
   for (int i = 0; i < nops; i++)
     if (!ops[i].send && ops[i].peer_buf) take(&bs, &CTRL(me)->cep_fin[ops[i].peer], NULL, 0, ops[i].peer);
   if (e == cudaSuccess) e = flush(&bs);

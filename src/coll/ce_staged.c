@@ -274,7 +274,6 @@ static cudaError_t ce_sync(struct p2pkit_comm *c, int kind, int slot, uint64_t v
   p2pk_stage_ctrl *mine = sctrl(c, me);
   p2pk_cep_steps st;
   st.n = 0;
-  st.mode = NULL;
   if (kind == CE_POST_FULL) {
     st.s[st.n++] = (p2pk_cep_step){.ctr = &mine->ce_full[slot], .hdr = &mine->ce_hdr[slot],
                                    .v = v, .hv = hdr, .kind = P2PK_CEP_POST, .peer = me};

@@ -118,19 +118,20 @@ struct p2pkit_comm {
    * last call over the landing slots and what each marks; its timeline is
    * logged at the next such call or at destroy. */
   /* Process per GPU over P2P: send/recv straight into registered receive
-   * buffers (ce_p2p_mp.c, dmbox.h): the receivers' descriptions in host
-   * shared memory, calls over the copy engines per peer so far (both ends
-   * count alike), and how long a send waits on the host for its
-   * description (dmb_wait_ns; per peer 0 after a miss, until a hit). */
+   * buffers (ce_p2p_mp.c, dmbox.h): the receivers' descriptions and the
+   * decisions in host shared memory; calls over the copy engines per peer
+   * so far (both ends count alike); how long a host waits for its peer
+   * (dmb_wait_ns), and per peer how many calls still wait not at all after
+   * one that waited in vain (as sender, as receiver). */
   void *dmb;
   size_t dmb_bytes;
   int dmb_on;
   uint64_t dmb_wait_ns;
   uint64_t dmb_sent[P2PK_COLL_MAX_RANKS], dmb_recvd[P2PK_COLL_MAX_RANKS];
-  uint64_t dmb_patience[P2PK_COLL_MAX_RANKS], dmb_rpatience[P2PK_COLL_MAX_RANKS];
+  uint32_t dmb_rest[P2PK_COLL_MAX_RANKS], dmb_rrest[P2PK_COLL_MAX_RANKS];
+  uint64_t dmb_missed; /* host waits in vain so far (the first few logged) */
   uint64_t dmb_direct, dmb_slots; /* sends that went straight in / through the slots */
-  uint64_t dmb_rhow[3]; /* receives that may come straight in, by how they were queued:
-                           [0] not known (the GPU picked), [1] the slots, [2] straight in */
+  uint64_t dmb_rhow[2]; /* receives into a registered buffer: [0] the slots, [1] straight in */
   int cep_trace, cep_tr_on, cep_tr_n;
   uint64_t cep_tr_calls;
   char cep_tr_name[16];

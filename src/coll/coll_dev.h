@@ -90,15 +90,6 @@ typedef struct {
    * src, cleared by dst at the call's end). */
   uint64_t cep_rdy[P2PK_COLL_MAX_RANKS];
   uint64_t cep_fin[P2PK_COLL_MAX_RANKS];
-  /* Process per GPU, send/recv straight into a registered receive buffer
-   * (ce_p2p_mp.c): drdy[dst] (at src: dst's call number + 1 once its stream
-   * reached that receive, so its buffer is free; written by dst, never
-   * cleared: a send waits for its own call's number) and mode[src] (at
-   * dst: 1 when the call's data came straight in, 0 through the slots;
-   * written by dst's first take of the call from the first chunk's header,
-   * read by the rest of the call's steps and copies out). */
-  uint64_t cep_drdy[P2PK_COLL_MAX_RANKS];
-  uint64_t cep_mode[P2PK_COLL_MAX_RANKS];
 } p2pk_dev_ctrl;
 
 /* Head of each rank's part of the host staging region. */
@@ -255,7 +246,6 @@ typedef struct {
   uint64_t bytes;
   int32_t n, me, op;
   int32_t pair; /* a capped grid: both sources' loads together (reduce_chunk's PAIR) */
-  const uint64_t *skip; /* not NULL: do nothing when *skip is 1 (a cep_mode word) */
 } p2pk_lr_args;
 cudaError_t p2pk_launch_local_reduce(int dtype, const p2pk_lr_args *a, int blocks, cudaStream_t stream);
 /* Blocks of ll128_kernel (threads + the header warp) one multiprocessor
@@ -276,13 +266,10 @@ enum {
   P2PK_CEP_WAIT = 1,
   P2PK_CEP_POST = 2,
   P2PK_CEP_WAIT_EQ = 3, /* until *ctr == v */
-  P2PK_CEP_SET = 4,     /* *ctr = v, a plain store: this rank's own flag, ordered by a later post */
-  /* As WAIT_EQ, but *hdr may be hv or hv ^ P2PK_CEP_HDR_DIRECT; which one
-   * goes into *mode (0 or 1) */
-  P2PK_CEP_TAKE_MODE = 5,
-  /* Or'ed into a kind: skip the step when *mode is 1 */
-  P2PK_CEP_GUARDED = 0x10
+  P2PK_CEP_SET = 4      /* *ctr = v, a plain store: this rank's own flag, ordered by a later post */
 };
+/* Or'ed into a send/recv call's header when it came straight into the
+ * receiver's buffer (ce_p2p_mp.c: the first chunk's flag carries it). */
 #define P2PK_CEP_HDR_DIRECT (1ULL << 63)
 #define P2PK_CEP_STEPS 32
 typedef struct {
@@ -292,7 +279,6 @@ typedef struct {
 } p2pk_cep_step;
 typedef struct {
   int32_t n, pad;
-  uint64_t *mode; /* TAKE_MODE's result and GUARDED steps' test (NULL: no such steps) */
   p2pk_cep_step s[P2PK_CEP_STEPS];
 } p2pk_cep_steps;
 cudaError_t p2pk_launch_cep_sync(const p2pk_ar_args *a, const p2pk_cep_steps *st, cudaStream_t stream);

@@ -30,10 +30,6 @@ void p2pk_dmb_post(p2pk_dmb_entry *e, uint64_t q, const p2pk_dmb_desc *d) {
   atomic_store_explicit(&e->seq, q + 1, memory_order_release);
 }
 
-void p2pk_dmb_decide(p2pk_dmb_entry *e, uint64_t q, int straight) {
-  atomic_store_explicit(&e->decided, ((q + 1) << 1) | (straight ? 1u : 0u), memory_order_release);
-}
-
 static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -69,19 +65,53 @@ int p2pk_dmb_take(p2pk_dmb_entry *e, uint64_t q, uint64_t wait_ns, p2pk_dmb_desc
   }
 }
 
-int p2pk_dmb_decision(p2pk_dmb_entry *e, uint64_t q, uint64_t wait_ns) {
+/* Set call q's decision to `to` unless one is there: the way in force. */
+static int decide_once(p2pk_dmb_entry *e, uint64_t q, uint64_t to) {
+  uint64_t d = atomic_load_explicit(&e->decided, memory_order_acquire);
+  for (;;) {
+    if (d >> 1 == q + 1) return (int)(d & 1);
+    if (atomic_compare_exchange_weak_explicit(&e->decided, &d, to, memory_order_acq_rel,
+                                              memory_order_acquire))
+      return (int)(to & 1);
+  }
+}
+
+int p2pk_dmb_decide(p2pk_dmb_entry *e, uint64_t q, int straight) {
+  const uint64_t d = atomic_load_explicit(&e->decided, memory_order_acquire);
+  if (d >> 1 == q + 1) return (int)(d & 1); /* the receiver chose already */
+  if (d >> 1 > q + 1) return 0;
+  /* The receiver has not read the decision of this entry's last call (it
+   * is a ring behind): leave it; the receiver will choose the slots. */
+  if (q + 1 > P2PK_DMB_RING && atomic_load_explicit(&e->heard, memory_order_acquire) < q + 1 - P2PK_DMB_RING)
+    return 0;
+  return decide_once(e, q, ((q + 1) << 1) | (straight ? 1u : 0u));
+}
+
+int p2pk_dmb_decision(p2pk_dmb_entry *e, uint64_t q, uint64_t wait_ns, int *chose) {
   const uint64_t want = q + 1;
   uint64_t t0 = 0;
-  for (unsigned spins = 0;; spins++) {
+  int how = -1;
+  *chose = 0;
+  for (unsigned spins = 0; how < 0; spins++) {
     const uint64_t d = atomic_load_explicit(&e->decided, memory_order_acquire);
-    if (d >> 1 == want) return (int)(d & 1);
-    if (d >> 1 > want) return -1;
-    if (!wait_ns) return -1;
+    if (d >> 1 == want) {
+      how = (int)(d & 1);
+      break;
+    }
+    if (d >> 1 > want) { /* cannot happen (the sender waits for `heard`): the slots */
+      how = 0;
+      break;
+    }
     if ((spins & 63) == 0) {
       uint64_t t = now_ns();
       if (!t0) t0 = t;
-      else if (t - t0 >= wait_ns) return -1;
+      if (!wait_ns || t - t0 >= wait_ns) {
+        how = decide_once(e, q, want << 1);
+        *chose = how == 0;
+      }
     }
-    DMB_PAUSE();
+    if (how < 0) DMB_PAUSE();
   }
+  atomic_store_explicit(&e->heard, want, memory_order_release);
+  return how;
 }

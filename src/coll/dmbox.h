@@ -11,10 +11,13 @@
  * its call q; one that is missing, overwritten by a later call or says
  * "no" (reg 0) sends the call through the landing slots, which is always
  * correct: the receiver's GPU learns which way the data came from the
- * first chunk's header. The sender then writes its decision beside the
- * description, and a receiver that hears it in time queues only the steps
- * of that way; one that does not queues steps for both, which its GPU
- * picks between. */
+ * first chunk's header. Which way a call goes is decided once, by
+ * whichever end gets there first: the sender, from the description (or
+ * its absence), or the receiver, choosing the slots once it waited as long
+ * as it would. Both ends then queue the steps of that way alone, eagerly
+ * or under capture. A sender never overwrites a decision its receiver has
+ * not read yet (it takes the slots without saying so, and the receiver,
+ * hearing nothing, chooses the slots too). */
 #ifndef P2PK_DMBOX_H
 #define P2PK_DMBOX_H
 
@@ -33,7 +36,8 @@ typedef struct {
 typedef struct {
   _Atomic uint64_t seq; /* 0: being written, else the call number + 1 of what is here */
   _Atomic uint64_t bytes, off, reg;
-  _Atomic uint64_t decided; /* the sender's: (call number + 1) << 1 | straight in */
+  _Atomic uint64_t decided; /* (call number + 1) << 1 | straight in; set once per call */
+  _Atomic uint64_t heard;   /* the receiver: call number + 1 of the last decision it read */
 } p2pk_dmb_entry;
 
 /* Bytes of the rings of n ranks. */
@@ -46,11 +50,14 @@ void p2pk_dmb_post(p2pk_dmb_entry *e, uint64_t q, const p2pk_dmb_desc *d);
  * 1: *out holds it; 0: it did not come in time; -1: a later call took the
  * entry (q's is gone: no wait). */
 int p2pk_dmb_take(p2pk_dmb_entry *e, uint64_t q, uint64_t wait_ns, p2pk_dmb_desc *out);
-/* The sender: call q goes straight in (1) or through the slots (0). */
-void p2pk_dmb_decide(p2pk_dmb_entry *e, uint64_t q, int straight);
-/* The receiver: the sender's decision for call q (1 straight in, 0 the
- * slots), waiting at most wait_ns; -1: not in time, or a later call's
- * decision is there already. */
-int p2pk_dmb_decision(p2pk_dmb_entry *e, uint64_t q, uint64_t wait_ns);
+/* The sender: decide call q (straight: 1 straight in, 0 the slots) unless
+ * the receiver already did. Returns the way in force: 1 straight in, 0 the
+ * slots (also when the receiver has not read the entry's last decision:
+ * then nothing is written). */
+int p2pk_dmb_decide(p2pk_dmb_entry *e, uint64_t q, int straight);
+/* The receiver: the way of call q, waiting at most wait_ns for the
+ * sender's decision and then deciding the slots itself (*chose 1); 1
+ * straight in, 0 the slots. Marks the decision read. */
+int p2pk_dmb_decision(p2pk_dmb_entry *e, uint64_t q, uint64_t wait_ns, int *chose);
 
 #endif

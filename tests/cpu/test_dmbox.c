@@ -77,26 +77,46 @@ TEST(an_overwritten_description_is_gone) {
   CHECK(desc_is(&got, 1 + P2PK_DMB_RING));
 }
 
-TEST(a_decision_is_heard_for_its_own_call_only) {
+/* Each call is decided once, by whichever end comes first. */
+TEST(a_call_is_decided_once_by_whoever_comes_first) {
   p2pk_dmb_entry e;
   memset(&e, 0, sizeof e);
-  /* Nothing decided yet: not known, after waiting as asked. */
-  CHECK_EQ(p2pk_dmb_decision(&e, 4, 0), -1);
-  CHECK_EQ(p2pk_dmb_decision(&e, 4, 1000000), -1);
-  p2pk_dmb_decide(&e, 4, 1);
-  CHECK_EQ(p2pk_dmb_decision(&e, 4, 0), 1);
-  /* The description beside it is untouched by the decision, and back. */
-  p2pk_dmb_desc d = desc_of(4 + P2PK_DMB_RING), got;
-  p2pk_dmb_post(&e, 4 + P2PK_DMB_RING, &d);
-  CHECK_EQ(p2pk_dmb_decision(&e, 4, 0), 1);
-  CHECK_EQ(p2pk_dmb_take(&e, 4 + P2PK_DMB_RING, 0, &got), 1);
-  CHECK(desc_is(&got, 4 + P2PK_DMB_RING));
-  /* The next call on this entry: not known until decided, then the slots. */
-  CHECK_EQ(p2pk_dmb_decision(&e, 4 + P2PK_DMB_RING, 0), -1);
-  p2pk_dmb_decide(&e, 4 + P2PK_DMB_RING, 0);
-  CHECK_EQ(p2pk_dmb_decision(&e, 4 + P2PK_DMB_RING, 0), 0);
-  /* A receiver a ring behind finds a later call's decision: not known, no wait. */
-  CHECK_EQ(p2pk_dmb_decision(&e, 4, 1000000000u), -1);
+  int chose = -1;
+  /* The sender first: straight in; the receiver hears it. */
+  CHECK_EQ(p2pk_dmb_decide(&e, 0, 1), 1);
+  CHECK_EQ(p2pk_dmb_decision(&e, 0, 0, &chose), 1);
+  CHECK_EQ(chose, 0);
+  /* The receiver first (it waited ~1 ms, then chose the slots); the
+   * sender, described or not, follows. */
+  CHECK_EQ(p2pk_dmb_decision(&e, P2PK_DMB_RING, 1000000, &chose), 0);
+  CHECK_EQ(chose, 1);
+  CHECK_EQ(p2pk_dmb_decide(&e, P2PK_DMB_RING, 1), 0);
+  /* A decision beside a description leaves it whole. */
+  p2pk_dmb_desc d = desc_of(3), got;
+  p2pk_dmb_post(&e, 3, &d);
+  CHECK_EQ(p2pk_dmb_decide(&e, 3, 0), 0);
+  CHECK_EQ(p2pk_dmb_take(&e, 3, 0, &got), 1);
+  CHECK(desc_is(&got, 3));
+  CHECK_EQ(p2pk_dmb_decision(&e, 3, 0, &chose), 0);
+  CHECK_EQ(chose, 0);
+}
+
+/* A sender a ring ahead never overwrites a decision its receiver has not
+ * read: it takes the slots without saying so, and the receiver, hearing
+ * nothing for that call, chooses the slots too. */
+TEST(a_sender_a_ring_ahead_leaves_unread_decisions) {
+  p2pk_dmb_entry e;
+  memset(&e, 0, sizeof e);
+  int chose = -1;
+  CHECK_EQ(p2pk_dmb_decide(&e, 1, 1), 1);                  /* call 1, not read yet */
+  CHECK_EQ(p2pk_dmb_decide(&e, 1 + P2PK_DMB_RING, 1), 0);  /* left alone: the slots */
+  CHECK_EQ(p2pk_dmb_decision(&e, 1, 0, &chose), 1);         /* call 1 still straight in */
+  CHECK_EQ(chose, 0);
+  CHECK_EQ(p2pk_dmb_decision(&e, 1 + P2PK_DMB_RING, 0, &chose), 0);
+  CHECK_EQ(chose, 1);
+  /* Read now: the next ring's call is the sender's to decide again. */
+  CHECK_EQ(p2pk_dmb_decide(&e, 1 + 2 * P2PK_DMB_RING, 1), 1);
+  CHECK_EQ(p2pk_dmb_decision(&e, 1 + 2 * P2PK_DMB_RING, 0, &chose), 1);
 }
 
 #define CALLS 20000
@@ -155,5 +175,6 @@ TEST(a_sender_racing_its_receiver_takes_only_its_own_calls) {
 
 T_MAIN(T_CASE(a_posted_description_comes_back_whole),
        T_CASE(a_missing_description_is_waited_for_only_as_asked),
-       T_CASE(an_overwritten_description_is_gone), T_CASE(a_decision_is_heard_for_its_own_call_only),
+       T_CASE(an_overwritten_description_is_gone), T_CASE(a_call_is_decided_once_by_whoever_comes_first),
+       T_CASE(a_sender_a_ring_ahead_leaves_unread_decisions),
        T_CASE(a_sender_racing_its_receiver_takes_only_its_own_calls))

@@ -840,60 +840,93 @@ TEST(process_per_gpu_copy_engine_p2p) { spawn_ranks("cep", 0, 580); }
 TEST(process_per_gpu_copy_engine_p2p_kernel_posts) { spawn_ranks("cep-kernel-posts", 0, 580); }
 
 /* Send/recv over the copy engines with a process per GPU, the receive
- * buffers registered: calls go straight into them when the sender's host
- * hears in time, else through the landing slots (64 KiB slots, so most
- * calls have many chunks). Every type and count, unaligned; then with no
- * waiting on the host, so calls go either way as the hosts race; under a
- * CUDA graph (always through the slots); mixed with every collective; and
- * after deregistering, through the slots only. Every output checked; the
- * counts say both ways ran. */
+ * buffers registered: a call goes straight into the receive buffer when
+ * the sender hears of it in time, else through the landing slots (64 KiB
+ * slots, so most calls have many chunks). Every type and count, unaligned;
+ * a receiver 0.5 ms late (its sender waits and goes straight in); a sender
+ * 3 ms late to a receiver that does not wait (the receiver chooses the
+ * slots, and the sender follows); no waiting anywhere (either way, as the
+ * hosts race); under a CUDA graph; mixed with every collective; after
+ * deregistering, through the slots only. Every output checked; the counts
+ * say which ways ran. */
 TEST(process_per_gpu_sendrecv_straight_in) { spawn_ranks("cep-direct", 0, 580); }
+
+/* One send/recv into the registered R->dout captured in a CUDA graph
+ * (decided once, at capture), replayed `reps` times with fresh inputs. */
+static void graph_straight_in(runner_t *R, int reps) {
+  const call_t k = {SENDRECV, 0, 0, 1, P2PKIT_FLOAT32, P2PKIT_SUM, 300001};
+  const void *in[MAXR];
+  void *out[MAXR];
+  size_t off[MAXR];
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  prepare(R, R->dout, R->din, &k, 5, in, out, off);
+  T_CUDA(cudaSetDevice(R->dev[0]));
+  T_CUDA(cudaStreamBeginCapture(R->s[0], cudaStreamCaptureModeGlobal));
+  CHECK_OK(issue(R, &k, in, out));
+  T_CUDA(cudaStreamEndCapture(R->s[0], &graph));
+  if (graph) T_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK(exec != NULL);
+  for (int rep = 0; exec && rep < reps; rep++) {
+    char what[64];
+    snprintf(what, sizeof what, "registered send/recv graph replay %d", rep);
+    prepare(R, R->dout, R->din, &k, 50 + (uint64_t)rep, in, out, off);
+    T_CUDA(cudaGraphLaunch(exec, R->s[0]));
+    if (!verify(R, R->dout, what, &k, off)) R->failures++;
+  }
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+}
+
+static void no_waiting(struct p2pkit_comm *c) {
+  c->dmb_wait_ns = 0;
+  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_rest[p] = c->dmb_rrest[p] = 0;
+}
 
 static void straight_in_suite(runner_t *R) {
   struct p2pkit_comm *c = R->comm[0];
+  const uint64_t wait = c->dmb_wait_ns;
   void *h = NULL;
   CHECK_OK(p2pkit_comm_register(c, R->dout[0], R->cap, &h));
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
-  const uint64_t d1 = c->dmb_direct;
   printf("rank %d: straight in %llu, through the slots %llu (waiting up to %llu us)\n", c->rank,
-         (unsigned long long)d1, (unsigned long long)c->dmb_slots,
-         (unsigned long long)(c->dmb_wait_ns / 1000));
-  CHECK(d1 > 0);
-  CHECK(c->dmb_rhow[2] > 0); /* receives queued as straight in, as their senders said */
-  /* Rank 0 late to every call, rank 1 never waiting: rank 1's receives
-   * cannot hear how rank 0 sends and queue the steps of both ways; its GPU
-   * finds the data came straight in (mode word 1) and skips the rest. */
-  const uint64_t u0 = c->dmb_rhow[0];
-  if (c->rank == 1) {
-    c->dmb_wait_ns = 0;
-    for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_patience[p] = c->dmb_rpatience[p] = 0;
+         (unsigned long long)c->dmb_direct, (unsigned long long)c->dmb_slots,
+         (unsigned long long)(wait / 1000));
+  CHECK(c->dmb_direct > 0);
+  CHECK(c->dmb_rhow[1] > 0);
+  /* The receiver (rank 1) 0.5 ms late: rank 0's sends wait for it. */
+  uint64_t d0 = c->dmb_direct;
+  for (int it = 0; it < 4; it++) {
+    if (c->rank == 1) usleep(500);
+    const call_t k = {SENDRECV, 0, 0, it % 2, P2PKIT_FLOAT32, P2PKIT_SUM, 300001 + (size_t)it};
+    CHECK(run_case(R, "receiver late", &k));
   }
-  for (int it = 0; it < 6; it++) {
+  if (c->rank == 0) CHECK_EQ(c->dmb_direct - d0, 4);
+  /* The sender (rank 0) 3 ms late, rank 1 not waiting: rank 1's receives
+   * choose the slots, and rank 0's sends take them although described. */
+  const uint64_t r0 = c->dmb_rhow[0], s0 = c->dmb_slots;
+  if (c->rank == 1) no_waiting(c);
+  for (int it = 0; it < 4; it++) {
     if (c->rank == 0) usleep(3000);
     const call_t k = {SENDRECV, 0, 0, it % 2, P2PKIT_FLOAT32, P2PKIT_SUM, 300001 + (size_t)it};
     CHECK(run_case(R, "sender late", &k));
   }
-  if (c->rank == 1) {
-    uint64_t mode = 7;
-    T_CUDA(cudaMemcpy(&mode, &((p2pk_dev_ctrl *)c->scratch)->cep_mode[0], sizeof mode,
-                      cudaMemcpyDeviceToHost));
-    printf("rank 1, sender late: %llu receives queued both ways; the last came %s\n",
-           (unsigned long long)(c->dmb_rhow[0] - u0), mode == 1 ? "straight in" : "through the slots");
-    CHECK(c->dmb_rhow[0] - u0 >= 3);
-    CHECK_EQ(mode, 1);
-  }
-  /* No waiting anywhere: each send goes straight in only if its
-   * description is already there, each receive knows how only if told. */
-  c->dmb_wait_ns = 0;
-  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_patience[p] = c->dmb_rpatience[p] = 0;
-  const uint64_t s1 = c->dmb_slots, d1b = c->dmb_direct;
+  if (c->rank == 1) CHECK_EQ(c->dmb_rhow[0] - r0, 4);
+  if (c->rank == 0) CHECK_EQ(c->dmb_slots - s0, 4);
+  /* No waiting anywhere. */
+  no_waiting(c);
+  d0 = c->dmb_direct;
+  const uint64_t s1 = c->dmb_slots;
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
-  printf("rank %d, no waiting: straight in %llu, through the slots %llu; receives queued: not "
-         "known %llu, slots %llu, straight in %llu\n", c->rank,
-         (unsigned long long)(c->dmb_direct - d1b), (unsigned long long)(c->dmb_slots - s1),
-         (unsigned long long)c->dmb_rhow[0], (unsigned long long)c->dmb_rhow[1],
-         (unsigned long long)c->dmb_rhow[2]);
-  graph_replay(R, 2);
+  printf("rank %d, no waiting: straight in %llu, through the slots %llu\n", c->rank,
+         (unsigned long long)(c->dmb_direct - d0), (unsigned long long)(c->dmb_slots - s1));
+  /* Under a CUDA graph: decided once, at capture, and replayed as it is. */
+  c->dmb_wait_ns = wait;
+  d0 = c->dmb_direct;
+  graph_straight_in(R, 3);
+  CHECK_EQ(c->dmb_direct - d0, 1);
+  graph_replay(R, 2); /* its own, unregistered buffers: the slots */
+  CHECK_EQ(c->dmb_direct - d0, 1);
   mixed_calls(R, "mixed-straight-in");
   CHECK_OK(p2pkit_comm_deregister(c, h));
   const uint64_t d2 = c->dmb_direct, s2 = c->dmb_slots;
