@@ -4,7 +4,8 @@
 # NCCL (PERF_RUNS picks; default: all-reduce in three modes, P2P off, and
 # every other collective over P2P), the small-message floors (graph 8 B -
 # 64 KiB), the all-reduce under a grid cap against NCCL capped alike, and the
-# data-parallel example with both backends. About 6 minutes.
+# data-parallel example with both backends, then the noisiest goals in
+# three interleaved rounds (specs/rounds.txt). About 7 minutes.
 # Usage: scripts/device/record.sh LOG_DIR   (then tar LOG_DIR into $OUT)
 set -uo pipefail
 log=${1:?usage: record.sh LOG_DIR}
@@ -26,5 +27,8 @@ step graph_n200 60 "$build/p2pkit" perf all_reduce -g 2 -G 1 -n 200 -b 8 -e 64K 
 step capped 120 scripts/device/tune.sh "$build" "$log/capped" scripts/device/specs/capped.txt
 step launch 60 "$build/tests/bench_launch"
 step mlp 120 "$build/examples/ddp_mlp" -p 2 --backend both
+# The goals NCCL's spread decides, in interleaved rounds (ROUNDS_SPEC=- skips).
+rounds=${ROUNDS_SPEC:-scripts/device/specs/rounds.txt}
+[ "$rounds" = - ] || step rounds 240 scripts/device/tune.sh "$build" "$log/rounds" "$rounds"
 step_summary "logs in $log"
 exit $status
