@@ -7,9 +7,9 @@
  * scratch (its events between per-GPU captures could not be replayed), and
  * when every rank's call is in one group, pushes all-reduce results,
  * broadcasts, all-to-all blocks and sends straight into the receivers'
- * buffers ("direct", at the end of this file). With a process per GPU an
- * eager receive into a registered buffer may take its send straight in
- * too ("straight in", before p2pk_cep_p2p).
+ * buffers ("direct", at the end of this file). With a process per GPU a
+ * receive into a registered buffer may take its send straight in too
+ * ("straight in", before p2pk_cep_p2p), eagerly and under capture.
  *
  * Why: with a process per GPU the kernels move every byte with SM stores,
  * which top out at ~364 GB/s each way on the 2x H200; the copy engines
@@ -870,7 +870,8 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
  * 2842 us against 2863 through the slots (the ~22 skipped launches sat
  * between one call's landing and the next call's rdy); run 2, the receiver
  * knowing the way, 2763 (1.08x NCCL registered alike), 512 MiB 1394 (1.09x),
- * 256 MiB 711 (1.23x). Registered buffers only: mapping another buffer on
+ * 256 MiB 711 (1.23x); run 3, decided once, under a graph too (1 GiB
+ * 2756, 1.08x). Registered buffers only: mapping another buffer on
  * the fly would leave a peer mapping memory its owner may free (undefined
  * for CUDA IPC). */
 

@@ -114,9 +114,6 @@ struct p2pkit_comm {
   cudaEvent_t cep_ev[P2PK_CEP_EVKINDS][P2PK_SCE_DEPTH_MAX];
   unsigned cep_logged;
   int cep_memops; /* posts as stream memory operations: 0 not decided yet, 1 yes, 2 no (kernels) */
-  /* P2PKIT_CEP_TRACE (process per GPU, fixed at init): timing events of the
-   * last call over the landing slots and what each marks; its timeline is
-   * logged at the next such call or at destroy. */
   /* Process per GPU over P2P: send/recv straight into registered receive
    * buffers (ce_p2p_mp.c, dmbox.h): the receivers' descriptions and the
    * decisions in host shared memory; calls over the copy engines per peer
@@ -132,6 +129,9 @@ struct p2pkit_comm {
   uint64_t dmb_missed; /* host waits in vain so far (the first few logged) */
   uint64_t dmb_direct, dmb_slots; /* sends that went straight in / through the slots */
   uint64_t dmb_rhow[2]; /* receives into a registered buffer: [0] the slots, [1] straight in */
+  /* P2PKIT_CEP_TRACE (process per GPU, fixed at init): timing events of the
+   * last call over the landing slots and what each marks; its timeline is
+   * logged at the next such call or at destroy. */
   int cep_trace, cep_tr_on, cep_tr_n;
   uint64_t cep_tr_calls;
   char cep_tr_name[16];

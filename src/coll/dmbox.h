@@ -10,14 +10,15 @@
  * sender has not read. The sender waits at most `wait_ns` for the entry of
  * its call q; one that is missing, overwritten by a later call or says
  * "no" (reg 0) sends the call through the landing slots, which is always
- * correct: the receiver's GPU learns which way the data came from the
- * first chunk's header. Which way a call goes is decided once, by
- * whichever end gets there first: the sender, from the description (or
- * its absence), or the receiver, choosing the slots once it waited as long
- * as it would. Both ends then queue the steps of that way alone, eagerly
- * or under capture. A sender never overwrites a decision its receiver has
- * not read yet (it takes the slots without saying so, and the receiver,
- * hearing nothing, chooses the slots too). */
+ * correct. Which way a call goes is decided once, by a compare-and-swap in
+ * the entry, by whichever end gets there first: the sender, from the
+ * description (or its absence), or the receiver, choosing the slots once
+ * it waited as long as it would. Both ends then queue the steps of that
+ * way alone, eagerly or under capture (the first chunk's header, marked
+ * when straight in, lets the receiver's GPU check it). A sender never
+ * overwrites a decision its receiver has not read yet (it takes the slots
+ * without saying so, and the receiver, hearing nothing, chooses the slots
+ * too). */
 #ifndef P2PK_DMBOX_H
 #define P2PK_DMBOX_H
 

@@ -2,9 +2,11 @@
  * straight into registered buffers. A posted description comes back whole;
  * one not posted yet is waited for only as long as asked; one overwritten
  * by a call P2PK_DMB_RING later is reported gone, not returned; pairs and
- * calls have entries of their own; and with a receiver thread posting
- * while a sender thread takes, every description taken belongs to the call
- * asked for (the seqlock never hands out a torn or foreign entry). */
+ * calls have entries of their own; each call is decided once, by
+ * whichever end comes first, and a sender a ring ahead leaves a decision
+ * not yet read alone; and with a receiver thread posting while a sender
+ * thread takes, every description taken belongs to the call asked for (the
+ * seqlock never hands out a torn or foreign entry). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
