@@ -854,6 +854,49 @@ TEST(process_per_gpu_copy_engine_p2p_kernel_posts) { spawn_ranks("cep-kernel-pos
  * say which ways ran. */
 TEST(process_per_gpu_sendrecv_straight_in) { spawn_ranks("cep-direct", 0, 580); }
 
+/* A registered receive of N floats against a send of N + 16: the sender
+ * goes through the slots (the description's size differs), never writing
+ * past the N floats described; the receiver's header check fails the call;
+ * both ranks have the error within the timeout, and the receive buffer
+ * (past N above all) is as it was poisoned. */
+TEST(process_per_gpu_sendrecv_straight_in_mismatch) { spawn_ranks("cep-direct-mismatch", 0, 120); }
+
+#define MM_TIMEOUT_S 4
+static void straight_in_mismatch(runner_t *R) {
+  struct p2pkit_comm *c = R->comm[0];
+  const size_t n = 100000;
+  void *h = NULL;
+  CHECK_OK(p2pkit_comm_register(c, R->dout[0], R->cap, &h));
+  c->dmb_wait_ns = 50000000; /* the sender sees the description */
+  T_CUDA(cudaMemset(R->dout[0], 0xA5, R->cap));
+  T_CUDA(cudaMemset(R->din[0], 0x11, R->cap));
+  T_CUDA(cudaDeviceSynchronize());
+  const double t0 = cu_now();
+  if (c->rank == 0) CHECK_OK(p2pkit_send(R->din[0], n + 16, P2PKIT_FLOAT32, 1, c, R->s[0]));
+  if (c->rank == 1) CHECK_OK(p2pkit_recv(R->dout[0], n, P2PKIT_FLOAT32, 0, c, R->s[0]));
+  T_CUDA(cudaStreamSynchronize(R->s[0]));
+  p2pkit_status_t as = P2PKIT_SUCCESS;
+  CHECK_OK(p2pkit_comm_get_async_error(c, &as));
+  printf("rank %d: %s after %.2f s (%s)\n", c->rank, p2pkit_strerror(as), cu_now() - t0,
+         p2pkit_last_error());
+  CHECK(as != P2PKIT_SUCCESS);
+  CHECK(cu_now() - t0 < 3 * MM_TIMEOUT_S);
+  CHECK_EQ(c->dmb_direct, 0);
+  if (c->rank == 1) {
+    const size_t look = n * sizeof(float) + 4096;
+    unsigned char *back = malloc(look);
+    CHECK(back != NULL);
+    if (back) {
+      T_CUDA(cudaMemcpy(back, R->dout[0], look, cudaMemcpyDeviceToHost));
+      size_t bad = 0;
+      for (size_t i = 0; i < look; i++) bad += back[i] != 0xA5;
+      CHECK_EQ(bad, 0);
+      free(back);
+    }
+  }
+  p2pkit_comm_deregister(c, h);
+}
+
 /* One send/recv into the registered R->dout captured in a CUDA graph
  * (decided once, at capture), replayed `reps` times with fresh inputs. */
 static void graph_straight_in(runner_t *R, int reps) {
@@ -1075,6 +1118,7 @@ static int child_main(int argc, char **argv) {
   runner_t R;
   const int kill = strncmp(mode, "kill", 4) == 0, cep = strncmp(mode, "cep", 3) == 0;
   const int straight = strcmp(mode, "cep-direct") == 0;
+  const int mm = strcmp(mode, "cep-direct-mismatch") == 0;
   const int kposts = strcmp(mode, "cep-kernel-posts") == 0;
   /* With kernel posts, each call's timeline is traced too
    * (P2PKIT_CEP_TRACE; the log must hold it). */
@@ -1092,11 +1136,15 @@ static int child_main(int argc, char **argv) {
     setenv("P2PKIT_DEBUG", "TRACE", 1);
     p2pk_log_reset();
   }
-  if (runner_join(&R, rank, nranks, port, kill ? KILL_TIMEOUT_S : 60) != 0) return 1;
+  if (runner_join(&R, rank, nranks, port, kill ? KILL_TIMEOUT_S : mm ? MM_TIMEOUT_S : 60) != 0) return 1;
   int staged = R.comm[0]->staged;
   CHECK_EQ(staged, getenv("P2PKIT_P2P_DISABLE") != NULL);
   if (kill) {
     child_kill(&R, mode);
+  } else if (mm) {
+    straight_in_mismatch(&R);
+    runner_free(&R);
+    runner_destroy_after_kill(&R); /* the communicator is broken: destroy, timed */
   } else if (straight) {
     CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->dmb_on);
     straight_in_suite(&R);
@@ -1126,9 +1174,12 @@ static int child_main(int argc, char **argv) {
     full_suite(&R, staged);
     graph_replay(&R, 4);
   }
-  runner_destroy(&R);
+  if (!mm) runner_destroy(&R);
   if (maxb) CHECK(logcap_end(&L, "collective kernels take at most", "blocks") >= 2);
-  if (straight) {
+  if (mm) {
+    ce_settings_end(cep_vars, 5);
+    logcap_end(&L, "", "");
+  } else if (straight) {
     ce_settings_end(cep_vars, 5);
     CHECK(logcap_count(&L, "send/recv of", "pushes straight into the peers' outputs over the copy "
                        "engines (process per GPU)") >= 1);
@@ -1175,6 +1226,7 @@ int main(int argc, char **argv) {
       {T_CASE(process_per_gpu_copy_engine_p2p), 1},
       {T_CASE(process_per_gpu_copy_engine_p2p_kernel_posts), 1},
       {T_CASE(process_per_gpu_sendrecv_straight_in), 1},
+      {T_CASE(process_per_gpu_sendrecv_straight_in_mismatch), 1},
       {T_CASE(kill_broadcast_root_survivors_time_out), 1},
       {T_CASE(kill_rank0_staged_all_gather_survivors_time_out), 1},
       {T_CASE(kill_sendrecv_peer_survivors_time_out), 1},
