@@ -899,6 +899,14 @@ static uint64_t patience(struct p2pkit_comm *c, uint32_t *rest) {
   return c->dmb_wait_ns;
 }
 
+/* A host wait for a peer that began at t0 (0: none) is over. */
+static void waited(struct p2pkit_comm *c, uint64_t t0) {
+  if (!t0) return;
+  const uint64_t w = p2pk_dmb_now_ns() - t0;
+  c->dmb_wait_ns_sum += w;
+  if (w > c->dmb_wait_max_ns) c->dmb_wait_max_ns = w;
+}
+
 static void missed(struct p2pkit_comm *c, uint32_t *rest, int p, uint64_t q, const char *what) {
   if (!c->dmb_wait_ns || *rest) return;
   *rest = DMB_REST;
@@ -924,7 +932,9 @@ static int dmb_describe(struct p2pkit_comm *c, int r, const char *buf, size_t by
 static int dmb_hear(struct p2pkit_comm *c, int r, uint64_t q, int described) {
   int chose = 0;
   const uint64_t w = described ? patience(c, &c->dmb_rrest[r]) : 0;
+  const uint64_t t0 = w ? p2pk_dmb_now_ns() : 0;
   const int how = p2pk_dmb_decision(p2pk_dmb_at(c->dmb, c->nranks, r, c->rank, q), q, w, &chose);
+  waited(c, t0);
   if (w && chose) missed(c, &c->dmb_rrest[r], r, q, "its sender did not decide");
   return how;
 }
@@ -934,7 +944,10 @@ static int dmb_hear(struct p2pkit_comm *c, int r, uint64_t q, int described) {
 static char *dmb_send(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q) {
   p2pk_dmb_entry *e = p2pk_dmb_at(c->dmb, c->nranks, c->rank, t, q);
   p2pk_dmb_desc d;
-  const int got = c->dmb_on ? p2pk_dmb_take(e, q, patience(c, &c->dmb_rest[t]), &d) : -1;
+  const uint64_t w = c->dmb_on ? patience(c, &c->dmb_rest[t]) : 0;
+  const uint64_t t0 = w ? p2pk_dmb_now_ns() : 0;
+  const int got = c->dmb_on ? p2pk_dmb_take(e, q, w, &d) : -1;
+  waited(c, t0);
   if (got == 0) missed(c, &c->dmb_rest[t], t, q, "its receiver's description did not come");
   const p2pk_reg *g = got == 1 && d.reg && d.bytes == bytes ? reg_numbered(c, d.reg - 1) : NULL;
   if (g && (!g->peer[t] || d.off > g->bytes || bytes > g->bytes - d.off)) g = NULL;

@@ -127,6 +127,7 @@ struct p2pkit_comm {
   uint64_t dmb_sent[P2PK_COLL_MAX_RANKS], dmb_recvd[P2PK_COLL_MAX_RANKS];
   uint32_t dmb_rest[P2PK_COLL_MAX_RANKS], dmb_rrest[P2PK_COLL_MAX_RANKS];
   uint64_t dmb_missed; /* host waits in vain so far (the first few logged) */
+  uint64_t dmb_wait_max_ns, dmb_wait_ns_sum; /* host waits for peers: the longest, all */
   uint64_t dmb_direct, dmb_slots; /* sends that went straight in / through the slots */
   uint64_t dmb_rhow[2]; /* receives into a registered buffer: [0] the slots, [1] straight in */
   /* P2PKIT_CEP_TRACE (process per GPU, fixed at init): timing events of the

@@ -885,6 +885,14 @@ p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t c) {
                    cudaGetErrorString(e));
   }
   if (st == P2PKIT_SUCCESS && c->cep_trace) p2pk_cep_trace_flush(c);
+  if (c->dmb_direct || c->dmb_rhow[1] || c->dmb_missed)
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): send/recv over the copy engines: %llu sends "
+              "straight in, %llu through the slots; %llu receives into registered buffers straight "
+              "in, %llu through the slots; host waits for peers: %.3f ms in all, the longest "
+              "%.3f ms, %llu in vain", c->rank, c->device, (unsigned long long)c->dmb_direct,
+              (unsigned long long)c->dmb_slots, (unsigned long long)c->dmb_rhow[1],
+              (unsigned long long)c->dmb_rhow[0], c->dmb_wait_ns_sum / 1e6, c->dmb_wait_max_ns / 1e6,
+              (unsigned long long)c->dmb_missed);
   if (c->group) {
     p2pk_group *g = c->group;
     pthread_mutex_lock(&g->lock);
