@@ -783,67 +783,6 @@ static size_t p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
   return p2pk_sce_chunk_elems(b < slot ? b : slot, 1);
 }
 
-/* All-to-all with a process per GPU, chunk by chunk (K, send/recv's
- * chunk for a block of B bytes): chunk k of my block t pushed into rank
- * t's landing slots (pushes(), one chunk per call), then chunk k of each
- * peer's block for me taken and copied out of my slots into my output,
- * then chunk k of my own block copied across (out of place). In place my
- * output's block t is my input's block t, which my pushes to t read: each
- * chunk's copies out wait for my pushes of that chunk (the event pushes()
- * recorded after them), so no byte is overwritten before it left. Both
- * ranks take this path whatever their placement, so they always agree;
- * from 256 MiB per peer by default (ce_p2p.c, mp_default).
- * My own block (out of place) is copied on the RECV stream beside it all,
- * by a quarter of the SMs (own_copy): run 6 copied it on the caller's
- * stream chunk by chunk, between the copies out, with the full grid, and
- * the pushes slowed (1 GiB 1576 us against the kernel's 1608, 512 MiB 851
- * against 811). */
-static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
-                          p2pkit_dtype_t dtype, cudaStream_t stream) {
-  const int n = c->nranks, me = c->rank;
-  const uint64_t D = c->lay.cep_depth;
-  const size_t B = count * p2pkit_dtype_size(dtype), K = p2p_chunk(c, B), nch = nchunks(B, K);
-  const int in_place = send == recv;
-  const uint64_t hv = header(P2PK_COLL_ALL_TO_ALL, count, dtype, 0, 0);
-  const char *in = send;
-  char *out = recv;
-  cudaError_t e = start(c, stream, 1, 1, 0);
-  cudaStream_t R = c->cep_stream[S_RECV];
-  if (e == cudaSuccess && !in_place) e = cudaStreamWaitEvent(R, c->sce_ev[E_START], 0);
-  if (e == cudaSuccess && !in_place)
-    e = own_copy(c, P2PKIT_UINT8, in + (size_t)me * B, out + (size_t)me * B, B, R);
-  if (e == cudaSuccess && !in_place) e = cudaEventRecord(c->sce_ev[E_RECV], R);
-  batch_t bs;
-  batch(&bs, c, stream);
-  for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-    const size_t len = p2pk_ce_part(B, k, K), at = k * K;
-    push_t pu[P2PK_COLL_MAX_RANKS];
-    int np = 0;
-    for (int t = 0; t < n; t++)
-      if (t != me) pu[np++] = (push_t){t, in + (size_t)t * B + at, len};
-    e = pushes(c, pu, np, K, 1, hv, 1, 1);
-    for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer]++;
-    if (e == cudaSuccess && in_place) e = cudaStreamWaitEvent(stream, c->cep_ev[V_CP][0], 0);
-    for (int r = 0; r < n && e == cudaSuccess; r++) {
-      if (r == me) continue;
-      const int s = (int)(c->cep_recvd[r] % D);
-      take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
-      e = flush(&bs);
-      tr_mark(c, stream, "took", (long)k);
-      if (e == cudaSuccess)
-        e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), out + (size_t)r * B + at, len, stream);
-      tr_mark(c, stream, "out", (long)k);
-      release(c, &bs, r, s);
-      c->cep_recvd[r]++;
-    }
-  }
-  if (e == cudaSuccess) e = flush(&bs);
-  if (e == cudaSuccess) e = join_side(c, stream, 1);
-  if (e == cudaSuccess && !in_place) e = cudaStreamWaitEvent(stream, c->sce_ev[E_RECV], 0);
-  if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_TO_ALL, "all_to_all", B, K, 0);
-  return e;
-}
-
 /* Send/recv with a process per GPU straight into a registered receive
  * buffer ("straight in"; dmbox.h has the host side). For each call over
  * the copy engines (number q of the pair, both ends counting alike):
@@ -917,10 +856,12 @@ static void missed(struct p2pkit_comm *c, uint32_t *rest, int p, uint64_t q, con
 }
 
 /* The receiver, call q from r: describe its buffer (straight in only into
- * a registration; "no" otherwise); 1 if it described one. Never waits. */
-static int dmb_describe(struct p2pkit_comm *c, int r, const char *buf, size_t bytes, uint64_t q) {
+ * a registration, and only if `may`; "no" otherwise); 1 if it described
+ * one. Never waits. */
+static int dmb_describe(struct p2pkit_comm *c, int r, const char *buf, size_t bytes, uint64_t q,
+                        int may) {
   p2pk_dmb_desc d = {.bytes = bytes, .off = 0, .reg = 0};
-  const p2pk_reg *g = c->dmb_on ? reg_holding(c, buf, bytes) : NULL;
+  const p2pk_reg *g = c->dmb_on && may ? reg_holding(c, buf, bytes) : NULL;
   if (g) d.off = (uint64_t)(buf - g->buf), d.reg = (uint64_t)g->id + 1;
   p2pk_dmb_post(p2pk_dmb_at(c->dmb, c->nranks, r, c->rank, q), q, &d);
   return g != NULL;
@@ -940,13 +881,14 @@ static int dmb_hear(struct p2pkit_comm *c, int r, uint64_t q, int described) {
 }
 
 /* The sender, call q to t: where it lands straight in (t's buffer as this
- * process maps it), or NULL: the slots. */
-static char *dmb_send(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q) {
+ * process maps it), or NULL: the slots (always unless `may`). */
+static char *dmb_send(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q, int may) {
   p2pk_dmb_entry *e = p2pk_dmb_at(c->dmb, c->nranks, c->rank, t, q);
   p2pk_dmb_desc d;
-  const uint64_t w = c->dmb_on ? patience(c, &c->dmb_rest[t]) : 0;
+  const int ask = c->dmb_on && may;
+  const uint64_t w = ask ? patience(c, &c->dmb_rest[t]) : 0;
   const uint64_t t0 = w ? p2pk_dmb_now_ns() : 0;
-  const int got = c->dmb_on ? p2pk_dmb_take(e, q, w, &d) : -1;
+  const int got = ask ? p2pk_dmb_take(e, q, w, &d) : -1;
   waited(c, t0);
   if (got == 0) missed(c, &c->dmb_rest[t], t, q, "its receiver's description did not come");
   const p2pk_reg *g = got == 1 && d.reg && d.bytes == bytes ? reg_numbered(c, d.reg - 1) : NULL;
@@ -983,6 +925,120 @@ static cudaError_t push_straight(struct p2pkit_comm *c, int t, const char *src, 
   return e;
 }
 
+/* All-to-all with a process per GPU, chunk by chunk (K, send/recv's
+ * chunk for a block of B bytes): chunk k of my block t pushed into rank
+ * t's landing slots (pushes(), one chunk per call), then chunk k of each
+ * peer's block for me taken and copied out of my slots into my output,
+ * then chunk k of my own block copied across (out of place). In place my
+ * output's block t is my input's block t, which my pushes to t read: each
+ * chunk's copies out wait for my pushes of that chunk (the event pushes()
+ * recorded after them), so no byte is overwritten before it left. Both
+ * ranks take this path whatever their placement, so they always agree;
+ * from 256 MiB per peer by default (ce_p2p.c, mp_default).
+ * My own block (out of place) is copied on the RECV stream beside it all,
+ * by a quarter of the SMs (own_copy): run 6 copied it on the caller's
+ * stream chunk by chunk, between the copies out, with the full grid, and
+ * the pushes slowed (1 GiB 1576 us against the kernel's 1608, 512 MiB 851
+ * against 811).
+ * Out of place, a block whose receiver registered its output goes
+ * straight in, as a send/recv does (the pair's calls are numbered and
+ * decided with send/recv's, on both ends whatever their placement; in
+ * place a rank describes "no" and sends through the slots, so its copies
+ * out keep waiting for its own pushes). */
+static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
+                          p2pkit_dtype_t dtype, cudaStream_t stream) {
+  const int n = c->nranks, me = c->rank;
+  const uint64_t D = c->lay.cep_depth;
+  const size_t B = count * p2pkit_dtype_size(dtype), K = p2p_chunk(c, B), nch = nchunks(B, K);
+  const int in_place = send == recv;
+  const uint64_t hv = header(P2PK_COLL_ALL_TO_ALL, count, dtype, 0, 0);
+  const char *in = send;
+  char *out = recv;
+  /* Straight in: describe my output's blocks, decide my sends, hear my
+   * receives (send/recv's order). */
+  char *sdst[P2PK_COLL_MAX_RANKS]; /* my block t straight into t's output, or NULL */
+  int sin[P2PK_COLL_MAX_RANKS];    /* r's block straight into my output */
+  uint64_t qr[P2PK_COLL_MAX_RANKS];
+  int any = 0;
+  for (int r = 0; r < n; r++) {
+    sdst[r] = NULL, sin[r] = 0;
+    if (r != me && c->dmb) {
+      qr[r] = c->dmb_recvd[r]++;
+      sin[r] = dmb_describe(c, r, out + (size_t)r * B, B, qr[r], !in_place);
+    }
+  }
+  for (int t = 0; t < n && c->dmb; t++)
+    if (t != me) sdst[t] = dmb_send(c, t, B, c->dmb_sent[t]++, !in_place);
+  for (int r = 0; r < n && c->dmb; r++)
+    if (r != me) {
+      const int described = sin[r];
+      sin[r] = dmb_hear(c, r, qr[r], described);
+      if (described) c->dmb_rhow[sin[r]]++;
+    }
+  cudaError_t e = start(c, stream, 1, 1, 0);
+  cudaStream_t R = c->cep_stream[S_RECV];
+  if (e == cudaSuccess && !in_place) e = cudaStreamWaitEvent(R, c->sce_ev[E_START], 0);
+  if (e == cudaSuccess && !in_place)
+    e = own_copy(c, P2PKIT_UINT8, in + (size_t)me * B, out + (size_t)me * B, B, R);
+  if (e == cudaSuccess && !in_place) e = cudaEventRecord(c->sce_ev[E_RECV], R);
+  batch_t bs;
+  batch(&bs, c, stream);
+  /* Blocks straight in: my output's block r is free from here on; my
+   * blocks for such peers go first, whole. */
+  for (int r = 0; r < n; r++)
+    if (sin[r]) add(&bs, P2PK_CEP_POST, &CTRL(r)->cep_rdy[me], 1, NULL, 0, r);
+  if (e == cudaSuccess) e = flush(&bs);
+  for (int t = 0; t < n && e == cudaSuccess; t++) {
+    if (t == me || !c->dmb) continue;
+    if (sdst[t]) {
+      e = push_straight(c, t, in + (size_t)t * B, sdst[t], B, hv);
+      c->cep_sent[t] += nch;
+      c->dmb_direct++;
+      any = 1;
+    } else {
+      c->dmb_slots++;
+    }
+  }
+  for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
+    const size_t len = p2pk_ce_part(B, k, K), at = k * K;
+    push_t pu[P2PK_COLL_MAX_RANKS];
+    int np = 0;
+    for (int t = 0; t < n; t++)
+      if (t != me && !sdst[t]) pu[np++] = (push_t){t, in + (size_t)t * B + at, len};
+    if (np) e = pushes(c, pu, np, K, 1, hv, 1, 1);
+    for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer]++;
+    if (e == cudaSuccess && in_place) e = cudaStreamWaitEvent(stream, c->cep_ev[V_CP][0], 0);
+    for (int r = 0; r < n && e == cudaSuccess; r++) {
+      if (r == me || sin[r]) continue;
+      const int s = (int)(c->cep_recvd[r] % D);
+      take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
+      e = flush(&bs);
+      tr_mark(c, stream, "took", (long)k);
+      if (e == cudaSuccess)
+        e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), out + (size_t)r * B + at, len, stream);
+      tr_mark(c, stream, "out", (long)k);
+      release(c, &bs, r, s);
+      c->cep_recvd[r]++;
+    }
+  }
+  /* Blocks straight in: each the first chunk's flag, marked, and its slot
+   * released. */
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    if (!sin[r]) continue;
+    const int s = (int)(c->cep_recvd[r] % D);
+    take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv ^ P2PK_CEP_HDR_DIRECT, r);
+    release(c, &bs, r, s);
+    e = flush(&bs);
+    c->cep_recvd[r] += nch;
+    any = 1;
+  }
+  if (e == cudaSuccess) e = flush(&bs);
+  if (e == cudaSuccess) e = join_side(c, stream, 1);
+  if (e == cudaSuccess && !in_place) e = cudaStreamWaitEvent(stream, c->sce_ev[E_RECV], 0);
+  if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_TO_ALL, "all_to_all", B, K, any);
+  return e;
+}
+
 cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,
                          cudaStream_t stream) {
   cudaError_t ce = note_capture(c, stream);
@@ -1003,7 +1059,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     sin[i] = 0;
     if (!c->dmb || ops[i].send || ops[i].peer_buf) continue;
     qr[i] = c->dmb_recvd[ops[i].peer]++;
-    sin[i] = dmb_describe(c, ops[i].peer, ops[i].buf, ops[i].bytes, qr[i]);
+    sin[i] = dmb_describe(c, ops[i].peer, ops[i].buf, ops[i].bytes, qr[i], 1);
   }
   for (int i = 0; i < nops; i++) {
     if (ops[i].peer_buf) direct = 1;
@@ -1012,7 +1068,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
       dst[nd] = ops[i].peer_buf, dpu[nd++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
       continue;
     }
-    straight[np] = c->dmb ? dmb_send(c, ops[i].peer, ops[i].bytes, c->dmb_sent[ops[i].peer]++) : NULL;
+    straight[np] = c->dmb ? dmb_send(c, ops[i].peer, ops[i].bytes, c->dmb_sent[ops[i].peer]++, 1) : NULL;
     pu[np++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
   }
   for (int i = 0; i < nops; i++)

@@ -850,7 +850,8 @@ TEST(process_per_gpu_copy_engine_p2p_kernel_posts) { spawn_ranks("cep-kernel-pos
  * a receiver 0.5 ms late (its sender waits and goes straight in); a sender
  * 3 ms late to a receiver that does not wait (the receiver chooses the
  * slots, and the sender follows); no waiting anywhere (either way, as the
- * hosts race); under a CUDA graph; mixed with every collective; after
+ * hosts race); all-to-all (out of place straight in, in place through the
+ * slots); under a CUDA graph; mixed with every collective; after
  * deregistering, through the slots only. Every output checked; the counts
  * say which ways ran. */
 TEST(process_per_gpu_sendrecv_straight_in) { spawn_ranks("cep-direct", 0, 580); }
@@ -950,6 +951,14 @@ static void straight_in_suite(runner_t *R) {
   CHECK_EQ(c->dmb_slots, m0);
   CHECK(c->dmb_direct > m1);
   CHECK_EQ(c->dmb_rhow[1] - m2, c->dmb_direct - m1); /* 2 ranks: one send, one receive a call */
+  /* All-to-all into the registered outputs: out of place each block goes
+   * straight in, in place through the slots. */
+  const uint64_t a0 = c->dmb_direct, a1 = c->dmb_slots;
+  matrix(R, &V_AUTO, P2PK_COLL_ALL_TO_ALL, ALL_OPS, 1);
+  printf("rank %d, all-to-all: blocks straight in %llu, through the slots %llu\n", c->rank,
+         (unsigned long long)(c->dmb_direct - a0), (unsigned long long)(c->dmb_slots - a1));
+  CHECK(c->dmb_direct > a0);
+  CHECK(c->dmb_slots > a1);
   /* The receiver (rank 1) 0.5 ms late: rank 0's sends wait for it (still
    * up to 10 s). */
   uint64_t d0 = c->dmb_direct;
@@ -1188,6 +1197,8 @@ static int child_main(int argc, char **argv) {
   } else if (straight) {
     ce_settings_end(cep_vars, 5);
     CHECK(logcap_count(&L, "send/recv of", "pushes straight into the peers' outputs over the copy "
+                       "engines (process per GPU)") >= 1);
+    CHECK(logcap_count(&L, "all_to_all of", "pushes straight into the peers' outputs over the copy "
                        "engines (process per GPU)") >= 1);
     CHECK(logcap_end(&L, "send/recv of", "captured in a CUDA graph (process per GPU)") >= 1);
   } else if (cep) {
