@@ -893,7 +893,18 @@ static char *dmb_send(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q, in
   if (got == 0) missed(c, &c->dmb_rest[t], t, q, "its receiver's description did not come");
   const p2pk_reg *g = got == 1 && d.reg && d.bytes == bytes ? reg_numbered(c, d.reg - 1) : NULL;
   if (g && (!g->peer[t] || d.off > g->bytes || bytes > g->bytes - d.off)) g = NULL;
-  return p2pk_dmb_decide(e, q, g != NULL) && g ? g->peer[t] + d.off : NULL;
+  const int straight = p2pk_dmb_decide(e, q, g != NULL) && g;
+  /* Why not straight in (P2PK_DMB_WHY_*), counted for the destroy line. */
+  const int why = straight ? -1
+                  : !ask ? P2PK_DMB_WHY_NOT_ASKED
+                  : got == 0 ? P2PK_DMB_WHY_LATE
+                  : got < 0 ? P2PK_DMB_WHY_GONE
+                  : !d.reg ? P2PK_DMB_WHY_NOT_REGISTERED
+                  : d.bytes != bytes ? P2PK_DMB_WHY_SIZE
+                  : !g ? P2PK_DMB_WHY_NOT_MAPPED
+                  : P2PK_DMB_WHY_RECEIVER_CHOSE;
+  if (why >= 0) c->dmb_why[why]++;
+  return straight ? g->peer[t] + d.off : NULL;
 }
 
 /* A send straight in (to t, header hv): on W the first chunk's slot

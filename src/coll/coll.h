@@ -130,6 +130,7 @@ struct p2pkit_comm {
   uint64_t dmb_wait_max_ns, dmb_wait_ns_sum; /* host waits for peers: the longest, all */
   uint64_t dmb_direct, dmb_slots; /* sends that went straight in / through the slots */
   uint64_t dmb_rhow[2]; /* receives into a registered buffer: [0] the slots, [1] straight in */
+  uint64_t dmb_why[P2PK_DMB_WHY_COUNT]; /* sends through the slots, by why (P2PK_DMB_WHY_*) */
   /* P2PKIT_CEP_TRACE (process per GPU, fixed at init): timing events of the
    * last call over the landing slots and what each marks; its timeline is
    * logged at the next such call or at destroy. */

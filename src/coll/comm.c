@@ -889,10 +889,15 @@ p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t c) {
     P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): send/recv over the copy engines: %llu sends "
               "straight in, %llu through the slots; %llu receives into registered buffers straight "
               "in, %llu through the slots; host waits for peers: %.3f ms in all, the longest "
-              "%.3f ms, %llu in vain", c->rank, c->device, (unsigned long long)c->dmb_direct,
+              "%.3f ms, %llu in vain; sends through the slots as not asked %llu, late %llu, "
+              "overwritten %llu, not registered %llu, sizes differ %llu, not mapped %llu, the "
+              "receiver chose first %llu", c->rank, c->device, (unsigned long long)c->dmb_direct,
               (unsigned long long)c->dmb_slots, (unsigned long long)c->dmb_rhow[1],
               (unsigned long long)c->dmb_rhow[0], c->dmb_wait_ns_sum / 1e6, c->dmb_wait_max_ns / 1e6,
-              (unsigned long long)c->dmb_missed);
+              (unsigned long long)c->dmb_missed, (unsigned long long)c->dmb_why[0],
+              (unsigned long long)c->dmb_why[1], (unsigned long long)c->dmb_why[2],
+              (unsigned long long)c->dmb_why[3], (unsigned long long)c->dmb_why[4],
+              (unsigned long long)c->dmb_why[5], (unsigned long long)c->dmb_why[6]);
   if (c->group) {
     p2pk_group *g = c->group;
     pthread_mutex_lock(&g->lock);

@@ -28,6 +28,21 @@
 
 #define P2PK_DMB_RING 8
 
+/* Why a send went through the slots: not asked (in place, or the setting
+ * off), the description late or already overwritten, the receive not in a
+ * registration, the sizes differ, the registration not mapped here, the
+ * receiver chose the slots first. */
+enum {
+  P2PK_DMB_WHY_NOT_ASKED,
+  P2PK_DMB_WHY_LATE,
+  P2PK_DMB_WHY_GONE,
+  P2PK_DMB_WHY_NOT_REGISTERED,
+  P2PK_DMB_WHY_SIZE,
+  P2PK_DMB_WHY_NOT_MAPPED,
+  P2PK_DMB_WHY_RECEIVER_CHOSE,
+  P2PK_DMB_WHY_COUNT
+};
+
 /* What a receive is: its bytes, and where they go: registration `reg` - 1
  * (p2pk_reg.id) at offset `off`; reg 0: not straight in (the slots). */
 typedef struct {

@@ -955,8 +955,15 @@ static void straight_in_suite(runner_t *R) {
    * straight in, in place through the slots. */
   const uint64_t a0 = c->dmb_direct, a1 = c->dmb_slots;
   matrix(R, &V_AUTO, P2PK_COLL_ALL_TO_ALL, ALL_OPS, 1);
-  printf("rank %d, all-to-all: blocks straight in %llu, through the slots %llu\n", c->rank,
-         (unsigned long long)(c->dmb_direct - a0), (unsigned long long)(c->dmb_slots - a1));
+  printf("rank %d, all-to-all: blocks straight in %llu, through the slots %llu (so far by why: "
+         "not asked %llu, late %llu, overwritten %llu, not registered %llu, size %llu, not mapped "
+         "%llu, receiver first %llu; calls numbered: sent %llu, received %llu)\n", c->rank,
+         (unsigned long long)(c->dmb_direct - a0), (unsigned long long)(c->dmb_slots - a1),
+         (unsigned long long)c->dmb_why[0], (unsigned long long)c->dmb_why[1],
+         (unsigned long long)c->dmb_why[2], (unsigned long long)c->dmb_why[3],
+         (unsigned long long)c->dmb_why[4], (unsigned long long)c->dmb_why[5],
+         (unsigned long long)c->dmb_why[6], (unsigned long long)c->dmb_sent[1 - c->rank],
+         (unsigned long long)c->dmb_recvd[1 - c->rank]);
   CHECK(c->dmb_direct > a0);
   CHECK(c->dmb_slots > a1);
   /* The receiver (rank 1) 0.5 ms late: rank 0's sends wait for it (still
