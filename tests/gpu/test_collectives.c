@@ -843,7 +843,8 @@ TEST(process_per_gpu_copy_engine_p2p_kernel_posts) { spawn_ranks("cep-kernel-pos
  * buffers registered: a call goes straight into the receive buffer when
  * the sender hears of it in time (the default 2 ms; then 10 s, which the
  * ranks' drift between calls, their host-side checks, never reaches: every
- * call straight in; s15 runs 5 and 8 saw waits in vain at 2 and 50 ms),
+ * call straight in; s15 runs 5, 8, 11 and 13 saw waits in vain at 2 ms,
+ * the longer waits then being undone by matrix(): set_wait says why),
  * else through the
  * landing slots (64 KiB
  * slots, so most calls have many chunks). Every type and count, unaligned;
@@ -855,6 +856,24 @@ TEST(process_per_gpu_copy_engine_p2p_kernel_posts) { spawn_ranks("cep-kernel-pos
  * deregistering, through the slots only. Every output checked; the counts
  * say which ways ran. */
 TEST(process_per_gpu_sendrecv_straight_in) { spawn_ranks("cep-direct", 0, 580); }
+
+/* This rank's host wait for its peers (P2PKIT_SENDRECV_DIRECT_WAIT_US), in
+ * the setting too: matrix() sets each variant through
+ * p2pk_comm_set_force, which reads the settings again (s15 runs 11 and
+ * 13: a wait set on the communicator alone fell back to 2 ms there). */
+static void set_wait(struct p2pkit_comm *c, const char *us) {
+  setenv("P2PKIT_SENDRECV_DIRECT_WAIT_US", us, 1);
+  p2pk_param_reset();
+  c->dmb_wait_ns = (uint64_t)strtoull(us, NULL, 10) * 1000u;
+  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_rest[p] = c->dmb_rrest[p] = 0;
+}
+
+static void no_waiting(struct p2pkit_comm *c) { set_wait(c, "0"); }
+
+static void default_wait(void) {
+  unsetenv("P2PKIT_SENDRECV_DIRECT_WAIT_US");
+  p2pk_param_reset();
+}
 
 /* A registered receive of N floats against a send of N + 16: the sender
  * goes through the slots (the description's size differs), never writing
@@ -871,7 +890,7 @@ static void straight_in_mismatch(runner_t *R) {
   const size_t n = 100000;
   void *h = NULL;
   CHECK_OK(p2pkit_comm_register(c, R->dout[0], R->cap, &h));
-  c->dmb_wait_ns = 10000000000ull; /* the sender sees the description */
+  set_wait(c, "10000000"); /* the sender sees the description */
   T_CUDA(cudaMemset(R->dout[0], 0xA5, R->cap));
   T_CUDA(cudaMemset(R->din[0], 0x11, R->cap));
   T_CUDA(cudaDeviceSynchronize());
@@ -894,6 +913,7 @@ static void straight_in_mismatch(runner_t *R) {
     CHECK_EQ(bad, 0);
   }
   p2pkit_comm_deregister(c, h);
+  default_wait();
 }
 
 /* One send/recv into the registered R->dout captured in a CUDA graph
@@ -923,10 +943,6 @@ static void graph_straight_in(runner_t *R, int reps) {
   if (graph) cudaGraphDestroy(graph);
 }
 
-static void no_waiting(struct p2pkit_comm *c) {
-  c->dmb_wait_ns = 0;
-  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_rest[p] = c->dmb_rrest[p] = 0;
-}
 
 static void straight_in_suite(runner_t *R) {
   struct p2pkit_comm *c = R->comm[0];
@@ -940,9 +956,8 @@ static void straight_in_suite(runner_t *R) {
          c->dmb_wait_max_ns / 1e6, (unsigned long long)c->dmb_missed);
   /* With a wait no host drift here reaches (10 s), every call goes
    * straight in. */
-  c->dmb_wait_ns = 10000000000ull;
+  set_wait(c, "10000000");
   c->dmb_wait_max_ns = 0;
-  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_rest[p] = c->dmb_rrest[p] = 0;
   const uint64_t m0 = c->dmb_slots, m1 = c->dmb_direct, m2 = c->dmb_rhow[1];
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
   printf("rank %d, waiting up to 10 s: straight in %llu, through the slots %llu; the longest "
@@ -995,7 +1010,7 @@ static void straight_in_suite(runner_t *R) {
          (unsigned long long)(c->dmb_direct - d0), (unsigned long long)(c->dmb_slots - s1));
   /* Under a CUDA graph: decided once, at capture (waiting up to 10 s), and
    * replayed as it is. */
-  c->dmb_wait_ns = 10000000000ull;
+  set_wait(c, "10000000");
   d0 = c->dmb_direct;
   graph_straight_in(R, 3);
   CHECK_EQ(c->dmb_direct - d0, 1);
@@ -1007,6 +1022,7 @@ static void straight_in_suite(runner_t *R) {
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
   CHECK_EQ(c->dmb_direct, d2);
   CHECK(c->dmb_slots > s2);
+  default_wait();
 }
 
 /* Process per GPU: a copy-engine broadcast and, with no sync between, a run
