@@ -869,7 +869,7 @@ static int dmb_describe(struct p2pkit_comm *c, int r, const char *buf, size_t by
 
 /* The receiver, call q from r, after its sends decided: hear the way
  * (waiting for it only when it described a buffer), or choose the slots:
- * 1 straight in, 0 the slots. */
+ * 1 straight in, 0 the slots (counted in dmb_rhow when described). */
 static int dmb_hear(struct p2pkit_comm *c, int r, uint64_t q, int described) {
   int chose = 0;
   const uint64_t w = described ? patience(c, &c->dmb_rrest[r]) : 0;
@@ -877,11 +877,13 @@ static int dmb_hear(struct p2pkit_comm *c, int r, uint64_t q, int described) {
   const int how = p2pk_dmb_decision(p2pk_dmb_at(c->dmb, c->nranks, r, c->rank, q), q, w, &chose);
   waited(c, t0);
   if (w && chose) missed(c, &c->dmb_rrest[r], r, q, "its sender did not decide");
+  if (described) c->dmb_rhow[how]++;
   return how;
 }
 
 /* The sender, call q to t: where it lands straight in (t's buffer as this
- * process maps it), or NULL: the slots (always unless `may`). */
+ * process maps it), or NULL: the slots (always unless `may`); counted in
+ * dmb_direct / dmb_slots and, for the slots, dmb_why. */
 static char *dmb_send(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q, int may) {
   p2pk_dmb_entry *e = p2pk_dmb_at(c->dmb, c->nranks, c->rank, t, q);
   p2pk_dmb_desc d;
@@ -904,6 +906,8 @@ static char *dmb_send(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q, in
                   : !g ? P2PK_DMB_WHY_NOT_MAPPED
                   : P2PK_DMB_WHY_RECEIVER_CHOSE;
   if (why >= 0) c->dmb_why[why]++;
+  if (straight) c->dmb_direct++;
+  else c->dmb_slots++;
   return straight ? g->peer[t] + d.off : NULL;
 }
 
@@ -934,6 +938,17 @@ static cudaError_t push_straight(struct p2pkit_comm *c, int t, const char *src, 
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_SIDE], side);
   if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_POST], bp.s);
   return e;
+}
+
+/* A receive straight in (from r, header hv, nch chunks' slot turns), on
+ * bs's stream: the first chunk's full flag with the marked header, then
+ * its slot released (nothing landed in it). */
+static cudaError_t take_straight(struct p2pkit_comm *c, batch_t *bs, int r, uint64_t hv, size_t nch) {
+  const int me = c->rank, s = (int)(c->cep_recvd[r] % c->lay.cep_depth);
+  take(bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv ^ P2PK_CEP_HDR_DIRECT, r);
+  release(c, bs, r, s);
+  c->cep_recvd[r] += nch;
+  return flush(bs);
 }
 
 /* All-to-all with a process per GPU, chunk by chunk (K, send/recv's
@@ -981,11 +996,7 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
   for (int t = 0; t < n && c->dmb; t++)
     if (t != me) sdst[t] = dmb_send(c, t, B, c->dmb_sent[t]++, !in_place);
   for (int r = 0; r < n && c->dmb; r++)
-    if (r != me) {
-      const int described = sin[r];
-      sin[r] = dmb_hear(c, r, qr[r], described);
-      if (described) c->dmb_rhow[sin[r]]++;
-    }
+    if (r != me) sin[r] = dmb_hear(c, r, qr[r], sin[r]);
   cudaError_t e = start(c, stream, 1, 1, 0);
   cudaStream_t R = c->cep_stream[S_RECV];
   if (e == cudaSuccess && !in_place) e = cudaStreamWaitEvent(R, c->sce_ev[E_START], 0);
@@ -999,17 +1010,12 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
   for (int r = 0; r < n; r++)
     if (sin[r]) add(&bs, P2PK_CEP_POST, &CTRL(r)->cep_rdy[me], 1, NULL, 0, r);
   if (e == cudaSuccess) e = flush(&bs);
-  for (int t = 0; t < n && e == cudaSuccess; t++) {
-    if (t == me || !c->dmb) continue;
+  for (int t = 0; t < n && e == cudaSuccess; t++)
     if (sdst[t]) {
       e = push_straight(c, t, in + (size_t)t * B, sdst[t], B, hv);
       c->cep_sent[t] += nch;
-      c->dmb_direct++;
       any = 1;
-    } else {
-      c->dmb_slots++;
     }
-  }
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
     const size_t len = p2pk_ce_part(B, k, K), at = k * K;
     push_t pu[P2PK_COLL_MAX_RANKS];
@@ -1032,17 +1038,8 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
       c->cep_recvd[r]++;
     }
   }
-  /* Blocks straight in: each the first chunk's flag, marked, and its slot
-   * released. */
-  for (int r = 0; r < n && e == cudaSuccess; r++) {
-    if (!sin[r]) continue;
-    const int s = (int)(c->cep_recvd[r] % D);
-    take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv ^ P2PK_CEP_HDR_DIRECT, r);
-    release(c, &bs, r, s);
-    e = flush(&bs);
-    c->cep_recvd[r] += nch;
-    any = 1;
-  }
+  for (int r = 0; r < n && e == cudaSuccess; r++)
+    if (sin[r]) e = take_straight(c, &bs, r, hv, nch), any = 1;
   if (e == cudaSuccess) e = flush(&bs);
   if (e == cudaSuccess) e = join_side(c, stream, 1);
   if (e == cudaSuccess && !in_place) e = cudaStreamWaitEvent(stream, c->sce_ev[E_RECV], 0);
@@ -1083,11 +1080,7 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     pu[np++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
   }
   for (int i = 0; i < nops; i++)
-    if (c->dmb && !ops[i].send && !ops[i].peer_buf) {
-      const int described = sin[i];
-      sin[i] = dmb_hear(c, ops[i].peer, qr[i], described);
-      if (described) c->dmb_rhow[sin[i]]++;
-    }
+    if (c->dmb && !ops[i].send && !ops[i].peer_buf) sin[i] = dmb_hear(c, ops[i].peer, qr[i], sin[i]);
   /* Chunks of bytes (es 1, 16-byte multiples) from the size alone, so both
    * ends agree; the header carries the size. */
   cudaError_t e = start(c, stream, np + nd > 0, 1, 0);
@@ -1103,11 +1096,9 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     const uint64_t hv = header(SENDRECV, pu[i].len, 0, 0, me);
     if (straight[i]) {
       e = push_straight(c, pu[i].peer, pu[i].src, straight[i], pu[i].len, hv);
-      c->dmb_direct++;
       direct = 1;
     } else {
       e = pushes(c, &pu[i], 1, K, 1, hv, 1, 1);
-      if (c->dmb) c->dmb_slots++;
     }
     c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K);
   }
@@ -1118,14 +1109,8 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
     const size_t K = p2p_chunk(c, ops[i].bytes), nch = nchunks(ops[i].bytes, K);
     const uint64_t hv = header(SENDRECV, ops[i].bytes, 0, 0, r);
     if (sin[i]) {
-      /* Straight in: the first chunk's flag with the marked header, then
-       * its slot released (nothing landed in it). */
-      const int s = (int)(c->cep_recvd[r] % D);
-      take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv ^ P2PK_CEP_HDR_DIRECT, r);
-      release(c, &bs, r, s);
-      e = flush(&bs);
+      e = take_straight(c, &bs, r, hv, nch);
       tr_mark(c, stream, "took", 0);
-      c->cep_recvd[r] += nch;
       continue;
     }
     for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
