@@ -172,6 +172,7 @@ static size_t mp_default(int kind) {
     case P2PK_COLL_REDUCE: return (size_t)64 << 20;
     case P2PK_COLL_BROADCAST: return (size_t)16 << 20;
     case P2PK_COLL_ALL_TO_ALL: return (size_t)256 << 20;
+    case P2PK_COLL_ALL_GATHER: return (size_t)128 << 20;
     default: return 0;
   }
 }
@@ -199,6 +200,7 @@ static size_t cap_default(int kind) {
     case P2PK_COLL_ALL_REDUCE: return (size_t)512 << 20;
     case P2PK_COLL_BROADCAST: return (size_t)128 << 20;
     case P2PK_COLL_ALL_TO_ALL: return (size_t)32 << 20;
+    case P2PK_COLL_ALL_GATHER: return (size_t)64 << 20;
     default: return mp_default(kind);
   }
 }
@@ -232,7 +234,9 @@ static size_t min_setting(const struct p2pkit_comm *c, int kind, int mp) {
     case P2PK_COLL_REDUCE_SCATTER: name = "P2PKIT_CE_REDUCE_SCATTER_MIN"; break;
     case P2PK_COLL_REDUCE: name = "P2PKIT_CE_REDUCE_MIN"; break;
     case P2PK_COLL_ALL_GATHER:
-      if (mp) return 0; /* no landing-slot path (ce_p2p_mp.c) */
+      /* One process: eagerly by events (gather_ce), under capture straight
+       * into the peers' outputs; a process per GPU through the landing
+       * slots (ce_p2p_mp.c, a2a_mp with gather). */
       name = "P2PKIT_CE_ALL_GATHER_MIN";
       break;
     case P2PK_COLL_ALL_TO_ALL:

@@ -678,7 +678,7 @@ static cudaError_t note_capture(struct p2pkit_comm *c, cudaStream_t stream) {
 }
 
 static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
-                          p2pkit_dtype_t dtype, cudaStream_t stream);
+                          p2pkit_dtype_t dtype, cudaStream_t stream, int gather);
 
 static cudaError_t cep_collective(struct p2pkit_comm *c, int kind, const void *send, void *recv,
                                   size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
@@ -690,7 +690,8 @@ cudaError_t p2pk_cep_collective(struct p2pkit_comm *c, int kind, const void *sen
   c->cep_cap = capturing != 0;
   tr_begin(c, stream, p2pk_coll_name(kind));
   cudaError_t e = kind == P2PK_COLL_ALL_REDUCE ? allreduce_mp(c, send, recv, count, dtype, op, stream, NULL)
-                  : kind == P2PK_COLL_ALL_TO_ALL ? a2a_mp(c, send, recv, count, dtype, stream)
+                  : kind == P2PK_COLL_ALL_TO_ALL || kind == P2PK_COLL_ALL_GATHER
+                      ? a2a_mp(c, send, recv, count, dtype, stream, kind == P2PK_COLL_ALL_GATHER)
                   : cep_collective(c, kind, send, recv, count, dtype, op, root, stream);
   tr_end(c, stream);
   return e;
@@ -970,16 +971,28 @@ static cudaError_t take_straight(struct p2pkit_comm *c, batch_t *bs, int r, uint
  * straight in, as a send/recv does (the pair's calls are numbered and
  * decided with send/recv's, on both ends whatever their placement; in
  * place a rank describes "no" and sends through the slots, so its copies
- * out keep waiting for its own pushes). */
+ * out keep waiting for its own pushes).
+ * All-gather (gather 1) is the same exchange with my one block (count
+ * elements at send) pushed to every peer and landing at my place in theirs
+ * (out + me x B). Nothing I push is ever overwritten here: in place my
+ * block already sits at my place, which no peer writes, so the copies out
+ * never wait for my pushes and registered outputs go straight in, in place
+ * too. Sixteenth session: see ce_p2p.c's mp_default for the measurements
+ * that set its threshold. */
 static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
-                          p2pkit_dtype_t dtype, cudaStream_t stream) {
+                          p2pkit_dtype_t dtype, cudaStream_t stream, int gather) {
   const int n = c->nranks, me = c->rank;
   const uint64_t D = c->lay.cep_depth;
   const size_t B = count * p2pkit_dtype_size(dtype), K = p2p_chunk(c, B), nch = nchunks(B, K);
-  const int in_place = send == recv;
-  const uint64_t hv = header(P2PK_COLL_ALL_TO_ALL, count, dtype, 0, 0);
   const char *in = send;
   char *out = recv;
+  /* My block for t (all-gather: the same for every t). */
+#define BLOCK_FOR(t) (in + (gather ? 0 : (size_t)(t) * B))
+  const int in_place = (const char *)BLOCK_FOR(me) == out + (size_t)me * B;
+  /* All-to-all in place: my pushes read what my copies out overwrite. */
+  const int overlap = !gather && in_place;
+  const int kind = gather ? P2PK_COLL_ALL_GATHER : P2PK_COLL_ALL_TO_ALL;
+  const uint64_t hv = header(kind, count, dtype, 0, 0);
   /* Straight in: describe my output's blocks, decide my sends, hear my
    * receives (send/recv's order). */
   char *sdst[P2PK_COLL_MAX_RANKS]; /* my block t straight into t's output, or NULL */
@@ -990,18 +1003,18 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
     sdst[r] = NULL, sin[r] = 0;
     if (r != me && c->dmb) {
       qr[r] = c->dmb_recvd[r]++;
-      sin[r] = dmb_describe(c, r, out + (size_t)r * B, B, qr[r], !in_place);
+      sin[r] = dmb_describe(c, r, out + (size_t)r * B, B, qr[r], !overlap);
     }
   }
   for (int t = 0; t < n && c->dmb; t++)
-    if (t != me) sdst[t] = dmb_send(c, t, B, c->dmb_sent[t]++, !in_place);
+    if (t != me) sdst[t] = dmb_send(c, t, B, c->dmb_sent[t]++, !overlap);
   for (int r = 0; r < n && c->dmb; r++)
     if (r != me) sin[r] = dmb_hear(c, r, qr[r], sin[r]);
   cudaError_t e = start(c, stream, 1, 1, 0);
   cudaStream_t R = c->cep_stream[S_RECV];
   if (e == cudaSuccess && !in_place) e = cudaStreamWaitEvent(R, c->sce_ev[E_START], 0);
   if (e == cudaSuccess && !in_place)
-    e = own_copy(c, P2PKIT_UINT8, in + (size_t)me * B, out + (size_t)me * B, B, R);
+    e = own_copy(c, P2PKIT_UINT8, BLOCK_FOR(me), out + (size_t)me * B, B, R);
   if (e == cudaSuccess && !in_place) e = cudaEventRecord(c->sce_ev[E_RECV], R);
   batch_t bs;
   batch(&bs, c, stream);
@@ -1012,7 +1025,7 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
   if (e == cudaSuccess) e = flush(&bs);
   for (int t = 0; t < n && e == cudaSuccess; t++)
     if (sdst[t]) {
-      e = push_straight(c, t, in + (size_t)t * B, sdst[t], B, hv);
+      e = push_straight(c, t, BLOCK_FOR(t), sdst[t], B, hv);
       c->cep_sent[t] += nch;
       any = 1;
     }
@@ -1021,10 +1034,10 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
     push_t pu[P2PK_COLL_MAX_RANKS];
     int np = 0;
     for (int t = 0; t < n; t++)
-      if (t != me && !sdst[t]) pu[np++] = (push_t){t, in + (size_t)t * B + at, len};
+      if (t != me && !sdst[t]) pu[np++] = (push_t){t, BLOCK_FOR(t) + at, len};
     if (np) e = pushes(c, pu, np, K, 1, hv, 1, 1);
     for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer]++;
-    if (e == cudaSuccess && in_place) e = cudaStreamWaitEvent(stream, c->cep_ev[V_CP][0], 0);
+    if (e == cudaSuccess && overlap) e = cudaStreamWaitEvent(stream, c->cep_ev[V_CP][0], 0);
     for (int r = 0; r < n && e == cudaSuccess; r++) {
       if (r == me || sin[r]) continue;
       const int s = (int)(c->cep_recvd[r] % D);
@@ -1043,8 +1056,9 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
   if (e == cudaSuccess) e = flush(&bs);
   if (e == cudaSuccess) e = join_side(c, stream, 1);
   if (e == cudaSuccess && !in_place) e = cudaStreamWaitEvent(stream, c->sce_ev[E_RECV], 0);
-  if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_TO_ALL, "all_to_all", B, K, any);
+  if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), B, K, any);
   return e;
+#undef BLOCK_FOR
 }
 
 cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,
@@ -1190,9 +1204,11 @@ static cudaError_t bcast_direct(struct p2pkit_comm *c, const void *send, void *r
 /* All-to-all straight into every peer's output (out of place: p2p.c's
  * ce_flush sends in-place calls to the kernel): every rank is root and
  * receiver of a broadcast at once, its block t going into rank t's output
- * at its own place. */
+ * at its own place. All-gather (gather 1): the same with my one block for
+ * every peer, in place too (my block at my place, which no peer writes). */
 static cudaError_t a2a_direct(struct p2pkit_comm *c, const void *send, void *recv, size_t bytes,
-                              p2pkit_dtype_t dtype, cudaStream_t stream, char *const *pout) {
+                              p2pkit_dtype_t dtype, cudaStream_t stream, char *const *pout,
+                              int gather) {
   const int n = c->nranks, me = c->rank;
   push_t pu[P2PK_COLL_MAX_RANKS];
   char *dst[P2PK_COLL_MAX_RANKS];
@@ -1200,13 +1216,14 @@ static cudaError_t a2a_direct(struct p2pkit_comm *c, const void *send, void *rec
   for (int t = 0; t < n; t++)
     if (t != me) {
       dst[np] = pout[t] + (size_t)me * bytes;
-      pu[np++] = (push_t){t, (const char *)send + (size_t)t * bytes, bytes};
+      pu[np++] = (push_t){t, (const char *)send + (gather ? 0 : (size_t)t * bytes), bytes};
     }
   const uint32_t peers = (uint32_t)(((uint64_t)1 << n) - 1) & ~(1u << me);
   cudaError_t e = direct_call(c, stream, peers, pu, dst, np, dtype,
-                              (const char *)send + (size_t)me * bytes,
+                              (const char *)send + (gather ? 0 : (size_t)me * bytes),
                               (char *)recv + (size_t)me * bytes, bytes);
-  if (e == cudaSuccess) log_once(c, P2PK_COLL_ALL_TO_ALL, "all_to_all", bytes, bytes, 1);
+  const int kind = gather ? P2PK_COLL_ALL_GATHER : P2PK_COLL_ALL_TO_ALL;
+  if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), bytes, bytes, 1);
   return e;
 }
 
@@ -1225,8 +1242,9 @@ p2pkit_status_t p2pk_cep_direct(p2pk_ce_pending *const *set, int n, int kind) {
     cudaStream_t st = (cudaStream_t)a->stream;
     e = kind == P2PK_COLL_ALL_REDUCE
             ? allreduce_mp(c, a->send, a->recv, a->count, a->dtype, a->op, st, pout)
-        : kind == P2PK_COLL_ALL_TO_ALL
-            ? a2a_direct(c, a->send, a->recv, a->bytes, a->dtype, st, pout)
+        : kind == P2PK_COLL_ALL_TO_ALL || kind == P2PK_COLL_ALL_GATHER
+            ? a2a_direct(c, a->send, a->recv, a->bytes, a->dtype, st, pout,
+                         kind == P2PK_COLL_ALL_GATHER)
             : bcast_direct(c, a->send, a->recv, a->bytes, a->dtype, a->root, st, pout);
   }
   if (e != cudaSuccess) {

@@ -445,13 +445,13 @@ static p2pkit_status_t bcast_ce(p2pk_ce_pending *const *set, int n) {
 
 /* Every rank's call of `a` is queued and being captured: do the copy
  * engines push straight into the peers' outputs (p2pk_cep_direct)? An
- * all-reduce, broadcast or all-to-all from its threshold under capture
- * (cep_min). */
+ * all-reduce, broadcast, all-gather or all-to-all from its threshold
+ * under capture (cep_min). */
 static int direct_ok(const p2pk_ce_pending *a) {
   const struct p2pkit_comm *c = a->c;
   if (c->staged || !c->lay.cep_slot) return 0;
   if (a->kind != P2PK_COLL_ALL_REDUCE && a->kind != P2PK_COLL_BROADCAST &&
-      a->kind != P2PK_COLL_ALL_TO_ALL)
+      a->kind != P2PK_COLL_ALL_TO_ALL && a->kind != P2PK_COLL_ALL_GATHER)
     return 0;
   return c->cep_min[a->kind] && a->bytes >= c->cep_min[a->kind];
 }

@@ -906,7 +906,7 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)16 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)128 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)256 << 20);
   CHECK_EQ(p2pk_cep_p2p_min(&c), (size_t)256 << 20);
   p2pk_ce_min_fill(&c);
@@ -923,8 +923,7 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   c.geom.sm_count = 0;
   CHECK_EQ(p2pk_comm_half_grid(&c), 8);
   /* The one-process defaults stay where they were; under capture one
-   * process takes the copy engines from its own defaults, but for the
-   * all-gather (no such path). */
+   * process takes the copy engines from its own defaults. */
   c.multiproc = 0;
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
@@ -935,7 +934,7 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   CHECK_EQ(c.cep_min[P2PK_COLL_REDUCE_SCATTER], (size_t)128 << 20);
   CHECK_EQ(c.cep_min[P2PK_COLL_REDUCE], (size_t)128 << 20);
   CHECK_EQ(c.cep_min[P2PK_COLL_BROADCAST], (size_t)128 << 20); /* straight into the outputs */
-  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_GATHER], 0);
+  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_GATHER], (size_t)64 << 20); /* straight into the outputs */
   CHECK_EQ(c.ce_min[P2PK_COLL_ALL_REDUCE], (size_t)64 << 20);
   CHECK_EQ(c.cep_direct_p2p_min, (size_t)64 << 20); /* send/recv straight in, both ends in a group */
   setenv("P2PKIT_BCAST_CE_MIN", "2M", 1); /* a setting given wins under capture too */
@@ -991,8 +990,10 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   setenv("P2PKIT_CE_REDUCE_MIN", "0", 1);
   setenv("P2PKIT_BCAST_CE_MIN", "0", 1);
   setenv("P2PKIT_CE_ALL_TO_ALL_MIN", "0", 1);
+  setenv("P2PKIT_CE_ALL_GATHER_MIN", "0", 1);
   p2pk_param_reset();
   CHECK(!p2pk_cep_wanted(&c)); /* everything off: no landing slots */
+  unsetenv("P2PKIT_CE_ALL_GATHER_MIN");
   unsetenv("P2PKIT_CE_ALL_TO_ALL_MIN");
   unsetenv("P2PKIT_CE_ALLREDUCE_MIN");
   unsetenv("P2PKIT_CE_REDUCE_SCATTER_MIN");

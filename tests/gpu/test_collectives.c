@@ -636,8 +636,8 @@ TEST(one_process_copy_engine_collectives) {
    * KiB chunks, 2 in flight): every type, op, root and count, in and out
    * of place (all-to-all in place takes the kernel), unaligned; graph
    * replay takes the landing slots (ce_p2p_mp.c) for the reduce and
-   * reduce-scatter, straight into the peers' outputs for all-to-all, the
-   * kernels for the rest; all of them mixed with the kernels'
+   * reduce-scatter, straight into the peers' outputs for all-gather and
+   * all-to-all, the kernels for the rest; all of them mixed with the kernels'
    * collectives. The log shows the copy engines were used for each. */
   static const char *const vars[] = {"P2PKIT_CE_ALL_GATHER_MIN", "P2PKIT_CE_ALLREDUCE_MIN",
                                      "P2PKIT_CE_REDUCE_MIN", "P2PKIT_CE_ALL_TO_ALL_MIN"};
@@ -662,6 +662,7 @@ TEST(one_process_copy_engine_collectives) {
   CHECK(logcap_count(&L, "reduce_scatter of", "captured in a CUDA graph (one process") >= 1);
   CHECK(logcap_count(&L, "): reduce of", "uses the copy engines over P2P") >= 1);
   CHECK(logcap_count(&L, "all_gather of", "uses the copy engines over P2P") >= 1);
+  CHECK(logcap_count(&L, "all_gather of", "pushes straight into the peers' outputs") >= 1);
   CHECK(logcap_end(&L, "reduce_scatter of", "uses the copy engines over P2P") >= 1);
 }
 
@@ -981,6 +982,14 @@ static void straight_in_suite(runner_t *R) {
          (unsigned long long)c->dmb_recvd[1 - c->rank]);
   CHECK(c->dmb_direct > a0);
   CHECK(c->dmb_slots > a1);
+  /* All-gather into the registered outputs: every block straight in, in
+   * place too (no rank's output block is one it sends). */
+  const uint64_t g0 = c->dmb_direct, g1 = c->dmb_slots;
+  matrix(R, &V_AUTO, P2PK_COLL_ALL_GATHER, ALL_OPS, 1);
+  printf("rank %d, all-gather: blocks straight in %llu, through the slots %llu\n", c->rank,
+         (unsigned long long)(c->dmb_direct - g0), (unsigned long long)(c->dmb_slots - g1));
+  CHECK(c->dmb_direct > g0);
+  CHECK_EQ(c->dmb_slots, g1);
   /* The receiver (rank 1) 0.5 ms late: rank 0's sends wait for it (still
    * up to 10 s). */
   uint64_t d0 = c->dmb_direct;
@@ -1163,11 +1172,11 @@ static int child_main(int argc, char **argv) {
   if (kposts) setenv("P2PKIT_CEP_MEMOPS", "0", 1), setenv("P2PKIT_CEP_TRACE", "1", 1);
   static const char *const cep_vars[] = {"P2PKIT_CE_ALLREDUCE_MIN", "P2PKIT_CE_REDUCE_SCATTER_MIN",
                                          "P2PKIT_CE_REDUCE_MIN", "P2PKIT_BCAST_CE_MIN",
-                                         "P2PKIT_CE_ALL_TO_ALL_MIN"};
+                                         "P2PKIT_CE_ALL_TO_ALL_MIN", "P2PKIT_CE_ALL_GATHER_MIN"};
   logcap_t L;
   const int maxb = strcmp(mode, "max-blocks") == 0;
   if (cep) {
-    ce_settings_begin(cep_vars, 5);
+    ce_settings_begin(cep_vars, 6);
     logcap_begin(&L, "P2PKIT_SENDRECV_CE_MIN", "1");
   } else if (maxb) {
     logcap_begin(&L, "P2PKIT_MAX_BLOCKS", "5");
@@ -1194,6 +1203,7 @@ static int child_main(int argc, char **argv) {
     matrix(&R, &V_AUTO, SENDRECV, ALL_OPS, 1);
     /* In and out of place: in place each chunk's copies out wait for its pushes. */
     matrix(&R, &V_AUTO, P2PK_COLL_ALL_TO_ALL, ALL_OPS, 1);
+    matrix(&R, &V_AUTO, P2PK_COLL_ALL_GATHER, ALL_OPS, 1);
     ce_then_kernels(&R);
     graph_replay(&R, 2);
     mixed_calls(&R, "mixed-cep");
@@ -1215,19 +1225,23 @@ static int child_main(int argc, char **argv) {
   if (!mm) runner_destroy(&R);
   if (maxb) CHECK(logcap_end(&L, "collective kernels take at most", "blocks") >= 2);
   if (mm) {
-    ce_settings_end(cep_vars, 5);
+    ce_settings_end(cep_vars, 6);
     logcap_end(&L, "", "");
   } else if (straight) {
-    ce_settings_end(cep_vars, 5);
+    ce_settings_end(cep_vars, 6);
     CHECK(logcap_count(&L, "send/recv of", "pushes straight into the peers' outputs over the copy "
                        "engines (process per GPU)") >= 1);
     CHECK(logcap_count(&L, "all_to_all of", "pushes straight into the peers' outputs over the copy "
                        "engines (process per GPU)") >= 1);
+    CHECK(logcap_count(&L, "all_gather of", "pushes straight into the peers' outputs over the copy "
+                       "engines (process per GPU)") >= 1);
     CHECK(logcap_end(&L, "send/recv of", "captured in a CUDA graph (process per GPU)") >= 1);
   } else if (cep) {
-    ce_settings_end(cep_vars, 5);
+    ce_settings_end(cep_vars, 6);
     CHECK(logcap_count(&L, "all_to_all of", "process per GPU") >= 1);
     CHECK(logcap_count(&L, "all_to_all of", "captured in a CUDA graph (process per GPU)") >= 1);
+    CHECK(logcap_count(&L, "all_gather of", "process per GPU") >= 1);
+    CHECK(logcap_count(&L, "all_gather of", "captured in a CUDA graph (process per GPU)") >= 1);
     CHECK(logcap_count(&L, "copy-engine posts to the peers",
                        kposts ? "one-thread kernels (P2PKIT_CEP_MEMOPS=0)" : "stream memory operations") >= 1);
     CHECK(logcap_count(&L, "): reduce of", "process per GPU") >= 1);
