@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # An A/B run on the GPU machine in one call: build-dev (the tree as sent)
 # with its GPU test cases and tune spec A, then build-b (the same tree with
-# extra CUDA flags B_FLAGS, the p2pkit CLI only, or the targets B_TARGETS)
+# extra CUDA flags B_FLAGS and C flags B_CFLAGS, the p2pkit CLI only, or the
+# targets B_TARGETS)
 # with tune spec B.
 # Usage: B_FLAGS=-DX=0 scripts/device/ab_build.sh LOG_DIR SPEC_A SPEC_B [test:case ...]
 # RECORD_COMMIT names the commit in machine.txt (the device's .git is stale).
@@ -20,7 +21,7 @@ STEP_TAIL=${STEP_TAIL:-4}
   nvidia-smi --query-gpu=index,name,driver_version --format=csv; } > "$log/machine.txt" 2>&1
 step build 300 env LOG="$log/build-logs" scripts/device_run.sh build
 step build-b 300 bash -c "cmake -S . -B build-b -DCMAKE_BUILD_TYPE=Release -DP2PKIT_WERROR=OFF \
-  -DCMAKE_CUDA_FLAGS='$B_FLAGS' > /dev/null && cmake --build build-b -j\$(nproc) --target ${B_TARGETS:-p2pkit_cli}"
+  -DCMAKE_CUDA_FLAGS='$B_FLAGS' -DCMAKE_C_FLAGS='${B_CFLAGS:-}' > /dev/null && cmake --build build-b -j\$(nproc) --target ${B_TARGETS:-p2pkit_cli}"
 for tc in "$@"; do
   step "case.${tc/:/.}" "${CASE_SECS:-120}" build-dev/tests/"${tc%%:*}" "${tc#*:}"
 done

@@ -159,9 +159,13 @@ int p2pk_ce_depth(void) {
  * stream memory operations (ninth session, run 6: reduce 64 MiB 180.1 us
  * against 190.6, 32 MiB 102.1 against 96.5, 16 MiB 52.3 against 51.7;
  * broadcast 16 MiB 48.7 against 54.2, 8 MiB 29.1 against 28.6).
- * All-gather never: pushing every share into the peers' slots and copying
- * it out was slower than the kernel (ninth session, run 3: 1 GiB shares
- * 1698.6 us against 1599.9 out of place, 64 MiB 130.1 against 108.9).
+ * All-gather from 256 MiB shares, on all-to-all's path (a2a_mp, one block
+ * for every peer; sixteenth session, run 2, whole output, copy engines
+ * against the kernel: 1 GiB 1493 us against 1625 out of place, 1448
+ * against 1522 in place; 512 MiB 790 / 823 and 759 / 772; 256 MiB 424 /
+ * 424 and 416 / 395; under a graph 1 GiB 1479 / 1623 and 1476 / 1520).
+ * The ninth session's first try (run 3, its own code) lost: 1 GiB shares
+ * 1698.6 us against 1599.9.
  * All-to-all from 256 MiB per peer (twelfth session, run 7, whole buffer:
  * 1 GiB 1497 us against the kernel's 1605, 512 MiB 778 against 810; 256
  * MiB 428 against 418; under a graph 1517 / 1600, 789 / 810, 432 / 417). */
@@ -172,7 +176,7 @@ static size_t mp_default(int kind) {
     case P2PK_COLL_REDUCE: return (size_t)64 << 20;
     case P2PK_COLL_BROADCAST: return (size_t)16 << 20;
     case P2PK_COLL_ALL_TO_ALL: return (size_t)256 << 20;
-    case P2PK_COLL_ALL_GATHER: return (size_t)128 << 20;
+    case P2PK_COLL_ALL_GATHER: return (size_t)256 << 20;
     default: return 0;
   }
 }
@@ -192,7 +196,11 @@ static size_t mp_default(int kind) {
  * eagerly (twelfth session, run 5, 2x H200, whole buffer 64 MiB, copy
  * engines against the kernel: eager 106.0 us against 110.5, graph 106.3
  * against 108.2; 32 MiB 60.5 against 59.5 eager; 1 GiB 1395 against 1609,
- * NCCL 1616). */
+ * NCCL 1616). All-gather the same way from 64 MiB shares, where the
+ * events take it eagerly (sixteenth session, run 2, whole output: 128 MiB
+ * 193.7 us against 229.5 out of place, 191.3 against 211.7 in place; 1 GiB
+ * 1392.5 / 1626.3 and 1388.8 / 1519.1; 64 MiB 107.2 / 108.0; 32 MiB 63.6
+ * against 56.6). */
 static size_t cap_default(int kind) {
   switch (kind) {
     case P2PK_COLL_REDUCE_SCATTER:

@@ -906,7 +906,7 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)16 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)128 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)256 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)256 << 20);
   CHECK_EQ(p2pk_cep_p2p_min(&c), (size_t)256 << 20);
   p2pk_ce_min_fill(&c);
