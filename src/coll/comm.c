@@ -496,6 +496,7 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
     }
     c->lay = lay;
     p2pk_ce_min_fill(c);
+    p2pk_cep_settings(c);
     P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
     /* Every rank makes the same choices (the header checks the grid): one
      * geometry, the occupancy queries made once, on the first GPU. */
@@ -749,6 +750,7 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   if (c->staged) p2pk_layout_add_ce(&c->lay, c->sce_depth, mine.ce_slot);
   else p2pk_layout_add_cep(&c->lay, n, (int)mine.cep_depth, mine.cep_slot);
   p2pk_ce_min_fill(c);
+  p2pk_cep_settings(c);
   set_geom(c, sms, ll_cap);
   P2PK_CHECK_GOTO(comm_alloc(c), st, out);
   handles_t h;

@@ -116,3 +116,44 @@ void p2pk_coll_header(int kind, uint64_t count, int dtype, int op, int root, int
                      ((uint32_t)kind & 7) << 8 | ((uint32_t)dtype & 0xf) << 4 |
                      ((uint32_t)op & 0xf));
 }
+
+void p2pk_sched_make(p2pk_sched *s, uint64_t len, uint64_t K, uint64_t es, int taper) {
+  memset(s, 0, sizeof *s);
+  uint64_t rev[P2PK_SCHED_TAIL], sum = 0;
+  const uint64_t q = es && es < 16 ? 16 / es : 1;
+  if (taper && K && len > K && K >= 16 * q) {
+    uint64_t t = K / 16 / q * q;
+    while (s->nt < P2PK_SCHED_TAIL && t < K && sum + t < len) {
+      rev[s->nt++] = t;
+      sum += t;
+      t = t * 5 / 2 / q * q;
+    }
+  }
+  for (uint64_t i = 0; i < s->nt; i++) s->tail[i] = rev[s->nt - 1 - i];
+  s->head = len - sum;
+  s->hk = K;
+  s->nh = K ? (s->head + K - 1) / K : 0;
+}
+
+uint64_t p2pk_sched_part(const p2pk_sched *s, uint64_t k, uint64_t *off) {
+  if (k < s->nh) {
+    *off = k * s->hk;
+    return k + 1 < s->nh ? s->hk : s->head - k * s->hk;
+  }
+  uint64_t at = s->head;
+  for (uint64_t i = 0; i < s->nt; i++) {
+    if (k == s->nh + i) {
+      *off = at;
+      return s->tail[i];
+    }
+    at += s->tail[i];
+  }
+  *off = at;
+  return 0;
+}
+
+uint64_t p2pk_sched_chunks(uint64_t len, uint64_t K, uint64_t es, int taper) {
+  p2pk_sched s;
+  p2pk_sched_make(&s, len, K, es, taper);
+  return p2pk_sched_n(&s);
+}

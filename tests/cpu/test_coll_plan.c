@@ -284,5 +284,66 @@ TEST(header_words) {
   CHECK(p2pk_coll_has_root(P2PK_COLL_BROADCAST) && !p2pk_coll_has_root(P2PK_COLL_ALL_TO_ALL));
 }
 
-T_MAIN(T_CASE(plans_match_nccl_semantics), T_CASE(staged_stream_matches_nccl_semantics), T_CASE(in_place_forms_and_overlaps),
+/* The landing slots' chunk schedule: the chunks tile [0, len) in order
+ * with no gap or overlap, none over K, the count p2pk_sched_chunks says;
+ * without the taper exactly K-chunks (the last shorter); with it the last
+ * chunk small (about K / 16), the tail shrinking, 16-byte groups kept. */
+static void sched_case(uint64_t len, uint64_t K, uint64_t es, int taper) {
+  p2pk_sched s;
+  p2pk_sched_make(&s, len, K, es, taper);
+  const uint64_t n = p2pk_sched_n(&s);
+  CHECK_EQ(n, p2pk_sched_chunks(len, K, es, taper));
+  uint64_t at = 0, prev = 0, last = 0;
+  for (uint64_t k = 0; k < n; k++) {
+    uint64_t off = ~0ull;
+    const uint64_t part = p2pk_sched_part(&s, k, &off);
+    CHECK_EQ(off, at);
+    CHECK(part >= 1 && part <= K);
+    if (!taper) CHECK_EQ(part, k + 1 < n ? K : len - k * K);
+    if (k >= s.nh) {
+      CHECK((part * es) % 16 == 0 || es > 16);
+      if (k > s.nh) CHECK(part < prev);
+    }
+    prev = part, last = part;
+    at += part;
+  }
+  CHECK_EQ(at, len);
+  uint64_t off = 0;
+  CHECK_EQ(p2pk_sched_part(&s, n, &off), 0);
+  if (!taper || len == 0) CHECK_EQ(n, (len + K - 1) / K);
+  if (taper && len > 2 * K && K >= 1024) {
+    CHECK(s.nt >= 3);
+    CHECK(last <= K / 16);
+    CHECK(last * 32 >= K); /* not smaller than it needs to be */
+  }
+}
+
+TEST(chunk_schedule) {
+  const uint64_t MiB = 1u << 20, K = 96 * MiB;
+  for (int taper = 0; taper < 2; taper++) {
+    sched_case(1ull << 30, K, 1, taper);
+    sched_case(512 * MiB, K, 1, taper);
+    sched_case(256 * MiB, K, 1, taper);
+    sched_case(K + 1, K, 1, taper);
+    sched_case(K, K, 1, taper);
+    sched_case(7, K, 1, taper);
+    sched_case(0, K, 1, taper);
+    sched_case(300001, 65536, 4, taper);
+    sched_case(300001 * 8 + 3, 65536, 1, taper);
+    sched_case(65537, 65536 / 8, 8, taper);
+    sched_case(1000, 16, 1, taper); /* K too small to taper */
+  }
+  /* 1 GiB in 96 MiB chunks: 11 untapered; tapered 10 head chunks (the
+   * last 7.75 MiB) and a tail of 93.75, 37.5, 15 and 6 MiB. */
+  p2pk_sched s;
+  p2pk_sched_make(&s, 1ull << 30, K, 1, 1);
+  CHECK_EQ(s.nt, 4);
+  CHECK_EQ(s.tail[3], 6 * MiB);
+  CHECK_EQ(s.nh, 10);
+  CHECK_EQ(s.tail[0], 96 * MiB * 125 / 128);
+  CHECK_EQ(p2pk_sched_n(&s), 14);
+  CHECK_EQ(p2pk_sched_chunks(1ull << 30, K, 1, 0), 11);
+}
+
+T_MAIN(T_CASE(chunk_schedule), T_CASE(plans_match_nccl_semantics), T_CASE(staged_stream_matches_nccl_semantics), T_CASE(in_place_forms_and_overlaps),
        T_CASE(busbw_factors_match_perf), T_CASE(header_words))

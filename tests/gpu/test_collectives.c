@@ -858,23 +858,15 @@ TEST(process_per_gpu_copy_engine_p2p_kernel_posts) { spawn_ranks("cep-kernel-pos
  * say which ways ran. */
 TEST(process_per_gpu_sendrecv_straight_in) { spawn_ranks("cep-direct", 0, 580); }
 
-/* This rank's host wait for its peers (P2PKIT_SENDRECV_DIRECT_WAIT_US), in
- * the setting too: matrix() sets each variant through
- * p2pk_comm_set_force, which reads the settings again (s15 runs 11 and
- * 13: a wait set on the communicator alone fell back to 2 ms there). */
+/* This rank's host wait for its peers, on the communicator (the setting
+ * is read once, at init: p2pk_cep_settings; s15 runs 11 and 13 lost a wait
+ * set here while the forced settings' changes re-read it). */
 static void set_wait(struct p2pkit_comm *c, const char *us) {
-  setenv("P2PKIT_SENDRECV_DIRECT_WAIT_US", us, 1);
-  p2pk_param_reset();
   c->dmb_wait_ns = (uint64_t)strtoull(us, NULL, 10) * 1000u;
   for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_rest[p] = c->dmb_rrest[p] = 0;
 }
 
 static void no_waiting(struct p2pkit_comm *c) { set_wait(c, "0"); }
-
-static void default_wait(void) {
-  unsetenv("P2PKIT_SENDRECV_DIRECT_WAIT_US");
-  p2pk_param_reset();
-}
 
 /* A registered receive of N floats against a send of N + 16: the sender
  * goes through the slots (the description's size differs), never writing
@@ -914,7 +906,6 @@ static void straight_in_mismatch(runner_t *R) {
     CHECK_EQ(bad, 0);
   }
   p2pkit_comm_deregister(c, h);
-  default_wait();
 }
 
 /* One send/recv into the registered R->dout captured in a CUDA graph
@@ -1031,7 +1022,7 @@ static void straight_in_suite(runner_t *R) {
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
   CHECK_EQ(c->dmb_direct, d2);
   CHECK(c->dmb_slots > s2);
-  default_wait();
+  c->dmb_wait_ns = wait;
 }
 
 /* Process per GPU: a copy-engine broadcast and, with no sync between, a run
