@@ -335,17 +335,13 @@ typedef struct {
  * where they can be; join_side must be told the same). Chunk k to t uses
  * slot (cep_sent[t] + k) % depth; the caller advances cep_sent. */
 static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t K, size_t es,
-                          uint64_t hv, int whole, int memops, int taper) {
+                          uint64_t hv, int whole, int memops) {
   const int me = c->rank;
   const uint64_t D = c->lay.cep_depth;
   cudaStream_t side = c->ce_side;
   size_t most = 0;
-  uint64_t at = 0;
-  p2pk_sched sc[P2PK_COLL_MAX_RANKS];
-  for (int i = 0; i < np; i++) {
-    p2pk_sched_make(&sc[i], p[i].len, K, es, taper);
-    if (p2pk_sched_n(&sc[i]) > most) most = p2pk_sched_n(&sc[i]);
-  }
+  for (int i = 0; i < np; i++)
+    if (nchunks(p[i].len, K) > most) most = nchunks(p[i].len, K);
   batch_t bw, bp;
   batch(&bw, c, c->cep_stream[S_WAIT]);
   batch(&bp, c, c->cep_stream[S_POST]);
@@ -355,7 +351,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
     const int ek = (int)(k % D);
     for (int i = 0; i < np; i++) {
       const int t = p[i].peer, s = (int)((c->cep_sent[t] + k) % D);
-      if (!p2pk_sched_part(&sc[i], k, &at)) continue;
+      if (!p2pk_ce_part(p[i].len, k, K)) continue;
       claim(&bw, &CTRL(me)->cep_busy[t][s], t);
       /* A whole slot: its second half may still hold an all-reduce result. */
       if (whole) claim(&bw, &CTRL(me)->cep_rbusy[t][s], t);
@@ -367,10 +363,10 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
     }
     tr_mark(c, side, "push", (long)k);
     for (int i = 0; i < np && e == cudaSuccess; i++) {
-      const size_t len = p2pk_sched_part(&sc[i], k, &at);
+      const size_t len = p2pk_ce_part(p[i].len, k, K);
       const int s = (int)((c->cep_sent[p[i].peer] + k) % D);
       if (len)
-        e = cudaMemcpyAsync(land(c, me, p[i].peer, s), p[i].src + at * es, len * es,
+        e = cudaMemcpyAsync(land(c, me, p[i].peer, s), p[i].src + k * K * es, len * es,
                             cudaMemcpyDefault, side);
     }
     tr_mark(c, side, "pushed", (long)k);
@@ -379,7 +375,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
     if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->cep_ev[V_CP][ek], 0);
     for (int i = 0; i < np; i++) {
       const int t = p[i].peer, s = (int)((c->cep_sent[t] + k) % D);
-      if (p2pk_sched_part(&sc[i], k, &at))
+      if (p2pk_ce_part(p[i].len, k, K))
         add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], 1, &CTRL(t)->cep_hdr[me][s], hv, t);
     }
     if (e == cudaSuccess) e = flush(&bp);
@@ -582,7 +578,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
   /* The all-reduce's posts stay kernels (ninth session, runs 6-8: with
    * memory operations 512 MiB took 1514-1544 us and 1 GiB 2897-3000 from
    * run to run, with kernels 1482-1485 and 2894-2910). */
-  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, pout != NULL, 0, 0);
+  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, pout != NULL, 0);
   cudaStream_t g = c->sce_h2d, R = c->cep_stream[S_RECV];
   /* The results' copies out write this rank's output. */
   if (e == cudaSuccess) e = cudaStreamWaitEvent(R, c->sce_ev[E_START], 0);
@@ -734,16 +730,14 @@ static cudaError_t cep_collective(struct p2pkit_comm *c, int kind, const void *s
   for (int r = 0; r < n && slen[me]; r++)
     if (r != me && (!bcast || r == root)) srcs[nsrc++] = r;
   cudaError_t e = start(c, stream, np > 0, 1, 0);
-  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 1, 1, c->cep_taper);
+  if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 1, 1);
   /* The broadcast root's own copy, beside its pushes: a kernel, not a copy
    * engine, which would slow the pushes (run 1: 1 GiB out of place 3365 us
    * against 2937 in place); own_copy says how wide. */
   if (e == cudaSuccess && bcast && me == root && send != recv)
     e = own_copy(c, dtype, send, recv, count * es, stream);
   /* My shard: take every source's chunk, reduce (or copy it out), release. */
-  p2pk_sched sm;
-  p2pk_sched_make(&sm, slen[me], K, es, c->cep_taper);
-  const size_t mine = p2pk_sched_n(&sm);
+  const size_t mine = nchunks(slen[me], K);
   batch_t bs;
   batch(&bs, c, stream);
   for (size_t k = 0; k < mine && e == cudaSuccess; k++) {
@@ -755,24 +749,23 @@ static cudaError_t cep_collective(struct p2pkit_comm *c, int kind, const void *s
     }
     e = flush(&bs);
     tr_mark(c, stream, "took", (long)k);
-    uint64_t at = 0;
-    const size_t lb = p2pk_sched_part(&sm, k, &at) * es;
+    const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
     if (bcast) {
       if (e == cudaSuccess)
-        e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + at * es, lb, stream);
+        e = copy_out(c, dtype, land(c, root, me, sl[root]), (char *)recv + k * CB, lb, stream);
     } else {
       const char *src[P2PK_COLL_MAX_RANKS];
       for (int r = 0; r < n; r++)
-        src[r] = r == me ? (const char *)send + (soff[me] + at) * es : land(c, r, me, sl[r]);
+        src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : land(c, r, me, sl[r]);
       if (e == cudaSuccess && lb)
-        e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + at * es, lb, stream);
+        e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + k * CB, lb, stream);
     }
     tr_mark(c, stream, "out", (long)k);
     for (int i = 0; i < nsrc; i++) release(c, &bs, srcs[i], sl[srcs[i]]);
   }
   if (e == cudaSuccess) e = flush(&bs);
   for (int i = 0; i < nsrc; i++) c->cep_recvd[srcs[i]] += mine;
-  for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer] += p2pk_sched_chunks(pu[i].len, K, es, c->cep_taper);
+  for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K);
   if (e == cudaSuccess && np) e = join_side(c, stream, 1);
   if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), count * es, CB, 0);
   return e;
@@ -990,10 +983,7 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
                           p2pkit_dtype_t dtype, cudaStream_t stream, int gather) {
   const int n = c->nranks, me = c->rank;
   const uint64_t D = c->lay.cep_depth;
-  const size_t B = count * p2pkit_dtype_size(dtype), K = p2p_chunk(c, B);
-  p2pk_sched sc;
-  p2pk_sched_make(&sc, B, K, 1, c->cep_taper);
-  const size_t nch = p2pk_sched_n(&sc);
+  const size_t B = count * p2pkit_dtype_size(dtype), K = p2p_chunk(c, B), nch = nchunks(B, K);
   const char *in = send;
   char *out = recv;
   /* My block for t (all-gather: the same for every t). */
@@ -1040,13 +1030,12 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
       any = 1;
     }
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-    uint64_t at = 0;
-    const size_t len = p2pk_sched_part(&sc, k, &at);
+    const size_t len = p2pk_ce_part(B, k, K), at = k * K;
     push_t pu[P2PK_COLL_MAX_RANKS];
     int np = 0;
     for (int t = 0; t < n; t++)
       if (t != me && !sdst[t]) pu[np++] = (push_t){t, BLOCK_FOR(t) + at, len};
-    if (np) e = pushes(c, pu, np, K, 1, hv, 1, 1, 0); /* one chunk (len <= K) */
+    if (np) e = pushes(c, pu, np, K, 1, hv, 1, 1);
     for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer]++;
     if (e == cudaSuccess && overlap) e = cudaStreamWaitEvent(stream, c->cep_ev[V_CP][0], 0);
     for (int r = 0; r < n && e == cudaSuccess; r++) {
@@ -1123,18 +1112,15 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
       e = push_straight(c, pu[i].peer, pu[i].src, straight[i], pu[i].len, hv);
       direct = 1;
     } else {
-      e = pushes(c, &pu[i], 1, K, 1, hv, 1, 1, c->cep_taper);
+      e = pushes(c, &pu[i], 1, K, 1, hv, 1, 1);
     }
-    c->cep_sent[pu[i].peer] += p2pk_sched_chunks(pu[i].len, K, 1, c->cep_taper);
+    c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K);
   }
   if (e == cudaSuccess && nd) e = direct_pushes(c, dpu, dst, nd);
   for (int i = 0; i < nops && e == cudaSuccess; i++) {
     if (ops[i].send || ops[i].peer_buf) continue;
     const int r = ops[i].peer;
-    const size_t K = p2p_chunk(c, ops[i].bytes);
-    p2pk_sched sc;
-    p2pk_sched_make(&sc, ops[i].bytes, K, 1, c->cep_taper);
-    const size_t nch = p2pk_sched_n(&sc);
+    const size_t K = p2p_chunk(c, ops[i].bytes), nch = nchunks(ops[i].bytes, K);
     const uint64_t hv = header(SENDRECV, ops[i].bytes, 0, 0, r);
     if (sin[i]) {
       e = take_straight(c, &bs, r, hv, nch);
@@ -1146,9 +1132,9 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
       take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
       e = flush(&bs);
       tr_mark(c, stream, "took", (long)k);
-      uint64_t at = 0;
-      const size_t len = p2pk_sched_part(&sc, k, &at);
-      if (e == cudaSuccess) e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + at, len, stream);
+      if (e == cudaSuccess)
+        e = copy_out(c, P2PKIT_UINT8, land(c, r, me, s), ops[i].buf + k * K, p2pk_ce_part(ops[i].bytes, k, K),
+                     stream);
       tr_mark(c, stream, "out", (long)k);
       release(c, &bs, r, s);
     }

@@ -102,7 +102,6 @@ struct p2pkit_comm {
    * with a process per GPU ce_min[] as well; one process under capture only. */
   size_t cep_min[P2PK_COLL_KINDS];
   int cep_cap;        /* the call being enqueued is under graph capture */
-  int cep_taper;      /* P2PKIT_CE_TAPER: last chunks shrink (ce_p2p_mp.c, sched_make) */
   /* Claims of the second slot halves since the other claim stream last
    * started at a call's START: whole pushes on W, all-reduce results on W2
    * (start() in ce_p2p_mp.c says why). */
@@ -234,7 +233,7 @@ size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind);
 /* c->ce_min[] from p2pk_ce_min, at init and when the forced settings change. */
 void p2pk_ce_min_fill(struct p2pkit_comm *c);
 /* The landing-slot paths' settings, read once at init after
- * p2pk_ce_min_fill (trace, taper, straight in and its wait): a later
+ * p2pk_ce_min_fill (trace, straight in and its wait): a later
  * change of the forced settings keeps them (s15: re-reading them there
  * undid a wait a caller had set on the communicator). */
 void p2pk_cep_settings(struct p2pkit_comm *c);

@@ -39,30 +39,4 @@ p2pkit_status_t p2pk_coll_plan_make(int kind, int rank, int n, int root, uint64_
 void p2pk_coll_header(int kind, uint64_t count, int dtype, int op, int root, int algo, int proto,
                       int blocks, uint32_t *hdr0, uint32_t *hdr1);
 
-/* The chunks of one message of `len` elements (es bytes each) through the
- * landing slots (ce_p2p_mp.c), chunk K: uniform (K each, the last one
- * shorter), or, tapered, head chunks of K (the last of them takes what is
- * left) and then up to P2PK_SCHED_TAIL tail chunks shrinking 2.5x a step
- * toward the end, from about K / 16 (whole 16-byte groups where the
- * element size allows). Why: the receiver's work on the last chunk (its
- * copy out, its reduce) runs after the link went quiet; each chunk's work
- * hides behind the next chunk's push as long as that push takes longer,
- * and pushing x bytes over NVLink takes ~2.7x as long as copying them
- * locally. A 64 MiB last chunk costs ~64 us after the link, a 6 MiB one
- * ~6 us, for three or four more chunk boundaries (~3.5 us each;
- * sixteenth session). Both ends compute it from (len, K, es, taper)
- * alone, so they agree. */
-#define P2PK_SCHED_TAIL 8
-typedef struct {
-  uint64_t nh, hk, head, nt;     /* head: nh chunks of hk = K elements, head elements in all */
-  uint64_t tail[P2PK_SCHED_TAIL]; /* the tail chunks, in order */
-} p2pk_sched;
-
-void p2pk_sched_make(p2pk_sched *s, uint64_t len, uint64_t K, uint64_t es, int taper);
-static inline uint64_t p2pk_sched_n(const p2pk_sched *s) { return s->nh + s->nt; }
-/* Chunk k's elements (0 past the end) and its first element (*off). */
-uint64_t p2pk_sched_part(const p2pk_sched *s, uint64_t k, uint64_t *off);
-/* How many chunks p2pk_sched_make gives. */
-uint64_t p2pk_sched_chunks(uint64_t len, uint64_t K, uint64_t es, int taper);
-
 #endif
