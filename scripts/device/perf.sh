@@ -76,6 +76,9 @@ done
 # Send/recv per GPU into registered buffers (both libraries register):
 # from 256 MiB the receives take the copy straight in.
 run p2_R_sendrecv -- sendrecv --vs-nccl -p 2 -R 1 -b 8 -e 1G -f 2 -c 1
+# All-gather per GPU into registered outputs: from 256 MiB shares each
+# block goes straight in (sixteenth session).
+run p2_R_all_gather -- all_gather --vs-nccl -p 2 -R 1 -b 8 -e 1G -f 2 -c 1
 
 # Every collective under a CUDA graph at 64 MiB - 1 GiB (where the copy
 # engines run), one process and one process per GPU, against NCCL under a

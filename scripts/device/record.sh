@@ -21,7 +21,7 @@ STEP_TAIL=4
 step build 300 env LOG="$log/build-logs" scripts/device_run.sh build
 step cases 260 env CASE_SECS=100 scripts/device/cases.sh "$build" "$log/cases" ${RECORD_TESTS:-test_collectives test_allreduce}
 step ddp_grad_sync 90 "$build/tests/test_ddp_grad_sync"
-export PERF_RUNS=${PERF_RUNS:-"g2_eager g2_graph p2_eager g2_nop2p p2_nop2p g2_broadcast g2_reduce g2_all_gather g2_reduce_scatter g2_sendrecv g2_alltoall p2_broadcast p2_reduce p2_all_gather p2_reduce_scatter p2_sendrecv p2_R_sendrecv p2_alltoall g2_G_all_reduce g2_G_broadcast g2_G_reduce g2_G_all_gather g2_G_reduce_scatter g2_G_sendrecv g2_G_alltoall p2_G_all_reduce p2_G_broadcast p2_G_reduce p2_G_all_gather p2_G_reduce_scatter p2_G_sendrecv p2_G_alltoall"}
+export PERF_RUNS=${PERF_RUNS:-"g2_eager g2_graph p2_eager g2_nop2p p2_nop2p g2_broadcast g2_reduce g2_all_gather g2_reduce_scatter g2_sendrecv g2_alltoall p2_broadcast p2_reduce p2_all_gather p2_reduce_scatter p2_sendrecv p2_R_sendrecv p2_R_all_gather p2_alltoall g2_G_all_reduce g2_G_broadcast g2_G_reduce g2_G_all_gather g2_G_reduce_scatter g2_G_sendrecv g2_G_alltoall p2_G_all_reduce p2_G_broadcast p2_G_reduce p2_G_all_gather p2_G_reduce_scatter p2_G_sendrecv p2_G_alltoall"}
 step perf 480 scripts/device/perf.sh "$build" "$log/perf"
 step graph_n200 60 "$build/p2pkit" perf all_reduce -g 2 -G 1 -n 200 -b 8 -e 64K -f 2 --vs-nccl --json-file "$log/graph_n200.json"
 step capped 120 scripts/device/tune.sh "$build" "$log/capped" scripts/device/specs/capped.txt

@@ -912,6 +912,36 @@ static char *dmb_send(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q, in
   return straight ? g->peer[t] + d.off : NULL;
 }
 
+/* One call's agreement on its straight-in transfers, in the order that
+ * never waits on itself: every receive describes its buffer first (never
+ * waiting for that), then every send decides (waiting for its receiver's
+ * description), then every receive hears its way (waiting for its
+ * sender's decision). rv[i] / sd[j]: the call's receives and sends with a
+ * peer over the copy engines (buf, bytes); `may` 0: none straight in
+ * (each is still numbered, both ends counting alike). rin[i]: receive i
+ * straight in; sdst[j]: where send j lands straight in, or NULL. Without
+ * the rings (c->dmb NULL) nothing is numbered and all go through the
+ * slots. */
+typedef struct {
+  int peer;
+  const char *buf;
+  size_t bytes;
+} dmb_op;
+
+static void dmb_agree(struct p2pkit_comm *c, const dmb_op *rv, int nr, const dmb_op *sd, int ns,
+                      int may, int *rin, char **sdst) {
+  uint64_t q[P2PK_P2P_MAX_OPS];
+  for (int i = 0; i < nr; i++) rin[i] = 0;
+  for (int j = 0; j < ns; j++) sdst[j] = NULL;
+  if (!c->dmb) return;
+  for (int i = 0; i < nr; i++) {
+    q[i] = c->dmb_recvd[rv[i].peer]++;
+    rin[i] = dmb_describe(c, rv[i].peer, rv[i].buf, rv[i].bytes, q[i], may);
+  }
+  for (int j = 0; j < ns; j++) sdst[j] = dmb_send(c, sd[j].peer, sd[j].bytes, c->dmb_sent[sd[j].peer]++, may);
+  for (int i = 0; i < nr; i++) rin[i] = dmb_hear(c, rv[i].peer, q[i], rin[i]);
+}
+
 /* A send straight in (to t, header hv): on W the first chunk's slot
  * claimed whole, as a push would, and t's rdy taken; the copy on the side
  * stream; on P the first chunk's full flag with the marked header. */
@@ -997,19 +1027,23 @@ static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, s
    * receives (send/recv's order). */
   char *sdst[P2PK_COLL_MAX_RANKS]; /* my block t straight into t's output, or NULL */
   int sin[P2PK_COLL_MAX_RANKS];    /* r's block straight into my output */
-  uint64_t qr[P2PK_COLL_MAX_RANKS];
   int any = 0;
-  for (int r = 0; r < n; r++) {
-    sdst[r] = NULL, sin[r] = 0;
-    if (r != me && c->dmb) {
-      qr[r] = c->dmb_recvd[r]++;
-      sin[r] = dmb_describe(c, r, out + (size_t)r * B, B, qr[r], !overlap);
+  {
+    dmb_op rv[P2PK_COLL_MAX_RANKS], sd[P2PK_COLL_MAX_RANKS];
+    int rin[P2PK_COLL_MAX_RANKS], m = 0;
+    char *dst[P2PK_COLL_MAX_RANKS];
+    for (int p = 0; p < n; p++)
+      if (p != me) {
+        rv[m] = (dmb_op){p, out + (size_t)p * B, B};
+        sd[m++] = (dmb_op){p, NULL, B};
+      }
+    dmb_agree(c, rv, m, sd, m, !overlap, rin, dst);
+    m = 0;
+    for (int p = 0; p < n; p++) {
+      sin[p] = p != me ? rin[m] : 0;
+      sdst[p] = p != me ? dst[m++] : NULL;
     }
   }
-  for (int t = 0; t < n && c->dmb; t++)
-    if (t != me) sdst[t] = dmb_send(c, t, B, c->dmb_sent[t]++, !overlap);
-  for (int r = 0; r < n && c->dmb; r++)
-    if (r != me) sin[r] = dmb_hear(c, r, qr[r], sin[r]);
   cudaError_t e = start(c, stream, 1, 1, 0);
   cudaStream_t R = c->cep_stream[S_RECV];
   if (e == cudaSuccess && !in_place) e = cudaStreamWaitEvent(R, c->sce_ev[E_START], 0);
@@ -1075,26 +1109,24 @@ cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int no
    * for that), then the sends decide, then the receives hear (a rank's
    * sends never wait for its own receives). */
   char *straight[P2PK_P2P_MAX_OPS]; /* pu[i]'s receiver's buffer, or NULL */
-  int sin[P2PK_P2P_MAX_OPS];        /* ops[i]: a receive described (then: straight in) */
-  uint64_t qr[P2PK_P2P_MAX_OPS];
+  int sin[P2PK_P2P_MAX_OPS];        /* ops[i]: a receive straight in */
+  dmb_op rv[P2PK_P2P_MAX_OPS], sd[P2PK_P2P_MAX_OPS];
+  int at[P2PK_P2P_MAX_OPS], rin[P2PK_P2P_MAX_OPS], nr = 0;
   for (int i = 0; i < nops; i++) {
     sin[i] = 0;
-    if (!c->dmb || ops[i].send || ops[i].peer_buf) continue;
-    qr[i] = c->dmb_recvd[ops[i].peer]++;
-    sin[i] = dmb_describe(c, ops[i].peer, ops[i].buf, ops[i].bytes, qr[i], 1);
-  }
-  for (int i = 0; i < nops; i++) {
     if (ops[i].peer_buf) direct = 1;
-    if (!ops[i].send) continue;
     if (ops[i].peer_buf) {
-      dst[nd] = ops[i].peer_buf, dpu[nd++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
-      continue;
+      if (ops[i].send) dst[nd] = ops[i].peer_buf, dpu[nd++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
+    } else if (ops[i].send) {
+      sd[np] = (dmb_op){ops[i].peer, ops[i].buf, ops[i].bytes};
+      pu[np++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
+    } else {
+      at[nr] = i;
+      rv[nr++] = (dmb_op){ops[i].peer, ops[i].buf, ops[i].bytes};
     }
-    straight[np] = c->dmb ? dmb_send(c, ops[i].peer, ops[i].bytes, c->dmb_sent[ops[i].peer]++, 1) : NULL;
-    pu[np++] = (push_t){ops[i].peer, ops[i].buf, ops[i].bytes};
   }
-  for (int i = 0; i < nops; i++)
-    if (c->dmb && !ops[i].send && !ops[i].peer_buf) sin[i] = dmb_hear(c, ops[i].peer, qr[i], sin[i]);
+  dmb_agree(c, rv, nr, sd, np, 1, rin, straight);
+  for (int k = 0; k < nr; k++) sin[at[k]] = rin[k];
   /* Chunks of bytes (es 1, 16-byte multiples) from the size alone, so both
    * ends agree; the header carries the size. */
   cudaError_t e = start(c, stream, np + nd > 0, 1, 0);
