@@ -189,13 +189,10 @@ typedef struct {
   uint32_t chunk, pad;
 } p2pk_p2p_op;
 
-#ifndef P2PK_P2P_ARGS_OPS /* an experiment's build may shrink the kernel's arguments */
-#define P2PK_P2P_ARGS_OPS P2PK_P2P_MAX_OPS
-#endif
 typedef struct {
   p2pk_ar_args a;      /* the communicator's template (in/out unused) */
   int32_t nops, pad;
-  p2pk_p2p_op op[P2PK_P2P_ARGS_OPS];
+  p2pk_p2p_op op[P2PK_P2P_MAX_OPS];
 } p2pk_p2p_args;
 
 #define P2PK_READY_DIRECT (1ULL << 63) /* all-gather share already in the output */
