@@ -94,6 +94,7 @@
 #include "coll/coll.h"
 #include "coll/plan.h"
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/param.h"
 
@@ -842,7 +843,7 @@ static uint64_t patience(struct p2pkit_comm *c, uint32_t *rest) {
 /* A host wait for a peer that began at t0 (0: none) is over. */
 static void waited(struct p2pkit_comm *c, uint64_t t0) {
   if (!t0) return;
-  const uint64_t w = p2pk_dmb_now_ns() - t0;
+  const uint64_t w = p2pk_now_ns() - t0;
   c->dmb_wait_ns_sum += w;
   if (w > c->dmb_wait_max_ns) c->dmb_wait_max_ns = w;
 }
@@ -874,7 +875,7 @@ static int dmb_describe(struct p2pkit_comm *c, int r, const char *buf, size_t by
 static int dmb_hear(struct p2pkit_comm *c, int r, uint64_t q, int described) {
   int chose = 0;
   const uint64_t w = described ? patience(c, &c->dmb_rrest[r]) : 0;
-  const uint64_t t0 = w ? p2pk_dmb_now_ns() : 0;
+  const uint64_t t0 = w ? p2pk_now_ns() : 0;
   const int how = p2pk_dmb_decision(p2pk_dmb_at(c->dmb, c->nranks, r, c->rank, q), q, w, &chose);
   waited(c, t0);
   if (w && chose) missed(c, &c->dmb_rrest[r], r, q, "its sender did not decide");
@@ -890,7 +891,7 @@ static char *dmb_send(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q, in
   p2pk_dmb_desc d;
   const int ask = c->dmb_on && may;
   const uint64_t w = ask ? patience(c, &c->dmb_rest[t]) : 0;
-  const uint64_t t0 = w ? p2pk_dmb_now_ns() : 0;
+  const uint64_t t0 = w ? p2pk_now_ns() : 0;
   const int got = ask ? p2pk_dmb_take(e, q, w, &d) : -1;
   waited(c, t0);
   if (got == 0) missed(c, &c->dmb_rest[t], t, q, "its receiver's description did not come");

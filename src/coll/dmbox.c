@@ -3,7 +3,7 @@
  * receiver is rewriting is no data race: it sees seq change and retries. */
 #include "coll/dmbox.h"
 
-#include <time.h>
+#include "core/clock.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -30,12 +30,6 @@ void p2pk_dmb_post(p2pk_dmb_entry *e, uint64_t q, const p2pk_dmb_desc *d) {
   atomic_store_explicit(&e->seq, q + 1, memory_order_release);
 }
 
-uint64_t p2pk_dmb_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int p2pk_dmb_take(p2pk_dmb_entry *e, uint64_t q, uint64_t wait_ns, p2pk_dmb_desc *out) {
   const uint64_t want = q + 1;
   uint64_t t0 = 0;
@@ -56,7 +50,7 @@ int p2pk_dmb_take(p2pk_dmb_entry *e, uint64_t q, uint64_t wait_ns, p2pk_dmb_desc
     if (s1 > want) return -1;
     /* Not there yet (or being written): wait, looking at the clock now and then. */
     if ((spins & 63) == 0) {
-      uint64_t t = p2pk_dmb_now_ns();
+      uint64_t t = p2pk_now_ns();
       if (!t0) t0 = t;
       else if (t - t0 >= wait_ns) return 0;
     }
@@ -103,7 +97,7 @@ int p2pk_dmb_decision(p2pk_dmb_entry *e, uint64_t q, uint64_t wait_ns, int *chos
       break;
     }
     if ((spins & 63) == 0) {
-      uint64_t t = p2pk_dmb_now_ns();
+      uint64_t t = p2pk_now_ns();
       if (!t0) t0 = t;
       if (!wait_ns || t - t0 >= wait_ns) {
         how = decide_once(e, q, want << 1);

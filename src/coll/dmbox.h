@@ -56,8 +56,6 @@ typedef struct {
   _Atomic uint64_t heard;   /* the receiver: call number + 1 of the last decision it read */
 } p2pk_dmb_entry;
 
-/* CLOCK_MONOTONIC in ns (the waits' clock). */
-uint64_t p2pk_dmb_now_ns(void);
 /* Bytes of the rings of n ranks. */
 size_t p2pk_dmb_bytes(int n);
 /* The entry of the pair src -> dst for call q, in the rings at `base`. */

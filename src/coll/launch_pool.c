@@ -29,10 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "coll/coll.h"
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/param.h"
 
@@ -66,17 +66,11 @@ static void relax(void) {
 #endif
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void *worker_main(void *arg) {
   struct p2pk_worker *w = arg;
   cudaSetDevice(w->device);
   const uint64_t spin = (uint64_t)p2pk_param_int("P2PKIT_LAUNCH_SPIN_US") * 1000u;
-  uint64_t seen = 0, idle_since = now_ns();
+  uint64_t seen = 0, idle_since = p2pk_now_ns();
   for (unsigned i = 0;; i++) {
     uint64_t p = atomic_load_explicit(&w->posted, memory_order_acquire);
     if (p != seen) {
@@ -96,11 +90,11 @@ static void *worker_main(void *arg) {
       }
       seen = p;
       atomic_store_explicit(&w->finished, p, memory_order_release);
-      idle_since = now_ns();
+      idle_since = p2pk_now_ns();
       continue;
     }
     if (atomic_load(&w->stop)) break;
-    if ((i & 255) == 0 && now_ns() - idle_since > spin) {
+    if ((i & 255) == 0 && p2pk_now_ns() - idle_since > spin) {
       pthread_mutex_lock(&w->m);
       atomic_store(&w->sleeping, 1);
       const uint64_t k0 = w->kicks;
@@ -108,7 +102,7 @@ static void *worker_main(void *arg) {
         pthread_cond_wait(&w->cv, &w->m);
       atomic_store(&w->sleeping, 0);
       pthread_mutex_unlock(&w->m);
-      idle_since = now_ns();
+      idle_since = p2pk_now_ns();
       continue;
     }
     relax();

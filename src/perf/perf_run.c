@@ -17,6 +17,7 @@
 
 #include "coll/coll.h"
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/param.h"
 #include "perf/nccl_dl.h"
 #include "perf/perf.h"
@@ -621,12 +622,6 @@ static void gather(perf_ctx *c, perf_stat *out) {
   out->wrong = wrong;
 }
 
-static double host_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static p2pkit_status_t timed(perf_ctx *c, perf_lib lib, const perf_counts *k, int ip,
                              const char *what) {
   const perf_args *a = c->a;
@@ -639,12 +634,12 @@ static p2pkit_status_t timed(perf_ctx *c, perf_lib lib, const perf_counts *k, in
       P2PK_CHECK(set_device(c, l));
       P2PK_CUDA_CHECK(cudaEventRecord(c->ev0[l], c->stream[l]));
     }
-    const double h0 = host_now();
+    const uint64_t h0 = p2pk_now_ns();
     if (a->graph)
       for (int g = 0; g < a->graph; g++) P2PK_CHECK(graph_launch(c));
     else
       for (int it = 0; it < a->iters; it++) P2PK_CHECK(launch(c, lib, k, ip));
-    const double h1 = host_now();
+    const uint64_t h1 = p2pk_now_ns();
     for (int l = 0; l < c->nlocal; l++) {
       P2PK_CHECK(set_device(c, l));
       P2PK_CUDA_CHECK(cudaEventRecord(c->ev1[l], c->stream[l]));
@@ -663,7 +658,7 @@ static p2pkit_status_t timed(perf_ctx *c, perf_lib lib, const perf_counts *k, in
      * the GPU runs it is bound by the host). */
     if (p2pk_param_int("P2PKIT_PERF_HOST_TIME") > 0)
       fprintf(stderr, "# %s: process %d repeat %d: host %.2f us per call, GPU %.2f\n", what,
-              c->proc, r, (h1 - h0) * 1e6 / calls, t[r]);
+              c->proc, r, (double)(h1 - h0) / 1e3 / calls, t[r]);
   }
   return P2PKIT_SUCCESS;
 }
