@@ -98,14 +98,12 @@ static void set_direct(const struct p2pkit_comm *c, p2pk_ar_args *a, const char 
     a->out_token = (uint64_t)(uintptr_t)out;
     return;
   }
-  for (const p2pk_reg *r = c->regs; r; r = r->next) {
-    if (out < r->buf || out + bytes > r->buf + r->bytes) continue;
-    uint64_t off = (uint64_t)(out - r->buf);
-    if (off >> 40) return;
-    a->out_token = ((uint64_t)(r->id + 1) << 40) | off;
-    for (int p = 0; p < c->nranks; p++) a->peer_out[p] = r->peer[p] ? r->peer[p] + off : NULL;
-    return;
-  }
+  const p2pk_reg *r = p2pk_reg_holding(c, out, bytes);
+  if (!r) return;
+  uint64_t off = (uint64_t)(out - r->buf);
+  if (off >> 40) return;
+  a->out_token = ((uint64_t)(r->id + 1) << 40) | off;
+  for (int p = 0; p < c->nranks; p++) a->peer_out[p] = r->peer[p] ? r->peer[p] + off : NULL;
 }
 
 p2pkit_status_t p2pk_coll_check_args(struct p2pkit_comm *c, const char *name, p2pkit_dtype_t dtype,

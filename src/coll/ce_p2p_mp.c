@@ -816,19 +816,6 @@ static size_t p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
  * the fly would leave a peer mapping memory its owner may free (undefined
  * for CUDA IPC). */
 
-/* This rank's registration holding [buf, buf + bytes), or NULL. */
-static const p2pk_reg *reg_holding(const struct p2pkit_comm *c, const char *buf, size_t bytes) {
-  for (const p2pk_reg *g = c->regs; g; g = g->next)
-    if (buf >= g->buf && bytes <= g->bytes && (size_t)(buf - g->buf) <= g->bytes - bytes) return g;
-  return NULL;
-}
-
-static const p2pk_reg *reg_numbered(const struct p2pkit_comm *c, uint64_t id) {
-  for (const p2pk_reg *g = c->regs; g; g = g->next)
-    if ((uint64_t)g->id == id) return g;
-  return NULL;
-}
-
 /* How long to wait on the host for peer p this call: the full patience,
  * or none for the next 16 calls after one that waited in vain. */
 #define DMB_REST 16
@@ -863,7 +850,7 @@ static void missed(struct p2pkit_comm *c, uint32_t *rest, int p, uint64_t q, con
 static int dmb_describe(struct p2pkit_comm *c, int r, const char *buf, size_t bytes, uint64_t q,
                         int may) {
   p2pk_dmb_desc d = {.bytes = bytes, .off = 0, .reg = 0};
-  const p2pk_reg *g = c->dmb_on && may ? reg_holding(c, buf, bytes) : NULL;
+  const p2pk_reg *g = c->dmb_on && may ? p2pk_reg_holding(c, buf, bytes) : NULL;
   if (g) d.off = (uint64_t)(buf - g->buf), d.reg = (uint64_t)g->id + 1;
   p2pk_dmb_post(p2pk_dmb_at(c->dmb, c->nranks, r, c->rank, q), q, &d);
   return g != NULL;
@@ -895,7 +882,7 @@ static char *dmb_send(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q, in
   const int got = ask ? p2pk_dmb_take(e, q, w, &d) : -1;
   waited(c, t0);
   if (got == 0) missed(c, &c->dmb_rest[t], t, q, "its receiver's description did not come");
-  const p2pk_reg *g = got == 1 && d.reg && d.bytes == bytes ? reg_numbered(c, d.reg - 1) : NULL;
+  const p2pk_reg *g = got == 1 && d.reg && d.bytes == bytes ? p2pk_reg_numbered(c, d.reg - 1) : NULL;
   if (g && (!g->peer[t] || d.off > g->bytes || bytes > g->bytes - d.off)) g = NULL;
   const int straight = p2pk_dmb_decide(e, q, g != NULL) && g;
   /* Why not straight in (P2PK_DMB_WHY_*), counted for the destroy line. */

@@ -230,6 +230,10 @@ p2pkit_status_t p2pk_ce_collective(p2pk_ce_pending *const *set, int n, int kind)
  * at once, when its slots exist); 0: never (a collective without a
  * copy-engine path in this mode). */
 size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind);
+/* comm.c: this rank's registration holding [buf, buf + bytes), or the one
+ * numbered id (p2pk_reg.id); NULL when none. */
+const p2pk_reg *p2pk_reg_holding(const struct p2pkit_comm *c, const char *buf, size_t bytes);
+const p2pk_reg *p2pk_reg_numbered(const struct p2pkit_comm *c, uint64_t id);
 /* c->ce_min[] from p2pk_ce_min, at init and when the forced settings change. */
 void p2pk_ce_min_fill(struct p2pkit_comm *c);
 /* The landing-slot paths' settings, read once at init after

@@ -1044,6 +1044,18 @@ p2pkit_status_t p2pkit_comm_register(p2pkit_comm_t c, void *buf, size_t bytes, v
   return P2PKIT_SUCCESS;
 }
 
+const p2pk_reg *p2pk_reg_holding(const struct p2pkit_comm *c, const char *buf, size_t bytes) {
+  for (const p2pk_reg *g = c->regs; g; g = g->next)
+    if (buf >= g->buf && bytes <= g->bytes && (size_t)(buf - g->buf) <= g->bytes - bytes) return g;
+  return NULL;
+}
+
+const p2pk_reg *p2pk_reg_numbered(const struct p2pkit_comm *c, uint64_t id) {
+  for (const p2pk_reg *g = c->regs; g; g = g->next)
+    if ((uint64_t)g->id == id) return g;
+  return NULL;
+}
+
 p2pkit_status_t p2pkit_comm_deregister(p2pkit_comm_t c, void *handle) {
   if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "deregister: communicator is NULL");
   p2pk_reg **pp = &c->regs;
