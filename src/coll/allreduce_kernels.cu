@@ -685,12 +685,7 @@ __device__ void p2p_ll(const p2pk_ar_args &a, Waiter &w, const p2pk_p2p_op &o) {
       uint64_t k = (o.send ? c->p2p_llsent[p][r] : c->p2p_llrecvd[p][r]) + 1;
       s_good = dead == 0;
       /* The acknowledgement: a plain poll (see the receiver's post below). */
-      if (s_good && o.send && k > 2)
-        while (ld_vol_u64(&c->p2p_llack[p][r]) < k - 2)
-          if (w.poll(a, p)) {
-            s_good = 0;
-            break;
-          }
+      if (s_good && o.send && k > 2) s_good = wait_geq<false>(a, w, &c->p2p_llack[p][r], k - 2, p);
       s_k = (uint32_t)k;
     }
     __syncthreads();

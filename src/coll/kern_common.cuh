@@ -163,12 +163,16 @@ static __device__ __noinline__ void note_wait(const p2pk_ar_args &a, const void 
   __threadfence_system();
 }
 
-// Wait until *p >= want (masking `mask` off); false when giving up.
+// Wait until *p >= want (masking `mask` off); false when giving up. ACQ:
+// acquire loads, ordering what follows after the word; plain loads where
+// nothing read afterwards depends on it (send/recv's LL acknowledgement,
+// p2p_ll).
+template <bool ACQ = true>
 __device__ __forceinline__ bool wait_geq(const p2pk_ar_args &a, Waiter &w, const void *p,
                                          uint64_t want, int peer, uint64_t mask = ~0ULL) {
-  while ((ld_acq(p) & mask) < want)
+  while (((ACQ ? ld_acq(p) : ld_vol_u64(p)) & mask) < want)
     if (w.poll(a, peer)) {
-      note_wait(a, p, want, ld_acq(p) & mask);
+      note_wait(a, p, want, (ACQ ? ld_acq(p) : ld_vol_u64(p)) & mask);
       return false;
     }
   return true;
