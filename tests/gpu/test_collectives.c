@@ -844,29 +844,27 @@ TEST(process_per_gpu_copy_engine_p2p_kernel_posts) { spawn_ranks("cep-kernel-pos
  * buffers registered: a call goes straight into the receive buffer when
  * the sender hears of it in time (the default 2 ms; then 10 s, which the
  * ranks' drift between calls, their host-side checks, never reaches: every
- * call straight in; s15 runs 5, 8, 11 and 13 saw waits in vain at 2 ms,
- * the longer waits then being undone by matrix(): set_wait says why),
- * else through the
- * landing slots (64 KiB
- * slots, so most calls have many chunks). Every type and count, unaligned;
- * a receiver 0.5 ms late (its sender waits and goes straight in); a sender
- * 3 ms late to a receiver that does not wait (the receiver chooses the
- * slots, and the sender follows); no waiting anywhere (either way, as the
- * hosts race); all-to-all (out of place straight in, in place through the
- * slots); under a CUDA graph; mixed with every collective; after
- * deregistering, through the slots only. Every output checked; the counts
- * say which ways ran. */
+ * call straight in; s15 runs 5, 8, 11 and 13 saw waits in vain at 2 ms),
+ * else through the landing slots (64 KiB slots, so most calls have many
+ * chunks). Every type and count, unaligned; a receiver 0.5 ms late (its
+ * sender waits and goes straight in); a sender 3 ms late to a receiver
+ * that does not wait (the receiver chooses the slots, and the sender
+ * follows); no waiting anywhere (either way, as the hosts race);
+ * all-to-all (out of place straight in, in place through the slots);
+ * all-gather (straight in, in place too); under a CUDA graph; mixed with
+ * every collective; after deregistering, through the slots only. Every
+ * output checked; the counts say which ways ran. */
 TEST(process_per_gpu_sendrecv_straight_in) { spawn_ranks("cep-direct", 0, 580); }
 
 /* This rank's host wait for its peers, on the communicator (the setting
  * is read once, at init: p2pk_cep_settings; s15 runs 11 and 13 lost a wait
  * set here while the forced settings' changes re-read it). */
-static void set_wait(struct p2pkit_comm *c, const char *us) {
-  c->dmb_wait_ns = (uint64_t)strtoull(us, NULL, 10) * 1000u;
+static void set_wait(struct p2pkit_comm *c, uint64_t us) {
+  c->dmb_wait_ns = us * 1000u;
   for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_rest[p] = c->dmb_rrest[p] = 0;
 }
 
-static void no_waiting(struct p2pkit_comm *c) { set_wait(c, "0"); }
+static void no_waiting(struct p2pkit_comm *c) { set_wait(c, 0); }
 
 /* A registered receive of N floats against a send of N + 16: the sender
  * goes through the slots (the description's size differs), never writing
@@ -883,7 +881,7 @@ static void straight_in_mismatch(runner_t *R) {
   const size_t n = 100000;
   void *h = NULL;
   CHECK_OK(p2pkit_comm_register(c, R->dout[0], R->cap, &h));
-  set_wait(c, "10000000"); /* the sender sees the description */
+  set_wait(c, 10000000); /* the sender sees the description */
   T_CUDA(cudaMemset(R->dout[0], 0xA5, R->cap));
   T_CUDA(cudaMemset(R->din[0], 0x11, R->cap));
   T_CUDA(cudaDeviceSynchronize());
@@ -935,7 +933,6 @@ static void graph_straight_in(runner_t *R, int reps) {
   if (graph) cudaGraphDestroy(graph);
 }
 
-
 static void straight_in_suite(runner_t *R) {
   struct p2pkit_comm *c = R->comm[0];
   const uint64_t wait = c->dmb_wait_ns;
@@ -948,7 +945,7 @@ static void straight_in_suite(runner_t *R) {
          c->dmb_wait_max_ns / 1e6, (unsigned long long)c->dmb_missed);
   /* With a wait no host drift here reaches (10 s), every call goes
    * straight in. */
-  set_wait(c, "10000000");
+  set_wait(c, 10000000);
   c->dmb_wait_max_ns = 0;
   const uint64_t m0 = c->dmb_slots, m1 = c->dmb_direct, m2 = c->dmb_rhow[1];
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
@@ -1010,7 +1007,7 @@ static void straight_in_suite(runner_t *R) {
          (unsigned long long)(c->dmb_direct - d0), (unsigned long long)(c->dmb_slots - s1));
   /* Under a CUDA graph: decided once, at capture (waiting up to 10 s), and
    * replayed as it is. */
-  set_wait(c, "10000000");
+  set_wait(c, 10000000);
   d0 = c->dmb_direct;
   graph_straight_in(R, 3);
   CHECK_EQ(c->dmb_direct - d0, 1);
