@@ -261,9 +261,9 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_set_max_blocks(p2pkit_comm_t comm, int ma
 P2PKIT_API int p2pkit_comm_max_blocks(p2pkit_comm_t comm);
 
 /* Register a device buffer so collectives on it skip the staging copy,
- * and (one process per GPU) large receives and out-of-place all-to-all
- * blocks into it can take the sender's copy straight in, with no landing
- * slot (P2PKIT_SENDRECV_DIRECT).
+ * and (one process per GPU) large receives, out-of-place all-to-all blocks
+ * and all-gather blocks into it can take the sender's copy straight in,
+ * with no landing slot (P2PKIT_SENDRECV_DIRECT).
  * Collective: every rank registers its buffer in the same order. */
 P2PKIT_API p2pkit_status_t p2pkit_comm_register(p2pkit_comm_t comm, void *buf, size_t bytes,
                                                 void **handle_p);
