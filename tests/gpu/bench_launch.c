@@ -9,6 +9,10 @@
  *   fill_host       host time to enqueue one 16-byte fill kernel (queue not full)
  *   fill_eager      GPU time per fill kernel, N back to back
  *   fill_graph      GPU time per fill kernel, N captured in one graph
+ *   big_eager       GPU time per fill kernel of --big bytes (default 32 MiB: far
+ *                   longer than its launch), N back to back
+ *   big_graph       the same N captured in one graph (does an eager kernel
+ *                   take longer on the GPU than one replayed from a graph?)
  *   ar_host         host time of one p2pkit_all_reduce (--count floats; one GPU's call)
  *   sr_host         host time of one p2pkit_send (--count floats, GPU 0 to 1, no
  *                   group: one launch; GPU 1's receive made outside the timing)
@@ -44,6 +48,7 @@
 typedef struct {
   int n, iters;
   size_t count; /* float32s per all-reduce */
+  size_t big;   /* bytes of the big fill */
   int dev[MAXG];
   cudaStream_t s[MAXG];
   float *in[MAXG], *out[MAXG];
@@ -277,7 +282,7 @@ static void ktrace_print(lb_t *B, const char *form) {
 }
 
 /* Capture `iters` steps per GPU (fill: GPU 0 only), replay, time per step. */
-static double graph_time(lb_t *B, int fill, void *fbuf) {
+static double graph_time(lb_t *B, int fill, void *fbuf, size_t fbytes) {
   cudaGraph_t g[MAXG] = {0};
   cudaGraphExec_t x[MAXG] = {0};
   int ng = fill ? 1 : B->n, bad = 0, begun = 0;
@@ -290,7 +295,7 @@ static double graph_time(lb_t *B, int fill, void *fbuf) {
   for (int i = 0; i < B->iters && !bad; i++) {
     if (fill) {
       cudaSetDevice(B->dev[0]);
-      bad = p2pk_launch_fill(fbuf, 16, 1, (uint32_t)i, B->s[0]) != cudaSuccess;
+      bad = p2pk_launch_fill(fbuf, fbytes, 1, (uint32_t)i, B->s[0]) != cudaSuccess;
     } else {
       bad = ar_step(B) != 0;
     }
@@ -328,16 +333,22 @@ int main(int argc, char **argv) {
   memset(&B, 0, sizeof B);
   B.iters = 1000;
   B.count = 2;
+  B.big = (size_t)32 << 20;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) B.iters = atoi(argv[++i]);
     else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) B.count = (size_t)strtoull(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--big") == 0 && i + 1 < argc) B.big = (size_t)strtoull(argv[++i], NULL, 10);
     else {
-      fprintf(stderr, "usage: bench_launch [--iters N] [--count N]\n");
+      fprintf(stderr, "usage: bench_launch [--iters N] [--count N] [--big BYTES]\n");
       return 2;
     }
   }
   if (B.iters < 10 || B.iters > 100000) {
     fprintf(stderr, "bench_launch: --iters must be 10 to 100000\n");
+    return 2;
+  }
+  if (B.big < 16 || B.big > ((size_t)1 << 30)) {
+    fprintf(stderr, "bench_launch: --big must be 16 B to 1 GiB\n");
     return 2;
   }
   if (B.count < 1 || B.count > ((size_t)1 << 24)) {
@@ -403,9 +414,29 @@ int main(int argc, char **argv) {
     t[k] = (cu_now() - t0) / B.iters;
   }
   report("fill_eager", t, REPS);
-  double g = graph_time(&B, 1, fbuf);
+  double g = graph_time(&B, 1, fbuf, 16);
   if (g > 0) printf("%-12s %8.3f us\n", "fill_graph", g * 1e6);
   else rc = 1;
+
+  /* A kernel far longer than its launch: eager against a graph. */
+  void *bbuf = NULL;
+  if (cudaMalloc(&bbuf, B.big) != cudaSuccess) return 1;
+  int qb = B.iters < 200 ? B.iters : 200;
+  for (int k = 0; k < REPS; k++) {
+    if (sync_all(&B)) return 1;
+    double t0 = cu_now();
+    for (int i = 0; i < qb; i++) p2pk_launch_fill(bbuf, B.big, 1, (uint32_t)i, B.s[0]);
+    if (sync_all(&B)) return 1;
+    t[k] = (cu_now() - t0) / qb;
+  }
+  report("big_eager", t, REPS);
+  const int iters_saved = B.iters;
+  B.iters = qb;
+  g = graph_time(&B, 1, bbuf, B.big);
+  B.iters = iters_saved;
+  if (g > 0) printf("%-12s %8.3f us   (%zu B fills)\n", "big_graph", g * 1e6, B.big);
+  else rc = 1;
+  cudaFree(bbuf);
 
   /* 8-byte all-reduce. */
   for (int w = 0; w < 50; w++)
@@ -441,7 +472,7 @@ int main(int argc, char **argv) {
   ktrace_print(&B, "eager");
   if (ar_check(&B, "eager")) rc = 1;
   if (threaded(&B, q)) rc = 1;
-  g = graph_time(&B, 0, NULL);
+  g = graph_time(&B, 0, NULL, 0);
   if (g > 0) printf("%-12s %8.3f us\n", "ar_graph", g * 1e6);
   else rc = 1;
   ktrace_print(&B, "graph");
