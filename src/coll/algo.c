@@ -307,6 +307,7 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
   if (f && f->chunk > 0) row.chunk = f->chunk;
 
   c->ll128_x2 = 0;
+  c->ll128_bal = 0;
   c->algo = row.algo;
   c->proto = row.proto;
   c->slots = P2PK_COLL_SLOTS;
@@ -331,6 +332,17 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
     size_t gb = row.blocks > 0 ? (size_t)row.blocks : ceil_div(lanes, (size_t)threads);
     c->blocks = (int)clampz(gb, 1, row.blocks > 0 ? P2PK_COLL_MAX_BLOCKS : ll_max);
     c->chunk = 0;
+    /* Line groups dealt to blocks in turn, so every block has nearly the
+     * same share; with 2 the grid is also a whole number of blocks per SM
+     * (rounded up while the GPU holds it, else down), so every SM has. */
+    if (row.proto == P2PK_PROTO_LL128 && g->ll128_bal > 0) {
+      c->ll128_bal = 1;
+      if (g->ll128_bal > 1 && row.blocks <= 0 && c->blocks > 1) {
+        size_t up = ceil_div((size_t)c->blocks, (size_t)sms) * (size_t)sms;
+        if (up > ll_max) up = ll_max / (size_t)sms * (size_t)sms;
+        if (up >= (size_t)sms) c->blocks = (int)up;
+      }
+    }
     /* LL128 warps with more than one pass (a grid capped or set smaller
      * than the message) that fit one block per SM work two passes an
      * iteration, their loads together; a grid the GPU holds whole keeps

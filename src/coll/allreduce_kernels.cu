@@ -309,7 +309,11 @@ __device__ __forceinline__ void ll128_run(const p2pk_ar_args &a) {
   const unsigned lane = threadIdx.x & 31, part = lane & 7, sub = lane >> 3;
   const bool flag_lane = part == 7;
   const unsigned gmask = 0xffu << (sub * 8);
-  const uint64_t wfirst = ((uint64_t)blockIdx.x * wpb + threadIdx.x / 32) * 4;
+  // Line group g (4 lines, one per 8 lanes) of pass j: block-major, or
+  // dealt to the blocks in turn (ll128_bal: every block gets an equal
+  // share whatever the grid); either way wstride apart.
+  const uint64_t wfirst = (pin(a.ll128_bal) ? (uint64_t)(threadIdx.x / 32) * gridDim.x + blockIdx.x
+                                            : (uint64_t)blockIdx.x * wpb + threadIdx.x / 32) * 4;
   const uint64_t wstride = (uint64_t)gridDim.x * wpb * 4;
   const bool has_lines = threadIdx.x < lt;
   const uint64_t passes = has_lines && wfirst < nlines ? (nlines - wfirst + wstride - 1) / wstride : 0;

@@ -11,7 +11,7 @@
 #include "test.h"
 
 static p2pk_algo_geom geom2(void) {
-  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10, 33554520, {0}, 1};
+  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10, 33554520, {0}, 1, 0};
   return g;
 }
 
@@ -287,7 +287,7 @@ TEST(choice_valid_for_every_rank_count) {
       size_t ll = 0;
       CHECK_OK(p2pk_layout_compute(n, 64u << 20, staged, p2pk_mailboxes_for(132), &l, &ll));
       p2pk_algo_geom g = {n, staged, 132, ll, (size_t)l.mailbox, (int)l.nboxes, (size_t)l.stage_mailbox,
-                          (size_t)(l.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA), {0}, 1};
+                          (size_t)(l.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA), {0}, 1, 0};
       for (size_t b = 1; b <= ((size_t)1 << 30); b = b < 16 ? b + 1 : b * 2 + (b & 1 ? 0 : 1)) {
         p2pk_algo_choice c;
         p2pk_algo_choose(&t, &no_force, &g, b, &c);
