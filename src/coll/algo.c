@@ -17,15 +17,27 @@
  * two-shot sends 2(n-1)/n of the buffer per GPU instead of n-1. */
 static const p2pk_algo_row builtin[] = {
     /* 2 GPUs. LL to 128 KiB; LL128 to 32 MiB (256 threads per block to
-     * 16 MiB, 512 beyond); two-shot simple beyond. Fifth session's runs on
+     * 16 MiB but 96 above 256 KiB to 4 MiB, 512 beyond); two-shot simple
+     * beyond. Fifth session's runs on
      * the 2x H200 (bench/results/2026-11-29-h200x2-s5), float sum, graph
      * mode, us: LL128 (256 threads) against the previous table (LL to 1 MiB,
      * one-shot simple to 8 MiB, two-shot beyond): 512 KiB 4.66 vs 5.90,
      * 1 MiB 6.26 vs 8.79, 2 MiB 9.66 vs 15.4, 4 MiB 16.9 vs 21.7, 8 MiB 30.3
      * vs 35.9, 16 MiB 56.5 vs 60.7; 512 threads at 32 MiB 108.6 (256: 110.1,
      * two-shot 116.6); 64 MiB a tie (209.6 vs two-shot 208.6); LL ahead to
-     * 128 KiB (64 KiB 3.17 vs 3.50, 128 KiB 3.56 vs 3.68). */
+     * 128 KiB (64 KiB 3.17 vs 3.50, 128 KiB 3.56 vs 3.68).
+     * Above 256 KiB to 4 MiB, 96 threads a block (seventeenth session,
+     * bench/results/2026-11-30-h200x2-s17 runs 2-4, process per GPU, us,
+     * 256 threads against 96, two interleaved rounds of run 4): eager 1
+     * MiB 8.17-8.19 vs 7.09-7.10, 2 MiB 12.19-12.21 vs 11.26, 4 MiB 19.0
+     * vs 18.7; under a graph 1 MiB 7.16-7.18 vs 6.13-6.15, 2 MiB 11.0 vs
+     * 10.3; one process under a graph 1 MiB 7.15 vs 6.21. 128 threads were
+     * no faster than 256 there, 160 about as fast as 96; at 256 KiB and
+     * 8 MiB 96 threads lose 1-2%. On a machine where 256 threads took 1
+     * MiB in 7.1 us (run 1), 128 and 384 were within 2% of it. */
     {P2PK_TRANSPORT_P2P, 2, 2, 128 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
+    {P2PK_TRANSPORT_P2P, 2, 2, 256 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 256, 0},
+    {P2PK_TRANSPORT_P2P, 2, 2, 4 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 96, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, 16 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 256, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, 32 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 512, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
@@ -307,7 +319,6 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
   if (f && f->chunk > 0) row.chunk = f->chunk;
 
   c->ll128_x2 = 0;
-  c->ll128_bal = 0;
   c->algo = row.algo;
   c->proto = row.proto;
   c->slots = P2PK_COLL_SLOTS;
@@ -332,17 +343,6 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
     size_t gb = row.blocks > 0 ? (size_t)row.blocks : ceil_div(lanes, (size_t)threads);
     c->blocks = (int)clampz(gb, 1, row.blocks > 0 ? P2PK_COLL_MAX_BLOCKS : ll_max);
     c->chunk = 0;
-    /* Line groups dealt to blocks in turn, so every block has nearly the
-     * same share; with 2 the grid is also a whole number of blocks per SM
-     * (rounded up while the GPU holds it, else down), so every SM has. */
-    if (row.proto == P2PK_PROTO_LL128 && g->ll128_bal > 0) {
-      c->ll128_bal = 1;
-      if (g->ll128_bal > 1 && row.blocks <= 0 && c->blocks > 1) {
-        size_t up = ceil_div((size_t)c->blocks, (size_t)sms) * (size_t)sms;
-        if (up > ll_max) up = ll_max / (size_t)sms * (size_t)sms;
-        if (up >= (size_t)sms) c->blocks = (int)up;
-      }
-    }
     /* LL128 warps with more than one pass (a grid capped or set smaller
      * than the message) that fit one block per SM work two passes an
      * iteration, their loads together; a grid the GPU holds whole keeps

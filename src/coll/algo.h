@@ -64,7 +64,6 @@ typedef struct {
    * unknown (then four per SM, as LL). */
   int ll128_per_sm[P2PK_ALGO_THREAD_STEPS];
   int ll128_x2; /* LL128 grids within one block per SM may work two passes at once (P2PKIT_LL128_X2) */
-  int ll128_bal; /* LL128 lines dealt block by block (1), and the grid a multiple of the SMs (2) */
 } p2pk_algo_geom;
 
 typedef struct {
@@ -73,7 +72,6 @@ typedef struct {
   int slots;
   uint32_t chunk;      /* bytes per mailbox use, multiple of 16 (simple protocol) */
   int ll128_x2;        /* LL128: a warp works two passes an iteration (ll128x2_kernel) */
-  int ll128_bal;       /* LL128: line groups dealt to blocks in turn (ll128_run) */
 } p2pk_algo_choice;
 
 const char *p2pk_algo_name(int algo);

@@ -309,7 +309,6 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
   a.algo = ch.algo;
   a.proto = ch.proto;
   a.ll128_x2 = ch.ll128_x2;
-  a.ll128_bal = ch.ll128_bal;
   a.slots = ch.slots;
   a.chunk = ch.chunk;
   a.send_mask = pl.send_mask;

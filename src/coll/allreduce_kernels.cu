@@ -21,17 +21,6 @@
 //                  allows, else into an all-gather mailbox the peer copies out).
 #include "coll/kern_common.cuh"
 
-// Experiment switches (0: as before).
-#ifndef P2PK_LL128_EARLY
-#define P2PK_LL128_EARLY 0
-#endif
-#ifndef P2PK_LL128_KEEP
-#define P2PK_LL128_KEEP 0
-#endif
-#ifndef P2PK_LL128_MINB
-#define P2PK_LL128_MINB 1
-#endif
-
 namespace p2pk {
 
 // Phase timestamps of the LL kernel (P2PKIT_KTRACE builds only), per call
@@ -309,11 +298,7 @@ __device__ __forceinline__ void ll128_run(const p2pk_ar_args &a) {
   const unsigned lane = threadIdx.x & 31, part = lane & 7, sub = lane >> 3;
   const bool flag_lane = part == 7;
   const unsigned gmask = 0xffu << (sub * 8);
-  // Line group g (4 lines, one per 8 lanes) of pass j: block-major, or
-  // dealt to the blocks in turn (ll128_bal: every block gets an equal
-  // share whatever the grid); either way wstride apart.
-  const uint64_t wfirst = (pin(a.ll128_bal) ? (uint64_t)(threadIdx.x / 32) * gridDim.x + blockIdx.x
-                                            : (uint64_t)blockIdx.x * wpb + threadIdx.x / 32) * 4;
+  const uint64_t wfirst = ((uint64_t)blockIdx.x * wpb + threadIdx.x / 32) * 4;
   const uint64_t wstride = (uint64_t)gridDim.x * wpb * 4;
   const bool has_lines = threadIdx.x < lt;
   const uint64_t passes = has_lines && wfirst < nlines ? (nlines - wfirst + wstride - 1) / wstride : 0;
@@ -322,23 +307,6 @@ __device__ __forceinline__ void ll128_run(const p2pk_ar_args &a) {
               reduce, self_copy, op] = Pinned(a);
   const uint64_t off = pin(a.lay.ll128_off), lbytes = pin(a.lay.ll128_bytes);
   pdl_start();
-#if P2PK_LL128_EARLY
-  // The first iteration's inputs, loaded right after the wait so their
-  // latency overlaps the prologue's (as ll_kernel's first line).
-  uint4 v0[U];
-#pragma unroll
-  for (int u = 0; u < U; u++) {
-    const uint64_t L0 = wfirst + (uint64_t)u * wstride + sub;
-    v0[u] = (uint64_t)u < passes && L0 < nlines && send_mask && !in_stride
-                ? load_part<T>(in, L0 * P2PK_LL128_DATA + po, flag_lane, nbytes)
-                : make_uint4(0, 0, 0, 0);
-  }
-#endif
-#if P2PK_LL128_KEEP
-  // All-reduce-like calls (no per-peer shares) reduce the very lines they
-  // pushed one iteration before: kept in registers, not loaded again.
-  uint4 kept[U];
-#endif
   uint32_t seq;
   if (!prologue_at(local, &seq)) return; // its barrier also publishes s_peer
   Waiter w(timeout_ns);
@@ -367,18 +335,8 @@ __device__ __forceinline__ void ll128_run(const p2pk_ar_args &a) {
       push[u] = j + u < passes && L[u] < nlines && send_mask;
       take[u] = R[u] < nlines;
       v[u] = mv[u] = make_uint4(0, 0, 0, 0);
-#if P2PK_LL128_EARLY
-      if (j == 0) v[u] = v0[u];
-      else
-#endif
       if (push[u] && !in_stride)
         v[u] = load_part<T>(in, L[u] * P2PK_LL128_DATA + po, flag_lane, nbytes);
-#if P2PK_LL128_KEEP
-      // Pass j - U's lines were pushed from registers (the flag lane's
-      // upper half then held the flag: that half is never stored).
-      if (take[u] && (reduce || self_copy) && !in_stride && send_mask) mv[u] = kept[u];
-      else
-#endif
       if (take[u] && (reduce || self_copy))
         mv[u] = load_part<T>(own, R[u] * P2PK_LL128_DATA + po, flag_lane, nbytes);
     }
@@ -403,10 +361,6 @@ __device__ __forceinline__ void ll128_run(const p2pk_ar_args &a) {
         }
       }
     }
-#if P2PK_LL128_KEEP
-#pragma unroll
-    for (int u = 0; u < U; u++) kept[u] = v[u];
-#endif
     if (j == 0 || !recv_any) continue;
     if (!reduce) {
       for (int r = 0; r < n; r++) {
@@ -473,7 +427,7 @@ __device__ __forceinline__ void ll128_run(const p2pk_ar_args &a) {
 // 16 blocks, 16 MiB 197 us against 255; 64 blocks 62.3 against 70.3;
 // uncapped the two-pass loop was 4 - 16% slower at 1 - 16 MiB).
 template <class T>
-__global__ void __launch_bounds__(512 + 32, P2PK_LL128_MINB) ll128_kernel(const __grid_constant__ p2pk_ar_args a) {
+__global__ void __launch_bounds__(512 + 32) ll128_kernel(const __grid_constant__ p2pk_ar_args a) {
   ll128_run<T, 1>(a);
 }
 template <class T>

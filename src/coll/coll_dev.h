@@ -175,7 +175,6 @@ typedef struct {
   int32_t self_copy;   /* 1: out + rank * out_stride = in + rank * in_stride */
   int32_t pdl;         /* launch with programmatic dependent launch (P2PKIT_PDL) */
   int32_t ll128_x2;    /* LL128: two passes a warp iteration (ll128x2_kernel; p2pk_algo_choose) */
-  int32_t ll128_bal;   /* LL128: line groups dealt to blocks in turn (p2pk_algo_choose) */
 } p2pk_ar_args;
 
 /* Send/recv: one kernel runs every point-to-point operation of a group on one

@@ -407,7 +407,6 @@ static void set_geom(struct p2pkit_comm *c, int sm_count, size_t ll_cap) {
   c->geom.ll_cap = ll_cap;
   c->geom.ll128_cap = c->lay.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA;
   c->geom.ll128_x2 = p2pk_param_int("P2PKIT_LL128_X2") != 0;
-  c->geom.ll128_bal = (int)p2pk_param_int("P2PKIT_LL128_BALANCE");
   if (c->geom.ll128_cap)
     for (int t = 2; t < P2PK_ALGO_THREAD_STEPS; t++) c->geom.ll128_per_sm[t] = p2pk_ll128_per_sm(32 * t);
   c->geom.mailbox = c->lay.mailbox;

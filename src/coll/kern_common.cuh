@@ -198,17 +198,10 @@ __device__ __forceinline__ bool wait_eq(const p2pk_ar_args &a, Waiter &w, const 
 // kernel be scheduled early: it waits here in turn, so nothing of it runs
 // before this grid is done. Blocks of this grid never wait for one another,
 // so the next grid's idle blocks cannot starve this one.
-// P2PK_PDL_EARLY builds (an experiment) let the next kernel be scheduled
-// before this one's own wait: it still waits for this grid to finish.
 __device__ __forceinline__ void pdl_start() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#if defined(P2PK_PDL_EARLY) && P2PK_PDL_EARLY
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#else
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
 #endif
 }
 

@@ -33,7 +33,6 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_JOB_SECRET", "", "rendezvous secret every rank must present (else TORCHELASTIC_RUN_ID)"},
     {"P2PKIT_ALGO_TABLE", "", "all-reduce algorithm table file (as `p2pkit perf` writes it)"},
     {"P2PKIT_PROTO", "", "force the all-reduce protocol: ll, ll128 or simple"},
-    {"P2PKIT_LL128_BALANCE", "0", "LL128 line groups: 0 block by block; 1 dealt to the blocks in turn (every block an equal share); 2 that, and the grid a whole number of blocks per SM (an experiment of the seventeenth session)"},
     {"P2PKIT_LL128_X2", "1", "LL128 grids capped or set within one block per SM, whose warps have more than one pass: each warp works two passes an iteration, their loads together (0: one pass at a time)"},
     {"P2PKIT_LL128_MAX", "32M", "largest LL128 message summed over peers; sets the LL128 scratch (about 2.13 x this per GPU; 0: no LL128)"},
     {"P2PKIT_PDL", "1", "collective kernels over P2P launch as programmatic dependent launches on sm_90+: a kernel's launch overlaps the end of the stream's previous kernel (0: off)"},

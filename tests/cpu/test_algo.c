@@ -11,7 +11,7 @@
 #include "test.h"
 
 static p2pk_algo_geom geom2(void) {
-  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10, 33554520, {0}, 1, 0};
+  p2pk_algo_geom g = {2, 0, 132, 1 << 20, 56 << 10, P2PK_COLL_MAILBOXES, 512 << 10, 33554520, {0}, 1};
   return g;
 }
 
@@ -35,6 +35,14 @@ TEST(default_table_two_ranks) {
   CHECK(r && r->proto == P2PK_PROTO_LL);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (128 << 10) + 1);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128 && r->threads == 256);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 256 << 10);
+  CHECK(r && r->proto == P2PK_PROTO_LL128 && r->threads == 256);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (256 << 10) + 1);
+  CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128 && r->threads == 96);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 4 << 20);
+  CHECK(r && r->proto == P2PK_PROTO_LL128 && r->threads == 96);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (4 << 20) + 1);
+  CHECK(r && r->proto == P2PK_PROTO_LL128 && r->threads == 256);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 16 << 20);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128 && r->threads == 256);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (16 << 20) + 1);
@@ -151,12 +159,18 @@ TEST(choose_fills_automatic_fields) {
   p2pk_algo_choose(&t, &no_force, &g, 128 << 10, &c);
   CHECK_EQ(c.proto, P2PK_PROTO_LL);
   CHECK_EQ(c.blocks, (128 << 10) / 8 / c.threads);
-  /* LL128 from the table's rows: 256 threads to 2 MiB, 512 to 8 MiB, one
-   * 128-byte line (120 bytes) per 8 threads, up to four blocks per SM. */
-  p2pk_algo_choose(&t, &no_force, &g, 1 << 20, &c);
+  /* LL128 from the table's rows (96 threads above 256 KiB to 4 MiB, 256
+   * to 16 MiB, 512 to 32 MiB), one 128-byte line (120 bytes) per 8
+   * threads, up to four blocks per SM. */
+  p2pk_algo_choose(&t, &no_force, &g, 256 << 10, &c);
   CHECK_EQ(c.proto, P2PK_PROTO_LL128);
   CHECK_EQ(c.threads, 256);
-  CHECK_EQ(c.blocks, (int)(((1 << 20) / P2PK_LL128_DATA + 1) * 8 / 256 + 1));
+  CHECK_EQ(c.blocks, (int)(((256 << 10) / P2PK_LL128_DATA + 1) * 8 / 256 + 1));
+  p2pk_algo_choose(&t, &no_force, &g, 512 << 10, &c);
+  CHECK_EQ(c.proto, P2PK_PROTO_LL128);
+  CHECK_EQ(c.threads, 96);
+  /* 4370 lines, 8 lanes each, 96 a block: 365 blocks, within 4 per SM. */
+  CHECK_EQ(c.blocks, (int)((((512 << 10) / P2PK_LL128_DATA + 1) * 8 + 95) / 96));
   CHECK(c.blocks > g.sm_count && c.blocks <= 4 * g.sm_count);
   g.ll128_cap = 32u << 20;
   p2pk_algo_choose(&t, &no_force, &g, 32 << 20, &c);
@@ -180,7 +194,7 @@ TEST(choose_fills_automatic_fields) {
   CHECK(c.blocks >= 1 && c.blocks <= g.sm_count);
   CHECK(c.chunk % 16 == 0 && c.chunk > 0 && c.chunk <= g.mailbox);
   CHECK((uint64_t)c.blocks * c.chunk * 2 >= (2u << 20)); /* one round covers the message */
-  CHECK(p2pk_algo_lookup_fit(&t, &g, 2 << 20) == &t.rows[3]);
+  CHECK(p2pk_algo_lookup_fit(&t, &g, 2 << 20) == &t.rows[5]);
   CHECK(p2pk_algo_lookup_fit(&t, &g, 8) == &t.rows[0]);
   /* Forced one-shot: simple, one round. */
   p2pk_algo_force f1 = no_force;
@@ -226,7 +240,12 @@ TEST(choose_respects_limits_and_overrides) {
   CHECK_EQ(c.blocks, 4 * g.sm_count);
   p2pk_algo_choose(&t, &f, &g, 1 << 20, &c);
   CHECK_EQ(c.proto, P2PK_PROTO_LL128);
-  CHECK_EQ(c.blocks, (int)(((1 << 20) / P2PK_LL128_DATA + 1) * 8 / c.threads + 1));
+  {
+    /* One line per 8 threads (the row's 96 threads here), within the four
+     * blocks per SM this geometry allows (it knows no occupancy). */
+    int want = (int)((((1 << 20) / P2PK_LL128_DATA + 1) * 8 + c.threads - 1) / c.threads);
+    CHECK_EQ(c.blocks, want < 4 * g.sm_count ? want : 4 * g.sm_count);
+  }
   p2pk_algo_choose(&t, &f, &g, g.ll128_cap + 1, &c);
   CHECK_EQ(c.proto, P2PK_PROTO_SIMPLE);
   g.ll128_cap = 0;
@@ -287,7 +306,7 @@ TEST(choice_valid_for_every_rank_count) {
       size_t ll = 0;
       CHECK_OK(p2pk_layout_compute(n, 64u << 20, staged, p2pk_mailboxes_for(132), &l, &ll));
       p2pk_algo_geom g = {n, staged, 132, ll, (size_t)l.mailbox, (int)l.nboxes, (size_t)l.stage_mailbox,
-                          (size_t)(l.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA), {0}, 1, 0};
+                          (size_t)(l.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA), {0}, 1};
       for (size_t b = 1; b <= ((size_t)1 << 30); b = b < 16 ? b + 1 : b * 2 + (b & 1 ? 0 : 1)) {
         p2pk_algo_choice c;
         p2pk_algo_choose(&t, &no_force, &g, b, &c);
