@@ -17,7 +17,7 @@
  * two-shot sends 2(n-1)/n of the buffer per GPU instead of n-1. */
 static const p2pk_algo_row builtin[] = {
     /* 2 GPUs. LL to 128 KiB; LL128 to 32 MiB (256 threads per block to
-     * 16 MiB but 96 above 256 KiB to 4 MiB, 512 beyond); two-shot simple
+     * 16 MiB but 96 above 256 KiB to 1 MiB, 512 beyond); two-shot simple
      * beyond. Fifth session's runs on
      * the 2x H200 (bench/results/2026-11-29-h200x2-s5), float sum, graph
      * mode, us: LL128 (256 threads) against the previous table (LL to 1 MiB,
@@ -26,18 +26,17 @@ static const p2pk_algo_row builtin[] = {
      * vs 35.9, 16 MiB 56.5 vs 60.7; 512 threads at 32 MiB 108.6 (256: 110.1,
      * two-shot 116.6); 64 MiB a tie (209.6 vs two-shot 208.6); LL ahead to
      * 128 KiB (64 KiB 3.17 vs 3.50, 128 KiB 3.56 vs 3.68).
-     * Above 256 KiB to 4 MiB, 96 threads a block (seventeenth session,
-     * bench/results/2026-11-30-h200x2-s17 runs 2-4, process per GPU, us,
-     * 256 threads against 96, two interleaved rounds of run 4): eager 1
-     * MiB 8.17-8.19 vs 7.09-7.10, 2 MiB 12.19-12.21 vs 11.26, 4 MiB 19.0
-     * vs 18.7; under a graph 1 MiB 7.16-7.18 vs 6.13-6.15, 2 MiB 11.0 vs
-     * 10.3; one process under a graph 1 MiB 7.15 vs 6.21. 128 threads were
-     * no faster than 256 there, 160 about as fast as 96; at 256 KiB and
-     * 8 MiB 96 threads lose 1-2%. On a machine where 256 threads took 1
-     * MiB in 7.1 us (run 1), 128 and 384 were within 2% of it. */
+     * Above 256 KiB to 1 MiB, 96 threads a block (seventeenth session,
+     * bench/results/2026-11-30-h200x2-s17). The machines lent differ: on
+     * some (runs 2-4) 256 threads take a 1 MiB all-reduce per GPU in 8.2
+     * us eager and 7.2 under a graph, 96 threads in 7.1 and 6.1 (run 4,
+     * two interleaved rounds; 2 MiB 12.2 against 11.3); on others (run 1,
+     * s16) 256 threads take 1 MiB in 7.1-7.4 us, and 96 threads did the
+     * same there (run 5: 7.2-7.4) but 2-4 MiB 3-6% slower (2 MiB 11.5
+     * against s16's 10.9). So 96 threads up to 1 MiB only. */
     {P2PK_TRANSPORT_P2P, 2, 2, 128 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, 256 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 256, 0},
-    {P2PK_TRANSPORT_P2P, 2, 2, 4 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 96, 0},
+    {P2PK_TRANSPORT_P2P, 2, 2, 1 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 96, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, 16 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 256, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, 32 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 512, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},

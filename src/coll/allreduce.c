@@ -153,6 +153,18 @@ void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_
    * other collectives gain from LL128 (all-gather of 32 MiB shares 107.8 us
    * against 118.2, reduce-scatter 111.5 against 130.3). */
   if (kind == P2PK_COLL_REDUCE && f.proto < 0 && block > ((size_t)8 << 20)) f.proto = P2PK_PROTO_SIMPLE;
+  /* The table's 96-thread LL128 row was measured for the all-reduce; the
+   * other collectives keep 256 threads there (seventeenth session, run 5,
+   * process per GPU eager, 96 against 256 threads: all-to-all 1 MiB 7.00
+   * against 5.66 us, reduce 7.75 against 6.77, all-gather 6.70 against
+   * 5.66). A grid cap below may still choose its own. */
+  int threads_unset = f.threads <= 0;
+  if (kind != P2PK_COLL_ALL_REDUCE && threads_unset &&
+      (f.proto < 0 || f.proto == P2PK_PROTO_LL128)) {
+    const p2pk_algo_row *row = p2pk_algo_lookup_fit(&c->table, &c->geom, block);
+    if (row && row->proto == P2PK_PROTO_LL128 && row->threads > 0 && row->threads < 256)
+      f.threads = 256;
+  }
   p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);
   /* Two blocks per multiprocessor (as many as the mailboxes allow) for the
    * chunked kernels over P2P from these sizes, unless a setting or the
@@ -185,7 +197,7 @@ void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_
   const int cap = p2pk_comm_grid_cap(c);
   if (cap > 0 && ch->blocks > cap) {
     f.blocks = cap;
-    if (ch->proto != P2PK_PROTO_SIMPLE && f.threads <= 0 && cap <= c->geom.sm_count) f.threads = 512;
+    if (ch->proto != P2PK_PROTO_SIMPLE && threads_unset && cap <= c->geom.sm_count) f.threads = 512;
     p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);
   }
 }

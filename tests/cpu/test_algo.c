@@ -39,9 +39,9 @@ TEST(default_table_two_ranks) {
   CHECK(r && r->proto == P2PK_PROTO_LL128 && r->threads == 256);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (256 << 10) + 1);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128 && r->threads == 96);
-  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 4 << 20);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 1 << 20);
   CHECK(r && r->proto == P2PK_PROTO_LL128 && r->threads == 96);
-  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (4 << 20) + 1);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (1 << 20) + 1);
   CHECK(r && r->proto == P2PK_PROTO_LL128 && r->threads == 256);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 16 << 20);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128 && r->threads == 256);
@@ -159,7 +159,7 @@ TEST(choose_fills_automatic_fields) {
   p2pk_algo_choose(&t, &no_force, &g, 128 << 10, &c);
   CHECK_EQ(c.proto, P2PK_PROTO_LL);
   CHECK_EQ(c.blocks, (128 << 10) / 8 / c.threads);
-  /* LL128 from the table's rows (96 threads above 256 KiB to 4 MiB, 256
+  /* LL128 from the table's rows (96 threads above 256 KiB to 1 MiB, 256
    * to 16 MiB, 512 to 32 MiB), one 128-byte line (120 bytes) per 8
    * threads, up to four blocks per SM. */
   p2pk_algo_choose(&t, &no_force, &g, 256 << 10, &c);
