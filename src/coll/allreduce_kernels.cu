@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(512 + 32) ll_kernel(const __grid_constant__ p2
   const bool pre = first < nlines && !in_stride;
   const uint2 v_first = pre ? load_line<T>(in, first, nbytes) : make_uint2(0, 0);
   uint32_t seq;
-  if (!prologue_at(local, &seq)) return; // its barrier also publishes s_peer
+  if (!prologue_at(a, local, &seq)) return; // its barrier also publishes s_peer
   KT_MARK(kt[KT_PROLOGUE]);
   Waiter w(timeout_ns);
   const uint32_t slot = seq & 1;
@@ -308,7 +308,7 @@ __device__ __forceinline__ void ll128_run(const p2pk_ar_args &a) {
   const uint64_t off = pin(a.lay.ll128_off), lbytes = pin(a.lay.ll128_bytes);
   pdl_start();
   uint32_t seq;
-  if (!prologue_at(local, &seq)) return; // its barrier also publishes s_peer
+  if (!prologue_at(a, local, &seq)) return; // its barrier also publishes s_peer
   Waiter w(timeout_ns);
   const uint32_t slot = seq & 1;
   const bool leader = blockIdx.x == 0 && threadIdx.x == lt;
@@ -682,6 +682,7 @@ __device__ void p2p_ll(const p2pk_ar_args &a, Waiter &w, const p2pk_p2p_op &o) {
     const uint2 v_first = pre ? load_line<T>(buf, threadIdx.x, len) : make_uint2(0, 0);
     if (threadIdx.x == 0) {
       const int32_t dead = r == (uint64_t)blockIdx.x - o.base ? ld_vol_i32(&c->abort) : 0;
+      note_abort(a, dead);
       uint64_t k = (o.send ? c->p2p_llsent[p][r] : c->p2p_llrecvd[p][r]) + 1;
       s_good = dead == 0;
       /* The acknowledgement: a plain poll (see the receiver's post below). */

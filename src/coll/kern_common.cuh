@@ -205,16 +205,27 @@ __device__ __forceinline__ void pdl_start() {
 #endif
 }
 
+// A kernel that finds the abort word set exits at once. When a peer set it
+// (its header check failed, and it told the peers) and no wait of this
+// rank has recorded that yet, record it now: otherwise this rank's host
+// would never hear of it, and its calls would return at once with nothing
+// done (seventeenth session: a sender whose copies had all finished before
+// its receiver's mismatch saw no error). The first error recorded stays.
+__device__ __forceinline__ void note_abort(const p2pk_ar_args &a, int32_t ab) {
+  if (ab && ab != 1 + a.rank) fail(a, P2PK_DERR_ABORTED, ab - 1);
+}
+
 // Every kernel starts here: this block's sequence number (all blocks agree;
 // each block index keeps its own copy so no block overwrites one another
 // still reads), and whether the communicator is already dead.
-__device__ __forceinline__ bool prologue_at(char *local, uint32_t *seq_p) {
+__device__ __forceinline__ bool prologue_at(const p2pk_ar_args &a, char *local, uint32_t *seq_p) {
   __shared__ uint32_t s_seq;
   __shared__ int32_t s_abort;
   p2pk_dev_ctrl *c = ctrl_of(local);
   if (threadIdx.x == 0) {
     s_abort = ld_vol_i32(&c->abort);
     s_seq = c->seq[blockIdx.x] + 1;
+    note_abort(a, s_abort);
   }
   __syncthreads();
   uint32_t seq = s_seq;
@@ -227,7 +238,7 @@ __device__ __forceinline__ bool prologue_at(char *local, uint32_t *seq_p) {
 
 __device__ __forceinline__ bool prologue(const p2pk_ar_args &a, uint32_t *seq_p) {
   pdl_start();
-  return prologue_at(a.local, seq_p);
+  return prologue_at(a, a.local, seq_p);
 }
 
 // Keep a value in a register from here on: the compiler may otherwise load
@@ -324,7 +335,11 @@ __device__ __forceinline__ int p2p_op_index(const p2pk_p2p_args &pa) {
 // *s_ok is the caller's __shared__ flag.
 __device__ __forceinline__ const p2pk_p2p_op *p2p_op_of(const p2pk_p2p_args &pa, int i, int *s_ok) {
   pdl_start();
-  if (threadIdx.x == 0) *s_ok = ld_vol_i32(&ctrl_of(pa.a.local)->abort) == 0;
+  if (threadIdx.x == 0) {
+    const int32_t ab = ld_vol_i32(&ctrl_of(pa.a.local)->abort);
+    note_abort(pa.a, ab);
+    *s_ok = ab == 0;
+  }
   __syncthreads();
   if (!*s_ok) return nullptr;
   return (int)blockIdx.x < pa.op[i].base + pa.op[i].blocks ? &pa.op[i] : nullptr;
