@@ -297,7 +297,10 @@ P2PKIT_API p2pkit_status_t p2pkit_all_reduce(const void *sendbuf, void *recvbuf,
                                              p2pkit_comm_t comm, p2pkit_stream_t stream);
 /* The error a collective left on the device (a peer timed out or died, or
  * called with other arguments); *status_p is P2PKIT_SUCCESS while there is
- * none. Once set, every later call on the communicator returns it. */
+ * none. Once set, every later call on the communicator returns it. A peer
+ * that failed tells this rank through the device: it shows here once a
+ * kernel of this rank has run into it, at the latest in the next call,
+ * which then fails at once. */
 P2PKIT_API p2pkit_status_t p2pkit_comm_get_async_error(p2pkit_comm_t comm,
                                                        p2pkit_status_t *status_p);
 
