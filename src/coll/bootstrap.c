@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/clock.h"
 
 enum { MSG_HELLO = 1, MSG_WELCOME = 2, MSG_REJECT = 3, MSG_ABORT = 4, MSG_DATA = 5 };
 enum { REJ_VERSION = 1, REJ_SECRET = 2, REJ_NRANKS = 3, REJ_RANK = 4, REJ_DUP = 5 };
@@ -40,11 +41,7 @@ struct p2pk_boot {
 
 /* --- time and raw socket I/O ---------------------------------------------- */
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static int64_t now_ms(void) { return (int64_t)(p2pk_now_ns() / 1000000u); }
 
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};

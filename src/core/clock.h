@@ -1,5 +1,6 @@
 /* The one monotonic clock the host code times itself with (waits for
- * peers, launch threads' idle spins, perf's host enqueue time). */
+ * peers, the rendezvous' deadlines, launch threads' idle spins, perf's
+ * host enqueue time and watchdog, doctor's wait for its NCCL probe). */
 #ifndef P2PK_CLOCK_H
 #define P2PK_CLOCK_H
 

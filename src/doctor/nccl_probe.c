@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/clock.h"
 #include "doctor/doctor.h"
 #include "perf/nccl_dl.h"
 
@@ -235,8 +236,7 @@ static void remove_dir(const char *dir, int n) {
 /* Wait for every child until the deadline; kill what is left. When one rank
  * fails the others would wait for it until the deadline, so they go too. */
 static void wait_all(pid_t *pids, int *status, int n, int timeout_s, int *timed_out) {
-  struct timespec t0;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  const uint64_t t0 = p2pk_now_ns();
   int left = n, failed = 0;
   *timed_out = 0;
   while (left > 0) {
@@ -250,9 +250,7 @@ static void wait_all(pid_t *pids, int *status, int n, int timeout_s, int *timed_
       }
     }
     if (!left) break;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    int late = now.tv_sec - t0.tv_sec >= timeout_s;
+    int late = p2pk_now_ns() - t0 >= (uint64_t)timeout_s * 1000000000u;
     if (late || failed) {
       *timed_out = late;
       for (int r = 0; r < n; r++)

@@ -1,5 +1,6 @@
 #include "perf/perf_proc.h"
 
+#include "core/clock.h"
 #include "core/param.h"
 
 #include <arpa/inet.h>
@@ -19,11 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-int64_t p2pk_perf_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t p2pk_perf_now_ms(void) { return (int64_t)(p2pk_now_ns() / 1000000u); }
 
 static void sleep_us(long us) {
   struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
