@@ -535,6 +535,60 @@ TEST(large_calls_get_two_blocks_per_sm) {
   CHECK(ch.blocks <= p2pk_algo_staged_blocks_max(&c.geom));
 }
 
+/* LL128's 96-thread row (above 256 KiB to 1 MiB) is the all-reduce's; the
+ * other collectives take 256 threads there, unless a setting names the
+ * threads or another protocol (seventeenth session, runs 4-6). */
+TEST(mid_ll128_threads_by_collective) {
+  struct p2pkit_comm c;
+  memset(&c, 0, sizeof c);
+  c.nranks = 2;
+  p2pk_algo_table_default(&c.table);
+  c.force = no_force;
+  c.geom = geom2_default_buffer();
+  p2pk_algo_choice ch;
+  static const size_t mid[] = {(256 << 10) + 16, 512 << 10, 1 << 20};
+  int others = 0;
+  for (size_t i = 0; i < sizeof mid / sizeof mid[0]; i++) {
+    p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, mid[i], &ch);
+    CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
+    CHECK_EQ(ch.threads, 96);
+    for (int kind = 0; kind < P2PK_COLL_KINDS; kind++) {
+      if (kind == P2PK_COLL_ALL_REDUCE) continue;
+      p2pk_coll_choose(&c, kind, mid[i], &ch);
+      if (ch.proto != P2PK_PROTO_LL128) continue;
+      others++;
+      CHECK_EQ(ch.threads, 256);
+      /* One line per 8 threads: the grid follows the threads. */
+      CHECK_EQ(ch.blocks, (int)(((mid[i] + P2PK_LL128_DATA - 1) / P2PK_LL128_DATA * 8 + 255) / 256));
+    }
+  }
+  CHECK_EQ(others, 3 * (P2PK_COLL_KINDS - 1)); /* every one took LL128 there */
+  /* Either side of the row: 256 threads for every collective. */
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, 256 << 10, &ch);
+  CHECK_EQ(ch.threads, 256);
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (1 << 20) + 16, &ch);
+  CHECK_EQ(ch.threads, 256);
+  /* A setting wins: threads named, or another protocol. */
+  c.force.threads = 128;
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, 1 << 20, &ch);
+  CHECK_EQ(ch.threads, 128);
+  c.force.threads = 0;
+  c.force.proto = P2PK_PROTO_SIMPLE;
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, 1 << 20, &ch);
+  CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
+  CHECK_EQ(ch.threads, 512);
+  c.force.proto = -1;
+  /* Under a cap within one block per SM, LL128 takes 512 threads for
+   * every collective, as before. */
+  c.max_blocks = 40;
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, 1 << 20, &ch);
+  CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
+  CHECK_EQ(ch.threads, 512);
+  CHECK_EQ(ch.blocks, 40);
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, 1 << 20, &ch);
+  CHECK_EQ(ch.threads, 512);
+}
+
 /* A grid cap (p2pkit_comm_set_max_blocks, or a call's from the gradient
  * sync) bounds every choice; the chunk follows the smaller grid, LL and
  * LL128 take 512 threads a block under it; calls the cap does not reach
@@ -1043,6 +1097,7 @@ T_MAIN(T_CASE(default_table_two_ranks), T_CASE(default_table_more_ranks_and_shm)
        T_CASE(write_then_parse_round_trip), T_CASE(choose_fills_automatic_fields),
        T_CASE(choose_respects_limits_and_overrides), T_CASE(choose_is_deterministic), T_CASE(choice_valid_for_every_rank_count),
        T_CASE(force_from_environment), T_CASE(layout_fits_and_does_not_overlap),
-       T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged), T_CASE(large_calls_get_two_blocks_per_sm), T_CASE(grid_cap_bounds_every_choice),
+       T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged), T_CASE(large_calls_get_two_blocks_per_sm), T_CASE(mid_ll128_threads_by_collective),
+       T_CASE(grid_cap_bounds_every_choice),
        T_CASE(staged_copy_engine_chunks), T_CASE(copy_engine_shards_and_thresholds),
        T_CASE(process_per_gpu_copy_engine_slots_and_thresholds), T_CASE(names))
