@@ -157,15 +157,15 @@ void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_
    * other collectives keep 256 threads there (seventeenth session, run 5,
    * process per GPU eager, 96 against 256 threads: all-to-all 1 MiB 7.00
    * against 5.66 us, reduce 7.75 against 6.77, all-gather 6.70 against
-   * 5.66). A grid cap below may still choose its own. */
-  int threads_unset = f.threads <= 0;
-  if (kind != P2PK_COLL_ALL_REDUCE && threads_unset &&
-      (f.proto < 0 || f.proto == P2PK_PROTO_LL128)) {
-    const p2pk_algo_row *row = p2pk_algo_lookup_fit(&c->table, &c->geom, block);
-    if (row && row->proto == P2PK_PROTO_LL128 && row->threads > 0 && row->threads < 256)
-      f.threads = 256;
-  }
+   * 5.66). Chosen again only there; a grid cap below may still choose its
+   * own. */
+  const int threads_unset = f.threads <= 0;
   p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);
+  if (kind != P2PK_COLL_ALL_REDUCE && threads_unset && ch->proto == P2PK_PROTO_LL128 &&
+      ch->threads < 256) {
+    f.threads = 256;
+    p2pk_algo_choose(&c->table, &f, &c->geom, block, ch);
+  }
   /* Two blocks per multiprocessor (as many as the mailboxes allow) for the
    * chunked kernels over P2P from these sizes, unless a setting or the
    * table's row names a grid. Fourth session's grid runs on the 2x H200
