@@ -22,12 +22,13 @@ STEP_TAIL=${STEP_TAIL:-4}
 { date -u +%FT%TZ; echo "commit: ${RECORD_COMMIT:-unknown}"; echo "build-b: $B_FLAGS"; echo "build-c: ${C_FLAGS:-}";
   nvidia-smi --query-gpu=index,name,driver_version --format=csv; } > "$log/machine.txt" 2>&1
 step build 300 env LOG="$log/build-logs" scripts/device_run.sh build
-step build-b 300 bash -c "cmake -S . -B build-b -DCMAKE_BUILD_TYPE=Release -DP2PKIT_WERROR=OFF \
-  -DCMAKE_CUDA_FLAGS='$B_FLAGS' -DCMAKE_C_FLAGS='${B_CFLAGS:-}' > /dev/null && cmake --build build-b -j\$(nproc) --target ${B_TARGETS:-p2pkit_cli}"
-if [ -n "${C_FLAGS:-}" ]; then
-  step build-c 300 bash -c "cmake -S . -B build-c -DCMAKE_BUILD_TYPE=Release -DP2PKIT_WERROR=OFF \
-  -DCMAKE_CUDA_FLAGS='$C_FLAGS' > /dev/null && cmake --build build-c -j\$(nproc) --target ${B_TARGETS:-p2pkit_cli}"
-fi
+# variant DIR CUDA_FLAGS C_FLAGS: a Release build of B_TARGETS with extra flags.
+variant() {
+  step "$1" 300 bash -c "cmake -S . -B $1 -DCMAKE_BUILD_TYPE=Release -DP2PKIT_WERROR=OFF \
+  -DCMAKE_CUDA_FLAGS='$2' -DCMAKE_C_FLAGS='$3' > /dev/null && cmake --build $1 -j\$(nproc) --target ${B_TARGETS:-p2pkit_cli}"
+}
+variant build-b "$B_FLAGS" "${B_CFLAGS:-}"
+[ -n "${C_FLAGS:-}" ] && variant build-c "$C_FLAGS" ""
 for tc in "$@"; do
   step "case.${tc/:/.}" "${CASE_SECS:-120}" build-dev/tests/"${tc%%:*}" "${tc#*:}"
 done

@@ -451,18 +451,23 @@ TEST(layout_fits_and_does_not_overlap) {
   CHECK_EQ(p2pk_layout_compute(2, 64 << 10, 1, 512, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
 }
 
+/* A 2-rank P2P communicator as p2pk_coll_choose sees it: the built-in
+ * table, no settings, the default buffer's geometry (rank 0). */
+static void comm2_default(struct p2pkit_comm *c) {
+  memset(c, 0, sizeof *c);
+  c->nranks = 2;
+  p2pk_algo_table_default(&c->table);
+  c->force = no_force;
+  c->geom = geom2_default_buffer();
+}
+
 /* The grid rule on top of the table (p2pk_coll_choose): two blocks per SM,
  * as far as the mailboxes allow, for all-reduces from 32 MiB and the other
  * chunked collectives' shares from 16 MiB; never for broadcast, staged
  * calls, or when a setting or the table row names a grid. */
 TEST(large_calls_get_two_blocks_per_sm) {
   struct p2pkit_comm c;
-  memset(&c, 0, sizeof c);
-  c.rank = 0;
-  c.nranks = 2;
-  p2pk_algo_table_default(&c.table);
-  c.force = no_force;
-  c.geom = geom2_default_buffer();
+  comm2_default(&c);
   p2pk_algo_choice ch;
   /* LL128 rows (to 32 MiB on 2 GPUs) keep their own grid. */
   p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)16 << 20, &ch);
@@ -540,11 +545,7 @@ TEST(large_calls_get_two_blocks_per_sm) {
  * threads or another protocol (seventeenth session, runs 4-6). */
 TEST(mid_ll128_threads_by_collective) {
   struct p2pkit_comm c;
-  memset(&c, 0, sizeof c);
-  c.nranks = 2;
-  p2pk_algo_table_default(&c.table);
-  c.force = no_force;
-  c.geom = geom2_default_buffer();
+  comm2_default(&c);
   p2pk_algo_choice ch;
   static const size_t mid[] = {(256 << 10) + 16, 512 << 10, 1 << 20};
   int others = 0;
@@ -595,11 +596,7 @@ TEST(mid_ll128_threads_by_collective) {
  * keep their grid; the staged transport ignores it. */
 TEST(grid_cap_bounds_every_choice) {
   struct p2pkit_comm c;
-  memset(&c, 0, sizeof c);
-  c.nranks = 2;
-  p2pk_algo_table_default(&c.table);
-  c.force = no_force;
-  c.geom = geom2_default_buffer();
+  comm2_default(&c);
   p2pk_algo_choice free_ch, ch;
   static const size_t sizes[] = {8, 4096, 100000, 1 << 20, 16 << 20, 32 << 20, 64 << 20, 1 << 30};
   for (int kind = 0; kind < P2PK_COLL_KINDS; kind++)

@@ -281,8 +281,22 @@ static void ktrace_print(lb_t *B, const char *form) {
   }
 }
 
-/* Capture `iters` steps per GPU (fill: GPU 0 only), replay, time per step. */
-static double graph_time(lb_t *B, int fill, void *fbuf, size_t fbytes) {
+/* GPU time per fill of `bytes` on GPU 0, n back to back, REPS times into
+ * t (seconds); -1 if a sync failed. */
+static int eager_fills(lb_t *B, void *buf, size_t bytes, int n, double *t) {
+  for (int k = 0; k < REPS; k++) {
+    if (sync_all(B)) return -1;
+    double t0 = cu_now();
+    for (int i = 0; i < n; i++) p2pk_launch_fill(buf, bytes, 1, (uint32_t)i, B->s[0]);
+    if (sync_all(B)) return -1;
+    t[k] = (cu_now() - t0) / n;
+  }
+  return 0;
+}
+
+/* Capture `iters` steps per GPU (fill: GPU 0 only, fills of fbytes),
+ * replay, time per step. */
+static double graph_time(lb_t *B, int iters, int fill, void *fbuf, size_t fbytes) {
   cudaGraph_t g[MAXG] = {0};
   cudaGraphExec_t x[MAXG] = {0};
   int ng = fill ? 1 : B->n, bad = 0, begun = 0;
@@ -292,7 +306,7 @@ static double graph_time(lb_t *B, int fill, void *fbuf, size_t fbytes) {
     if (cudaStreamBeginCapture(B->s[r], cudaStreamCaptureModeGlobal) != cudaSuccess) bad = 1;
   }
   if (bad) begun--;
-  for (int i = 0; i < B->iters && !bad; i++) {
+  for (int i = 0; i < iters && !bad; i++) {
     if (fill) {
       cudaSetDevice(B->dev[0]);
       bad = p2pk_launch_fill(fbuf, fbytes, 1, (uint32_t)i, B->s[0]) != cudaSuccess;
@@ -315,7 +329,7 @@ static double graph_time(lb_t *B, int fill, void *fbuf, size_t fbytes) {
       bad = cudaGraphLaunch(x[r], B->s[r]) != cudaSuccess;
     }
     if (bad || sync_all(B)) bad = 1;
-    t[k] = (cu_now() - t0) / B->iters;
+    t[k] = (cu_now() - t0) / iters;
   }
   if (!bad) res = median(t + 1, REPS); /* t[0]: upload and warm-up */
   for (int r = 0; r < ng; r++) {
@@ -406,34 +420,18 @@ int main(int argc, char **argv) {
     t[k] = (cu_now() - t0) / q;
   }
   report("fill_host", t, REPS);
-  for (int k = 0; k < REPS; k++) {
-    if (sync_all(&B)) return 1;
-    double t0 = cu_now();
-    for (int i = 0; i < B.iters; i++) p2pk_launch_fill(fbuf, 16, 1, (uint32_t)i, B.s[0]);
-    if (sync_all(&B)) return 1;
-    t[k] = (cu_now() - t0) / B.iters;
-  }
+  if (eager_fills(&B, fbuf, 16, B.iters, t)) return 1;
   report("fill_eager", t, REPS);
-  double g = graph_time(&B, 1, fbuf, 16);
+  double g = graph_time(&B, B.iters, 1, fbuf, 16);
   if (g > 0) printf("%-12s %8.3f us\n", "fill_graph", g * 1e6);
   else rc = 1;
 
   /* A kernel far longer than its launch: eager against a graph. */
   void *bbuf = NULL;
   if (cudaMalloc(&bbuf, B.big) != cudaSuccess) return 1;
-  int qb = B.iters < 200 ? B.iters : 200;
-  for (int k = 0; k < REPS; k++) {
-    if (sync_all(&B)) return 1;
-    double t0 = cu_now();
-    for (int i = 0; i < qb; i++) p2pk_launch_fill(bbuf, B.big, 1, (uint32_t)i, B.s[0]);
-    if (sync_all(&B)) return 1;
-    t[k] = (cu_now() - t0) / qb;
-  }
+  if (eager_fills(&B, bbuf, B.big, q, t)) return 1;
   report("big_eager", t, REPS);
-  const int iters_saved = B.iters;
-  B.iters = qb;
-  g = graph_time(&B, 1, bbuf, B.big);
-  B.iters = iters_saved;
+  g = graph_time(&B, q, 1, bbuf, B.big);
   if (g > 0) printf("%-12s %8.3f us   (%zu B fills)\n", "big_graph", g * 1e6, B.big);
   else rc = 1;
   cudaFree(bbuf);
@@ -472,7 +470,7 @@ int main(int argc, char **argv) {
   ktrace_print(&B, "eager");
   if (ar_check(&B, "eager")) rc = 1;
   if (threaded(&B, q)) rc = 1;
-  g = graph_time(&B, 0, NULL, 0);
+  g = graph_time(&B, B.iters, 0, NULL, 0);
   if (g > 0) printf("%-12s %8.3f us\n", "ar_graph", g * 1e6);
   else rc = 1;
   ktrace_print(&B, "graph");
