@@ -845,15 +845,19 @@ static void missed(struct p2pkit_comm *c, uint32_t *rest, int p, uint64_t q, con
 }
 
 /* The receiver, call q from r: describe its buffer (straight in only into
- * a registration, and only if `may`; "no" otherwise); 1 if it described
- * one. Never waits. */
+ * a registration, or with P2PKIT_SENDRECV_MAP into any allocation it can
+ * share, and only if `may`; "no" otherwise); 1 if it described one. Never
+ * waits. */
 static int dmb_describe(struct p2pkit_comm *c, int r, const char *buf, size_t bytes, uint64_t q,
                         int may) {
-  p2pk_dmb_desc d = {.bytes = bytes, .off = 0, .reg = 0};
+  p2pk_dmb_desc d;
+  memset(&d, 0, sizeof d);
+  d.bytes = bytes;
   const p2pk_reg *g = c->dmb_on && may ? p2pk_reg_holding(c, buf, bytes) : NULL;
   if (g) d.off = (uint64_t)(buf - g->buf), d.reg = (uint64_t)g->id + 1;
+  const int any = g || (c->dmb_on && may && p2pk_map_describe(c, buf, bytes, &d));
   p2pk_dmb_post(p2pk_dmb_at(c->dmb, c->nranks, r, c->rank, q), q, &d);
-  return g != NULL;
+  return any;
 }
 
 /* The receiver, call q from r, after its sends decided: hear the way
@@ -884,20 +888,22 @@ static char *dmb_send(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q, in
   if (got == 0) missed(c, &c->dmb_rest[t], t, q, "its receiver's description did not come");
   const p2pk_reg *g = got == 1 && d.reg && d.bytes == bytes ? p2pk_reg_numbered(c, d.reg - 1) : NULL;
   if (g && (!g->peer[t] || d.off > g->bytes || bytes > g->bytes - d.off)) g = NULL;
-  const int straight = p2pk_dmb_decide(e, q, g != NULL) && g;
+  /* Not registered but described whole (P2PKIT_SENDRECV_MAP): mapped here. */
+  char *dst = g ? g->peer[t] + d.off : got == 1 ? p2pk_map_peer(c, t, &d, bytes) : NULL;
+  const int straight = p2pk_dmb_decide(e, q, dst != NULL) && dst;
   /* Why not straight in (P2PK_DMB_WHY_*), counted for the destroy line. */
   const int why = straight ? -1
                   : !ask ? P2PK_DMB_WHY_NOT_ASKED
                   : got == 0 ? P2PK_DMB_WHY_LATE
                   : got < 0 ? P2PK_DMB_WHY_GONE
-                  : !d.reg ? P2PK_DMB_WHY_NOT_REGISTERED
+                  : !d.reg && !d.bufid ? P2PK_DMB_WHY_NOT_REGISTERED
                   : d.bytes != bytes ? P2PK_DMB_WHY_SIZE
-                  : !g ? P2PK_DMB_WHY_NOT_MAPPED
+                  : !dst ? P2PK_DMB_WHY_NOT_MAPPED
                   : P2PK_DMB_WHY_RECEIVER_CHOSE;
   if (why >= 0) c->dmb_why[why]++;
-  if (straight) c->dmb_direct++;
+  if (straight) c->dmb_direct++, c->dmb_mapped += !g;
   else c->dmb_slots++;
-  return straight ? g->peer[t] + d.off : NULL;
+  return straight ? dst : NULL;
 }
 
 /* One call's agreement on its straight-in transfers, in the order that

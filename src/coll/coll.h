@@ -131,6 +131,12 @@ struct p2pkit_comm {
   uint64_t dmb_direct, dmb_slots; /* sends that went straight in / through the slots */
   uint64_t dmb_rhow[2]; /* receives into a registered buffer: [0] the slots, [1] straight in */
   uint64_t dmb_why[P2PK_DMB_WHY_COUNT]; /* sends through the slots, by why (P2PK_DMB_WHY_*) */
+  /* P2PKIT_SENDRECV_MAP (recvmap.c): receives into buffers not registered
+   * may go straight in, their allocations shared on demand; the state
+   * (the receiver's handles, the sender's mappings) made on first use. */
+  int dmb_map;
+  struct p2pk_map *dmb_map_state;
+  uint64_t dmb_mapped; /* sends straight into a buffer mapped on demand */
   /* P2PKIT_CEP_TRACE (process per GPU, fixed at init): timing events of the
    * last call over the landing slots and what each marks; its timeline is
    * logged at the next such call or at destroy. */
@@ -241,6 +247,16 @@ void p2pk_ce_min_fill(struct p2pkit_comm *c);
  * change of the forced settings keeps them (s15: re-reading them there
  * undid a wait a caller had set on the communicator). */
 void p2pk_cep_settings(struct p2pkit_comm *c);
+/* recvmap.c (P2PKIT_SENDRECV_MAP). The receiver: describe the allocation
+ * holding buf (offset, id, size, IPC handle) into *d; 1 if it did, 0 when
+ * the setting is off or it cannot be shared. The sender: where peer t's
+ * described receive lands in this process (mapping its allocation the
+ * first time), or NULL: the slots. How many peer allocations it maps; and
+ * closing them all (destroy, after the GPU is idle). */
+int p2pk_map_describe(struct p2pkit_comm *c, const char *buf, size_t bytes, p2pk_dmb_desc *d);
+char *p2pk_map_peer(struct p2pkit_comm *c, int t, const p2pk_dmb_desc *d, size_t bytes);
+int p2pk_map_count(const struct p2pkit_comm *c);
+void p2pk_map_free(struct p2pkit_comm *c);
 /* Where rank r's shard of an all-reduce of `count` elements of es bytes
  * over n ranks lies: shards of equal length (a multiple of 256 bytes) in
  * rank order, the last one shorter or empty (*off = count, *len = 0). */

@@ -318,6 +318,7 @@ static void comm_free(struct p2pkit_comm *c) {
     c->regs = r->next;
     reg_free(c, r);
   }
+  p2pk_map_free(c);
   for (int p = 0; p < c->nranks; p++)
     if (c->peer_ipc[p]) cudaIpcCloseMemHandle(c->peer_ipc[p]);
   if (c->scratch) cudaFree(c->scratch);
@@ -889,13 +890,15 @@ p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t c) {
   if (st == P2PKIT_SUCCESS && c->cep_trace) p2pk_cep_trace_flush(c);
   if (c->dmb_direct || c->dmb_rhow[1] || c->dmb_missed)
     P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): send/recv over the copy engines: %llu sends "
-              "straight in, %llu through the slots; %llu receives into registered buffers straight "
+              "straight in (%llu into buffers mapped on demand, %d peer allocations mapped), %llu "
+              "through the slots; %llu receives into registered (or shared) buffers straight "
               "in, %llu through the slots; host waits for peers: %.3f ms in all, the longest "
               "%.3f ms, %llu in vain; sends through the slots as not asked %llu, late %llu, "
               "overwritten %llu, not registered %llu, sizes differ %llu, not mapped %llu, the "
               "receiver chose first %llu", c->rank, c->device, (unsigned long long)c->dmb_direct,
-              (unsigned long long)c->dmb_slots, (unsigned long long)c->dmb_rhow[1],
-              (unsigned long long)c->dmb_rhow[0], c->dmb_wait_ns_sum / 1e6, c->dmb_wait_max_ns / 1e6,
+              (unsigned long long)c->dmb_mapped, p2pk_map_count(c), (unsigned long long)c->dmb_slots,
+              (unsigned long long)c->dmb_rhow[1], (unsigned long long)c->dmb_rhow[0],
+              c->dmb_wait_ns_sum / 1e6, c->dmb_wait_max_ns / 1e6,
               (unsigned long long)c->dmb_missed, (unsigned long long)c->dmb_why[0],
               (unsigned long long)c->dmb_why[1], (unsigned long long)c->dmb_why[2],
               (unsigned long long)c->dmb_why[3], (unsigned long long)c->dmb_why[4],

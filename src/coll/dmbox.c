@@ -27,6 +27,10 @@ void p2pk_dmb_post(p2pk_dmb_entry *e, uint64_t q, const p2pk_dmb_desc *d) {
   atomic_store_explicit(&e->bytes, d->bytes, memory_order_relaxed);
   atomic_store_explicit(&e->off, d->off, memory_order_relaxed);
   atomic_store_explicit(&e->reg, d->reg, memory_order_relaxed);
+  atomic_store_explicit(&e->bufid, d->bufid, memory_order_relaxed);
+  atomic_store_explicit(&e->size, d->size, memory_order_relaxed);
+  for (int i = 0; i < P2PK_DMB_HANDLE_WORDS; i++)
+    atomic_store_explicit(&e->handle[i], d->handle[i], memory_order_relaxed);
   atomic_store_explicit(&e->seq, q + 1, memory_order_release);
 }
 
@@ -40,6 +44,10 @@ int p2pk_dmb_take(p2pk_dmb_entry *e, uint64_t q, uint64_t wait_ns, p2pk_dmb_desc
       d.bytes = atomic_load_explicit(&e->bytes, memory_order_relaxed);
       d.off = atomic_load_explicit(&e->off, memory_order_relaxed);
       d.reg = atomic_load_explicit(&e->reg, memory_order_relaxed);
+      d.bufid = atomic_load_explicit(&e->bufid, memory_order_relaxed);
+      d.size = atomic_load_explicit(&e->size, memory_order_relaxed);
+      for (int i = 0; i < P2PK_DMB_HANDLE_WORDS; i++)
+        d.handle[i] = atomic_load_explicit(&e->handle[i], memory_order_relaxed);
       atomic_thread_fence(memory_order_acquire);
       if (atomic_load_explicit(&e->seq, memory_order_relaxed) == want) {
         *out = d;

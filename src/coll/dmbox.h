@@ -44,14 +44,22 @@ enum {
 };
 
 /* What a receive is: its bytes, and where they go: registration `reg` - 1
- * (p2pk_reg.id) at offset `off`; reg 0: not straight in (the slots). */
+ * (p2pk_reg.id) at offset `off`; reg 0: not straight in (the slots),
+ * unless `bufid` is not 0: then the receive lies at `off` in an allocation
+ * that is not registered but shared on demand (P2PKIT_SENDRECV_MAP,
+ * recvmap.c): the allocation's process-wide id in the receiver, its size
+ * and its CUDA IPC handle (cudaIpcMemHandle_t's 64 bytes). */
+#define P2PK_DMB_HANDLE_WORDS 8
 typedef struct {
   uint64_t bytes, off, reg;
+  uint64_t bufid, size;
+  uint64_t handle[P2PK_DMB_HANDLE_WORDS];
 } p2pk_dmb_desc;
 
 typedef struct {
   _Atomic uint64_t seq; /* 0: being written, else the call number + 1 of what is here */
-  _Atomic uint64_t bytes, off, reg;
+  _Atomic uint64_t bytes, off, reg, bufid, size;
+  _Atomic uint64_t handle[P2PK_DMB_HANDLE_WORDS];
   _Atomic uint64_t decided; /* (call number + 1) << 1 | straight in; set once per call */
   _Atomic uint64_t heard;   /* the receiver: call number + 1 of the last decision it read */
 } p2pk_dmb_entry;

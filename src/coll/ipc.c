@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -78,26 +79,59 @@ void p2pk_shm_unlink(const char *name) {
   if (name && name[0]) shm_unlink(name);
 }
 
+/* Driver entry points for allocations, loaded once (no link-time driver
+ * dependency): cuMemGetAddressRange and cuPointerGetAttribute. */
 typedef int (*get_range_fn)(unsigned long long *base, size_t *size, unsigned long long ptr);
+typedef int (*ptr_attr_fn)(void *data, int attribute, unsigned long long ptr);
+static get_range_fn get_range;
+static ptr_attr_fn ptr_attr;
+static pthread_once_t entry_once = PTHREAD_ONCE_INIT;
 
-p2pkit_status_t p2pk_alloc_range(const void *ptr, char **base_p, size_t *size_p) {
-  static get_range_fn fn;
-  if (!fn) {
-    void *f = NULL;
-    enum cudaDriverEntryPointQueryResult q;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000,
-                                                     cudaEnableDefault, &q);
-    if (e != cudaSuccess || !f || q != cudaDriverEntryPointSuccess)
-      return p2pk_fail(P2PKIT_ERR_CUDA, "cuMemGetAddressRange is not available from the driver");
-    fn = (get_range_fn)f;
+static void *entry(const char *name) {
+  void *f = NULL;
+  enum cudaDriverEntryPointQueryResult q;
+  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      !f || q != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return NULL;
   }
+  return f;
+}
+
+static void entry_load(void) {
+  get_range = (get_range_fn)entry("cuMemGetAddressRange");
+  ptr_attr = (ptr_attr_fn)entry("cuPointerGetAttribute");
+}
+
+int p2pk_alloc_lookup(const void *ptr, char **base_p, size_t *size_p) {
+  pthread_once(&entry_once, entry_load);
+  if (!get_range) return -1;
   unsigned long long base = 0;
   size_t size = 0;
-  int r = fn(&base, &size, (unsigned long long)(uintptr_t)ptr);
-  if (r != 0)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%p is not inside a device allocation (CUresult %d)",
-                     ptr, r);
+  const int r = get_range(&base, &size, (unsigned long long)(uintptr_t)ptr);
+  if (r != 0) return r;
   *base_p = (char *)(uintptr_t)base;
   *size_p = size;
+  return 0;
+}
+
+p2pkit_status_t p2pk_alloc_range(const void *ptr, char **base_p, size_t *size_p) {
+  const int r = p2pk_alloc_lookup(ptr, base_p, size_p);
+  if (r < 0) return p2pk_fail(P2PKIT_ERR_CUDA, "cuMemGetAddressRange is not available from the driver");
+  if (r > 0)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%p is not inside a device allocation (CUresult %d)",
+                     ptr, r);
   return P2PKIT_SUCCESS;
+}
+
+#define P2PK_CU_POINTER_ATTRIBUTE_BUFFER_ID 7
+
+int p2pk_alloc_id(const void *ptr, unsigned long long *id_p) {
+  pthread_once(&entry_once, entry_load);
+  *id_p = 0;
+  if (!ptr_attr) return -1;
+  unsigned long long id = 0;
+  const int r = ptr_attr(&id, P2PK_CU_POINTER_ATTRIBUTE_BUFFER_ID, (unsigned long long)(uintptr_t)ptr);
+  if (r == 0) *id_p = id;
+  return r;
 }

@@ -1,11 +1,11 @@
 /* Gradient sync: the bucket plan (plan.c) plus streams, events, the bucket
  * arena and the all-reduces. See src/ddp/README.md. */
 #include <cuda_runtime_api.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coll/coll.h"
+#include "coll/ipc.h"
 #include "core/check.h"
 #include "core/param.h"
 #include "ddp/plan.h"
@@ -26,36 +26,15 @@ struct p2pkit_grad_sync {
   int max_blocks;           /* the bucket all-reduces' grid cap (0: none) */
 };
 
-/* cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID): a process-wide
- * unique id of the allocation, never reused, so a gradient buffer freed (and
- * maybe reallocated at the same address) since registration is noticed. */
-typedef int (*ptr_attr_fn)(void *data, int attribute, unsigned long long ptr);
-#define P2PK_CU_POINTER_ATTRIBUTE_BUFFER_ID 7
-static ptr_attr_fn ptr_attr;
-static pthread_once_t ptr_attr_once = PTHREAD_ONCE_INIT;
-static void ptr_attr_load(void) {
-  void *f = NULL;
-  enum cudaDriverEntryPointQueryResult q;
-  if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &q) ==
-          cudaSuccess && f && q == cudaDriverEntryPointSuccess)
-    ptr_attr = (ptr_attr_fn)f;
-  else
-    cudaGetLastError();
-}
-
+/* The allocation's process-wide id (p2pk_alloc_id), so a gradient buffer
+ * freed (and maybe reallocated at the same address) since registration is
+ * noticed. */
 static p2pkit_status_t alloc_id(const void *buf, unsigned long long *id_p) {
-  pthread_once(&ptr_attr_once, ptr_attr_load);
-  if (!ptr_attr)
+  const int r = p2pk_alloc_id(buf, id_p);
+  if (r < 0)
     return p2pk_fail(P2PKIT_ERR_CUDA, "grad_sync: cuPointerGetAttribute is not available from the "
                      "driver");
-  unsigned long long id = 0;
-  int r = ptr_attr(&id, P2PK_CU_POINTER_ATTRIBUTE_BUFFER_ID, (unsigned long long)(uintptr_t)buf);
-  if (r != 0) {
-    *id_p = 0;
-    return P2PKIT_ERR_INVALID_ARGUMENT; /* callers word the error */
-  }
-  *id_p = id;
-  return P2PKIT_SUCCESS;
+  return r == 0 ? P2PKIT_SUCCESS : P2PKIT_ERR_INVALID_ARGUMENT; /* callers word the error */
 }
 
 /* Run the body on the communicator's GPU, restoring the caller's. */

@@ -919,7 +919,7 @@ static void straight_in_mismatch(runner_t *R) {
   p2pkit_comm_deregister(c, h);
 }
 
-/* One send/recv into the registered R->dout captured in a CUDA graph
+/* One send/recv into R->dout (registered, or mapped on demand) captured in a CUDA graph
  * (decided once, at capture), replayed `reps` times with fresh inputs. */
 static void graph_straight_in(runner_t *R, int reps) {
   const call_t k = {SENDRECV, 0, 0, 1, P2PKIT_FLOAT32, P2PKIT_SUM, 300001};
@@ -937,7 +937,7 @@ static void graph_straight_in(runner_t *R, int reps) {
   CHECK(exec != NULL);
   for (int rep = 0; exec && rep < reps; rep++) {
     char what[64];
-    snprintf(what, sizeof what, "registered send/recv graph replay %d", rep);
+    snprintf(what, sizeof what, "straight-in send/recv graph replay %d", rep);
     prepare(R, R->dout, R->din, &k, 50 + (uint64_t)rep, in, out, off);
     T_CUDA(cudaGraphLaunch(exec, R->s[0]));
     if (!verify(R, R->dout, what, &k, off)) R->failures++;
@@ -1032,6 +1032,90 @@ static void straight_in_suite(runner_t *R) {
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
   CHECK_EQ(c->dmb_direct, d2);
   CHECK(c->dmb_slots > s2);
+  c->dmb_wait_ns = wait;
+}
+
+/* P2PKIT_SENDRECV_MAP: send/recv with a process per GPU into receive
+ * buffers that are not registered, over the copy engines (64 KiB slots):
+ * with the hosts waiting long enough (10 s) every call goes straight in,
+ * the sender mapping the receiver's allocation once (one mapping for
+ * R->dout, a second for another allocation); all-to-all out of place and
+ * all-gather straight in too; under a CUDA graph; registering and
+ * deregistering a mapped buffer leaves the mapping working (CUDA counts
+ * the opens of one handle); with the setting off, through the slots.
+ * Every output checked. */
+TEST(process_per_gpu_sendrecv_map) { spawn_ranks("cep-map", 0, 580); }
+
+static void sendrecv_into(runner_t *R, char **outs, const char *what, uint64_t seed) {
+  const call_t k = {SENDRECV, 0, 0, 1, P2PKIT_FLOAT32, P2PKIT_SUM, 300001};
+  const void *in[MAXR];
+  void *out[MAXR];
+  size_t off[MAXR];
+  prepare(R, outs, R->din, &k, seed, in, out, off);
+  CHECK_OK(issue(R, &k, in, out));
+  if (!verify(R, outs, what, &k, off)) R->failures++;
+}
+
+static void map_suite(runner_t *R) {
+  struct p2pkit_comm *c = R->comm[0];
+  const uint64_t wait = c->dmb_wait_ns;
+  set_wait(c, 10000000);
+  uint64_t d0 = c->dmb_direct, s0 = c->dmb_slots, m0 = c->dmb_mapped;
+  matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
+  printf("rank %d, mapping on demand: straight in %llu (mapped %llu), through the slots %llu; "
+         "peer allocations mapped %d\n", c->rank, (unsigned long long)(c->dmb_direct - d0),
+         (unsigned long long)(c->dmb_mapped - m0), (unsigned long long)(c->dmb_slots - s0),
+         p2pk_map_count(c));
+  CHECK_EQ(c->dmb_slots, s0);
+  CHECK(c->dmb_direct > d0);
+  CHECK_EQ(c->dmb_mapped - m0, c->dmb_direct - d0);
+  CHECK_EQ(p2pk_map_count(c), 1);
+  /* Another allocation: a second mapping, then reused. */
+  char *alt[MAXR] = {NULL};
+  T_CUDA(cudaMalloc((void **)&alt[0], R->cap));
+  d0 = c->dmb_mapped;
+  sendrecv_into(R, alt, "send/recv into a second allocation", 71);
+  sendrecv_into(R, alt, "send/recv into a second allocation again", 72);
+  CHECK_EQ(c->dmb_mapped - d0, 2);
+  CHECK_EQ(p2pk_map_count(c), 2);
+  /* All-to-all: out of place straight in, in place through the slots. */
+  const uint64_t a0 = c->dmb_direct, a1 = c->dmb_slots;
+  matrix(R, &V_AUTO, P2PK_COLL_ALL_TO_ALL, ALL_OPS, 1);
+  CHECK(c->dmb_direct > a0);
+  CHECK(c->dmb_slots > a1);
+  /* All-gather: every block straight in. */
+  const uint64_t g0 = c->dmb_direct, g1 = c->dmb_slots;
+  matrix(R, &V_AUTO, P2PK_COLL_ALL_GATHER, ALL_OPS, 1);
+  CHECK(c->dmb_direct > g0);
+  CHECK_EQ(c->dmb_slots, g1);
+  /* Under a CUDA graph, into R->dout (mapped, not registered). */
+  d0 = c->dmb_direct;
+  graph_straight_in(R, 3);
+  CHECK_EQ(c->dmb_direct - d0, 1);
+  mixed_calls(R, "mixed-map");
+  /* Registered, the registration takes the call; deregistered (its
+   * mapping of the same allocation closed), the on-demand mapping still
+   * works. */
+  void *h = NULL;
+  CHECK_OK(p2pkit_comm_register(c, R->dout[0], R->cap, &h));
+  m0 = c->dmb_mapped, d0 = c->dmb_direct;
+  sendrecv_into(R, R->dout, "send/recv into a registered buffer also mapped", 73);
+  CHECK_EQ(c->dmb_mapped, m0);
+  CHECK_EQ(c->dmb_direct - d0, 1);
+  CHECK_OK(p2pkit_comm_deregister(c, h));
+  sendrecv_into(R, R->dout, "send/recv into a mapped buffer after deregistering", 74);
+  CHECK_EQ(c->dmb_mapped - m0, 1);
+  CHECK_EQ(p2pk_map_count(c), 2);
+  /* The setting off: nothing described, every call through the slots. */
+  c->dmb_map = 0;
+  d0 = c->dmb_direct, s0 = c->dmb_slots;
+  const uint64_t w0 = c->dmb_why[P2PK_DMB_WHY_NOT_REGISTERED];
+  matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
+  CHECK_EQ(c->dmb_direct, d0);
+  CHECK(c->dmb_slots > s0);
+  CHECK_EQ(c->dmb_why[P2PK_DMB_WHY_NOT_REGISTERED] - w0, c->dmb_slots - s0);
+  c->dmb_map = 1;
+  T_CUDA(cudaFree(alt[0]));
   c->dmb_wait_ns = wait;
 }
 
@@ -1168,6 +1252,8 @@ static int child_main(int argc, char **argv) {
   const int straight = strcmp(mode, "cep-direct") == 0;
   const int mm = strcmp(mode, "cep-direct-mismatch") == 0;
   const int kposts = strcmp(mode, "cep-kernel-posts") == 0;
+  const int map = strcmp(mode, "cep-map") == 0;
+  if (map) setenv("P2PKIT_SENDRECV_MAP", "1", 1);
   /* With kernel posts, each call's timeline is traced too
    * (P2PKIT_CEP_TRACE; the log must hold it). */
   if (kposts) setenv("P2PKIT_CEP_MEMOPS", "0", 1), setenv("P2PKIT_CEP_TRACE", "1", 1);
@@ -1196,6 +1282,9 @@ static int child_main(int argc, char **argv) {
   } else if (straight) {
     CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->dmb_on);
     straight_in_suite(&R);
+  } else if (map) {
+    CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->dmb_on && R.comm[0]->dmb_map);
+    map_suite(&R);
   } else if (cep) {
     CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->lay.cep_depth == 2);
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE_SCATTER, ALL_OPS, 5);
@@ -1237,6 +1326,13 @@ static int child_main(int argc, char **argv) {
     CHECK(logcap_count(&L, "all_gather of", "pushes straight into the peers' outputs over the copy "
                        "engines (process per GPU)") >= 1);
     CHECK(logcap_end(&L, "send/recv of", "captured in a CUDA graph (process per GPU)") >= 1);
+  } else if (map) {
+    ce_settings_end(cep_vars, 6);
+    CHECK(logcap_count(&L, "maps rank", "receive allocation") >= 2);
+    CHECK(logcap_count(&L, "all_to_all of", "pushes straight into the peers' outputs over the copy "
+                       "engines (process per GPU)") >= 1);
+    CHECK(logcap_end(&L, "send/recv of", "pushes straight into the peers' outputs over the copy "
+                     "engines (process per GPU)") >= 1);
   } else if (cep) {
     ce_settings_end(cep_vars, 6);
     CHECK(logcap_count(&L, "all_to_all of", "process per GPU") >= 1);
@@ -1282,6 +1378,7 @@ int main(int argc, char **argv) {
       {T_CASE(process_per_gpu_copy_engine_p2p_kernel_posts), 1},
       {T_CASE(process_per_gpu_sendrecv_straight_in), 1},
       {T_CASE(process_per_gpu_sendrecv_straight_in_mismatch), 1},
+      {T_CASE(process_per_gpu_sendrecv_map), 1},
       {T_CASE(kill_broadcast_root_survivors_time_out), 1},
       {T_CASE(kill_rank0_staged_all_gather_survivors_time_out), 1},
       {T_CASE(kill_sendrecv_peer_survivors_time_out), 1},
