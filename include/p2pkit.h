@@ -263,7 +263,10 @@ P2PKIT_API int p2pkit_comm_max_blocks(p2pkit_comm_t comm);
 /* Register a device buffer so collectives on it skip the staging copy,
  * and (one process per GPU) large receives, out-of-place all-to-all blocks
  * and all-gather blocks into it can take the sender's copy straight in,
- * with no landing slot (P2PKIT_SENDRECV_DIRECT).
+ * with no landing slot (P2PKIT_SENDRECV_DIRECT). P2PKIT_SENDRECV_MAP=1
+ * gives unregistered receive buffers the same, each allocation mapped by
+ * its senders on first use until the communicator is destroyed: the
+ * caller must not free such a buffer before then.
  * Collective: every rank registers its buffer in the same order. */
 P2PKIT_API p2pkit_status_t p2pkit_comm_register(p2pkit_comm_t comm, void *buf, size_t bytes,
                                                 void **handle_p);
