@@ -15,7 +15,6 @@
  *                   take longer on the GPU than one replayed from a graph?)
  *   big_graph1      one such fill captured in a graph of one node, launched N
  *                   times (then "host": the host time per launch)
- *   big_graph1p     the same, its node's arguments set before each launch
  *   ar_host         host time of one p2pkit_all_reduce (--count floats; one GPU's call)
  *   sr_host         host time of one p2pkit_send (--count floats, GPU 0 to 1, no
  *                   group: one launch; GPU 1's receive made outside the timing)
@@ -299,32 +298,25 @@ static int eager_fills(lb_t *B, void *buf, size_t bytes, int n, double *t) {
 
 /* One fill of `bytes` on GPU 0 captured in a graph of one node, that graph
  * launched n times back to back, REPS times: t the time per launch
- * (seconds), host the host's time to enqueue one. With set_params the
- * node's arguments are set again before each launch, as a library that
- * replayed its eager calls from a graph would (does a graph launched per
- * call keep the graph's GPU-side advantage?). -1 on a CUDA failure. */
-static int graph1_fills(lb_t *B, void *buf, size_t bytes, int n, int set_params, double *t,
-                        double *host) {
+ * (seconds), host the host's time to enqueue one. Does a graph launched
+ * per call keep the graph's GPU-side advantage over an eager launch? (s18
+ * run 2: no; 4 MiB fills 7.55 us either way, 6.66 from one graph of N.)
+ * -1 on a CUDA failure. */
+static int graph1_fills(lb_t *B, void *buf, size_t bytes, int n, double *t, double *host) {
   cudaGraph_t g = NULL;
   cudaGraphExec_t x = NULL;
-  cudaGraphNode_t node = NULL;
-  size_t nn = 1;
-  struct cudaKernelNodeParams kp;
   int bad = 0;
   cudaSetDevice(B->dev[0]);
   bad = cudaStreamBeginCapture(B->s[0], cudaStreamCaptureModeGlobal) != cudaSuccess;
   if (!bad) bad = p2pk_launch_fill(buf, bytes, 1, 7, B->s[0]) != cudaSuccess;
   if (cudaStreamEndCapture(B->s[0], &g) != cudaSuccess) bad = 1;
-  if (!bad) bad = cudaGraphGetNodes(g, &node, &nn) != cudaSuccess || nn != 1;
-  if (!bad) bad = cudaGraphKernelNodeGetParams(node, &kp) != cudaSuccess;
   if (!bad) bad = cudaGraphInstantiate(&x, g, 0) != cudaSuccess;
   for (int k = 0; k < REPS && !bad; k++) {
     if (sync_all(B)) bad = 1;
     double h = 0, t0 = cu_now();
     for (int i = 0; i < n && !bad; i++) {
       const double h0 = cu_now();
-      if (set_params) bad = cudaGraphExecKernelNodeSetParams(x, node, &kp) != cudaSuccess;
-      if (!bad) bad = cudaGraphLaunch(x, B->s[0]) != cudaSuccess;
+      bad = cudaGraphLaunch(x, B->s[0]) != cudaSuccess;
       h += cu_now() - h0;
     }
     if (bad || sync_all(B)) bad = 1;
@@ -478,12 +470,12 @@ int main(int argc, char **argv) {
   g = graph_time(&B, q, 1, bbuf, B.big);
   if (g > 0) printf("%-12s %8.3f us   (%zu B fills)\n", "big_graph", g * 1e6, B.big);
   else rc = 1;
-  for (int sp = 0; sp < 2 && !rc; sp++) {
-    double th[REPS];
-    if (graph1_fills(&B, bbuf, B.big, q, sp, t, th)) rc = 1;
-    if (rc) break;
-    report(sp ? "big_graph1p" : "big_graph1", t, REPS);
-    report(sp ? "  host" : "  host", th, REPS);
+  double th[REPS];
+  if (graph1_fills(&B, bbuf, B.big, q, t, th)) {
+    rc = 1;
+  } else {
+    report("big_graph1", t, REPS);
+    report("  host", th, REPS);
   }
   cudaFree(bbuf);
 
