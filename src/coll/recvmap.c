@@ -21,6 +21,10 @@
  * the same address; a sender that cannot open a handle remembers that and
  * sends that allocation's calls through the landing slots.
  *
+ * Allocations CUDA IPC cannot share (stream-ordered pools, cudaMallocAsync;
+ * cuMem virtual memory, as PyTorch's expandable segments) are described
+ * "no" (logged once) and go through the slots.
+ *
  * Why not map per call and unmap after: opening a handle costs far more
  * than a call's copy boundary (hundreds of microseconds against ~3.5), and
  * unmapping needs the copy finished, on the host. */
