@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coll/algo.h"
 #include "core/json.h"
@@ -223,8 +224,25 @@ static void json_env(p2pk_json *j) {
       "P2PKIT_PROTO",     "P2PKIT_ALGO_TABLE",  "P2PKIT_COLL_BLOCKS", "P2PKIT_COLL_THREADS",
       "P2PKIT_COLL_CHUNK", "P2PKIT_MAX_BLOCKS", "NCCL_MAX_CTAS",
   };
+  const size_t nn = sizeof names / sizeof names[0];
   pj_obj(j, "env");
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) pj_str(j, names[i], getenv(names[i]));
+  for (size_t i = 0; i < nn; i++) pj_str(j, names[i], getenv(names[i]));
+  /* Every other P2PKIT_* and NCCL_* setting in force, so a result says how
+   * it was made (P2PKIT_SENDRECV_MAP, thresholds, ...); never a secret
+   * (P2PKIT_JOB_SECRET). */
+  for (char **e = environ; e && *e; e++) {
+    const char *eq = strchr(*e, '=');
+    char name[128];
+    const size_t len = eq ? (size_t)(eq - *e) : 0;
+    if (!len || len >= sizeof name) continue;
+    memcpy(name, *e, len);
+    name[len] = '\0';
+    if (strncmp(name, "P2PKIT_", 7) != 0 && strncmp(name, "NCCL_", 5) != 0) continue;
+    if (strstr(name, "SECRET")) continue;
+    int listed = 0;
+    for (size_t i = 0; i < nn && !listed; i++) listed = strcmp(names[i], name) == 0;
+    if (!listed) pj_str(j, name, eq + 1);
+  }
   pj_obj_end(j);
 }
 

@@ -282,6 +282,9 @@ TEST(table_without_inplace) {
 
 TEST(json_document) {
   setup("all_reduce", 1, 2);
+  /* Settings beyond the fixed list are recorded; a secret never is. */
+  setenv("P2PKIT_SENDRECV_MAP", "1", 1);
+  setenv("P2PKIT_JOB_SECRET", "hush-4242", 1);
   add_row(&pass, 1 << 20, 10.0, 20.0, 20.0, 30.0, 0);
   add_row(&pass, 2 << 20, 20.0, 0, 0, 0, 0);
   snprintf(pass.algo, sizeof pass.algo, "oneshot/\"ll\"\n"); /* quoting */
@@ -316,10 +319,15 @@ TEST(json_document) {
              "assert o[\"p2pkit\"][\"time_us_min\"]==9 and o[\"p2pkit\"][\"time_us_max\"]==12\n"
              "assert r[1][\"in_place\"][\"p2pkit\"] is None and r[1][\"out_of_place\"][\"speedup\"] is None\n"
              "assert d[\"wrong_total\"]==0\n"
+             "assert d[\"env\"][\"P2PKIT_SENDRECV_MAP\"]==\"1\"\n"
+             "assert \"P2PKIT_JOB_SECRET\" not in d[\"env\"]\n"
+             "assert \"hush-4242\" not in open(sys.argv[1]).read()\n"
              "' %s",
              path);
     CHECK_EQ(system(cmd), 0);
   }
+  unsetenv("P2PKIT_SENDRECV_MAP");
+  unsetenv("P2PKIT_JOB_SECRET");
   unlink(path);
 }
 
