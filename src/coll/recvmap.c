@@ -25,8 +25,8 @@
  * cuMem virtual memory, as PyTorch's expandable segments) are described
  * "no" (logged once) and go through the slots.
  *
- * Why not map per call and unmap after: opening a handle costs far more
- * than a call's copy boundary (hundreds of microseconds against ~3.5), and
+ * Why not map per call and unmap after: opening a handle is a driver call
+ * that maps memory (its time is in the INFO line of each mapping), and
  * unmapping needs the copy finished, on the host. */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
@@ -34,6 +34,7 @@
 
 #include "coll/coll.h"
 #include "coll/ipc.h"
+#include "core/clock.h"
 #include "core/log.h"
 
 #define MAP_EXPORTS 16  /* the receiver's handles kept, replaced in turn */
@@ -123,7 +124,9 @@ char *p2pk_map_peer(struct p2pkit_comm *c, int t, const p2pk_dmb_desc *d, size_t
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   cudaThreadExchangeStreamCaptureMode(&mode);
   void *p = NULL;
+  const uint64_t t0 = p2pk_now_ns();
   const cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+  const double us = (double)(p2pk_now_ns() - t0) / 1e3;
   cudaThreadExchangeStreamCaptureMode(&mode);
   map_import *im = &m->imp[m->nimp++];
   im->peer = t;
@@ -138,8 +141,8 @@ char *p2pk_map_peer(struct p2pkit_comm *c, int t, const p2pk_dmb_desc *d, size_t
   }
   if (m->logged++ < MAP_LOGS)
     P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): maps rank %d's receive allocation %llu (%llu B) "
-              "to send straight in (P2PKIT_SENDRECV_MAP), until destroy", c->rank, c->device, t,
-              (unsigned long long)d->bufid, (unsigned long long)d->size);
+              "to send straight in (P2PKIT_SENDRECV_MAP), until destroy; mapping took %.1f us",
+              c->rank, c->device, t, (unsigned long long)d->bufid, (unsigned long long)d->size, us);
   return im->ptr + d->off;
 }
 

@@ -286,16 +286,22 @@ static void ce_settings_end(const char *const *vars, int n) {
   for (int i = 0; i < n; i++) unsetenv(vars[i]);
 }
 
-/* Lines of the log so far that hold both needles. */
-static int logcap_count(const logcap_t *L, const char *needle1, const char *needle2) {
+/* Lines of the log so far that hold both needles (printed too with echo). */
+static int logcap_scan(const logcap_t *L, const char *needle1, const char *needle2, int echo) {
   FILE *f = fopen(L->path, "r");
   CHECK(f != NULL);
   char line[512];
   int hits = 0;
   while (f && fgets(line, sizeof line, f))
-    if (strstr(line, needle1) && strstr(line, needle2)) hits++;
+    if (strstr(line, needle1) && strstr(line, needle2)) {
+      hits++;
+      if (echo) fputs(line, stdout);
+    }
   if (f) fclose(f);
   return hits;
+}
+static int logcap_count(const logcap_t *L, const char *needle1, const char *needle2) {
+  return logcap_scan(L, needle1, needle2, 0);
 }
 
 static int logcap_end(logcap_t *L, const char *needle1, const char *needle2) {
