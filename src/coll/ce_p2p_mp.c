@@ -82,7 +82,8 @@
  * every stream of the call); the caller's stream ends after SIDE (the
  * pushes read its input), and for the all-reduce after GATHER (its result
  * pushes read its output) and RECV (its copies-out write it). Under
- * capture the posts are kernels (no memory operations in a graph) and
+ * capture the posts are kernels (memory operations captured in a graph
+ * ran far slower: batch() says by how much) and
  * every stream of the call joins the caller's before it ends. */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -149,18 +150,17 @@ typedef struct {
   int memops; /* posts alone may be memory operations (p2pk_cep_run) */
 } batch_t;
 
-/* May this call's posts be memory operations? Not inside a capture, unless
- * P2PKIT_CEP_MEMOPS_CAPTURE (an experiment: whether the driver captures
- * them, and whether graphs of rooted collectives gain from it). */
-static int memops_now(const struct p2pkit_comm *c) { return !c->cep_cap || c->cep_cap_memops; }
-
 static void batch(batch_t *b, struct p2pkit_comm *c, cudaStream_t s) {
   b->st.n = 0;
   b->c = c;
   b->s = s;
   b->e = cudaSuccess;
   b->added = 0;
-  b->memops = memops_now(c);
+  /* No memory operations inside a capture: they can be captured, but such
+   * graphs ran far slower (eighteenth session, run 5, process per GPU:
+   * 1 GiB broadcast 3141 us against 2789 with one-thread kernels, reduce
+   * 3580 against 2783, reduce-scatter 2020 against ~1520). */
+  b->memops = !c->cep_cap;
 }
 
 /* cuStreamWriteValue64 (our own declaration: CUresult, CUstream,
@@ -351,7 +351,7 @@ static cudaError_t pushes(struct p2pkit_comm *c, const push_t *p, int np, size_t
   batch_t bw, bp;
   batch(&bw, c, c->cep_stream[S_WAIT]);
   batch(&bp, c, c->cep_stream[S_POST]);
-  bp.memops = memops && memops_now(c);
+  bp.memops = memops && !c->cep_cap;
   cudaError_t e = cudaSuccess;
   for (size_t k = 0; k < most && e == cudaSuccess; k++) {
     const int ek = (int)(k % D);
@@ -466,9 +466,7 @@ static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, i
  * multiprocessor. */
 static cudaError_t join_side(struct p2pkit_comm *c, cudaStream_t stream, int memops) {
   cudaError_t e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
-  /* Under capture the post stream joins whatever its posts are: every
-   * stream a capture forks must join it again. */
-  if (e == cudaSuccess && (c->cep_cap || !(memops && p2pk_cep_memops(c))))
+  if (e == cudaSuccess && !(memops && !c->cep_cap && p2pk_cep_memops(c)))
     e = cudaStreamWaitEvent(stream, c->sce_ev[E_POST], 0);
   return e;
 }
