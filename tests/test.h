@@ -80,27 +80,50 @@ static inline int t_run_cases(const t_case *cases, size_t n, char *failed, size_
   return nfailed;
 }
 
-/* Runs every case (or those named on the command line). */
+/* Every name on the command line is one of the n cases (`stride` bytes
+ * apart, each beginning with its t_case); else it says which is not and
+ * lists the cases (a misspelt name must not pass by running nothing). */
+static inline int t_names_known(int argc, char **argv, const t_case *first, size_t n, size_t stride) {
+  int ok = 1;
+  for (int a = 1; a < argc; a++) {
+    size_t i = 0;
+    while (i < n && strcmp(argv[a], ((const t_case *)(const void *)((const char *)first + i * stride))->name) != 0)
+      i++;
+    if (i < n) continue;
+    ok = 0;
+    fprintf(stderr, "unknown test case '%s'; the cases are:", argv[a]);
+    for (i = 0; i < n; i++)
+      fprintf(stderr, " %s", ((const t_case *)(const void *)((const char *)first + i * stride))->name);
+    fputc('\n', stderr);
+  }
+  return ok;
+}
+
+/* Runs every case, or those named on the command line (2 for a name that
+ * is no case). */
+static inline int t_main_cases(int argc, char **argv, const t_case *cases, size_t n) {
+  if (!t_names_known(argc, argv, cases, n, sizeof cases[0])) return 2;
+  int nfail_cases = 0;
+  for (size_t i = 0; i < n; i++) {
+    int want = argc == 1;
+    for (int a = 1; a < argc; a++)
+      if (strcmp(argv[a], cases[i].name) == 0) want = 1;
+    if (!want) continue;
+    t_current = cases[i].name;
+    int before = t_failed;
+    cases[i].fn();
+    printf("%-40s %s\n", cases[i].name, t_failed == before ? "ok" : "FAILED");
+    if (t_failed != before) nfail_cases++;
+  }
+  return nfail_cases ? 1 : 0;
+}
+
 #define T_MAIN(...)                                                          \
   int t_failed;                                                              \
   const char *t_current;                                                     \
   int main(int argc, char **argv) {                                          \
     static const t_case cases[] = {__VA_ARGS__};                             \
-    int nfail_cases = 0;                                                     \
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {           \
-      if (argc > 1) {                                                        \
-        int want = 0;                                                        \
-        for (int a = 1; a < argc; a++)                                       \
-          if (strcmp(argv[a], cases[i].name) == 0) want = 1;                 \
-        if (!want) continue;                                                 \
-      }                                                                      \
-      t_current = cases[i].name;                                             \
-      int before = t_failed;                                                 \
-      cases[i].fn();                                                         \
-      printf("%-40s %s\n", cases[i].name, t_failed == before ? "ok" : "FAILED"); \
-      if (t_failed != before) nfail_cases++;                                 \
-    }                                                                        \
-    return nfail_cases ? 1 : 0;                                              \
+    return t_main_cases(argc, argv, cases, sizeof cases / sizeof cases[0]);  \
   }
 
 /* Path of a file under tests/data (set by CMake). */

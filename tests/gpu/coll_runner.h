@@ -232,6 +232,7 @@ typedef struct {
 } cu_case;
 
 static inline int cu_run_cases(const cu_case *cases, size_t n, int argc, char **argv) {
+  if (!t_names_known(argc, argv, &cases[0].c, n, sizeof cases[0])) return 2;
   int nfail = 0;
   for (size_t i = 0; i < n; i++) {
     int want = argc > 1 ? 0 : cases[i].dflt;

@@ -265,17 +265,5 @@ int main(int argc, char **argv) {
       T_CASE(mismatched_count_small), T_CASE(mismatched_dtype),    T_CASE(mismatched_algorithm),
       T_CASE(mismatched_count_large), T_CASE(mismatched_max_blocks),
   };
-  int nfail = 0;
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    int want = argc == 1;
-    for (int a = 1; a < argc; a++)
-      if (strcmp(argv[a], cases[i].name) == 0) want = 1;
-    if (!want) continue;
-    t_current = cases[i].name;
-    int before = t_failed;
-    cases[i].fn();
-    printf("%-40s %s\n", cases[i].name, t_failed == before ? "ok" : "FAILED");
-    if (t_failed != before) nfail++;
-  }
-  return nfail ? 1 : 0;
+  return t_main_cases(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }
