@@ -34,7 +34,7 @@ for coll in broadcast reduce; do
       > "$out.log" 2>&1 || echo "nsys profile $coll $mode: exit $?"
     timeout 120 nsys stats --report cuda_gpu_trace --format csv --output "$out" "$out.nsys-rep" \
       > "$out.stats.log" 2>&1 || echo "nsys stats $coll $mode: exit $?"
-    rm -f "$out.sqlite"
+    rm -f "$out.sqlite" "$out.nsys-rep"
     ls -la "$out"* | awk '{print $5, $9}'
   done
 done
