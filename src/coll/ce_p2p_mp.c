@@ -433,6 +433,24 @@ cudaError_t p2pk_cep_prepare(struct p2pkit_comm *c) {
  * later call: a deadlock. So a claim stream starts at the call's START
  * (after every earlier call, whose claims it joined) when the other one
  * claimed second halves since it last did, and always under capture. */
+/* Whether claim stream s already belongs to the capture `stream` is in:
+ * then its claims need not wait for the call's start (P2PKIT_CEP_FORK_ONCE,
+ * an experiment), as eagerly; the call's copies wait for them and join. */
+static int in_capture_of(cudaStream_t s, cudaStream_t stream) {
+  enum cudaStreamCaptureStatus a = cudaStreamCaptureStatusNone, b = cudaStreamCaptureStatusNone;
+  unsigned long long ia = 0, ib = 0;
+  if (cudaStreamGetCaptureInfo(s, &a, &ia, NULL, NULL, NULL, NULL) != cudaSuccess ||
+      cudaStreamGetCaptureInfo(stream, &b, &ib, NULL, NULL, NULL, NULL) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return a == cudaStreamCaptureStatusActive && b == cudaStreamCaptureStatusActive && ia == ib;
+}
+
+static int must_fork(const struct p2pkit_comm *c, cudaStream_t w, cudaStream_t stream) {
+  return c->cep_cap && !(c->cep_fork_once && in_capture_of(w, stream));
+}
+
 static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, int whole,
                          int gather) {
   /* The streams and events exist since init (p2pk_cep_prepare, comm.c),
@@ -442,12 +460,12 @@ static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, i
   if (e == cudaSuccess && gather) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
   /* Only the claim streams the call uses: under capture every stream that
    * joins the graph must be joined again. */
-  const int fork = c->cep_cap;
-  if (e == cudaSuccess && side && (fork || (whole && c->cep_w2_rbusy))) {
+  if (e == cudaSuccess && side &&
+      (must_fork(c, c->cep_stream[S_WAIT], stream) || (whole && c->cep_w2_rbusy))) {
     e = cudaStreamWaitEvent(c->cep_stream[S_WAIT], c->sce_ev[E_START], 0);
     c->cep_w2_rbusy = 0;
   }
-  if (e == cudaSuccess && gather && (fork || c->cep_w_rbusy)) {
+  if (e == cudaSuccess && gather && (must_fork(c, c->cep_stream[S_WAIT2], stream) || c->cep_w_rbusy)) {
     e = cudaStreamWaitEvent(c->cep_stream[S_WAIT2], c->sce_ev[E_START], 0);
     c->cep_w_rbusy = 0;
   }
