@@ -334,7 +334,6 @@ void p2pk_cep_settings(struct p2pkit_comm *c) {
   c->cep_trace = c->lay.cep_slot && c->multiproc && p2pk_param_int("P2PKIT_CEP_TRACE") > 0;
   c->dmb_on = c->multiproc && c->cep_p2p_min && p2pk_param_int("P2PKIT_SENDRECV_DIRECT") != 0;
   c->dmb_map = c->dmb_on && p2pk_param_int("P2PKIT_SENDRECV_MAP") > 0;
-  c->cep_own_apart = p2pk_param_int("P2PKIT_BCAST_OWN_APART") > 0;
   int64_t w = p2pk_param_int("P2PKIT_SENDRECV_DIRECT_WAIT_US");
   c->dmb_wait_ns = w > 0 ? (uint64_t)w * 1000u : 0;
 }

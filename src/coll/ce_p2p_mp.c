@@ -764,17 +764,8 @@ static cudaError_t cep_collective(struct p2pkit_comm *c, int kind, const void *s
   /* The broadcast root's own copy, beside its pushes: a kernel, not a copy
    * engine, which would slow the pushes (run 1: 1 GiB out of place 3365 us
    * against 2937 in place); own_copy says how wide. */
-  /* P2PKIT_BCAST_OWN_APART (an experiment): on a stream of its own, forked
-   * at START and joined at the end. */
-  const int apart = bcast && me == root && send != recv && c->cep_own_apart;
-  if (e == cudaSuccess && apart) {
-    cudaStream_t R = c->cep_stream[S_RECV];
-    e = cudaStreamWaitEvent(R, c->sce_ev[E_START], 0);
-    if (e == cudaSuccess) e = own_copy(c, dtype, send, recv, count * es, R);
-    if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_RECV], R);
-  } else if (e == cudaSuccess && bcast && me == root && send != recv) {
+  if (e == cudaSuccess && bcast && me == root && send != recv)
     e = own_copy(c, dtype, send, recv, count * es, stream);
-  }
   /* My shard: take every source's chunk, reduce (or copy it out), release. */
   const size_t mine = nchunks(slen[me], K);
   batch_t bs;
@@ -806,7 +797,6 @@ static cudaError_t cep_collective(struct p2pkit_comm *c, int kind, const void *s
   for (int i = 0; i < nsrc; i++) c->cep_recvd[srcs[i]] += mine;
   for (int i = 0; i < np; i++) c->cep_sent[pu[i].peer] += nchunks(pu[i].len, K);
   if (e == cudaSuccess && np) e = join_side(c, stream, 1);
-  if (e == cudaSuccess && apart) e = cudaStreamWaitEvent(stream, c->sce_ev[E_RECV], 0);
   if (e == cudaSuccess) log_once(c, kind, p2pk_coll_name(kind), count * es, CB, 0);
   return e;
 }

@@ -114,7 +114,6 @@ struct p2pkit_comm {
   cudaEvent_t cep_ev[P2PK_CEP_EVKINDS][P2PK_SCE_DEPTH_MAX];
   unsigned cep_logged;
   int cep_memops; /* posts as stream memory operations: 0 not decided yet, 1 yes, 2 no (kernels) */
-  int cep_own_apart; /* P2PKIT_BCAST_OWN_APART: the broadcast root's own copy on a stream of its own */
   /* Process per GPU over P2P: send/recv straight into registered receive
    * buffers (ce_p2p_mp.c, dmbox.h): the receivers' descriptions and the
    * decisions in host shared memory; calls over the copy engines per peer

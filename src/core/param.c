@@ -55,7 +55,6 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_PERF_HOST_TIME", "0", "p2pkit perf: print on stderr, per timed repeat and process, how long the host took to enqueue a call beside the GPU's time per call (1: on)"},
     {"P2PKIT_CEP_TRACE", "0", "process per GPU: time each step of every collective and send/recv over the landing slots (copies, waits, reduces, copies out) with CUDA events and log the call's timeline at INFO (COLL) at the next such call; a diagnostic: each call waits for the one before it to be logged"},
     {"P2PKIT_CEP_MEMOPS", "1", "process per GPU, copy engines: write the posts to the peers as stream memory operations (cuStreamWriteValue64), which need no multiprocessor (0: one-thread kernels)"},
-    {"P2PKIT_BCAST_OWN_APART", "0", "copy engines over P2P: the broadcast root's own copy (out of place) on a stream of its own instead of the caller's (an experiment)"},
     {"P2PKIT_CE_DEPTH", "3", "chunks of the copy-engine collectives over P2P in flight per peer, 2..8 (process per GPU, not set: 2)"},
     {"P2PKIT_LAUNCH_THREADS", "1", "one process driving several GPUs: inside a group, launch each GPU's kernels from a thread of its own, at once (0: every launch from the calling thread, at the call)"},
     {"P2PKIT_LAUNCH_SPIN_US", "1000", "how long a launch thread waits for work, spinning, before it sleeps (its next job is then made by the calling thread, and it wakes)"},
