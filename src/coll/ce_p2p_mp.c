@@ -423,17 +423,17 @@ cudaError_t p2pk_cep_prepare(struct p2pkit_comm *c) {
   return e;
 }
 
-/* Start: the side and gather streams wait for where `stream` stands.
- * side: this call pushes (whole: filling whole slots); gather: it pushes
- * all-reduce results (second halves, claimed on W2).
- * The claims run ahead of the call on their streams W and W2, but a second
- * half (rbusy) is claimed on both: by whole pushes on W, by all-reduce
- * results on W2. A claim running ahead on one of them could take the half
- * before an earlier call's claim on the other, which then waits for the
- * later call: a deadlock. So a claim stream starts at the call's START
- * (after every earlier call, whose claims it joined) when the other one
- * claimed second halves since it last did, and under capture when it is
- * not in the capture yet (a stream must be forked into it). */
+/* A stream's capture status and capture id. */
+static cudaError_t capture_info(cudaStream_t s, enum cudaStreamCaptureStatus *st,
+                                unsigned long long *id) {
+  /* Six arguments in CUDA 12, seven (edge data) from CUDA 13. */
+#if CUDART_VERSION >= 13000
+  return cudaStreamGetCaptureInfo(s, st, id, NULL, NULL, NULL, NULL);
+#else
+  return cudaStreamGetCaptureInfo(s, st, id, NULL, NULL, NULL);
+#endif
+}
+
 /* Whether claim stream s already belongs to the capture `stream` is in
  * (an earlier call of the capture forked it, and its copies joined its
  * claims): then this call's claims need not wait for the call's start and
@@ -445,8 +445,7 @@ cudaError_t p2pk_cep_prepare(struct p2pkit_comm *c) {
 static int in_capture_of(cudaStream_t s, cudaStream_t stream) {
   enum cudaStreamCaptureStatus a = cudaStreamCaptureStatusNone, b = cudaStreamCaptureStatusNone;
   unsigned long long ia = 0, ib = 0;
-  if (cudaStreamGetCaptureInfo(s, &a, &ia, NULL, NULL, NULL, NULL) != cudaSuccess ||
-      cudaStreamGetCaptureInfo(stream, &b, &ib, NULL, NULL, NULL, NULL) != cudaSuccess) {
+  if (capture_info(s, &a, &ia) != cudaSuccess || capture_info(stream, &b, &ib) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
@@ -457,6 +456,17 @@ static int must_fork(const struct p2pkit_comm *c, cudaStream_t w, cudaStream_t s
   return c->cep_cap && !in_capture_of(w, stream);
 }
 
+/* Start: the side and gather streams wait for where `stream` stands.
+ * side: this call pushes (whole: filling whole slots); gather: it pushes
+ * all-reduce results (second halves, claimed on W2).
+ * The claims run ahead of the call on their streams W and W2, but a second
+ * half (rbusy) is claimed on both: by whole pushes on W, by all-reduce
+ * results on W2. A claim running ahead on one of them could take the half
+ * before an earlier call's claim on the other, which then waits for the
+ * later call: a deadlock. So a claim stream starts at the call's START
+ * (after every earlier call, whose claims it joined) when the other one
+ * claimed second halves since it last did, and under capture when it is
+ * not in the capture yet (a stream must be forked into it). */
 static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, int whole,
                          int gather) {
   /* The streams and events exist since init (p2pk_cep_prepare, comm.c),
