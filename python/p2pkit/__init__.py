@@ -6,6 +6,10 @@ tensors, and turns statuses into exceptions.
     comm = p2pkit.Comm()                      # torchrun's RANK/WORLD_SIZE/...
     p2pkit.all_reduce(t, op="avg", comm=comm) # on torch.cuda.current_stream()
     ddp_model.register_comm_hook(comm, p2pkit.ddp_comm_hook)
+    p2pkit.all_gather(out, t, comm=comm)      # and broadcast, reduce,
+    with p2pkit.group():                      # reduce_scatter, all_to_all,
+        p2pkit.send(t, 1, comm=comm)          # send / recv
+        p2pkit.recv(u, 1, comm=comm)
 
 The library is found at $P2PKIT_LIB, next to this package, in the source
 tree's build directories, or by the dynamic loader (libp2pkit.so.0).
@@ -14,7 +18,8 @@ import ctypes
 import glob
 import os
 
-__all__ = ["P2PKitError", "load_library", "version", "Comm", "all_reduce", "ddp_comm_hook",
+__all__ = ["P2PKitError", "load_library", "version", "Comm", "all_reduce", "broadcast", "reduce",
+           "all_gather", "reduce_scatter", "all_to_all", "send", "recv", "group", "ddp_comm_hook",
            "DTYPES", "OPS", "check_tensor"]
 
 # p2pkit_dtype_t, keyed by the name torch gives the dtype (str(torch.float32)
@@ -68,6 +73,16 @@ def _declare(lib):
         "p2pkit_comm_set_max_blocks": (c_int, [c_void_p, c_int]),
         "p2pkit_comm_max_blocks": (c_int, [c_void_p]),
         "p2pkit_all_reduce": (c_int, [c_void_p, c_void_p, c_size, c_int, c_int, c_void_p, c_void_p]),
+        "p2pkit_broadcast": (c_int, [c_void_p, c_void_p, c_size, c_int, c_int, c_void_p, c_void_p]),
+        "p2pkit_reduce": (c_int, [c_void_p, c_void_p, c_size, c_int, c_int, c_int, c_void_p, c_void_p]),
+        "p2pkit_all_gather": (c_int, [c_void_p, c_void_p, c_size, c_int, c_void_p, c_void_p]),
+        "p2pkit_reduce_scatter": (c_int, [c_void_p, c_void_p, c_size, c_int, c_int, c_void_p,
+                                          c_void_p]),
+        "p2pkit_all_to_all": (c_int, [c_void_p, c_void_p, c_size, c_int, c_void_p, c_void_p]),
+        "p2pkit_send": (c_int, [c_void_p, c_size, c_int, c_int, c_void_p, c_void_p]),
+        "p2pkit_recv": (c_int, [c_void_p, c_size, c_int, c_int, c_void_p, c_void_p]),
+        "p2pkit_group_start": (c_int, []),
+        "p2pkit_group_end": (c_int, []),
         "p2pkit_comm_get_async_error": (c_int, [c_void_p, ctypes.POINTER(c_int)]),
     }
     for name, (res, args) in sigs.items():
@@ -230,24 +245,139 @@ def _current_stream(device):
     return torch.cuda.current_stream(device).cuda_stream
 
 
+def _op(name, op):
+    if op not in OPS:
+        raise ValueError(f"p2pkit: {name}: operation {op!r} is not one of {', '.join(OPS)}")
+    return OPS[op]
+
+
+def _tensors(name, comm, *tensors):
+    """Check the communicator and every tensor (the same data type);
+    (dtype enum, [element counts])."""
+    if comm is None:
+        raise ValueError(f"p2pkit: {name} needs a p2pkit.Comm")
+    kinds = [check_tensor(t, comm.device) for t in tensors]
+    for t, (d, _) in zip(tensors[1:], kinds[1:]):
+        if d != kinds[0][0]:
+            raise ValueError(f"p2pkit: {name}: the tensors' data types differ ({tensors[0].dtype} "
+                             f"and {t.dtype})")
+    return kinds[0][0], [n for _, n in kinds]
+
+
+def _run(name, stream, comm, *args):
+    """Call libp2pkit's `name` with args + (comm, stream); stream None: the
+    current torch stream of the communicator's GPU."""
+    if stream is None:
+        stream = _current_stream(comm.device)
+    _check(name, getattr(load_library(), name)(*args, comm.handle, stream))
+
+
 def all_reduce(tensor, op="avg", comm=None, stream=None):
     """Reduce `tensor` in place over the communicator's ranks, ordered on
     `stream` (a raw cudaStream_t as int; None: torch.cuda.current_stream of
     the tensor's GPU). Returns the tensor. Asynchronous like NCCL: the result
-    is there for later work on that stream."""
-    if comm is None:
-        raise ValueError("p2pkit: all_reduce needs a p2pkit.Comm")
-    if op not in OPS:
-        raise ValueError(f"p2pkit: operation {op!r} is not one of {', '.join(OPS)}")
-    dtype, count = check_tensor(tensor, comm.device)
-    if count == 0:
-        return tensor
-    if stream is None:
-        stream = _current_stream(comm.device)
-    ptr = tensor.data_ptr()
-    _check("p2pkit_all_reduce",
-           load_library().p2pkit_all_reduce(ptr, ptr, count, dtype, OPS[op], comm.handle, stream))
+    is there for later work on that stream. The other collectives below take
+    `comm` and `stream` the same way."""
+    dtype, (count,) = _tensors("all_reduce", comm, tensor)
+    code = _op("all_reduce", op)
+    if count:
+        ptr = tensor.data_ptr()
+        _run("p2pkit_all_reduce", stream, comm, ptr, ptr, count, dtype, code)
     return tensor
+
+
+def broadcast(tensor, root, comm=None, stream=None):
+    """Every rank's `tensor` becomes rank `root`'s, in place. Returns it."""
+    dtype, (count,) = _tensors("broadcast", comm, tensor)
+    if count:
+        ptr = tensor.data_ptr()
+        _run("p2pkit_broadcast", stream, comm, ptr, ptr, count, dtype, int(root))
+    return tensor
+
+
+def reduce(tensor, root, op="sum", comm=None, stream=None):
+    """Rank `root`'s `tensor` becomes the reduction of every rank's, in
+    place; the other ranks' tensors are left as they were. Returns it."""
+    dtype, (count,) = _tensors("reduce", comm, tensor)
+    code = _op("reduce", op)
+    if count:
+        ptr = tensor.data_ptr()
+        _run("p2pkit_reduce", stream, comm, ptr, ptr, count, dtype, code, int(root))
+    return tensor
+
+
+def all_gather(output, input, comm=None, stream=None):
+    """`output` (comm.size times `input`'s elements) becomes every rank's
+    `input` in rank order. Returns `output`."""
+    dtype, (nout, nin) = _tensors("all_gather", comm, output, input)
+    if nout != comm.size * nin:
+        raise ValueError(f"p2pkit: all_gather: the output has {nout} elements, expected "
+                         f"{comm.size} x {nin} (the input's)")
+    if nin:
+        _run("p2pkit_all_gather", stream, comm, input.data_ptr(), output.data_ptr(), nin, dtype)
+    return output
+
+
+def reduce_scatter(output, input, op="sum", comm=None, stream=None):
+    """`output` becomes this rank's share (rank r: elements r*n .. r*n+n-1,
+    n = output's elements) of the reduction of every rank's `input`
+    (comm.size times n elements). Returns `output`."""
+    dtype, (nout, nin) = _tensors("reduce_scatter", comm, output, input)
+    code = _op("reduce_scatter", op)
+    if nin != comm.size * nout:
+        raise ValueError(f"p2pkit: reduce_scatter: the input has {nin} elements, expected "
+                         f"{comm.size} x {nout} (the output's)")
+    if nout:
+        _run("p2pkit_reduce_scatter", stream, comm, input.data_ptr(), output.data_ptr(), nout,
+             dtype, code)
+    return output
+
+
+def all_to_all(output, input, comm=None, stream=None):
+    """Block p of `input` (comm.size equal blocks) goes to rank p, which
+    places it as block r (this rank) of its `output`. Returns `output`."""
+    dtype, (nout, nin) = _tensors("all_to_all", comm, output, input)
+    if nout != nin or nin % comm.size:
+        raise ValueError(f"p2pkit: all_to_all: the input and output need the same number of "
+                         f"elements, a multiple of {comm.size} (got {nin} and {nout})")
+    if nin:
+        _run("p2pkit_all_to_all", stream, comm, input.data_ptr(), output.data_ptr(),
+             nin // comm.size, dtype)
+    return output
+
+
+def send(tensor, peer, comm=None, stream=None):
+    """Send `tensor` to rank `peer`, whose matching recv takes it. A rank
+    that sends and receives at once puts both inside one `with group():`."""
+    dtype, (count,) = _tensors("send", comm, tensor)
+    if count:
+        _run("p2pkit_send", stream, comm, tensor.data_ptr(), count, dtype, int(peer))
+    return tensor
+
+
+def recv(tensor, peer, comm=None, stream=None):
+    """Receive into `tensor` what rank `peer` sends (the same element count)."""
+    dtype, (count,) = _tensors("recv", comm, tensor)
+    if count:
+        _run("p2pkit_recv", stream, comm, tensor.data_ptr(), count, dtype, int(peer))
+    return tensor
+
+
+class group:
+    """`with p2pkit.group(): ...` brackets calls that go together (a send
+    and a receive of one rank; one process's calls for several GPUs), as
+    p2pkit_group_start / p2pkit_group_end. The group ends even when the
+    block raises; its own failure is raised unless the block's is."""
+
+    def __enter__(self):
+        _check("p2pkit_group_start", load_library().p2pkit_group_start())
+        return self
+
+    def __exit__(self, kind, value, tb):
+        status = load_library().p2pkit_group_end()
+        if kind is None:
+            _check("p2pkit_group_end", status)
+        return False
 
 
 def ddp_comm_hook(state, bucket):

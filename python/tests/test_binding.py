@@ -111,6 +111,91 @@ class Errors(unittest.TestCase):
             p2pkit.all_reduce(FakeTensor(), op="mean", comm=C())
 
 
+class FakeComm:
+    """What the wrappers read of a Comm; handle None reaches the library as
+    a NULL communicator."""
+    device, size, handle = 0, 2, None
+
+
+class Collectives(unittest.TestCase):
+    """The other collectives' wrappers: their checks, and that each reaches
+    its C function with the arguments it declares (the library names the
+    call and the NULL communicator)."""
+
+    CALLS = [
+        ("broadcast", lambda c: p2pkit.broadcast(FakeTensor(), 0, comm=c, stream=0)),
+        ("reduce", lambda c: p2pkit.reduce(FakeTensor(), 1, comm=c, stream=0)),
+        ("all_gather", lambda c: p2pkit.all_gather(FakeTensor(n=8), FakeTensor(n=4), comm=c,
+                                                   stream=0)),
+        ("reduce_scatter", lambda c: p2pkit.reduce_scatter(FakeTensor(n=4), FakeTensor(n=8),
+                                                           comm=c, stream=0)),
+        ("all_to_all", lambda c: p2pkit.all_to_all(FakeTensor(n=8), FakeTensor(n=8), comm=c,
+                                                   stream=0)),
+        ("send", lambda c: p2pkit.send(FakeTensor(), 1, comm=c, stream=0)),
+        ("recv", lambda c: p2pkit.recv(FakeTensor(), 1, comm=c, stream=0)),
+        ("all_reduce", lambda c: p2pkit.all_reduce(FakeTensor(), comm=c, stream=0)),
+    ]
+
+    def test_every_call_needs_a_comm(self):
+        for name, call in self.CALLS:
+            with self.assertRaisesRegex(ValueError, f"{name} needs a p2pkit.Comm"):
+                call(None)
+
+    def test_every_call_reaches_the_library(self):
+        for name, call in self.CALLS:
+            with self.assertRaises(p2pkit.P2PKitError) as cm:
+                call(FakeComm())
+            self.assertEqual(cm.exception.call, f"p2pkit_{name}")
+            self.assertEqual(cm.exception.name, "invalid argument")
+            self.assertIn(f"{name}: communicator is NULL", cm.exception.detail)
+
+    def test_sizes_are_checked(self):
+        c = FakeComm()
+        with self.assertRaisesRegex(ValueError, "all_gather: the output has 6 elements, expected "
+                                                "2 x 4"):
+            p2pkit.all_gather(FakeTensor(n=6), FakeTensor(n=4), comm=c, stream=0)
+        with self.assertRaisesRegex(ValueError, "reduce_scatter: the input has 7 elements, "
+                                                "expected 2 x 4"):
+            p2pkit.reduce_scatter(FakeTensor(n=4), FakeTensor(n=7), comm=c, stream=0)
+        with self.assertRaisesRegex(ValueError, "all_to_all: .* a multiple of 2 \\(got 7 and 7\\)"):
+            p2pkit.all_to_all(FakeTensor(n=7), FakeTensor(n=7), comm=c, stream=0)
+        with self.assertRaisesRegex(ValueError, "got 8 and 6"):
+            p2pkit.all_to_all(FakeTensor(n=6), FakeTensor(n=8), comm=c, stream=0)
+
+    def test_types_must_agree(self):
+        with self.assertRaisesRegex(ValueError, "all_gather: the tensors' data types differ "
+                                                "\\(torch.float32 and torch.float16\\)"):
+            p2pkit.all_gather(FakeTensor(n=8), FakeTensor(dtype="torch.float16", n=4),
+                              comm=FakeComm(), stream=0)
+
+    def test_ops_are_checked(self):
+        with self.assertRaisesRegex(ValueError, "reduce: operation 'mean' is not one of"):
+            p2pkit.reduce(FakeTensor(), 0, op="mean", comm=FakeComm(), stream=0)
+        with self.assertRaisesRegex(ValueError, "reduce_scatter: operation 'xor' is not one of"):
+            p2pkit.reduce_scatter(FakeTensor(n=2), FakeTensor(n=4), op="xor", comm=FakeComm(),
+                                  stream=0)
+
+    def test_empty_tensors_are_no_ops(self):
+        # No library call at all: the NULL communicator would fail one.
+        t = FakeTensor(n=0)
+        self.assertIs(p2pkit.broadcast(t, 0, comm=FakeComm(), stream=0), t)
+        self.assertIs(p2pkit.send(t, 1, comm=FakeComm(), stream=0), t)
+        out = FakeTensor(n=0)
+        self.assertIs(p2pkit.all_gather(out, t, comm=FakeComm(), stream=0), out)
+
+    def test_group_ends_even_when_its_block_raises(self):
+        lib = p2pkit.load_library()
+        with p2pkit.group():
+            with p2pkit.group():  # groups nest
+                pass
+        with self.assertRaisesRegex(KeyError, "inside"):
+            with p2pkit.group():
+                raise KeyError("inside")
+        # Every group was ended: one more end has no start to match.
+        self.assertEqual(lib.p2pkit_group_end(), 1)
+        self.assertIn("without p2pkit_group_start", lib.p2pkit_last_error().decode())
+
+
 class TensorChecks(unittest.TestCase):
     def test_good(self):
         for name, (value, _) in p2pkit.DTYPES.items():

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Data-parallel training on the GPU machine (issue 7): the gradient-sync GPU
-# test, the Python binding and DDP hook tests, the torchrun example with and
+# test, the Python binding, DDP hook and collectives tests, the torchrun example with and
 # without the hook, and the cuBLAS MLP example (checks, then p2pkit vs NCCL).
 # Usage: scripts/device/ddp.sh BUILD_DIR LOG_DIR     (about 2-3 minutes)
 # NCCL_NVLS_ENABLE / TORCH_SYMM_MEM_DISABLE_MULTICAST are forced off here.
@@ -17,6 +17,7 @@ python3 -c 'import torch; print("torch", torch.__version__, "gpus", torch.cuda.d
 step grad_sync_test 240 "$build/tests/test_ddp_grad_sync"
 step py_binding 120 python3 python/tests/test_binding.py -v
 step py_ddp_hook 300 python3 python/tests/test_ddp_hook.py -v
+step py_collectives 300 python3 python/tests/test_collectives_mp.py -v
 step ddp_torch_p2pkit 180 python3 -m torch.distributed.run --standalone --nproc_per_node="$ngpu" examples/ddp_torch.py
 step ddp_torch_nccl 180 python3 -m torch.distributed.run --standalone --nproc_per_node="$ngpu" examples/ddp_torch.py --no-p2pkit
 if [ -x "$build/examples/ddp_mlp" ]; then
