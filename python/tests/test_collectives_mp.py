@@ -10,19 +10,11 @@ every data type at an odd count, poisons each output first, and compares
 with the result torch computes from the inputs; then send/recv and
 broadcast of 256 MiB (the copy-engine paths). Rank 0 prints PASS."""
 import os
-import subprocess
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-
-try:
-    import torch
-    NGPU = torch.cuda.device_count()
-except ImportError:
-    torch = None
-    NGPU = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torchrun_case import main, run_two_ranks, torch, two_gpus  # noqa: E402
 
 COUNT = 100003  # odd: no multiple of 16 bytes for any type
 BIG = 64 << 20  # float32 elements: 256 MiB, past the copy-engine thresholds
@@ -106,20 +98,11 @@ def worker():
               f"send/recv and broadcast")
 
 
-@unittest.skipUnless(torch is not None and NGPU >= 2, "needs torch and 2 GPUs")
+@two_gpus
 class Collectives(unittest.TestCase):
     def test_every_collective_matches_torch(self):
-        r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                            "--nproc_per_node=2", os.path.abspath(__file__)],
-                           capture_output=True, text=True, timeout=300)
-        sys.stdout.write(r.stdout)
-        sys.stderr.write(r.stderr[-4000:])
-        self.assertEqual(r.returncode, 0)
-        self.assertIn("PASS", r.stdout)
+        run_two_ranks(self, __file__)
 
 
 if __name__ == "__main__":
-    if "LOCAL_RANK" in os.environ:
-        worker()
-    else:
-        unittest.main()
+    main(worker)

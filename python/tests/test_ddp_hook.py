@@ -7,19 +7,11 @@ part): every rank trains two identical models from the same seed, one DDP
 with the default NCCL all-reduce, one with p2pkit.ddp_comm_hook, on the same
 data, and compares their parameters after every step; rank 0 prints PASS."""
 import os
-import subprocess
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-
-try:
-    import torch
-    NGPU = torch.cuda.device_count()
-except ImportError:
-    torch = None
-    NGPU = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torchrun_case import main, run_two_ranks, torch, two_gpus  # noqa: E402
 
 STEPS = 20
 RTOL, ATOL = 1e-5, 1e-6
@@ -78,20 +70,11 @@ def worker():
         print(f"PASS: {STEPS} steps, largest difference {worst:.3g}")
 
 
-@unittest.skipUnless(torch is not None and NGPU >= 2, "needs torch and 2 GPUs")
+@two_gpus
 class DDPHook(unittest.TestCase):
     def test_hook_matches_nccl(self):
-        r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                            "--nproc_per_node=2", os.path.abspath(__file__)],
-                           capture_output=True, text=True, timeout=300)
-        sys.stdout.write(r.stdout)
-        sys.stderr.write(r.stderr[-4000:])
-        self.assertEqual(r.returncode, 0)
-        self.assertIn("PASS", r.stdout)
+        run_two_ranks(self, __file__)
 
 
 if __name__ == "__main__":
-    if "LOCAL_RANK" in os.environ:
-        worker()
-    else:
-        unittest.main()
+    main(worker)
