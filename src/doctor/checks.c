@@ -826,6 +826,7 @@ p2pkit_status_t p2pk_doctor_analyze(const p2pk_doc_input *in, p2pk_findings *f) 
   p2pk_doc_check_system(in, f);
   p2pk_doc_check_gpus(in, f);
   p2pk_doc_check_pairs(in, f);
+  p2pk_doc_check_settings(in, f);
   p2pk_doc_check_bandwidth(in, f);
   p2pk_doc_check_nccl(in, f);
   if (f->oom) return P2PKIT_ERR_NO_MEMORY;

@@ -97,6 +97,9 @@ void p2pk_doc_check_gpus(const p2pk_doc_input *in, p2pk_findings *f);
 void p2pk_doc_check_pairs(const p2pk_doc_input *in, p2pk_findings *f);
 void p2pk_doc_check_bandwidth(const p2pk_doc_input *in, p2pk_findings *f);
 void p2pk_doc_check_nccl(const p2pk_doc_input *in, p2pk_findings *f);
+/* settings.c: this process's P2PKIT_* settings that keep p2pkit off its fast
+ * paths (live only: a recorded machine's settings are not ours). */
+void p2pk_doc_check_settings(const p2pk_doc_input *in, p2pk_findings *f);
 /* All of the above, in order. P2PKIT_ERR_NO_MEMORY when findings could not
  * be stored. */
 p2pkit_status_t p2pk_doctor_analyze(const p2pk_doc_input *in, p2pk_findings *f);

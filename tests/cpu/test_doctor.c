@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/param.h"
 #include "doctor/doctor.h"
 #include "doctor/nccl_log.h"
 #include "doctor/sysfs.h"
@@ -580,6 +581,73 @@ TEST(nvlinks_down_and_fabric_not_ready) {
   p2pkit_topo_destroy(t);
 }
 
+/* --- p2pkit's own settings (live only) ------------------------------------------ */
+
+static const char *const doc_vars[] = {"P2PKIT_P2P_DISABLE", "P2PKIT_P2P_LEVEL", "P2PKIT_PDL",
+                                       "P2PKIT_CEP_TRACE"};
+
+static void settings_of(struct p2pkit_topo *t, int live, p2pk_findings *f) {
+  p2pk_doc_input in;
+  memset(&in, 0, sizeof in);
+  in.topo = t;
+  in.live = live;
+  p2pk_param_reset();
+  p2pk_findings_init(f);
+  p2pk_doc_check_settings(&in, f);
+  dump(f);
+}
+
+/* A healthy machine (A100 pair on one switch, P2P works) with settings left
+ * in the environment that keep p2pkit off P2P, off programmatic launches, or
+ * tracing: each is a WARN naming the setting and what to unset; the list of
+ * settings in force comes first; a level that allows the pair, nothing; a
+ * value p2pkit refuses, a FAIL with its sentence; a recorded machine
+ * (not live), no settings findings at all. */
+TEST(settings_that_keep_p2pkit_off_its_paths) {
+  struct p2pkit_topo *t = topo_of("clean");
+  p2pk_findings f;
+  setenv("P2PKIT_P2P_DISABLE", "1", 1);
+  setenv("P2PKIT_PDL", "0", 1);
+  setenv("P2PKIT_CEP_TRACE", "1", 1);
+  settings_of(t, 1, &f);
+  const p2pk_finding *x = want(&f, "settings", "p2pkit", P2PK_DOC_OK);
+  HAS(x, reason, "P2PKIT_P2P_DISABLE=1");
+  HAS(x, reason, "P2PKIT_PDL=0");
+  x = want(&f, "settings", "GPU0-GPU1", P2PK_DOC_WARN);
+  HAS(x, reason, "P2P works on this pair (PIX)");
+  HAS(x, reason, "P2PKIT_P2P_DISABLE");
+  HAS(x, action, "unset P2PKIT_P2P_DISABLE");
+  x = want(&f, "settings", "P2PKIT_PDL", P2PK_DOC_WARN);
+  HAS(x, action, "unset P2PKIT_PDL");
+  want(&f, "settings", "P2PKIT_CEP_TRACE", P2PK_DOC_WARN);
+  CHECK_EQ(p2pk_doctor_exit_code(&f), 1);
+  p2pk_findings_free(&f);
+  for (size_t i = 0; i < sizeof doc_vars / sizeof doc_vars[0]; i++) unsetenv(doc_vars[i]);
+  /* A level the pair's path is beyond, then one that allows it. */
+  setenv("P2PKIT_P2P_LEVEL", "NVL", 1);
+  settings_of(t, 1, &f);
+  x = want(&f, "settings", "GPU0-GPU1", P2PK_DOC_WARN);
+  HAS(x, reason, "beyond P2PKIT_P2P_LEVEL=NVL");
+  HAS(x, action, "P2PKIT_P2P_LEVEL");
+  p2pk_findings_free(&f);
+  setenv("P2PKIT_P2P_LEVEL", "SYS", 1);
+  settings_of(t, 1, &f);
+  CHECK(p2pk_findings_find(&f, "settings", "GPU0-GPU1") == NULL);
+  CHECK_EQ(p2pk_findings_count(&f, P2PK_DOC_WARN), 0);
+  p2pk_findings_free(&f);
+  setenv("P2PKIT_P2P_LEVEL", "BOGUS", 1);
+  settings_of(t, 1, &f);
+  x = want(&f, "settings", "values", P2PK_DOC_FAIL);
+  HAS(x, reason, "P2PKIT_P2P_LEVEL='BOGUS'");
+  p2pk_findings_free(&f);
+  settings_of(t, 0, &f);
+  CHECK_EQ(f.n, 0);
+  p2pk_findings_free(&f);
+  unsetenv("P2PKIT_P2P_LEVEL");
+  p2pk_param_reset();
+  p2pkit_topo_destroy(t);
+}
+
 TEST(no_driver_no_sysfs_skips_and_exits_zero) {
   p2pk_findings f;
   p2pk_doc_input in;
@@ -654,4 +722,5 @@ T_MAIN(T_CASE(sysfs_reader_on_a_recorded_tree), T_CASE(clean_machine_is_all_ok),
        T_CASE(nccl_falls_back_to_shm_although_p2p_works), T_CASE(consumer_gpu_without_p2p),
        T_CASE(nvlinks_down_and_fabric_not_ready), T_CASE(no_driver_no_sysfs_skips_and_exits_zero),
        T_CASE(recorded_topology_without_its_sysfs_is_not_mixed_with_ours),
-       T_CASE(nccl_ranks_start_and_report_without_a_gpu))
+       T_CASE(nccl_ranks_start_and_report_without_a_gpu),
+       T_CASE(settings_that_keep_p2pkit_off_its_paths))
