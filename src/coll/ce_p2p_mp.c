@@ -827,11 +827,13 @@ static size_t p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
 /* Send/recv with a process per GPU straight into a registered receive
  * buffer ("straight in"; dmbox.h has the host side). For each call over
  * the copy engines (number q of the pair, both ends counting alike):
- * - the receiver's host describes its buffer (registration and offset, or
- *   "no" when it lies in none) and never waits for that;
+ * - the receiver's host describes its buffer (registration and offset;
+ *   with P2PKIT_SENDRECV_MAP its allocation; or "no") and never waits for
+ *   that;
  * - the sender's host waits for the description up to its patience
  *   (P2PKIT_SENDRECV_DIRECT_WAIT_US) and decides: straight in when the
- *   description names a registration it maps and the sizes agree;
+ *   description names a registration it maps (or an allocation it maps on
+ *   demand) and the sizes agree;
  * - the receiver's host waits for the decision up to its patience, then
  *   decides the slots itself: one decision per call, whoever comes first;
  * - straight in: the receiver's stream posts rdy at the sender (its buffer
@@ -851,9 +853,10 @@ static size_t p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
  * between one call's landing and the next call's rdy); run 2, the receiver
  * knowing the way, 2763 (1.08x NCCL registered alike), 512 MiB 1394 (1.09x),
  * 256 MiB 711 (1.23x); run 3, decided once, under a graph too (1 GiB
- * 2756, 1.08x). Registered buffers only: mapping another buffer on
- * the fly would leave a peer mapping memory its owner may free (undefined
- * for CUDA IPC). */
+ * 2756, 1.08x). By default registered buffers only: mapping another
+ * buffer on the fly leaves a peer mapping memory its owner may free
+ * (undefined for CUDA IPC); P2PKIT_SENDRECV_MAP is the opt-in for callers
+ * who promise not to (recvmap.c). */
 
 /* How long to wait on the host for peer p this call: the full patience,
  * or none for the next 16 calls after one that waited in vain. */
