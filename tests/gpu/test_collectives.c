@@ -946,6 +946,35 @@ static void graph_straight_in(runner_t *R, int reps) {
   if (graph) cudaGraphDestroy(graph);
 }
 
+/* All-to-all and all-gather into R->dout, registered or mapped on demand
+ * (the hosts waiting long enough): blocks straight in, counted. */
+static void blocks_straight_in(runner_t *R) {
+  struct p2pkit_comm *c = R->comm[0];
+  /* All-to-all: out of place each block goes straight in, in place through
+   * the slots. */
+  const uint64_t a0 = c->dmb_direct, a1 = c->dmb_slots;
+  matrix(R, &V_AUTO, P2PK_COLL_ALL_TO_ALL, ALL_OPS, 1);
+  printf("rank %d, all-to-all: blocks straight in %llu, through the slots %llu (so far by why: "
+         "not asked %llu, late %llu, overwritten %llu, not registered %llu, size %llu, not mapped "
+         "%llu, receiver first %llu; calls numbered: sent %llu, received %llu)\n", c->rank,
+         (unsigned long long)(c->dmb_direct - a0), (unsigned long long)(c->dmb_slots - a1),
+         (unsigned long long)c->dmb_why[0], (unsigned long long)c->dmb_why[1],
+         (unsigned long long)c->dmb_why[2], (unsigned long long)c->dmb_why[3],
+         (unsigned long long)c->dmb_why[4], (unsigned long long)c->dmb_why[5],
+         (unsigned long long)c->dmb_why[6], (unsigned long long)c->dmb_sent[1 - c->rank],
+         (unsigned long long)c->dmb_recvd[1 - c->rank]);
+  CHECK(c->dmb_direct > a0);
+  CHECK(c->dmb_slots > a1);
+  /* All-gather: every block straight in, in place too (no rank's output
+   * block is one it sends). */
+  const uint64_t g0 = c->dmb_direct, g1 = c->dmb_slots;
+  matrix(R, &V_AUTO, P2PK_COLL_ALL_GATHER, ALL_OPS, 1);
+  printf("rank %d, all-gather: blocks straight in %llu, through the slots %llu\n", c->rank,
+         (unsigned long long)(c->dmb_direct - g0), (unsigned long long)(c->dmb_slots - g1));
+  CHECK(c->dmb_direct > g0);
+  CHECK_EQ(c->dmb_slots, g1);
+}
+
 static void straight_in_suite(runner_t *R) {
   struct p2pkit_comm *c = R->comm[0];
   const uint64_t wait = c->dmb_wait_ns;
@@ -968,29 +997,7 @@ static void straight_in_suite(runner_t *R) {
   CHECK_EQ(c->dmb_slots, m0);
   CHECK(c->dmb_direct > m1);
   CHECK_EQ(c->dmb_rhow[1] - m2, c->dmb_direct - m1); /* 2 ranks: one send, one receive a call */
-  /* All-to-all into the registered outputs: out of place each block goes
-   * straight in, in place through the slots. */
-  const uint64_t a0 = c->dmb_direct, a1 = c->dmb_slots;
-  matrix(R, &V_AUTO, P2PK_COLL_ALL_TO_ALL, ALL_OPS, 1);
-  printf("rank %d, all-to-all: blocks straight in %llu, through the slots %llu (so far by why: "
-         "not asked %llu, late %llu, overwritten %llu, not registered %llu, size %llu, not mapped "
-         "%llu, receiver first %llu; calls numbered: sent %llu, received %llu)\n", c->rank,
-         (unsigned long long)(c->dmb_direct - a0), (unsigned long long)(c->dmb_slots - a1),
-         (unsigned long long)c->dmb_why[0], (unsigned long long)c->dmb_why[1],
-         (unsigned long long)c->dmb_why[2], (unsigned long long)c->dmb_why[3],
-         (unsigned long long)c->dmb_why[4], (unsigned long long)c->dmb_why[5],
-         (unsigned long long)c->dmb_why[6], (unsigned long long)c->dmb_sent[1 - c->rank],
-         (unsigned long long)c->dmb_recvd[1 - c->rank]);
-  CHECK(c->dmb_direct > a0);
-  CHECK(c->dmb_slots > a1);
-  /* All-gather into the registered outputs: every block straight in, in
-   * place too (no rank's output block is one it sends). */
-  const uint64_t g0 = c->dmb_direct, g1 = c->dmb_slots;
-  matrix(R, &V_AUTO, P2PK_COLL_ALL_GATHER, ALL_OPS, 1);
-  printf("rank %d, all-gather: blocks straight in %llu, through the slots %llu\n", c->rank,
-         (unsigned long long)(c->dmb_direct - g0), (unsigned long long)(c->dmb_slots - g1));
-  CHECK(c->dmb_direct > g0);
-  CHECK_EQ(c->dmb_slots, g1);
+  blocks_straight_in(R);
   /* The receiver (rank 1) 0.5 ms late: rank 0's sends wait for it (still
    * up to 10 s). */
   uint64_t d0 = c->dmb_direct;
@@ -1078,16 +1085,7 @@ static void map_suite(runner_t *R) {
   sendrecv_into(R, alt, "send/recv into a second allocation again", 72);
   CHECK_EQ(c->dmb_mapped - d0, 2);
   CHECK_EQ(p2pk_map_count(c), 2);
-  /* All-to-all: out of place straight in, in place through the slots. */
-  const uint64_t a0 = c->dmb_direct, a1 = c->dmb_slots;
-  matrix(R, &V_AUTO, P2PK_COLL_ALL_TO_ALL, ALL_OPS, 1);
-  CHECK(c->dmb_direct > a0);
-  CHECK(c->dmb_slots > a1);
-  /* All-gather: every block straight in. */
-  const uint64_t g0 = c->dmb_direct, g1 = c->dmb_slots;
-  matrix(R, &V_AUTO, P2PK_COLL_ALL_GATHER, ALL_OPS, 1);
-  CHECK(c->dmb_direct > g0);
-  CHECK_EQ(c->dmb_slots, g1);
+  blocks_straight_in(R);
   /* Under a CUDA graph, into R->dout (mapped, not registered). */
   d0 = c->dmb_direct;
   graph_straight_in(R, 3);
