@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "topo/topo.h"
+#include "xfer/xfer.h"
 
 enum { TAG_INFO = 1, TAG_P2P = 2, TAG_HANDLES = 3, TAG_MAPPED = 4, TAG_REG = 5, TAG_DEREG = 6,
        TAG_DESTROY = 7 };
@@ -181,7 +182,7 @@ typedef struct {
   size_t buffer;
   int timeout_s;
   int p2p_disable;
-  int level; /* farthest p2pkit_link_t P2P may use; -1: any */
+  int level; /* P2PKIT_P2P_LEVEL on xfer's scale (P2PK_PL_*; ANY when unset) */
   p2pk_algo_table table;
   p2pk_algo_force force;
   int max_blocks; /* P2PKIT_MAX_BLOCKS */
@@ -196,16 +197,9 @@ static p2pkit_status_t read_cfg(coll_cfg *cfg, int timeout_s) {
                      timeout_s);
   cfg->timeout_s = timeout_s;
   cfg->p2p_disable = p2pk_param_int("P2PKIT_P2P_DISABLE") != 0;
-  const char *lv = p2pk_param_str("P2PKIT_P2P_LEVEL");
-  static const struct { const char *name; int link; } levels[] = {
-      {"NVL", P2PKIT_LINK_NVLINK}, {"PIX", P2PKIT_LINK_PIX}, {"PXB", P2PKIT_LINK_PXB},
-      {"PHB", P2PKIT_LINK_PHB},    {"NODE", P2PKIT_LINK_NODE}, {"SYS", P2PKIT_LINK_SYS}};
-  cfg->level = -1;
-  for (size_t i = 0; lv[0] && i < sizeof levels / sizeof levels[0]; i++)
-    if (strcasecmp(lv, levels[i].name) == 0) cfg->level = levels[i].link;
-  if (lv[0] && cfg->level < 0)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
-                     "P2PKIT_P2P_LEVEL=%s: expected NVL, PIX, PXB, PHB, NODE or SYS", lv);
+  /* The copy path's reader: one vocabulary (NCCL_P2P_LEVEL's, PHB covering
+   * nvidia-smi's NODE) and one message for both. */
+  P2PK_CHECK(p2pk_p2p_level_read(&cfg->level));
   const char *path = p2pk_param_str("P2PKIT_ALGO_TABLE");
   if (path[0]) P2PK_CHECK(p2pk_algo_table_load(path, &cfg->table));
   else p2pk_algo_table_default(&cfg->table);
@@ -221,7 +215,7 @@ static p2pkit_status_t read_cfg(coll_cfg *cfg, int timeout_s) {
 /* ------------------------------------------------------- peer access ---- */
 
 static int want_topology(const coll_cfg *cfg) {
-  return cfg->level >= 0 || p2pk_log_enabled(P2PK_LEVEL_INFO, P2PK_LOG_COLL);
+  return cfg->level != P2PK_PL_ANY || p2pk_log_enabled(P2PK_LEVEL_INFO, P2PK_LOG_COLL);
 }
 
 /* Whether `dev` (this process's ordinal) may use P2P with the GPU at
@@ -236,6 +230,10 @@ static int pair_p2p(const coll_cfg *cfg, p2pkit_topo_t topo, int dev, const char
   if (strcasecmp(busid, peer_busid) == 0) {
     snprintf(label, llen, "same GPU");
     return 1;
+  }
+  if (cfg->level == P2PK_PL_LOC) {
+    snprintf(label, llen, "off (P2PKIT_P2P_LEVEL=LOC)");
+    return 0;
   }
   int pdev = -1, can = 0;
   if (cudaDeviceGetByPCIBusId(&pdev, peer_busid) != cudaSuccess) {
@@ -254,8 +252,9 @@ static int pair_p2p(const coll_cfg *cfg, p2pkit_topo_t topo, int dev, const char
       p2pkit_pair_t pr;
       p2pk_pair_info(topo, a, b, &pr);
       snprintf(label, llen, "P2P %s", pr.label);
-      if (cfg->level >= 0 && pr.link != P2PKIT_LINK_UNKNOWN && (int)pr.link > cfg->level) {
-        snprintf(label, llen, "off (%s is beyond P2PKIT_P2P_LEVEL)", pr.label);
+      if (cfg->level != P2PK_PL_ANY && p2pk_pair_level(&pr) > cfg->level) {
+        snprintf(label, llen, "off (path %s is beyond P2PKIT_P2P_LEVEL=%s)", pr.label,
+                 p2pk_p2p_level_name(cfg->level));
         return 0;
       }
     }

@@ -20,8 +20,8 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_SYSFS_ROOT", "", "read /sys and /proc under this root (tests, recorded machines)"},
     {"P2PKIT_P2P_DISABLE", "0", "1: never use direct P2P; stage through host memory"},
     {"P2PKIT_P2P_LEVEL", "",
-     "farthest path P2P may use: NVL, PIX, PXB, PHB or SYS (as NCCL_P2P_LEVEL); empty: any "
-     "pair the driver allows"},
+     "farthest path P2P may use: LOC (never), NVL, PIX, PXB, PHB (nvidia-smi's NODE too) or "
+     "SYS, as NCCL_P2P_LEVEL; copies and communicators alike; empty: any pair the driver allows"},
     {"P2PKIT_STAGE_CHUNK", "8M", "chunk size of the host-staged pipeline"},
     {"P2PKIT_STAGE_DEPTH", "4", "chunks in flight in the host-staged pipeline (2 or more)"},
     {"P2PKIT_SM_COPY_MAX", "0",

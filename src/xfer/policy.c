@@ -23,6 +23,17 @@ const char *p2pk_p2p_level_name(int level) {
   return level == P2PK_PL_ANY ? "any" : level_names[level];
 }
 
+p2pkit_status_t p2pk_p2p_level_read(int *level) {
+  const char *lv = p2pk_param_str("P2PKIT_P2P_LEVEL");
+  *level = p2pk_p2p_level_parse(lv);
+  if (*level < 0) {
+    *level = P2PK_PL_ANY;
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
+                     "P2PKIT_P2P_LEVEL='%s' is not one of LOC, NVL, PIX, PXB, PHB, SYS", lv);
+  }
+  return P2PKIT_SUCCESS;
+}
+
 int p2pk_pair_level(const p2pkit_pair_t *pair) {
   switch (pair->link) {
     case P2PKIT_LINK_SELF: return P2PK_PL_LOC;
@@ -62,11 +73,7 @@ p2pkit_status_t p2pk_xfer_settings_read(p2pk_xfer_settings *s) {
   long v = 0;
   P2PK_CHECK(read_int("P2PKIT_P2P_DISABLE", 0, 1, &v));
   r.p2p_disable = (int)v;
-  const char *lv = p2pk_param_str("P2PKIT_P2P_LEVEL");
-  r.p2p_level = p2pk_p2p_level_parse(lv);
-  if (r.p2p_level < 0)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
-                     "P2PKIT_P2P_LEVEL='%s' is not one of LOC, NVL, PIX, PXB, PHB, SYS", lv);
+  P2PK_CHECK(p2pk_p2p_level_read(&r.p2p_level));
   P2PK_CHECK(read_size("P2PKIT_SM_COPY_MAX", &r.sm_copy_max));
   P2PK_CHECK(read_size("P2PKIT_STAGE_CHUNK", &r.stage_chunk));
   if (r.stage_chunk < P2PK_STAGE_MIN_CHUNK || r.stage_chunk > P2PK_STAGE_MAX_CHUNK)

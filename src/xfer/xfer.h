@@ -85,6 +85,9 @@ typedef struct {
 p2pkit_status_t p2pk_xfer_settings_read(p2pk_xfer_settings *s);
 /* "NVL", "pix", ... (case-insensitive; "" is P2PK_PL_ANY); -1 when unknown. */
 int p2pk_p2p_level_parse(const char *text);
+/* P2PKIT_P2P_LEVEL parsed into *level (P2PK_PL_*); a value that does not
+ * parse is an error naming it. Copies and communicators both read it here. */
+p2pkit_status_t p2pk_p2p_level_read(int *level);
 const char *p2pk_p2p_level_name(int level);
 /* Where a pair sits on that scale (NVLink: NVL; NODE: PHB; unknown: SYS). */
 int p2pk_pair_level(const p2pkit_pair_t *pair);

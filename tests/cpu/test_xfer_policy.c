@@ -285,6 +285,45 @@ TEST(context_checks) {
   p2pkit_topo_destroy(t);
 }
 
+/* Copies and communicators read P2PKIT_P2P_LEVEL through one parser: the
+ * same values refused with the same message, before any CUDA call (the
+ * communicator reads its settings before it counts GPUs). */
+TEST(level_one_parser_for_copies_and_communicators) {
+  static const char *const bad[] = {"NEAR", "NODE", "2", "nvlink"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("P2PKIT_P2P_LEVEL", bad[i], 1);
+    p2pk_param_reset();
+    char want[96];
+    snprintf(want, sizeof want, "P2PKIT_P2P_LEVEL='%s' is not one of LOC, NVL, PIX, PXB, PHB, SYS",
+             bad[i]);
+    p2pk_xfer_settings s;
+    CHECK_EQ(p2pk_xfer_settings_read(&s), P2PKIT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(p2pkit_last_error(), want) != NULL);
+    p2pkit_comm_opts_t o;
+    p2pkit_comm_opts_init(&o);
+    o.nranks = 1;
+    o.rank = 0;
+    o.device = 0;
+    o.addr = "127.0.0.1";
+    o.port = 1;
+    o.secret = "level-test";
+    o.timeout_s = 5;
+    p2pkit_comm_t comm = NULL;
+    CHECK_EQ(p2pkit_comm_init_rank(&o, &comm), P2PKIT_ERR_INVALID_ARGUMENT);
+    CHECK(comm == NULL);
+    if (!strstr(p2pkit_last_error(), want)) printf("communicator said: %s\n", p2pkit_last_error());
+    CHECK(strstr(p2pkit_last_error(), want) != NULL);
+  }
+  for (int lv = P2PK_PL_LOC; lv < P2PK_PL_ANY; lv++) {
+    setenv("P2PKIT_P2P_LEVEL", p2pk_p2p_level_name(lv), 1);
+    p2pk_param_reset();
+    int got = -1;
+    CHECK_EQ(p2pk_p2p_level_read(&got), P2PKIT_SUCCESS);
+    CHECK_EQ(got, lv);
+  }
+  clear_env();
+}
+
 TEST(context_without_gpu) {
   int n = 0;
   if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
@@ -410,5 +449,6 @@ TEST(stage_pieces) {
 
 T_MAIN(T_CASE(level_names), T_CASE(pair_levels), T_CASE(nvlink_by_size), T_CASE(disabled_stages),
        T_CASE(level_limits), T_CASE(no_peer_access), T_CASE(same_gpu), T_CASE(path_names),
-       T_CASE(settings_from_env), T_CASE(context_checks), T_CASE(context_without_gpu),
+       T_CASE(settings_from_env), T_CASE(context_checks),
+       T_CASE(level_one_parser_for_copies_and_communicators), T_CASE(context_without_gpu),
        T_CASE(recorded_machines), T_CASE(stage_pieces))
