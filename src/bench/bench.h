@@ -81,8 +81,9 @@ void p2pk_bench_opts_init(p2pk_bench_opts *o);
 void p2pk_bench_opts_free(p2pk_bench_opts *o);
 /* argv[0] is "bench". 0 ok, 1 help was asked for, -1 error (one line in err). */
 int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_t errlen);
-/* Against a machine of `ngpus` GPUs: ids exist, at least two GPUs, and the
- * pair list (every ordered pair of the chosen GPUs when none was given).
+/* Against a machine of `ngpus` GPUs: ids exist, at least two GPUs, the pair
+ * list (every ordered pair of the chosen GPUs when none was given), and the
+ * largest size's buffers add up to a count of bytes (p2pk_bench_mem_need).
  * 0 ok, -1 error. */
 int p2pk_bench_validate(p2pk_bench_opts *o, int ngpus, char *err, size_t errlen);
 void p2pk_bench_usage(FILE *out);
@@ -244,8 +245,9 @@ p2pkit_status_t p2pk_bench_write_svg(const p2pk_bench_report *r, FILE *out);
 /* --- planning and running (GPU) -------------------------------------------- */
 
 /* Device memory each GPU needs at `bytes` (per-pair buffers of every mode
- * asked for); need[] has `ngpus` entries. */
-void p2pk_bench_mem_need(const p2pk_bench_opts *o, size_t bytes, int ngpus, size_t *need);
+ * asked for); need[] has `ngpus` entries. 0 ok; -1 when a need does not fit
+ * in a size_t (that entry is SIZE_MAX: saturated, never wrapped). */
+int p2pk_bench_mem_need(const p2pk_bench_opts *o, size_t bytes, int ngpus, size_t *need);
 /* 0 when need fits in free on every GPU, else -1 and one line in err. */
 int p2pk_bench_mem_check(const size_t *need, const size_t *free_bytes, int ngpus, size_t bytes,
                          char *err, size_t errlen);

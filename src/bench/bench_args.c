@@ -2,6 +2,7 @@
  * checked against the machine afterwards (p2pk_bench_validate). */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,9 +309,10 @@ static int make_sizes(p2pk_bench_opts *o, int have_e, int have_f, int have_i, ch
       return fail(err, len, "more than %d sizes from -b %zu to -e %zu; use a larger step",
                   P2PK_BENCH_MAX_SIZES, o->min_bytes, o->max_bytes);
     o->sizes[o->nsizes++] = s;
-    size_t next = have_i ? s + o->step_bytes : s * (size_t)o->factor;
-    if (next <= s) break; /* overflow */
-    s = next;
+    /* The step past SIZE_MAX ends the list (a wrapped product can land above
+     * s, so test before multiplying, not after). */
+    if (have_i ? o->step_bytes > SIZE_MAX - s : s > SIZE_MAX / (size_t)o->factor) break;
+    s = have_i ? s + o->step_bytes : s * (size_t)o->factor;
   }
   return 0;
 }
@@ -428,6 +430,23 @@ int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_
   return make_sizes(o, have_e, have_f, have_i, err, len);
 }
 
+/* Sizes are parsed up to SIZE_MAX: one whose buffers (every pair's, on one
+ * GPU) add up past that cannot be planned or checked against free memory. */
+static int check_need(const p2pk_bench_opts *o, int ngpus, char *err, size_t len) {
+  size_t *need = calloc((size_t)ngpus, sizeof *need);
+  if (!need) return fail(err, len, "out of memory");
+  size_t biggest = o->sizes[o->nsizes - 1];
+  int rc = 0;
+  if (p2pk_bench_mem_need(o, biggest, ngpus, need) != 0) {
+    int g = 0;
+    while (g < ngpus - 1 && need[g] != SIZE_MAX) g++;
+    rc = fail(err, len, "size %zu is larger than any GPU (GPU%d would need 2^64 bytes or more "
+              "for its buffers)", o->methods ? biggest : o->sizes[0], g);
+  }
+  free(need);
+  return rc;
+}
+
 int p2pk_bench_validate(p2pk_bench_opts *o, int ngpus, char *err, size_t len) {
   for (int i = 0; i < o->ngpus; i++)
     if (o->gpus[i] >= ngpus)
@@ -438,7 +457,7 @@ int p2pk_bench_validate(p2pk_bench_opts *o, int ngpus, char *err, size_t len) {
       if (o->pairs[i][k] >= ngpus)
         return fail(err, len, "pair %d:%d: GPU %d does not exist (this machine has %d: 0..%d)",
                     o->pairs[i][0], o->pairs[i][1], o->pairs[i][k], ngpus, ngpus - 1);
-  if (o->npairs) return 0;
+  if (o->npairs) return check_need(o, ngpus, err, len);
   int sel[P2PK_MAX_GPUS], n = o->ngpus;
   if (n) memcpy(sel, o->gpus, (size_t)n * sizeof *sel);
   else
@@ -455,5 +474,5 @@ int p2pk_bench_validate(p2pk_bench_opts *o, int ngpus, char *err, size_t len) {
         o->pairs[o->npairs][1] = sel[b];
         o->npairs++;
       }
-  return 0;
+  return check_need(o, ngpus, err, len);
 }

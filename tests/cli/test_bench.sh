@@ -61,6 +61,9 @@ if [ -f "$data/nvswitch8.p2pkit" ]; then
   grep -q '0->7   NV18' "$out" || fail "nvswitch8 plan lacks 0->7 NV18"
   grep -q 'P2P/NVLink/SM / P2P/NVLink/CE' "$out" || fail "nvswitch8: AUTO should go SM small, CE large"
   grep -q 'GPU7 14 GiB$' "$out" || fail "nvswitch8: memory plan (7 pairs x 2 x 1 GiB on each GPU): $(tail -1 "$out")"
+  # Buffers past 2^64 bytes are refused, not wrapped into a plan of 0 bytes.
+  expect_error "size 9223372036854775808 is larger than any GPU (GPU0 would need 2^64 bytes" --from "$data/nvswitch8.p2pkit" --dry-run -b 9223372036854775808
+  expect_error "size 18446744073709551615 is larger than any GPU" --from "$data/nvswitch8.p2pkit" --dry-run --pairs 0:1 -b 18446744073709551615
   expect_error "GPU 8 does not exist (this machine has 8: 0..7)" --from "$data/nvswitch8.p2pkit" --dry-run --gpus 0,8
   expect_error "pair 9:0: GPU 9 does not exist" --from "$data/nvswitch8.p2pkit" --dry-run --pairs 0:1,9:0
   P2PKIT_P2P_DISABLE=1 "$bin" bench --from "$data/nvswitch8.p2pkit" --dry-run --pairs 0:1 >"$out" 2>"$err" ||

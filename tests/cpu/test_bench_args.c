@@ -1,5 +1,6 @@
 /* `p2pkit bench` arguments: defaults, size sweeps, methods, pairs, bad input
  * (one-line errors), and the checks against a machine's GPU count. */
+#include <stdint.h>
 #include <string.h>
 
 #include "bench/bench.h"
@@ -66,6 +67,13 @@ TEST(sizes) {
   CHECK_EQ(o.sizes[0], 3);
   CHECK_EQ(parse("-b 1G -e 1G", &o, err, sizeof err), 0);
   CHECK_EQ(o.nsizes, 1);
+  /* A step past SIZE_MAX ends the list: 3 x (2^63 + 1) wraps to 2^63 + 3,
+   * above where it started. */
+  CHECK_EQ(parse("-b 9223372036854775809 -e 18446744073709551615 -f 3", &o, err, sizeof err), 0);
+  CHECK_EQ(o.nsizes, 1);
+  CHECK_EQ(parse("-b 1 -e 18446744073709551615 -i 9223372036854775807", &o, err, sizeof err), 0);
+  CHECK_EQ(o.nsizes, 3);
+  CHECK(o.sizes[2] == SIZE_MAX);
 }
 
 TEST(bad_sizes) {
@@ -219,6 +227,21 @@ TEST(against_machine) {
   p2pk_bench_opts_free(&o);
   CHECK_EQ(validate("--gpus 1", 4, &o, err, sizeof err), -1);
   CHECK_STR(err, "copies between GPUs need at least 2 GPUs (--gpus names 1)");
+  p2pk_bench_opts_free(&o);
+  /* Buffers that add up past 2^64 bytes on a GPU: refused, not wrapped. */
+  CHECK_EQ(validate("-b 4611686018427387904", 2, &o, err, sizeof err), 0);
+  p2pk_bench_opts_free(&o);
+  CHECK_EQ(validate("-b 9223372036854775808", 2, &o, err, sizeof err), -1);
+  CHECK_STR(err, "size 9223372036854775808 is larger than any GPU (GPU0 would need 2^64 bytes or "
+                 "more for its buffers)");
+  p2pk_bench_opts_free(&o);
+  CHECK_EQ(validate("-b 1M -e 9223372036854775808", 2, &o, err, sizeof err), -1);
+  CHECK_STR(err, "size 9223372036854775808 is larger than any GPU (GPU0 would need 2^64 bytes or "
+                 "more for its buffers)");
+  p2pk_bench_opts_free(&o);
+  CHECK_EQ(validate("--pairs 1:0,2:1 -b 9223372036854775808", 3, &o, err, sizeof err), -1);
+  CHECK_STR(err, "size 9223372036854775808 is larger than any GPU (GPU1 would need 2^64 bytes or "
+                 "more for its buffers)");
   p2pk_bench_opts_free(&o);
 }
 

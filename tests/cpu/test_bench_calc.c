@@ -1,5 +1,6 @@
 /* The bench's arithmetic: statistics, expected rates from the links,
  * verdicts (LOW against the ceiling and against peers), memory planning. */
+#include <stdint.h>
 #include <string.h>
 
 #include "bench/bench.h"
@@ -188,10 +189,21 @@ TEST(memory_plan) {
   CHECK_EQ(need[0], 512u << 20);
   p2pk_bench_mem_need(&o, 3, 4, need); /* rounded to the 2 MiB granularity */
   CHECK_EQ(need[1], 4u << 20);
+  /* Sizes near SIZE_MAX: the rounding and the sums saturate and say so,
+   * instead of wrapping to a need that would seem to fit (2^63 both ways
+   * once wrapped to 0). */
+  CHECK_EQ(p2pk_bench_mem_need(&o, (size_t)1 << 62, 4, need), 0);
+  CHECK(need[0] == (size_t)1 << 63);
+  CHECK_EQ(p2pk_bench_mem_need(&o, (size_t)1 << 63, 4, need), -1);
+  CHECK(need[0] == SIZE_MAX && need[1] == SIZE_MAX && need[2] == 0);
+  CHECK_EQ(p2pk_bench_mem_need(&o, SIZE_MAX - 1, 4, need), -1); /* the rounding alone */
+  CHECK(need[0] == SIZE_MAX);
   o.methods = 0;
   o.sm_sweep = 1;
-  p2pk_bench_mem_need(&o, 256u << 20, 4, need);
+  CHECK_EQ(p2pk_bench_mem_need(&o, SIZE_MAX, 4, need), 0); /* no bandwidth run at that size */
   CHECK_EQ(need[0], 256u << 20); /* the sweep runs at -b on the first pair */
+  o.sizes[0] = SIZE_MAX;
+  CHECK_EQ(p2pk_bench_mem_need(&o, SIZE_MAX, 4, need), -1);
   p2pk_bench_opts_free(&o);
 
   size_t n2[2] = {300u << 20, 10}, f2[2] = {200u << 20, 100};
