@@ -79,7 +79,8 @@ typedef struct {
 
 void p2pk_bench_opts_init(p2pk_bench_opts *o);
 void p2pk_bench_opts_free(p2pk_bench_opts *o);
-/* argv[0] is "bench". 0 ok, 1 help was asked for, -1 error (one line in err). */
+/* argv[0] is "bench". 0 ok, 1 help was asked for, -1 error (one line in err),
+ * -2 an unknown option (one line in err; print the usage after it). */
 int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_t errlen);
 /* Against a machine of `ngpus` GPUs: ids exist, at least two GPUs, the pair
  * list (every ordered pair of the chosen GPUs when none was given), and the

@@ -361,7 +361,10 @@ int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_
         v = a + n + 1;
       }
     }
-    if (!opt) return fail(err, len, "unknown option '%s' (see p2pkit bench --help)", a);
+    if (!opt) {
+      fail(err, len, "unknown option '%s'", a);
+      return -2; /* the caller prints the usage after the line, as the other commands do */
+    }
     snprintf(optbuf, sizeof optbuf, "%s", opt);
     long x;
     if (!strcmp(opt, "--methods")) {
@@ -425,6 +428,11 @@ int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_
     o->methods = (o->latency || sweep) && !bandwidth ? 0 : (1u << P2PK_BM_COUNT) - 1;
   }
   if (o->anchor && o->methods) o->methods |= 1u << P2PK_BM_MEMCPY_PEER;
+  /* The plan is text only; an output that asks for results would be left
+   * unwritten, so say so rather than exit 0 without it. */
+  if (o->dry_run && (o->json || o->csv || o->plot_path[0]))
+    return fail(err, len, "--dry-run prints the plan as text; %s needs a run",
+                o->json ? "--json" : o->csv ? "--csv" : "--plot");
   if (o->from[0] && !o->dry_run)
     return fail(err, len, "--from plans against a recorded machine: add --dry-run (a run needs the GPUs here)");
   return make_sizes(o, have_e, have_f, have_i, err, len);

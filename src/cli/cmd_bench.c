@@ -63,6 +63,7 @@ int cmd_bench(int argc, char **argv) {
       return CLI_EXIT_OK;
     }
     cli_error("bench", "%s", err);
+    if (rc == -2) p2pk_bench_usage(stderr);
     return CLI_EXIT_USAGE;
   }
   p2pkit_topo_t topo = NULL;

@@ -48,7 +48,15 @@ expect_error "is smaller than -b" -b 4M -e 1M
 expect_error "unknown method 'teleport'" --methods ce,teleport
 expect_error "pair 0:1 is given twice" --pairs 0:1,1:0,0:1
 expect_error "GPU 1 is listed twice" --gpus 1,0,1
-expect_error "unknown option '--fast'" --fast
+# An unknown option: the line, then the usage on stderr (as topo, perf, env, doctor).
+"$bin" bench --fast >"$out" 2>"$err"
+rc=$?
+[ "$rc" = 2 ] || fail "bench --fast: exit $rc, expected 2"
+[ "$(head -1 "$err")" = "p2pkit bench: error: unknown option '--fast'" ] ||
+  fail "bench --fast: first line: $(head -1 "$err")"
+grep -q '^usage: p2pkit bench' "$err" || fail "bench --fast: no usage on stderr: $(cat "$err")"
+grep -q -- '--methods LIST' "$err" || fail "bench --fast: usage lacks the options"
+[ -s "$out" ] && fail "bench --fast: wrote to stdout: $(head -c 200 "$out")"
 expect_error "-n needs a value" -n
 expect_error "unknown mode 'diagonal'" --mode diagonal
 expect_error "only one of --json and --csv" --json --csv
@@ -86,6 +94,10 @@ if [ -f "$data/pxb.p2pkit" ]; then
   grep -q 'PIX .*P2P/PCIe/SM / P2P/PCIe/CE' "$out" || fail "pxb: PIX pairs keep P2P: $(cat "$out")"
 fi
 expect_error "cannot open topology file" --from /nonexistent/machine.p2pkit --dry-run
+# A dry run prints the plan as text; outputs that need results are refused, not skipped.
+expect_error "--dry-run prints the plan as text; --json needs a run" --dry-run --json
+expect_error "--dry-run prints the plan as text; --csv needs a run" --dry-run --csv=plan.csv
+expect_error "--dry-run prints the plan as text; --plot needs a run" --dry-run --plot plan.svg
 
 # --- no GPU here: a run says so in one line ---
 if ! command -v nvidia-smi >/dev/null 2>&1; then

@@ -21,15 +21,19 @@ static int parse(const char *line, p2pk_bench_opts *o, char *err, size_t len) {
   return p2pk_bench_parse(argc, argv, o, err, len);
 }
 
-static void expect_error(const char *line, const char *msg) {
+/* want_rc -1: a bad value; -2: an unknown option (the command adds its usage). */
+static void expect_error_rc(const char *line, int want_rc, const char *msg) {
   p2pk_bench_opts o;
   char err[512];
   int rc = parse(line, &o, err, sizeof err);
-  if (rc != -1) T_FAIL("'%s' parsed (rc %d), expected the error \"%s\"", line, rc, msg);
+  if (rc != want_rc)
+    T_FAIL("'%s' gave rc %d, expected %d and the error \"%s\"", line, rc, want_rc, msg);
   else if (strcmp(err, msg) != 0) T_FAIL("'%s': \"%s\", expected \"%s\"", line, err, msg);
   CHECK(strchr(err, '\n') == NULL);
   p2pk_bench_opts_free(&o);
 }
+
+static void expect_error(const char *line, const char *msg) { expect_error_rc(line, -1, msg); }
 
 TEST(defaults) {
   p2pk_bench_opts o;
@@ -189,8 +193,13 @@ TEST(outputs) {
   CHECK_STR(o.plot_path, "a.svg");
   expect_error("--json --csv", "only one of --json and --csv can go to stdout");
   expect_error("--json=", "--json= needs a file name");
-  expect_error("--jsonx", "unknown option '--jsonx' (see p2pkit bench --help)");
-  expect_error("--frobnicate", "unknown option '--frobnicate' (see p2pkit bench --help)");
+  expect_error_rc("--jsonx", -2, "unknown option '--jsonx'");
+  expect_error_rc("--frobnicate", -2, "unknown option '--frobnicate'");
+  expect_error_rc("extra", -2, "unknown option 'extra'");
+  /* The plan is text: an output a dry run would leave unwritten is refused. */
+  expect_error("--dry-run --json", "--dry-run prints the plan as text; --json needs a run");
+  expect_error("--csv=x.csv --dry-run", "--dry-run prints the plan as text; --csv needs a run");
+  expect_error("--dry-run --plot a.svg", "--dry-run prints the plan as text; --plot needs a run");
   expect_error("--from x.p2pkit", "--from plans against a recorded machine: add --dry-run (a run needs the GPUs here)");
 }
 
