@@ -51,8 +51,8 @@ int p2pk_pair_level(const p2pkit_pair_t *pair) {
 static p2pkit_status_t read_size(const char *name, size_t *out) {
   const char *v = p2pk_param_str(name);
   if (p2pk_parse_size(v, out) != 0)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s='%s' is not a size (bytes, with K, M or G)",
-                     name, v);
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
+                     "%s='%s' is not a size (bytes, with K, M, G or T)", name, v);
   return P2PKIT_SUCCESS;
 }
 
@@ -86,6 +86,9 @@ p2pkit_status_t p2pk_xfer_settings_read(p2pk_xfer_settings *s) {
   const char *cfg = p2pk_param_str("P2PKIT_SM_COPY_CONFIG");
   if (p2pk_sm_config_parse(cfg, &r.sm, err, sizeof err) != 0)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_SM_COPY_CONFIG='%s': %s", cfg, err);
+  /* The copy path's own settings above say their ranges; any other
+   * P2PKIT_* value that does not parse is refused here too. */
+  P2PK_CHECK(p2pk_param_check());
   *s = r;
   return P2PKIT_SUCCESS;
 }

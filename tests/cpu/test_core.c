@@ -87,6 +87,49 @@ TEST(registry_entries_are_complete_and_unique) {
   CHECK(p2pk_param_at(n) == NULL);
 }
 
+/* Each default parses as its kind, and p2pk_param_check refuses a value set
+ * in the environment that does not, naming it; unset and string settings
+ * never fail it. */
+TEST(settings_check_refuses_malformed_values) {
+  for (size_t i = 0; i < p2pk_param_count(); i++) {
+    const p2pk_param_def *d = p2pk_param_at(i);
+    CHECK(d->kind == P2PK_PARAM_STR || d->kind == P2PK_PARAM_INT || d->kind == P2PK_PARAM_SIZE);
+    if (d->kind == P2PK_PARAM_INT) {
+      char *end = NULL;
+      (void)strtoll(d->def, &end, 10);
+      if (end == d->def || *end) T_FAIL("%s: default '%s' is not a whole number", d->name, d->def);
+    } else if (d->kind == P2PK_PARAM_SIZE) {
+      size_t b = 0;
+      if (p2pk_parse_size(d->def, &b) != 0) T_FAIL("%s: default '%s' is not a size", d->name, d->def);
+    }
+  }
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_param_check(), P2PKIT_SUCCESS);
+  static const struct { const char *name, *value, *want; } bad[] = {
+      {"P2PKIT_P2P_DISABLE", "yes", "P2PKIT_P2P_DISABLE='yes' is not a whole number"},
+      {"P2PKIT_TIMEOUT", "abc", "P2PKIT_TIMEOUT='abc' is not a whole number"},
+      {"P2PKIT_TIMEOUT", "30s", "P2PKIT_TIMEOUT='30s' is not a whole number"},
+      {"P2PKIT_BUFFER_SIZE", "64Q", "P2PKIT_BUFFER_SIZE='64Q' is not a size"},
+      {"P2PKIT_CE_ALLREDUCE_MIN", "-1", "P2PKIT_CE_ALLREDUCE_MIN='-1' is not a size"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv(bad[i].name, bad[i].value, 1);
+    p2pk_param_reset();
+    CHECK_EQ(p2pk_param_check(), P2PKIT_ERR_INVALID_ARGUMENT);
+    if (!strstr(p2pkit_last_error(), bad[i].want)) T_FAIL("%s: said '%s'", bad[i].name, p2pkit_last_error());
+    unsetenv(bad[i].name);
+  }
+  setenv("P2PKIT_P2P_DISABLE", "1", 1);
+  setenv("P2PKIT_BUFFER_SIZE", "64M", 1);
+  setenv("P2PKIT_ALGO", "anything at all", 1); /* strings are checked where they are used */
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_param_check(), P2PKIT_SUCCESS);
+  unsetenv("P2PKIT_P2P_DISABLE");
+  unsetenv("P2PKIT_BUFFER_SIZE");
+  unsetenv("P2PKIT_ALGO");
+  p2pk_param_reset();
+}
+
 TEST(log_subsystems_parse) {
   CHECK_EQ(p2pk_log_parse_subsys("ALL"), P2PK_LOG_ALL);
   CHECK_EQ(p2pk_log_parse_subsys("TOPO,xfer"), P2PK_LOG_TOPO | P2PK_LOG_XFER);
@@ -156,5 +199,6 @@ TEST(json_writer_quotes_and_nests) {
 
 T_MAIN(T_CASE(strerror_names_every_status), T_CASE(parse_size_accepts_suffixes),
        T_CASE(parse_size_rejects_garbage), T_CASE(settings_come_from_env_or_default),
-       T_CASE(registry_entries_are_complete_and_unique), T_CASE(log_subsystems_parse),
+       T_CASE(registry_entries_are_complete_and_unique),
+       T_CASE(settings_check_refuses_malformed_values), T_CASE(log_subsystems_parse),
        T_CASE(log_level_and_file), T_CASE(json_writer_quotes_and_nests))

@@ -224,7 +224,7 @@ TEST(settings_from_env) {
       {"P2PKIT_P2P_LEVEL", "NEAR", "P2PKIT_P2P_LEVEL='NEAR' is not one of LOC, NVL, PIX, PXB, PHB, SYS"},
       {"P2PKIT_P2P_DISABLE", "yes", "P2PKIT_P2P_DISABLE='yes' must be a whole number from 0 to 1"},
       {"P2PKIT_STAGE_DEPTH", "1", "P2PKIT_STAGE_DEPTH='1' must be a whole number from 2 to 16"},
-      {"P2PKIT_STAGE_CHUNK", "lots", "P2PKIT_STAGE_CHUNK='lots' is not a size (bytes, with K, M or G)"},
+      {"P2PKIT_STAGE_CHUNK", "lots", "P2PKIT_STAGE_CHUNK='lots' is not a size (bytes, with K, M, G or T)"},
       {"P2PKIT_STAGE_CHUNK", "1K", "P2PKIT_STAGE_CHUNK=1024 is out of range (4096 bytes to 1024 MiB)"},
       {"P2PKIT_SM_COPY_CONFIG", "kind=warp", "P2PKIT_SM_COPY_CONFIG='kind=warp': kind 'warp' is not stride, chunk or tma"},
   };
@@ -314,6 +314,26 @@ TEST(level_one_parser_for_copies_and_communicators) {
     if (!strstr(p2pkit_last_error(), want)) printf("communicator said: %s\n", p2pkit_last_error());
     CHECK(strstr(p2pkit_last_error(), want) != NULL);
   }
+  /* A boolean that is not a number is refused by both, not read as 0. */
+  clear_env();
+  setenv("P2PKIT_P2P_DISABLE", "yes", 1);
+  p2pk_param_reset();
+  p2pk_xfer_settings s;
+  CHECK_EQ(p2pk_xfer_settings_read(&s), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "P2PKIT_P2P_DISABLE='yes' must be a whole number") != NULL);
+  p2pkit_comm_opts_t o;
+  p2pkit_comm_opts_init(&o);
+  o.nranks = 1;
+  o.rank = 0;
+  o.device = 0;
+  o.addr = "127.0.0.1";
+  o.port = 1;
+  o.secret = "level-test";
+  o.timeout_s = 5;
+  p2pkit_comm_t comm = NULL;
+  CHECK_EQ(p2pkit_comm_init_rank(&o, &comm), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "P2PKIT_P2P_DISABLE='yes' is not a whole number") != NULL);
+  unsetenv("P2PKIT_P2P_DISABLE");
   for (int lv = P2PK_PL_LOC; lv < P2PK_PL_ANY; lv++) {
     setenv("P2PKIT_P2P_LEVEL", p2pk_p2p_level_name(lv), 1);
     p2pk_param_reset();
