@@ -7,6 +7,7 @@
 #ifndef P2PK_COLL_RUNNER_H
 #define P2PK_COLL_RUNNER_H
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -165,8 +166,24 @@ static inline void runner_expect_clean_exit(const char *mode, int r, int n, int 
            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 }
 
+/* Shared-memory files (/dev/shm/p2pkit-PID-*) that process `pid` created and
+ * left behind: p2pkit unlinks each once every rank has mapped it, so a job
+ * leaves none, however it ends. */
+static inline int shm_left_by(pid_t pid) {
+  DIR *d = opendir("/dev/shm");
+  if (!d) return 0;
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "p2pkit-%d-", (int)pid);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
+  closedir(d);
+  return n;
+}
+
 /* A kill test's parent: rank victim_of(mode, n) must die by SIGKILL and
- * every other rank exit cleanly (having timed out on it), within 90 s. */
+ * every other rank exit cleanly (having timed out on it), within 90 s, and
+ * no rank, the victim included, may leave a shared-memory file behind. */
 static inline void runner_kill_test(const char *prog, const char *mode, int p2p_disable,
                                     int (*victim_of)(const char *mode, int n)) {
   int status[P2PK_COLL_MAX_RANKS];
@@ -183,6 +200,9 @@ static inline void runner_kill_test(const char *prog, const char *mode, int p2p_
   for (int r = 0; r < n; r++)
     if (r != victim) runner_expect_clean_exit(mode, r, n, status[r]);
   CHECK(cu_now() - t0 < 90);
+  for (int r = 0; r < n; r++)
+    if (shm_left_by(pid[r]))
+      T_FAIL("%s: rank %d left %d file(s) in /dev/shm", mode, r, shm_left_by(pid[r]));
 }
 
 /* A kill test's survivor, after the victim died: `call` (`what`, on

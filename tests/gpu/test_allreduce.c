@@ -457,18 +457,6 @@ static int spawn_ranks(const char *mode, int p2p_disable, int limit_s, int statu
   return runner_spawn("test_allreduce", mode, p2p_disable, limit_s, status, pid);
 }
 
-static int shm_left_by(pid_t pid) {
-  DIR *d = opendir("/dev/shm");
-  if (!d) return 0;
-  char prefix[32];
-  snprintf(prefix, sizeof prefix, "p2pkit-%d-", (int)pid);
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d));)
-    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
-  closedir(d);
-  return n;
-}
-
 TEST(process_per_gpu) {
   int st[MAXR];
   pid_t pid[MAXR];
