@@ -2,35 +2,92 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench/bench.h"
 #include "cli/cli.h"
 
 typedef p2pkit_status_t (*writer_fn)(const p2pk_bench_report *, FILE *);
 
-static int write_to(const char *path, writer_fn fn, const p2pk_bench_report *r) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    cli_error("bench", "cannot write %s: %s", path, strerror(errno));
-    return -1;
+/* The files --json=FILE, --csv=FILE and --plot FILE name, opened before the
+ * GPUs are looked at: a path that cannot be written fails in a second, not
+ * after a run of minutes whose results would then be lost. */
+enum { OUT_JSON, OUT_CSV, OUT_PLOT, OUT_COUNT };
+
+typedef struct {
+  FILE *f[OUT_COUNT];
+  const char *path[OUT_COUNT];
+  int created[OUT_COUNT]; /* did not exist before: removed again if nothing is written */
+} out_files;
+
+static int same_file(FILE *a, FILE *b) {
+  struct stat x, y;
+  return fstat(fileno(a), &x) == 0 && fstat(fileno(b), &y) == 0 && S_ISREG(x.st_mode) &&
+         x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* Closes what is still open; `discard`: a run that ended without results
+ * removes the files it created, so a failure leaves no empty report behind. */
+static void close_files(out_files *o, int discard) {
+  for (int i = 0; i < OUT_COUNT; i++) {
+    if (!o->f[i]) continue;
+    fclose(o->f[i]);
+    o->f[i] = NULL;
+    if (discard && o->created[i]) unlink(o->path[i]);
   }
+}
+
+static int open_files(const p2pk_bench_opts *o, out_files *of) {
+  memset(of, 0, sizeof *of);
+  of->path[OUT_JSON] = o->json == 2 ? o->json_path : NULL;
+  of->path[OUT_CSV] = o->csv == 2 ? o->csv_path : NULL;
+  of->path[OUT_PLOT] = o->plot_path[0] ? o->plot_path : NULL;
+  for (int i = 0; i < OUT_COUNT; i++) {
+    const char *path = of->path[i];
+    if (!path) continue;
+    struct stat st;
+    of->created[i] = stat(path, &st) != 0 && errno == ENOENT;
+    of->f[i] = fopen(path, "w");
+    if (!of->f[i]) {
+      cli_error("bench", "cannot write %s: %s", path, strerror(errno));
+      close_files(of, 1);
+      return -1;
+    }
+    /* Two outputs into one file would overwrite each other from offset 0. */
+    for (int k = 0; k < i; k++)
+      if (of->f[k] && same_file(of->f[i], of->f[k])) {
+        cli_error("bench", "%s and %s name the same file", of->path[k], path);
+        of->created[i] = 0; /* the first one's; remove it once */
+        close_files(of, 1);
+        return -1;
+      }
+  }
+  return 0;
+}
+
+/* Writes the report into an opened output and closes it. */
+static int write_to(out_files *of, int i, writer_fn fn, const p2pk_bench_report *r) {
+  if (!of->f[i]) return 0;
+  FILE *f = of->f[i];
+  of->f[i] = NULL;
   p2pkit_status_t st = fn(r, f);
   if (fclose(f) != 0 && st == P2PKIT_SUCCESS) st = P2PKIT_ERR_IO;
   if (st != P2PKIT_SUCCESS) {
-    cli_error("bench", "writing %s failed", path);
+    cli_error("bench", "writing %s failed", of->path[i]);
     return -1;
   }
   return 0;
 }
 
-static int outputs(const p2pk_bench_opts *o, const p2pk_bench_report *r) {
+static int outputs(const p2pk_bench_opts *o, out_files *of, const p2pk_bench_report *r) {
   int rc = 0;
   if (!o->quiet && o->json != 1 && o->csv != 1) p2pk_bench_write_table(r, stdout);
   if (o->json == 1) p2pk_bench_write_json(r, stdout);
   if (o->csv == 1) p2pk_bench_write_csv(r, stdout);
-  if (o->json == 2 && write_to(o->json_path, p2pk_bench_write_json, r)) rc = -1;
-  if (o->csv == 2 && write_to(o->csv_path, p2pk_bench_write_csv, r)) rc = -1;
-  if (o->plot_path[0] && write_to(o->plot_path, p2pk_bench_write_svg, r)) rc = -1;
+  if (write_to(of, OUT_JSON, p2pk_bench_write_json, r)) rc = -1;
+  if (write_to(of, OUT_CSV, p2pk_bench_write_csv, r)) rc = -1;
+  if (write_to(of, OUT_PLOT, p2pk_bench_write_svg, r)) rc = -1;
   fflush(stdout);
   return rc;
 }
@@ -66,6 +123,11 @@ int cmd_bench(int argc, char **argv) {
     if (rc == -2) p2pk_bench_usage(stderr);
     return CLI_EXIT_USAGE;
   }
+  out_files files;
+  if (open_files(&o, &files) != 0) {
+    p2pk_bench_opts_free(&o);
+    return CLI_EXIT_USAGE;
+  }
   p2pkit_topo_t topo = NULL;
   p2pkit_ctx_t ctx = NULL;
   p2pk_bench_report r;
@@ -92,13 +154,14 @@ int cmd_bench(int argc, char **argv) {
     /* What was measured before the failure is still worth having. */
     char why[1024];
     snprintf(why, sizeof why, "%s", p2pkit_last_error());
-    if (r.nrows || r.nlats || r.nsweeps) outputs(&o, &r);
+    if (r.nrows || r.nlats || r.nsweeps) outputs(&o, &files, &r);
     cli_error("bench", "%s", why);
     rc = st == P2PKIT_ERR_INVALID_ARGUMENT ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     goto out;
   }
-  rc = outputs(&o, &r) ? CLI_EXIT_FAIL : check_results(&r);
+  rc = outputs(&o, &files, &r) ? CLI_EXIT_FAIL : check_results(&r);
 out:
+  close_files(&files, 1); /* still open: nothing was measured */
   p2pk_bench_report_free(&r);
   p2pkit_ctx_destroy(ctx);
   if (topo) p2pkit_topo_destroy(topo);

@@ -8,7 +8,8 @@ data=$2
 fails=0
 out=$(mktemp)
 err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
+dir=$(mktemp -d)
+trap 'rm -f "$out" "$err"; rm -rf "$dir"' EXIT
 
 fail() {
   echo "FAIL: $*" >&2
@@ -99,6 +100,14 @@ expect_error "--dry-run prints the plan as text; --json needs a run" --dry-run -
 expect_error "--dry-run prints the plan as text; --csv needs a run" --dry-run --csv=plan.csv
 expect_error "--dry-run prints the plan as text; --plot needs a run" --dry-run --plot plan.svg
 
+# --- output files are opened before any GPU is looked at: a bad path fails at once ---
+expect_error "cannot write /nonexistent/dir/x.json: No such file or directory" --json=/nonexistent/dir/x.json
+expect_error "cannot write /nonexistent/dir/x.csv: No such file or directory" -q --csv=/nonexistent/dir/x.csv
+expect_error "cannot write /nonexistent/dir/x.svg: No such file or directory" --plot /nonexistent/dir/x.svg
+expect_error "cannot write $dir: Is a directory" --json="$dir"
+expect_error "$dir/r.json and $dir/./r.json name the same file" --json="$dir/r.json" --csv="$dir/./r.json"
+[ -e "$dir/r.json" ] && fail "a refused run left $dir/r.json behind"
+
 # --- no GPU here: a run says so in one line ---
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   "$bin" bench -b 1M >"$out" 2>"$err"
@@ -106,6 +115,9 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
   [ "$rc" = 2 ] || fail "bench without a GPU: exit $rc"
   [ "$(wc -l <"$err")" = 1 ] || fail "bench without a GPU: not one line: $(cat "$err")"
   grep -qE 'no NVIDIA driver|no usable GPU' "$err" || fail "bench without a GPU: $(cat "$err")"
+  # The outputs were opened first, and a run that measured nothing removes those it created.
+  expect_error "to analyse a recorded machine" --json="$dir/r.json" --plot "$dir/r.svg" -b 1M
+  [ -e "$dir/r.json" ] || [ -e "$dir/r.svg" ] && fail "a failed run left its empty outputs behind"
 fi
 
 if [ "$fails" -gt 0 ]; then
