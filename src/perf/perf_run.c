@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,6 +56,11 @@ typedef struct {
   char proto_env[40];      /* "=" + the caller's P2PKIT_PROTO, "" when unset */
   perf_report *rep;        /* process 0 only */
   FILE *table;             /* process 0 without --json: stdout */
+  /* Process 0: --json-file and --algo-table, opened before any GPU work;
+   * created: the file did not exist (removed again when nothing is written). */
+  FILE *json_out, *algo_out;
+  int json_created, algo_created;
+  int gave_way;            /* -p: another rank failed before this one started */
   int64_t wrong_total;
 } perf_ctx;
 
@@ -776,18 +782,62 @@ static p2pkit_status_t run_pass(perf_ctx *c, int pass) {
   return p2pkit_fini(c);
 }
 
-static p2pkit_status_t write_file(const char *path, const perf_report *r,
+/* ---- output files ------------------------------------------------------- */
+
+static p2pkit_status_t open_output(perf_ctx *c, const char *path, FILE **fp, int *created) {
+  struct stat st;
+  *created = stat(path, &st) != 0 && errno == ENOENT;
+  *fp = fopen(path, "w");
+  if (!*fp) return usage_fail(c, P2PKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  return P2PKIT_SUCCESS;
+}
+
+/* Process 0, before NCCL and any GPU: a path that cannot be written fails in
+ * a second, not after a sweep of minutes whose results would then be lost.
+ * Only process 0 writes them, so only it opens (and truncates) them. */
+static p2pkit_status_t open_outputs(perf_ctx *c) {
+  const perf_args *a = c->a;
+  if (a->algo_table) P2PK_CHECK(open_output(c, a->algo_table, &c->algo_out, &c->algo_created));
+  if (a->json_file) P2PK_CHECK(open_output(c, a->json_file, &c->json_out, &c->json_created));
+  struct stat x, y;
+  /* Both into one file would overwrite each other from offset 0. */
+  if (c->algo_out && c->json_out && fstat(fileno(c->algo_out), &x) == 0 &&
+      fstat(fileno(c->json_out), &y) == 0 && S_ISREG(x.st_mode) && x.st_dev == y.st_dev &&
+      x.st_ino == y.st_ino) {
+    c->json_created = 0; /* the same file as --algo-table's: removed once */
+    return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT,
+                      "--algo-table %s and --json-file %s name the same file", a->algo_table,
+                      a->json_file);
+  }
+  return P2PKIT_SUCCESS;
+}
+
+/* Closes what is still open; a file created for a run that wrote nothing
+ * into it is removed, so a failure leaves no empty report behind. */
+static void close_outputs(perf_ctx *c) {
+  if (c->algo_out) {
+    fclose(c->algo_out);
+    if (c->algo_created) unlink(c->a->algo_table);
+  }
+  if (c->json_out) {
+    fclose(c->json_out);
+    if (c->json_created) unlink(c->a->json_file);
+  }
+  c->algo_out = c->json_out = NULL;
+}
+
+static p2pkit_status_t write_file(FILE **fp, const char *path, const perf_report *r,
                                   void (*fn)(FILE *, const perf_report *)) {
-  FILE *f = fopen(path, "w");
-  if (!f) return p2pk_fail(P2PKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+  FILE *f = *fp;
+  *fp = NULL;
   fn(f, r);
   if (fclose(f) != 0) return p2pk_fail(P2PKIT_ERR_IO, "writing %s failed: %s", path, strerror(errno));
   return P2PKIT_SUCCESS;
 }
 
-static p2pkit_status_t write_table(const char *path, const perf_report *r) {
-  FILE *f = fopen(path, "w");
-  if (!f) return p2pk_fail(P2PKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+static p2pkit_status_t write_table(FILE **fp, const char *path, const perf_report *r) {
+  FILE *f = *fp;
+  *fp = NULL;
   p2pkit_status_t st = p2pk_perf_write_algo_table(f, r);
   if (fclose(f) != 0 && st == P2PKIT_SUCCESS)
     st = p2pk_fail(P2PKIT_ERR_IO, "writing %s failed: %s", path, strerror(errno));
@@ -799,15 +849,22 @@ static p2pkit_status_t outputs(perf_ctx *c) {
   if (c->proc != 0) return P2PKIT_SUCCESS;
   progress_clear(c);
   if (a->nalgos && c->table) p2pk_perf_print_winners(c->table, c->rep);
-  if (a->algo_table) P2PK_CHECK(write_table(a->algo_table, c->rep));
+  if (c->algo_out) P2PK_CHECK(write_table(&c->algo_out, a->algo_table, c->rep));
   if (a->json) p2pk_perf_write_json(stdout, c->rep);
-  if (a->json_file) P2PK_CHECK(write_file(a->json_file, c->rep, p2pk_perf_write_json));
+  if (c->json_out) P2PK_CHECK(write_file(&c->json_out, a->json_file, c->rep, p2pk_perf_write_json));
   fflush(stdout);
   return P2PKIT_SUCCESS;
 }
 
 static p2pkit_status_t run(perf_ctx *c) {
   const perf_args *a = c->a;
+  if (c->proc == 0) P2PK_CHECK(open_outputs(c));
+  /* -p: the others wait until process 0 has its files, so a bad path stops
+   * the run before any process loads NCCL or touches a GPU. */
+  p2pkit_status_t gate = barrier(c);
+  if (gate == P2PKIT_ERR_REMOTE && c->proc != 0 && atomic_load(&c->sh->slot[0].error_ms))
+    c->gave_way = 1;
+  P2PK_CHECK(gate);
   if (p2pk_perf_uses_nccl(a)) {
     phase(c, "loading NCCL");
     p2pkit_status_t st = p2pk_nccl_load(&c->nccl, NULL);
@@ -870,8 +927,13 @@ int p2pk_perf_run(const perf_args *a, perf_shared *sh, int proc, int nprocs) {
   perf_watchdog *wd = p2pk_perf_watchdog_start(sh, proc, c->timeout_s, !c->child);
 
   p2pkit_status_t st = run(c);
+  close_outputs(c); /* still open: nothing was written */
   int code = P2PK_PERF_EXIT_OK;
-  if (st != P2PKIT_SUCCESS) {
+  if (c->gave_way) {
+    /* Process 0 failed before anyone started and its error is the cause;
+     * exiting quietly keeps the parent from reporting this process's "another
+     * rank failed" instead, should it notice this exit first. */
+  } else if (st != P2PKIT_SUCCESS) {
     const char *detail = p2pkit_last_error();
     code = c->usage ? P2PK_PERF_EXIT_USAGE : P2PK_PERF_EXIT_FAIL;
     progress_clear(c);

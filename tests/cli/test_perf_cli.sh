@@ -55,6 +55,23 @@ one_line "unknown algorithm" "--algo 'ring': unknown algorithm"
 expect "missing NCCL" 2 env P2PKIT_NCCL_LIB="$tmp/libnccl-missing.so" "$bin" perf all_reduce --vs-nccl
 one_line "missing NCCL" "cannot load NCCL ($tmp/libnccl-missing.so)"
 
+# Output files are opened before NCCL and any GPU: a bad path fails at once, named, exit 2;
+# with -p only process 0 (the one that writes them) opens them, and the others never start.
+expect "bad --json-file" 2 "$bin" perf all_reduce --json-file /nonexistent/dir/x.json
+one_line "bad --json-file" "cannot write /nonexistent/dir/x.json: No such file or directory"
+expect "bad --json-file, -p 3" 2 "$bin" perf all_reduce -p 3 --json-file /nonexistent/dir/x.json
+one_line "bad --json-file, -p 3" "^p2pkit perf: error: rank 0: cannot write /nonexistent/dir/x.json"
+expect "bad --algo-table" 2 "$bin" perf all_reduce --sweep-algos oneshot/ll,twoshot/simple \
+  --algo-table /nonexistent/dir/t.txt
+one_line "bad --algo-table" "cannot write /nonexistent/dir/t.txt: No such file or directory"
+expect "--json-file before NCCL" 2 env P2PKIT_NCCL_LIB="$tmp/libnccl-missing.so" "$bin" perf \
+  all_reduce --vs-nccl --json-file "$tmp"
+one_line "--json-file before NCCL" "cannot write $tmp: Is a directory"
+expect "one file twice" 2 "$bin" perf all_reduce --sweep-algos oneshot/ll,twoshot/simple \
+  --algo-table "$tmp/same" --json-file "$tmp/./same"
+one_line "one file twice" "--algo-table $tmp/same and --json-file $tmp/./same name the same file"
+[ -e "$tmp/same" ] && { echo "FAIL a refused run left $tmp/same behind"; fail=1; }
+
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   # No GPU: one line, exit 2, in each mode.
   expect "no GPU" 2 "$bin" perf all_reduce
@@ -66,6 +83,12 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   one_line "no GPU, -p 2" "rank [01]: no usable GPU"
   expect "no GPU, NCCL only -p 3" 2 "$bin" perf all_gather --nccl-only -p 3
   one_line "no GPU, NCCL only -p 3" "no usable GPU"
+  # The file was opened before the GPUs were looked for; the run wrote nothing, so it is gone.
+  expect "no GPU, --json-file" 2 "$bin" perf all_reduce --json-file "$tmp/r.json"
+  one_line "no GPU, --json-file" "no usable GPU"
+  expect "no GPU, -p 2 --json-file" 2 "$bin" perf all_reduce -p 2 --json-file "$tmp/r.json"
+  one_line "no GPU, -p 2 --json-file" "no usable GPU"
+  [ -e "$tmp/r.json" ] && { echo "FAIL a failed run left an empty $tmp/r.json"; fail=1; }
 else
   # A GPU: -g beyond the machine, and a size beyond its memory, are caught before allocating.
   n=$(nvidia-smi -L | grep -c '^GPU')
