@@ -83,7 +83,7 @@ void p2pk_bench_usage(FILE *out) {
           "  --gpus LIST         GPUs to use, e.g. 0,1,3 (default: all)\n"
           "  --pairs LIST        ordered pairs SRC:DST, e.g. 0:1,1:0 (default: every ordered\n"
           "                      pair of --gpus)\n"
-          "  -b, --minbytes SIZE first size (K, M, G suffixes; default 256M)\n"
+          "  -b, --minbytes SIZE first size (K, M, G, T suffixes; default 256M)\n"
           "  -e, --maxbytes SIZE last size (default: -b)\n"
           "  -f, --stepfactor N  multiply the size by N (default 2 when -e > -b)\n"
           "  -i, --stepbytes SIZE  add SIZE instead\n"
@@ -146,7 +146,7 @@ static int parse_size(const char *opt, const char *v, size_t *out, char *err, si
   if (v[0] == '-')
     return fail(err, len, "%s %s: a size cannot be negative", opt, v);
   if (p2pk_parse_size(v, out) != 0)
-    return fail(err, len, "%s '%s' is not a size (a number of bytes, optionally with K, M or G)",
+    return fail(err, len, "%s '%s' is not a size (a number of bytes, optionally with K, M, G or T)",
                 opt, v);
   if (*out == 0) return fail(err, len, "%s 0: a size must be at least 1 byte", opt);
   return 0;

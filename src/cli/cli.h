@@ -22,7 +22,7 @@ void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(prin
 /* The one-line explanation for a discovery failure (no driver, no GPU),
  * pointing at --from; returns the exit code to use. */
 int cli_discovery_error(const char *cmd, p2pkit_status_t st);
-/* Size with K/M/G suffix; 0 ok, -1 error (message printed, naming `what`). */
+/* Size with a K/M/G/T suffix; 0 ok, -1 error (message printed, naming `what`). */
 int cli_parse_size(const char *cmd, const char *what, const char *text, size_t *out);
 /* Non-negative integer; 0 ok, -1 error (message printed). */
 int cli_parse_int(const char *cmd, const char *what, const char *text, long min, long max,

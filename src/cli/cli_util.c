@@ -31,8 +31,8 @@ int cli_discovery_error(const char *cmd, p2pkit_status_t st) {
 
 int cli_parse_size(const char *cmd, const char *what, const char *text, size_t *out) {
   if (!text || p2pk_parse_size(text, out) != 0) {
-    cli_error(cmd, "%s '%s' is not a size (use a number of bytes, optionally with K, M or G)", what,
-              text ? text : "");
+    cli_error(cmd, "%s '%s' is not a size (use a number of bytes, optionally with K, M, G or T)",
+              what, text ? text : "");
     return -1;
   }
   return 0;

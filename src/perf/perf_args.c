@@ -15,7 +15,7 @@ void p2pk_perf_usage(FILE *out) {
           "checks every result, and with --vs-nccl measures NCCL through the same harness.\n"
           "collectives: all_reduce, broadcast, reduce, all_gather, reduce_scatter, sendrecv,\n"
           "             alltoall\n\n"
-          "  -b, --minbytes SIZE    smallest size (default 8; K, M, G suffixes)\n"
+          "  -b, --minbytes SIZE    smallest size (default 8; K, M, G, T suffixes)\n"
           "  -e, --maxbytes SIZE    largest size (default 128M)\n"
           "  -f, --stepfactor N     multiply the size by N each step (default 2)\n"
           "  -i, --stepbytes SIZE   add SIZE each step instead\n"
@@ -133,8 +133,8 @@ int p2pk_perf_algo_split(const char *entry, int *algo, int *proto) {
 static int check_algo(FILE *err, const char *flag, const char *entry) {
   int algo, proto;
   if (p2pk_perf_algo_split(entry, &algo, &proto) != 0)
-    return bad(err, "%s '%s': unknown algorithm (oneshot, twoshot or staged, optionally /ll or "
-               "/simple)", flag, entry);
+    return bad(err, "%s '%s': unknown algorithm (oneshot, twoshot or staged, optionally /ll, "
+               "/ll128 or /simple)", flag, entry);
   return 0;
 }
 int p2pk_perf_uses_nccl(const perf_args *a) { return a->nccl_only || a->vs_nccl; }
@@ -166,6 +166,9 @@ static const struct {
     {0, "sweep-algos", 1}, {0, "algo-table", 1}, {0, "max-blocks", 1}, {'h', "help", 0},
 };
 
+#define STEP_FACTOR_MAX (1L << 20)
+#define STEP_FACTOR_RULE "the step factor must be 2 to 1048576 (1 only with -i, or with -e equal to -b)"
+
 static int int_arg(FILE *err, const char *flag, const char *v, long lo, long hi, int *out) {
   char *end = NULL;
   errno = 0;
@@ -179,7 +182,8 @@ static int int_arg(FILE *err, const char *flag, const char *v, long lo, long hi,
 static int size_arg(FILE *err, const char *flag, const char *v, size_t *out) {
   if (v[0] == '-') return bad(err, "%s '%s': sizes cannot be negative", flag, v);
   if (p2pk_parse_size(v, out) != 0)
-    return bad(err, "%s '%s' is not a size (a number of bytes, optionally with K, M or G)", flag, v);
+    return bad(err, "%s '%s' is not a size (a number of bytes, optionally with K, M, G or T)",
+               flag, v);
   if (*out == 0) return bad(err, "%s 0: sizes must be at least 1 byte", flag);
   return 0;
 }
@@ -208,15 +212,21 @@ static int split_algos(FILE *err, const char *list, perf_args *a) {
 }
 
 static int apply(FILE *err, char s, const char *l, const char *flag, const char *v, perf_args *a) {
-  int x = 0;
   switch (s) {
     case 'b': return size_arg(err, flag, v, &a->min_bytes);
     case 'e': return size_arg(err, flag, v, &a->max_bytes);
     case 'i': return size_arg(err, flag, v, &a->step_bytes);
-    case 'f':
-      if (int_arg(err, flag, v, 1, 1 << 20, &x)) return PERF_PARSE_ERROR;
-      a->step_factor = x;
+    case 'f': {
+      /* One message for 0, 1 and too large: 1 steps nowhere, so validate()
+       * takes it only where nothing steps by the factor. */
+      char *end = NULL;
+      errno = 0;
+      long f = strtol(v, &end, 10);
+      if (!*v || *end || errno) return bad(err, "%s '%s' is not a whole number", flag, v);
+      if (f < 1 || f > STEP_FACTOR_MAX) return bad(err, "%s %ld: %s", flag, f, STEP_FACTOR_RULE);
+      a->step_factor = (int)f;
       return 0;
+    }
     case 'n': return int_arg(err, flag, v, 1, 1000000, &a->iters);
     case 'w': return int_arg(err, flag, v, 0, 1000000, &a->warmup);
     case 'c': return int_arg(err, flag, v, 0, 1, &a->check);
@@ -262,7 +272,7 @@ static int validate(FILE *err, perf_args *a) {
   if (a->max_bytes < a->min_bytes)
     return bad(err, "-e %zu is smaller than -b %zu", a->max_bytes, a->min_bytes);
   if (!a->step_bytes && a->step_factor < 2 && a->max_bytes != a->min_bytes)
-    return bad(err, "-f %ld: the step factor must be at least 2 (or give -i BYTES)", a->step_factor);
+    return bad(err, "-f %ld: %s", a->step_factor, STEP_FACTOR_RULE);
   size_t sizes[P2PK_PERF_MAX_SIZES + 1];
   if (p2pk_perf_sizes(a, sizes, P2PK_PERF_MAX_SIZES + 1) > P2PK_PERF_MAX_SIZES)
     return bad(err, "-b %zu -e %zu gives more than %d sizes; raise -f or -i", a->min_bytes,

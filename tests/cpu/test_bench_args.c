@@ -71,6 +71,8 @@ TEST(sizes) {
   CHECK_EQ(o.sizes[0], 3);
   CHECK_EQ(parse("-b 1G -e 1G", &o, err, sizeof err), 0);
   CHECK_EQ(o.nsizes, 1);
+  CHECK_EQ(parse("-b 1T", &o, err, sizeof err), 0); /* T, as the size errors say */
+  CHECK(o.sizes[0] == (size_t)1 << 40);
   /* A step past SIZE_MAX ends the list: 3 x (2^63 + 1) wraps to 2^63 + 3,
    * above where it started. */
   CHECK_EQ(parse("-b 9223372036854775809 -e 18446744073709551615 -f 3", &o, err, sizeof err), 0);
@@ -84,9 +86,9 @@ TEST(bad_sizes) {
   expect_error("-b 0", "-b 0: a size must be at least 1 byte");
   expect_error("-b -5", "-b -5: a size cannot be negative");
   expect_error("-e -1M", "-e -1M: a size cannot be negative");
-  expect_error("-b abc", "-b 'abc' is not a size (a number of bytes, optionally with K, M or G)");
-  expect_error("-b 12Q", "-b '12Q' is not a size (a number of bytes, optionally with K, M or G)");
-  expect_error("-b 99999999999999999999", "-b '99999999999999999999' is not a size (a number of bytes, optionally with K, M or G)");
+  expect_error("-b abc", "-b 'abc' is not a size (a number of bytes, optionally with K, M, G or T)");
+  expect_error("-b 12Q", "-b '12Q' is not a size (a number of bytes, optionally with K, M, G or T)");
+  expect_error("-b 99999999999999999999", "-b '99999999999999999999' is not a size (a number of bytes, optionally with K, M, G or T)");
   expect_error("-b 1M -e 512K", "-e 524288 is smaller than -b 1048576");
   expect_error("-b 1 -e 1G -f 1", "-f 1 is out of range (2 to 1048576)");
   expect_error("-b 1 -e 1G -f 2 -i 4", "-f and -i cannot both be given");

@@ -167,7 +167,20 @@ TEST(bad_inputs) {
   bad_case(__LINE__, "-e '99999999999999999999' is not a size", 0, "all_reduce", "-e",
            "99999999999999999999", NULL);
   bad_case(__LINE__, "-e 4 is smaller than -b 8", 0, "all_reduce", "-e", "4", NULL);
-  bad_case(__LINE__, "-f 1", 0, "all_reduce", "-f", "1", NULL);
+  /* -f: one rule in every message, the range and the step alike. */
+  static const char *const factor_rule =
+      "the step factor must be 2 to 1048576 (1 only with -i, or with -e equal to -b)";
+  char want[160];
+  snprintf(want, sizeof want, "-f 1: %s", factor_rule);
+  bad_case(__LINE__, want, 0, "all_reduce", "-f", "1", NULL);
+  snprintf(want, sizeof want, "-f 0: %s", factor_rule);
+  bad_case(__LINE__, want, 0, "all_reduce", "-f", "0", NULL);
+  bad_case(__LINE__, want, 0, "all_reduce", "-f", "0", "-i", "8", NULL);
+  snprintf(want, sizeof want, "-f 1048577: %s", factor_rule);
+  bad_case(__LINE__, want, 0, "all_reduce", "--stepfactor", "1048577", NULL);
+  bad_case(__LINE__, "-f 'two' is not a whole number", 0, "all_reduce", "-f", "two", NULL);
+  bad_case(__LINE__, "-b '1Q' is not a size (a number of bytes, optionally with K, M, G or T)", 0,
+           "all_reduce", "-b", "1Q", NULL);
   bad_case(__LINE__, "more than 256 sizes", 0, "all_reduce", "-b", "1", "-e", "1G", "-i", "1", NULL);
   bad_case(__LINE__, "-n 0 is out of range", 0, "all_reduce", "-n", "0", NULL);
   bad_case(__LINE__, "-n 'x' is not a whole number", 0, "all_reduce", "-n", "x", NULL);
@@ -184,7 +197,11 @@ TEST(bad_inputs) {
   bad_case(__LINE__, "choose p2pkit's all-reduce algorithm; not for broadcast", 0, "broadcast",
            "--algo", "oneshot", NULL);
   bad_case(__LINE__, "--algo 'fastest': unknown algorithm", 0, "all_reduce", "--algo", "fastest", NULL);
-  bad_case(__LINE__, "'oneshot/xl': unknown algorithm", 0, "all_reduce", "--algo", "oneshot/xl", NULL);
+  bad_case(__LINE__, "'oneshot/xl': unknown algorithm (oneshot, twoshot or staged, optionally /ll, "
+           "/ll128 or /simple)", 0, "all_reduce", "--algo", "oneshot/xl", NULL);
+  bad_case(__LINE__, "--sweep-algos 'ring/ll128': unknown algorithm (oneshot, twoshot or staged, "
+           "optionally /ll, /ll128 or /simple)", 0, "all_reduce", "--sweep-algos",
+           "oneshot/ll128,ring/ll128", NULL);
   bad_case(__LINE__, "oneshot is listed twice", 0, "all_reduce", "--sweep-algos", "oneshot,oneshot", NULL);
   bad_case(__LINE__, "'twoshot' has none", 0, "all_reduce", "--sweep-algos", "oneshot/ll,twoshot",
            "--algo-table", "t", NULL);
@@ -227,6 +244,11 @@ TEST(size_list) {
   CHECK_EQ(s[3], 31);
   CHECK_EQ(parse(&a, "all_reduce", "-b", "64M", "-e", "64M", "-f", "1", NULL), PERF_PARSE_OK);
   CHECK_EQ(p2pk_perf_sizes(&a, s, P2PK_PERF_MAX_SIZES), 1);
+  CHECK_EQ(parse(&a, "all_reduce", "-b", "8", "-e", "32", "-i", "8", "-f", "1", NULL), PERF_PARSE_OK);
+  CHECK_EQ(p2pk_perf_sizes(&a, s, P2PK_PERF_MAX_SIZES), 4); /* -i steps; -f 1 is unused */
+  CHECK_EQ(parse(&a, "all_reduce", "-b", "1T", "-e", "1T", NULL), PERF_PARSE_OK);
+  CHECK(a.min_bytes == (size_t)1 << 40); /* T, as the size errors say */
+  CHECK_EQ(parse(&a, "all_reduce", "--algo", "oneshot/ll128", NULL), PERF_PARSE_OK);
   CHECK_EQ(parse(&a, "all_reduce", "-b", "8", "-e", "1G", "-f", "4", NULL), PERF_PARSE_OK);
   n = p2pk_perf_sizes(&a, s, P2PK_PERF_MAX_SIZES);
   CHECK_EQ(n, 14);
