@@ -167,7 +167,8 @@ static const struct {
 };
 
 #define STEP_FACTOR_MAX (1L << 20)
-#define STEP_FACTOR_RULE "the step factor must be 2 to 1048576 (1 only with -i, or with -e equal to -b)"
+#define STEP_FACTOR_RULE \
+  "the step factor must be 2 to 1048576 (1 only with -i, or with -e equal to -b)"
 
 static int int_arg(FILE *err, const char *flag, const char *v, long lo, long hi, int *out) {
   char *end = NULL;

@@ -86,9 +86,12 @@ TEST(bad_sizes) {
   expect_error("-b 0", "-b 0: a size must be at least 1 byte");
   expect_error("-b -5", "-b -5: a size cannot be negative");
   expect_error("-e -1M", "-e -1M: a size cannot be negative");
-  expect_error("-b abc", "-b 'abc' is not a size (a number of bytes, optionally with K, M, G or T)");
-  expect_error("-b 12Q", "-b '12Q' is not a size (a number of bytes, optionally with K, M, G or T)");
-  expect_error("-b 99999999999999999999", "-b '99999999999999999999' is not a size (a number of bytes, optionally with K, M, G or T)");
+  expect_error("-b abc",
+               "-b 'abc' is not a size (a number of bytes, optionally with K, M, G or T)");
+  expect_error("-b 12Q",
+               "-b '12Q' is not a size (a number of bytes, optionally with K, M, G or T)");
+  expect_error("-b 99999999999999999999", "-b '99999999999999999999' is not a size (a number of "
+                                          "bytes, optionally with K, M, G or T)");
   expect_error("-b 1M -e 512K", "-e 524288 is smaller than -b 1048576");
   expect_error("-b 1 -e 1G -f 1", "-f 1 is out of range (2 to 1048576)");
   expect_error("-b 1 -e 1G -f 2 -i 4", "-f and -i cannot both be given");

@@ -244,7 +244,8 @@ TEST(size_list) {
   CHECK_EQ(s[3], 31);
   CHECK_EQ(parse(&a, "all_reduce", "-b", "64M", "-e", "64M", "-f", "1", NULL), PERF_PARSE_OK);
   CHECK_EQ(p2pk_perf_sizes(&a, s, P2PK_PERF_MAX_SIZES), 1);
-  CHECK_EQ(parse(&a, "all_reduce", "-b", "8", "-e", "32", "-i", "8", "-f", "1", NULL), PERF_PARSE_OK);
+  CHECK_EQ(parse(&a, "all_reduce", "-b", "8", "-e", "32", "-i", "8", "-f", "1", NULL),
+           PERF_PARSE_OK);
   CHECK_EQ(p2pk_perf_sizes(&a, s, P2PK_PERF_MAX_SIZES), 4); /* -i steps; -f 1 is unused */
   CHECK_EQ(parse(&a, "all_reduce", "-b", "1T", "-e", "1T", NULL), PERF_PARSE_OK);
   CHECK(a.min_bytes == (size_t)1 << 40); /* T, as the size errors say */
