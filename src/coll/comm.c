@@ -392,11 +392,17 @@ static void log_comm(const struct p2pkit_comm *c, char labels[][64], const int *
   const p2pk_algo_force *f = &c->force;
   for (int p = 0; p < c->nranks; p++) {
     if (p == c->rank) continue;
+    /* Staged says why: this pair's own verdict ("off (P2PKIT_P2P_LEVEL=LOC)"),
+     * or "P2P ..." when another pair of the communicator had none. */
+    char tlabel[128];
+    if (c->staged)
+      snprintf(tlabel, sizeof tlabel, "host shared memory (staged; this pair: %s)", labels[p]);
+    else snprintf(tlabel, sizeof tlabel, "%s", labels[p]);
     P2PK_INFO(P2PK_LOG_COLL,
               "comm rank %d/%d on GPU %d -> rank %d (GPU %d): transport %s; all-reduce table %s: "
               "%s%s%s%s%s (LL up to %zu B, mailbox %llu B)",
               c->rank, c->nranks, c->device, p, devs ? devs[p] : -1,
-              c->staged ? "host shared memory (staged)" : labels[p], c->table.source, plan,
+              tlabel, c->table.source, plan,
               f->algo >= 0 ? "; forced algorithm " : "", f->algo >= 0 ? p2pk_algo_name(f->algo) : "",
               f->proto >= 0 ? "; forced protocol " : "", f->proto >= 0 ? p2pk_proto_name(f->proto) : "",
               c->geom.ll_cap, (unsigned long long)(c->staged ? c->lay.stage_mailbox : c->lay.mailbox));

@@ -19,8 +19,8 @@ for lv in unset NVL PIX PHB SYS LOC; do
     else P2PKIT_P2P_LEVEL=$lv P2PKIT_DEBUG=INFO P2PKIT_DEBUG_SUBSYS=COLL \
       timeout 60 "$bin" perf all_reduce $mode -b 1M -e 1M -n 5 -w 1 > "$f" 2>&1
     fi
-    echo "level $lv $mode: rc=$? $(grep -m1 -o -E '(P2P|off|staged)[^,;]*peer[^;]*|rank 0.*(P2P NV[0-9]+|off \([^)]*\))' "$f" | head -1)"
-    grep -E -m2 'P2PKIT_P2P_LEVEL|-> ?rank|peer 1|staged|P2P NV' "$f" | sed 's/^/    /'
+    echo "level $lv $mode: rc=$?"
+    grep -o -E 'comm rank 0/2 [^;]*' "$f" | sort -u | sed 's/^/    /'
     grep -E '^ +1048576' "$f" | sed 's/^/    /'
   done
 done
