@@ -245,14 +245,6 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
   if (pl.in_bytes) P2PK_CHECK(p2pk_coll_check_ptr(c, sendbuf, "sendbuf", &unused));
   if (pl.out_bytes) P2PK_CHECK(p2pk_coll_check_ptr(c, recvbuf, "recvbuf", &direct_ok));
 
-  /* Staged all-to-all in place: a rank's output block q is written by its
-   * reader at the chunk where its writer reads block q only on 2 ranks (see
-   * staged_kernels.cu); with more the writer would have to run a whole
-   * segment ahead of the reader. */
-  if (c->staged && kind == P2PK_COLL_ALL_TO_ALL && pl.in_place && c->nranks > 2)
-    return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "%s: rank %d: in-place all-to-all through host "
-                     "memory (staged transport, %d ranks) is not supported: pass separate send "
-                     "and receive buffers", name, c->rank, c->nranks);
   if (p2pk_group_defer(c, kind, sendbuf, recvbuf, count, dtype, op, root, block, stream))
     return P2PKIT_SUCCESS;
   P2PK_CHECK(p2pk_group_collective());

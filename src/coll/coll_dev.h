@@ -210,25 +210,49 @@ typedef struct {
 enum { P2PK_STAGE_SHARED = 0, P2PK_STAGE_PER_DEST = 1, P2PK_STAGE_PAIR = 2 };
 /* shared: one segment, every reader takes the writer's whole share
  * (all-reduce, broadcast, reduce, all-gather); per-dest: segment s carries
- * every rank's block s, reduced by rank s (reduce-scatter); pair: in segment
- * t rank q sends its block for rank (q + t + 1) % n (all-to-all). */
+ * every rank's block s, reduced by rank s (reduce-scatter); pair: segment t
+ * is round t of a round robin in which ranks swap blocks two by two, rank q
+ * sending its block for its partner p and taking p's block for q into its
+ * block p (all-to-all). Sending and receiving one block in one segment is
+ * what lets all-to-all run in place: a rank's reader overwrites block p's
+ * chunk only after its own writer has copied that chunk out (the kernel's
+ * in-place wait), and no later segment reads it. Decision (nineteenth
+ * session): the previous schedule (q sends to q + t + 1, takes from
+ * q - t - 1) overwrote blocks still to be sent on more than 2 ranks, so
+ * in-place all-to-all was refused there. */
 P2PK_HD int p2pk_stage_mode(uint64_t in_stride, int reduce) {
   return !in_stride ? P2PK_STAGE_SHARED : reduce ? P2PK_STAGE_PER_DEST : P2PK_STAGE_PAIR;
 }
+/* Rounds of the pairing: the circle method on n ranks (n even: n - 1 rounds,
+ * everyone busy) or on n + 1 with a rank that is not there (n odd: n rounds,
+ * one rank idle in each). */
+P2PK_HD int p2pk_stage_rounds(int n) { return n % 2 ? n : n - 1; }
+/* Rank q's partner in round t, or -1: idle this round. */
+P2PK_HD int p2pk_stage_partner(int n, int q, int t) {
+  const int m = n % 2 ? n + 1 : n; /* rank m - 1 sits in the middle of the circle */
+  int p;
+  if (q == m - 1) p = t;
+  else if (q == t) p = m - 1;
+  else p = ((2 * t - q) % (m - 1) + (m - 1)) % (m - 1);
+  return p < n ? p : -1;
+}
 P2PK_HD int p2pk_stage_segs(int mode, int n) {
-  return mode == P2PK_STAGE_PER_DEST ? n : mode == P2PK_STAGE_PAIR ? n - 1 : 1;
+  return mode == P2PK_STAGE_PER_DEST ? n : mode == P2PK_STAGE_PAIR ? p2pk_stage_rounds(n) : 1;
 }
 /* The block of rank me's input that its writer puts in segment t (its offset
  * is block x in_stride), or -1: the mailbox use is counted, nothing copied. */
 P2PK_HD int p2pk_stage_send_block(int mode, int n, int me, uint32_t send_mask, int t) {
   if (mode == P2PK_STAGE_SHARED) return send_mask ? 0 : -1;
-  int blk = mode == P2PK_STAGE_PER_DEST ? t : (me + t + 1) % n;
-  return blk != me && ((send_mask >> blk) & 1u) ? blk : -1;
+  int blk = mode == P2PK_STAGE_PER_DEST ? t : p2pk_stage_partner(n, me, t);
+  return blk >= 0 && blk != me && ((send_mask >> blk) & 1u) ? blk : -1;
 }
 /* The peers whose segment-t data rank me's reader uses. */
 P2PK_HD uint32_t p2pk_stage_recv_from(int mode, int n, int me, uint32_t recv_mask, int t) {
   if (mode == P2PK_STAGE_PER_DEST) return t == me ? recv_mask : 0;
-  if (mode == P2PK_STAGE_PAIR) return recv_mask & (1u << ((me - t - 1 + 2 * n) % n));
+  if (mode == P2PK_STAGE_PAIR) {
+    const int p = p2pk_stage_partner(n, me, t);
+    return p >= 0 && p != me ? recv_mask & (1u << p) : 0;
+  }
   return recv_mask;
 }
 

@@ -93,8 +93,8 @@ __global__ void __launch_bounds__(512) staged_kernel(const __grid_constant__ p2p
         }
         s_src[me] = in + (uint64_t)t * a.in_stride + x;  // reduce: t is 0 or me
         // In place: this rank's writer must have copied the chunk out before
-        // the output overwrites it (all-to-all: the pair segment makes that
-        // the same chunk on 2 ranks; more refuse in place, see allreduce.c).
+        // the output overwrites it (all-to-all: the round robin swaps one
+        // block with one partner per segment, so that is the same chunk).
         if (ok && inplace) ok = wait_geq(a, w, &c->wprog[b], progress, me);
         s_ok = ok;
       }

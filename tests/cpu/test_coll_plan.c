@@ -179,16 +179,40 @@ TEST(staged_stream_matches_nccl_semantics) {
   for (int n = 2; n <= MAXN; n++)
     for (int kind = 0; kind < P2PK_COLL_KINDS; kind++)
       for (int root = 0; root < (p2pk_coll_has_root(kind) ? n : 1); root++)
-        for (int ip = 0; ip < 2; ip++) {
-          /* Refused by p2pk_coll_launch: in-place all-to-all staged on > 2 ranks. */
-          if (ip && kind == P2PK_COLL_ALL_TO_ALL && n > 2) continue;
+        for (int ip = 0; ip < 2; ip++)
           for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++)
             for (int back = 0; back < 2; back++)
               if (!run_staged(kind, n, root, chunks[c], ip, back, in0, 0)) return;
+}
+
+/* All-to-all's round robin: every ordered pair meets exactly once, partners
+ * are mutual, and the rounds are n - 1 (n even) or n (n odd, one rank idle
+ * a round), up to the most ranks a communicator takes. */
+TEST(staged_round_robin_pairs_every_rank_once) {
+  for (int n = 2; n <= P2PK_COLL_MAX_RANKS; n++) {
+    const int R = p2pk_stage_rounds(n);
+    CHECK_EQ(R, n % 2 ? n : n - 1);
+    CHECK_EQ(p2pk_stage_segs(P2PK_STAGE_PAIR, n), R);
+    int met[P2PK_COLL_MAX_RANKS][P2PK_COLL_MAX_RANKS];
+    memset(met, 0, sizeof met);
+    for (int t = 0; t < R; t++) {
+      int idle = 0;
+      for (int q = 0; q < n; q++) {
+        const int p = p2pk_stage_partner(n, q, t);
+        if (p < 0) {
+          idle++;
+          continue;
         }
-  /* The refused form really is unsafe: on 3 ranks the pair stream overwrites
-   * a block its writer still has to send. */
-  CHECK(!run_staged(P2PK_COLL_ALL_TO_ALL, 3, 0, 4, 1, 0, in0, 1));
+        CHECK(p != q && p < n);
+        CHECK_EQ(p2pk_stage_partner(n, p, t), q);
+        met[q][p]++;
+      }
+      CHECK_EQ(idle, n % 2);
+    }
+    for (int q = 0; q < n; q++)
+      for (int p = 0; p < n; p++)
+        if (met[q][p] != (p != q)) T_FAIL("n %d: rank %d met rank %d %d times", n, q, p, met[q][p]);
+  }
 }
 
 TEST(in_place_forms_and_overlaps) {
@@ -284,5 +308,6 @@ TEST(header_words) {
   CHECK(p2pk_coll_has_root(P2PK_COLL_BROADCAST) && !p2pk_coll_has_root(P2PK_COLL_ALL_TO_ALL));
 }
 
-T_MAIN(T_CASE(plans_match_nccl_semantics), T_CASE(staged_stream_matches_nccl_semantics), T_CASE(in_place_forms_and_overlaps),
+T_MAIN(T_CASE(plans_match_nccl_semantics), T_CASE(staged_stream_matches_nccl_semantics),
+       T_CASE(staged_round_robin_pairs_every_rank_once), T_CASE(in_place_forms_and_overlaps),
        T_CASE(busbw_factors_match_perf), T_CASE(header_words))
