@@ -17,7 +17,7 @@
  * two-shot sends 2(n-1)/n of the buffer per GPU instead of n-1. */
 static const p2pk_algo_row builtin[] = {
     /* 2 GPUs. LL to 128 KiB; LL128 to 32 MiB (256 threads per block to
-     * 16 MiB but 96 above 256 KiB to 1 MiB, 512 beyond); two-shot simple
+     * 16 MiB but 96 above 256 KiB to 512 KiB and 128 to 1 MiB, 512 beyond); two-shot simple
      * beyond. Fifth session's runs on
      * the 2x H200 (bench/results/2026-11-29-h200x2-s5), float sum, graph
      * mode, us: LL128 (256 threads) against the previous table (LL to 1 MiB,
@@ -33,10 +33,17 @@ static const p2pk_algo_row builtin[] = {
      * two interleaved rounds; 2 MiB 12.2 against 11.3); on others (run 1,
      * s16) 256 threads take 1 MiB in 7.1-7.4 us, and 96 threads did the
      * same there (run 5: 7.2-7.4) but 2-4 MiB 3-6% slower (2 MiB 11.5
-     * against s16's 10.9). So 96 threads up to 1 MiB only. */
+     * against s16's 10.9). So 96 threads up to 1 MiB only.
+     * Above 512 KiB to 1 MiB, 128 threads (nineteenth session,
+     * bench/results/2026-11-30-h200x2-s19 run 4, three rounds): 1 MiB per
+     * GPU eager 7.03-7.07 us against 96's 7.18, under a graph 6.24-6.26
+     * against 6.32-6.33, one process under a graph 6.25-6.27 against
+     * 6.33-6.38; 512 KiB a tie (5.56-5.58 eager); 256 KiB 1-4% slower
+     * (4.66-4.82 against 4.60-4.65), so 96 stays to 512 KiB. */
     {P2PK_TRANSPORT_P2P, 2, 2, 128 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, 256 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 256, 0},
-    {P2PK_TRANSPORT_P2P, 2, 2, 1 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 96, 0},
+    {P2PK_TRANSPORT_P2P, 2, 2, 512 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 96, 0},
+    {P2PK_TRANSPORT_P2P, 2, 2, 1 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 128, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, 16 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 256, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, 32 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 512, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},

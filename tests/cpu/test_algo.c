@@ -39,8 +39,12 @@ TEST(default_table_two_ranks) {
   CHECK(r && r->proto == P2PK_PROTO_LL128 && r->threads == 256);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (256 << 10) + 1);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128 && r->threads == 96);
-  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 1 << 20);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 512 << 10);
   CHECK(r && r->proto == P2PK_PROTO_LL128 && r->threads == 96);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (512 << 10) + 1);
+  CHECK(r && r->proto == P2PK_PROTO_LL128 && r->threads == 128);
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 1 << 20);
+  CHECK(r && r->proto == P2PK_PROTO_LL128 && r->threads == 128);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, (1 << 20) + 1);
   CHECK(r && r->proto == P2PK_PROTO_LL128 && r->threads == 256);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 2, 16 << 20);
@@ -159,7 +163,8 @@ TEST(choose_fills_automatic_fields) {
   p2pk_algo_choose(&t, &no_force, &g, 128 << 10, &c);
   CHECK_EQ(c.proto, P2PK_PROTO_LL);
   CHECK_EQ(c.blocks, (128 << 10) / 8 / c.threads);
-  /* LL128 from the table's rows (96 threads above 256 KiB to 1 MiB, 256
+  /* LL128 from the table's rows (96 threads above 256 KiB to 512 KiB, 128
+   * to 1 MiB, 256
    * to 16 MiB, 512 to 32 MiB), one 128-byte line (120 bytes) per 8
    * threads, up to four blocks per SM. */
   p2pk_algo_choose(&t, &no_force, &g, 256 << 10, &c);
@@ -194,7 +199,7 @@ TEST(choose_fills_automatic_fields) {
   CHECK(c.blocks >= 1 && c.blocks <= g.sm_count);
   CHECK(c.chunk % 16 == 0 && c.chunk > 0 && c.chunk <= g.mailbox);
   CHECK((uint64_t)c.blocks * c.chunk * 2 >= (2u << 20)); /* one round covers the message */
-  CHECK(p2pk_algo_lookup_fit(&t, &g, 2 << 20) == &t.rows[5]);
+  CHECK(p2pk_algo_lookup_fit(&t, &g, 2 << 20) == &t.rows[6]);
   CHECK(p2pk_algo_lookup_fit(&t, &g, 8) == &t.rows[0]);
   /* Forced one-shot: simple, one round. */
   p2pk_algo_force f1 = no_force;
@@ -241,7 +246,7 @@ TEST(choose_respects_limits_and_overrides) {
   p2pk_algo_choose(&t, &f, &g, 1 << 20, &c);
   CHECK_EQ(c.proto, P2PK_PROTO_LL128);
   {
-    /* One line per 8 threads (the row's 96 threads here), within the four
+    /* One line per 8 threads (the row's 128 threads here), within the four
      * blocks per SM this geometry allows (it knows no occupancy). */
     int want = (int)((((1 << 20) / P2PK_LL128_DATA + 1) * 8 + c.threads - 1) / c.threads);
     CHECK_EQ(c.blocks, want < 4 * g.sm_count ? want : 4 * g.sm_count);
@@ -540,7 +545,7 @@ TEST(large_calls_get_two_blocks_per_sm) {
   CHECK(ch.blocks <= p2pk_algo_staged_blocks_max(&c.geom));
 }
 
-/* LL128's 96-thread row (above 256 KiB to 1 MiB) is the all-reduce's; the
+/* LL128's 96- and 128-thread rows (above 256 KiB to 1 MiB) are the all-reduce's; the
  * other collectives take 256 threads there, unless a setting names the
  * threads or another protocol (seventeenth session, runs 4-6). */
 TEST(mid_ll128_threads_by_collective) {
@@ -552,7 +557,7 @@ TEST(mid_ll128_threads_by_collective) {
   for (size_t i = 0; i < sizeof mid / sizeof mid[0]; i++) {
     p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, mid[i], &ch);
     CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
-    CHECK_EQ(ch.threads, 96);
+    CHECK_EQ(ch.threads, mid[i] <= (512 << 10) ? 96 : 128);
     for (int kind = 0; kind < P2PK_COLL_KINDS; kind++) {
       if (kind == P2PK_COLL_ALL_REDUCE) continue;
       p2pk_coll_choose(&c, kind, mid[i], &ch);
