@@ -10,6 +10,7 @@
 #include "coll/plan.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "core/param.h"
 
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
   volatile int32_t *he = c->host_err;
@@ -334,8 +335,29 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
   P2PK_TRACE(P2PK_LOG_COLL, "rank %d %s %zu x %s %s root %d: %s/%s grid %d x %d chunk %u",
              c->rank, name, count, p2pkit_dtype_name(dtype), p2pkit_redop_name(op), root,
              p2pk_algo_name(ch.algo), p2pk_proto_name(ch.proto), ch.blocks, ch.threads, ch.chunk);
+  /* Experiment (nineteenth session): the broadcast root's own copy by a
+   * copy engine on a side stream beside the kernel, which then only pushes
+   * (under a graph the kernel's inline copy costs 13 us at 64 MiB). */
+  const size_t self_ce = p2pk_param_size("P2PKIT_BCAST_SELF_CE");
+  const int own_ce = kind == P2PK_COLL_BROADCAST && !c->staged && a.self_copy && self_ce &&
+                     block >= self_ce;
+  if (own_ce) {
+    e = p2pk_lazy_stream(&c->ce_side);
+    if (e == cudaSuccess) e = p2pk_lazy_event(&c->ce_ev[1]);
+    if (e == cudaSuccess) e = p2pk_lazy_event(&c->ce_ev[2]);
+    if (e == cudaSuccess) e = cudaEventRecord(c->ce_ev[1], (cudaStream_t)stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(c->ce_side, c->ce_ev[1], 0);
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync((char *)recvbuf + (size_t)c->rank * pl.out_stride,
+                          (const char *)sendbuf + (size_t)c->rank * pl.in_stride, block,
+                          cudaMemcpyDeviceToDevice, c->ce_side);
+    if (e == cudaSuccess) e = cudaEventRecord(c->ce_ev[2], c->ce_side);
+    if (e != cudaSuccess) return p2pk_coll_leave(c, name, prev, e);
+    a.self_copy = 0;
+  }
   e = c->staged ? p2pk_launch_allreduce_staged(&a, ch.blocks, ch.threads, (cudaStream_t)stream)
                 : p2pk_launch_allreduce_p2p(&a, ch.blocks, ch.threads, (cudaStream_t)stream);
+  if (e == cudaSuccess && own_ce) e = cudaStreamWaitEvent((cudaStream_t)stream, c->ce_ev[2], 0);
   return p2pk_coll_leave(c, name, prev, e);
 }
 
