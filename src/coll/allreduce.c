@@ -10,7 +10,6 @@
 #include "coll/plan.h"
 #include "core/check.h"
 #include "core/log.h"
-#include "core/param.h"
 
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
   volatile int32_t *he = c->host_err;
@@ -335,12 +334,22 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
   P2PK_TRACE(P2PK_LOG_COLL, "rank %d %s %zu x %s %s root %d: %s/%s grid %d x %d chunk %u",
              c->rank, name, count, p2pkit_dtype_name(dtype), p2pkit_redop_name(op), root,
              p2pk_algo_name(ch.algo), p2pk_proto_name(ch.proto), ch.blocks, ch.threads, ch.chunk);
-  /* Experiment (nineteenth session): the broadcast root's own copy by a
-   * copy engine on a side stream beside the kernel, which then only pushes
-   * (under a graph the kernel's inline copy costs 13 us at 64 MiB). */
-  const size_t self_ce = p2pk_param_size("P2PKIT_BCAST_SELF_CE");
-  const int own_ce = kind == P2PK_COLL_BROADCAST && !c->staged && a.self_copy && self_ce &&
-                     block >= self_ce;
+  /* Under capture the broadcast root's own copy (out of place) goes by copy
+   * engine on a side stream beside the kernel, which then only pushes: a
+   * memcpy node in parallel with the kernel node. Decision (nineteenth
+   * session, s19 run 6, two rounds, both modes): 64 MiB out of place under
+   * a graph 189.4-190.0 us against 200.5-200.9 with the kernel copying
+   * inline (NCCL 202.5-204.3: 1.01x -> 1.07-1.08x), 8-32 MiB 2-3% faster,
+   * 4 MiB a tie; eagerly the extra calls cost more than they save (1 MiB
+   * per GPU 12.6 against 5.9 us, 8 MiB 30.2 against 28.8), so never there. */
+  int own_ce = 0;
+  if (kind == P2PK_COLL_BROADCAST && a.self_copy && c->bcast_self_ce &&
+      block >= c->bcast_self_ce) {
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
+    if (e != cudaSuccess) return p2pk_coll_leave(c, name, prev, e);
+    own_ce = cs == cudaStreamCaptureStatusActive;
+  }
   if (own_ce) {
     e = p2pk_lazy_stream(&c->ce_side);
     if (e == cudaSuccess) e = p2pk_lazy_event(&c->ce_ev[1]);
@@ -354,6 +363,12 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
     if (e == cudaSuccess) e = cudaEventRecord(c->ce_ev[2], c->ce_side);
     if (e != cudaSuccess) return p2pk_coll_leave(c, name, prev, e);
     a.self_copy = 0;
+    if (!c->bcast_self_logged) {
+      c->bcast_self_logged = 1;
+      P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): broadcast root of %zu B under a CUDA graph: "
+                "its own copy by copy engine beside the kernel (from %zu B, "
+                "P2PKIT_BCAST_SELF_CE)", c->rank, c->device, block, c->bcast_self_ce);
+    }
   }
   e = c->staged ? p2pk_launch_allreduce_staged(&a, ch.blocks, ch.threads, (cudaStream_t)stream)
                 : p2pk_launch_allreduce_p2p(&a, ch.blocks, ch.threads, (cudaStream_t)stream);

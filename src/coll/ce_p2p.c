@@ -327,6 +327,7 @@ void p2pk_ce_min_fill(struct p2pkit_comm *c) {
   }
   c->cep_p2p_min = c->lay.cep_slot ? p2pk_cep_p2p_min(c) : 0;
   c->sendrecv_ce_min = p2pk_param_size("P2PKIT_SENDRECV_CE_MIN");
+  c->bcast_self_ce = c->staged ? 0 : p2pk_param_size("P2PKIT_BCAST_SELF_CE");
   c->cep_direct_p2p_min = c->lay.cep_slot ? p2pk_cep_direct_p2p_min(c) : 0;
 }
 

@@ -97,6 +97,9 @@ struct p2pkit_comm {
   uint64_t cep_sent[P2PK_COLL_MAX_RANKS], cep_recvd[P2PK_COLL_MAX_RANKS];
   size_t cep_p2p_min; /* send/recv over the copy engines from this size (0: never) */
   size_t sendrecv_ce_min; /* one process, eagerly: P2PKIT_SENDRECV_CE_MIN, fixed at init (p2p.c) */
+  size_t bcast_self_ce; /* under capture, a broadcast root out of place on the kernel path
+                           copies its own buffer by copy engine from this size (0: never) */
+  int bcast_self_logged; /* that path's INFO line was written */
   size_t cep_direct_p2p_min; /* one process under capture, both ends in a group: straight in */
   /* Collectives through the landing slots from these sizes (0: never):
    * with a process per GPU ce_min[] as well; one process under capture only. */

@@ -507,6 +507,19 @@ TEST(one_process_graph_replay) {
   runner_destroy(&R);
 }
 
+/* Under a graph a broadcast root out of place copies its own buffer by copy
+ * engine beside the kernel (from P2PKIT_BCAST_SELF_CE, 8 MiB by default; 1
+ * byte here, so the replayed graph's broadcast takes it): every replay
+ * checked, and the INFO line says the path ran. */
+TEST(one_process_graph_broadcast_own_copy) {
+  logcap_t L;
+  logcap_begin(&L, "P2PKIT_BCAST_SELF_CE", "1");
+  runner_t R;
+  if (runner_single(&R, MAXR) == 0) graph_replay(&R, 3);
+  runner_destroy(&R);
+  CHECK(logcap_end(&L, "under a CUDA graph: its own copy by copy engine", "beside the kernel") >= 1);
+}
+
 TEST(one_process_p2p_disabled) {
   setenv("P2PKIT_P2P_DISABLE", "1", 1);
   p2pk_param_reset();
@@ -1358,7 +1371,8 @@ int main(int argc, char **argv) {
   T_REQUIRE_GPUS(2);
   static const cu_case cases[] = {
       {T_CASE(argument_checks), 1},        {T_CASE(one_process_all_collectives), 1},
-      {T_CASE(one_process_graph_replay), 1}, {T_CASE(one_process_p2p_disabled), 1},
+      {T_CASE(one_process_graph_replay), 1}, {T_CASE(one_process_graph_broadcast_own_copy), 1},
+      {T_CASE(one_process_p2p_disabled), 1},
       {T_CASE(one_process_launch_threads), 1}, {T_CASE(one_process_max_blocks), 1},
       {T_CASE(mixed_with_all_reduce), 1},  {T_CASE(one_process_sendrecv_copy_engine), 1},
       {T_CASE(one_process_broadcast_copy_engine), 1},
