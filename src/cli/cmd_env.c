@@ -11,6 +11,11 @@ static const char *kind_name(int kind) {
 
 /* After the listing: a value p2pkit would refuse, named on stderr. */
 static int verdict(void) {
+  char list[512];
+  int n = p2pk_param_unknown(list, sizeof list);
+  if (n)
+    fprintf(stderr, "p2pkit env: warning: not %s: %s\n",
+            n == 1 ? "a p2pkit setting, so ignored" : "p2pkit settings, so ignored", list);
   if (p2pk_param_check() == P2PKIT_SUCCESS) return CLI_EXIT_OK;
   cli_error("env", "%s", p2pkit_last_error());
   return CLI_EXIT_FAIL;

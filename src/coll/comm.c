@@ -193,6 +193,7 @@ static p2pkit_status_t read_cfg(coll_cfg *cfg, int timeout_s) {
   /* Every P2PKIT_* value parses, or the communicator is refused: a typo in
    * P2PKIT_P2P_DISABLE must not quietly leave P2P on. */
   P2PK_CHECK(p2pk_param_check());
+  p2pk_param_warn_unknown();
   cfg->buffer = p2pk_param_size("P2PKIT_BUFFER_SIZE");
   if (timeout_s <= 0) timeout_s = (int)p2pk_param_int("P2PKIT_TIMEOUT");
   if (timeout_s <= 0 || timeout_s > 86400)

@@ -180,6 +180,83 @@ p2pkit_status_t p2pk_param_check(void) {
   return P2PKIT_SUCCESS;
 }
 
+/* Variables of the project's scripts and Python package, not the library's. */
+static const char *const tool_vars[] = {"P2PKIT_LIB",        "P2PKIT_CMAKE_ARGS", "P2PKIT_SANITIZE",
+                                        "P2PKIT_FUZZ_BUILD", "P2PKIT_NO_FUZZ",    "P2PKIT_TEST_BUILD",
+                                        "P2PKIT_TEST_NRANKS"};
+
+/* Edit distance of a and b, stopping early above `cap`. */
+static size_t distance(const char *a, const char *b, size_t cap) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 63 || lb > 63) return cap + 1;
+  size_t row[64];
+  for (size_t j = 0; j <= lb; j++) row[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    size_t diag = row[0], best = row[0] = i;
+    for (size_t j = 1; j <= lb; j++) {
+      size_t up = row[j];
+      size_t v = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < v) v = up + 1;
+      if (row[j - 1] + 1 < v) v = row[j - 1] + 1;
+      row[j] = v;
+      diag = up;
+      if (v < best) best = v;
+    }
+    if (best > cap) return cap + 1;
+  }
+  return row[lb];
+}
+
+extern char **environ;
+
+int p2pk_param_unknown(char *out, size_t len) {
+  int n = 0;
+  size_t used = 0;
+  if (out && len) out[0] = '\0';
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "P2PKIT_", 7) != 0) continue;
+    const char *eq = strchr(*e, '=');
+    size_t nl = eq ? (size_t)(eq - *e) : strlen(*e);
+    char name[96];
+    if (nl >= sizeof name) nl = sizeof name - 1;
+    memcpy(name, *e, nl);
+    name[nl] = '\0';
+    int known = 0;
+    for (size_t i = 0; i < NPARAMS && !known; i++) known = strcmp(params[i].name, name) == 0;
+    for (size_t i = 0; i < sizeof tool_vars / sizeof tool_vars[0] && !known; i++)
+      known = strcmp(tool_vars[i], name) == 0;
+    if (known) continue;
+    const char *near = NULL;
+    size_t best = 3; /* at most 2 edits away */
+    for (size_t i = 0; i < NPARAMS; i++) {
+      size_t d = distance(name, params[i].name, best);
+      if (d < best) best = d, near = params[i].name;
+    }
+    if (out && used < len) {
+      int w = near ? snprintf(out + used, len - used, "%s%s (did you mean %s?)", n ? ", " : "", name,
+                              near)
+                   : snprintf(out + used, len - used, "%s%s", n ? ", " : "", name);
+      if (w > 0) used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+    }
+    n++;
+  }
+  return n;
+}
+
+static void warn_unknown_once(void) {
+  char list[512];
+  int n = p2pk_param_unknown(list, sizeof list);
+  if (n)
+    P2PK_WARN("%d P2PKIT_* variable%s in the environment %s not p2pkit setting%s and %s ignored: "
+              "%s (`p2pkit env` lists the settings)", n, n == 1 ? "" : "s", n == 1 ? "is" : "are",
+              n == 1 ? "" : "s", n == 1 ? "is" : "are", list);
+}
+
+void p2pk_param_warn_unknown(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, warn_unknown_once);
+}
+
 size_t p2pk_param_count(void) { return NPARAMS; }
 
 const p2pk_param_def *p2pk_param_at(size_t i) { return i < NPARAMS ? &params[i] : NULL; }

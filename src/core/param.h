@@ -36,6 +36,15 @@ int p2pk_param_is_set(const char *name);
  * it, so P2PKIT_P2P_DISABLE=yes cannot quietly mean 0. */
 p2pkit_status_t p2pk_param_check(void);
 
+/* P2PKIT_* names in the environment that are not settings (a typo such as
+ * P2PKIT_P2P_DISABLED, which would otherwise be ignored in silence). The
+ * build and test scripts' own variables (P2PKIT_LIB, P2PKIT_SANITIZE, ...)
+ * are not reported. Writes "NAME (did you mean SETTING?), NAME" into `out`
+ * (when not NULL) and returns how many there are. */
+int p2pk_param_unknown(char *out, size_t len);
+/* Logs one warning per unknown name, once per process (entry points call it). */
+void p2pk_param_warn_unknown(void);
+
 size_t p2pk_param_count(void);
 const p2pk_param_def *p2pk_param_at(size_t i);
 /* Tests: forget cached values. */

@@ -56,6 +56,12 @@ static void check_level(const struct p2pkit_topo *t, const p2pk_xfer_settings *s
 void p2pk_doc_check_settings(const p2pk_doc_input *in, p2pk_findings *f) {
   if (!in->live) return;
   list_settings(f);
+  char unknown[400];
+  const int nu = p2pk_param_unknown(unknown, sizeof unknown);
+  if (nu)
+    p2pk_finding_add(f, P2PK_DOC_WARN, "settings", "names", "fix the name, or unset it",
+                     "%d P2PKIT_* variable%s p2pkit does not know, so %s no effect: %s", nu,
+                     nu == 1 ? "" : "s", nu == 1 ? "it has" : "they have", unknown);
   p2pk_xfer_settings s;
   if (p2pk_xfer_settings_read(&s) != P2PKIT_SUCCESS) {
     p2pk_finding_add(f, P2PK_DOC_FAIL, "settings", "values", "fix or unset that setting",

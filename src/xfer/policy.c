@@ -89,6 +89,7 @@ p2pkit_status_t p2pk_xfer_settings_read(p2pk_xfer_settings *s) {
   /* The copy path's own settings above say their ranges; any other
    * P2PKIT_* value that does not parse is refused here too. */
   P2PK_CHECK(p2pk_param_check());
+  p2pk_param_warn_unknown();
   *s = r;
   return P2PKIT_SUCCESS;
 }

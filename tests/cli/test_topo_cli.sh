@@ -44,6 +44,9 @@ expect "env with a malformed value" 1 env P2PKIT_P2P_DISABLE=yes "$bin" env
 [ "$(err_lines)" = 1 ] && grep -q "P2PKIT_P2P_DISABLE='yes' is not a whole number" "$tmp/err" \
   || { echo "FAIL env malformed-value message"; cat "$tmp/err"; fail=1; }
 grep -q "^P2PKIT_P2P_DISABLE " "$tmp/out" || { echo "FAIL env lists nothing before refusing"; fail=1; }
+expect "env with a misspelt name" 0 env P2PKIT_P2P_DISABLED=1 "$bin" env
+grep -q "P2PKIT_P2P_DISABLED (did you mean P2PKIT_P2P_DISABLE?)" "$tmp/err" \
+  || { echo "FAIL env misspelt-name warning"; cat "$tmp/err"; fail=1; }
 expect "env --json" 0 "$bin" env --json
 if command -v python3 >/dev/null; then
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["schema_version"]==1 and d["settings"]' "$tmp/out" \

@@ -130,6 +130,37 @@ TEST(settings_check_refuses_malformed_values) {
   p2pk_param_reset();
 }
 
+/* A P2PKIT_* name that is not a setting is reported, with the setting it is
+ * most likely a typo of; settings and the scripts' own variables are not. */
+TEST(unknown_setting_names_are_reported) {
+  char list[512];
+  CHECK_EQ(p2pk_param_unknown(list, sizeof list), 0);
+  CHECK_STR(list, "");
+  setenv("P2PKIT_P2P_DISABLE", "1", 1);
+  setenv("P2PKIT_LIB", "/x/libp2pkit.so", 1);
+  setenv("P2PKIT_P2P_DISABLED", "1", 1);
+  setenv("P2PKIT_TIMEOT", "5", 1);
+  setenv("P2PKIT_SOMETHING_ELSE", "1", 1);
+  CHECK_EQ(p2pk_param_unknown(list, sizeof list), 3);
+  CHECK(strstr(list, "P2PKIT_P2P_DISABLED (did you mean P2PKIT_P2P_DISABLE?)") != NULL);
+  CHECK(strstr(list, "P2PKIT_TIMEOT (did you mean P2PKIT_TIMEOUT?)") != NULL);
+  CHECK(strstr(list, "P2PKIT_SOMETHING_ELSE") != NULL);
+  CHECK(strstr(list, "P2PKIT_SOMETHING_ELSE (") == NULL); /* nothing close */
+  CHECK(strstr(list, "P2PKIT_LIB") == NULL);
+  /* A short buffer is cut, never overrun; the count stays whole. */
+  char tiny[8];
+  CHECK_EQ(p2pk_param_unknown(tiny, sizeof tiny), 3);
+  CHECK_EQ(strlen(tiny), 7u);
+  CHECK_EQ(p2pk_param_unknown(NULL, 0), 3);
+  unsetenv("P2PKIT_P2P_DISABLE");
+  unsetenv("P2PKIT_LIB");
+  unsetenv("P2PKIT_P2P_DISABLED");
+  unsetenv("P2PKIT_TIMEOT");
+  unsetenv("P2PKIT_SOMETHING_ELSE");
+  CHECK_EQ(p2pk_param_unknown(list, sizeof list), 0);
+  p2pk_param_reset();
+}
+
 TEST(log_subsystems_parse) {
   CHECK_EQ(p2pk_log_parse_subsys("ALL"), P2PK_LOG_ALL);
   CHECK_EQ(p2pk_log_parse_subsys("TOPO,xfer"), P2PK_LOG_TOPO | P2PK_LOG_XFER);
@@ -200,5 +231,6 @@ TEST(json_writer_quotes_and_nests) {
 T_MAIN(T_CASE(strerror_names_every_status), T_CASE(parse_size_accepts_suffixes),
        T_CASE(parse_size_rejects_garbage), T_CASE(settings_come_from_env_or_default),
        T_CASE(registry_entries_are_complete_and_unique),
-       T_CASE(settings_check_refuses_malformed_values), T_CASE(log_subsystems_parse),
+       T_CASE(settings_check_refuses_malformed_values), T_CASE(unknown_setting_names_are_reported),
+       T_CASE(log_subsystems_parse),
        T_CASE(log_level_and_file), T_CASE(json_writer_quotes_and_nests))

@@ -644,6 +644,15 @@ TEST(settings_that_keep_p2pkit_off_its_paths) {
   CHECK_EQ(f.n, 0);
   p2pk_findings_free(&f);
   unsetenv("P2PKIT_P2P_LEVEL");
+  /* A misspelt name has no effect: a WARN naming it and the setting meant. */
+  setenv("P2PKIT_P2P_DISABLED", "1", 1);
+  settings_of(t, 1, &f);
+  x = want(&f, "settings", "names", P2PK_DOC_WARN);
+  HAS(x, reason, "P2PKIT_P2P_DISABLED (did you mean P2PKIT_P2P_DISABLE?)");
+  HAS(x, action, "fix the name");
+  CHECK(p2pk_findings_find(&f, "settings", "GPU0-GPU1") == NULL); /* P2P stays on */
+  p2pk_findings_free(&f);
+  unsetenv("P2PKIT_P2P_DISABLED");
   p2pk_param_reset();
   p2pkit_topo_destroy(t);
 }
