@@ -247,9 +247,9 @@ static void warn_unknown_once(void) {
   char list[512];
   int n = p2pk_param_unknown(list, sizeof list);
   if (n)
-    P2PK_WARN("%d P2PKIT_* variable%s in the environment %s not p2pkit setting%s and %s ignored: "
-              "%s (`p2pkit env` lists the settings)", n, n == 1 ? "" : "s", n == 1 ? "is" : "are",
-              n == 1 ? "" : "s", n == 1 ? "is" : "are", list);
+    P2PK_WARN("%d P2PKIT_* variable%s in the environment %s ignored: %s (`p2pkit env` lists "
+              "the settings)", n, n == 1 ? "" : "s",
+              n == 1 ? "is not a p2pkit setting and is" : "are not p2pkit settings and are", list);
 }
 
 void p2pk_param_warn_unknown(void) {
