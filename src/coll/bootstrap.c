@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,7 +23,7 @@
 #include "core/clock.h"
 
 enum { MSG_HELLO = 1, MSG_WELCOME = 2, MSG_REJECT = 3, MSG_ABORT = 4, MSG_DATA = 5 };
-enum { REJ_VERSION = 1, REJ_SECRET = 2, REJ_NRANKS = 3, REJ_RANK = 4, REJ_DUP = 5 };
+enum { REJ_VERSION = 1, REJ_SECRET = 2, REJ_NRANKS = 3, REJ_RANK = 4, REJ_DUP = 5, REJ_USER = 6 };
 
 #define BOOT_MAGIC "P2PKBOOT"
 #define BOOT_VERSION 1u
@@ -199,7 +200,52 @@ typedef struct {
   size_t got;
   unsigned char buf[HDR_BYTES + HELLO_BYTES];
   char from[64];
+  long uid; /* the connecting process's user, -1 unknown (p2pk_sock_peer_uid) */
 } pending_t;
+
+/* "ADDR:PORT" as /proc/net/tcp{,6} print a socket address: the address's
+ * 32-bit words as the kernel holds them (%08X each), the port in host order. */
+static int proc_addr(const struct sockaddr_storage *sa, char *out, size_t len, int *v6) {
+  if (sa->ss_family == AF_INET) {
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+    *v6 = 0;
+    return snprintf(out, len, "%08X:%04X", (unsigned)s4->sin_addr.s_addr, ntohs(s4->sin_port)) > 0;
+  }
+  if (sa->ss_family != AF_INET6) return 0;
+  const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+  uint32_t w[4];
+  memcpy(w, &s6->sin6_addr, sizeof w);
+  *v6 = 1;
+  return snprintf(out, len, "%08X%08X%08X%08X:%04X", (unsigned)w[0], (unsigned)w[1], (unsigned)w[2],
+                  (unsigned)w[3], ntohs(s6->sin6_port)) > 0;
+}
+
+long p2pk_sock_peer_uid(int fd) {
+  struct sockaddr_storage peer, self;
+  socklen_t pl = sizeof peer, sl = sizeof self;
+  if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 ||
+      getsockname(fd, (struct sockaddr *)&self, &sl) != 0)
+    return -1;
+  char want_local[48], want_remote[48];
+  int v6a = 0, v6b = 0;
+  if (!proc_addr(&peer, want_local, sizeof want_local, &v6a) ||
+      !proc_addr(&self, want_remote, sizeof want_remote, &v6b) || v6a != v6b)
+    return -1;
+  FILE *f = fopen(v6a ? "/proc/net/tcp6" : "/proc/net/tcp", "r");
+  if (!f) return -1;
+  char line[512];
+  long uid = -1;
+  if (fgets(line, sizeof line, f)) /* the header */
+    while (uid < 0 && fgets(line, sizeof line, f)) {
+      char local[48], remote[48];
+      unsigned long u = 0;
+      /* sl: local remote st tx:rx tr:when retrnsmt uid ... */
+      if (sscanf(line, " %*d: %47s %47s %*s %*s %*s %*s %lu", local, remote, &u) != 3) continue;
+      if (strcasecmp(local, want_local) == 0 && strcasecmp(remote, want_remote) == 0) uid = (long)u;
+    }
+  fclose(f);
+  return uid;
+}
 
 static p2pkit_status_t listen_on(const p2pk_boot_opts *o, int *fd_p) {
   char port[16];
@@ -344,6 +390,13 @@ static p2pkit_status_t server_rendezvous(p2pk_boot *b, const p2pk_boot_opts *o) 
           snprintf(why, sizeof why, "did not start with a p2pkit hello");
           rej = REJ_VERSION;
           verdict = 1;
+        } else if (p->uid >= 0 && (uid_t)p->uid != geteuid()) {
+          /* A process of another user on this machine: a job's ranks run as
+           * one user, whatever secret it presents (the secret may be empty
+           * or a launcher's guessable run id). */
+          snprintf(why, sizeof why, "a process of another user (uid %ld) may not join", p->uid);
+          rej = REJ_USER;
+          verdict = 1;
         } else {
           hello_unpack(p->buf + HDR_BYTES, &h);
           verdict = judge_hello(b, o, &h, b->fds, why, sizeof why, &rej);
@@ -385,6 +438,7 @@ static p2pkit_status_t server_rendezvous(p2pk_boot *b, const p2pk_boot_opts *o) 
         set_nonblock(fd);
         pend[npend].fd = fd;
         pend[npend].got = 0;
+        pend[npend].uid = p2pk_sock_peer_uid(fd);
         describe_addr(&sa, pend[npend].from, sizeof pend[npend].from);
         npend++;
       }

@@ -40,5 +40,10 @@ void p2pk_boot_destroy(p2pk_boot *b);
 
 /* Constant-time comparison of two secrets (lengths included). 1 when equal. */
 int p2pk_secret_equal(const char *a, size_t alen, const char *b, size_t blen);
+/* The uid owning the other end of the accepted TCP socket `fd` when that end
+ * is a socket of this machine and network namespace (/proc/net/tcp or tcp6:
+ * its local address is `fd`'s peer, its remote address `fd`'s own); -1 when
+ * it cannot be told (another host or namespace, no /proc). */
+long p2pk_sock_peer_uid(int fd);
 
 #endif

@@ -639,8 +639,9 @@ static p2pkit_status_t resolve_opts(const p2pkit_comm_opts_t *o, rank_opts *r) {
   if (!r->secret) {
     r->secret = "";
     if (r->nranks > 1)
-      P2PK_WARN("no job secret (P2PKIT_JOB_SECRET, TORCHELASTIC_RUN_ID): any local process that "
-                "knows %s:%d can join this rendezvous", r->addr, r->port);
+      P2PK_WARN("no job secret (P2PKIT_JOB_SECRET, TORCHELASTIC_RUN_ID): any process of this "
+                "user (or of another host) that knows %s:%d can join this rendezvous", r->addr,
+                r->port);
   }
   r->timeout_s = o->timeout_s;
   return P2PKIT_SUCCESS;

@@ -34,6 +34,7 @@ typedef struct {
   int die_after_init; /* exit right after the rendezvous */
   unsigned tag;    /* all-gather tag */
   int rounds;
+  uid_t uid;       /* non-zero: become this user first (the parent is root) */
 } who_t;
 
 static int64_t now_ms(void) {
@@ -51,6 +52,12 @@ static void child(const who_t *w, int port, int timeout_ms, int fd) {
   report_t rep;
   memset(&rep, 0, sizeof rep);
   if (w->delay_ms) usleep((useconds_t)w->delay_ms * 1000);
+  if (w->uid && (setgid(w->uid) != 0 || setuid(w->uid) != 0)) {
+    snprintf(rep.msg, sizeof rep.msg, "setuid(%u): %s", (unsigned)w->uid, strerror(errno));
+    rep.status = -2;
+    if (write(fd, &rep, sizeof rep) != (ssize_t)sizeof rep) _exit(3);
+    _exit(0);
+  }
   int64_t t0 = now_ms();
   p2pk_boot_opts o = {w->rank, w->nranks, "127.0.0.1", port, w->secret, timeout_ms};
   p2pk_boot *b = NULL;
@@ -124,7 +131,7 @@ static void run(const who_t *w, int n, int timeout_ms, int limit_ms, report_t *r
 }
 
 static who_t rank_(int rank, int nranks, const char *secret) {
-  who_t w = {rank, nranks, secret, 0, 0, 1, 3};
+  who_t w = {rank, nranks, secret, 0, 0, 1, 3, 0};
   return w;
 }
 
@@ -287,9 +294,79 @@ TEST(secret_compare) {
   CHECK(p2pk_secret_equal("", 0, "", 0));
 }
 
+/* The other end of a loopback connection is this process's user, read from
+ * /proc/net/tcp (IPv4) and tcp6 (IPv6, where the machine has ::1). */
+static void peer_uid_case(int family) {
+  int l = socket(family, SOCK_STREAM, 0);
+  CHECK(l >= 0);
+  struct sockaddr_storage a;
+  memset(&a, 0, sizeof a);
+  socklen_t al;
+  if (family == AF_INET) {
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&a;
+    s4->sin_family = AF_INET;
+    s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    al = sizeof *s4;
+  } else {
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&a;
+    s6->sin6_family = AF_INET6;
+    s6->sin6_addr = in6addr_loopback;
+    al = sizeof *s6;
+  }
+  if (bind(l, (struct sockaddr *)&a, al) != 0 || listen(l, 1) != 0 ||
+      getsockname(l, (struct sockaddr *)&a, &al) != 0) {
+    printf("note: no %s loopback here (%s): not checked\n", family == AF_INET ? "IPv4" : "IPv6",
+           strerror(errno));
+    close(l);
+    return;
+  }
+  int c = socket(family, SOCK_STREAM, 0);
+  CHECK(c >= 0);
+  CHECK_EQ(connect(c, (struct sockaddr *)&a, al), 0);
+  int s = accept(l, NULL, NULL);
+  CHECK(s >= 0);
+  CHECK_EQ(p2pk_sock_peer_uid(s), (long)geteuid());
+  CHECK_EQ(p2pk_sock_peer_uid(c), (long)geteuid());
+  CHECK_EQ(p2pk_sock_peer_uid(l), -1); /* a listener has no peer */
+  close(s);
+  close(c);
+  close(l);
+}
+
+TEST(peer_uid_of_loopback_connections) {
+  peer_uid_case(AF_INET);
+  peer_uid_case(AF_INET6);
+}
+
+TEST(other_user_refused_job_continues) {
+  /* A process of another user presents the right secret and rank 1 first;
+   * rank 0 refuses it for its user and the real rank 1 joins later. */
+  if (geteuid() != 0) {
+    printf("SKIP: other_user_refused_job_continues needs root (to start a process as another "
+           "user)\n");
+    return;
+  }
+  who_t w[3] = {rank_(0, 2, "same"), rank_(1, 2, "same"), rank_(1, 2, "same")};
+  w[1].uid = 65534;
+  w[2].delay_ms = 400;
+  report_t rep[3];
+  run(w, 3, 8000, 20000, rep);
+  if (rep[1].status == -2) {
+    printf("SKIP: other_user_refused_job_continues: %s\n", rep[1].msg);
+    return;
+  }
+  CHECK_EQ(rep[1].status, P2PKIT_ERR_REMOTE);
+  if (!strstr(rep[1].msg, "another user (uid 65534)")) T_FAIL("refusal does not say why: %s", rep[1].msg);
+  if (rep[0].status != P2PKIT_SUCCESS || rep[2].status != P2PKIT_SUCCESS)
+    T_FAIL("job ranks: %d (%s), %d (%s)", rep[0].status, rep[0].msg, rep[2].status, rep[2].msg);
+  CHECK_EQ(rep[0].data_ok, 1);
+  CHECK_EQ(rep[2].data_ok, 1);
+}
+
 T_MAIN(T_CASE(all_ranks_arrive_and_allgather), T_CASE(single_rank_needs_no_network),
        T_CASE(wrong_secret_is_refused), T_CASE(stranger_refused_job_continues),
        T_CASE(missing_rank_times_out), T_CASE(rank0_missing_times_out),
        T_CASE(rank_count_mismatch_fails_fast), T_CASE(duplicate_rank_fails),
        T_CASE(different_collectives_are_detected), T_CASE(dead_peer_fails_fast),
-       T_CASE(bad_options), T_CASE(port_in_use_is_a_clear_error), T_CASE(secret_compare))
+       T_CASE(bad_options), T_CASE(port_in_use_is_a_clear_error), T_CASE(secret_compare),
+       T_CASE(peer_uid_of_loopback_connections), T_CASE(other_user_refused_job_continues))
