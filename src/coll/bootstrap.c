@@ -238,10 +238,13 @@ long p2pk_sock_peer_uid(int fd) {
   if (fgets(line, sizeof line, f)) /* the header */
     while (uid < 0 && fgets(line, sizeof line, f)) {
       char local[48], remote[48];
+      unsigned st = 0;
       unsigned long u = 0;
-      /* sl: local remote st tx:rx tr:when retrnsmt uid ... */
-      if (sscanf(line, " %*d: %47s %47s %*s %*s %*s %*s %lu", local, remote, &u) != 3) continue;
-      if (strcasecmp(local, want_local) == 0 && strcasecmp(remote, want_remote) == 0) uid = (long)u;
+      /* sl: local remote st tx:rx tr:when retrnsmt uid ... Established only:
+       * a TIME_WAIT line of an earlier connection shows uid 0. */
+      if (sscanf(line, " %*d: %47s %47s %x %*s %*s %*s %lu", local, remote, &st, &u) != 4) continue;
+      if (st == 0x01 && strcasecmp(local, want_local) == 0 && strcasecmp(remote, want_remote) == 0)
+        uid = (long)u;
     }
   fclose(f);
   return uid;
