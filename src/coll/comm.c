@@ -424,14 +424,13 @@ static void set_geom(struct p2pkit_comm *c, int sm_count, size_t ll_cap) {
   c->geom.stage_mailbox = c->lay.stage_mailbox;
 }
 
+/* The GPUs this process sees, or why none (topo's words, as every entry point). */
 static p2pkit_status_t device_count(int *n) {
-  cudaError_t e = cudaGetDeviceCount(n);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return p2pk_fail(e == cudaErrorNoDevice ? P2PKIT_ERR_NO_DEVICE : P2PKIT_ERR_NO_DRIVER,
-                     "no usable GPU: %s", cudaGetErrorString(e));
-  }
-  return P2PKIT_SUCCESS;
+  const p2pkit_status_t st = p2pk_gpu_count(n);
+  if (st == P2PKIT_SUCCESS) return st;
+  char why[256];
+  snprintf(why, sizeof why, "%s", p2pkit_last_error());
+  return p2pk_fail(st, "no usable GPU: %s", why);
 }
 
 static p2pkit_status_t sm_count_of(int dev, int *sms) {

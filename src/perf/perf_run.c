@@ -25,6 +25,7 @@
 #include "perf/perf_kernels.h"
 #include "perf/perf_proc.h"
 #include "topo/nvml_dl.h"
+#include "topo/topo.h"
 
 #define MAXG P2PK_PERF_MAX_RANKS
 /* Device memory left for the libraries' own buffers when judging -e. */
@@ -117,14 +118,10 @@ static p2pkit_status_t set_device(perf_ctx *c, int l) {
 static p2pkit_status_t find_gpus(perf_ctx *c) {
   const perf_args *a = c->a;
   int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0) {
-    int drv = 0;
-    cudaDriverGetVersion(&drv);
-    return usage_fail(c, P2PKIT_ERR_NO_DEVICE, "no usable GPU on this machine (%s)",
-                      drv == 0 ? "the CUDA driver libcuda.so.1 is not installed"
-                      : e != cudaSuccess ? cudaGetErrorString(e)
-                                         : "the CUDA runtime sees no GPU");
+  if (p2pk_gpu_count(&count) != P2PKIT_SUCCESS) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", p2pkit_last_error());
+    return usage_fail(c, P2PKIT_ERR_NO_DEVICE, "no usable GPU on this machine (%s)", why);
   }
   if (c->child) {
     if (c->nprocs > count)

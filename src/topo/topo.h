@@ -153,6 +153,11 @@ double p2pk_pcie_gbps(int gen, int width);
 
 /* topo_discover.c: CUDA runtime + hwloc + NVML on this machine. */
 p2pkit_status_t p2pk_topo_discover(struct p2pkit_topo **t_p);
+/* GPUs the CUDA runtime sees (at least 1), or why none: NO_DRIVER "the CUDA
+ * driver (libcuda.so.1) is not installed" / "... is older than this build's
+ * runtime", NO_DEVICE "the CUDA runtime sees no GPU". Every entry point
+ * (discovery, communicators, perf) says it the same way. */
+p2pkit_status_t p2pk_gpu_count(int *n);
 /* topo_hwloc.c: fill PCI tree, host bridges, NUMA and CPU sets from an hwloc
  * topology that is already loaded (live or from XML). GPUs are matched or
  * added by bus id. */

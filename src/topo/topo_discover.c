@@ -11,9 +11,11 @@
 #include "core/param.h"
 #include "topo/topo.h"
 
-static p2pkit_status_t cuda_devices(struct p2pkit_topo *t) {
+p2pkit_status_t p2pk_gpu_count(int *n_p) {
   int n = 0;
+  *n_p = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) cudaGetLastError();
   if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice || e == cudaErrorInitializationError) {
     int drv = 0;
     cudaDriverGetVersion(&drv);
@@ -27,6 +29,13 @@ static p2pkit_status_t cuda_devices(struct p2pkit_topo *t) {
   if (e != cudaSuccess)
     return p2pk_fail(P2PKIT_ERR_CUDA, "cudaGetDeviceCount failed: %s", cudaGetErrorString(e));
   if (n == 0) return p2pk_fail(P2PKIT_ERR_NO_DEVICE, "the CUDA runtime sees no GPU");
+  *n_p = n;
+  return P2PKIT_SUCCESS;
+}
+
+static p2pkit_status_t cuda_devices(struct p2pkit_topo *t) {
+  int n = 0;
+  P2PK_CHECK(p2pk_gpu_count(&n));
   if (n > P2PK_MAX_GPUS)
     return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "%d GPUs; p2pkit handles up to %d", n, P2PK_MAX_GPUS);
   cudaDriverGetVersion(&t->cuda_driver);

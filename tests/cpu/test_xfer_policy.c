@@ -349,6 +349,20 @@ TEST(context_without_gpu) {
   p2pkit_status_t st = p2pkit_ctx_create(NULL, &ctx);
   CHECK(st == P2PKIT_ERR_NO_DRIVER || st == P2PKIT_ERR_NO_DEVICE);
   CHECK(ctx == NULL);
+  char said[256];
+  snprintf(said, sizeof said, "%s", p2pkit_last_error());
+  /* A communicator says why in the same words as discovery (p2pk_gpu_count). */
+  p2pkit_comm_t comm = NULL;
+  p2pkit_comm_opts_t o;
+  p2pkit_comm_opts_init(&o);
+  o.nranks = 1;
+  o.rank = 0;
+  o.secret = "no-gpu";
+  CHECK_EQ(p2pkit_comm_init_rank(&o, &comm), st);
+  CHECK(comm == NULL);
+  if (!strstr(p2pkit_last_error(), "no usable GPU: ") || !strstr(p2pkit_last_error(), said))
+    T_FAIL("communicator: '%s'; discovery: '%s'", p2pkit_last_error(), said);
+  CHECK(strstr(p2pkit_last_error(), "insufficient") == NULL); /* not the runtime's raw words */
 }
 
 /* The recorded machines (tests/data): what AUTO picks for each pair. */

@@ -7,15 +7,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define T_REQUIRE_GPUS(n)                                                             \
-  do {                                                                                \
-    int c_ = 0;                                                                       \
-    cudaError_t e_ = cudaGetDeviceCount(&c_);                                         \
-    if (e_ != cudaSuccess || c_ < (n)) {                                              \
-      printf("SKIP: needs %d GPU(s); %s\n", (int)(n),                                 \
-             e_ != cudaSuccess ? cudaGetErrorString(e_) : "this machine has fewer"); \
-      exit(77);                                                                       \
-    }                                                                                 \
+#include "topo/topo.h"
+
+/* The reason in the library's words (p2pk_gpu_count: "the CUDA driver
+ * (libcuda.so.1) is not installed", ...). */
+#define T_REQUIRE_GPUS(n)                                                                   \
+  do {                                                                                      \
+    int c_ = 0;                                                                             \
+    if (p2pk_gpu_count(&c_) != P2PKIT_SUCCESS || c_ < (n)) {                                \
+      printf("SKIP: needs %d GPU(s); %s\n", (int)(n),                                       \
+             c_ ? "this machine has fewer" : p2pkit_last_error());                         \
+      exit(77);                                                                             \
+    }                                                                                       \
   } while (0)
 
 #define T_CUDA(call)                                                                  \
