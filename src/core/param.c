@@ -76,9 +76,16 @@ static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *cache[NPARAMS];
 static int cached[NPARAMS];
 
-static size_t index_of(const char *name) {
+/* The registry entry of `name`, or -1. */
+static long find(const char *name) {
   for (size_t i = 0; i < NPARAMS; i++)
-    if (strcmp(params[i].name, name) == 0) return i;
+    if (strcmp(params[i].name, name) == 0) return (long)i;
+  return -1;
+}
+
+static size_t index_of(const char *name) {
+  const long i = find(name);
+  if (i >= 0) return (size_t)i;
   fprintf(stderr, "p2pkit: internal error: setting %s is not in the registry\n", name);
   abort();
 }
@@ -132,6 +139,16 @@ int p2pk_parse_size(const char *text, size_t *bytes_p) {
   return 0;
 }
 
+/* A whole number and nothing else (no suffix, within int64); 0 on success. */
+static int parse_int(const char *text, long long *out) {
+  errno = 0;
+  char *end = NULL;
+  long long x = strtoll(text, &end, 10);
+  if (end == text || *end || errno == ERANGE) return -1;
+  *out = x;
+  return 0;
+}
+
 /* A typed read of a setting registered as another kind is a bug. */
 static void want_kind(const char *name, int kind) {
   if (params[index_of(name)].kind == kind) return;
@@ -141,13 +158,8 @@ static void want_kind(const char *name, int kind) {
 
 int64_t p2pk_param_int(const char *name) {
   want_kind(name, P2PK_PARAM_INT);
-  const char *v = p2pk_param_str(name);
-  char *end = NULL;
-  long long x = strtoll(v, &end, 10);
-  if (end == v || *end) {
-    size_t i = index_of(name);
-    x = strtoll(params[i].def, NULL, 10);
-  }
+  long long x = 0;
+  if (parse_int(p2pk_param_str(name), &x) != 0) x = strtoll(params[index_of(name)].def, NULL, 10);
   return (int64_t)x;
 }
 
@@ -164,10 +176,8 @@ p2pkit_status_t p2pk_param_check(void) {
     if (params[i].kind == P2PK_PARAM_STR || !p2pk_param_is_set(params[i].name)) continue;
     const char *v = p2pk_param_str(params[i].name);
     if (params[i].kind == P2PK_PARAM_INT) {
-      errno = 0;
-      char *end = NULL;
-      (void)strtoll(v, &end, 10);
-      if (end == v || *end || errno == ERANGE)
+      long long x;
+      if (parse_int(v, &x) != 0)
         return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s='%s' is not a whole number",
                          params[i].name, v);
     } else {
@@ -221,8 +231,7 @@ int p2pk_param_unknown(char *out, size_t len) {
     if (nl >= sizeof name) nl = sizeof name - 1;
     memcpy(name, *e, nl);
     name[nl] = '\0';
-    int known = 0;
-    for (size_t i = 0; i < NPARAMS && !known; i++) known = strcmp(params[i].name, name) == 0;
+    int known = find(name) >= 0;
     for (size_t i = 0; i < sizeof tool_vars / sizeof tool_vars[0] && !known; i++)
       known = strcmp(tool_vars[i], name) == 0;
     if (known) continue;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/param.h"
 #include "topo/topo.h"
 #include "xfer/pair.h"
 #include "xfer/xfer.h"
@@ -30,6 +31,7 @@ p2pkit_status_t p2pkit_ctx_create(p2pkit_topo_t topo, p2pkit_ctx_t *ctx_p) {
   if (!ctx_p) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_ctx_create: output is NULL");
   p2pk_xfer_settings set;
   P2PK_CHECK(p2pk_xfer_settings_read(&set));
+  p2pk_param_warn_unknown(); /* here, not in the reader: the doctor reports them itself */
   struct p2pkit_topo *t = topo;
   if (!t) P2PK_CHECK(p2pkit_topo_discover(&t));
   p2pkit_status_t st = P2PKIT_SUCCESS;
