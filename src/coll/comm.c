@@ -256,9 +256,9 @@ static int pair_p2p(const coll_cfg *cfg, p2pkit_topo_t topo, int dev, const char
       p2pkit_pair_t pr;
       p2pk_pair_info(topo, a, b, &pr);
       snprintf(label, llen, "P2P %s", pr.label);
-      if (cfg->level != P2PK_PL_ANY && p2pk_pair_level(&pr) > cfg->level) {
-        snprintf(label, llen, "off (path %s is beyond P2PKIT_P2P_LEVEL=%s)", pr.label,
-                 p2pk_p2p_level_name(cfg->level));
+      char why[96];
+      if (!p2pk_level_allows(&pr, cfg->level, why, sizeof why)) {
+        snprintf(label, llen, "off (%s)", why);
         return 0;
       }
     }

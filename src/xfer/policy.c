@@ -89,7 +89,6 @@ p2pkit_status_t p2pk_xfer_settings_read(p2pk_xfer_settings *s) {
   /* The copy path's own settings above say their ranges; any other
    * P2PKIT_* value that does not parse is refused here too. */
   P2PK_CHECK(p2pk_param_check());
-  p2pk_param_warn_unknown();
   *s = r;
   return P2PKIT_SUCCESS;
 }
@@ -111,16 +110,17 @@ int p2pk_p2p_allowed(const p2pkit_pair_t *pair, const p2pk_xfer_settings *s, cha
                p2pkit_p2p_code_name(pair->caps[P2PKIT_P2P_WRITE]));
     return 0;
   }
-  int lv = p2pk_pair_level(pair);
-  if (s->p2p_level != P2PK_PL_ANY && lv > s->p2p_level) {
-    if (s->p2p_level == P2PK_PL_LOC)
-      snprintf(why, len, "P2P disabled by P2PKIT_P2P_LEVEL=LOC");
-    else
-      snprintf(why, len, "path %s is beyond P2PKIT_P2P_LEVEL=%s", pair->label[0] ? pair->label : "?",
-               p2pk_p2p_level_name(s->p2p_level));
-    return 0;
-  }
-  return 1;
+  return p2pk_level_allows(pair, s->p2p_level, why, len);
+}
+
+int p2pk_level_allows(const p2pkit_pair_t *pair, int level, char *why, size_t len) {
+  if (level == P2PK_PL_ANY || p2pk_pair_level(pair) <= level) return 1;
+  if (level == P2PK_PL_LOC)
+    snprintf(why, len, "P2P disabled by P2PKIT_P2P_LEVEL=LOC");
+  else
+    snprintf(why, len, "path %s is beyond P2PKIT_P2P_LEVEL=%s", pair->label[0] ? pair->label : "?",
+             p2pk_p2p_level_name(level));
+  return 0;
 }
 
 size_t p2pk_sm_copy_threshold(const p2pk_xfer_settings *s) {

@@ -91,6 +91,10 @@ p2pkit_status_t p2pk_p2p_level_read(int *level);
 const char *p2pk_p2p_level_name(int level);
 /* Where a pair sits on that scale (NVLink: NVL; NODE: PHB; unknown: SYS). */
 int p2pk_pair_level(const p2pkit_pair_t *pair);
+/* Does P2PKIT_P2P_LEVEL `level` (P2PK_PL_*) allow the pair's path? 1 yes; 0
+ * no, with the reason in `why`. Copies (p2pk_p2p_allowed) and communicators
+ * decide it here. */
+int p2pk_level_allows(const p2pkit_pair_t *pair, int level, char *why, size_t len);
 /* May P2P be used for this pair? 1 yes; 0 no, with the reason in `why`. */
 int p2pk_p2p_allowed(const p2pkit_pair_t *pair, const p2pk_xfer_settings *s, char *why,
                      size_t len);
