@@ -2,11 +2,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "bench/bench.h"
 #include "cli/cli.h"
+#include "core/outfile.h"
 
 typedef p2pkit_status_t (*writer_fn)(const p2pk_bench_report *, FILE *);
 
@@ -16,49 +15,31 @@ typedef p2pkit_status_t (*writer_fn)(const p2pk_bench_report *, FILE *);
 enum { OUT_JSON, OUT_CSV, OUT_PLOT, OUT_COUNT };
 
 typedef struct {
-  FILE *f[OUT_COUNT];
-  const char *path[OUT_COUNT];
-  int created[OUT_COUNT]; /* did not exist before: removed again if nothing is written */
+  p2pk_outfile out[OUT_COUNT];
 } out_files;
-
-static int same_file(FILE *a, FILE *b) {
-  struct stat x, y;
-  return fstat(fileno(a), &x) == 0 && fstat(fileno(b), &y) == 0 && S_ISREG(x.st_mode) &&
-         x.st_dev == y.st_dev && x.st_ino == y.st_ino;
-}
 
 /* Closes what is still open; `discard`: a run that ended without results
  * removes the files it created, so a failure leaves no empty report behind. */
-static void close_files(out_files *o, int discard) {
-  for (int i = 0; i < OUT_COUNT; i++) {
-    if (!o->f[i]) continue;
-    fclose(o->f[i]);
-    o->f[i] = NULL;
-    if (discard && o->created[i]) unlink(o->path[i]);
-  }
+static void close_files(out_files *of, int discard) {
+  for (int i = 0; i < OUT_COUNT; i++) p2pk_outfile_close(&of->out[i], discard);
 }
 
 static int open_files(const p2pk_bench_opts *o, out_files *of) {
   memset(of, 0, sizeof *of);
-  of->path[OUT_JSON] = o->json == 2 ? o->json_path : NULL;
-  of->path[OUT_CSV] = o->csv == 2 ? o->csv_path : NULL;
-  of->path[OUT_PLOT] = o->plot_path[0] ? o->plot_path : NULL;
+  const char *path[OUT_COUNT] = {o->json == 2 ? o->json_path : NULL,
+                                 o->csv == 2 ? o->csv_path : NULL,
+                                 o->plot_path[0] ? o->plot_path : NULL};
   for (int i = 0; i < OUT_COUNT; i++) {
-    const char *path = of->path[i];
-    if (!path) continue;
-    struct stat st;
-    of->created[i] = stat(path, &st) != 0 && errno == ENOENT;
-    of->f[i] = fopen(path, "w");
-    if (!of->f[i]) {
-      cli_error("bench", "cannot write %s: %s", path, strerror(errno));
+    if (!path[i]) continue;
+    if (p2pk_outfile_open(&of->out[i], path[i]) != 0) {
+      cli_error("bench", "cannot write %s: %s", path[i], strerror(errno));
       close_files(of, 1);
       return -1;
     }
-    /* Two outputs into one file would overwrite each other from offset 0. */
     for (int k = 0; k < i; k++)
-      if (of->f[k] && same_file(of->f[i], of->f[k])) {
-        cli_error("bench", "%s and %s name the same file", of->path[k], path);
-        of->created[i] = 0; /* the first one's; remove it once */
+      if (p2pk_outfile_same(&of->out[i], &of->out[k])) {
+        cli_error("bench", "%s and %s name the same file", path[k], path[i]);
+        of->out[i].created = 0; /* the first one's; remove it once */
         close_files(of, 1);
         return -1;
       }
@@ -68,13 +49,12 @@ static int open_files(const p2pk_bench_opts *o, out_files *of) {
 
 /* Writes the report into an opened output and closes it. */
 static int write_to(out_files *of, int i, writer_fn fn, const p2pk_bench_report *r) {
-  if (!of->f[i]) return 0;
-  FILE *f = of->f[i];
-  of->f[i] = NULL;
+  FILE *f = p2pk_outfile_take(&of->out[i]);
+  if (!f) return 0;
   p2pkit_status_t st = fn(r, f);
   if (fclose(f) != 0 && st == P2PKIT_SUCCESS) st = P2PKIT_ERR_IO;
   if (st != P2PKIT_SUCCESS) {
-    cli_error("bench", "writing %s failed", of->path[i]);
+    cli_error("bench", "writing %s failed", of->out[i].path);
     return -1;
   }
   return 0;

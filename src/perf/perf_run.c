@@ -12,13 +12,13 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "coll/coll.h"
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/outfile.h"
 #include "core/param.h"
 #include "perf/nccl_dl.h"
 #include "perf/perf.h"
@@ -59,8 +59,7 @@ typedef struct {
   FILE *table;             /* process 0 without --json: stdout */
   /* Process 0: --json-file and --algo-table, opened before any GPU work;
    * created: the file did not exist (removed again when nothing is written). */
-  FILE *json_out, *algo_out;
-  int json_created, algo_created;
+  p2pk_outfile json_out, algo_out;
   int gave_way;            /* -p: another rank failed before this one started */
   int64_t wrong_total;
 } perf_ctx;
@@ -781,11 +780,9 @@ static p2pkit_status_t run_pass(perf_ctx *c, int pass) {
 
 /* ---- output files ------------------------------------------------------- */
 
-static p2pkit_status_t open_output(perf_ctx *c, const char *path, FILE **fp, int *created) {
-  struct stat st;
-  *created = stat(path, &st) != 0 && errno == ENOENT;
-  *fp = fopen(path, "w");
-  if (!*fp) return usage_fail(c, P2PKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+static p2pkit_status_t open_output(perf_ctx *c, const char *path, p2pk_outfile *o) {
+  if (p2pk_outfile_open(o, path) != 0)
+    return usage_fail(c, P2PKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
   return P2PKIT_SUCCESS;
 }
 
@@ -794,14 +791,10 @@ static p2pkit_status_t open_output(perf_ctx *c, const char *path, FILE **fp, int
  * Only process 0 writes them, so only it opens (and truncates) them. */
 static p2pkit_status_t open_outputs(perf_ctx *c) {
   const perf_args *a = c->a;
-  if (a->algo_table) P2PK_CHECK(open_output(c, a->algo_table, &c->algo_out, &c->algo_created));
-  if (a->json_file) P2PK_CHECK(open_output(c, a->json_file, &c->json_out, &c->json_created));
-  struct stat x, y;
-  /* Both into one file would overwrite each other from offset 0. */
-  if (c->algo_out && c->json_out && fstat(fileno(c->algo_out), &x) == 0 &&
-      fstat(fileno(c->json_out), &y) == 0 && S_ISREG(x.st_mode) && x.st_dev == y.st_dev &&
-      x.st_ino == y.st_ino) {
-    c->json_created = 0; /* the same file as --algo-table's: removed once */
+  if (a->algo_table) P2PK_CHECK(open_output(c, a->algo_table, &c->algo_out));
+  if (a->json_file) P2PK_CHECK(open_output(c, a->json_file, &c->json_out));
+  if (p2pk_outfile_same(&c->algo_out, &c->json_out)) {
+    c->json_out.created = 0; /* the same file as --algo-table's: removed once */
     return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT,
                       "--algo-table %s and --json-file %s name the same file", a->algo_table,
                       a->json_file);
@@ -812,29 +805,20 @@ static p2pkit_status_t open_outputs(perf_ctx *c) {
 /* Closes what is still open; a file created for a run that wrote nothing
  * into it is removed, so a failure leaves no empty report behind. */
 static void close_outputs(perf_ctx *c) {
-  if (c->algo_out) {
-    fclose(c->algo_out);
-    if (c->algo_created) unlink(c->a->algo_table);
-  }
-  if (c->json_out) {
-    fclose(c->json_out);
-    if (c->json_created) unlink(c->a->json_file);
-  }
-  c->algo_out = c->json_out = NULL;
+  p2pk_outfile_close(&c->algo_out, 1);
+  p2pk_outfile_close(&c->json_out, 1);
 }
 
-static p2pkit_status_t write_file(FILE **fp, const char *path, const perf_report *r,
+static p2pkit_status_t write_file(p2pk_outfile *o, const char *path, const perf_report *r,
                                   void (*fn)(FILE *, const perf_report *)) {
-  FILE *f = *fp;
-  *fp = NULL;
+  FILE *f = p2pk_outfile_take(o);
   fn(f, r);
   if (fclose(f) != 0) return p2pk_fail(P2PKIT_ERR_IO, "writing %s failed: %s", path, strerror(errno));
   return P2PKIT_SUCCESS;
 }
 
-static p2pkit_status_t write_table(FILE **fp, const char *path, const perf_report *r) {
-  FILE *f = *fp;
-  *fp = NULL;
+static p2pkit_status_t write_table(p2pk_outfile *o, const char *path, const perf_report *r) {
+  FILE *f = p2pk_outfile_take(o);
   p2pkit_status_t st = p2pk_perf_write_algo_table(f, r);
   if (fclose(f) != 0 && st == P2PKIT_SUCCESS)
     st = p2pk_fail(P2PKIT_ERR_IO, "writing %s failed: %s", path, strerror(errno));
@@ -846,9 +830,9 @@ static p2pkit_status_t outputs(perf_ctx *c) {
   if (c->proc != 0) return P2PKIT_SUCCESS;
   progress_clear(c);
   if (a->nalgos && c->table) p2pk_perf_print_winners(c->table, c->rep);
-  if (c->algo_out) P2PK_CHECK(write_table(&c->algo_out, a->algo_table, c->rep));
+  if (c->algo_out.f) P2PK_CHECK(write_table(&c->algo_out, a->algo_table, c->rep));
   if (a->json) p2pk_perf_write_json(stdout, c->rep);
-  if (c->json_out) P2PK_CHECK(write_file(&c->json_out, a->json_file, c->rep, p2pk_perf_write_json));
+  if (c->json_out.f) P2PK_CHECK(write_file(&c->json_out, a->json_file, c->rep, p2pk_perf_write_json));
   fflush(stdout);
   return P2PKIT_SUCCESS;
 }
