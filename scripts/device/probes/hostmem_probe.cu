@@ -22,14 +22,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
+#include "probe.h"
 
 enum { K_HOSTALLOC, K_SHM, K_SHM_THP, K_ANON, K_ANON_THP, K_COUNT };
 static const char *kind_name[K_COUNT] = {"cudaHostAlloc", "shm+register", "shm+THP+register",
@@ -105,11 +98,6 @@ static void meminfo_huge(long *anon, long *shmem) {
   fclose(f);
 }
 
-static int cmp_f(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
   size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 128;
   int allocs = argc > 2 ? atoi(argv[2]) : 4;
@@ -175,7 +163,7 @@ int main(int argc, char **argv) {
       }
       float med[4];
       for (int i = 0; i < 4; i++) {
-        qsort(t[i], ROUNDS, sizeof(float), cmp_f);
+        probe_sort(t[i], ROUNDS);
         med[i] = (float)bytes / (t[i][ROUNDS / 2] * 1e-3f) / 1e9f;
       }
       // Each direction alone on GPU 0.
@@ -191,7 +179,7 @@ int main(int argc, char **argv) {
           CK(cudaEventSynchronize(ev[0][1]));
           if (r >= WARM) CK(cudaEventElapsedTime(&ts[r - WARM], ev[0][0], ev[0][1]));
         }
-        qsort(ts, ROUNDS, sizeof(float), cmp_f);
+        probe_sort(ts, ROUNDS);
         alone[dir] = (float)bytes / (ts[ROUNDS / 2] * 1e-3f) / 1e9f;
       }
       printf("%-18s alloc %d: both %6.1f %6.1f %6.1f %6.1f  alone D2H %6.1f H2D %6.1f  "

@@ -15,14 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CK(x)                                                                            \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) {                                                             \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
+#include "probe.h"
 
 __global__ void push(const int4 *__restrict__ src, int4 *__restrict__ dst, size_t n) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -35,11 +28,6 @@ __global__ void push(const int4 *__restrict__ src, int4 *__restrict__ dst, size_
     dst[i + 3 * stride] = d;
   }
   for (; i < n; i += stride) dst[i] = src[i];
-}
-
-static int cmp_f(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv) {
@@ -101,7 +89,7 @@ int main(int argc, char **argv) {
       }
       printf("%4zu MiB, %3d%% by copy engine:", totals_mib[ti], fracs[fi]);
       for (int g = 0; g < 2; g++) {
-        qsort(t[g], ROUNDS, sizeof(float), cmp_f);
+        probe_sort(t[g], ROUNDS);
         printf("  %6.1f GB/s (%7.1f us, spread %5.1f-%5.1f)", (double)total / (t[g][ROUNDS / 2] * 1e-3) / 1e9,
                t[g][ROUNDS / 2] * 1e3, t[g][0] * 1e3, t[g][ROUNDS - 1] * 1e3);
       }
