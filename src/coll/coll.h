@@ -75,9 +75,10 @@ struct p2pkit_comm {
   uint64_t logged; /* (collective, algorithm, protocol) already logged at INFO, a bit each;
                      P2PK_LOGGED_CE: send/recv over the copy engine */
   /* Copy-engine broadcast (p2p.c, one process): made on first use. */
-  cudaStream_t ce_side;  /* root: the copies to the peers, beside its own copy;
-                            staged all-reduce: the copies to host memory */
-  cudaEvent_t ce_ev[3];  /* [0] receiver ready, [1] root start, [2] root done */
+  cudaStream_t ce_side;  /* root: the copies to the peers, beside its own copy (and,
+                            under capture on the kernel path, its own copy beside the
+                            kernel: allreduce.c); staged all-reduce: the copies to host memory */
+  cudaEvent_t ce_ev[3];  /* [0] receiver ready, [1] root start, [2] root done (both uses) */
   int bcast_ce_logged;
   /* Copy-engine staged all-reduce (ce_staged.c, both modes): made on first use. */
   cudaStream_t sce_h2d;                  /* the copies from host memory */
