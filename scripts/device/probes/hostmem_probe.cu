@@ -137,10 +137,7 @@ int main(int argc, char **argv) {
       float t[4][ROUNDS];
       // Both directions on both GPUs at once.
       for (int r = 0; r < WARM + ROUNDS; r++) {
-        for (int g = 0; g < 2; g++) {
-          CK(cudaSetDevice(g));
-          CK(cudaDeviceSynchronize());
-        }
+        probe_sync_all(2);
         for (int g = 0; g < 2; g++) {
           CK(cudaSetDevice(g));
           void *out = g == 0 ? A.p : B.p, *in = g == 0 ? B.p : A.p;
@@ -151,10 +148,7 @@ int main(int argc, char **argv) {
           CK(cudaMemcpyAsync(ddst[g], in, bytes, cudaMemcpyHostToDevice, su[g]));
           CK(cudaEventRecord(ev[g][3], su[g]));
         }
-        for (int g = 0; g < 2; g++) {
-          CK(cudaSetDevice(g));
-          CK(cudaDeviceSynchronize());
-        }
+        probe_sync_all(2);
         if (r < WARM) continue;
         for (int g = 0; g < 2; g++) {
           CK(cudaEventElapsedTime(&t[2 * g][r - WARM], ev[g][0], ev[g][1]));

@@ -60,10 +60,7 @@ int main(int argc, char **argv) {
       size_t ce = (total * fracs[fi] / 100) & ~(size_t)4095, sm = total - ce;
       float t[2][ROUNDS];
       for (int r = 0; r < WARM + ROUNDS; r++) {
-        for (int g = 0; g < 2; g++) {
-          CK(cudaSetDevice(g));
-          CK(cudaDeviceSynchronize());
-        }
+        probe_sync_all(2);
         for (int g = 0; g < 2; g++) {
           CK(cudaSetDevice(g));
           CK(cudaEventRecord(e0[g], sce[g]));
@@ -75,10 +72,7 @@ int main(int argc, char **argv) {
           CK(cudaEventRecord(ece[g], sce[g]));
           CK(cudaEventRecord(esm[g], ssm[g]));
         }
-        for (int g = 0; g < 2; g++) {
-          CK(cudaSetDevice(g));
-          CK(cudaDeviceSynchronize());
-        }
+        probe_sync_all(2);
         if (r < WARM) continue;
         for (int g = 0; g < 2; g++) {
           float a, b;

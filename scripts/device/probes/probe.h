@@ -24,4 +24,12 @@ static int probe_cmp_f(const void *a, const void *b) {
 // Sorts t[0..n) in place (t[0] the least, t[n / 2] the median, t[n - 1] the most).
 static inline void probe_sort(float *t, int n) { qsort(t, (size_t)n, sizeof *t, probe_cmp_f); }
 
+// Waits for everything queued on GPUs 0..n-1.
+static inline void probe_sync_all(int n) {
+  for (int g = 0; g < n; g++) {
+    CK(cudaSetDevice(g));
+    CK(cudaDeviceSynchronize());
+  }
+}
+
 #endif
