@@ -653,6 +653,7 @@ typedef struct {
   uint64_t buffer, table_hash, chunk, ce_min, ce_slot, ce_depth;
   uint64_t cep_slot, cep_depth, cep_mins; /* copy engines over P2P (ce_p2p_mp.c) */
   int32_t algo, proto, blocks, threads, boxes, max_blocks;
+  int32_t share_gpus; /* P2PKIT_SHARE_GPUS: ranks may share a GPU (tests) */
 } rank_info;
 
 static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info *all) {
@@ -662,9 +663,10 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
     if (strcmp(o->host, me->host) != 0)
       return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "rank %d runs on host %s and rank %d on %s: a "
                        "communicator spans one machine", r, o->host, c->rank, me->host);
-    if (r != c->rank && strcasecmp(o->busid, me->busid) == 0)
+    if (r != c->rank && strcasecmp(o->busid, me->busid) == 0 && !(me->share_gpus && o->share_gpus))
       return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "ranks %d and %d both use GPU %s: one GPU "
-                       "per rank", r < c->rank ? r : c->rank, r < c->rank ? c->rank : r, me->busid);
+                       "per rank (P2PKIT_SHARE_GPUS=1 allows sharing, for correctness tests only)",
+                       r < c->rank ? r : c->rank, r < c->rank ? c->rank : r, me->busid);
     const char *what = o->buffer != me->buffer ? "P2PKIT_BUFFER_SIZE"
                        : o->table_hash != me->table_hash ? "the algorithm table (P2PKIT_ALGO_TABLE)"
                        : o->algo != me->algo ? "P2PKIT_ALGO"
@@ -674,6 +676,7 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
                        : o->max_blocks != me->max_blocks ? "P2PKIT_MAX_BLOCKS"
                        : o->chunk != me->chunk ? "P2PKIT_COLL_CHUNK"
                        : o->boxes != me->boxes ? "P2PKIT_COLL_MAILBOXES"
+                       : o->share_gpus != me->share_gpus ? "P2PKIT_SHARE_GPUS"
                        : o->ce_min != me->ce_min ? "P2PKIT_STAGED_CE_MIN"
                        : o->ce_slot != me->ce_slot ? "P2PKIT_STAGED_CE_CHUNK"
                        : o->ce_depth != me->ce_depth ? "P2PKIT_STAGED_CE_DEPTH"
@@ -724,6 +727,7 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   mine.max_blocks = cfg->max_blocks;
   mine.chunk = cfg->force.chunk;
   mine.boxes = (int32_t)p2pk_param_int("P2PKIT_COLL_MAILBOXES");
+  mine.share_gpus = p2pk_param_int("P2PKIT_SHARE_GPUS") != 0;
   mine.ce_min = p2pk_param_size("P2PKIT_STAGED_CE_MIN");
   mine.ce_slot = p2pk_sce_slot_bytes();
   mine.ce_depth = (uint64_t)p2pk_sce_depth();
@@ -737,6 +741,13 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
     mine.cep_mins = mine.cep_mins * 1000003ULL + p2pk_ce_min_setting(c, k);
   P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_INFO, &mine, all, sizeof mine), st, out);
   P2PK_CHECK_GOTO(check_infos(c, all), st, out);
+  for (int r = 0; r < n; r++)
+    if (r != c->rank && strcasecmp(all[r].busid, mine.busid) == 0) {
+      P2PK_WARN("rank %d (GPU %d) shares GPU %s with rank %d (P2PKIT_SHARE_GPUS=1): their kernels "
+                "take turns on it, so results are checked but no time means anything", c->rank,
+                c->device, mine.busid, r);
+      break;
+    }
   int sms = 1 << 30;
   for (int r = 0; r < n; r++) {
     devs[r] = all[r].device;

@@ -29,6 +29,7 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_SM_COPY_MAX", "0",
      "copies up to this size use an SM kernel instead of the copy engine (0: auto)", P2PK_PARAM_SIZE},
     {"P2PKIT_SM_COPY_CONFIG", "", "SM copy kernel, e.g. kind=chunk,hint=cs,bps=2,threads=512,unroll=4 or kind=tma,bps=1,tile=16K,stages=4 (empty: built-in default)", P2PK_PARAM_STR},
+    {"P2PKIT_SHARE_GPUS", "0", "testing: let several ranks of a process-per-GPU job share one GPU (their kernels take turns on it: for checking results with more ranks than GPUs, never for speed); every rank the same (1: on)", P2PK_PARAM_INT},
     {"P2PKIT_TIMEOUT", "60", "seconds to wait for a peer rank before failing", P2PK_PARAM_INT},
     {"P2PKIT_ALGO", "", "force the all-reduce algorithm: oneshot, twoshot or staged", P2PK_PARAM_STR},
     {"P2PKIT_BUFFER_SIZE", "0", "per-rank collective buffer: device scratch over P2P, host staging part without (0: 128M over P2P, 64M staged)", P2PK_PARAM_SIZE},

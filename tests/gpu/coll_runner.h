@@ -105,11 +105,11 @@ static inline int cu_child_args(int argc, char **argv, const char **mode, int *r
   t_current = *mode;
   if (*nranks < 2 || *nranks > P2PK_COLL_MAX_RANKS || *rank < 0 || *rank >= *nranks) return 2;
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n < *nranks) return 77;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1 || (n < *nranks && !cu_share_gpus())) return 77;
   return 0;
 }
 
-/* Rank `rank` of `nranks` joins the job on GPU `rank` (loopback rendezvous
+/* Rank `rank` of `nranks` joins the job on GPU cu_rank_device(rank) (loopback rendezvous
  * at `port`, the tests' secret) and allocates its buffers. 0, or 1 after
  * saying why. */
 static inline int runner_join(runner_t *R, int rank, int nranks, int port, int timeout_s) {
@@ -117,7 +117,8 @@ static inline int runner_join(runner_t *R, int rank, int nranks, int port, int t
   p2pkit_comm_opts_init(&o);
   o.nranks = nranks;
   o.rank = rank;
-  o.device = rank;
+  const int dev = cu_rank_device(rank);
+  o.device = dev;
   o.addr = "127.0.0.1";
   o.port = port;
   o.secret = "p2pkit-test-secret";
@@ -127,8 +128,8 @@ static inline int runner_join(runner_t *R, int rank, int nranks, int port, int t
   R->nloc = 1;
   R->rank0 = rank;
   R->multiproc = 1;
-  R->dev[0] = rank;
-  T_CUDA(cudaSetDevice(rank));
+  R->dev[0] = dev;
+  T_CUDA(cudaSetDevice(dev));
   p2pkit_status_t st = p2pkit_comm_init_rank(&o, &R->comm[0]);
   if (st != P2PKIT_SUCCESS) {
     fprintf(stderr, "rank %d: init_rank: %s: %s\n", rank, p2pkit_strerror(st), p2pkit_last_error());
@@ -136,7 +137,7 @@ static inline int runner_join(runner_t *R, int rank, int nranks, int port, int t
   }
   CHECK_EQ(p2pkit_comm_rank(R->comm[0]), rank);
   CHECK_EQ(p2pkit_comm_size(R->comm[0]), nranks);
-  CHECK_EQ(p2pkit_comm_device(R->comm[0]), rank);
+  CHECK_EQ(p2pkit_comm_device(R->comm[0]), dev);
   return runner_alloc(R) != 0;
 }
 

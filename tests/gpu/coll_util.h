@@ -263,6 +263,16 @@ static inline uint64_t cu_hash(const void *p, size_t n) {
  * most maxr (and P2PK_COLL_MAX_RANKS); P2PKIT_TEST_NRANKS asks for fewer
  * (clamped to 2..that). Never below 2: with fewer GPUs the children say so
  * and skip (exit 77). */
+/* P2PKIT_SHARE_GPUS=1: process-per-GPU jobs may put several ranks on one
+ * GPU (P2PKIT_TEST_NRANKS above the GPU count), to check results with more
+ * ranks than the machine has GPUs. */
+static inline int cu_share_gpus(void) {
+  const char *e = getenv("P2PKIT_SHARE_GPUS");
+  return e && strcmp(e, "1") == 0;
+}
+
+/* Ranks for a test: the GPUs present, at most maxr; P2PKIT_TEST_NRANKS
+ * lowers it, or with P2PKIT_SHARE_GPUS=1 raises it (process per GPU). */
 static inline int cu_test_nranks(int maxr) {
   int ngpu = 0;
   if (cudaGetDeviceCount(&ngpu) != cudaSuccess) {
@@ -277,10 +287,21 @@ static inline int cu_test_nranks(int maxr) {
     long v = strtol(e, &end, 10);
     if (end == e || *end != '\0')
       fprintf(stderr, "P2PKIT_TEST_NRANKS=%s is not a number: ignored\n", e);
-    else if (v < n)
+    else if (v < n || (cu_share_gpus() && v <= maxr))
       n = v < 2 ? 2 : (int)v;
   }
   return n < 2 ? 2 : n;
+}
+
+/* The GPU rank `rank` of a process-per-GPU job runs on: its own, or with
+ * P2PKIT_SHARE_GPUS=1 (more ranks than GPUs) rank modulo the GPU count. */
+static inline int cu_rank_device(int rank) {
+  int ngpu = 0;
+  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
+    cudaGetLastError();
+    return rank;
+  }
+  return cu_share_gpus() ? rank % ngpu : rank;
 }
 
 extern char **environ;
