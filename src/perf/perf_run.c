@@ -123,14 +123,17 @@ static p2pkit_status_t find_gpus(perf_ctx *c) {
     return usage_fail(c, P2PKIT_ERR_NO_DEVICE, "no usable GPU on this machine (%s)", why);
   }
   if (c->child) {
-    if (c->nprocs > count)
+    /* P2PKIT_SHARE_GPUS=1 (testing): process p on GPU p % count; the
+     * library warns that no time then means anything. */
+    const int share = p2pk_param_int("P2PKIT_SHARE_GPUS") != 0;
+    if (c->nprocs > count && !share)
       return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT,
                         "-p %d needs %d GPUs (one per process); this machine has %d", c->nprocs,
                         c->nprocs, count);
     c->nlocal = 1;
     c->nranks = c->nprocs;
     c->rank0 = c->proc;
-    c->dev[0] = c->proc;
+    c->dev[0] = c->proc % count;
   } else {
     int n = a->ngpus ? a->ngpus : count;
     if (n > count)
