@@ -343,6 +343,7 @@ static p2pkit_status_t p2pkit_init(perf_ctx *c, int pass) {
     setenv("MASTER_PORT", port, 1);
     p2pkit_comm_opts_t o;
     p2pkit_comm_opts_init(&o);
+    o.device = c->dev[0];
     P2PK_CHECK(p2pkit_comm_init_rank(&o, &c->pcomm[0]));
   }
   c->have_pcomm = 1;
