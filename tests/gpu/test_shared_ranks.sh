@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Collectives with more ranks than the machine has GPUs: `p2pkit perf -p N`
+# with P2PKIT_SHARE_GPUS=1 (rank p on GPU p % GPUs) for every collective, 3, 4
+# and 8 ranks, over P2P (the kernels; all-reduce also with every algorithm
+# and protocol forced in turn), over the copy engines (every threshold at
+# 4 MiB) and staged (P2P off), eagerly and under a CUDA graph. perf checks
+# every result (-c 1): every row must say #wrong 0. On a 2-GPU machine this
+# is how the 3- to 8-rank code paths run at all; kernels of processes that
+# share a GPU take turns on it, so no time here means anything.
+# Usage: test_shared_ranks.sh P2PKIT_BIN [DATA_DIR]
+#   SHARED_RANKS overrides the rank counts (default "3 4 8").
+set -uo pipefail
+bin=${1:?usage: test_shared_ranks.sh P2PKIT_BIN}
+command -v nvidia-smi >/dev/null || { echo "SKIP: nvidia-smi not found"; exit 77; }
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+[ "$ngpu" -ge 1 ] || { echo "SKIP: nvidia-smi sees no GPU"; exit 77; }
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export P2PKIT_SHARE_GPUS=1 P2PKIT_TIMEOUT=${P2PKIT_TIMEOUT:-20}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ce=(P2PKIT_CE_ALLREDUCE_MIN=4M P2PKIT_CE_REDUCE_SCATTER_MIN=4M P2PKIT_CE_ALL_GATHER_MIN=4M
+    P2PKIT_CE_ALL_TO_ALL_MIN=4M P2PKIT_CE_REDUCE_MIN=4M P2PKIT_BCAST_CE_MIN=4M
+    P2PKIT_SENDRECV_CE_MIN=4M)
+fails=0 runs=0
+
+# check NAME N [ENV=V ...] -- PERF_ARGS...: one perf run; it must exit 0,
+# print every size's row, and every row must have #wrong 0 in both columns.
+check() {
+  local name=$1 n=$2; shift 2
+  local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  local out="$tmp/$name.txt" rc
+  runs=$((runs + 1))
+  env "${envs[@]}" timeout --kill-after=5 120 "$bin" perf "$@" -p "$n" -n 2 -w 1 --repeats 1 \
+    > "$out" 2>&1
+  rc=$?
+  # rows: size count type redop root time algbw busbw #wrong [time algbw busbw #wrong]
+  local rows bad
+  rows=$(grep -cE '^ +[0-9]+ +[0-9]+ ' "$out")
+  bad=$(grep -E '^ +[0-9]+ +[0-9]+ ' "$out" | awk '$9 != 0 || (NF >= 13 && $13 != 0)' | wc -l)
+  local want=$((n > ngpu ? 1 : 0)) warned
+  warned=$(grep -c 'shares GPU' "$out")
+  if [ "$rc" != 0 ] || [ "$rows" -lt "$expect_rows" ] || [ "$bad" != 0 ] ||
+     { [ "$want" = 1 ] && [ "$warned" = 0 ]; }; then
+    echo "FAIL $name: exit $rc, $rows rows (want $expect_rows), $bad with #wrong, sharing warned $warned times"
+    grep -vE 'shares GPU|^#' "$out" | tail -n 8 | sed 's/^/    /'
+    fails=$((fails + 1))
+  else
+    echo "ok   $name ($rows sizes checked)"
+  fi
+}
+
+colls="all_reduce broadcast reduce all_gather reduce_scatter sendrecv alltoall"
+for n in ${SHARED_RANKS:-3 4 8}; do
+  expect_rows=8 # 8 B .. 16 MiB by 8x
+  for c in $colls; do
+    check "n${n}_p2p_$c" "$n" -- "$c" -b 8 -e 16M -f 8
+    check "n${n}_ce_$c" "$n" "${ce[@]}" -- "$c" -b 8 -e 16M -f 8
+    check "n${n}_staged_$c" "$n" P2PKIT_P2P_DISABLE=1 -- "$c" -b 8 -e 16M -f 8
+  done
+  # Each all-reduce algorithm and protocol forced over P2P (LL128 included,
+  # which the table does not pick above 2 ranks), and the graph mode.
+  for a in oneshot/ll oneshot/ll128 oneshot/simple twoshot/simple; do
+    check "n${n}_allreduce_${a/\//_}" "$n" -- all_reduce -b 8 -e 16M -f 8 --algo "$a"
+  done
+  check "n${n}_p2p_graph" "$n" -- all_reduce -b 8 -e 16M -f 8 -G 1
+  check "n${n}_ce_graph_reduce_scatter" "$n" "${ce[@]}" -- reduce_scatter -b 8 -e 16M -f 8 -G 1
+  check "n${n}_staged_graph" "$n" P2PKIT_P2P_DISABLE=1 -- all_reduce -b 8 -e 16M -f 8 -G 1
+done
+echo "$runs runs, $fails failed (ranks ${SHARED_RANKS:-3 4 8} on $ngpu GPU(s))"
+[ "$fails" = 0 ]
