@@ -569,7 +569,7 @@ static void child_kill(runner_t *R, const char *mode, int victim) {
   usleep(300000); /* the victim is gone before the next call */
   /* Every survivor waits for the victim (or for a survivor that waits for
    * it) and gives up on its own timeout. */
-  runner_survivor_check(R, victim, KILL_TIMEOUT_S, "the all-reduce", 1, kill_call, &kc);
+  runner_survivor_check(R, victim, KILL_TIMEOUT_S, "the all-reduce", SURV_TIMES_OUT, kill_call, &kc);
   runner_destroy_after_kill(R);
   cudaFree(in);
   cudaFree(out);
