@@ -17,7 +17,7 @@ ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export P2PKIT_SHARE_GPUS=1 P2PKIT_TIMEOUT=${P2PKIT_TIMEOUT:-20}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ce=(P2PKIT_CE_ALLREDUCE_MIN=4M P2PKIT_CE_REDUCE_SCATTER_MIN=4M P2PKIT_CE_ALL_GATHER_MIN=4M
+ce=(P2PKIT_DEBUG=INFO P2PKIT_DEBUG_SUBSYS=COLL P2PKIT_CE_ALLREDUCE_MIN=4M P2PKIT_CE_REDUCE_SCATTER_MIN=4M P2PKIT_CE_ALL_GATHER_MIN=4M
     P2PKIT_CE_ALL_TO_ALL_MIN=4M P2PKIT_CE_REDUCE_MIN=4M P2PKIT_BCAST_CE_MIN=4M
     P2PKIT_SENDRECV_CE_MIN=4M)
 fails=0 runs=0
@@ -38,12 +38,14 @@ check() {
   local rows bad
   rows=$(grep -cE '^ +[0-9]+ +[0-9]+ ' "$out")
   bad=$(grep -E '^ +[0-9]+ +[0-9]+ ' "$out" | awk '$9 != 0 || (NF >= 13 && $13 != 0)' | wc -l)
-  local want=$((n > ngpu ? 1 : 0)) warned
+  local want=$((n > ngpu ? 1 : 0)) warned ce_lines=1
   warned=$(grep -c 'shares GPU' "$out")
+  # the copy-engine runs must say (INFO) that they took the copy engines
+  [[ " ${envs[*]} " == *P2PKIT_CE_ALLREDUCE_MIN* ]] && ce_lines=$(grep -c 'uses the copy engines over P2P' "$out")
   if [ "$rc" != 0 ] || [ "$rows" -lt "$expect_rows" ] || [ "$bad" != 0 ] ||
-     { [ "$want" = 1 ] && [ "$warned" = 0 ]; }; then
-    echo "FAIL $name: exit $rc, $rows rows (want $expect_rows), $bad with #wrong, sharing warned $warned times"
-    grep -vE 'shares GPU|^#' "$out" | tail -n 8 | sed 's/^/    /'
+     { [ "$want" = 1 ] && [ "$warned" = 0 ]; } || [ "$ce_lines" = 0 ]; then
+    echo "FAIL $name: exit $rc, $rows rows (want $expect_rows), $bad with #wrong, sharing warned $warned times, copy-engine lines $ce_lines"
+    grep -vE 'shares GPU|^#|INFO' "$out" | tail -n 8 | sed 's/^/    /'
     fails=$((fails + 1))
   else
     echo "ok   $name ($rows sizes checked)"
