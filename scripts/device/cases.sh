@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
 # Each case of the collective GPU tests as its own process, with its own time
 # limit and log, so a hang names its case (ctest shows nothing of a test it
-# had to kill). Usage: scripts/device/cases.sh BUILD_DIR LOG_DIR [test ...]
-#   default tests: test_allreduce test_allreduce_errors test_collectives
-#   CASE_SECS (default 150): limit per case; P2PKIT_TIMEOUT is passed through.
+# had to kill). Usage: scripts/device/cases.sh BUILD_DIR LOG_DIR [ITEM ...]
+#   ITEM: a test (every case of it) or test:case (that case alone);
+#   default: test_allreduce test_allreduce_errors test_collectives
+#   CASE_SECS (default 150): limit per case; P2PKIT_TIMEOUT and
+#   P2PKIT_TEST_NRANKS are passed through.
 set -uo pipefail
-build=${1:?usage: gpu_cases.sh BUILD_DIR LOG_DIR [test ...]}
-log=${2:?usage: gpu_cases.sh BUILD_DIR LOG_DIR [test ...]}
+build=${1:?usage: cases.sh BUILD_DIR LOG_DIR [test | test:case ...]}
+log=${2:?usage: cases.sh BUILD_DIR LOG_DIR [test | test:case ...]}
 shift 2
-tests=${*:-test_allreduce test_allreduce_errors test_collectives}
+items=${*:-test_allreduce test_allreduce_errors test_collectives}
 mkdir -p "$log"
 status=0
-for t in $tests; do
-  src=tests/gpu/$t.c
-  cases=$(grep -o 'T_CASE([a-z0-9_]*)' "$src" | sed 's/T_CASE(\(.*\))/\1/' | grep -v '^quick')
-  # a test without named cases runs whole
-  [ -n "$cases" ] || cases=ALL
+for item in $items; do
+  t=${item%%:*}
+  if [ "$item" != "$t" ]; then
+    cases=${item#*:}
+  else
+    src=tests/gpu/$t.c
+    cases=$(grep -o 'T_CASE([a-z0-9_]*)' "$src" | sed 's/T_CASE(\(.*\))/\1/' | grep -v '^quick')
+    # a test without named cases runs whole
+    [ -n "$cases" ] || cases=ALL
+  fi
   for c in $cases; do
     t0=$SECONDS
     if [ "$c" = ALL ]; then args=(); else args=("$c"); fi

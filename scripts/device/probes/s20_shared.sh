@@ -20,13 +20,8 @@ cases=${CASES:-test_collectives:process_per_gpu test_allreduce:process_per_gpu
   test_allreduce:process_per_gpu_p2p_disabled_copy_engine test_allreduce:kill_last_rank_survivors_time_out}
 status=0
 for n in $ranks; do
-  for tc in $cases; do
-    t0=$SECONDS
-    P2PKIT_TEST_NRANKS=$n timeout --kill-after=5 "${SECS:-60}" "$build/tests/${tc%%:*}" "${tc#*:}" \
-      > "$log/n$n.${tc/:/.}.txt" 2>&1
-    rc=$?
-    printf 'ranks %d  %-52s rc=%-3s %4ss\n' "$n" "$tc" "$rc" "$((SECONDS - t0))"
-    if [ "$rc" != 0 ]; then status=1; tail -n 8 "$log/n$n.${tc/:/.}.txt" | sed 's/^/    /'; fi
-  done
+  P2PKIT_TEST_NRANKS=$n CASE_SECS=${SECS:-60} "$(dirname "$0")/../cases.sh" "$build" "$log/n$n" $cases |
+    sed "s/^/ranks $n  /"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done
 exit $status
