@@ -12,6 +12,8 @@
 #   memops0 / memops1     P2PKIT_CEP_MEMOPS off / on
 #   eager                 the same without a graph (passes in s20)
 #   onesize               one size only (4 MiB): one call a graph
+#   share2                2 ranks on GPU 0 alone (sharing with 2 ranks: if
+#                         this passes, the rank count, not sharing, matters)
 # Usage: s21_ce_graph.sh BUILD LOG_DIR    (about 2-4 minutes)
 set -uo pipefail
 build=${1:?usage: s21_ce_graph.sh BUILD LOG_DIR}
@@ -42,3 +44,4 @@ one memops0 4 P2PKIT_CEP_MEMOPS=0 -- -b 1M -e 16M -f 4 -G 1
 one memops1 4 P2PKIT_CEP_MEMOPS=1 -- -b 1M -e 16M -f 4 -G 1
 one eager 4 -- -b 1M -e 16M -f 4
 one onesize 4 -- -b 4M -e 4M -G 1
+one share2 2 CUDA_VISIBLE_DEVICES=0 -- -b 1M -e 16M -f 4 -G 1
