@@ -73,6 +73,11 @@ void p2pk_doc_check_settings(const p2pk_doc_input *in, p2pk_findings *f) {
     p2pk_finding_add(f, P2PK_DOC_WARN, "settings", "P2PKIT_PDL", "unset P2PKIT_PDL",
                      "P2PKIT_PDL=0: collective kernels are plain launches, so each waits for the "
                      "one before it to end before it starts (small calls take longer)");
+  if (p2pk_param_int("P2PKIT_SHARE_GPUS") != 0)
+    p2pk_finding_add(f, P2PK_DOC_WARN, "settings", "P2PKIT_SHARE_GPUS", "unset P2PKIT_SHARE_GPUS",
+                     "P2PKIT_SHARE_GPUS is on: ranks of a job may share a GPU, whose kernels then "
+                     "take turns on it (a setting for checking results with more ranks than GPUs, "
+                     "never for speed)");
   if (p2pk_param_int("P2PKIT_CEP_TRACE") > 0)
     p2pk_finding_add(f, P2PK_DOC_WARN, "settings", "P2PKIT_CEP_TRACE", "unset P2PKIT_CEP_TRACE",
                      "P2PKIT_CEP_TRACE is on: a diagnostic that makes each copy-engine call "

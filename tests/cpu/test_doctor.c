@@ -584,7 +584,7 @@ TEST(nvlinks_down_and_fabric_not_ready) {
 /* --- p2pkit's own settings (live only) ------------------------------------------ */
 
 static const char *const doc_vars[] = {"P2PKIT_P2P_DISABLE", "P2PKIT_P2P_LEVEL", "P2PKIT_PDL",
-                                       "P2PKIT_CEP_TRACE"};
+                                       "P2PKIT_CEP_TRACE", "P2PKIT_SHARE_GPUS"};
 
 static void settings_of(struct p2pkit_topo *t, int live, p2pk_findings *f) {
   p2pk_doc_input in;
@@ -599,7 +599,7 @@ static void settings_of(struct p2pkit_topo *t, int live, p2pk_findings *f) {
 
 /* A healthy machine (A100 pair on one switch, P2P works) with settings left
  * in the environment that keep p2pkit off P2P, off programmatic launches, or
- * tracing: each is a WARN naming the setting and what to unset; the list of
+ * tracing, or ranks sharing GPUs: each is a WARN naming the setting and what to unset; the list of
  * settings in force comes first; a level that allows the pair, nothing; a
  * value p2pkit refuses, a FAIL with its sentence; a recorded machine
  * (not live), no settings findings at all. */
@@ -609,6 +609,7 @@ TEST(settings_that_keep_p2pkit_off_its_paths) {
   setenv("P2PKIT_P2P_DISABLE", "1", 1);
   setenv("P2PKIT_PDL", "0", 1);
   setenv("P2PKIT_CEP_TRACE", "1", 1);
+  setenv("P2PKIT_SHARE_GPUS", "1", 1);
   settings_of(t, 1, &f);
   const p2pk_finding *x = want(&f, "settings", "p2pkit", P2PK_DOC_OK);
   HAS(x, reason, "P2PKIT_P2P_DISABLE=1");
@@ -620,6 +621,8 @@ TEST(settings_that_keep_p2pkit_off_its_paths) {
   x = want(&f, "settings", "P2PKIT_PDL", P2PK_DOC_WARN);
   HAS(x, action, "unset P2PKIT_PDL");
   want(&f, "settings", "P2PKIT_CEP_TRACE", P2PK_DOC_WARN);
+  x = want(&f, "settings", "P2PKIT_SHARE_GPUS", P2PK_DOC_WARN);
+  HAS(x, reason, "take turns");
   CHECK_EQ(p2pk_doctor_exit_code(&f), 1);
   p2pk_findings_free(&f);
   for (size_t i = 0; i < sizeof doc_vars / sizeof doc_vars[0]; i++) unsetenv(doc_vars[i]);
