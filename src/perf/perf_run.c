@@ -130,6 +130,10 @@ static p2pkit_status_t find_gpus(perf_ctx *c) {
       return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT,
                         "-p %d needs %d GPUs (one per process); this machine has %d", c->nprocs,
                         c->nprocs, count);
+    if (c->nprocs > count && (a->vs_nccl || a->nccl_only))
+      return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT,
+                        "-p %d on %d GPUs (P2PKIT_SHARE_GPUS) with NCCL: NCCL takes one rank per "
+                        "GPU", c->nprocs, count);
     c->nlocal = 1;
     c->nranks = c->nprocs;
     c->rank0 = c->proc;
