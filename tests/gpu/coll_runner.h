@@ -343,6 +343,9 @@ static int logcap_end(logcap_t *L, const char *needle1, const char *needle2) {
   p2pk_param_reset();
   p2pk_log_reset();
   int hits = logcap_count(L, needle1, needle2);
+  /* The library's warnings went to the file too: show them, so a failing
+   * case says which word a timed-out wait was stuck on. */
+  logcap_scan(L, " WARN ", "", 1);
   unlink(L->path);
   return hits;
 }
