@@ -128,8 +128,9 @@ static p2pkit_status_t find_gpus(perf_ctx *c) {
     const int share = p2pk_param_int("P2PKIT_SHARE_GPUS") != 0;
     if (c->nprocs > count && !share)
       return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT,
-                        "-p %d needs %d GPUs (one per process); this machine has %d", c->nprocs,
-                        c->nprocs, count);
+                        "-p %d needs %d GPUs (one per process); this machine has %d "
+                        "(P2PKIT_SHARE_GPUS=1 lets processes share them, to check results only)",
+                        c->nprocs, c->nprocs, count);
     if (c->nprocs > count && (a->vs_nccl || a->nccl_only))
       return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT,
                         "-p %d on %d GPUs (P2PKIT_SHARE_GPUS) with NCCL: NCCL takes one rank per "
