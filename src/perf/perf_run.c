@@ -123,18 +123,20 @@ static p2pkit_status_t find_gpus(perf_ctx *c) {
     return usage_fail(c, P2PKIT_ERR_NO_DEVICE, "no usable GPU on this machine (%s)", why);
   }
   if (c->child) {
-    /* P2PKIT_SHARE_GPUS=1 (testing): process p on GPU p % count; the
-     * library warns that no time then means anything. */
-    const int share = p2pk_param_int("P2PKIT_SHARE_GPUS") != 0;
-    if (c->nprocs > count && !share)
-      return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT,
-                        "-p %d needs %d GPUs (one per process); this machine has %d "
-                        "(P2PKIT_SHARE_GPUS=1 lets processes share them, to check results only)",
-                        c->nprocs, c->nprocs, count);
-    if (c->nprocs > count && (a->vs_nccl || a->nccl_only))
-      return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT,
-                        "-p %d on %d GPUs (P2PKIT_SHARE_GPUS) with NCCL: NCCL takes one rank per "
-                        "GPU", c->nprocs, count);
+    /* More processes than GPUs only with P2PKIT_SHARE_GPUS (testing):
+     * process p on GPU p % count; the library warns that no time then
+     * means anything. */
+    if (c->nprocs > count) {
+      if (!p2pk_param_int("P2PKIT_SHARE_GPUS"))
+        return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT,
+                          "-p %d needs %d GPUs (one per process); this machine has %d "
+                          "(P2PKIT_SHARE_GPUS=1 lets processes share them, to check results only)",
+                          c->nprocs, c->nprocs, count);
+      if (a->vs_nccl || a->nccl_only)
+        return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT,
+                          "-p %d on %d GPUs (P2PKIT_SHARE_GPUS) with NCCL: NCCL takes one rank "
+                          "per GPU", c->nprocs, count);
+    }
     c->nlocal = 1;
     c->nranks = c->nprocs;
     c->rank0 = c->proc;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "coll/coll_dev.h"
+#include "core/param.h"
 #include "p2pkit.h"
 
 static inline double cu_now(void) {
@@ -259,20 +260,15 @@ static inline uint64_t cu_hash(const void *p, size_t n) {
 
 /* --- one process per GPU ----------------------------------------------------- */
 
+/* P2PKIT_SHARE_GPUS on (read as the library reads it): process-per-GPU
+ * jobs may put several ranks on one GPU (P2PKIT_TEST_NRANKS above the GPU
+ * count), to check results with more ranks than the machine has GPUs. */
+static inline int cu_share_gpus(void) { return p2pk_param_int("P2PKIT_SHARE_GPUS") != 0; }
+
 /* How many ranks a test of `maxr` ranks at most runs: one per visible GPU, at
  * most maxr (and P2PK_COLL_MAX_RANKS); P2PKIT_TEST_NRANKS asks for fewer
- * (clamped to 2..that). Never below 2: with fewer GPUs the children say so
- * and skip (exit 77). */
-/* P2PKIT_SHARE_GPUS=1: process-per-GPU jobs may put several ranks on one
- * GPU (P2PKIT_TEST_NRANKS above the GPU count), to check results with more
- * ranks than the machine has GPUs. */
-static inline int cu_share_gpus(void) {
-  const char *e = getenv("P2PKIT_SHARE_GPUS");
-  return e && strcmp(e, "1") == 0;
-}
-
-/* Ranks for a test: the GPUs present, at most maxr; P2PKIT_TEST_NRANKS
- * lowers it, or with P2PKIT_SHARE_GPUS=1 raises it (process per GPU). */
+ * (clamped to 2..that), or with P2PKIT_SHARE_GPUS more (process per GPU).
+ * Never below 2: with fewer GPUs the children say so and skip (exit 77). */
 static inline int cu_test_nranks(int maxr) {
   int ngpu = 0;
   if (cudaGetDeviceCount(&ngpu) != cudaSuccess) {

@@ -19,9 +19,10 @@ ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export P2PKIT_SHARE_GPUS=1 P2PKIT_TIMEOUT=${P2PKIT_TIMEOUT:-20}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ce=(P2PKIT_DEBUG=INFO P2PKIT_DEBUG_SUBSYS=COLL P2PKIT_CE_ALLREDUCE_MIN=1M P2PKIT_CE_REDUCE_SCATTER_MIN=1M P2PKIT_CE_ALL_GATHER_MIN=1M
-    P2PKIT_CE_ALL_TO_ALL_MIN=1M P2PKIT_CE_REDUCE_MIN=1M P2PKIT_BCAST_CE_MIN=1M
-    P2PKIT_SENDRECV_CE_MIN=1M)
+ce=(P2PKIT_DEBUG=INFO P2PKIT_DEBUG_SUBSYS=COLL P2PKIT_CE_ALLREDUCE_MIN=1M
+    P2PKIT_CE_REDUCE_SCATTER_MIN=1M P2PKIT_CE_ALL_GATHER_MIN=1M P2PKIT_CE_ALL_TO_ALL_MIN=1M
+    P2PKIT_CE_REDUCE_MIN=1M P2PKIT_BCAST_CE_MIN=1M P2PKIT_SENDRECV_CE_MIN=1M)
+sizes=(-b 8 -e 16M -f 8) expect_rows=8 # 8 B .. 16 MiB by 8x: every run's rows
 fails=0 runs=0
 
 # check NAME N [ENV=V ...] -- PERF_ARGS...: one perf run; it must exit 0,
@@ -56,20 +57,19 @@ check() {
 
 colls="all_reduce broadcast reduce all_gather reduce_scatter sendrecv alltoall"
 for n in ${SHARED_RANKS:-3 4 8}; do
-  expect_rows=8 # 8 B .. 16 MiB by 8x
   for c in $colls; do
-    check "n${n}_p2p_$c" "$n" -- "$c" -b 8 -e 16M -f 8
-    check "n${n}_ce_$c" "$n" "${ce[@]}" -- "$c" -b 8 -e 16M -f 8
-    check "n${n}_staged_$c" "$n" P2PKIT_P2P_DISABLE=1 -- "$c" -b 8 -e 16M -f 8
+    check "n${n}_p2p_$c" "$n" -- "$c" "${sizes[@]}"
+    check "n${n}_ce_$c" "$n" "${ce[@]}" -- "$c" "${sizes[@]}"
+    check "n${n}_staged_$c" "$n" P2PKIT_P2P_DISABLE=1 -- "$c" "${sizes[@]}"
   done
   # Each all-reduce algorithm and protocol forced over P2P (LL128 included,
   # which the table does not pick above 2 ranks), and the graph mode.
   for a in oneshot/ll oneshot/ll128 oneshot/simple twoshot/simple; do
-    check "n${n}_allreduce_${a/\//_}" "$n" -- all_reduce -b 8 -e 16M -f 8 --algo "$a"
+    check "n${n}_allreduce_${a/\//_}" "$n" -- all_reduce "${sizes[@]}" --algo "$a"
   done
-  check "n${n}_p2p_graph" "$n" -- all_reduce -b 8 -e 16M -f 8 -G 1
-  check "n${n}_ce_graph_reduce_scatter" "$n" "${ce[@]}" -- reduce_scatter -b 8 -e 16M -f 8 -G 1
-  check "n${n}_staged_graph" "$n" P2PKIT_P2P_DISABLE=1 -- all_reduce -b 8 -e 16M -f 8 -G 1
+  check "n${n}_p2p_graph" "$n" -- all_reduce "${sizes[@]}" -G 1
+  check "n${n}_ce_graph_reduce_scatter" "$n" "${ce[@]}" -- reduce_scatter "${sizes[@]}" -G 1
+  check "n${n}_staged_graph" "$n" P2PKIT_P2P_DISABLE=1 -- all_reduce "${sizes[@]}" -G 1
 done
 echo "$runs runs, $fails failed (ranks ${SHARED_RANKS:-3 4 8} on $ngpu GPU(s))"
 [ "$fails" = 0 ]
