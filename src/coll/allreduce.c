@@ -27,6 +27,7 @@ p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
               (unsigned long long)u[2] | (unsigned long long)u[3] << 32,
               (unsigned long long)u[4] | (unsigned long long)u[5] << 32);
     he[2] = 0;
+    p2pk_cep_log_flags(c);
   }
   switch (code) {
     case P2PK_DERR_TIMEOUT:

@@ -90,6 +90,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coll/coll.h"
@@ -280,6 +281,65 @@ void p2pk_cep_trace_flush(struct p2pkit_comm *c) {
             "peer's chunk K; outK: copied out or reduced; gpushK / gpushedK: the all-reduce's "
             "result K pushed; routK: a peer's result K copied out):%s", c->rank, c->device,
             c->cep_tr_name, (unsigned long long)c->cep_tr_calls, line);
+}
+
+/* After a wait gave up (p2pk_comm_async_status): the copy-engine flags
+ * still set in this rank's scratch, as flag[peer][slot], and the pairs'
+ * slot turns, in one WARN line, so every rank's log shows its side of a
+ * deadlock (a wait's own report names one word). Read through a stream of
+ * its own (the call's streams may still be draining), given up after 2 s. */
+void p2pk_cep_log_flags(struct p2pkit_comm *c) {
+  if (!c->lay.cep_slot || !c->peer[c->rank]) return;
+  enum { NF = 5 };
+  static const char *const name[NF] = {"full", "hdr", "busy", "done", "rbusy"};
+  const size_t off = offsetof(p2pk_dev_ctrl, cep_full);
+  const size_t len = offsetof(p2pk_dev_ctrl, cep_rdy) - off;
+  _Static_assert(offsetof(p2pk_dev_ctrl, cep_rdy) - offsetof(p2pk_dev_ctrl, cep_full) ==
+                     NF * sizeof(uint64_t) * P2PK_COLL_MAX_RANKS * P2PK_SCE_DEPTH_MAX,
+                 "the copy-engine flags are five [rank][slot] arrays, cep_full first");
+  uint64_t *h = malloc(len);
+  if (!h) return;
+  int prev = -1, done = 0;
+  cudaGetDevice(&prev);
+  cudaStream_t s = NULL;
+  if (cudaSetDevice(c->device) == cudaSuccess &&
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
+      cudaMemcpyAsync(h, c->peer[c->rank] + off, len, cudaMemcpyDeviceToHost, s) == cudaSuccess) {
+    const uint64_t t0 = p2pk_now_ns();
+    cudaError_t q;
+    const struct timespec ms = {0, 1000000};
+    while ((q = cudaStreamQuery(s)) == cudaErrorNotReady && p2pk_now_ns() - t0 < 2000000000ULL)
+      nanosleep(&ms, NULL);
+    done = q == cudaSuccess;
+  }
+  cudaGetLastError();
+  char line[1536];
+  size_t at = 0;
+  const int n = c->nranks, D = (int)c->lay.cep_depth;
+  for (int f = 0; f < NF && done; f++) {
+    if (f == 1) continue; /* headers are values, not flags */
+    for (int r = 0; r < n; r++)
+      for (int q = 0; q < D; q++) {
+        const uint64_t v = h[((size_t)f * P2PK_COLL_MAX_RANKS + (size_t)r) * P2PK_SCE_DEPTH_MAX + (size_t)q];
+        if (v && at < sizeof line - 40)
+          at += (size_t)snprintf(line + at, sizeof line - at, " %s[%d][%d]=%llu", name[f], r, q,
+                                 (unsigned long long)v);
+      }
+  }
+  for (int r = 0; r < n && done; r++)
+    if (r != c->rank && at < sizeof line - 40)
+      at += (size_t)snprintf(line + at, sizeof line - at, " turns[%d]=%llu/%llu", r,
+                             (unsigned long long)c->cep_sent[r], (unsigned long long)c->cep_recvd[r]);
+  if (done)
+    P2PK_WARN("rank %d (GPU %d): copy-engine flags set in its scratch after the wait gave up "
+              "(flag[peer][slot]; turns: chunks sent/received per pair):%s", c->rank, c->device,
+              at ? line : " none");
+  else
+    P2PK_WARN("rank %d (GPU %d): could not read its copy-engine flags after the wait gave up",
+              c->rank, c->device);
+  if (s) cudaStreamDestroy(s);
+  if (done) free(h); /* else the copy may still land there: leave it */
+  if (prev >= 0) cudaSetDevice(prev);
 }
 
 /* A traced call's start (the last one's timeline logged first, which waits

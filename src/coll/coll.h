@@ -359,6 +359,7 @@ cudaError_t p2pk_cep_prepare(struct p2pkit_comm *c);
 /* P2PKIT_CEP_TRACE: log the last traced call's timeline if one is pending
  * (waits for it), then forget it. */
 void p2pk_cep_trace_flush(struct p2pkit_comm *c);
+void p2pk_cep_log_flags(struct p2pkit_comm *c);
 
 /* comm.c: scratch layout for n ranks within `buffer` bytes per rank.
  * P2PKIT_ERR_INVALID_ARGUMENT when the buffer is too small for n ranks. */
