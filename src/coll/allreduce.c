@@ -281,7 +281,7 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
      * GiB), one process only straight into the peers' outputs (p2p.c), as
      * all-to-all (whose landing-slot path is for a process per GPU). */
     const int cap_ok =
-        !c->staged && (kind == P2PK_COLL_ALL_TO_ALL || kind == P2PK_COLL_ALL_GATHER ? c->multiproc
+        !c->staged && c->cep_cap_ok && (kind == P2PK_COLL_ALL_TO_ALL || kind == P2PK_COLL_ALL_GATHER ? c->multiproc
                        : kind != P2PK_COLL_BROADCAST || (c->multiproc && block >= c->cep_min[kind]));
     const int eager_ok = c->multiproc;
     if (e == cudaSuccess && (cs == cudaStreamCaptureStatusNone ? eager_ok : cap_ok)) {

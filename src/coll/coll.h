@@ -106,6 +106,8 @@ struct p2pkit_comm {
    * with a process per GPU ce_min[] as well; one process under capture only. */
   size_t cep_min[P2PK_COLL_KINDS];
   int cep_cap;        /* the call being enqueued is under graph capture */
+  int cep_cap_ok;     /* enough hardware queues for the landing slots under capture
+                         (p2pk_ce_queues_ok): else the kernels there */
   /* Claims of the second slot halves since the other claim stream last
    * started at a call's START: whole pushes on W, all-reduce results on W2
    * (start() in ce_p2p_mp.c says why). */
@@ -240,6 +242,13 @@ p2pkit_status_t p2pk_ce_collective(p2pk_ce_pending *const *set, int n, int kind)
  * at once, when its slots exist); 0: never (a collective without a
  * copy-engine path in this mode). */
 size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind);
+/* The GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, else CUDA's 8). */
+int p2pk_ce_queues(void);
+/* Whether there are enough for the copy-engine paths that wait on other
+ * ranks' flags on several streams (eagerly, or under capture). */
+int p2pk_ce_queues_ok(const struct p2pkit_comm *c, int capture);
+#define P2PK_CE_QUEUES 8        /* hardware queues those paths need */
+#define P2PK_CE_QUEUES_GRAPH 32 /* ... under capture with more than 2 ranks */
 /* comm.c: this rank's registration holding [buf, buf + bytes), or the one
  * numbered id (p2pk_reg.id); NULL when none. */
 const p2pk_reg *p2pk_reg_holding(const struct p2pkit_comm *c, const char *buf, size_t bytes);

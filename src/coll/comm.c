@@ -654,6 +654,7 @@ typedef struct {
   uint64_t cep_slot, cep_depth, cep_mins; /* copy engines over P2P (ce_p2p_mp.c) */
   int32_t algo, proto, blocks, threads, boxes, max_blocks;
   int32_t share_gpus; /* P2PKIT_SHARE_GPUS: ranks may share a GPU (tests) */
+  int32_t queues;     /* CUDA_DEVICE_MAX_CONNECTIONS as CUDA reads it (p2pk_ce_queues) */
 } rank_info;
 
 static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info *all) {
@@ -677,6 +678,8 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
                        : o->chunk != me->chunk ? "P2PKIT_COLL_CHUNK"
                        : o->boxes != me->boxes ? "P2PKIT_COLL_MAILBOXES"
                        : o->share_gpus != me->share_gpus ? "P2PKIT_SHARE_GPUS"
+                       : o->queues != me->queues ? "CUDA_DEVICE_MAX_CONNECTIONS (the copy engines' "
+                                                   "paths depend on it)"
                        : o->ce_min != me->ce_min ? "P2PKIT_STAGED_CE_MIN"
                        : o->ce_slot != me->ce_slot ? "P2PKIT_STAGED_CE_CHUNK"
                        : o->ce_depth != me->ce_depth ? "P2PKIT_STAGED_CE_DEPTH"
@@ -728,6 +731,7 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   mine.chunk = cfg->force.chunk;
   mine.boxes = (int32_t)p2pk_param_int("P2PKIT_COLL_MAILBOXES");
   mine.share_gpus = p2pk_param_int("P2PKIT_SHARE_GPUS") != 0;
+  mine.queues = p2pk_ce_queues();
   mine.ce_min = p2pk_param_size("P2PKIT_STAGED_CE_MIN");
   mine.ce_slot = p2pk_sce_slot_bytes();
   mine.ce_depth = (uint64_t)p2pk_sce_depth();

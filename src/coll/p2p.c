@@ -83,6 +83,8 @@ static p2pkit_status_t check_ops(const struct p2pkit_comm *c, const p2p_pending 
  * slots instead (ce_p2p_mp.c, whose handshakes a graph can replay), with one
  * process under capture the pairs flush() matched, straight into the
  * receive buffer. */
+static int capturing(const struct p2pkit_comm *c, p2pkit_stream_t stream);
+
 static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops, int nops) {
   p2pk_cep_xfer xf[P2PK_P2P_MAX_OPS];
   int nxf = 0;
@@ -93,7 +95,9 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
    * ends alike; the rest take the kernel (eager pairs took the copy engine
    * in flush() already), so one end never waits on a path the other did
    * not take. */
-  const size_t cep_min = c->staged || !c->multiproc ? 0 : c->cep_p2p_min;
+  size_t cep_min = c->staged || !c->multiproc ? 0 : c->cep_p2p_min;
+  /* Under capture only with the hardware queues for it (p2pk_ce_queues_ok). */
+  if (cep_min && !c->cep_cap_ok && capturing(c, ops[0].stream)) cep_min = 0;
   p2pk_p2p_args pa;
   memset(&pa, 0, sizeof pa);
   pa.a = c->tmpl;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "coll/coll.h"
 #include "core/check.h"
 #include "core/param.h"
 #include "doctor/doctor.h"
@@ -78,6 +79,15 @@ void p2pk_doc_check_settings(const p2pk_doc_input *in, p2pk_findings *f) {
                      "P2PKIT_SHARE_GPUS is on: ranks of a job may share a GPU, whose kernels then "
                      "take turns on it (a setting for checking results with more ranks than GPUs, "
                      "never for speed)");
+  const int q = p2pk_ce_queues();
+  if (q < P2PK_CE_QUEUES)
+    p2pk_finding_add(f, P2PK_DOC_WARN, "settings", "hardware queues",
+                     "unset CUDA_DEVICE_MAX_CONNECTIONS, or set it to 8 or more, where the job "
+                     "allows",
+                     "CUDA_DEVICE_MAX_CONNECTIONS=%d: with a process per GPU p2pkit's copy-engine "
+                     "paths wait on the peers on several streams at once and need %d hardware "
+                     "queues, so the kernels carry every size (large collectives and send/recv "
+                     "lose the copy engines' edge)", q, P2PK_CE_QUEUES);
   if (p2pk_param_int("P2PKIT_CEP_TRACE") > 0)
     p2pk_finding_add(f, P2PK_DOC_WARN, "settings", "P2PKIT_CEP_TRACE", "unset P2PKIT_CEP_TRACE",
                      "P2PKIT_CEP_TRACE is on: a diagnostic that makes each copy-engine call "

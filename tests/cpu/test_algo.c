@@ -1078,6 +1078,71 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   p2pk_param_reset();
 }
 
+TEST(copy_engine_paths_need_hardware_queues) {
+  /* CUDA_DEVICE_MAX_CONNECTIONS as CUDA reads it: 1..32, else its 8. */
+  static const struct { const char *v; int q; } qs[] = {
+      {NULL, 8}, {"1", 1}, {"2", 2}, {"32", 32}, {"64", 32}, {"0", 8}, {"-3", 8}, {"", 8}, {"8x", 8}};
+  for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
+    if (qs[i].v) setenv("CUDA_DEVICE_MAX_CONNECTIONS", qs[i].v, 1);
+    else unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    CHECK_EQ(p2pk_ce_queues(), qs[i].q);
+  }
+  /* With a process per GPU every path that waits on the peers' flags on
+   * several streams needs 8 queues: with fewer the kernels take every
+   * size, eagerly and under capture; one process keeps its eager event
+   * path (no such waits) but not the landing slots under capture. */
+  struct p2pkit_comm c;
+  memset(&c, 0, sizeof c);
+  c.nranks = 2;
+  c.multiproc = 1;
+  c.force.algo = c.force.proto = -1;
+  c.lay.cep_slot = (size_t)64 << 20;
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+  p2pk_param_reset();
+  CHECK(!p2pk_cep_wanted(&c));
+  p2pk_ce_min_fill(&c);
+  for (int k = 0; k < P2PK_COLL_KINDS; k++) {
+    CHECK_EQ(c.ce_min[k], 0);
+    CHECK_EQ(c.cep_min[k], 0);
+  }
+  CHECK_EQ(c.cep_p2p_min, 0);
+  CHECK_EQ(c.cep_cap_ok, 0);
+  c.staged = 1; /* without P2P: ce_staged.c's process-per-GPU half waits the same way */
+  c.lay.stage_ce_slot = (size_t)8 << 20;
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  c.multiproc = 0; /* one process without P2P: events only */
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
+  c.staged = 0;
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
+  CHECK_EQ(p2pk_cep_min_setting(&c, P2PK_COLL_ALL_REDUCE), 0);
+  CHECK_EQ(p2pk_cep_p2p_min(&c), 0);
+  /* 8 queues: every path on 2 ranks; under capture with more ranks 32. */
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "8", 1);
+  setenv("P2PKIT_CE_ALLREDUCE_MIN", "1", 1);
+  p2pk_param_reset();
+  p2pk_ce_min_fill(&c);
+  CHECK_EQ(c.cep_cap_ok, 1);
+  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], 1);
+  c.nranks = 4;
+  p2pk_ce_min_fill(&c);
+  CHECK_EQ(c.cep_cap_ok, 0);
+  CHECK_EQ(c.ce_min[P2PK_COLL_ALL_REDUCE], 1);  /* eagerly, by events */
+  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], 0); /* under capture: the kernels */
+  c.multiproc = 1;
+  p2pk_ce_min_fill(&c);
+  CHECK_EQ(c.ce_min[P2PK_COLL_ALL_REDUCE], 1); /* eagerly; allreduce.c asks cep_cap_ok under capture */
+  CHECK_EQ(c.cep_cap_ok, 0);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);
+  p2pk_ce_min_fill(&c);
+  CHECK_EQ(c.cep_cap_ok, 1);
+  c.multiproc = 0;
+  p2pk_ce_min_fill(&c);
+  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], 1);
+  unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  unsetenv("P2PKIT_CE_ALLREDUCE_MIN");
+  p2pk_param_reset();
+}
+
 TEST(names) {
   CHECK_STR(p2pk_algo_name(P2PK_ALGO_TWOSHOT), "twoshot");
   CHECK_STR(p2pk_algo_name(99), "?");
@@ -1102,4 +1167,5 @@ T_MAIN(T_CASE(default_table_two_ranks), T_CASE(default_table_more_ranks_and_shm)
        T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged), T_CASE(large_calls_get_two_blocks_per_sm), T_CASE(mid_ll128_threads_by_collective),
        T_CASE(grid_cap_bounds_every_choice),
        T_CASE(staged_copy_engine_chunks), T_CASE(copy_engine_shards_and_thresholds),
-       T_CASE(process_per_gpu_copy_engine_slots_and_thresholds), T_CASE(names))
+       T_CASE(process_per_gpu_copy_engine_slots_and_thresholds),
+       T_CASE(copy_engine_paths_need_hardware_queues), T_CASE(names))

@@ -584,7 +584,8 @@ TEST(nvlinks_down_and_fabric_not_ready) {
 /* --- p2pkit's own settings (live only) ------------------------------------------ */
 
 static const char *const doc_vars[] = {"P2PKIT_P2P_DISABLE", "P2PKIT_P2P_LEVEL", "P2PKIT_PDL",
-                                       "P2PKIT_CEP_TRACE", "P2PKIT_SHARE_GPUS"};
+                                       "P2PKIT_CEP_TRACE", "P2PKIT_SHARE_GPUS",
+                                       "CUDA_DEVICE_MAX_CONNECTIONS"};
 
 static void settings_of(struct p2pkit_topo *t, int live, p2pk_findings *f) {
   p2pk_doc_input in;
@@ -599,7 +600,8 @@ static void settings_of(struct p2pkit_topo *t, int live, p2pk_findings *f) {
 
 /* A healthy machine (A100 pair on one switch, P2P works) with settings left
  * in the environment that keep p2pkit off P2P, off programmatic launches, or
- * tracing, or ranks sharing GPUs: each is a WARN naming the setting and what to unset; the list of
+ * tracing, or ranks sharing GPUs, or too few hardware queues for the copy
+ * engines (CUDA_DEVICE_MAX_CONNECTIONS): each is a WARN naming the setting and what to unset; the list of
  * settings in force comes first; a level that allows the pair, nothing; a
  * value p2pkit refuses, a FAIL with its sentence; a recorded machine
  * (not live), no settings findings at all. */
@@ -610,6 +612,7 @@ TEST(settings_that_keep_p2pkit_off_its_paths) {
   setenv("P2PKIT_PDL", "0", 1);
   setenv("P2PKIT_CEP_TRACE", "1", 1);
   setenv("P2PKIT_SHARE_GPUS", "1", 1);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
   settings_of(t, 1, &f);
   const p2pk_finding *x = want(&f, "settings", "p2pkit", P2PK_DOC_OK);
   HAS(x, reason, "P2PKIT_P2P_DISABLE=1");
@@ -623,6 +626,9 @@ TEST(settings_that_keep_p2pkit_off_its_paths) {
   want(&f, "settings", "P2PKIT_CEP_TRACE", P2PK_DOC_WARN);
   x = want(&f, "settings", "P2PKIT_SHARE_GPUS", P2PK_DOC_WARN);
   HAS(x, reason, "take turns");
+  x = want(&f, "settings", "hardware queues", P2PK_DOC_WARN);
+  HAS(x, reason, "CUDA_DEVICE_MAX_CONNECTIONS=1");
+  HAS(x, reason, "the kernels carry every size");
   CHECK_EQ(p2pk_doctor_exit_code(&f), 1);
   p2pk_findings_free(&f);
   for (size_t i = 0; i < sizeof doc_vars / sizeof doc_vars[0]; i++) unsetenv(doc_vars[i]);
@@ -636,6 +642,7 @@ TEST(settings_that_keep_p2pkit_off_its_paths) {
   setenv("P2PKIT_P2P_LEVEL", "SYS", 1);
   settings_of(t, 1, &f);
   CHECK(p2pk_findings_find(&f, "settings", "GPU0-GPU1") == NULL);
+  CHECK(p2pk_findings_find(&f, "settings", "hardware queues") == NULL); /* unset: 8 */
   CHECK_EQ(p2pk_findings_count(&f, P2PK_DOC_WARN), 0);
   p2pk_findings_free(&f);
   setenv("P2PKIT_P2P_LEVEL", "BOGUS", 1);

@@ -498,6 +498,20 @@ TEST(process_per_gpu_copy_engine_p2p) {
   for (int r = 0; r < n; r++) runner_expect_clean_exit("process_per_gpu_copy_engine_p2p", r, n, st[r]);
 }
 
+TEST(process_per_gpu_few_hardware_queues) {
+  /* Too few hardware queues for the copy engines' waits on several
+   * streams (p2pk_ce_queues_ok): on 2 ranks CUDA_DEVICE_MAX_CONNECTIONS=2
+   * (the twenty-first session saw this hang until the timeout, eagerly and
+   * under a graph), on more the default 8 under a graph (3 and 4 ranks
+   * hung there). The children set the copy-engine thresholds to 1 byte;
+   * the kernels must carry what the copy engines cannot, with every result
+   * right and the log saying why. */
+  int st[MAXR];
+  pid_t pid[MAXR];
+  int n = spawn_ranks("fewq", 0, 580, st, pid);
+  for (int r = 0; r < n; r++) runner_expect_clean_exit("process_per_gpu_few_hardware_queues", r, n, st[r]);
+}
+
 /* Which rank a kill mode kills: "kill0" rank 0 (the bootstrap's root),
  * "killlast" the last rank; the same rule in the parent and the children. */
 static int kill_victim(const char *mode, int n) { return strcmp(mode, "kill0") == 0 ? 0 : n - 1; }
@@ -583,8 +597,19 @@ static int child_main(int argc, char **argv) {
   int bad = cu_child_args(argc, argv, &mode, &rank, &port, &nranks);
   if (bad) return bad;
   int kill = strncmp(mode, "kill", 4) == 0;
-  int ce = strcmp(mode, "ce") == 0, cep = strcmp(mode, "cep") == 0;
+  int ce = strcmp(mode, "ce") == 0, cep = strcmp(mode, "cep") == 0, fewq = strcmp(mode, "fewq") == 0;
   logcap_t L;
+  /* Before this process's first CUDA call (runner_join), where CUDA reads
+   * it: under a graph the landing slots of more than 2 ranks need 32
+   * hardware queues (p2pk_ce_queues_ok), so the cep case asks for them and
+   * its graph replays still take the copy engines; fewq gives too few. */
+  if (cep && nranks > 2 && !getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);
+  if (fewq) {
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", nranks > 2 ? "8" : "2", 1);
+    ce_settings_begin(NULL, 0);
+    logcap_begin(&L, "P2PKIT_CE_ALLREDUCE_MIN", "1");
+  }
   if (ce) {
     setenv("P2PKIT_STAGED_CE_CHUNK", "64K", 1);
     logcap_begin(&L, "P2PKIT_STAGED_CE_MIN", "1");
@@ -629,6 +654,23 @@ static int child_main(int argc, char **argv) {
     if (cep) ce_settings_end(NULL, 0);
     if (cep) CHECK(logcap_count(&L, "all_reduce of", "captured in a CUDA graph") >= 1);
     CHECK(logcap_end(&L, "all_reduce of", "process per GPU") >= 1);
+  } else if (fewq) {
+    static const p2pkit_redop_t ops[] = {P2PKIT_SUM, P2PKIT_MAX};
+    matrix(&R, &V_AUTO, ops, 2, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+    graph_replay_auto(&R, 2);
+    runner_destroy(&R);
+    ce_settings_end(NULL, 0);
+    /* 2 ranks: no copy engines at all; more: eagerly, not under capture. */
+    if (nranks > 2) {
+      CHECK(logcap_count(&L, "all_reduce of", "uses the copy engines") >= 1);
+      CHECK_EQ(logcap_count(&L, "all_reduce of", "captured in a CUDA graph"), 0);
+      CHECK_EQ(logcap_end(&L, "CUDA_DEVICE_MAX_CONNECTIONS=8", "under a CUDA graph"), 1);
+    } else {
+      CHECK_EQ(logcap_count(&L, "all_reduce of", "copy engines"), 0);
+      CHECK_EQ(logcap_end(&L, "CUDA_DEVICE_MAX_CONNECTIONS=2", "need 8 hardware queues"), 1);
+    }
+    fflush(NULL);
+    return t_failed ? 1 : 0;
   } else if (strcmp(mode, "quick") == 0) {
     static const size_t counts[] = {3, 4097};
     static const p2pkit_redop_t ops[] = {P2PKIT_SUM, P2PKIT_MAX};
@@ -673,6 +715,7 @@ int main(int argc, char **argv) {
       {T_CASE(process_per_gpu_p2p_disabled), 1},
       {T_CASE(process_per_gpu_p2p_disabled_copy_engine), 1},
       {T_CASE(process_per_gpu_copy_engine_p2p), 1},
+      {T_CASE(process_per_gpu_few_hardware_queues), 1},
       {T_CASE(kill_copy_engine_p2p_survivors_time_out), 1},
       {T_CASE(kill_last_rank_survivors_time_out), 1},
       {T_CASE(kill_copy_engine_staged_survivors_time_out), 1},

@@ -68,7 +68,12 @@ for n in ${SHARED_RANKS:-3 4 8}; do
     check "n${n}_allreduce_${a/\//_}" "$n" -- all_reduce "${sizes[@]}" --algo "$a"
   done
   check "n${n}_p2p_graph" "$n" -- all_reduce "${sizes[@]}" -G 1
-  check "n${n}_ce_graph_reduce_scatter" "$n" "${ce[@]}" -- reduce_scatter "${sizes[@]}" -G 1
+  # Under a graph the copy engines of more than 2 ranks need 32 hardware
+  # queues (p2pk_ce_queues_ok; with CUDA's default 8 the kernels run there).
+  check "n${n}_ce_graph_reduce_scatter" "$n" "${ce[@]}" CUDA_DEVICE_MAX_CONNECTIONS=32 -- \
+    reduce_scatter "${sizes[@]}" -G 1
+  check "n${n}_ce_graph_all_reduce" "$n" "${ce[@]}" CUDA_DEVICE_MAX_CONNECTIONS=32 -- \
+    all_reduce "${sizes[@]}" -G 1
   check "n${n}_staged_graph" "$n" P2PKIT_P2P_DISABLE=1 -- all_reduce "${sizes[@]}" -G 1
 done
 echo "$runs runs, $fails failed (ranks ${SHARED_RANKS:-3 4 8} on $ngpu GPU(s))"
