@@ -106,8 +106,8 @@ struct p2pkit_comm {
    * with a process per GPU ce_min[] as well; one process under capture only. */
   size_t cep_min[P2PK_COLL_KINDS];
   int cep_cap;        /* the call being enqueued is under graph capture */
-  int cep_cap_ok;     /* enough hardware queues for the landing slots under capture
-                         (p2pk_ce_queues_ok): else the kernels there */
+  int cep_cap_ok;     /* the landing slots may run under capture (p2pk_ce_waits_ok):
+                         else the kernels there */
   /* Claims of the second slot halves since the other claim stream last
    * started at a call's START: whole pushes on W, all-reduce results on W2
    * (start() in ce_p2p_mp.c says why). */
@@ -244,11 +244,11 @@ p2pkit_status_t p2pk_ce_collective(p2pk_ce_pending *const *set, int n, int kind)
 size_t p2pk_ce_min(const struct p2pkit_comm *c, int kind);
 /* The GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, else CUDA's 8). */
 int p2pk_ce_queues(void);
-/* Whether there are enough for the copy-engine paths that wait on other
- * ranks' flags on several streams (eagerly, or under capture). */
-int p2pk_ce_queues_ok(const struct p2pkit_comm *c, int capture);
-#define P2PK_CE_QUEUES 8        /* hardware queues those paths need */
-#define P2PK_CE_QUEUES_GRAPH 32 /* ... under capture with more than 2 ranks */
+/* Whether the copy-engine paths that wait on other ranks' flags on
+ * several streams may run (eagerly, or under capture): P2PK_CE_QUEUES
+ * hardware queues, and under capture at most 2 ranks. */
+int p2pk_ce_waits_ok(const struct p2pkit_comm *c, int capture);
+#define P2PK_CE_QUEUES 8 /* hardware queues those paths need */
 /* comm.c: this rank's registration holding [buf, buf + bytes), or the one
  * numbered id (p2pk_reg.id); NULL when none. */
 const p2pk_reg *p2pk_reg_holding(const struct p2pkit_comm *c, const char *buf, size_t bytes);

@@ -96,7 +96,7 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
    * in flush() already), so one end never waits on a path the other did
    * not take. */
   size_t cep_min = c->staged || !c->multiproc ? 0 : c->cep_p2p_min;
-  /* Under capture only with the hardware queues for it (p2pk_ce_queues_ok). */
+  /* Under capture only where p2pk_ce_waits_ok allows it. */
   if (cep_min && !c->cep_cap_ok && capturing(c, ops[0].stream)) cep_min = 0;
   p2pk_p2p_args pa;
   memset(&pa, 0, sizeof pa);

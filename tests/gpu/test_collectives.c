@@ -1335,7 +1335,10 @@ static int child_main(int argc, char **argv) {
                        "engines (process per GPU)") >= 1);
     CHECK(logcap_count(&L, "all_gather of", "pushes straight into the peers' outputs over the copy "
                        "engines (process per GPU)") >= 1);
-    CHECK(logcap_end(&L, "send/recv of", "captured in a CUDA graph (process per GPU)") >= 1);
+    /* Under capture the landing slots of 2 ranks only (p2pk_ce_waits_ok). */
+    const int hits = logcap_end(&L, "send/recv of", "captured in a CUDA graph (process per GPU)");
+    if (nranks == 2) CHECK(hits >= 1);
+    else CHECK_EQ(hits, 0);
   } else if (map) {
     ce_settings_end(cep_vars, 6);
     CHECK(logcap_scan(&L, "maps rank", "receive allocation", 1) >= 2); /* with the time each took */
@@ -1345,16 +1348,21 @@ static int child_main(int argc, char **argv) {
                      "engines (process per GPU)") >= 1);
   } else if (cep) {
     ce_settings_end(cep_vars, 6);
+    /* Under capture the landing slots of 2 ranks; more take the kernels
+     * there (p2pk_ce_waits_ok) and say so once. */
+    const int two = nranks == 2;
+    if (!two) {
+      CHECK_EQ(logcap_count(&L, "captured in a CUDA graph", ""), 0);
+      CHECK_EQ(logcap_count(&L, "under a CUDA graph", "more than 2 ranks are off"), 1);
+    }
     CHECK(logcap_count(&L, "all_to_all of", "process per GPU") >= 1);
-    CHECK(logcap_count(&L, "all_to_all of", "captured in a CUDA graph (process per GPU)") >= 1);
     CHECK(logcap_count(&L, "all_gather of", "process per GPU") >= 1);
-    CHECK(logcap_count(&L, "all_gather of", "captured in a CUDA graph (process per GPU)") >= 1);
     CHECK(logcap_count(&L, "copy-engine posts to the peers",
                        kposts ? "one-thread kernels (P2PKIT_CEP_MEMOPS=0)" : "stream memory operations") >= 1);
     CHECK(logcap_count(&L, "): reduce of", "process per GPU") >= 1);
-    CHECK(logcap_count(&L, "): reduce of", "captured in a CUDA graph") >= 1);
-    CHECK(logcap_count(&L, "broadcast of", "captured in a CUDA graph (process per GPU)") >= 1);
-    CHECK(logcap_count(&L, "send/recv of", "captured in a CUDA graph") >= 1);
+    const char *const caught[] = {"all_to_all of", "all_gather of", "): reduce of", "broadcast of",
+                                  "send/recv of"};
+    for (int i = 0; i < 5 && two; i++) CHECK(logcap_count(&L, caught[i], "captured in a CUDA graph") >= 1);
     CHECK(logcap_count(&L, "broadcast of", "process per GPU") >= 1);
     CHECK(logcap_count(&L, "send/recv of", "process per GPU") >= 1);
     if (kposts) CHECK(logcap_count(&L, "send/recv call", " pushed0 ") >= 1);
