@@ -22,26 +22,12 @@ mkdir -p "$log"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export P2PKIT_SHARE_GPUS=1 P2PKIT_TIMEOUT=10 P2PKIT_DEBUG=INFO P2PKIT_DEBUG_SUBSYS=COLL
 export P2PKIT_CE_ALLREDUCE_MIN=1M P2PKIT_CE_REDUCE_SCATTER_MIN=1M P2PKIT_CE_REDUCE_MIN=1M
-one() { # name N [ENV=V ...] -- perf args
-  local name=$1 n=$2; shift 2
-  local envs=()
-  while [ "$1" != -- ]; do envs+=("$1"); shift; done
-  shift
-  local t0=$SECONDS
-  env "${envs[@]}" timeout --kill-after=5 40 "$build/p2pkit" perf all_reduce -p "$n" -n 2 -w 1 \
-    --repeats 1 "$@" > "$log/$name.txt" 2>&1
-  local rc=$?
-  local wrong
-  wrong=$(grep -E '^ +[0-9]+ +[0-9]+ ' "$log/$name.txt" | awk '{w += $9 + $13} END {print w + 0}')
-  printf '%-10s rc=%-3s rows=%-2s wrong=%-3s %3ss  %s\n' "$name" "$rc" \
-    "$(grep -cE '^ +[0-9]+ +[0-9]+ ' "$log/$name.txt")" "$wrong" "$((SECONDS - t0))" \
-    "$(grep -m1 -oE 'did not take part[^;]*|gave up[^;]*' "$log/$name.txt")"
-}
-one base 4 -- -b 1M -e 16M -f 4 -G 1
-one ranks3 3 -- -b 1M -e 16M -f 4 -G 1
-one conn32 4 CUDA_DEVICE_MAX_CONNECTIONS=32 -- -b 1M -e 16M -f 4 -G 1
-one memops0 4 P2PKIT_CEP_MEMOPS=0 -- -b 1M -e 16M -f 4 -G 1
-one memops1 4 P2PKIT_CEP_MEMOPS=1 -- -b 1M -e 16M -f 4 -G 1
-one eager 4 -- -b 1M -e 16M -f 4
-one onesize 4 -- -b 4M -e 4M -G 1
-one share2 2 CUDA_VISIBLE_DEVICES=0 -- -b 1M -e 16M -f 4 -G 1
+. "$(dirname "$0")/perf_step.sh"
+perf_step base 4 -- -b 1M -e 16M -f 4 -G 1
+perf_step ranks3 3 -- -b 1M -e 16M -f 4 -G 1
+perf_step conn32 4 CUDA_DEVICE_MAX_CONNECTIONS=32 -- -b 1M -e 16M -f 4 -G 1
+perf_step memops0 4 P2PKIT_CEP_MEMOPS=0 -- -b 1M -e 16M -f 4 -G 1
+perf_step memops1 4 P2PKIT_CEP_MEMOPS=1 -- -b 1M -e 16M -f 4 -G 1
+perf_step eager 4 -- -b 1M -e 16M -f 4
+perf_step onesize 4 -- -b 4M -e 4M -G 1
+perf_step share2 2 CUDA_VISIBLE_DEVICES=0 -- -b 1M -e 16M -f 4 -G 1

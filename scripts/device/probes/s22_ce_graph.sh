@@ -20,27 +20,14 @@ mkdir -p "$log"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export P2PKIT_SHARE_GPUS=1 P2PKIT_TIMEOUT=10 P2PKIT_DEBUG=INFO P2PKIT_DEBUG_SUBSYS=COLL
 export P2PKIT_CE_ALLREDUCE_MIN=1 P2PKIT_CE_CHUNK=64K P2PKIT_CE_DEPTH=2
-one() { # name N [ENV=V ...] -- perf args
-  local name=$1 n=$2; shift 2
-  local envs=()
-  while [ "$1" != -- ]; do envs+=("$1"); shift; done
-  shift
-  local t0=$SECONDS
-  env "${envs[@]}" timeout --kill-after=5 45 "$build/p2pkit" perf all_reduce -p "$n" -n 2 -w 1 \
-    --repeats 1 "$@" > "$log/$name.txt" 2>&1
-  local rc=$?
-  local wrong
-  wrong=$(grep -E '^ +[0-9]+ +[0-9]+ ' "$log/$name.txt" | awk '{w += $9 + $13} END {print w + 0}')
-  printf '%-15s rc=%-3s rows=%-2s wrong=%-3s %3ss\n' "$name" "$rc" \
-    "$(grep -cE '^ +[0-9]+ +[0-9]+ ' "$log/$name.txt")" "$wrong" "$((SECONDS - t0))"
-  grep -E 'gave up waiting|flags set in its scratch' "$log/$name.txt" | sed 's/^/    /' | cut -c1-400
-}
-one n2 2 -- -b 1M -e 4M -f 4 -G 1
-one share2 2 CUDA_VISIBLE_DEVICES=0 -- -b 1M -e 4M -f 4 -G 1
-one n3 3 -- -b 1M -e 4M -f 4 -G 1
-one n4 4 -- -b 1M -e 4M -f 4 -G 1
-one n4_eager 4 -- -b 1M -e 4M -f 4
-one n4_conn32 4 CUDA_DEVICE_MAX_CONNECTIONS=32 -- -b 1M -e 4M -f 4 -G 1
-one n2_conn2 2 CUDA_DEVICE_MAX_CONNECTIONS=2 -- -b 1M -e 4M -f 4 -G 1
-one n2_conn2_eager 2 CUDA_DEVICE_MAX_CONNECTIONS=2 -- -b 1M -e 4M -f 4
-one n4_d4 4 P2PKIT_CE_DEPTH=4 -- -b 1M -e 4M -f 4 -G 1
+PERF_STEP_SECS=45
+. "$(dirname "$0")/perf_step.sh"
+perf_step n2 2 -- -b 1M -e 4M -f 4 -G 1
+perf_step share2 2 CUDA_VISIBLE_DEVICES=0 -- -b 1M -e 4M -f 4 -G 1
+perf_step n3 3 -- -b 1M -e 4M -f 4 -G 1
+perf_step n4 4 -- -b 1M -e 4M -f 4 -G 1
+perf_step n4_eager 4 -- -b 1M -e 4M -f 4
+perf_step n4_conn32 4 CUDA_DEVICE_MAX_CONNECTIONS=32 -- -b 1M -e 4M -f 4 -G 1
+perf_step n2_conn2 2 CUDA_DEVICE_MAX_CONNECTIONS=2 -- -b 1M -e 4M -f 4 -G 1
+perf_step n2_conn2_eager 2 CUDA_DEVICE_MAX_CONNECTIONS=2 -- -b 1M -e 4M -f 4
+perf_step n4_d4 4 P2PKIT_CE_DEPTH=4 -- -b 1M -e 4M -f 4 -G 1
