@@ -90,7 +90,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "coll/coll.h"
@@ -286,8 +285,9 @@ void p2pk_cep_trace_flush(struct p2pkit_comm *c) {
 /* After a wait gave up (p2pk_comm_async_status): the copy-engine flags
  * still set in this rank's scratch, as flag[peer][slot], and the pairs'
  * slot turns, in one WARN line, so every rank's log shows its side of a
- * deadlock (a wait's own report names one word). Read through a stream of
- * its own (the call's streams may still be draining), given up after 2 s. */
+ * deadlock (a wait's own report names one word). Read into pinned memory
+ * through a stream of its own (the call's streams may still be draining),
+ * given up after 2 s. */
 void p2pk_cep_log_flags(struct p2pkit_comm *c) {
   if (!c->lay.cep_slot || !c->peer[c->rank]) return;
   enum { NF = 5 };
@@ -297,14 +297,19 @@ void p2pk_cep_log_flags(struct p2pkit_comm *c) {
   _Static_assert(offsetof(p2pk_dev_ctrl, cep_rdy) - offsetof(p2pk_dev_ctrl, cep_full) ==
                      NF * sizeof(uint64_t) * P2PK_COLL_MAX_RANKS * P2PK_SCE_DEPTH_MAX,
                  "the copy-engine flags are five [rank][slot] arrays, cep_full first");
-  uint64_t *h = malloc(len);
-  if (!h) return;
-  int prev = -1, done = 0;
+  int prev = -1, done = 0, issued = 0;
   cudaGetDevice(&prev);
+  /* Legal even while a stream of this thread captures (a call after the
+   * timeout may come under capture; it fails anyway). */
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  /* Pinned, so the copy is asynchronous and the wait below bounds it. */
+  uint64_t *h = NULL;
   cudaStream_t s = NULL;
-  if (cudaSetDevice(c->device) == cudaSuccess &&
+  if (cudaSetDevice(c->device) == cudaSuccess && cudaMallocHost((void **)&h, len) == cudaSuccess &&
       cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
       cudaMemcpyAsync(h, c->peer[c->rank] + off, len, cudaMemcpyDeviceToHost, s) == cudaSuccess) {
+    issued = 1;
     const uint64_t t0 = p2pk_now_ns();
     cudaError_t q;
     const struct timespec ms = {0, 1000000};
@@ -338,7 +343,9 @@ void p2pk_cep_log_flags(struct p2pkit_comm *c) {
     P2PK_WARN("rank %d (GPU %d): could not read its copy-engine flags after the wait gave up",
               c->rank, c->device);
   if (s) cudaStreamDestroy(s);
-  if (done) free(h); /* else the copy may still land there: leave it */
+  if (h && (done || !issued)) cudaFreeHost(h); /* else the copy may still land there: leave it */
+  cudaGetLastError();
+  cudaThreadExchangeStreamCaptureMode(&mode);
   if (prev >= 0) cudaSetDevice(prev);
 }
 
