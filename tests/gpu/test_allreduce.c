@@ -633,6 +633,25 @@ static int child_main(int argc, char **argv) {
     }
     graph_replay(&R, 2);
     graph_replay_auto(&R, 3);
+    if (cep) {
+      /* The caller's stream on each hardware queue in turn: CUDA hands the
+       * queues (CUDA_DEVICE_MAX_CONNECTIONS) to streams as they are made,
+       * in turn, so nine new streams put the caller's beside each of the
+       * library's own (made at init), and none of the copy engines' waits
+       * may stand behind a call's work that it needs (p2pk_ce_waits_ok). */
+      static const size_t one[] = {1048579};
+      static const p2pkit_redop_t sum[] = {P2PKIT_SUM};
+      cudaStream_t keep = R.s[0], mine[9] = {NULL};
+      for (int j = 0; j < 9 && R.failures == 0; j++) {
+        T_CUDA(cudaStreamCreateWithFlags(&mine[j], cudaStreamNonBlocking));
+        R.s[0] = mine[j];
+        matrix(&R, &V_AUTO, sum, 1, one, 1, 1);
+        graph_replay_auto(&R, 1);
+        R.s[0] = keep;
+      }
+      for (int j = 0; j < 9; j++)
+        if (mine[j]) cudaStreamDestroy(mine[j]);
+    }
     /* Counts that differ: rank 0 sends 19 chunks, the others 13. */
     double t0 = cu_now();
     size_t cnt = rank == 0 ? 300000 : 200000;
