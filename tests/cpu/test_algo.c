@@ -1125,8 +1125,9 @@ TEST(copy_engine_paths_need_hardware_queues) {
   CHECK_EQ(c.cep_cap_ok, 1);
   CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], 1);
   c.nranks = 4;
-  for (int q = 8; q <= 32; q += 24) {
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", q == 8 ? "8" : "32", 1);
+  static const char *const many[] = {"8", "32"};
+  for (size_t i = 0; i < sizeof many / sizeof many[0]; i++) {
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", many[i], 1);
     c.multiproc = 0;
     p2pk_ce_min_fill(&c);
     CHECK_EQ(c.cep_cap_ok, 0);

@@ -678,12 +678,9 @@ static int child_main(int argc, char **argv) {
     static const p2pkit_redop_t ops[] = {P2PKIT_SUM, P2PKIT_MAX};
     matrix(&R, &V_AUTO, ops, 2, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
     graph_replay_auto(&R, 2);
-    runner_destroy(&R);
     ce_settings_end(NULL, 0);
     CHECK_EQ(logcap_count(&L, "all_reduce of", "copy engines"), 0);
     CHECK_EQ(logcap_end(&L, "CUDA_DEVICE_MAX_CONNECTIONS=2", "need 8 hardware queues"), 1);
-    fflush(NULL);
-    return t_failed ? 1 : 0;
   } else if (strcmp(mode, "quick") == 0) {
     static const size_t counts[] = {3, 4097};
     static const p2pkit_redop_t ops[] = {P2PKIT_SUM, P2PKIT_MAX};

@@ -1362,9 +1362,14 @@ static int child_main(int argc, char **argv) {
     CHECK(logcap_count(&L, "copy-engine posts to the peers",
                        kposts ? "one-thread kernels (P2PKIT_CEP_MEMOPS=0)" : "stream memory operations") >= 1);
     CHECK(logcap_count(&L, "): reduce of", "process per GPU") >= 1);
-    const char *const caught[] = {"all_to_all of", "all_gather of", "): reduce of", "broadcast of",
-                                  "send/recv of"};
-    for (int i = 0; i < 5 && two; i++) CHECK(logcap_count(&L, caught[i], "captured in a CUDA graph") >= 1);
+    static const char *const caught[][2] = {
+        {"all_to_all of", "captured in a CUDA graph (process per GPU)"},
+        {"all_gather of", "captured in a CUDA graph (process per GPU)"},
+        {"): reduce of", "captured in a CUDA graph"},
+        {"broadcast of", "captured in a CUDA graph (process per GPU)"},
+        {"send/recv of", "captured in a CUDA graph"}};
+    for (size_t i = 0; two && i < sizeof caught / sizeof caught[0]; i++)
+      CHECK(logcap_count(&L, caught[i][0], caught[i][1]) >= 1);
     CHECK(logcap_count(&L, "broadcast of", "process per GPU") >= 1);
     CHECK(logcap_count(&L, "send/recv of", "process per GPU") >= 1);
     if (kposts) CHECK(logcap_count(&L, "send/recv call", " pushed0 ") >= 1);
