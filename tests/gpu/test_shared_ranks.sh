@@ -5,10 +5,10 @@
 # and protocol forced in turn), over the copy engines (every threshold at
 # 1 MiB, so the 16 MiB row takes them on 8 ranks too: 2 MiB a share; the log
 # must say so; under a graph the kernels, and the log says that) and staged
-# (P2P off), eagerly and under a CUDA graph. perf checks every result (-c 1): every row must say #wrong 0. On a 2-GPU
-# machine this is how the 3- to 8-rank code paths run at all; kernels of
-# processes that share a GPU take turns on it, so no time here means
-# anything.
+# (P2P off), eagerly and under a CUDA graph. perf checks every result
+# (-c 1): every row must say #wrong 0. On a 2-GPU machine this is how the
+# 3- to 8-rank code paths run at all; kernels of processes that share a GPU
+# take turns on it, so no time here means anything.
 # Usage: test_shared_ranks.sh P2PKIT_BIN [DATA_DIR]
 #   SHARED_RANKS overrides the rank counts (default "3 4 8").
 set -uo pipefail
