@@ -17,7 +17,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export P2PKIT_TIMEOUT=90
 cs=/usr/local/cuda/bin/compute-sanitizer
 t=build-dev/tests
-budget=${BUDGET_S:-520}
+budget=${BUDGET_S:-540}
 san() { # name limit tool [tool args] -- test case...
   local name=$1 limit=$2 tool=$3; shift 3
   local targs=()
@@ -36,12 +36,12 @@ san mc_quick_mp 120 memcheck --leak-check full -- "$t/test_allreduce" quick_mp
 san mc_fewq 60 memcheck --leak-check full -- "$t/test_allreduce" process_per_gpu_few_hardware_queues
 san mc_ar_cep 90 memcheck -- "$t/test_allreduce" process_per_gpu_copy_engine_p2p
 san mc_coll_cep 90 memcheck -- "$t/test_collectives" process_per_gpu_copy_engine_p2p
+san sc_quick_mp 90 synccheck -- "$t/test_allreduce" quick_mp
+san rc_quick_mp 120 racecheck -- "$t/test_allreduce" quick_mp
 san mc_ar_staged_ce 90 memcheck -- "$t/test_allreduce" process_per_gpu_p2p_disabled_copy_engine
 san mc_errors 60 memcheck -- "$t/test_allreduce_errors" argument_checks mismatched_count_small mismatched_dtype
 san mc_bcast_own 60 memcheck -- "$t/test_collectives" one_process_graph_broadcast_own_copy
 san mc_1p_graph 60 memcheck -- "$t/test_allreduce" one_process_graph_replay
 san mc_copy 90 memcheck -- "$t/test_copy"
-san rc_quick_mp 120 racecheck -- "$t/test_allreduce" quick_mp
-san sc_quick_mp 90 synccheck -- "$t/test_allreduce" quick_mp
 san ic_quick_mp 90 initcheck -- "$t/test_allreduce" quick_mp
 echo "done at ${SECONDS}s"
