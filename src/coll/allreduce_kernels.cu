@@ -558,17 +558,21 @@ __device__ void drain_done(const p2pk_ar_args &a, const Plan &P, uint32_t mask, 
 }
 
 // Block 0 checks the header before anything else; other blocks start at once
-// (a mismatch makes block 0 raise abort, which every wait sees).
-__device__ bool start_call(const p2pk_ar_args &a, uint32_t seq, Waiter &w, int *s_ok) {
+// (a mismatch makes block 0 raise abort, which every wait sees). The verdict
+// has a shared word of its own: the block's s_ok is written again by thread
+// 0 at the first push, with no barrier between that write and the other
+// threads' reads of this verdict (racecheck found the race on s_ok, s22).
+__device__ bool start_call(const p2pk_ar_args &a, uint32_t seq, Waiter &w) {
+  __shared__ int s_start;
   if (threadIdx.x == 0) {
-    *s_ok = 1;
+    s_start = 1;
     if (blockIdx.x == 0) {
       header_send(a, seq);
-      *s_ok = header_check(a, seq, w);
+      s_start = header_check(a, seq, w);
     }
   }
   __syncthreads();
-  return *s_ok != 0;
+  return s_start != 0;
 }
 
 // ------------------------------------------------------------- one-shot ---
@@ -643,7 +647,7 @@ __global__ void __launch_bounds__(512) oneshot_kernel(const __grid_constant__ p2
   uint32_t seq;
   if (!prologue(a, &seq)) return;
   Waiter w(a);
-  if (!start_call(a, seq, w, &s_ok)) return;
+  if (!start_call(a, seq, w)) return;
   const Plan P(a, a.chunk, sizeof(typename T::bits));
   os_run<T>(a, w, P, &s_ok, s_src);
 }
@@ -747,7 +751,7 @@ __global__ void __launch_bounds__(512) p2p_kernel(const __grid_constant__ p2pk_p
     p2p_ll<T>(a, w, pa.op[i]);
     return;
   }
-  const p2pk_p2p_op *op = p2p_op_of(pa, i, &s_ok);
+  const p2pk_p2p_op *op = p2p_op_of(pa, i);
   if (!op) return;
   Waiter w(a);
   const Plan P(a, *op);
@@ -851,7 +855,7 @@ __global__ void __launch_bounds__(512) twoshot_kernel(const __grid_constant__ p2
   uint32_t seq;
   if (!prologue(a, &seq)) return;
   Waiter w(a);
-  if (!start_call(a, seq, w, &s_ok)) return;
+  if (!start_call(a, seq, w)) return;
   const Plan P(a, (uint64_t)a.chunk * a.nranks, sizeof(typename T::bits));
   if (P.J > 0 && !ts_push<T>(a, w, P, 0, &s_ok)) return;
   for (uint64_t j = 0; j < P.J; j++) {

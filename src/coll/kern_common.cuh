@@ -332,16 +332,18 @@ __device__ __forceinline__ int p2p_op_index(const p2pk_p2p_args &pa) {
 
 // Send/recv kernels: operation i (p2p_op_index) when this block works on
 // it, or null when the communicator is already dead or the block has none.
-// *s_ok is the caller's __shared__ flag.
-__device__ __forceinline__ const p2pk_p2p_op *p2p_op_of(const p2pk_p2p_args &pa, int i, int *s_ok) {
+// The verdict has a shared word of its own, not the caller's s_ok, which
+// thread 0 writes again at the first wait with no barrier in between.
+__device__ __forceinline__ const p2pk_p2p_op *p2p_op_of(const p2pk_p2p_args &pa, int i) {
+  __shared__ int s_live;
   pdl_start();
   if (threadIdx.x == 0) {
     const int32_t ab = ld_vol_i32(&ctrl_of(pa.a.local)->abort);
     note_abort(pa.a, ab);
-    *s_ok = ab == 0;
+    s_live = ab == 0;
   }
   __syncthreads();
-  if (!*s_ok) return nullptr;
+  if (!s_live) return nullptr;
   return (int)blockIdx.x < pa.op[i].base + pa.op[i].blocks ? &pa.op[i] : nullptr;
 }
 

@@ -38,13 +38,16 @@ __global__ void __launch_bounds__(512) staged_kernel(const __grid_constant__ p2p
   const int G = gridDim.x / 2;
   const bool writer = (int)blockIdx.x < G;
   const int b = writer ? blockIdx.x : blockIdx.x - G;
+  // The header's verdict in a word of its own: thread 0 writes s_ok again
+  // at its first wait, with no barrier after the other threads read this.
+  __shared__ int s_start;
   if (threadIdx.x == 0) {
-    s_ok = 1;
+    s_start = 1;
     if (blockIdx.x == 0) header_send(a, seq);
-    if ((int)blockIdx.x == G) s_ok = header_check(a, seq, w);
+    if ((int)blockIdx.x == G) s_start = header_check(a, seq, w);
   }
   __syncthreads();
-  if (!s_ok) return;
+  if (!s_start) return;
   const int n = a.nranks, me = a.rank, S = a.slots;
   const uint64_t B = a.count * sizeof(typename T::bits), K = a.chunk;
   const int mode = p2pk_stage_mode(a.in_stride, a.reduce);
@@ -136,7 +139,7 @@ template <class T>
 __global__ void __launch_bounds__(512) staged_p2p_kernel(const __grid_constant__ p2pk_p2p_args pa) {
   __shared__ int s_ok;
   const p2pk_ar_args &a = pa.a;
-  const p2pk_p2p_op *op = p2p_op_of(pa, p2p_op_index(pa), &s_ok);
+  const p2pk_p2p_op *op = p2p_op_of(pa, p2p_op_index(pa));
   if (!op) return;
   const p2pk_p2p_op &o = *op;
   Waiter w(a);
