@@ -8,7 +8,7 @@
 #         engines, argument and mismatch errors, one-process graphs, every
 #         collective per GPU and the copies; synccheck and initcheck on the
 #         matrix and the collectives (~2.5 min)
-#   race  racecheck on every collective kernel family: the all-reduce's P2P
+#   race  racecheck on the collective kernels the tests run: the all-reduce's P2P
 #         kernels, every collective and send/recv per GPU, the staged
 #         kernels, and the copy kernels (~6 min)
 #   all   both (one device call: ~9 min with the build)
