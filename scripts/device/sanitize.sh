@@ -8,9 +8,9 @@
 #         engines, argument and mismatch errors, one-process graphs, every
 #         collective per GPU and the copies; synccheck and initcheck on the
 #         matrix and the collectives (~2.5 min)
-#   race  racecheck on the collective kernels the tests run: the all-reduce's P2P
-#         kernels, every collective and send/recv per GPU, the staged
-#         kernels, and the copy kernels (~6 min)
+#   race  racecheck on the collective kernels the tests run (the
+#         all-reduce's P2P kernels, every collective and send/recv per
+#         GPU, the staged kernels) and the copy kernels (~6 min)
 #   all   both (one device call: ~9 min with the build)
 # Not here: the copy-engine cases over P2P (`*_copy_engine_p2p`). Their
 # one-thread wait kernels spin beside copies and other kernels, and the tool
