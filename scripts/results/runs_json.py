@@ -26,11 +26,16 @@ PERF_ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+(.*)$")
 TOOL = {"mc": "memcheck", "rc": "racecheck", "sc": "synccheck", "ic": "initcheck"}
 
 
+def read(path):
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
 def machine(path):
     out = {"date": None, "commit": None, "gpus": [], "driver": None}
     if not os.path.exists(path):
         return out
-    for ln in open(path).read().splitlines():
+    for ln in read(path).splitlines():
         if re.match(r"^\d{4}-\d\d-\d\dT", ln):
             out["date"] = ln.strip()
         elif ln.startswith("commit:"):
@@ -45,7 +50,7 @@ def machine(path):
 
 def perf_table(path):
     rows = []
-    for ln in open(path, errors="replace"):
+    for ln in read(path).splitlines(True):
         m = PERF_ROW.match(ln)
         if not m:
             continue
@@ -102,7 +107,7 @@ def run(d):
         for f in sorted(files):
             p = os.path.join(root, f)
             rel = os.path.relpath(p, d)
-            text = open(p, errors="replace").read()
+            text = read(p)
             if f in ("output.txt", "cases.txt", "try.txt", "ctest.txt", "shared.txt",
                      "shared_ranks.txt"):
                 for s in steps_of(text, rel):
@@ -119,7 +124,7 @@ def run(d):
     for s in doc["steps"]:
         p = logs.get(s.get("step", "") + ".txt") if s["kind"] == "compute_sanitizer" else None
         if p:
-            found = re.findall(r"(?:ERROR|RACECHECK) SUMMARY: [^\n]*", open(p, errors="replace").read())
+            found = re.findall(r"(?:ERROR|RACECHECK) SUMMARY: [^\n]*", read(p))
             s["summary"] = "; ".join(sorted(set(found))) or s["summary"]
             s["log"] = os.path.relpath(p, d)
     return doc

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The bench/results helpers (scripts/results/*.py) on made-up run folders and
+perf documents, and the twenty-second session's results.json regenerated from
+its logs (a results.json is the tool's output, never typed in).
+
+usage: test_results_tools.py [REPO_ROOT]   (unittest; exits non-zero on failure)"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else
+                       os.path.join(os.path.dirname(__file__), "..", ".."))
+TOOLS = os.path.join(ROOT, "scripts", "results")
+
+PERF_HEADER = "# p2pkit perf all_reduce: p2pkit 0.1.0, baseline NCCL 2.28.3 (libnccl.so.2)\n"
+PERF_ROW = ("    16777216       4194304     float     sum      -1    59.19  283.46  283.46       0"
+            "     78.24       0     1.32    58.52  286.71  286.71       0     74.66       0     1.28\n")
+
+
+def tool(name, *args):
+    out = subprocess.run([sys.executable, os.path.join(TOOLS, name), *args], capture_output=True,
+                         text=True, check=False)
+    if out.returncode != 0:
+        raise AssertionError(f"{name} {' '.join(args)}: exit {out.returncode}: {out.stderr}")
+    return out.stdout
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+class RunsJson(unittest.TestCase):
+    def session(self, top):
+        r1 = os.path.join(top, "run1-first-abc1234")
+        write(os.path.join(r1, "machine.txt"),
+              "2026-11-30T18:22:29Z\ncommit: abc1234\nindex, name, driver_version\n"
+              "0, NVIDIA H200, 580.159.04\n1, NVIDIA H200, 580.159.04\n")
+        write(os.path.join(r1, "output.txt"),
+              "build                  rc=0     37s\n"
+              "case.test_allreduce.quick_mp rc=0      6s\n"
+              "ranks 4  test_collectives         process_per_gpu      rc=1     30s\n"
+              "mc_quick_mp        rc=0      6s   1 ========= ERROR SUMMARY: 0 errors;\n"
+              "rc_quick_mp        rc=99     7s\n"
+              "87 runs, 0 failed (ranks 3 4 8 on 2 GPU(s))\n")
+        write(os.path.join(r1, "rc_quick_mp.txt"),
+              "========= RACECHECK SUMMARY: 48 hazards displayed (32 errors, 16 warnings)\n")
+        write(os.path.join(r1, "perf", "pg.txt"), PERF_HEADER + PERF_ROW)
+        r10 = os.path.join(top, "run10-later-def5678")
+        write(os.path.join(r10, "machine.txt"), "2026-11-30T19:00:00Z\ncommit: def5678\n")
+        write(os.path.join(r10, "ctest.txt"),
+              "1/6 Test #22: test_copy ........................   Passed    9.22 sec\n")
+        r2 = os.path.join(top, "run2-second-0000000")
+        write(os.path.join(r2, "cases.txt"), "test_allreduce           count_zero_is_a_no_op rc=0      1s\n")
+
+    def test_every_kind_of_step_and_the_perf_rows(self):
+        with tempfile.TemporaryDirectory() as top:
+            self.session(top)
+            doc = json.loads(tool("runs_json.py", top, "7", "what"))
+        self.assertEqual(doc["session"], 7)
+        self.assertEqual([r["run"] for r in doc["runs"]],
+                         ["run1-first-abc1234", "run2-second-0000000", "run10-later-def5678"])
+        r1 = doc["runs"][0]
+        self.assertEqual((r1["date"], r1["commit"], r1["driver"]), ("2026-11-30T18:22:29Z", "abc1234", "580.159.04"))
+        self.assertEqual(r1["gpus"], ["NVIDIA H200", "NVIDIA H200"])
+        by = {(s["kind"], s.get("case") or s.get("step") or s.get("what")): s for s in r1["steps"]}
+        self.assertEqual(by[("gpu_test_case", "quick_mp")]["rc"], 0)
+        shared = by[("gpu_test_case", "process_per_gpu")]
+        self.assertEqual((shared["ranks"], shared["rc"], shared["seconds"]), (4, 1, 30))
+        self.assertEqual(by[("compute_sanitizer", "mc_quick_mp")]["summary"], "ERROR SUMMARY: 0 errors")
+        race = by[("compute_sanitizer", "rc_quick_mp")]
+        self.assertEqual((race["tool"], race["rc"], race["log"]), ("racecheck", 99, "rc_quick_mp.txt"))
+        self.assertIn("48 hazards", race["summary"])
+        self.assertEqual(by[("shared_ranks", "ranks 3 4 8 on 2 GPU(s)")]["runs"], 87)
+        self.assertEqual(len(r1["steps"]), 5)  # the build line is not a step
+        row = r1["perf"]["perf/pg.txt"][0]
+        self.assertEqual(row["size"], 16 << 20)
+        self.assertEqual(row["out_of_place"]["time_us"], 59.19)
+        self.assertEqual(row["in_place"]["nccl_time_us"], 74.66)
+        self.assertEqual(row["in_place"]["speedup"], 1.28)
+        self.assertEqual(doc["runs"][1]["steps"][0]["case"], "count_zero_is_a_no_op")
+        self.assertEqual(doc["runs"][2]["steps"][0], {"kind": "ctest", "test": "test_copy", "result": "Passed",
+                                                      "seconds": 9.22, "log": "ctest.txt"})
+
+    def test_s22_results_json_is_what_its_logs_say(self):
+        top = os.path.join(ROOT, "bench", "results", "2026-11-30-h200x2-s22")
+        with open(os.path.join(top, "results.json")) as f:
+            kept = json.load(f)
+        again = json.loads(tool("runs_json.py", top, str(kept["session"]), kept["what"]))
+        self.assertEqual(kept, again)
+        final = kept["runs"][-1]
+        cases = [s for s in final["steps"] if s["kind"] == "gpu_test_case"]
+        self.assertEqual(len(cases), 48)
+        self.assertTrue(all(s["rc"] == 0 for s in cases))
+
+
+class PerfSummary(unittest.TestCase):
+    def test_slowest_point_small_ratio_and_wrong_results(self):
+        def point(size, p, n, wrong=0):
+            x = lambda t: {"time_us": t, "busbw_gbps": size / t / 1e3, "wrong": wrong}
+            return {"size": size, "out_of_place": {"p2pkit": x(p), "nccl": x(n), "speedup": n / p}}
+        doc = {"collective": "all_reduce", "mode": {"processes": 2, "gpus_per_process": 1, "launch": "eager"},
+               "passes": [{"results": [point(8, 4.0, 10.0), point(1024, 5.0, 10.0),
+                                       point(256 << 20, 800.0, 900.0, wrong=2)]}]}
+        with tempfile.TemporaryDirectory() as top:
+            path = os.path.join(top, "p2_eager.json")
+            write(path, json.dumps(doc))
+            out = tool("perf_summary.py", path)
+        line = [ln for ln in out.splitlines() if ln.startswith("| all_reduce")][0]
+        self.assertIn("256M out_of_place: 1.12x", line)  # the slowest point
+        self.assertIn("0.50 (1K: 5.00 vs 10.00 us), median 0.45", line)
+        self.assertTrue(line.rstrip().endswith("| 2 |"))  # wrong results counted
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
