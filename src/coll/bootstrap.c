@@ -221,7 +221,7 @@ static int proc_addr(const struct sockaddr_storage *sa, char *out, size_t len, i
 }
 
 long p2pk_sock_peer_uid(int fd) {
-  struct sockaddr_storage peer, self;
+  struct sockaddr_storage peer = {0}, self = {0};
   socklen_t pl = sizeof peer, sl = sizeof self;
   if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 ||
       getsockname(fd, (struct sockaddr *)&self, &sl) != 0)
@@ -430,7 +430,7 @@ static p2pkit_status_t server_rendezvous(p2pk_boot *b, const p2pk_boot_opts *o) 
     }
     if (pf[0].revents & POLLIN) {
       for (;;) {
-        struct sockaddr_storage sa;
+        struct sockaddr_storage sa = {0};
         socklen_t sl = sizeof sa;
         int fd = accept4(lfd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;

@@ -626,15 +626,17 @@ static p2pkit_status_t resolve_opts(const p2pkit_comm_opts_t *o, rank_opts *r) {
   if (r->device < 0 && !env_int("LOCAL_RANK", &r->device) &&
       !env_int("OMPI_COMM_WORLD_LOCAL_RANK", &r->device))
     r->device = -1;
-  r->addr = o->addr ? o->addr : getenv("MASTER_ADDR") && *getenv("MASTER_ADDR") ? getenv("MASTER_ADDR")
-                                                                                 : "127.0.0.1";
+  const char *master = getenv("MASTER_ADDR");
+  r->addr = o->addr ? o->addr : master && *master ? master : "127.0.0.1";
   r->port = o->port;
   if (r->port <= 0 && !env_int("MASTER_PORT", &r->port)) r->port = 29500;
   r->secret = o->secret;
   const char *from[] = {"TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"};
   if (!r->secret && p2pk_param_str("P2PKIT_JOB_SECRET")[0]) r->secret = p2pk_param_str("P2PKIT_JOB_SECRET");
-  for (size_t i = 0; !r->secret && i < sizeof from / sizeof from[0]; i++)
-    if (getenv(from[i]) && *getenv(from[i])) r->secret = getenv(from[i]);
+  for (size_t i = 0; !r->secret && i < sizeof from / sizeof from[0]; i++) {
+    const char *id = getenv(from[i]);
+    if (id && *id) r->secret = id;
+  }
   if (!r->secret) {
     r->secret = "";
     if (r->nranks > 1)

@@ -32,7 +32,7 @@ const char *p2pkit_last_error(void) { return last_error; }
 
 int p2pkit_version(void) { return P2PKIT_VERSION_CODE; }
 
-p2pkit_status_t p2pk_fail(p2pkit_status_t status, const char *fmt, ...) {
+p2pkit_status_t(p2pk_fail)(p2pkit_status_t status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(last_error, sizeof last_error, fmt, ap);
