@@ -12,7 +12,7 @@
 p2pkit_status_t p2pk_fail(p2pkit_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 #ifdef __clang_analyzer__
-/* The static analyzer (scripts/analyze.sh) cannot see into status.c: show it
+/* The static analyzer (scripts/analyze.py) cannot see into status.c: show it
  * that a failure returns its own (non-zero) status, as the function does. */
 #define p2pk_fail(status, ...) ((void)p2pk_fail((status), __VA_ARGS__), (p2pkit_status_t)(status))
 #endif
