@@ -13,6 +13,21 @@
 #include "coll/dmbox.h"
 #include "p2pkit.h"
 
+/* One rank's rendezvous settings (p2pkit_comm_init_rank): each field from
+ * the caller's options where set, else from the launcher's environment
+ * (torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, or
+ * mpirun's OMPI_COMM_WORLD_*), else the defaults (127.0.0.1:29500); the
+ * secret from the options, P2PKIT_JOB_SECRET, TORCHELASTIC_RUN_ID,
+ * PMIX_NAMESPACE or OMPI_MCA_ess_base_jobid, in that order, else none (a
+ * warning above one rank). Fails, naming the field, when the rank or count
+ * is unknown or out of range, or the options and the launcher disagree. */
+typedef struct {
+  int nranks, rank, device, port, timeout_s;
+  const char *addr;
+  const char *secret;
+} p2pk_rank_opts;
+p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r);
+
 /* A registered user buffer: id is its position in the collective order of
  * registrations, the same on every rank. */
 typedef struct p2pk_reg {

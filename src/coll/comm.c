@@ -596,13 +596,7 @@ static int env_int(const char *name, int *out) {
   return 1;
 }
 
-typedef struct {
-  int nranks, rank, device, port, timeout_s;
-  const char *addr;
-  const char *secret;
-} rank_opts;
-
-static p2pkit_status_t resolve_opts(const p2pkit_comm_opts_t *o, rank_opts *r) {
+p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r) {
   int v = -1;
   int env_size = -1, env_rank = -1;
   if (env_int("WORLD_SIZE", &v) || env_int("OMPI_COMM_WORLD_SIZE", &v)) env_size = v;
@@ -850,9 +844,9 @@ p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts, p2pkit_com
   p2pkit_comm_opts_t o;
   if (opts) o = *opts;
   else p2pkit_comm_opts_init(&o);
-  rank_opts r;
-  memset(&r, 0, sizeof r); /* gcc 13 cannot see resolve_opts fills it */
-  P2PK_CHECK(resolve_opts(&o, &r));
+  p2pk_rank_opts r;
+  memset(&r, 0, sizeof r); /* gcc 13 cannot see p2pk_resolve_opts fills it */
+  P2PK_CHECK(p2pk_resolve_opts(&o, &r));
   coll_cfg *cfg = malloc(sizeof *cfg);
   if (!cfg) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "init_rank: out of memory");
   p2pkit_status_t st = read_cfg(cfg, r.timeout_s);

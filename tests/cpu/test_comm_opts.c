@@ -1,0 +1,156 @@
+/* A rank's rendezvous settings (p2pk_resolve_opts, src/coll/comm.c): from
+ * torchrun's and mpirun's environments, the caller's options over them, the
+ * defaults, the secret's order of sources, and a clear error for a rank or
+ * count that is unknown, out of range or disagrees with the launcher. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/coll.h"
+#include "core/param.h"
+#include "test.h"
+
+static const char *const VARS[] = {
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "P2PKIT_JOB_SECRET", "TORCHELASTIC_RUN_ID",
+    "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"};
+
+/* A clean environment, then NAME=VALUE pairs (NULL-terminated). */
+static void env(const char *first, ...) {
+  for (size_t i = 0; i < sizeof VARS / sizeof VARS[0]; i++) unsetenv(VARS[i]);
+  va_list ap;
+  va_start(ap, first);
+  for (const char *k = first; k; k = va_arg(ap, const char *)) setenv(k, va_arg(ap, const char *), 1);
+  va_end(ap);
+  p2pk_param_reset(); /* P2PKIT_JOB_SECRET is read through the settings cache */
+}
+
+static p2pkit_status_t resolve(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r) {
+  memset(r, 0x5a, sizeof *r); /* poisoned: every field must be written */
+  p2pkit_comm_opts_t d;
+  p2pkit_comm_opts_init(&d);
+  return p2pk_resolve_opts(o ? o : &d, r);
+}
+
+TEST(torchrun_environment) {
+  env("RANK", "3", "WORLD_SIZE", "4", "LOCAL_RANK", "1", "MASTER_ADDR", "10.0.0.7", "MASTER_PORT",
+      "29555", "TORCHELASTIC_RUN_ID", "run-17", NULL);
+  p2pk_rank_opts r;
+  CHECK_OK(resolve(NULL, &r));
+  CHECK_EQ(r.nranks, 4);
+  CHECK_EQ(r.rank, 3);
+  CHECK_EQ(r.device, 1);
+  CHECK_STR(r.addr, "10.0.0.7");
+  CHECK_EQ(r.port, 29555);
+  CHECK_STR(r.secret, "run-17");
+  CHECK_EQ(r.timeout_s, -1);
+}
+
+TEST(mpirun_environment_and_defaults) {
+  env("OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2", "OMPI_COMM_WORLD_LOCAL_RANK", "0",
+      "OMPI_MCA_ess_base_jobid", "4242", NULL);
+  p2pk_rank_opts r;
+  CHECK_OK(resolve(NULL, &r));
+  CHECK_EQ(r.nranks, 2);
+  CHECK_EQ(r.rank, 1);
+  CHECK_EQ(r.device, 0);
+  CHECK_STR(r.addr, "127.0.0.1");
+  CHECK_EQ(r.port, 29500);
+  CHECK_STR(r.secret, "4242");
+  /* torchrun's variables win where both launchers' are set; an empty
+   * MASTER_ADDR counts as unset; without LOCAL_RANK the device is left to
+   * init (-1). */
+  env("RANK", "0", "WORLD_SIZE", "3", "OMPI_COMM_WORLD_RANK", "2", "OMPI_COMM_WORLD_SIZE", "5",
+      "MASTER_ADDR", "", NULL);
+  CHECK_OK(resolve(NULL, &r));
+  CHECK_EQ(r.nranks, 3);
+  CHECK_EQ(r.rank, 0);
+  CHECK_EQ(r.device, -1);
+  CHECK_STR(r.addr, "127.0.0.1");
+}
+
+TEST(options_over_the_environment) {
+  env("RANK", "1", "WORLD_SIZE", "2", "LOCAL_RANK", "1", "MASTER_ADDR", "10.0.0.7", "MASTER_PORT", "1234",
+      "P2PKIT_JOB_SECRET", "from-env", NULL);
+  p2pkit_comm_opts_t o;
+  p2pkit_comm_opts_init(&o);
+  o.nranks = 2; /* agreeing with the launcher is fine */
+  o.rank = 1;
+  o.device = 0;
+  o.addr = "192.168.1.2";
+  o.port = 40000;
+  o.secret = "from-opts";
+  o.timeout_s = 7;
+  p2pk_rank_opts r;
+  CHECK_OK(resolve(&o, &r));
+  CHECK_EQ(r.device, 0);
+  CHECK_STR(r.addr, "192.168.1.2");
+  CHECK_EQ(r.port, 40000);
+  CHECK_STR(r.secret, "from-opts");
+  CHECK_EQ(r.timeout_s, 7);
+  /* No launcher at all: the options alone. */
+  env(NULL);
+  p2pkit_comm_opts_init(&o);
+  o.nranks = 1;
+  o.rank = 0;
+  CHECK_OK(resolve(&o, &r));
+  CHECK_EQ(r.nranks, 1);
+  CHECK_STR(r.secret, ""); /* one rank: no secret needed */
+}
+
+TEST(secret_sources_in_order) {
+  p2pk_rank_opts r;
+  env("RANK", "0", "WORLD_SIZE", "2", "P2PKIT_JOB_SECRET", "a", "TORCHELASTIC_RUN_ID", "b", "PMIX_NAMESPACE",
+      "c", "OMPI_MCA_ess_base_jobid", "d", NULL);
+  CHECK_OK(resolve(NULL, &r));
+  CHECK_STR(r.secret, "a");
+  env("RANK", "0", "WORLD_SIZE", "2", "TORCHELASTIC_RUN_ID", "b", "PMIX_NAMESPACE", "c",
+      "OMPI_MCA_ess_base_jobid", "d", NULL);
+  CHECK_OK(resolve(NULL, &r));
+  CHECK_STR(r.secret, "b");
+  env("RANK", "0", "WORLD_SIZE", "2", "TORCHELASTIC_RUN_ID", "", "PMIX_NAMESPACE", "c",
+      "OMPI_MCA_ess_base_jobid", "d", NULL);
+  CHECK_OK(resolve(NULL, &r));
+  CHECK_STR(r.secret, "c"); /* an empty value is skipped */
+  env("RANK", "0", "WORLD_SIZE", "2", "OMPI_MCA_ess_base_jobid", "d", NULL);
+  CHECK_OK(resolve(NULL, &r));
+  CHECK_STR(r.secret, "d");
+  env("RANK", "0", "WORLD_SIZE", "2", NULL);
+  CHECK_OK(resolve(NULL, &r)); /* none: allowed, with a warning */
+  CHECK_STR(r.secret, "");
+}
+
+/* The call fails with INVALID_ARGUMENT and the last error contains `want`. */
+static void refused(const p2pkit_comm_opts_t *o, const char *want) {
+  p2pk_rank_opts r;
+  CHECK_EQ(resolve(o, &r), P2PKIT_ERR_INVALID_ARGUMENT);
+  if (!strstr(p2pkit_last_error(), want)) T_FAIL("error '%s' lacks '%s'", p2pkit_last_error(), want);
+}
+
+TEST(unknown_out_of_range_or_disagreeing) {
+  p2pkit_comm_opts_t o;
+  env(NULL);
+  refused(NULL, "rank and rank count unknown");
+  env("RANK", "abc", "WORLD_SIZE", "2", NULL); /* not a number: not set */
+  refused(NULL, "rank and rank count unknown");
+  env("RANK", "2", "WORLD_SIZE", "2", NULL);
+  refused(NULL, "rank 2 of 2: expected 0 <= rank < ranks");
+  env("RANK", "0", "WORLD_SIZE", "0", NULL);
+  refused(NULL, "rank 0 of 0");
+  char big[16];
+  snprintf(big, sizeof big, "%d", P2PK_COLL_MAX_RANKS + 1);
+  env("RANK", "0", "WORLD_SIZE", big, NULL);
+  refused(NULL, "ranks <=");
+  env("RANK", "0", "WORLD_SIZE", "2", NULL);
+  p2pkit_comm_opts_init(&o);
+  o.nranks = 3;
+  refused(&o, "opts.nranks=3 but the launcher says the job has 2 ranks");
+  p2pkit_comm_opts_init(&o);
+  o.rank = 1;
+  refused(&o, "opts.rank=1 but the launcher says rank 0");
+}
+
+T_MAIN(T_CASE(torchrun_environment), T_CASE(mpirun_environment_and_defaults),
+       T_CASE(options_over_the_environment), T_CASE(secret_sources_in_order),
+       T_CASE(unknown_out_of_range_or_disagreeing))
