@@ -24,14 +24,6 @@ void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(prin
 int cli_discovery_error(const char *cmd, p2pkit_status_t st);
 /* Size with a K/M/G/T suffix; 0 ok, -1 error (message printed, naming `what`). */
 int cli_parse_size(const char *cmd, const char *what, const char *text, size_t *out);
-/* Non-negative integer; 0 ok, -1 error (message printed). */
-int cli_parse_int(const char *cmd, const char *what, const char *text, long min, long max,
-                  long *out);
-/* Comma list of GPU indices "0,1,3"; rejects duplicates and ids >= ngpus
- * (ngpus < 0: unchecked). Returns count, -1 on error (message printed). */
-int cli_parse_gpu_list(const char *cmd, const char *text, int ngpus, int *out, int max);
-/* Is stderr a terminal (progress lines are written only then)? */
-int cli_stderr_tty(void);
 /* Load the topology from --from FILE (when `from` is set), else
  * P2PKIT_TOPO_FILE, else discover. Prints the error and returns the exit code
  * (0 on success). */

@@ -1,9 +1,5 @@
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/param.h"
@@ -37,59 +33,6 @@ int cli_parse_size(const char *cmd, const char *what, const char *text, size_t *
   }
   return 0;
 }
-
-int cli_parse_int(const char *cmd, const char *what, const char *text, long min, long max,
-                  long *out) {
-  char *end = NULL;
-  errno = 0;
-  long v = text ? strtol(text, &end, 10) : 0;
-  if (!text || !*text || *end || errno) {
-    cli_error(cmd, "%s '%s' is not a whole number", what, text ? text : "");
-    return -1;
-  }
-  if (v < min || v > max) {
-    cli_error(cmd, "%s %ld is out of range (%ld to %ld)", what, v, min, max);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
-int cli_parse_gpu_list(const char *cmd, const char *text, int ngpus, int *out, int max) {
-  int n = 0;
-  const char *p = text;
-  if (!text || !*text) {
-    cli_error(cmd, "empty GPU list");
-    return -1;
-  }
-  while (*p) {
-    char *end;
-    errno = 0;
-    long v = strtol(p, &end, 10);
-    if (end == p || v < 0 || errno || (*end && *end != ',')) {
-      cli_error(cmd, "GPU list '%s': '%.*s' is not a GPU index", text, (int)strcspn(p, ","), p);
-      return -1;
-    }
-    if (ngpus >= 0 && v >= ngpus) {
-      cli_error(cmd, "GPU %ld does not exist (this machine has %d: 0..%d)", v, ngpus, ngpus - 1);
-      return -1;
-    }
-    for (int i = 0; i < n; i++)
-      if (out[i] == v) {
-        cli_error(cmd, "GPU %ld is listed twice in '%s'", v, text);
-        return -1;
-      }
-    if (n >= max) {
-      cli_error(cmd, "GPU list '%s' has more than %d entries", text, max);
-      return -1;
-    }
-    out[n++] = (int)v;
-    p = *end ? end + 1 : end;
-  }
-  return n;
-}
-
-int cli_stderr_tty(void) { return isatty(STDERR_FILENO); }
 
 int cli_get_topo(const char *cmd, const char *from, p2pkit_topo_t *topo_p) {
   const char *file = from ? from : p2pk_param_str("P2PKIT_TOPO_FILE");
