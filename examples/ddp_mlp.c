@@ -700,8 +700,8 @@ static int rank_run(ctx_t *c) {
   int rc = 0;
   if (c->rank == 0) {
     if (!(ref = calloc((size_t)a->steps, sizeof(double)))) return fail(EXIT_FAIL, "out of host memory");
-    TRY(reference(c, ref));
-    rc = report(c, res, ref);
+    rc = reference(c, ref); /* on failure too, the buffers below are freed */
+    if (rc == 0) rc = report(c, res, ref);
   }
   for (int k = 0; k < BK_COUNT; k++) free(res[k].loss);
   free(ref);
