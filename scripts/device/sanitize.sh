@@ -26,8 +26,8 @@
 #   shortened, then skipped. RECORD_COMMIT names the commit.
 set -uo pipefail
 log=${1:?usage: sanitize.sh LOG_DIR [mem|race|all]}
-set=${2:-all}
-case $set in mem | race | all) ;; *) echo "sanitize.sh: set '$set' is not mem, race or all" >&2; exit 2 ;; esac
+which=${2:-all}
+case $which in mem | race | all) ;; *) echo "sanitize.sh: set '$which' is not mem, race or all" >&2; exit 2 ;; esac
 here=$(dirname "$0")
 mkdir -p "$log"
 # shellcheck disable=SC2086
@@ -55,7 +55,7 @@ san() { # name limit tool [tool args] -- test case...
   printf '%-18s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" \
     "$(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$log/$name.txt" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
 }
-if [ "$set" != race ]; then
+if [ "$which" != race ]; then
   san mc_quick_mp 120 memcheck --leak-check full -- "$t/test_allreduce" quick_mp
   san mc_fewq 60 memcheck --leak-check full -- "$t/test_allreduce" process_per_gpu_few_hardware_queues
   san mc_ar_staged_ce 60 memcheck -- "$t/test_allreduce" process_per_gpu_p2p_disabled_copy_engine
@@ -68,7 +68,7 @@ if [ "$set" != race ]; then
   san sc_coll_mp 90 synccheck -- "$t/test_collectives" process_per_gpu
   san ic_quick_mp 60 initcheck -- "$t/test_allreduce" quick_mp
 fi
-if [ "$set" != mem ]; then
+if [ "$which" != mem ]; then
   san rc_quick_mp 90 racecheck -- "$t/test_allreduce" quick_mp
   san rc_coll_mp 180 racecheck -- "$t/test_collectives" process_per_gpu
   san rc_staged_ar 120 racecheck -- "$t/test_allreduce" process_per_gpu_p2p_disabled
