@@ -39,7 +39,7 @@ fi
 # listed with its reason (scripts/analyze.py; P2PKIT_NO_ANALYZE=1 skips it).
 if [ "$rc" = 0 ] && command -v clang >/dev/null && command -v python3 >/dev/null &&
   [ -z "${P2PKIT_NO_ANALYZE:-}" ]; then
-  python3 scripts/analyze.py || rc=$?
+  python3 scripts/analyze.py "$build" || rc=$? # the compile commands of the tree above
 fi
 if [ "$rc" = 0 ] && command -v clang >/dev/null && [ -d tests/fuzz ] && [ -z "${P2PKIT_NO_FUZZ:-}" ]; then
   scripts/fuzz.sh 20 || rc=$?

@@ -655,15 +655,19 @@ typedef struct {
 
 static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info *all) {
   const rank_info *me = &all[c->rank];
+  int shares = -1; /* the first rank on this rank's GPU (P2PKIT_SHARE_GPUS) */
   for (int r = 0; r < c->nranks; r++) {
     const rank_info *o = &all[r];
     if (strcmp(o->host, me->host) != 0)
       return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "rank %d runs on host %s and rank %d on %s: a "
                        "communicator spans one machine", r, o->host, c->rank, me->host);
-    if (r != c->rank && strcasecmp(o->busid, me->busid) == 0 && !(me->share_gpus && o->share_gpus))
-      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "ranks %d and %d both use GPU %s: one GPU "
-                       "per rank (P2PKIT_SHARE_GPUS=1 allows sharing, for correctness tests only)",
-                       r < c->rank ? r : c->rank, r < c->rank ? c->rank : r, me->busid);
+    if (r != c->rank && strcasecmp(o->busid, me->busid) == 0) {
+      if (!(me->share_gpus && o->share_gpus))
+        return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "ranks %d and %d both use GPU %s: one GPU "
+                         "per rank (P2PKIT_SHARE_GPUS=1 allows sharing, for correctness tests only)",
+                         r < c->rank ? r : c->rank, r < c->rank ? c->rank : r, me->busid);
+      if (shares < 0) shares = r;
+    }
     const char *what = o->buffer != me->buffer ? "P2PKIT_BUFFER_SIZE"
                        : o->table_hash != me->table_hash ? "the algorithm table (P2PKIT_ALGO_TABLE)"
                        : o->algo != me->algo ? "P2PKIT_ALGO"
@@ -688,6 +692,10 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
       return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d and rank %d use different %s; every "
                        "rank must choose algorithms alike", r, c->rank, what);
   }
+  if (shares >= 0)
+    P2PK_WARN("rank %d (GPU %d) shares GPU %s with rank %d (P2PKIT_SHARE_GPUS=1): their kernels "
+              "take turns on it, so results are checked but no time means anything", c->rank,
+              c->device, me->busid, shares);
   return P2PKIT_SUCCESS;
 }
 
@@ -741,13 +749,6 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
     mine.cep_mins = mine.cep_mins * 1000003ULL + p2pk_ce_min_setting(c, k);
   P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_INFO, &mine, all, sizeof mine), st, out);
   P2PK_CHECK_GOTO(check_infos(c, all), st, out);
-  for (int r = 0; r < n; r++)
-    if (r != c->rank && strcasecmp(all[r].busid, mine.busid) == 0) {
-      P2PK_WARN("rank %d (GPU %d) shares GPU %s with rank %d (P2PKIT_SHARE_GPUS=1): their kernels "
-                "take turns on it, so results are checked but no time means anything", c->rank,
-                c->device, mine.busid, r);
-      break;
-    }
   int sms = 1 << 30;
   for (int r = 0; r < n; r++) {
     devs[r] = all[r].device;
