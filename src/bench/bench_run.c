@@ -220,9 +220,13 @@ static void drain(brun *b, bpair **g, int ng) {
 
 /* One timed run of the group. Gated: every stream is held by its own gate
  * kernel, all released by one host store once everything is queued, so the
- * copies start together; the group's rate is the sum of each pair's rate
- * (each timed on its own device). Not gated: the lead's event starts the
- * others, and the group's time runs from it to the last copy's end. */
+ * copies start together. Not gated: the lead's event starts the others.
+ * Either way the group's time runs from the lead's start to the last
+ * copy's end (the lead's stream waits for every copy). Not the sum of each
+ * pair's rate: on more than 2 GPUs a GPU's copies to its peers share its
+ * links and end at different times, and that sum counted the early ones'
+ * rates while the rest still ran (the 4-GPU machine, s23: 1781 GB/s for
+ * 12 pairs, over the 4 x 392 the GPUs can send). */
 static p2pkit_status_t one_run(brun *b, int method, bpair **g, int ng, size_t bytes,
                                const p2pk_copy_opts *opts, int gated, double *us, double *total_us) {
   bpair *lead = g[0];
@@ -259,17 +263,11 @@ static p2pkit_status_t one_run(brun *b, int method, bpair **g, int ng, size_t by
   if (gated && __atomic_load_n(&b->gate[1], __ATOMIC_ACQUIRE))
     return p2pk_fail(P2PKIT_ERR_TIMEOUT, "the timing gate timed out before the copies were "
                      "queued (the driver blocked the host); run with --no-gate");
-  double rate_sum = 0; /* pairs per microsecond */
   for (int k = 0; k < ng; k++) {
     float ms = 0;
     P2PK_CUDA_CHECK(cudaSetDevice(g[k]->src));
     P2PK_CUDA_CHECK(cudaEventElapsedTime(&ms, g[k]->ev_start, g[k]->ev_stop));
     us[k] = ms * 1000.0;
-    if (us[k] > 0) rate_sum += 1.0 / us[k];
-  }
-  if (gated) {
-    *total_us = rate_sum > 0 ? ng / rate_sum : 0; /* ng * bytes over it: the sum of the rates */
-    return P2PKIT_SUCCESS;
   }
   float ms = 0;
   P2PK_CUDA_CHECK(cudaSetDevice(lead->src));

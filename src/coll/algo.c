@@ -47,11 +47,22 @@ static const p2pk_algo_row builtin[] = {
     {P2PK_TRANSPORT_P2P, 2, 2, 16 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 256, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, 32 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 512, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
-    /* 3 or more GPUs: not measured (no such machine yet). LL128 is left out
+    /* 3 and 4 GPUs: LL to 64 KiB, LL128 to 2 MiB, two-shot beyond. The
+     * first 4-GPU machine (twenty-third session, 4x H200 NV18,
+     * bench/results/2026-11-30-h200x4-s23 run 2), float sum, eager, us:
+     * the sweep (oneshot/ll, /ll128, /simple, twoshot/simple) 128 KiB 10.2,
+     * 9.4, 25.2, 37.5; 512 KiB 16.2, 11.5, 27.0, 39.0; 2 MiB 40.8, 31.8,
+     * 41.2, 42.5; 8 MiB 122.6, 95.7, 145.2, 70.2. LL to 64 KiB with the
+     * default table: 8.4-9.3 us eager, 4.4-5.1 under a graph (NCCL
+     * 25-38 and 12-15). */
+    {P2PK_TRANSPORT_P2P, 3, 4, 64 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
+    {P2PK_TRANSPORT_P2P, 3, 4, 2 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 0, 0},
+    {P2PK_TRANSPORT_P2P, 3, 4, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
+    /* 5 or more GPUs: not measured (no such machine yet). LL128 is left out
      * here until it is; P2PKIT_PROTO=ll128 tries it. */
-    {P2PK_TRANSPORT_P2P, 3, P2PK_COLL_MAX_RANKS, 64 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
-    {P2PK_TRANSPORT_P2P, 3, P2PK_COLL_MAX_RANKS, 512 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
-    {P2PK_TRANSPORT_P2P, 3, P2PK_COLL_MAX_RANKS, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
+    {P2PK_TRANSPORT_P2P, 5, P2PK_COLL_MAX_RANKS, 64 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
+    {P2PK_TRANSPORT_P2P, 5, P2PK_COLL_MAX_RANKS, 512 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
+    {P2PK_TRANSPORT_P2P, 5, P2PK_COLL_MAX_RANKS, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
     {P2PK_TRANSPORT_SHM, 2, P2PK_COLL_MAX_RANKS, SIZE_MAX, P2PK_ALGO_STAGED, P2PK_PROTO_SIMPLE, 0, 0, 0},
 };
 

@@ -64,6 +64,17 @@ TEST(default_table_more_ranks_and_shm) {
   p2pk_algo_table_default(&t);
   const p2pk_algo_row *r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 4, 64 << 10);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL);
+  /* 3 and 4 ranks (measured on 4 GPUs): LL128 to 2 MiB, then two-shot. */
+  for (int n = 3; n <= 4; n++) {
+    r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, n, (64 << 10) + 1);
+    CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128);
+    r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, n, 2 << 20);
+    CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_LL128);
+    r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, n, (2 << 20) + 1);
+    CHECK(r && r->algo == P2PK_ALGO_TWOSHOT && r->proto == P2PK_PROTO_SIMPLE);
+  }
+  r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 5, (64 << 10) + 1);
+  CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_SIMPLE);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 8, (64 << 10) + 1);
   CHECK(r && r->algo == P2PK_ALGO_ONESHOT && r->proto == P2PK_PROTO_SIMPLE);
   r = p2pk_algo_lookup(&t, P2PK_TRANSPORT_P2P, 8, (512 << 10) + 1);
@@ -337,7 +348,8 @@ TEST(choice_valid_for_every_rank_count) {
           CHECK(c.blocks * c.slots <= g.mailboxes);
           CHECK(c.chunk > 0 && c.chunk % 16 == 0 && c.chunk <= g.mailbox);
         }
-        if ((n == 2 && b > ((size_t)32 << 20)) || (n >= 3 && b > ((size_t)512 << 10)))
+        if ((n == 2 && b > ((size_t)32 << 20)) || (n >= 3 && n <= 4 && b > ((size_t)2 << 20)) ||
+            (n >= 5 && b > ((size_t)512 << 10)))
           CHECK_EQ(c.algo, P2PK_ALGO_TWOSHOT);
         if (b <= ((size_t)64 << 10)) CHECK_EQ(c.proto, P2PK_PROTO_LL);
         if (n == 2 && b > ((size_t)128 << 10) && b <= g.ll128_cap) CHECK_EQ(c.proto, P2PK_PROTO_LL128);

@@ -543,13 +543,15 @@ TEST(one_process_sendrecv_copy_engine) {
   logcap_t L;
   logcap_begin(&L, "P2PKIT_SENDRECV_CE_MIN", "1");
   runner_t R;
+  int nr = 2;
   if (runner_single(&R, MAXR) == 0) {
+    nr = R.nr;
     matrix(&R, &V_AUTO, SENDRECV, ALL_OPS, 1);
     graph_replay(&R, 2);
   }
   runner_destroy(&R);
-  CHECK(logcap_count(&L, "send/recv of", "captured in a CUDA graph (one process") >= 1);
-  CHECK(logcap_count(&L, "send/recv of", "pushes straight into the peers' outputs") >= 1);
+  CHECK(logcap_capture_ce(&L, nr, "send/recv of", "captured in a CUDA graph (one process") >= 1);
+  CHECK(logcap_capture_ce(&L, nr, "send/recv of", "pushes straight into the peers' outputs") >= 1);
   CHECK(logcap_end(&L, "send/recv", "uses the copy engine") >= 1);
 }
 
@@ -615,13 +617,15 @@ TEST(one_process_broadcast_copy_engine) {
   logcap_t L;
   logcap_begin(&L, "P2PKIT_BCAST_CE_MIN", "1K");
   runner_t R;
+  int nr = 2;
   if (runner_single(&R, MAXR) == 0) {
+    nr = R.nr;
     matrix(&R, &V_AUTO, P2PK_COLL_BROADCAST, ALL_OPS, 1);
     graph_replay(&R, 2);
     bcast_group_order(&R);
   }
   runner_destroy(&R);
-  CHECK(logcap_count(&L, "broadcast of", "pushes straight into the peers' outputs") >= 1);
+  CHECK(logcap_capture_ce(&L, nr, "broadcast of", "pushes straight into the peers' outputs") >= 1);
   CHECK(logcap_end(&L, "broadcast of", "uses the copy engine") >= 1);
 }
 
@@ -652,7 +656,9 @@ TEST(one_process_copy_engine_collectives) {
   logcap_t L;
   logcap_begin(&L, "P2PKIT_CE_REDUCE_SCATTER_MIN", "1");
   runner_t R;
+  int nr = 2;
   if (runner_single(&R, MAXR) == 0) {
+    nr = R.nr;
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE_SCATTER, ALL_OPS, 5);
     matrix(&R, &V_AUTO, P2PK_COLL_ALL_GATHER, ALL_OPS, 1);
     matrix(&R, &V_AUTO, P2PK_COLL_REDUCE, ALL_OPS, 5);
@@ -664,12 +670,12 @@ TEST(one_process_copy_engine_collectives) {
   runner_destroy(&R);
   ce_settings_end(vars, 4);
   CHECK(logcap_count(&L, "all_to_all of", "uses the copy engines over P2P") >= 1);
-  CHECK(logcap_count(&L, "all_to_all of", "pushes straight into the peers' outputs") >= 1);
-  CHECK(logcap_count(&L, "): reduce of", "captured in a CUDA graph (one process") >= 1);
-  CHECK(logcap_count(&L, "reduce_scatter of", "captured in a CUDA graph (one process") >= 1);
+  CHECK(logcap_capture_ce(&L, nr, "all_to_all of", "pushes straight into the peers' outputs") >= 1);
+  CHECK(logcap_capture_ce(&L, nr, "): reduce of", "captured in a CUDA graph (one process") >= 1);
+  CHECK(logcap_capture_ce(&L, nr, "reduce_scatter of", "captured in a CUDA graph (one process") >= 1);
   CHECK(logcap_count(&L, "): reduce of", "uses the copy engines over P2P") >= 1);
   CHECK(logcap_count(&L, "all_gather of", "uses the copy engines over P2P") >= 1);
-  CHECK(logcap_count(&L, "all_gather of", "pushes straight into the peers' outputs") >= 1);
+  CHECK(logcap_capture_ce(&L, nr, "all_gather of", "pushes straight into the peers' outputs") >= 1);
   CHECK(logcap_end(&L, "reduce_scatter of", "uses the copy engines over P2P") >= 1);
 }
 
@@ -913,7 +919,8 @@ static void straight_in_mismatch(runner_t *R) {
   }
   printf("rank %d: %s after %.2f s (%s)\n", c->rank, p2pkit_strerror(as), cu_now() - t0,
          p2pkit_last_error());
-  CHECK(as != P2PKIT_SUCCESS);
+  /* Ranks past 1 take no part: nothing fails for them. */
+  CHECK(c->rank > 1 ? as == P2PKIT_SUCCESS : as != P2PKIT_SUCCESS);
   CHECK(cu_now() - t0 < MM_TIMEOUT_S);
   CHECK_EQ(c->dmb_direct, 0);
   if (c->rank == 1) {
@@ -1085,20 +1092,24 @@ static void map_suite(runner_t *R) {
   CHECK_EQ(c->dmb_slots, s0);
   CHECK(c->dmb_direct > d0);
   CHECK_EQ(c->dmb_mapped - m0, c->dmb_direct - d0);
-  CHECK_EQ(p2pk_map_count(c), 1);
-  /* Another allocation: a second mapping, then reused. */
+  /* Every shift: each peer's R->dout mapped once. */
+  const int n = c->nranks;
+  CHECK_EQ(p2pk_map_count(c), n - 1);
+  /* Another allocation: one more mapping (the one peer this call sends
+   * to), then reused. */
   char *alt[MAXR] = {NULL};
   T_CUDA(cudaMalloc((void **)&alt[0], R->cap));
   d0 = c->dmb_mapped;
   sendrecv_into(R, alt, "send/recv into a second allocation", 71);
   sendrecv_into(R, alt, "send/recv into a second allocation again", 72);
   CHECK_EQ(c->dmb_mapped - d0, 2);
-  CHECK_EQ(p2pk_map_count(c), 2);
+  CHECK_EQ(p2pk_map_count(c), n);
   blocks_straight_in(R);
-  /* Under a CUDA graph, into R->dout (mapped, not registered). */
+  /* Under a CUDA graph, into R->dout (mapped, not registered); more than 2
+   * ranks take the kernels there (p2pk_ce_waits_ok). */
   d0 = c->dmb_direct;
   graph_straight_in(R, 3);
-  CHECK_EQ(c->dmb_direct - d0, 1);
+  CHECK_EQ(c->dmb_direct - d0, n == 2 ? 1 : 0);
   mixed_calls(R, "mixed-map");
   /* Registered, the registration takes the call; deregistered (its
    * mapping of the same allocation closed), the on-demand mapping still
@@ -1112,7 +1123,7 @@ static void map_suite(runner_t *R) {
   CHECK_OK(p2pkit_comm_deregister(c, h));
   sendrecv_into(R, R->dout, "send/recv into a mapped buffer after deregistering", 74);
   CHECK_EQ(c->dmb_mapped - m0, 1);
-  CHECK_EQ(p2pk_map_count(c), 2);
+  CHECK_EQ(p2pk_map_count(c), n);
   /* The setting off: nothing described, every call through the slots. */
   c->dmb_map = 0;
   d0 = c->dmb_direct, s0 = c->dmb_slots;
