@@ -293,12 +293,21 @@ static size_t min_setting(const struct p2pkit_comm *c, int kind, int mp) {
     default: return 0;
   }
   if (c->staged) return 0;
-  /* Over P2P the defaults were measured on 2 GPUs only: with more ranks the
-   * landing slots' cap makes chunks smaller (9 MiB on 8) and each rank's
-   * copies to its peers queue on one stream, which nothing has timed yet,
-   * so there the copy engines run only when the setting is given. */
+  /* Over P2P the defaults were measured on 2 GPUs; with more ranks the
+   * copy engines run only when the setting is given, but for one process
+   * eagerly the all-gather and all-to-all from 64 MiB shares (blocks): on
+   * 4 GPUs (twenty-third session, bench/results/2026-11-30-h200x4-s23)
+   * every rank's copies to its 3 peers at once took an all-gather of 256
+   * MiB - 1 GiB (64 - 256 MiB shares) in 553 - 2107 us against the
+   * kernel's 767 - 2630 (its best buffer) and NCCL's 655 - 2488, an
+   * all-to-all in 560 - 2100 against 795 - 2623 and 656 - 2386. Smaller
+   * ones were not timed on the copy engines. A process per GPU through
+   * the landing slots lost (all-gather 1 GiB 4205 us, NCCL 2476), as did
+   * the copy-engine all-reduce and reduce-scatter (0.6 - 0.77x NCCL), so
+   * those stay off. */
   const int set = p2pk_param_is_set(name);
-  if (c->nranks > 2 && !set) return 0;
+  if (c->nranks > 2 && !set)
+    return !mp && (kind == P2PK_COLL_ALL_GATHER || kind == P2PK_COLL_ALL_TO_ALL) ? (size_t)64 << 20 : 0;
   if (mp && !set) return mp == 2 ? cap_default(kind) : mp_default(kind);
   return p2pk_param_size(name);
 }

@@ -85,11 +85,19 @@ p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, int want_b
                                     p2pk_layout *lay, size_t *ll_cap_p) {
   memset(lay, 0, sizeof *lay);
   *ll_cap_p = 0;
-  /* P2PKIT_BUFFER_SIZE=0 (the default): 128 MiB of device scratch over P2P,
-   * so 4 mailboxes per multiprocessor (two blocks per SM, see
-   * p2pk_coll_launch) keep ~120 KiB each on 2 GPUs; 64 MiB of host memory
-   * per rank staged. */
-  if (buffer == 0) buffer = staged ? (size_t)64 << 20 : (size_t)128 << 20;
+  /* P2PKIT_BUFFER_SIZE=0 (the default): 128 MiB of device scratch over P2P
+   * per peer, at most 512 MiB, so 4 mailboxes per multiprocessor (two
+   * blocks per SM, see p2pk_coll_launch) keep ~120 KiB each on 2 to 4 GPUs
+   * (the mailboxes are split among the peers); 64 MiB of host memory per
+   * rank staged. On 4 GPUs 128 MiB left 40 KiB mailboxes, and 384 MiB took
+   * a two-shot all-reduce of 1 GiB in 4901 us against 5823, 64 MiB in 347
+   * against 407; all-gather 1 GiB 2630 against 3223 (twenty-third session,
+   * bench/results/2026-11-30-h200x4-s23 run 3; 512 MiB within 2% of 384).
+   * More than 4 GPUs: the 512 MiB cap, not measured. */
+  if (buffer == 0) {
+    const size_t peers = n > 2 ? (size_t)n - 1 : 1;
+    buffer = staged ? (size_t)64 << 20 : ((size_t)128 << 20) * (peers < 4 ? peers : 4);
+  }
   if (n < 1 || n > P2PK_COLL_MAX_RANKS)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%d ranks; p2pkit handles 1..%d", n,
                      P2PK_COLL_MAX_RANKS);

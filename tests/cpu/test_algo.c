@@ -694,6 +694,19 @@ TEST(default_buffer_is_128m_p2p_and_64m_staged) {
   CHECK_EQ(d.nboxes, 512);
   CHECK(d.mailbox >= (112u << 10));
   CHECK(d.ll128_off <= (128u << 20)); /* LL128's area comes on top */
+  /* More ranks: 128 MiB per peer (at most 512), so 4 ranks keep the
+   * mailboxes of 2 GPUs; 8 ranks get 512 MiB. */
+  p2pk_layout d4, d8;
+  CHECK_OK(p2pk_layout_compute(4, 0, 0, 512, &d4, &ll));
+  CHECK_OK(p2pk_layout_compute(4, 384u << 20, 0, 512, &x, &llx));
+  CHECK_EQ(d4.mailbox, x.mailbox);
+  CHECK(d4.mailbox >= (112u << 10));
+  CHECK_OK(p2pk_layout_compute(8, 0, 0, 512, &d8, &ll));
+  CHECK_OK(p2pk_layout_compute(8, 512u << 20, 0, 512, &x, &llx));
+  CHECK_EQ(d8.mailbox, x.mailbox);
+  CHECK_OK(p2pk_layout_compute(4, 0, 1, 512, &d4, &ll)); /* staged: 64 MiB whatever the ranks */
+  CHECK_OK(p2pk_layout_compute(4, 64u << 20, 1, 512, &x, &llx));
+  CHECK_EQ(d4.stage_stride, x.stage_stride);
   CHECK_OK(p2pk_layout_compute(2, 0, 1, 512, &d, &ll));
   CHECK_OK(p2pk_layout_compute(2, 64u << 20, 1, 512, &x, &llx));
   CHECK_EQ(d.stage_mailbox, x.stage_mailbox);
@@ -881,12 +894,22 @@ TEST(copy_engine_shards_and_thresholds) {
   c.nranks = 1;
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
   /* More than 2 ranks over P2P: only when the setting is given (the
-   * defaults were measured on 2 GPUs); broadcast keeps its default. */
+   * defaults were measured on 2 GPUs), but for one process eagerly the
+   * all-gather and all-to-all from 64 MiB a share (measured on 4); broadcast
+   * keeps its default. */
   c.nranks = 4;
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 1); /* P2PKIT_CE_ALLREDUCE_MIN=1 is set */
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), 0);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), 0);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)64 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
+  /* Under capture (the landing slots) and with a process per GPU: off. */
+  CHECK_EQ(p2pk_cep_min_setting(&c, P2PK_COLL_ALL_GATHER), 0);
+  c.multiproc = 1;
+  CHECK_EQ(p2pk_ce_min_setting(&c, P2PK_COLL_ALL_GATHER), 0);
+  CHECK_EQ(p2pk_ce_min_setting(&c, P2PK_COLL_ALL_TO_ALL), 0);
+  c.multiproc = 0;
   c.staged = 1;
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
   c.staged = 0;
