@@ -98,6 +98,33 @@ class RunsJson(unittest.TestCase):
         self.assertTrue(all(s["rc"] == 0 for s in cases))
 
 
+    def test_s23_results_json_is_what_its_logs_say(self):
+        # The first 4-GPU machine: the final run (run 4) passed every case
+        # of the three collective tests on 4 ranks and the six other GPU
+        # tests, and every perf row it holds checked out (#wrong 0).
+        top = os.path.join(ROOT, "bench", "results", "2026-11-30-h200x4-s23")
+        with open(os.path.join(top, "results.json")) as f:
+            kept = json.load(f)
+        again = json.loads(tool("runs_json.py", top, str(kept["session"]), kept["what"]))
+        self.assertEqual(kept, again)
+        final = kept["runs"][-1]
+        self.assertEqual(len(final["gpus"]), 4)
+        cases = [s for s in final["steps"] if s["kind"] == "gpu_test_case"]
+        self.assertEqual(len(cases), 48)
+        self.assertTrue(all(s["rc"] == 0 for s in cases))
+        ctest = [s for s in final["steps"] if s["kind"] == "ctest"]
+        self.assertEqual(len(ctest), 6)
+        self.assertTrue(all(s["result"] == "Passed" for s in ctest))
+        # the tool keeps the tables with in-place columns: 15 of run 4's
+        self.assertEqual(len(final["perf"]), 15)
+        rows = [r for t in final["perf"].values() for r in t]
+        self.assertEqual(len(rows), 183)
+        for r in rows:
+            for place in ("out_of_place", "in_place"):
+                if place in r:
+                    self.assertEqual((r[place]["wrong"], r[place]["nccl_wrong"]), (0, 0))
+
+
 class PerfSummary(unittest.TestCase):
     def test_slowest_point_small_ratio_and_wrong_results(self):
         def point(size, p, n, wrong=0):
