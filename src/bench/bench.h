@@ -127,9 +127,10 @@ enum { P2PK_ROW_OK = 0, P2PK_ROW_SKIPPED = 1, P2PK_ROW_FAILED = 2 };
 typedef struct {
   int method, mode;
   int src, dst;   /* the pair; a group total: BOTH src<dst, ALL -1 -1 */
-  int total;      /* 1: the group's rate: the sum of its pairs' rates (each pair
-                     timed on its own device, all released at once by the gate);
-                     ungated (--no-gate, driver) its bytes over the group's time */
+  int total;      /* 1: the group's rate: its bytes over its slowest copy's time
+                     (each pair timed on its own device, all released at once by
+                     the gate); ungated (--no-gate, driver) over the group's time
+                     from the first start to the last end */
   int npairs;     /* pairs moving at once in this group */
   size_t bytes;   /* per pair */
   p2pk_stats us;  /* time per run, microseconds */

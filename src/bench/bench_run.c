@@ -220,13 +220,17 @@ static void drain(brun *b, bpair **g, int ng) {
 
 /* One timed run of the group. Gated: every stream is held by its own gate
  * kernel, all released by one host store once everything is queued, so the
- * copies start together. Not gated: the lead's event starts the others.
- * Either way the group's time runs from the lead's start to the last
- * copy's end (the lead's stream waits for every copy). Not the sum of each
- * pair's rate: on more than 2 GPUs a GPU's copies to its peers share its
- * links and end at different times, and that sum counted the early ones'
- * rates while the rest still ran (the 4-GPU machine, s23: 1781 GB/s for
- * 12 pairs, over the 4 x 392 the GPUs can send). */
+ * copies start together and the group's time is its slowest copy's (each
+ * timed on its own device). Not gated: the lead's event starts the others,
+ * and the group's time runs from it to the last copy's end (the lead's
+ * stream waits for every copy). Decisions (twenty-third session, the
+ * 4-GPU machine): the group's rate was the sum of each pair's rate, but a
+ * GPU's copies to its peers share its links and end at different times,
+ * and that sum counted the early ones' rates while the rest still ran
+ * (1781 GB/s for 12 pairs, over the 4 x 392 the GPUs can send). Timing
+ * the gated group from the lead's start to the last end instead (run 3)
+ * also timed the lead's wait for the other GPUs' events: both ways on one
+ * pair read 760-767 GB/s where each direction alone took 385-389. */
 static p2pkit_status_t one_run(brun *b, int method, bpair **g, int ng, size_t bytes,
                                const p2pk_copy_opts *opts, int gated, double *us, double *total_us) {
   bpair *lead = g[0];
@@ -263,11 +267,17 @@ static p2pkit_status_t one_run(brun *b, int method, bpair **g, int ng, size_t by
   if (gated && __atomic_load_n(&b->gate[1], __ATOMIC_ACQUIRE))
     return p2pk_fail(P2PKIT_ERR_TIMEOUT, "the timing gate timed out before the copies were "
                      "queued (the driver blocked the host); run with --no-gate");
+  double slowest = 0;
   for (int k = 0; k < ng; k++) {
     float ms = 0;
     P2PK_CUDA_CHECK(cudaSetDevice(g[k]->src));
     P2PK_CUDA_CHECK(cudaEventElapsedTime(&ms, g[k]->ev_start, g[k]->ev_stop));
     us[k] = ms * 1000.0;
+    if (us[k] > slowest) slowest = us[k];
+  }
+  if (gated) {
+    *total_us = slowest;
+    return P2PKIT_SUCCESS;
   }
   float ms = 0;
   P2PK_CUDA_CHECK(cudaSetDevice(lead->src));

@@ -83,6 +83,29 @@ TEST(small_run) {
     ok++;
   }
   CHECK(ok >= 2 * 3 * 8); /* staged, serial and driver run everywhere */
+  /* A group's time per run is at least each of its copies' (the slowest
+   * copy's, or first start to last end), so its median is too, and its
+   * rate is at most the sum of its pairs' rates. */
+  for (int i = 0; i < r.nrows; i++) {
+    const p2pk_bench_row *t = &r.rows[i];
+    if (!t->total || t->status != P2PK_ROW_OK) continue;
+    double sum = 0;
+    int members = 0;
+    for (int j = 0; j < r.nrows; j++) {
+      const p2pk_bench_row *x = &r.rows[j];
+      if (x->total || x->status != P2PK_ROW_OK || x->method != t->method || x->mode != t->mode ||
+          x->bytes != t->bytes)
+        continue;
+      if (t->mode == P2PK_MODE_BOTH && !((x->src == t->src && x->dst == t->dst) ||
+                                         (x->src == t->dst && x->dst == t->src)))
+        continue;
+      CHECK(t->us.median >= x->us.median * 0.999);
+      sum += x->gbps;
+      members++;
+    }
+    CHECK_EQ(members, t->npairs);
+    CHECK(t->gbps <= sum * 1.001);
+  }
   for (int i = 0; i < r.nlats; i++) {
     const p2pk_bench_lat *l = &r.lats[i];
     if (l->status == P2PK_ROW_SKIPPED) continue;
