@@ -86,32 +86,29 @@ class RunsJson(unittest.TestCase):
         self.assertEqual(doc["runs"][2]["steps"][0], {"kind": "ctest", "test": "test_copy", "result": "Passed",
                                                       "seconds": 9.22, "log": "ctest.txt"})
 
-    def test_s22_results_json_is_what_its_logs_say(self):
-        top = os.path.join(ROOT, "bench", "results", "2026-11-30-h200x2-s22")
+    def kept_run(self, folder, run_prefix):
+        """A session's results.json, checked to be what its logs say again,
+        and its run named `run_prefix`, whose 48 collective cases all passed."""
+        top = os.path.join(ROOT, "bench", "results", folder)
         with open(os.path.join(top, "results.json")) as f:
             kept = json.load(f)
         again = json.loads(tool("runs_json.py", top, str(kept["session"]), kept["what"]))
         self.assertEqual(kept, again)
-        final = kept["runs"][-1]
-        cases = [s for s in final["steps"] if s["kind"] == "gpu_test_case"]
+        run = [r for r in kept["runs"] if r["run"].startswith(run_prefix)][0]
+        cases = [s for s in run["steps"] if s["kind"] == "gpu_test_case"]
         self.assertEqual(len(cases), 48)
         self.assertTrue(all(s["rc"] == 0 for s in cases))
+        return run
 
+    def test_s22_results_json_is_what_its_logs_say(self):
+        self.kept_run("2026-11-30-h200x2-s22", "run4-")
 
     def test_s23_results_json_is_what_its_logs_say(self):
         # The first 4-GPU machine: the final run (run 4) passed every case
         # of the three collective tests on 4 ranks and the six other GPU
         # tests, and every perf row it holds checked out (#wrong 0).
-        top = os.path.join(ROOT, "bench", "results", "2026-11-30-h200x4-s23")
-        with open(os.path.join(top, "results.json")) as f:
-            kept = json.load(f)
-        again = json.loads(tool("runs_json.py", top, str(kept["session"]), kept["what"]))
-        self.assertEqual(kept, again)
-        final = [r for r in kept["runs"] if r["run"].startswith("run4-")][0]
+        final = self.kept_run("2026-11-30-h200x4-s23", "run4-")
         self.assertEqual(len(final["gpus"]), 4)
-        cases = [s for s in final["steps"] if s["kind"] == "gpu_test_case"]
-        self.assertEqual(len(cases), 48)
-        self.assertTrue(all(s["rc"] == 0 for s in cases))
         ctest = [s for s in final["steps"] if s["kind"] == "ctest"]
         self.assertEqual(len(ctest), 6)
         self.assertTrue(all(s["result"] == "Passed" for s in ctest))
