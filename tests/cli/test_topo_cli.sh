@@ -63,6 +63,29 @@ if [ -f "$data/h200x2.p2pkit" ] && [ -f "$data/h200x2.device-topo-m.txt" ]; then
   grep -q "NV18" "$tmp/h200.txt" || { echo "FAIL h200x2: no NV18"; fail=1; }
 fi
 
+# The 4x H200 lent once (twenty-third session) recorded with --save and with
+# --dump-nccl: both recordings print, here without a GPU, the GPU cells and
+# CPU / NUMA affinities of the matrix nvidia-smi printed on the machine
+# (`nvidia-smi topo -m`, tests/data/h200x4.smi-topo-m.txt).
+if [ -f "$data/h200x4.smi-topo-m.txt" ] && command -v python3 >/dev/null; then
+  for rec in h200x4.p2pkit h200x4.nccl.xml; do
+    (cd "$data" && "$bin" topo --from "$rec" -m) > "$tmp/x4.txt" 2>&1
+    if python3 - "$data/h200x4.smi-topo-m.txt" "$tmp/x4.txt" <<'PY'; then echo "ok   $rec --from matches nvidia-smi on the device"
+import sys
+def rows(path):
+    out = {}
+    for ln in open(path):
+        f = [c.strip() for c in ln.rstrip("\n").split("\t")]
+        if f and f[0].startswith("GPU"):
+            out[f[0]] = f[1:7]  # 4 GPU cells, CPU affinity, NUMA affinity
+    return out
+smi, got = rows(sys.argv[1]), rows(sys.argv[2])
+sys.exit(0 if len(smi) == 4 and smi == got else 1)
+PY
+    else echo "FAIL $rec --from differs from nvidia-smi on the device"; cat "$tmp/x4.txt"; fail=1; fi
+  done
+fi
+
 # Golden outputs: tests/data/golden/FILE.txt is `p2pkit topo --from FILE`;
 # regenerate with scripts/golden.sh after a reviewed change.
 for g in "$data"/golden/*.txt; do
