@@ -162,7 +162,8 @@ static void header(const p2pk_bench_report *r, FILE *out) {
           "settings: P2P %s, P2PKIT_P2P_LEVEL %s; staging %zu KiB x %d; SM kernel %s\n"
           "%d timed runs after %d warm-up, seed %llu, %s\n"
           "GB/s = 10^9 bytes/s from the median time; every measurement verifies the bytes that "
-          "arrived; ! = LOW\n",
+          "arrived; ! = LOW; shared = every pair at once, this pair's GPUs in other pairs too "
+          "(its share, not judged)\n",
           r->p2p_disable ? "disabled (P2PKIT_P2P_DISABLE=1)" : "enabled",
           r->p2p_level[0] ? r->p2p_level : "any", r->stage_chunk >> 10, r->stage_depth,
           r->sm_config, r->iters, r->warmup, (unsigned long long)r->seed,

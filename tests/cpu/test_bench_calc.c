@@ -146,6 +146,28 @@ TEST(verdicts) {
   CHECK_EQ(r.rows[12].low, 1);
   CHECK_STR(r.rows[12].verdict, "LOW (0.64x of expected 784 GB/s)");
 
+  /* Every pair at once on 3 GPUs: each GPU sends to 2 peers, so a pair's
+   * rate is its share of links the others use too: not judged ("shared"),
+   * however low. On 2 GPUs (0->1 with 1->0) each pair has its links to
+   * itself, and peers judge it. */
+  p2pk_bench_report a;
+  p2pk_bench_report_init(&a);
+  for (int s = 0; s < 3; s++)
+    for (int d = 0; d < 3; d++)
+      if (s != d) row(&a, P2PK_BM_CE, P2PK_MODE_ALL, s, d, big, s == 0 && d == 1 ? 60 : 200, 392);
+  row(&a, P2PK_BM_CE, P2PK_MODE_ALL, 0, 1, small, 100, 392);
+  row(&a, P2PK_BM_CE, P2PK_MODE_ALL, 1, 0, small, 40, 392);
+  p2pk_bench_verdicts(&a);
+  for (int i = 0; i < 6; i++) {
+    CHECK_EQ(a.rows[i].low, 0);
+    CHECK_STR(a.rows[i].verdict, "shared");
+  }
+  CHECK_EQ(a.rows[6].low, 0);
+  CHECK_STR(a.rows[6].verdict, "ok");
+  CHECK_EQ(a.rows[7].low, 1);
+  CHECK_STR(a.rows[7].verdict, "LOW (0.40x of its 1 peer's median)");
+  p2pk_bench_report_free(&a);
+
   CHECK_NEAR(p2pk_bench_median_gbps(&r, P2PK_MODE_ONEWAY, P2PK_BM_CE, big), 320, 1e-9);
   CHECK_NEAR(p2pk_bench_median_gbps(&r, P2PK_MODE_BOTH, P2PK_BM_CE, big), 600, 1e-9);
   CHECK_NEAR(p2pk_bench_median_gbps(&r, P2PK_MODE_ONEWAY, P2PK_BM_SM_PULL, big), 0, 0);
