@@ -95,7 +95,7 @@ p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, int want_b
    * bench/results/2026-11-30-h200x4-s23 run 3; 512 MiB within 2% of 384).
    * More than 4 GPUs: the 512 MiB cap, not measured. */
   if (buffer == 0) {
-    const size_t peers = n > 2 ? (size_t)n - 1 : 1;
+    const size_t peers = n > 1 ? (size_t)n - 1 : 1;
     buffer = staged ? (size_t)64 << 20 : ((size_t)128 << 20) * (peers < 4 ? peers : 4);
   }
   if (n < 1 || n > P2PK_COLL_MAX_RANKS)
