@@ -145,10 +145,18 @@ p2pkit_status_t p2pk_coll_leave(struct p2pkit_comm *c, const char *name, int pre
 
 /* What a collective of `block` bytes per rank runs: the all-reduce table for
  * all-reduce; the one-shot push (LL, LL128 or simple, by the table's rows)
- * for the others. */
+ * for the others, but broadcast and reduce where p2pk_coll_rooted_twoshot
+ * says (two-shot, simple protocol). */
+int p2pk_coll_rooted_twoshot(const struct p2pkit_comm *c, int kind, size_t block) {
+  if (!p2pk_coll_has_root(kind) || c->staged || c->nranks < 2) return 0;
+  if (c->force.algo >= 0) return c->force.algo == P2PK_ALGO_TWOSHOT;
+  return c->nranks > 2 && c->ts_rooted_min && block >= c->ts_rooted_min;
+}
+
 void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_algo_choice *ch) {
   p2pk_algo_force f = c->force;
-  if (kind != P2PK_COLL_ALL_REDUCE) f.algo = P2PK_ALGO_ONESHOT;
+  if (kind != P2PK_COLL_ALL_REDUCE)
+    f.algo = p2pk_coll_rooted_twoshot(c, kind, block) ? P2PK_ALGO_TWOSHOT : P2PK_ALGO_ONESHOT;
   /* Reduce: the simple protocol from 8 MiB (fifth session, 2x H200: 16 MiB
    * 50.6 us against LL128's 52.2, 64 MiB 187.6 against 200.2), where the
    * other collectives gain from LL128 (all-gather of 32 MiB shares 107.8 us
@@ -322,15 +330,33 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
   a.out_stride = pl.out_stride;
   a.reduce = pl.reduce;
   a.self_copy = pl.self_copy;
+  /* Broadcast and reduce in two-shot: the rooted form (coll_dev.h's
+   * p2pk_ts_shard). */
+  const int rooted = ch.algo == P2PK_ALGO_TWOSHOT && kind != P2PK_COLL_ALL_REDUCE;
+  if (rooted) {
+    p2pk_coll_plan_twoshot(kind, c->rank, c->nranks, root, &pl);
+    a.send_mask = pl.send_mask;
+    a.recv_mask = pl.recv_mask;
+    a.ts_root1 = root + 1;
+  }
+  a.send2_mask = pl.send2_mask;
+  a.recv2_mask = pl.recv2_mask;
   p2pk_coll_header(kind, count, dtype, op, root, ch.algo, ch.proto, ch.blocks, &a.hdr0, &a.hdr1);
-  if (ch.algo == P2PK_ALGO_TWOSHOT) set_direct(c, &a, r, block, direct_ok);
+  /* Two-shot results straight into the peers' outputs: all-reduce's
+   * owners send to everyone, a reduce's to the root (whose token counts);
+   * a broadcast's owners forward to peers that sent them nothing, so no
+   * token tells them where those outputs are. */
+  if (ch.algo == P2PK_ALGO_TWOSHOT && kind != P2PK_COLL_BROADCAST) set_direct(c, &a, r, block, direct_ok);
   uint64_t combo = 1ULL << ((kind * P2PK_ALGO_COUNT + ch.algo) * P2PK_PROTO_COUNT + ch.proto);
   if (!(c->logged & combo)) {
     c->logged |= combo;
     P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): %s of %zu B uses %s/%s, %d blocks x %d "
-              "threads, chunk %u B%s", c->rank, c->device, name, block, p2pk_algo_name(ch.algo),
+              "threads, chunk %u B%s%s", c->rank, c->device, name, block, p2pk_algo_name(ch.algo),
               p2pk_proto_name(ch.proto), ch.blocks, ch.threads, ch.chunk,
-              a.out_token ? ", all-gather into peers' outputs" : "");
+              !rooted ? ""
+              : kind == P2PK_COLL_BROADCAST ? ", rooted: the root scatters n - 1 shards, their owners forward them"
+                                            : ", rooted: the owners of n - 1 shards reduce them for the root",
+              a.out_token ? kind == P2PK_COLL_REDUCE ? ", into the root's output" : ", all-gather into peers' outputs" : "");
   }
   P2PK_TRACE(P2PK_LOG_COLL, "rank %d %s %zu x %s %s root %d: %s/%s grid %d x %d chunk %u",
              c->rank, name, count, p2pkit_dtype_name(dtype), p2pkit_redop_name(op), root,

@@ -270,7 +270,11 @@ static size_t min_setting(const struct p2pkit_comm *c, int kind, int mp) {
     case P2PK_COLL_BROADCAST:
       if (c->staged) return 0;
       name = "P2PKIT_BCAST_CE_MIN";
-      if (!mp) return p2pk_param_size(name);
+      /* More than 2 ranks: the root's copy engines would push the whole
+       * message to every peer, n - 1 times through its links (twenty-third
+       * session, 4x H200: broadcast 0.37-0.54x NCCL from 8 MiB by either
+       * path); the rooted two-shot kernel carries it once (allreduce.c). */
+      if (!mp) return c->nranks > 2 && !p2pk_param_is_set(name) ? 0 : p2pk_param_size(name);
       break;
     case P2PK_COLL_ALL_REDUCE:
       if (c->staged) return p2pk_param_size("P2PKIT_STAGED_CE_MIN");
@@ -376,6 +380,7 @@ void p2pk_ce_min_fill(struct p2pkit_comm *c) {
   c->cep_p2p_min = c->lay.cep_slot ? p2pk_cep_p2p_min(c) : 0;
   c->sendrecv_ce_min = p2pk_param_size("P2PKIT_SENDRECV_CE_MIN");
   c->bcast_self_ce = c->staged ? 0 : p2pk_param_size("P2PKIT_BCAST_SELF_CE");
+  c->ts_rooted_min = c->staged ? 0 : p2pk_param_size("P2PKIT_ROOTED_TWOSHOT_MIN");
   c->cep_direct_p2p_min = c->lay.cep_slot ? p2pk_cep_direct_p2p_min(c) : 0;
   c->cep_cap_ok = p2pk_ce_waits_ok(c, 1);
 }

@@ -116,6 +116,8 @@ struct p2pkit_comm {
   size_t bcast_self_ce; /* under capture, a broadcast root out of place on the kernel path
                            copies its own buffer by copy engine from this size (0: never) */
   int bcast_self_logged; /* that path's INFO line was written */
+  size_t ts_rooted_min; /* more than 2 ranks over P2P: broadcast and reduce from this size take
+                           the rooted two-shot (P2PKIT_ROOTED_TWOSHOT_MIN; 0: never) */
   size_t cep_direct_p2p_min; /* one process under capture, both ends in a group: straight in */
   /* Collectives through the landing slots from these sizes (0: never):
    * with a process per GPU ce_min[] as well; one process under capture only. */
@@ -485,6 +487,11 @@ int p2pk_comm_half_grid(const struct p2pkit_comm *c);
 /* What a collective (P2PK_COLL_*) of `block` bytes per rank runs: the table
  * and settings, then the grid rule (two blocks per SM for large calls). */
 void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_algo_choice *ch);
+/* Does a broadcast or reduce of `block` bytes take the rooted two-shot
+ * (coll_dev.h's p2pk_ts_shard)? P2PKIT_ALGO=twoshot: always (any rank
+ * count; P2PKIT_ALGO otherwise: never); else on more than 2 ranks over
+ * P2P from P2PKIT_ROOTED_TWOSHOT_MIN. */
+int p2pk_coll_rooted_twoshot(const struct p2pkit_comm *c, int kind, size_t block);
 /* What the next all-reduce of `bytes` would run (p2pk_coll_choose). */
 void p2pk_comm_choose(const struct p2pkit_comm *comm, size_t bytes, p2pk_algo_choice *c);
 

@@ -7,6 +7,13 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+/* Helpers both the kernels and the host (CPU tests) run. */
+#if defined(__CUDACC__)
+#define P2PK_HD static __host__ __device__ __forceinline__
+#else
+#define P2PK_HD static inline
+#endif
+
 #define P2PK_COLL_MAX_RANKS 16
 #define P2PK_COLL_MAX_BLOCKS 1024 /* grid limit of every all-reduce kernel */
 #define P2PK_COLL_MAILBOXES 512   /* P2P mailboxes per (set, peer) */
@@ -175,7 +182,32 @@ typedef struct {
   int32_t self_copy;   /* 1: out + rank * out_stride = in + rank * in_stride */
   int32_t pdl;         /* launch with programmatic dependent launch (P2PKIT_PDL) */
   int32_t ll128_x2;    /* LL128: two passes a warp iteration (ll128x2_kernel; p2pk_algo_choose) */
+  /* Two-shot (twoshot_kernel): the second phase's peers, where a shard's
+   * owner sends its result / receives the other owners' (send_mask and
+   * recv_mask are the first phase's), and the root + 1 of the rooted form
+   * (broadcast, reduce: p2pk_ts_shard), 0 for all-reduce's. */
+  uint32_t send2_mask, recv2_mask;
+  int32_t ts_root1, pad2;
 } p2pk_ar_args;
+
+/* Two-shot shards. All-reduce cuts each step of a call in n shards and rank
+ * k owns shard k: it reduces everyone's shard k and sends the result to
+ * every peer. The rooted form (broadcast and reduce on more than 2 ranks,
+ * plan.h's p2pk_coll_plan_twoshot) cuts it in n - 1 shards owned by the
+ * ranks other than the root, root + 1 + q owning shard q: a broadcast's root
+ * scatters them and each owner forwards its shard to the other owners; a
+ * reduce's owners reduce theirs and send it to the root. Either way the
+ * root's links carry the message once, not once per peer. */
+P2PK_HD int p2pk_ts_nshards(int n, int root) { return root >= 0 ? n - 1 : n; }
+/* The shard rank r owns, or -1 (the root of the rooted form). */
+P2PK_HD int p2pk_ts_shard(int n, int root, int r) {
+  return root < 0 ? r : r == root ? -1 : (r - root - 1 + n) % n;
+}
+/* Bytes per shard of a step of L bytes (the last ones may be shorter or
+ * empty): a multiple of 16, so every shard starts 16-byte aligned. */
+P2PK_HD uint64_t p2pk_ts_shard_bytes(uint64_t L, int nsh) {
+  return ((L + (uint64_t)nsh - 1) / (uint64_t)nsh + 15) & ~(uint64_t)15;
+}
 
 /* Send/recv: one kernel runs every point-to-point operation of a group on one
  * communicator, each on its own range of blocks. Grid and chunk of an
@@ -202,11 +234,6 @@ typedef struct {
  * bytes), cut in chunks; every chunk passes through one outbox mailbox of
  * every rank. Shared by the kernel and the CPU tests that run the stream on
  * host memory. */
-#if defined(__CUDACC__)
-#define P2PK_HD static __host__ __device__ __forceinline__
-#else
-#define P2PK_HD static inline
-#endif
 enum { P2PK_STAGE_SHARED = 0, P2PK_STAGE_PER_DEST = 1, P2PK_STAGE_PAIR = 2 };
 /* shared: one segment, every reader takes the writer's whole share
  * (all-reduce, broadcast, reduce, all-gather); per-dest: segment s carries

@@ -374,6 +374,7 @@ static void fill_tmpl(struct p2pkit_comm *c, char *stage_dev) {
   /* All-reduce: every peer both ways, reduced (p2pk_coll_launch sets these
    * per call for the other collectives). */
   a->send_mask = a->recv_mask = (uint32_t)(((uint64_t)1 << c->nranks) - 1) & ~((uint32_t)1 << c->rank);
+  a->send2_mask = a->recv2_mask = a->send_mask;
   a->reduce = 1;
   /* Programmatic dependent launch: Hopper and later (griddepcontrol), over
    * P2P only: the staged all-reduce ran ~3% slower with it (fourth session,

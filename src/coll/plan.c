@@ -51,6 +51,7 @@ p2pkit_status_t p2pk_coll_plan_make(int kind, int rank, int n, int root, uint64_
   switch (kind) {
     case P2PK_COLL_ALL_REDUCE:
       pl->send_mask = pl->recv_mask = all;
+      pl->send2_mask = pl->recv2_mask = all;
       pl->reduce = 1;
       pl->in_bytes = pl->out_bytes = block;
       pl->in_place = s == r;
@@ -104,6 +105,23 @@ p2pkit_status_t p2pk_coll_plan_make(int kind, int rank, int n, int root, uint64_
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: sendbuf and recvbuf overlap "
                      "other than in the in-place form", names[kind], rank);
   return P2PKIT_SUCCESS;
+}
+
+void p2pk_coll_plan_twoshot(int kind, int rank, int n, int root, p2pk_coll_plan *pl) {
+  if (kind != P2PK_COLL_BROADCAST && kind != P2PK_COLL_REDUCE) return;
+  const uint32_t all = (uint32_t)(((uint64_t)1 << n) - 1) & ~((uint32_t)1 << rank);
+  const uint32_t owners = all & ~((uint32_t)1 << root); /* the other owners of shards */
+  const uint32_t rbit = rank == root ? 0 : (uint32_t)1 << root;
+  if (kind == P2PK_COLL_BROADCAST) {
+    pl->send_mask = rank == root ? all : 0;
+    pl->recv_mask = rbit;
+    pl->send2_mask = pl->recv2_mask = rank == root ? 0 : owners;
+  } else {
+    pl->send_mask = owners;
+    pl->recv_mask = rank == root ? 0 : all;
+    pl->send2_mask = rbit;
+    pl->recv2_mask = rank == root ? all : 0;
+  }
 }
 
 void p2pk_coll_header(int kind, uint64_t count, int dtype, int op, int root, int algo, int proto,

@@ -17,6 +17,10 @@ typedef struct {
   int self_copy;    /* this rank copies its own share to its own output block */
   int in_place;     /* the buffers are the collective's in-place form */
   uint64_t in_bytes, out_bytes; /* how much of sendbuf / recvbuf the call touches */
+  /* Two-shot's second phase (all-reduce: every peer both ways; the rooted
+   * form: p2pk_coll_plan_twoshot): whom a shard's owner sends its result
+   * to, and whose results this rank takes in. */
+  uint32_t send2_mask, recv2_mask;
 } p2pk_coll_plan;
 
 const char *p2pk_coll_name(int kind); /* "all_reduce", ...; "?" when unknown */
@@ -33,6 +37,15 @@ int p2pk_coll_has_root(int kind);
  * collective's in-place form, or a root is out of range. */
 p2pkit_status_t p2pk_coll_plan_make(int kind, int rank, int n, int root, uint64_t block,
                                     const void *send, const void *recv, p2pk_coll_plan *pl);
+
+/* Turn rank `rank`'s plan of a broadcast or reduce (from
+ * p2pk_coll_plan_make) into its rooted two-shot form (coll_dev.h's
+ * p2pk_ts_shard): broadcast, the root pushes shard q to its owner only,
+ * and each owner forwards it to the other owners; reduce, every rank pushes
+ * shard q to its owner, which reduces it in rank order and sends it to the
+ * root. Other collectives keep their plan (all-reduce's is two-shot's
+ * already). */
+void p2pk_coll_plan_twoshot(int kind, int rank, int n, int root, p2pk_coll_plan *pl);
 
 /* The 32-bit header words peers compare (count, type, op, root, collective,
  * algorithm, protocol, grid): equal calls give equal words. */

@@ -557,6 +557,58 @@ TEST(large_calls_get_two_blocks_per_sm) {
   CHECK(ch.blocks <= p2pk_algo_staged_blocks_max(&c.geom));
 }
 
+/* Broadcast and reduce on more than 2 ranks take the rooted two-shot from
+ * P2PKIT_ROOTED_TWOSHOT_MIN (the root's links carry the message once);
+ * P2PKIT_ALGO=twoshot forces it at any size and rank count, another forced
+ * algorithm rules it out; the other collectives, staged calls and 2 ranks
+ * keep their choice. */
+TEST(rooted_twoshot_choice) {
+  struct p2pkit_comm c;
+  comm2_default(&c);
+  c.nranks = c.geom.nranks = 4;
+  c.ts_rooted_min = (size_t)4 << 20;
+  p2pk_algo_choice ch;
+  for (int kind = 0; kind < P2PK_COLL_KINDS; kind++) {
+    const int rooted = kind == P2PK_COLL_BROADCAST || kind == P2PK_COLL_REDUCE;
+    p2pk_coll_choose(&c, kind, ((size_t)4 << 20) - 16, &ch);
+    if (kind != P2PK_COLL_ALL_REDUCE) CHECK_EQ(ch.algo, P2PK_ALGO_ONESHOT);
+    CHECK_EQ(p2pk_coll_rooted_twoshot(&c, kind, (size_t)4 << 20), rooted);
+    p2pk_coll_choose(&c, kind, (size_t)4 << 20, &ch);
+    if (rooted) {
+      CHECK_EQ(ch.algo, P2PK_ALGO_TWOSHOT);
+      CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
+      CHECK(ch.chunk % 16 == 0 && ch.chunk <= c.geom.mailbox);
+    } else if (kind != P2PK_COLL_ALL_REDUCE) {
+      CHECK_EQ(ch.algo, P2PK_ALGO_ONESHOT);
+    }
+  }
+  p2pk_coll_choose(&c, P2PK_COLL_REDUCE, (size_t)1 << 30, &ch);
+  CHECK_EQ(ch.algo, P2PK_ALGO_TWOSHOT);
+  c.ts_rooted_min = 0; /* never */
+  CHECK_EQ(p2pk_coll_rooted_twoshot(&c, P2PK_COLL_BROADCAST, (size_t)1 << 30), 0);
+  p2pk_coll_choose(&c, P2PK_COLL_BROADCAST, (size_t)1 << 30, &ch);
+  CHECK_EQ(ch.algo, P2PK_ALGO_ONESHOT);
+  c.ts_rooted_min = (size_t)4 << 20;
+  c.force.algo = P2PK_ALGO_ONESHOT; /* another forced algorithm */
+  CHECK_EQ(p2pk_coll_rooted_twoshot(&c, P2PK_COLL_REDUCE, (size_t)1 << 30), 0);
+  c.force.algo = P2PK_ALGO_TWOSHOT; /* forced: any size, any rank count */
+  CHECK_EQ(p2pk_coll_rooted_twoshot(&c, P2PK_COLL_BROADCAST, 1), 1);
+  p2pk_coll_choose(&c, P2PK_COLL_BROADCAST, 8, &ch);
+  CHECK_EQ(ch.algo, P2PK_ALGO_TWOSHOT);
+  CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
+  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, (size_t)64 << 20, &ch);
+  CHECK_EQ(ch.algo, P2PK_ALGO_ONESHOT);
+  c.nranks = c.geom.nranks = 2;
+  CHECK_EQ(p2pk_coll_rooted_twoshot(&c, P2PK_COLL_REDUCE, 3), 1);
+  c.force.algo = -1; /* 2 ranks: one-shot by default at any size */
+  CHECK_EQ(p2pk_coll_rooted_twoshot(&c, P2PK_COLL_REDUCE, (size_t)1 << 30), 0);
+  c.nranks = c.geom.nranks = 4;
+  c.staged = c.geom.staged = 1; /* staged: never */
+  CHECK_EQ(p2pk_coll_rooted_twoshot(&c, P2PK_COLL_BROADCAST, (size_t)1 << 30), 0);
+  p2pk_coll_choose(&c, P2PK_COLL_BROADCAST, (size_t)1 << 30, &ch);
+  CHECK_EQ(ch.algo, P2PK_ALGO_STAGED);
+}
+
 /* LL128's 96- and 128-thread rows (above 256 KiB to 1 MiB) are the all-reduce's; the
  * other collectives take 256 threads there, unless a setting names the
  * threads or another protocol (seventeenth session, runs 4-6). */
@@ -895,15 +947,22 @@ TEST(copy_engine_shards_and_thresholds) {
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
   /* More than 2 ranks over P2P: only when the setting is given (the
    * defaults were measured on 2 GPUs), but for one process eagerly the
-   * all-gather and all-to-all from 64 MiB a share (measured on 4); broadcast
-   * keeps its default. */
+   * all-gather and all-to-all from 64 MiB a share (measured on 4); the
+   * broadcast only when P2PKIT_BCAST_CE_MIN says so (the root's copy
+   * engines would push the message once per peer; the rooted two-shot
+   * kernel carries it once). */
   c.nranks = 4;
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 1); /* P2PKIT_CE_ALLREDUCE_MIN=1 is set */
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), 0);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), 0);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)64 << 20);
   CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), 0);
+  setenv("P2PKIT_BCAST_CE_MIN", "48M", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)48 << 20);
+  unsetenv("P2PKIT_BCAST_CE_MIN");
+  p2pk_param_reset();
   /* Under capture (the landing slots) and with a process per GPU: off. */
   CHECK_EQ(p2pk_cep_min_setting(&c, P2PK_COLL_ALL_GATHER), 0);
   c.multiproc = 1;
@@ -1200,7 +1259,7 @@ T_MAIN(T_CASE(default_table_two_ranks), T_CASE(default_table_more_ranks_and_shm)
        T_CASE(write_then_parse_round_trip), T_CASE(choose_fills_automatic_fields),
        T_CASE(choose_respects_limits_and_overrides), T_CASE(choose_is_deterministic), T_CASE(choice_valid_for_every_rank_count),
        T_CASE(force_from_environment), T_CASE(layout_fits_and_does_not_overlap),
-       T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged), T_CASE(large_calls_get_two_blocks_per_sm), T_CASE(mid_ll128_threads_by_collective),
+       T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged), T_CASE(large_calls_get_two_blocks_per_sm), T_CASE(rooted_twoshot_choice), T_CASE(mid_ll128_threads_by_collective),
        T_CASE(grid_cap_bounds_every_choice),
        T_CASE(staged_copy_engine_chunks), T_CASE(copy_engine_shards_and_thresholds),
        T_CASE(process_per_gpu_copy_engine_slots_and_thresholds),

@@ -215,6 +215,159 @@ TEST(staged_round_robin_pairs_every_rank_once) {
   }
 }
 
+/* Two-shot (twoshot_kernel) on host memory: all-reduce's form and the
+ * rooted form of broadcast and reduce (p2pk_coll_plan_twoshot, coll_dev.h's
+ * p2pk_ts_* helpers). Per step: every rank pushes the shards its first-phase
+ * mask names to their owners' set-0 mailboxes; each owner reduces (or, for
+ * a broadcast, takes the root's) and sends the result to its second-phase
+ * peers' set-1 mailboxes (into its own output too, but for a reduce); then
+ * every rank copies what its second-phase peers sent into its output. A
+ * mailbox read before it was filled, or filled twice, fails; so does a
+ * shard longer than a mailbox (K). Returns 0 on a mismatch. */
+#define TS_ELEMS 37 /* int32 elements a rank: 148 bytes, not a multiple of 16 */
+static int run_twoshot(int kind, int n, int root, uint64_t K) {
+  enum { B = TS_ELEMS * 4 };
+  static int32_t in[P2PK_COLL_MAX_RANKS][TS_ELEMS], out[P2PK_COLL_MAX_RANKS][TS_ELEMS];
+  static char box0[P2PK_COLL_MAX_RANKS][P2PK_COLL_MAX_RANKS][64];
+  static char box1[P2PK_COLL_MAX_RANKS][P2PK_COLL_MAX_RANKS][64];
+  int full0[P2PK_COLL_MAX_RANKS][P2PK_COLL_MAX_RANKS], full1[P2PK_COLL_MAX_RANKS][P2PK_COLL_MAX_RANKS];
+  p2pk_coll_plan pl[P2PK_COLL_MAX_RANKS];
+  CHECK(K <= sizeof box0[0][0]);
+  for (int r = 0; r < n; r++) {
+    for (int i = 0; i < TS_ELEMS; i++) in[r][i] = 100000 * r + 7 * i + 1, out[r][i] = -1;
+    CHECK_OK(p2pk_coll_plan_make(kind, r, n, root, B, in[r], out[r], &pl[r]));
+    p2pk_coll_plan_twoshot(kind, r, n, root, &pl[r]);
+  }
+  for (int r = 0; r < n; r++)
+    for (int p = 0; p < n; p++) {
+      if (p == r) {
+        CHECK(!(pl[r].send_mask >> r & 1) && !(pl[r].send2_mask >> r & 1));
+        continue;
+      }
+      CHECK_EQ(pl[r].send_mask >> p & 1, pl[p].recv_mask >> r & 1);
+      CHECK_EQ(pl[r].send2_mask >> p & 1, pl[p].recv2_mask >> r & 1);
+    }
+  const int R = kind == P2PK_COLL_ALL_REDUCE ? -1 : root;
+  const int nsh = p2pk_ts_nshards(n, R);
+  char *ib[P2PK_COLL_MAX_RANKS], *ob[P2PK_COLL_MAX_RANKS];
+  for (int r = 0; r < n; r++) ib[r] = (char *)in[r], ob[r] = (char *)out[r];
+  for (uint64_t off = 0; off < B; off += K * (uint64_t)nsh) {
+    const uint64_t L = B - off < K * nsh ? B - off : K * nsh, s = p2pk_ts_shard_bytes(L, nsh);
+    CHECK(s <= K && s % 16 == 0);
+#define TS_LEN(q) ((uint64_t)(q) * s >= L ? 0 : L - (uint64_t)(q) * s < s ? L - (uint64_t)(q) * s : s)
+    memset(full0, 0, sizeof full0);
+    memset(full1, 0, sizeof full1);
+    for (int q = 0; q < n; q++)
+      for (int p = 0; p < n; p++)
+        if (pl[q].send_mask >> p & 1) {
+          const int sh = p2pk_ts_shard(n, R, p);
+          CHECK(sh >= 0 && sh < nsh);
+          memset(box0[p][q], 0x5a, sizeof box0[p][q]);
+          memcpy(box0[p][q], ib[q] + off + sh * s, TS_LEN(sh));
+          full0[p][q]++;
+        }
+    for (int q = 0; q < n; q++) {
+      const int sh = p2pk_ts_shard(n, R, q);
+      if (sh < 0) { /* the root: only its own copy, out of place */
+        CHECK(R == q);
+        if (pl[q].self_copy) memcpy(ob[q] + off, ib[q] + off, L);
+        continue;
+      }
+      int32_t res[16];
+      const uint64_t len = TS_LEN(sh);
+      for (uint64_t e = 0; e < len / 4; e++) {
+        if (pl[q].reduce) {
+          int32_t acc = 0;
+          for (int r = 0; r < n; r++) {
+            int32_t v;
+            if (r == q) memcpy(&v, ib[q] + off + sh * s + e * 4, 4);
+            else if (full0[q][r] == 1 && (pl[q].recv_mask >> r & 1)) memcpy(&v, box0[q][r] + e * 4, 4);
+            else {
+              T_FAIL("two-shot %s n %d root %d: rank %d reduces rank %d's shard it never got",
+                     p2pk_coll_name(kind), n, root, q, r);
+              return 0;
+            }
+            acc += v;
+          }
+          res[e] = acc;
+        } else {
+          CHECK_EQ(pl[q].recv_mask, 1u << root);
+          CHECK_EQ(full0[q][root], 1);
+          memcpy(&res[e], box0[q][root] + e * 4, 4);
+        }
+      }
+      if (kind != P2PK_COLL_REDUCE) memcpy(ob[q] + off + sh * s, res, len);
+      for (int p = 0; p < n; p++)
+        if (pl[q].send2_mask >> p & 1) {
+          memset(box1[p][q], 0x5a, sizeof box1[p][q]);
+          memcpy(box1[p][q], res, len);
+          full1[p][q]++;
+        }
+    }
+    for (int q = 0; q < n; q++)
+      for (int p = 0; p < n; p++)
+        if (pl[q].recv2_mask >> p & 1) {
+          const int sh = p2pk_ts_shard(n, R, p);
+          CHECK_EQ(full1[q][p], 1);
+          memcpy(ob[q] + off + sh * s, box1[q][p], TS_LEN(sh));
+        }
+#undef TS_LEN
+  }
+  for (int q = 0; q < n; q++)
+    for (int i = 0; i < TS_ELEMS; i++) {
+      int32_t want = -1, sum = 0;
+      for (int r = 0; r < n; r++) sum += in[r][i];
+      if (kind == P2PK_COLL_ALL_REDUCE || (kind == P2PK_COLL_REDUCE && q == root)) want = sum;
+      if (kind == P2PK_COLL_BROADCAST) want = in[root][i];
+      if (out[q][i] != want) {
+        T_FAIL("two-shot %s n %d root %d K %llu: rank %d element %d is %d, expected %d",
+               p2pk_coll_name(kind), n, root, (unsigned long long)K, q, i, out[q][i], want);
+        return 0;
+      }
+    }
+  return 1;
+}
+
+/* The rooted form's shards: n - 1 of them, owned by every rank but the root,
+ * each exactly once; all-reduce's n, rank k owning shard k. The root sends
+ * (broadcast) or receives (reduce) n - 1 shards, the message once. */
+TEST(twoshot_matches_nccl_semantics) {
+  static const uint64_t K[] = {16, 32, 48, 64};
+  static const int kinds[] = {P2PK_COLL_ALL_REDUCE, P2PK_COLL_BROADCAST, P2PK_COLL_REDUCE};
+  for (int n = 2; n <= P2PK_COLL_MAX_RANKS; n++) {
+    for (int root = 0; root < n; root++) {
+      int owned[P2PK_COLL_MAX_RANKS] = {0};
+      CHECK_EQ(p2pk_ts_nshards(n, root), n - 1);
+      for (int r = 0; r < n; r++) {
+        const int sh = p2pk_ts_shard(n, root, r);
+        CHECK(r == root ? sh == -1 : sh >= 0 && sh < n - 1);
+        if (sh >= 0) owned[sh]++;
+      }
+      for (int q = 0; q < n - 1; q++) CHECK_EQ(owned[q], 1);
+      p2pk_coll_plan pl;
+      for (int kind = P2PK_COLL_BROADCAST; kind <= P2PK_COLL_REDUCE; kind++) {
+        CHECK_OK(p2pk_coll_plan_make(kind, root, n, root, 64, (void *)16, (void *)4096, &pl));
+        p2pk_coll_plan_twoshot(kind, root, n, root, &pl);
+        const uint32_t others = (uint32_t)(((uint64_t)1 << n) - 1) & ~(1u << root);
+        CHECK_EQ(kind == P2PK_COLL_BROADCAST ? pl.send_mask : pl.recv2_mask, others);
+        CHECK_EQ(kind == P2PK_COLL_BROADCAST ? pl.recv_mask | pl.send2_mask | pl.recv2_mask
+                                             : pl.recv_mask | pl.send2_mask, 0u);
+      }
+    }
+    for (int r = 0; r < n; r++) CHECK_EQ(p2pk_ts_shard(n, -1, r), r);
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+      for (int root = 0; root < (kinds[k] == P2PK_COLL_ALL_REDUCE ? 1 : n); root++)
+        for (size_t c = 0; c < sizeof K / sizeof K[0]; c++)
+          if (!run_twoshot(kinds[k], n, root, K[c])) return;
+  }
+  /* Shard bytes: 16-aligned, covering the step, none past it. */
+  for (uint64_t L = 1; L < 600; L += 7)
+    for (int nsh = 1; nsh <= 15; nsh++) {
+      const uint64_t s = p2pk_ts_shard_bytes(L, nsh);
+      CHECK(s % 16 == 0 && s * (uint64_t)nsh >= L && s < L / nsh + 16 + 1);
+    }
+}
+
 TEST(in_place_forms_and_overlaps) {
   static char buf[1 << 12];
   char *b = buf + 64;
@@ -309,5 +462,6 @@ TEST(header_words) {
 }
 
 T_MAIN(T_CASE(plans_match_nccl_semantics), T_CASE(staged_stream_matches_nccl_semantics),
-       T_CASE(staged_round_robin_pairs_every_rank_once), T_CASE(in_place_forms_and_overlaps),
+       T_CASE(staged_round_robin_pairs_every_rank_once), T_CASE(twoshot_matches_nccl_semantics),
+       T_CASE(in_place_forms_and_overlaps),
        T_CASE(busbw_factors_match_perf), T_CASE(header_words))

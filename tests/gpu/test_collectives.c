@@ -46,6 +46,11 @@ static const variant_t V_LL128_SMALL = {"ll128-3x64", P2PK_ALGO_ONESHOT, P2PK_PR
 /* Few blocks, small chunks: many mailbox uses per block and per call. */
 static const variant_t V_SMALL = {"simple-3x4K", P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 3, 128, 4096};
 static const variant_t V_STAGED_SMALL = {"staged-2x4K", -1, -1, 2, 128, 4096};
+/* Broadcast and reduce in their rooted two-shot form (the default on more
+ * than 2 ranks from P2PKIT_ROOTED_TWOSHOT_MIN), forced at every size and
+ * rank count; the small one with many steps a block. */
+static const variant_t V_TWOSHOT = {"twoshot", P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0};
+static const variant_t V_TWOSHOT_SMALL = {"twoshot-3x4K", P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 3, 128, 4096};
 
 static size_t runner_cap(int nr) {
   return (size_t)nr * MAXCOUNT * 8 + 2 * PAD + 16; /* n shares + the largest misalignment */
@@ -284,6 +289,10 @@ static void full_suite(runner_t *R, int staged) {
     }
     matrix(R, &V_SIMPLE, kind, few + 1, 2);
     matrix(R, &V_SMALL, kind, few, 3);
+    if (kind == P2PK_COLL_BROADCAST || kind == P2PK_COLL_REDUCE) {
+      matrix(R, &V_TWOSHOT, kind, few, 3);
+      matrix(R, &V_TWOSHOT_SMALL, kind, few + 1, 2);
+    }
   }
 }
 

@@ -7,10 +7,12 @@
 # must say so; under a graph the kernels, and the log says that) and staged
 # (P2P off), eagerly and under a CUDA graph. perf checks every result
 # (-c 1): every row must say #wrong 0. On a 2-GPU machine this is how the
-# 3- to 8-rank code paths run at all; kernels of processes that share a GPU
+# 3- to 8-rank code paths run at all (the rooted two-shot broadcast and
+# reduce too); kernels of processes that share a GPU
 # take turns on it, so no time here means anything.
 # Usage: test_shared_ranks.sh P2PKIT_BIN [DATA_DIR]
-#   SHARED_RANKS overrides the rank counts (default "3 4 8").
+#   SHARED_RANKS overrides the rank counts (default "3 4 8"); SHARED_ONLY, a
+#   bash regular expression, runs only the checks whose names match it.
 set -uo pipefail
 bin=${1:?usage: test_shared_ranks.sh P2PKIT_BIN}
 command -v nvidia-smi >/dev/null || { echo "SKIP: nvidia-smi not found"; exit 77; }
@@ -29,6 +31,7 @@ fails=0 runs=0
 # print every size's row, and every row must have #wrong 0 in both columns.
 check() {
   local name=$1 n=$2; shift 2
+  [[ -n ${SHARED_ONLY:-} && ! $name =~ $SHARED_ONLY ]] && return 0
   local envs=()
   while [ "$1" != -- ]; do envs+=("$1"); shift; done
   shift
@@ -80,6 +83,14 @@ for n in ${SHARED_RANKS:-3 4 8}; do
   check "n${n}_ce_graph_reduce_scatter" "$n" "${ce[@]}" -- reduce_scatter "${sizes[@]}" -G 1
   check "n${n}_ce_graph_all_reduce" "$n" "${ce[@]}" -- all_reduce "${sizes[@]}" -G 1
   check "n${n}_staged_graph" "$n" P2PKIT_P2P_DISABLE=1 -- all_reduce "${sizes[@]}" -G 1
+  # Broadcast and reduce in their rooted two-shot form at every size (the
+  # default runs above take it at 16 MiB only: P2PKIT_ROOTED_TWOSHOT_MIN),
+  # also under a graph, and every root (perf's root is 0; -r picks another).
+  for c in broadcast reduce; do
+    check "n${n}_twoshot_$c" "$n" -- "$c" "${sizes[@]}" --algo twoshot/simple
+    check "n${n}_twoshot_${c}_graph" "$n" -- "$c" "${sizes[@]}" --algo twoshot/simple -G 1
+    check "n${n}_twoshot_${c}_root_last" "$n" -- "$c" "${sizes[@]}" --algo twoshot/simple -r $((n - 1))
+  done
 done
 echo "$runs runs, $fails failed (ranks ${SHARED_RANKS:-3 4 8} on $ngpu GPU(s))"
 [ "$fails" = 0 ]
