@@ -288,9 +288,13 @@ static int validate(FILE *err, perf_args *a) {
     return bad(err, "--sweep-algos cannot be combined with --vs-nccl, --nccl-only or --algo");
   if (a->algo && a->nccl_only) return bad(err, "--algo chooses p2pkit's algorithm; not with --nccl-only");
   if (a->algo_table && !a->nalgos) return bad(err, "--algo-table needs --sweep-algos");
-  if ((a->algo || a->nalgos) && a->coll->id != PERF_ALL_REDUCE)
-    return bad(err, "--algo and --sweep-algos choose p2pkit's all-reduce algorithm; not for %s",
-               a->coll->name);
+  if (a->nalgos && a->coll->id != PERF_ALL_REDUCE)
+    return bad(err, "--sweep-algos sweeps p2pkit's all-reduce algorithms; not for %s", a->coll->name);
+  /* Broadcast and reduce: twoshot is their rooted two-shot, oneshot the push. */
+  if (a->algo && a->coll->id != PERF_ALL_REDUCE && a->coll->id != PERF_BROADCAST &&
+      a->coll->id != PERF_REDUCE)
+    return bad(err, "--algo chooses p2pkit's all-reduce algorithm (and broadcast's and reduce's "
+               "two-shot form); not for %s", a->coll->name);
   for (int i = 0; a->algo_table && i < a->nalgos; i++)
     if (!strchr(a->algos[i], '/'))
       return bad(err, "--algo-table: give each algorithm its protocol (e.g. --sweep-algos "

@@ -46,8 +46,8 @@ expect "non-numeric size" 2 "$bin" perf all_reduce -e lots
 one_line "non-numeric size" "-e 'lots' is not a size"
 expect "-g 0" 2 "$bin" perf all_reduce -g 0
 one_line "-g 0" "-g 0 is out of range"
-expect "--algo with broadcast" 2 "$bin" perf broadcast --algo oneshot
-one_line "--algo with broadcast" "choose p2pkit's all-reduce algorithm; not for broadcast"
+expect "--algo with all_gather" 2 "$bin" perf all_gather --algo oneshot
+one_line "--algo with all_gather" "two-shot form); not for all_gather"
 expect "unknown algorithm" 2 "$bin" perf all_reduce --algo ring
 one_line "unknown algorithm" "--algo 'ring': unknown algorithm"
 

@@ -194,8 +194,9 @@ TEST(bad_inputs) {
   bad_case(__LINE__, "-g 2 cannot be combined", 0, "all_reduce", "-p", "2", "-g", "2", NULL);
   bad_case(__LINE__, "-b needs a value", 0, "all_reduce", "-b", NULL);
   bad_case(__LINE__, "exclude each other", 0, "all_reduce", "--vs-nccl", "--nccl-only", NULL);
-  bad_case(__LINE__, "choose p2pkit's all-reduce algorithm; not for broadcast", 0, "broadcast",
-           "--algo", "oneshot", NULL);
+  bad_case(__LINE__, "two-shot form); not for all_gather", 0, "all_gather", "--algo", "oneshot", NULL);
+  bad_case(__LINE__, "sweeps p2pkit's all-reduce algorithms; not for reduce", 0, "reduce",
+           "--sweep-algos", "oneshot,twoshot", NULL);
   bad_case(__LINE__, "--algo 'fastest': unknown algorithm", 0, "all_reduce", "--algo", "fastest", NULL);
   bad_case(__LINE__, "'oneshot/xl': unknown algorithm (oneshot, twoshot or staged, optionally /ll, "
            "/ll128 or /simple)", 0, "all_reduce", "--algo", "oneshot/xl", NULL);
@@ -270,6 +271,12 @@ TEST(algo_names) {
   CHECK_EQ(p2pk_perf_algo_split("ring", &algo, &proto), -1);
   CHECK_EQ(p2pk_perf_algo_split("oneshot/", &algo, &proto), -1);
   CHECK_EQ(p2pk_perf_algo_split("/ll", &algo, &proto), -1);
+  /* Broadcast and reduce take --algo too (twoshot: their rooted form). */
+  perf_args a;
+  CHECK_EQ(parse(&a, "broadcast", "--algo", "twoshot/simple", NULL), PERF_PARSE_OK);
+  CHECK_STR(a.algo, "twoshot/simple");
+  CHECK_EQ(parse(&a, "reduce", "--algo", "oneshot", "-r", "1", NULL), PERF_PARSE_OK);
+  CHECK_STR(errbuf, "");
 }
 
 TEST(collective_table) {

@@ -7,7 +7,8 @@
 #          ranks sharing the 2 GPUs; test_shared_ranks.sh's broadcast and
 #          reduce checks on 3, 4 and 8 ranks; memcheck over the
 #          process-per-GPU suite.
-#   perf:  build (kept); 2 GPUs against NCCL in one call: the all-reduce
+#   perf:  build; test_shared_ranks.sh's forced rooted two-shot checks on
+#          3, 4 and 8 ranks; 2 GPUs against NCCL in one call: the all-reduce
 #          where the table takes two-shot (32 MiB - 1 GiB, both modes,
 #          eager and graph), broadcast and reduce by default and with the
 #          rooted form forced (1 MiB - 1 GiB), then racecheck over the
@@ -56,6 +57,10 @@ case $what in
       echo "rc=$?"; grep -E 'ERROR SUMMARY|passed|failed|FAIL' "$log/memcheck.txt" | sort | uniq -c | head; }
     ;;
   perf)
+    fit 120 shared && { echo "=== test_shared_ranks.sh, the forced rooted two-shot"
+      SHARED_ONLY='twoshot_(broadcast|reduce)' timeout 200 \
+        bash tests/gpu/test_shared_ranks.sh $b/p2pkit > "$log/shared_ranks.txt" 2>&1
+      echo "rc=$? in $SECONDS s"; grep -v '^ok' "$log/shared_ranks.txt" | tail -n 12; grep -c '^ok' "$log/shared_ranks.txt"; }
     perf_run ar_1p all_reduce -g 2 -b 32M -e 1G -f 2 -n 20 -w 5
     perf_run ar_mp all_reduce -p 2 -b 32M -e 1G -f 2 -n 20 -w 5
     perf_run ar_1p_graph all_reduce -g 2 -b 256M -e 1G -f 2 -n 20 -w 5 -G 1
