@@ -61,6 +61,15 @@ if want sweep; then
       P2PKIT_CE_ALL_GATHER_MIN=64M "$bin" perf "$c" --vs-nccl -g "$n" -b 64M -e 1G -f 2 \
       --json-file "$log/perf_g${n}_${c}_ce.json"
   done
+  # Broadcast and reduce: the rooted two-shot (default from
+  # P2PKIT_ROOTED_TWOSHOT_MIN, 4 MiB, a guess) against the one-shot push,
+  # both against NCCL, 256 KiB - 1 GiB: where they cross sets the threshold.
+  for c in broadcast reduce; do
+    for a in oneshot twoshot; do
+      fit "perf_g${n}_${c}_$a" 60 "$bin" perf "$c" --vs-nccl -g "$n" -b 256K -e 1G -f 4 --algo "$a" \
+        --json-file "$log/perf_g${n}_${c}_$a.json"
+    done
+  done
   fit "sweep_g${n}" 150 "$bin" perf all_reduce -g "$n" -b 8 -e 256M -f 4 -n 10 -w 2 --repeats 3 \
     --sweep-algos oneshot/ll,oneshot/ll128,oneshot/simple,twoshot/simple --algo-table "$log/algo_table_g$n.txt"
 fi

@@ -88,14 +88,15 @@ class RunsJson(unittest.TestCase):
 
     def kept_run(self, folder, run_prefix):
         """A session's results.json, checked to be what its logs say again,
-        and its run named `run_prefix`, whose 48 collective cases all passed."""
+        and its run named `run_prefix`, whose 48 collective cases all passed
+        (the lines a shared-ranks run tags `ranks K` are counted apart)."""
         top = os.path.join(ROOT, "bench", "results", folder)
         with open(os.path.join(top, "results.json")) as f:
             kept = json.load(f)
         again = json.loads(tool("runs_json.py", top, str(kept["session"]), kept["what"]))
         self.assertEqual(kept, again)
         run = [r for r in kept["runs"] if r["run"].startswith(run_prefix)][0]
-        cases = [s for s in run["steps"] if s["kind"] == "gpu_test_case"]
+        cases = [s for s in run["steps"] if s["kind"] == "gpu_test_case" and s["ranks"] == 2]
         self.assertEqual(len(cases), 48)
         self.assertTrue(all(s["rc"] == 0 for s in cases))
         return run
@@ -120,6 +121,24 @@ class RunsJson(unittest.TestCase):
             for place in ("out_of_place", "in_place"):
                 if place in r:
                     self.assertEqual((r[place]["wrong"], r[place]["nccl_wrong"]), (0, 0))
+
+    def test_s24_results_json_is_what_its_logs_say(self):
+        # Run 1 passed the 48 collective cases on 2 ranks (broadcast and
+        # reduce forced into their rooted two-shot among them) and
+        # test_collectives' process-per-GPU suite on 3 and 4 ranks sharing
+        # the 2 GPUs; run 2 the 18 forced rooted two-shot checks of
+        # test_shared_ranks.sh (run 1's were refused by perf's arguments).
+        check = self.kept_run("2026-11-30-h200x2-s24", "run1-")
+        shared = [s for s in check["steps"] if s["kind"] == "gpu_test_case" and s["ranks"] > 2]
+        self.assertEqual(sorted(s["ranks"] for s in shared), [3, 4])
+        with open(os.path.join(ROOT, "bench", "results", "2026-11-30-h200x2-s24", "results.json")) as f:
+            runs = json.load(f)["runs"]
+        perf = [r for r in runs if r["run"].startswith("run2-")][0]
+        self.assertIn({"kind": "shared_ranks", "runs": 18, "failed": 0, "what": "ranks 3 4 8 on 2 GPU(s)",
+                       "log": "output.txt"}, perf["steps"])
+        for r in (x for t in perf["perf"].values() for x in t):
+            for place in ("out_of_place", "in_place"):
+                self.assertEqual((r[place]["wrong"], r[place]["nccl_wrong"]), (0, 0))
 
 
 class PerfSummary(unittest.TestCase):
