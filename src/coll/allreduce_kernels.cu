@@ -797,40 +797,6 @@ struct Shards {
   }
 };
 
-// dst[0..len) and also[k][0..len) = src[0..len): the rooted broadcast's
-// forward, one load and several stores, the bits as they are.
-template <class T>
-__device__ void copy_multi(char *dst, const char *src, char *const *also, int nalso, uint64_t len) {
-  typedef typename T::bits B;
-  bool vec = aligned16(dst) && aligned16(src);
-  for (int k = 0; k < nalso; k++) vec = vec && aligned16(also[k]);
-  uint64_t done = 0;
-  if (vec) {
-    const uint64_t nv = len / 16;
-    for (uint64_t base = threadIdx.x; base < nv; base += (uint64_t)blockDim.x * UNROLL) {
-      uint4 v[UNROLL];
-#pragma unroll
-      for (int u = 0; u < UNROLL; u++) {
-        uint64_t i = base + (uint64_t)u * blockDim.x;
-        if (i < nv) v[u] = ld16<false>(src + i * 16);
-      }
-#pragma unroll
-      for (int u = 0; u < UNROLL; u++) {
-        uint64_t i = base + (uint64_t)u * blockDim.x;
-        if (i >= nv) continue;
-        *(uint4 *)(dst + i * 16) = v[u];
-        for (int k = 0; k < nalso; k++) *(uint4 *)(also[k] + i * 16) = v[u];
-      }
-    }
-    done = nv * 16;
-  }
-  for (uint64_t o = done + threadIdx.x * sizeof(B); o < len; o += (uint64_t)blockDim.x * sizeof(B)) {
-    B y = ld_elem<B, false>(src + o);
-    *(B *)(dst + o) = y;
-    for (int k = 0; k < nalso; k++) *(B *)(also[k] + o) = y;
-  }
-}
-
 // First phase: each peer in P.send gets its shard of step j (in its set-0
 // mailbox), with where this rank's output is (agtok), so an owner that
 // sends its result back may write it there directly.

@@ -478,14 +478,20 @@ __device__ __forceinline__ B ld_elem(const char *p) {
 
 __device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-// dst[0..len) = src[0..len) by the whole block; len a multiple of the element
-// size; src in host memory when HOST. 16-byte accesses where both sides
-// allow, element accesses otherwise.
-template <class T, bool HOST = false>
-__device__ void copy_chunk(char *dst, const char *src, uint64_t len) {
+// dst[0..len) = src[0..len) by the whole block, and (MULTI) also[k][0..len)
+// for k < nalso from the same loads (the rooted broadcast's forward); len a
+// multiple of the element size; src in host memory when HOST. 16-byte
+// accesses where every side allows, element accesses otherwise. The bits
+// are copied as they are.
+template <class T, bool HOST, bool MULTI>
+__device__ __forceinline__ void copy_core(char *dst, const char *src, char *const *also, int nalso,
+                                          uint64_t len) {
   typedef typename T::bits B;
   uint64_t done = 0;
-  if (aligned16(dst) && aligned16(src)) {
+  bool vec = aligned16(dst) && aligned16(src);
+  if constexpr (MULTI)
+    for (int k = 0; k < nalso; k++) vec = vec && aligned16(also[k]);
+  if (vec) {
     const uint64_t nv = len / 16;
     for (uint64_t base = threadIdx.x; base < nv; base += (uint64_t)blockDim.x * UNROLL) {
       uint4 v[UNROLL];
@@ -497,13 +503,30 @@ __device__ void copy_chunk(char *dst, const char *src, uint64_t len) {
 #pragma unroll
       for (int u = 0; u < UNROLL; u++) {
         uint64_t i = base + (uint64_t)u * blockDim.x;
-        if (i < nv) *(uint4 *)(dst + i * 16) = v[u];
+        if (i >= nv) continue;
+        *(uint4 *)(dst + i * 16) = v[u];
+        if constexpr (MULTI)
+          for (int k = 0; k < nalso; k++) *(uint4 *)(also[k] + i * 16) = v[u];
       }
     }
     done = nv * 16;
   }
-  for (uint64_t o = done + threadIdx.x * sizeof(B); o < len; o += (uint64_t)blockDim.x * sizeof(B))
-    *(B *)(dst + o) = ld_elem<B, HOST>(src + o);
+  for (uint64_t o = done + threadIdx.x * sizeof(B); o < len; o += (uint64_t)blockDim.x * sizeof(B)) {
+    const B y = ld_elem<B, HOST>(src + o);
+    *(B *)(dst + o) = y;
+    if constexpr (MULTI)
+      for (int k = 0; k < nalso; k++) *(B *)(also[k] + o) = y;
+  }
+}
+
+template <class T, bool HOST = false>
+__device__ void copy_chunk(char *dst, const char *src, uint64_t len) {
+  copy_core<T, HOST, false>(dst, src, nullptr, 0, len);
+}
+
+template <class T>
+__device__ void copy_multi(char *dst, const char *src, char *const *also, int nalso, uint64_t len) {
+  copy_core<T, false, true>(dst, src, also, nalso, len);
 }
 
 // out[0..len) = reduce over r = 0..n-1 of src[r][0..len), in rank order, so
