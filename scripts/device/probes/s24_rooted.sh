@@ -13,11 +13,14 @@
 #          eager and graph), broadcast and reduce by default and with the
 #          rooted form forced (1 MiB - 1 GiB), then racecheck over the
 #          process-per-GPU suite with what time is left.
-# Usage: scripts/device/probes/s24_rooted.sh check|perf LOG_DIR
+#   final: build; test_shared_ranks.sh's all-reduce checks on 3, 4, 8 ranks
+#          and test_allreduce's process-per-GPU suite on 4 ranks sharing
+#          the GPUs (the two-shot kernel's all-reduce form after the change).
+# Usage: scripts/device/probes/s24_rooted.sh check|perf|final LOG_DIR
 #   (RECORD_COMMIT names the commit; BUDGET_S, default 560, bounds the call)
 set -uo pipefail
-what=${1:?usage: s24_rooted.sh check|perf LOG_DIR}
-log=${2:?usage: s24_rooted.sh check|perf LOG_DIR}
+what=${1:?usage: s24_rooted.sh check|perf|final LOG_DIR}
+log=${2:?usage: s24_rooted.sh check|perf|final LOG_DIR}
 here=$(dirname "$0")
 budget=${BUDGET_S:-560}
 mkdir -p "$log"
@@ -74,6 +77,15 @@ case $what in
         --target-processes all $b/tests/test_collectives process_per_gpu > "$log/racecheck.txt" 2>&1
       echo "rc=$?"; grep -E 'RACECHECK SUMMARY|passed|failed|FAIL' "$log/racecheck.txt" | sort | uniq -c | head; }
     ;;
-  *) echo "s24_rooted.sh: '$what' is not check or perf" >&2; exit 2 ;;
+  final)
+    fit 90 shared && { echo "=== test_shared_ranks.sh, the all-reduce checks (two-shot kernel changed)"
+      SHARED_ONLY='p2p_all_reduce|p2p_graph|allreduce_' timeout 150 \
+        bash tests/gpu/test_shared_ranks.sh $b/p2pkit > "$log/shared_ranks.txt" 2>&1
+      echo "rc=$? in $SECONDS s"; grep -v '^ok' "$log/shared_ranks.txt" | tail -n 12; grep -c '^ok' "$log/shared_ranks.txt"; }
+    fit 60 cases4 && { echo "=== test_allreduce process_per_gpu, 4 ranks on 2 GPUs"
+      P2PKIT_SHARE_GPUS=1 P2PKIT_TEST_NRANKS=4 CASE_SECS=$(( $(left) - 10 )) \
+        "$here/../cases.sh" $b "$log/cases4" test_allreduce:process_per_gpu 2>&1 | cut -c1-200; }
+    ;;
+  *) echo "s24_rooted.sh: '$what' is not check, perf or final" >&2; exit 2 ;;
 esac
 echo "=== done in $SECONDS s"
