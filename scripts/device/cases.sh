@@ -28,6 +28,9 @@ for item in $items; do
     if [ "$c" = ALL ]; then args=(); else args=("$c"); fi
     timeout --kill-after=5 "${CASE_SECS:-150}" "$build/tests/$t" "${args[@]}" > "$log/$t.$c.txt" 2>&1
     rc=$?
+    # More ranks than the usual 2 (P2PKIT_TEST_NRANKS): the line says so, as
+    # scripts/results/runs_json.py reads it.
+    [ -n "${P2PKIT_TEST_NRANKS:-}" ] && printf 'ranks %s ' "$P2PKIT_TEST_NRANKS"
     printf '%-24s %-36s rc=%-3s %4ss\n' "$t" "$c" "$rc" "$((SECONDS - t0))"
     if [ "$rc" != 0 ]; then status=1; tail -n 15 "$log/$t.$c.txt" | sed 's/^/    /'; fi
   done

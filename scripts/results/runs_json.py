@@ -3,7 +3,8 @@
 JSON document: per run its machine.txt (date, commit, GPUs, driver) and
 every step its logs name, each with its exit status and seconds:
   - GPU test cases (try.sh summaries `case.TEST.CASE rc=N Ns` and cases.sh
-    lines `TEST CASE rc=N Ns`, with `ranks K` in front for shared ranks),
+    lines `TEST CASE rc=N Ns`, with `ranks K` in front for shared ranks; a
+    line without it ran on every GPU of the run's machine),
   - compute-sanitizer steps (sanitize.sh lines `NAME rc=N Ns ... SUMMARY`),
   - ctest lines (`N/M Test #K: NAME ... Passed T sec`),
   - test_shared_ranks.sh's last line (`R runs, F failed (...)`),
@@ -66,18 +67,20 @@ def perf_table(path):
     return rows
 
 
-def steps_of(text, where):
+def steps_of(text, where, ranks):
+    """The steps a log names; `ranks` for case lines without a `ranks K`
+    tag (the collective tests take every GPU of the machine by default)."""
     steps = []
     for ln in text.splitlines():
         m = CASE_TRY.match(ln)
         if m:
-            steps.append({"kind": "gpu_test_case", "test": m.group(1), "case": m.group(2), "ranks": 2,
+            steps.append({"kind": "gpu_test_case", "test": m.group(1), "case": m.group(2), "ranks": ranks,
                           "rc": int(m.group(3)), "seconds": int(m.group(4)), "log": where})
             continue
         m = CASE_LINE.match(ln)
         if m:
             steps.append({"kind": "gpu_test_case", "test": m.group(2), "case": m.group(3),
-                          "ranks": int(m.group(1) or 2), "rc": int(m.group(4)),
+                          "ranks": int(m.group(1) or ranks), "rc": int(m.group(4)),
                           "seconds": int(m.group(5)), "log": where})
             continue
         m = SAN_LINE.match(ln)
@@ -110,7 +113,7 @@ def run(d):
             text = read(p)
             if f in ("output.txt", "cases.txt", "try.txt", "ctest.txt", "shared.txt",
                      "shared_ranks.txt"):
-                for s in steps_of(text, rel):
+                for s in steps_of(text, rel, len(info["gpus"]) or 2):
                     key = json.dumps({k: v for k, v in s.items() if k != "log"}, sort_keys=True)
                     if key not in seen:
                         seen.add(key)

@@ -89,14 +89,15 @@ class RunsJson(unittest.TestCase):
     def kept_run(self, folder, run_prefix):
         """A session's results.json, checked to be what its logs say again,
         and its run named `run_prefix`, whose 48 collective cases all passed
-        (the lines a shared-ranks run tags `ranks K` are counted apart)."""
+        on every GPU of its machine (lines a shared-ranks run tags `ranks K`
+        are counted apart)."""
         top = os.path.join(ROOT, "bench", "results", folder)
         with open(os.path.join(top, "results.json")) as f:
             kept = json.load(f)
         again = json.loads(tool("runs_json.py", top, str(kept["session"]), kept["what"]))
         self.assertEqual(kept, again)
         run = [r for r in kept["runs"] if r["run"].startswith(run_prefix)][0]
-        cases = [s for s in run["steps"] if s["kind"] == "gpu_test_case" and s["ranks"] == 2]
+        cases = [s for s in run["steps"] if s["kind"] == "gpu_test_case" and s["ranks"] == len(run["gpus"])]
         self.assertEqual(len(cases), 48)
         self.assertTrue(all(s["rc"] == 0 for s in cases))
         return run
