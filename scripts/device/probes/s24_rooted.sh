@@ -41,6 +41,18 @@ perf_run() { # NAME ARGS...: one perf call into $log/NAME.txt, its rows shown
   grep -E '^ +[0-9]+ ' "$log/$name.txt" | awk '{printf "  %11s %9s %9s %5s w%s | %9s %9s %5s w%s\n",$1,$6,$10,$12,$9,$13,$17,$19,$16}'
 }
 
+shared() { # TITLE REGEX LIMIT_S: test_shared_ranks.sh's checks matching REGEX, 3, 4 and 8 ranks
+  echo "=== test_shared_ranks.sh, $1"
+  SHARED_ONLY=$2 timeout "$3" bash tests/gpu/test_shared_ranks.sh $b/p2pkit > "$log/shared_ranks.txt" 2>&1
+  echo "rc=$? in $SECONDS s"; grep -v '^ok' "$log/shared_ranks.txt" | tail -n 12; grep -c '^ok' "$log/shared_ranks.txt"
+}
+sanitize() { # TOOL: compute-sanitizer over test_collectives' process-per-GPU suite
+  echo "=== $1, test_collectives process_per_gpu"
+  timeout $(( $(left) - 5 )) compute-sanitizer --tool "$1" --report-api-errors no \
+    --target-processes all $b/tests/test_collectives process_per_gpu > "$log/$1.txt" 2>&1
+  echo "rc=$?"; grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|FAIL' "$log/$1.txt" | sort | uniq -c | head
+}
+
 case $what in
   check)
     fit 200 cases2 && { echo "=== cases, 2 ranks"
@@ -50,20 +62,11 @@ case $what in
         P2PKIT_SHARE_GPUS=1 P2PKIT_TEST_NRANKS=$n CASE_SECS=$(( $(left) < 200 ? $(left) - 20 : 180 )) \
           "$here/../cases.sh" $b "$log/cases$n" test_collectives:process_per_gpu 2>&1 | cut -c1-200; }
     done
-    fit 60 shared && { echo "=== test_shared_ranks.sh, broadcast and reduce"
-      SHARED_ONLY='twoshot|p2p_broadcast|p2p_reduce$' timeout $(( $(left) - 40 )) \
-        bash tests/gpu/test_shared_ranks.sh $b/p2pkit > "$log/shared_ranks.txt" 2>&1
-      echo "rc=$?"; grep -v '^ok' "$log/shared_ranks.txt" | tail -n 12; grep -c '^ok' "$log/shared_ranks.txt"; }
-    fit 40 memcheck && { echo "=== memcheck, test_collectives process_per_gpu"
-      timeout $(( $(left) - 5 )) compute-sanitizer --tool memcheck --report-api-errors no \
-        --target-processes all $b/tests/test_collectives process_per_gpu > "$log/memcheck.txt" 2>&1
-      echo "rc=$?"; grep -E 'ERROR SUMMARY|passed|failed|FAIL' "$log/memcheck.txt" | sort | uniq -c | head; }
+    fit 60 shared && shared "broadcast and reduce" 'twoshot|p2p_broadcast|p2p_reduce$' $(( $(left) - 40 ))
+    fit 40 memcheck && sanitize memcheck
     ;;
   perf)
-    fit 120 shared && { echo "=== test_shared_ranks.sh, the forced rooted two-shot"
-      SHARED_ONLY='twoshot_(broadcast|reduce)' timeout 200 \
-        bash tests/gpu/test_shared_ranks.sh $b/p2pkit > "$log/shared_ranks.txt" 2>&1
-      echo "rc=$? in $SECONDS s"; grep -v '^ok' "$log/shared_ranks.txt" | tail -n 12; grep -c '^ok' "$log/shared_ranks.txt"; }
+    fit 120 shared && shared "the forced rooted two-shot" 'twoshot_(broadcast|reduce)' 200
     perf_run ar_1p all_reduce -g 2 -b 32M -e 1G -f 2 -n 20 -w 5
     perf_run ar_mp all_reduce -p 2 -b 32M -e 1G -f 2 -n 20 -w 5
     perf_run ar_1p_graph all_reduce -g 2 -b 256M -e 1G -f 2 -n 20 -w 5 -G 1
@@ -72,16 +75,10 @@ case $what in
       P2PKIT_BCAST_CE_MIN=0 perf_run "${c}_1p_twoshot" "$c" -g 2 -b 1M -e 1G -f 4 -n 20 -w 5 --algo twoshot/simple
       perf_run "${c}_mp_twoshot" "$c" -p 2 -b 1M -e 1G -f 4 -n 20 -w 5 --algo twoshot/simple
     done
-    fit 90 racecheck && { echo "=== racecheck, test_collectives process_per_gpu"
-      timeout $(( $(left) - 5 )) compute-sanitizer --tool racecheck --report-api-errors no \
-        --target-processes all $b/tests/test_collectives process_per_gpu > "$log/racecheck.txt" 2>&1
-      echo "rc=$?"; grep -E 'RACECHECK SUMMARY|passed|failed|FAIL' "$log/racecheck.txt" | sort | uniq -c | head; }
+    fit 90 racecheck && sanitize racecheck
     ;;
   final)
-    fit 90 shared && { echo "=== test_shared_ranks.sh, the all-reduce checks (two-shot kernel changed)"
-      SHARED_ONLY='p2p_all_reduce|p2p_graph|allreduce_' timeout 150 \
-        bash tests/gpu/test_shared_ranks.sh $b/p2pkit > "$log/shared_ranks.txt" 2>&1
-      echo "rc=$? in $SECONDS s"; grep -v '^ok' "$log/shared_ranks.txt" | tail -n 12; grep -c '^ok' "$log/shared_ranks.txt"; }
+    fit 90 shared && shared "the all-reduce checks (two-shot kernel changed)" 'p2p_all_reduce|p2p_graph|allreduce_' 150
     fit 60 cases4 && { echo "=== test_allreduce process_per_gpu, 4 ranks on 2 GPUs"
       P2PKIT_SHARE_GPUS=1 P2PKIT_TEST_NRANKS=4 CASE_SECS=$(( $(left) - 10 )) \
         "$here/../cases.sh" $b "$log/cases4" test_allreduce:process_per_gpu 2>&1 | cut -c1-200; }
