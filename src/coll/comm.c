@@ -657,6 +657,7 @@ typedef struct {
   char host[64];
   uint64_t buffer, table_hash, chunk, ce_min, ce_slot, ce_depth;
   uint64_t cep_slot, cep_depth, cep_mins; /* copy engines over P2P (ce_p2p_mp.c) */
+  uint64_t rooted_min; /* P2PKIT_ROOTED_TWOSHOT_MIN: broadcast's and reduce's form by size */
   int32_t algo, proto, blocks, threads, boxes, max_blocks;
   int32_t share_gpus; /* P2PKIT_SHARE_GPUS: ranks may share a GPU (tests) */
   int32_t queues;     /* CUDA_DEVICE_MAX_CONNECTIONS as CUDA reads it (p2pk_ce_queues) */
@@ -694,6 +695,7 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
                        : o->ce_depth != me->ce_depth ? "P2PKIT_STAGED_CE_DEPTH"
                        : o->cep_slot != me->cep_slot ? "P2PKIT_CE_CHUNK"
                        : o->cep_depth != me->cep_depth ? "P2PKIT_CE_DEPTH"
+                       : o->rooted_min != me->rooted_min ? "P2PKIT_ROOTED_TWOSHOT_MIN"
                        : o->cep_mins != me->cep_mins ? "the copy-engine thresholds (P2PKIT_CE_*_MIN, "
                                                        "P2PKIT_BCAST_CE_MIN, P2PKIT_SENDRECV_CE_MIN)"
                                                      : NULL;
@@ -753,6 +755,7 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   const int cep = p2pk_cep_wanted(c);
   mine.cep_depth = cep ? (uint64_t)p2pk_cep_depth() : 0;
   mine.cep_slot = p2pk_cep_slot_bytes(n, (int)mine.cep_depth, cep);
+  mine.rooted_min = p2pk_param_size("P2PKIT_ROOTED_TWOSHOT_MIN");
   mine.cep_mins = p2pk_cep_p2p_min(c);
   for (int k = 0; k < P2PK_COLL_KINDS; k++)
     mine.cep_mins = mine.cep_mins * 1000003ULL + p2pk_ce_min_setting(c, k);
