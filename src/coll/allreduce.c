@@ -324,23 +324,21 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
   a.ll128_x2 = ch.ll128_x2;
   a.slots = ch.slots;
   a.chunk = ch.chunk;
+  /* Broadcast and reduce in two-shot: the rooted form (coll_dev.h's
+   * p2pk_ts_shard), whose masks replace the one-shot plan's. */
+  const int rooted = ch.algo == P2PK_ALGO_TWOSHOT && kind != P2PK_COLL_ALL_REDUCE;
+  if (rooted) {
+    p2pk_coll_plan_twoshot(kind, c->rank, c->nranks, root, &pl);
+    a.ts_root1 = root + 1;
+  }
   a.send_mask = pl.send_mask;
   a.recv_mask = pl.recv_mask;
+  a.send2_mask = pl.send2_mask;
+  a.recv2_mask = pl.recv2_mask;
   a.in_stride = pl.in_stride;
   a.out_stride = pl.out_stride;
   a.reduce = pl.reduce;
   a.self_copy = pl.self_copy;
-  /* Broadcast and reduce in two-shot: the rooted form (coll_dev.h's
-   * p2pk_ts_shard). */
-  const int rooted = ch.algo == P2PK_ALGO_TWOSHOT && kind != P2PK_COLL_ALL_REDUCE;
-  if (rooted) {
-    p2pk_coll_plan_twoshot(kind, c->rank, c->nranks, root, &pl);
-    a.send_mask = pl.send_mask;
-    a.recv_mask = pl.recv_mask;
-    a.ts_root1 = root + 1;
-  }
-  a.send2_mask = pl.send2_mask;
-  a.recv2_mask = pl.recv2_mask;
   p2pk_coll_header(kind, count, dtype, op, root, ch.algo, ch.proto, ch.blocks, &a.hdr0, &a.hdr1);
   /* Two-shot results straight into the peers' outputs: all-reduce's
    * owners send to everyone, a reduce's to the root (whose token counts);

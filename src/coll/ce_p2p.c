@@ -267,15 +267,7 @@ static size_t min_setting(const struct p2pkit_comm *c, int kind, int mp) {
   if (!c->staged && (kind != P2PK_COLL_BROADCAST || mp) && kernel_forced(&c->force)) return 0;
   const char *name = NULL;
   switch (kind) {
-    case P2PK_COLL_BROADCAST:
-      if (c->staged) return 0;
-      name = "P2PKIT_BCAST_CE_MIN";
-      /* More than 2 ranks: the root's copy engines would push the whole
-       * message to every peer, n - 1 times through its links (twenty-third
-       * session, 4x H200: broadcast 0.37-0.54x NCCL from 8 MiB by either
-       * path); the rooted two-shot kernel carries it once (allreduce.c). */
-      if (!mp) return c->nranks > 2 && !p2pk_param_is_set(name) ? 0 : p2pk_param_size(name);
-      break;
+    case P2PK_COLL_BROADCAST: name = "P2PKIT_BCAST_CE_MIN"; break;
     case P2PK_COLL_ALL_REDUCE:
       if (c->staged) return p2pk_param_size("P2PKIT_STAGED_CE_MIN");
       name = "P2PKIT_CE_ALLREDUCE_MIN";
@@ -308,7 +300,10 @@ static size_t min_setting(const struct p2pkit_comm *c, int kind, int mp) {
    * ones were not timed on the copy engines. A process per GPU through
    * the landing slots lost (all-gather 1 GiB 4205 us, NCCL 2476), as did
    * the copy-engine all-reduce and reduce-scatter (0.6 - 0.77x NCCL), so
-   * those stay off. */
+   * those stay off. So does the broadcast: the root's copy engines would
+   * push the whole message to every peer, n - 1 times through its links
+   * (twenty-third session: 0.37-0.54x NCCL from 8 MiB by either path),
+   * where the rooted two-shot kernel carries it once (allreduce.c). */
   const int set = p2pk_param_is_set(name);
   if (c->nranks > 2 && !set)
     return !mp && (kind == P2PK_COLL_ALL_GATHER || kind == P2PK_COLL_ALL_TO_ALL) ? (size_t)64 << 20 : 0;

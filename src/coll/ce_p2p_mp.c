@@ -1353,7 +1353,7 @@ static cudaError_t a2a_direct(struct p2pkit_comm *c, const void *send, void *rec
       dst[np] = pout[t] + (size_t)me * bytes;
       pu[np++] = (push_t){t, (const char *)send + (gather ? 0 : (size_t)t * bytes), bytes};
     }
-  const uint32_t peers = (uint32_t)(((uint64_t)1 << n) - 1) & ~(1u << me);
+  const uint32_t peers = p2pk_peer_mask(n, me);
   cudaError_t e = direct_call(c, stream, peers, pu, dst, np, dtype,
                               (const char *)send + (gather ? 0 : (size_t)me * bytes),
                               (char *)recv + (size_t)me * bytes, bytes);

@@ -13,6 +13,7 @@
 
 #include "coll/coll.h"
 #include "coll/ipc.h"
+#include "coll/plan.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -373,7 +374,7 @@ static void fill_tmpl(struct p2pkit_comm *c, char *stage_dev) {
   a->direct = c->staged ? 0 : c->multiproc ? 2 : 1;
   /* All-reduce: every peer both ways, reduced (p2pk_coll_launch sets these
    * per call for the other collectives). */
-  a->send_mask = a->recv_mask = (uint32_t)(((uint64_t)1 << c->nranks) - 1) & ~((uint32_t)1 << c->rank);
+  a->send_mask = a->recv_mask = p2pk_peer_mask(c->nranks, c->rank);
   a->send2_mask = a->recv2_mask = a->send_mask;
   a->reduce = 1;
   /* Programmatic dependent launch: Hopper and later (griddepcontrol), over

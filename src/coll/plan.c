@@ -44,7 +44,7 @@ p2pkit_status_t p2pk_coll_plan_make(int kind, int rank, int n, int root, uint64_
   if (p2pk_coll_has_root(kind) && (root < 0 || root >= n))
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: root %d is not a rank of %d",
                      names[kind], rank, root, n);
-  const uint32_t all = (uint32_t)(((uint64_t)1 << n) - 1) & ~((uint32_t)1 << rank);
+  const uint32_t all = p2pk_peer_mask(n, rank);
   const uint64_t nb = block * (uint64_t)n;
   const char *s = send, *r = recv;
   int is_root = rank == root;
@@ -109,7 +109,7 @@ p2pkit_status_t p2pk_coll_plan_make(int kind, int rank, int n, int root, uint64_
 
 void p2pk_coll_plan_twoshot(int kind, int rank, int n, int root, p2pk_coll_plan *pl) {
   if (kind != P2PK_COLL_BROADCAST && kind != P2PK_COLL_REDUCE) return;
-  const uint32_t all = (uint32_t)(((uint64_t)1 << n) - 1) & ~((uint32_t)1 << rank);
+  const uint32_t all = p2pk_peer_mask(n, rank);
   const uint32_t owners = all & ~((uint32_t)1 << root); /* the other owners of shards */
   const uint32_t rbit = rank == root ? 0 : (uint32_t)1 << root;
   if (kind == P2PK_COLL_BROADCAST) {

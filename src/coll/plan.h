@@ -23,6 +23,11 @@ typedef struct {
   uint32_t send2_mask, recv2_mask;
 } p2pk_coll_plan;
 
+/* Every rank of n but `rank`, as a peer mask. */
+static inline uint32_t p2pk_peer_mask(int n, int rank) {
+  return (uint32_t)(((uint64_t)1 << n) - 1) & ~((uint32_t)1 << rank);
+}
+
 const char *p2pk_coll_name(int kind); /* "all_reduce", ...; "?" when unknown */
 /* nccl-tests' bus bandwidth factor for `kind` on n ranks. */
 double p2pk_coll_busbw_factor(int kind, int n);
