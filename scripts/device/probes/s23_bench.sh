@@ -7,9 +7,7 @@
 set -uo pipefail
 log=${1:?usage: s23_bench.sh LOG_DIR}
 here=$(dirname "$0")
-mkdir -p "$log"
-"$here/../try.sh" "$log" - > "$log/try.txt" 2>&1 || { tail -n 20 "$log/try.txt"; exit 1; }
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. "$here/build.sh"
 timeout 60 build-dev/tests/test_copy_bench small_run > "$log/test_copy_bench.txt" 2>&1
 echo "test_copy_bench small_run rc=$?"; tail -n 3 "$log/test_copy_bench.txt"
 timeout 60 build-dev/p2pkit bench --methods memcpy-peer,p2p-ce,p2p-sm-push --mode oneway,both,all -b 256M \

@@ -8,9 +8,8 @@
 set -uo pipefail
 log=${1:?usage: s23_check.sh LOG_DIR}
 here=$(dirname "$0")
-mkdir -p "$log"
-"$here/../try.sh" "$log" - > "$log/try.txt" 2>&1 || { tail -n 20 "$log/try.txt"; exit 1; }
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 P2PKIT_TIMEOUT=20
+. "$here/build.sh"
+export P2PKIT_TIMEOUT=20
 six="test_allreduce:one_process_copy_engine_p2p test_collectives:one_process_sendrecv_copy_engine
  test_collectives:one_process_broadcast_copy_engine test_collectives:one_process_copy_engine_collectives
  test_collectives:process_per_gpu_sendrecv_straight_in_mismatch test_collectives:process_per_gpu_sendrecv_map"

@@ -11,8 +11,7 @@ set -uo pipefail
 part=${1:?usage: s23_x4.sh tests|perf|final LOG_DIR}
 log=${2:?usage: s23_x4.sh tests|perf|final LOG_DIR}
 here=$(dirname "$0")
-mkdir -p "$log"
-"$here/../try.sh" "$log" - > "$log/try.txt" 2>&1 || { tail -n 20 "$log/try.txt"; exit 1; }
+. "$here/build.sh"
 grep -E 'stage build' "$log/build-logs/summary.txt" 2>/dev/null
 case $part in
   tests) skip="ctest perf sweep shared" ;;

@@ -9,9 +9,8 @@
 set -uo pipefail
 log=${1:?usage: s24_ab_staged.sh LOG_DIR}
 here=$(dirname "$0")
-mkdir -p "$log"
-"$here/../try.sh" "$log" - > "$log/try.txt" 2>&1 || { tail -n 20 "$log/try.txt"; exit 1; }
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 P2PKIT_TIMEOUT=20
+. "$here/build.sh"
+export P2PKIT_TIMEOUT=20
 t0=$SECONDS
 { cmake -S ab_old -B build-old -DCMAKE_BUILD_TYPE=Release -DP2PKIT_WERROR=OFF > /dev/null &&
   cmake --build build-old -j"$(nproc)" --target p2pkit_cli; } > "$log/build-old.txt" 2>&1

@@ -23,9 +23,8 @@ what=${1:?usage: s24_rooted.sh check|perf|final LOG_DIR}
 log=${2:?usage: s24_rooted.sh check|perf|final LOG_DIR}
 here=$(dirname "$0")
 budget=${BUDGET_S:-560}
-mkdir -p "$log"
-"$here/../try.sh" "$log" - > "$log/try.txt" 2>&1 || { tail -n 20 "$log/try.txt"; exit 1; }
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 P2PKIT_TIMEOUT=20
+. "$here/build.sh"
+export P2PKIT_TIMEOUT=20
 b=build-dev
 left() { echo $((budget - SECONDS)); }
 # fit NEED_S NAME: say so and return 1 when NAME would not fit the budget
