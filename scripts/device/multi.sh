@@ -24,16 +24,6 @@ budget=${MULTI_BUDGET_S:-540}
 STEP_TAIL=${STEP_TAIL:-12}
 . "$(dirname "$0")/lib.sh"
 want() { [[ " ${MULTI_SKIP:-} " != *" $1 "* ]]; }
-# fit NAME LIMIT CMD...: step, when LIMIT fits in the budget's rest (a
-# smaller rest of at least MIN_S, default 30, becomes the limit).
-fit() {
-  local name=$1 limit=$2 left=$((budget - SECONDS)); shift 2
-  if [ "$left" -lt "${MIN_S:-30}" ]; then
-    summary+=("$(printf '%-22s skipped (%ss left)' "$name" "$left")"); status=1; return
-  fi
-  [ "$left" -lt "$limit" ] && limit=$left
-  step "$name" "$limit" "$@"
-}
 { date -u +%FT%TZ; echo "commit: ${RECORD_COMMIT:-unknown}"
   nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv
   nvidia-smi topo -m; } > "$log/machine.txt" 2>&1

@@ -88,6 +88,41 @@ static inline int runner_single(runner_t *R, int want) {
   return runner_alloc(R);
 }
 
+/* A communicator of one rank on GPU 0 (what a job on a one-GPU machine, or
+ * torchrun --nproc_per_node=1, makes): every collective of one rank is a
+ * local copy or nothing. multiproc: made as one rank of a process-per-GPU
+ * job (p2pkit_comm_init_rank with nranks 1: no rendezvous), else by
+ * p2pkit_comm_init_all over one GPU. */
+static inline int runner_one_rank(runner_t *R, int multiproc) {
+  memset(R, 0, sizeof *R);
+  R->nr = R->nloc = 1;
+  R->multiproc = multiproc;
+  T_CUDA(cudaSetDevice(0));
+  p2pkit_status_t st;
+  if (multiproc) {
+    p2pkit_comm_opts_t o;
+    p2pkit_comm_opts_init(&o);
+    o.nranks = 1;
+    o.rank = 0;
+    o.device = 0;
+    o.addr = "127.0.0.1";
+    o.port = free_port();
+    o.secret = "p2pkit-test-secret";
+    o.timeout_s = 20;
+    st = p2pkit_comm_init_rank(&o, &R->comm[0]);
+  } else {
+    st = p2pkit_comm_init_all(R->comm, 1, R->dev);
+  }
+  if (st != P2PKIT_SUCCESS) {
+    T_FAIL("one rank (%s): %s: %s", multiproc ? "init_rank" : "init_all", p2pkit_strerror(st),
+           p2pkit_last_error());
+    return -1;
+  }
+  CHECK_EQ(p2pkit_comm_size(R->comm[0]), 1);
+  CHECK_EQ(p2pkit_comm_rank(R->comm[0]), 0);
+  return runner_alloc(R);
+}
+
 static inline void runner_destroy(runner_t *R) {
   runner_free(R);
   for (int l = 0; l < R->nloc; l++)
@@ -254,21 +289,46 @@ static inline void runner_destroy_after_kill(runner_t *R) {
 }
 
 /* main()'s case table: the cases marked default (or those named on the
- * command line) in order, each with its verdict and time. Returns the exit
- * code. */
+ * command line) in order, each with its verdict and time, those the
+ * machine cannot run skipped with the reason. `need` says what a case takes:
+ * CU_GPUS2 (the default, 0) one process driving 2 or more GPUs; CU_PROCS a
+ * process per GPU, 2 or more of them, or ranks sharing one GPU with
+ * P2PKIT_SHARE_GPUS=1; CU_GPU1 one GPU (a communicator of one rank).
+ * Returns the exit code: 77 (skipped) when every case asked for was. */
+enum { CU_GPUS2 = 0, CU_PROCS = 1, CU_GPU1 = 2 };
 typedef struct {
   t_case c;
   int dflt;
+  int need;
 } cu_case;
+
+/* Why this machine cannot run a case needing `need`, or NULL when it can. */
+static inline const char *cu_unmet(int need, int ngpu) {
+  if (ngpu >= 2 || need == CU_GPU1) return NULL;
+  if (need == CU_PROCS && cu_share_gpus()) return NULL;
+  return need == CU_PROCS ? "needs 2 GPUs, or P2PKIT_SHARE_GPUS=1 to put the ranks on one"
+                          : "needs 2 GPUs (one process driving several)";
+}
 
 static inline int cu_run_cases(const cu_case *cases, size_t n, int argc, char **argv) {
   if (!t_names_known(argc, argv, &cases[0].c, n, sizeof cases[0])) return 2;
-  int nfail = 0;
+  int nfail = 0, nran = 0, nskip = 0, ngpu = 0;
+  if (cudaGetDeviceCount(&ngpu) != cudaSuccess) {
+    cudaGetLastError();
+    ngpu = 0;
+  }
   for (size_t i = 0; i < n; i++) {
     int want = argc > 1 ? 0 : cases[i].dflt;
     for (int a = 1; a < argc; a++)
       if (strcmp(argv[a], cases[i].c.name) == 0) want = 1;
     if (!want) continue;
+    const char *why = cu_unmet(cases[i].need, ngpu);
+    if (why) {
+      printf("%-40s SKIP: %s; this machine has %d\n", cases[i].c.name, why, ngpu);
+      nskip++;
+      continue;
+    }
+    nran++;
     t_current = cases[i].c.name;
     int before = t_failed;
     double t0 = cu_now();
@@ -277,7 +337,8 @@ static inline int cu_run_cases(const cu_case *cases, size_t n, int argc, char **
     fflush(stdout);
     if (t_failed != before) nfail++;
   }
-  return nfail ? 1 : 0;
+  if (nfail) return 1;
+  return nran == 0 && nskip > 0 ? 77 : 0;
 }
 
 /* The collectives' INFO log in a temporary file while `var`=`value`, for the

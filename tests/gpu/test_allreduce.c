@@ -5,8 +5,10 @@
  * alone; CUDA graph capture and replay; P2P disabled (host staging); one
  * process driving all GPUs, and one process per GPU (children started with
  * fork+exec of this binary, so each starts CUDA fresh); a rank killed
- * mid-run. Every GPU takes part (up to P2PK_COLL_MAX_RANKS; the cases that
- * say so use 2); P2PKIT_TEST_NRANKS=k asks for fewer (at least 2). Cases can
+ * mid-run; a communicator of one rank. Every GPU takes part (up to
+ * P2PK_COLL_MAX_RANKS; the cases that say so use 2); P2PKIT_TEST_NRANKS=k
+ * asks for fewer (at least 2). On one GPU only the one-rank cases run, and
+ * with P2PKIT_SHARE_GPUS=1 the process-per-GPU ones too. Cases can
  * be named on the command line (`quick`, `quick_mp` are small sets for
  * compute-sanitizer). */
 #include <cuda_runtime_api.h>
@@ -714,6 +716,30 @@ static int child_main(int argc, char **argv) {
   return t_failed ? 1 : 0;
 }
 
+/* --- one rank ----------------------------------------------------------------- */
+
+/* A communicator of one rank (a one-GPU machine; torchrun
+ * --nproc_per_node=1), made by init_all over one GPU or as rank 0 of 1 of a
+ * process-per-GPU job: every type x op x count, in and out of place,
+ * aligned or not, with each algorithm forced, then a graph replayed. The
+ * output is the input (avg and prod of one value are that value), the bytes
+ * around it untouched; count 0 is a no-op. */
+static void one_rank_suite(int multiproc) {
+  runner_t R;
+  if (runner_one_rank(&R, multiproc) == 0) {
+    full_suite(&R, 0);
+    graph_replay(&R, 3);
+    CHECK_OK(p2pkit_all_reduce(NULL, NULL, 0, P2PKIT_FLOAT32, P2PKIT_SUM, R.comm[0], R.s[0]));
+    CHECK_EQ(p2pkit_all_reduce(R.din[0], R.dout[0], 5, (p2pkit_dtype_t)42, P2PKIT_SUM, R.comm[0],
+                               R.s[0]),
+             P2PKIT_ERR_INVALID_ARGUMENT);
+  }
+  runner_destroy(&R);
+}
+
+TEST(one_rank) { one_rank_suite(0); }
+TEST(one_rank_process) { one_rank_suite(1); }
+
 /* --- main ---------------------------------------------------------------------- */
 
 int t_failed;
@@ -721,21 +747,28 @@ const char *t_current;
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main(argc, argv);
-  T_REQUIRE_GPUS(2);
+  T_REQUIRE_GPUS(1);
   static const cu_case cases[] = {
-      {T_CASE(one_process_all_algorithms), 1}, {T_CASE(one_process_graph_replay), 1},
-      {T_CASE(one_process_p2p_disabled), 1},   {T_CASE(one_process_p2p_disabled_copy_engine), 1},
-      {T_CASE(one_process_copy_engine_p2p), 1},
-      {T_CASE(count_zero_is_a_no_op), 1},
-      {T_CASE(several_communicators_at_once), 1}, {T_CASE(process_per_gpu), 1},
-      {T_CASE(process_per_gpu_p2p_disabled), 1},
-      {T_CASE(process_per_gpu_p2p_disabled_copy_engine), 1},
-      {T_CASE(process_per_gpu_copy_engine_p2p), 1},
-      {T_CASE(process_per_gpu_few_hardware_queues), 1},
-      {T_CASE(kill_copy_engine_p2p_survivors_time_out), 1},
-      {T_CASE(kill_last_rank_survivors_time_out), 1},
-      {T_CASE(kill_copy_engine_staged_survivors_time_out), 1},
-      {T_CASE(kill_rank0_survivors_time_out), 1}, {T_CASE(quick), 0}, {T_CASE(quick_mp), 0},
+      {T_CASE(one_rank), 1, CU_GPU1},
+      {T_CASE(one_rank_process), 1, CU_GPU1},
+      {T_CASE(one_process_all_algorithms), 1, CU_GPUS2},
+      {T_CASE(one_process_graph_replay), 1, CU_GPUS2},
+      {T_CASE(one_process_p2p_disabled), 1, CU_GPUS2},
+      {T_CASE(one_process_p2p_disabled_copy_engine), 1, CU_GPUS2},
+      {T_CASE(one_process_copy_engine_p2p), 1, CU_GPUS2},
+      {T_CASE(count_zero_is_a_no_op), 1, CU_GPUS2},
+      {T_CASE(several_communicators_at_once), 1, CU_GPUS2},
+      {T_CASE(process_per_gpu), 1, CU_PROCS},
+      {T_CASE(process_per_gpu_p2p_disabled), 1, CU_PROCS},
+      {T_CASE(process_per_gpu_p2p_disabled_copy_engine), 1, CU_PROCS},
+      {T_CASE(process_per_gpu_copy_engine_p2p), 1, CU_PROCS},
+      {T_CASE(process_per_gpu_few_hardware_queues), 1, CU_PROCS},
+      {T_CASE(kill_copy_engine_p2p_survivors_time_out), 1, CU_PROCS},
+      {T_CASE(kill_last_rank_survivors_time_out), 1, CU_PROCS},
+      {T_CASE(kill_copy_engine_staged_survivors_time_out), 1, CU_PROCS},
+      {T_CASE(kill_rank0_survivors_time_out), 1, CU_PROCS},
+      {T_CASE(quick), 0, CU_GPUS2},
+      {T_CASE(quick_mp), 0, CU_PROCS},
   };
   return cu_run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);
 }

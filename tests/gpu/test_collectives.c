@@ -6,9 +6,11 @@
  * small chunks, staged); CUDA graph capture and replay; P2P disabled; a
  * rank killed mid-run (survivors time out, P2P and staged); one
  * process driving all GPUs and one process per GPU (children started with
- * fork+exec of this binary). Every GPU takes part (up to P2PK_COLL_MAX_RANKS;
- * the cases that say so use 2); P2PKIT_TEST_NRANKS=k asks for fewer (at
- * least 2). Send/recv runs every shift s = 1..n-1: rank r sends to r + s and
+ * fork+exec of this binary); a communicator of one rank. Every GPU takes
+ * part (up to P2PK_COLL_MAX_RANKS; the cases that say so use 2);
+ * P2PKIT_TEST_NRANKS=k asks for fewer (at least 2). On one GPU only the
+ * one-rank cases run, and with P2PKIT_SHARE_GPUS=1 the process-per-GPU ones
+ * too. Send/recv runs every shift s = 1..n-1: rank r sends to r + s and
  * receives from r - s (mod n; s = n/2 pairs ranks both ways). Cases can be
  * named on the command line (`quick`, `quick_mp` are small sets for
  * compute-sanitizer). */
@@ -66,8 +68,9 @@ typedef struct {
 } call_t;
 
 /* Send/recv of n ranks: rank r sends to r + shift and receives from r - shift
- * (mod n), shift 1..n-1 from k->root (root 0: the ring, shift 1). */
-static int sr_shift(const call_t *k, int n) { return k->root % (n - 1) + 1; }
+ * (mod n), shift 1..n-1 from k->root (root 0: the ring, shift 1); one rank
+ * sends to itself (shift 0). */
+static int sr_shift(const call_t *k, int n) { return n < 2 ? 0 : k->root % (n - 1) + 1; }
 
 /* Where rank r's buffers sit, in elements from the start of its user region
  * (PAD + misalignment into dout / din): the send share(s) and the output. */
@@ -260,7 +263,7 @@ static int run_case(runner_t *R, const char *vname, const call_t *k) {
 static void matrix(runner_t *R, const variant_t *v, int kind, const p2pkit_redop_t *ops, int nops) {
   set_variant(R, v);
   int k = 0, has_op = kind != SENDRECV && p2pk_coll_has_op(kind);
-  int roots = kind == SENDRECV ? R->nr - 1 : p2pk_coll_has_root(kind) ? R->nr : 1;
+  int roots = kind == SENDRECV ? (R->nr > 1 ? R->nr - 1 : 1) : p2pk_coll_has_root(kind) ? R->nr : 1;
   int inplaces = kind == SENDRECV ? 1 : 2;
   for (int d = 0; d < P2PKIT_DTYPE_COUNT && R->failures < 8; d++)
     for (int o = 0; o < (has_op ? nops : 1); o++)
@@ -1401,6 +1404,28 @@ static int child_main(int argc, char **argv) {
   return t_failed ? 1 : 0;
 }
 
+/* --- one rank ------------------------------------------------------------------ */
+
+/* A communicator of one rank (a one-GPU machine; torchrun
+ * --nproc_per_node=1), made by init_all over one GPU or as rank 0 of 1 of a
+ * process-per-GPU job: the argument checks, then every collective x type (x
+ * op) x count, in and out of place, aligned or not, with each protocol
+ * forced (send/recv: to itself), then a graph replayed. Each is a local
+ * copy or nothing (a reduce of one value is that value), and the bytes
+ * around the output stay untouched. */
+static void one_rank_suite(int multiproc) {
+  runner_t R;
+  if (runner_one_rank(&R, multiproc) == 0) {
+    argument_errors(&R);
+    full_suite(&R, 0);
+    graph_replay(&R, 3);
+  }
+  runner_destroy(&R);
+}
+
+TEST(one_rank) { one_rank_suite(0); }
+TEST(one_rank_process) { one_rank_suite(1); }
+
 /* --- main ------------------------------------------------------------------------- */
 
 int t_failed;
@@ -1408,27 +1433,36 @@ const char *t_current;
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main(argc, argv);
-  T_REQUIRE_GPUS(2);
+  T_REQUIRE_GPUS(1);
   static const cu_case cases[] = {
-      {T_CASE(argument_checks), 1},        {T_CASE(one_process_all_collectives), 1},
-      {T_CASE(one_process_graph_replay), 1}, {T_CASE(one_process_graph_broadcast_own_copy), 1},
-      {T_CASE(one_process_p2p_disabled), 1},
-      {T_CASE(one_process_launch_threads), 1}, {T_CASE(one_process_max_blocks), 1},
-      {T_CASE(mixed_with_all_reduce), 1},  {T_CASE(one_process_sendrecv_copy_engine), 1},
-      {T_CASE(one_process_broadcast_copy_engine), 1},
-      {T_CASE(one_process_copy_engine_collectives), 1},
-      {T_CASE(one_process_copy_engine_back_to_back), 1},
-      {T_CASE(process_per_gpu), 1},
-      {T_CASE(process_per_gpu_p2p_disabled), 1}, {T_CASE(process_per_gpu_max_blocks), 1},
-      {T_CASE(process_per_gpu_copy_engine_p2p), 1},
-      {T_CASE(process_per_gpu_copy_engine_p2p_kernel_posts), 1},
-      {T_CASE(process_per_gpu_sendrecv_straight_in), 1},
-      {T_CASE(process_per_gpu_sendrecv_straight_in_mismatch), 1},
-      {T_CASE(process_per_gpu_sendrecv_map), 1},
-      {T_CASE(kill_broadcast_root_survivors_time_out), 1},
-      {T_CASE(kill_rank0_staged_all_gather_survivors_time_out), 1},
-      {T_CASE(kill_sendrecv_peer_survivors_time_out), 1},
-      {T_CASE(kill_staged_sendrecv_peer_survivors_time_out), 1}, {T_CASE(quick), 0}, {T_CASE(quick_mp), 0},
+      {T_CASE(one_rank), 1, CU_GPU1},
+      {T_CASE(one_rank_process), 1, CU_GPU1},
+      {T_CASE(argument_checks), 1, CU_GPUS2},
+      {T_CASE(one_process_all_collectives), 1, CU_GPUS2},
+      {T_CASE(one_process_graph_replay), 1, CU_GPUS2},
+      {T_CASE(one_process_graph_broadcast_own_copy), 1, CU_GPUS2},
+      {T_CASE(one_process_p2p_disabled), 1, CU_GPUS2},
+      {T_CASE(one_process_launch_threads), 1, CU_GPUS2},
+      {T_CASE(one_process_max_blocks), 1, CU_GPUS2},
+      {T_CASE(mixed_with_all_reduce), 1, CU_GPUS2},
+      {T_CASE(one_process_sendrecv_copy_engine), 1, CU_GPUS2},
+      {T_CASE(one_process_broadcast_copy_engine), 1, CU_GPUS2},
+      {T_CASE(one_process_copy_engine_collectives), 1, CU_GPUS2},
+      {T_CASE(one_process_copy_engine_back_to_back), 1, CU_GPUS2},
+      {T_CASE(process_per_gpu), 1, CU_PROCS},
+      {T_CASE(process_per_gpu_p2p_disabled), 1, CU_PROCS},
+      {T_CASE(process_per_gpu_max_blocks), 1, CU_PROCS},
+      {T_CASE(process_per_gpu_copy_engine_p2p), 1, CU_PROCS},
+      {T_CASE(process_per_gpu_copy_engine_p2p_kernel_posts), 1, CU_PROCS},
+      {T_CASE(process_per_gpu_sendrecv_straight_in), 1, CU_PROCS},
+      {T_CASE(process_per_gpu_sendrecv_straight_in_mismatch), 1, CU_PROCS},
+      {T_CASE(process_per_gpu_sendrecv_map), 1, CU_PROCS},
+      {T_CASE(kill_broadcast_root_survivors_time_out), 1, CU_PROCS},
+      {T_CASE(kill_rank0_staged_all_gather_survivors_time_out), 1, CU_PROCS},
+      {T_CASE(kill_sendrecv_peer_survivors_time_out), 1, CU_PROCS},
+      {T_CASE(kill_staged_sendrecv_peer_survivors_time_out), 1, CU_PROCS},
+      {T_CASE(quick), 0, CU_GPUS2},
+      {T_CASE(quick_mp), 0, CU_PROCS},
   };
   return cu_run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);
 }

@@ -1,6 +1,7 @@
 /* `p2pkit perf` end to end on two GPUs, every mode (one process eager and
  * graph, -p 2), NCCL alone and p2pkit against NCCL: exit 0, #wrong 0 on every
- * line, JSON that parses. */
+ * line, JSON that parses; and on one GPU (-g 1, -p 1: a communicator of one
+ * rank, which NCCL also makes) every collective. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -54,8 +55,47 @@ static int have_nccl(void) {
   return 0;
 }
 
+/* The cases that need two GPUs skip (said so) on a machine of one. */
+static int two_gpus(void) {
+  int n = 0;
+  if (p2pk_gpu_count(&n) == P2PKIT_SUCCESS && n >= 2) return 1;
+  printf("SKIP %s: needs 2 GPUs; this machine has %d\n", t_current, n);
+  return 0;
+}
+
+/* One GPU: every collective on a communicator of one rank, one process
+ * (eager and graph) and one process of one, checked (-c 1), against NCCL's
+ * own one-rank communicator where NCCL is present; then the errors a user
+ * of one GPU meets: -g 2 and -p 2 name how many GPUs the machine has. */
+TEST(one_gpu) {
+  int nccl = have_nccl();
+  static const char *colls[] = {"all_reduce", "broadcast", "reduce", "all_gather",
+                                "reduce_scatter", "sendrecv", "alltoall"};
+  static const char *modes[] = {"-g 1", "-g 1 -G 1", "-p 1"};
+  int vs_cols[] = {8, 10, 15, 17}, cols[] = {8, 12};
+  for (int c = 0; c < 7; c++)
+    for (int m = 0; m < 3; m++) {
+      char args[256];
+      snprintf(args, sizeof args, "%s %s %s -b 4 -e 64M -f 64 -n 3 -w 1 --repeats 1 -c 1", colls[c],
+               modes[m], nccl ? "--vs-nccl" : "");
+      int rc = run(args);
+      if (rc != 0) T_FAIL("perf %s: exit %d:\n%s", args, rc, out);
+      CHECK(strstr(out, "# Out of bounds values : 0 OK") != NULL);
+      /* 4 B .. 64 MiB by 64x */
+      int lines = nccl ? data_lines_all_right(vs_cols, 4) : data_lines_all_right(cols, 2);
+      if (lines != 5) T_FAIL("perf %s: %d data lines, want 5", args, lines);
+    }
+  int n = 0;
+  CHECK_OK(p2pk_gpu_count(&n));
+  if (n == 1) {
+    CHECK(run("all_reduce -g 2 -b 8 -e 8") != 0);
+    CHECK(run("all_reduce -p 2 -b 8 -e 8 2>&1") != 0);
+    CHECK(strstr(out, "needs 2 GPUs") != NULL);
+  }
+}
+
 TEST(nccl_every_mode) {
-  if (!have_nccl()) return;
+  if (!two_gpus() || !have_nccl()) return;
   static const char *modes[] = {"-g 2", "-g 2 -G 1", "-p 2", "-p 2 -G 1"};
   int cols[] = {8, 12};
   for (int m = 0; m < 4; m++) {
@@ -76,6 +116,7 @@ TEST(nccl_every_mode) {
 }
 
 TEST(p2pkit_against_nccl) {
+  if (!two_gpus()) return;
   int nccl = have_nccl();
   int vs_cols[] = {8, 10, 15, 17}, cols[] = {8, 12};
   static const char *modes[] = {"-g 2", "-g 2 -G 1", "-p 2"};
@@ -98,6 +139,6 @@ TEST(p2pkit_against_nccl) {
   CHECK(strstr(out, "\"schema_version\": 1") != NULL);
 }
 
-static void need_two(void) { T_REQUIRE_GPUS(2); }
+static void need_one(void) { T_REQUIRE_GPUS(1); }
 
-T_MAIN(T_CASE(need_two), T_CASE(nccl_every_mode), T_CASE(p2pkit_against_nccl))
+T_MAIN(T_CASE(need_one), T_CASE(one_gpu), T_CASE(nccl_every_mode), T_CASE(p2pkit_against_nccl))
