@@ -11,13 +11,17 @@
 #             (test_shared_ranks runs below)
 #   perf      every collective on a communicator of one rank against NCCL's,
 #             8 B - 1 GiB, eager (all-reduce and broadcast under a graph too)
-#   shared    ranks sharing the GPU (P2PKIT_SHARE_GPUS=1): the collective
-#             tests' process-per-GPU cases on 2 and 3 ranks, and
-#             test_shared_ranks.sh (perf -p N, every collective, P2P, copy
-#             engines, staged, graph) on 2 and 4 ranks; results only
+#   ddp       examples/ddp_mlp on every visible GPU (one rank), both backends
 #   sanitize  compute-sanitizer memcheck on the one-rank cases
+#   shared    ranks sharing the GPU (P2PKIT_SHARE_GPUS=1), results only:
+#             the collective tests' process-per-GPU cases through cases.sh
+#             (quick_mp on 2 and 3 ranks, test_collectives' whole suite on
+#             2, test_allreduce's on 3)
+#   shared_perf  test_shared_ranks.sh (perf -p N, every collective, P2P,
+#             copy engines, staged, graph) on 2 and 4 ranks sharing the GPU
 # Usage: scripts/device/one_gpu.sh LOG_DIR
-#   ONE_SKIP="topo refuse doctor ctest perf shared sanitize" leaves parts out;
+#   ONE_SKIP="topo refuse doctor ctest perf ddp sanitize shared shared_perf"
+#   leaves parts out;
 #   BUDGET_S (default 540) is the whole run's time (lib.sh's fit). The build
 #   is build-dev. RECORD_COMMIT names the commit. NVLink multicast stays off.
 set -uo pipefail
@@ -67,20 +71,27 @@ if want perf; then
     fit "perf_g1_${c}_graph" 40 "$bin" perf "$c" --vs-nccl -g 1 -G 1 -b 8 -e 1G -f 8 --json-file "$log/perf_g1_${c}_graph.json"
   done
 fi
-if want shared; then
-  for r in 2 3; do
-    for tc in test_allreduce:quick_mp test_collectives:quick_mp test_allreduce:process_per_gpu; do
-      fit "shared${r}_${tc/:/_}" 150 env P2PKIT_SHARE_GPUS=1 P2PKIT_TEST_NRANKS=$r "$t/${tc%%:*}" "${tc#*:}"
-    done
-  done
-  fit shared_perf 200 env SHARED_RANKS="2 4" bash tests/gpu/test_shared_ranks.sh "$bin"
+if want ddp; then
+  # the data-parallel example on every visible GPU: here one rank
+  fit ddp_mlp 90 "$build/examples/ddp_mlp" --backend both
 fi
 if want sanitize; then
   cs=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+  # mc_ names: sanitize.sh's, which runs_json.py reads with the tool's summary
   for tc in test_allreduce:one_rank_process test_collectives:one_rank; do
-    fit "memcheck_${tc/:/_}" 150 "$cs" --tool memcheck --leak-check full --report-api-errors no \
+    fit "mc_${tc/:/_}" 150 "$cs" --tool memcheck --leak-check full --report-api-errors no \
       --error-exitcode 9 "$t/${tc%%:*}" "${tc#*:}"
   done
+fi
+if want shared; then
+  # cases.sh tags each line `ranks N` (scripts/results/runs_json.py reads it)
+  fit cases 420 bash -c "P2PKIT_SHARE_GPUS=1 P2PKIT_TEST_NRANKS=2 CASE_SECS=240 scripts/device/cases.sh $build $log/cases2 \
+      test_allreduce:quick_mp test_collectives:quick_mp test_collectives:process_per_gpu; s=\$?
+    P2PKIT_SHARE_GPUS=1 P2PKIT_TEST_NRANKS=3 CASE_SECS=300 scripts/device/cases.sh $build $log/cases3 \
+      test_allreduce:quick_mp test_collectives:quick_mp test_allreduce:process_per_gpu || s=1; exit \$s"
+fi
+if want shared_perf; then
+  fit shared_perf 200 env SHARED_RANKS="2 4" bash tests/gpu/test_shared_ranks.sh "$bin"
 fi
 step_summary "$n GPU(s); logs in $log"
 exit $status

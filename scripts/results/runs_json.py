@@ -42,7 +42,8 @@ def machine(path):
         elif ln.startswith("commit:"):
             out["commit"] = ln.split(":", 1)[1].strip()
         else:
-            m = re.match(r"\s*(\d+), (NVIDIA [^,]+), ([0-9.]+)\s*$", ln)
+            # nvidia-smi --query-gpu=index,name[,pci.bus_id],driver_version[,memory.total]
+            m = re.match(r"\s*(\d+), (NVIDIA [^,]+), (?:[0-9A-Fa-f]+:[0-9A-Fa-f:.]+, )?(\d+\.[0-9.]+)(?:, .*)?\s*$", ln)
             if m:
                 out["gpus"].append(m.group(2))
                 out["driver"] = m.group(3)
