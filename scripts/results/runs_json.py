@@ -57,14 +57,19 @@ def perf_table(path):
         if not m:
             continue
         f = m.group(6).split()
-        if len(f) < 14:
+        # 7 or 14 fields with NCCL beside; a table without NCCL has 4 or 8
+        if len(f) != 7 and len(f) < 14:
             continue
-        # time algbw busbw #wrong nccl_time #wrong speedup, twice
+        # time algbw busbw #wrong nccl_time #wrong speedup, out of place, then
+        # in place where the collective has it (send/recv and all-to-all
+        # tables have out-of-place columns only)
         def side(v):
             return {"time_us": float(v[0]), "busbw": float(v[2]), "wrong": int(v[3]),
                     "nccl_time_us": float(v[4]), "nccl_wrong": int(v[5]), "speedup": float(v[6])}
-        rows.append({"size": int(m.group(1)), "type": m.group(3), "op": m.group(4),
-                     "out_of_place": side(f[0:7]), "in_place": side(f[7:14])})
+        row = {"size": int(m.group(1)), "type": m.group(3), "op": m.group(4), "out_of_place": side(f[0:7])}
+        if len(f) >= 14:
+            row["in_place"] = side(f[7:14])
+        rows.append(row)
     return rows
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The bench/results helpers (scripts/results/*.py) on made-up run folders and
-perf documents, and the twenty-second session's results.json regenerated from
-its logs (a results.json is the tool's output, never typed in).
+perf documents, and the results.json of sessions 22 - 25 regenerated from
+their logs (a results.json is the tool's output, never typed in).
 
 usage: test_results_tools.py [REPO_ROOT]   (unittest; exits non-zero on failure)"""
 import json
@@ -18,6 +18,12 @@ TOOLS = os.path.join(ROOT, "scripts", "results")
 PERF_HEADER = "# p2pkit perf all_reduce: p2pkit 0.1.0, baseline NCCL 2.28.3 (libnccl.so.2)\n"
 PERF_ROW = ("    16777216       4194304     float     sum      -1    59.19  283.46  283.46       0"
             "     78.24       0     1.32    58.52  286.71  286.71       0     74.66       0     1.28\n")
+
+
+PERF_ROW_OOP = ("   268435456      67108864     float    none      -1    709.3  378.45  378.45       0"
+                "     735.1       0     1.04\n")
+PERF_ROW_ALONE = ("        1024           256     float     sum      -1     4.36    0.23    0.23       0"
+                  "     4.18    0.24    0.24       0\n")
 
 
 def tool(name, *args):
@@ -50,6 +56,9 @@ class RunsJson(unittest.TestCase):
         write(os.path.join(r1, "rc_quick_mp.txt"),
               "========= RACECHECK SUMMARY: 48 hazards displayed (32 errors, 16 warnings)\n")
         write(os.path.join(r1, "perf", "pg.txt"), PERF_HEADER + PERF_ROW)
+        # send/recv has out-of-place columns only; a table without NCCL is not kept
+        write(os.path.join(r1, "perf", "sr.txt"), PERF_HEADER + PERF_ROW_OOP)
+        write(os.path.join(r1, "perf", "alone.txt"), PERF_HEADER + PERF_ROW_ALONE)
         r10 = os.path.join(top, "run10-later-def5678")
         write(os.path.join(r10, "machine.txt"), "2026-11-30T19:00:00Z\ncommit: def5678\n")
         write(os.path.join(r10, "ctest.txt"),
@@ -82,6 +91,11 @@ class RunsJson(unittest.TestCase):
         self.assertEqual(row["out_of_place"]["time_us"], 59.19)
         self.assertEqual(row["in_place"]["nccl_time_us"], 74.66)
         self.assertEqual(row["in_place"]["speedup"], 1.28)
+        sr = r1["perf"]["perf/sr.txt"]
+        self.assertEqual(len(sr), 1)
+        self.assertEqual((sr[0]["out_of_place"]["nccl_time_us"], sr[0]["out_of_place"]["speedup"]), (735.1, 1.04))
+        self.assertNotIn("in_place", sr[0])
+        self.assertNotIn("perf/alone.txt", r1["perf"])
         self.assertEqual(doc["runs"][1]["steps"][0]["case"], "count_zero_is_a_no_op")
         self.assertEqual(doc["runs"][2]["steps"][0], {"kind": "ctest", "test": "test_copy", "result": "Passed",
                                                       "seconds": 9.22, "log": "ctest.txt"})
@@ -114,10 +128,11 @@ class RunsJson(unittest.TestCase):
         ctest = [s for s in final["steps"] if s["kind"] == "ctest"]
         self.assertEqual(len(ctest), 6)
         self.assertTrue(all(s["result"] == "Passed" for s in ctest))
-        # the tool keeps the tables with in-place columns: 15 of run 4's
-        self.assertEqual(len(final["perf"]), 15)
+        # every table against NCCL: 19 of run 4's (send/recv and all-to-all
+        # with out-of-place columns only), 14 sizes each but the sweep's
+        self.assertEqual(len(final["perf"]), 19)
         rows = [r for t in final["perf"].values() for r in t]
-        self.assertEqual(len(rows), 183)
+        self.assertEqual(len(rows), 239)
         for r in rows:
             for place in ("out_of_place", "in_place"):
                 if place in r:
@@ -140,6 +155,40 @@ class RunsJson(unittest.TestCase):
         for r in (x for t in perf["perf"].values() for x in t):
             for place in ("out_of_place", "in_place"):
                 self.assertEqual((r[place]["wrong"], r[place]["nccl_wrong"]), (0, 0))
+
+    def test_s25_results_json_is_what_its_logs_say(self):
+        # The one-GPU machine: run 1 passed the GPU tests that one GPU runs
+        # (the one-rank cases, perf's one-GPU case, topo against
+        # nvidia-smi), 70 perf -p runs of 2 and 4 ranks sharing the GPU, and
+        # every collective on one rank against NCCL's with #wrong 0; run 2
+        # the collective tests' process-per-GPU suites on 2 and 3 shared
+        # ranks and memcheck (0 errors) on the one-rank cases.
+        top = os.path.join(ROOT, "bench", "results", "2026-12-01-h200x1-s25")
+        with open(os.path.join(top, "results.json")) as f:
+            kept = json.load(f)
+        self.assertEqual(kept, json.loads(tool("runs_json.py", top, "25", kept["what"])))
+        one, shared = kept["runs"]
+        self.assertEqual((one["gpus"], shared["gpus"]), (["NVIDIA H200"], ["NVIDIA H200"]))
+        ctest = {s["test"]: s["result"] for s in one["steps"] if s["kind"] == "ctest"}
+        self.assertEqual(ctest, {t: "Passed" for t in ("test_allreduce", "test_collectives", "test_perf_kernels",
+                                                        "test_perf_run", "gpu_test_topo_smi")})
+        self.assertIn({"kind": "shared_ranks", "runs": 70, "failed": 0, "what": "ranks 2 4 on 1 GPU(s)",
+                       "log": "output.txt"}, one["steps"])
+        tables = {t: rows for t, rows in one["perf"].items() if t.startswith("perf_g1_")}
+        self.assertEqual(len(tables), 9)  # 7 collectives eager, all-reduce and broadcast under a graph
+        for rows in tables.values():
+            self.assertEqual(len(rows), 10)  # 8 B .. 1 GiB by 8x
+            for r in rows:
+                for place in ("out_of_place", "in_place"):
+                    if place in r:
+                        self.assertEqual((r[place]["wrong"], r[place]["nccl_wrong"]), (0, 0))
+        cases = [(s["test"], s["case"], s["ranks"], s["rc"]) for s in shared["steps"] if s["kind"] == "gpu_test_case"]
+        self.assertEqual(sorted(cases), sorted([
+            ("test_allreduce", "quick_mp", 2, 0), ("test_collectives", "quick_mp", 2, 0),
+            ("test_collectives", "process_per_gpu", 2, 0), ("test_allreduce", "quick_mp", 3, 0),
+            ("test_collectives", "quick_mp", 3, 0), ("test_allreduce", "process_per_gpu", 3, 0)]))
+        san = [s["summary"] for s in shared["steps"] if s["kind"] == "compute_sanitizer"]
+        self.assertEqual(san, ["ERROR SUMMARY: 0 errors"] * 2)
 
 
 class PerfSummary(unittest.TestCase):
