@@ -88,41 +88,6 @@ static inline int runner_single(runner_t *R, int want) {
   return runner_alloc(R);
 }
 
-/* A communicator of one rank on GPU 0 (what a job on a one-GPU machine, or
- * torchrun --nproc_per_node=1, makes): every collective of one rank is a
- * local copy or nothing. multiproc: made as one rank of a process-per-GPU
- * job (p2pkit_comm_init_rank with nranks 1: no rendezvous), else by
- * p2pkit_comm_init_all over one GPU. */
-static inline int runner_one_rank(runner_t *R, int multiproc) {
-  memset(R, 0, sizeof *R);
-  R->nr = R->nloc = 1;
-  R->multiproc = multiproc;
-  T_CUDA(cudaSetDevice(0));
-  p2pkit_status_t st;
-  if (multiproc) {
-    p2pkit_comm_opts_t o;
-    p2pkit_comm_opts_init(&o);
-    o.nranks = 1;
-    o.rank = 0;
-    o.device = 0;
-    o.addr = "127.0.0.1";
-    o.port = free_port();
-    o.secret = "p2pkit-test-secret";
-    o.timeout_s = 20;
-    st = p2pkit_comm_init_rank(&o, &R->comm[0]);
-  } else {
-    st = p2pkit_comm_init_all(R->comm, 1, R->dev);
-  }
-  if (st != P2PKIT_SUCCESS) {
-    T_FAIL("one rank (%s): %s: %s", multiproc ? "init_rank" : "init_all", p2pkit_strerror(st),
-           p2pkit_last_error());
-    return -1;
-  }
-  CHECK_EQ(p2pkit_comm_size(R->comm[0]), 1);
-  CHECK_EQ(p2pkit_comm_rank(R->comm[0]), 0);
-  return runner_alloc(R);
-}
-
 static inline void runner_destroy(runner_t *R) {
   runner_free(R);
   for (int l = 0; l < R->nloc; l++)
@@ -174,6 +139,30 @@ static inline int runner_join(runner_t *R, int rank, int nranks, int port, int t
   CHECK_EQ(p2pkit_comm_size(R->comm[0]), nranks);
   CHECK_EQ(p2pkit_comm_device(R->comm[0]), dev);
   return runner_alloc(R) != 0;
+}
+
+/* A communicator of one rank on GPU 0 (what a job on a one-GPU machine, or
+ * torchrun --nproc_per_node=1, makes): every collective of one rank is a
+ * local copy or nothing. multiproc: rank 0 of 1 of a process-per-GPU job
+ * (runner_join: p2pkit_comm_init_rank, no rendezvous with one rank), else
+ * p2pkit_comm_init_all over one GPU. 0, or -1 after failing the test. */
+static inline int runner_one_rank(runner_t *R, int multiproc) {
+  if (multiproc) {
+    if (runner_join(R, 0, 1, free_port(), 20) == 0) return 0;
+    T_FAIL("one rank: init_rank (rank 0 of 1) failed");
+    return -1;
+  }
+  memset(R, 0, sizeof *R);
+  R->nr = R->nloc = 1;
+  T_CUDA(cudaSetDevice(0));
+  p2pkit_status_t st = p2pkit_comm_init_all(R->comm, 1, R->dev);
+  if (st != P2PKIT_SUCCESS) {
+    T_FAIL("one rank: init_all: %s: %s", p2pkit_strerror(st), p2pkit_last_error());
+    return -1;
+  }
+  CHECK_EQ(p2pkit_comm_size(R->comm[0]), 1);
+  CHECK_EQ(p2pkit_comm_rank(R->comm[0]), 0);
+  return runner_alloc(R);
 }
 
 /* --- process per GPU: the parent's side and the kill tests ---------------- */
