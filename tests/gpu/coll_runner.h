@@ -330,6 +330,19 @@ static inline int cu_run_cases(const cu_case *cases, size_t n, int argc, char **
   return nran == 0 && nskip > 0 ? 77 : 0;
 }
 
+/* main() of a collective GPU test: a child of a process-per-GPU job
+ * (`--child ...`) runs the test's child_main(); else at least one GPU, then
+ * the case table (cu_case entries) through cu_run_cases. */
+#define CU_MAIN(...)                                                                  \
+  int t_failed;                                                                       \
+  const char *t_current;                                                              \
+  int main(int argc, char **argv) {                                                   \
+    if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main(argc, argv);   \
+    T_REQUIRE_GPUS(1);                                                                \
+    static const cu_case cases[] = {__VA_ARGS__};                                     \
+    return cu_run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);           \
+  }
+
 /* The collectives' INFO log in a temporary file while `var`=`value`, for the
  * copy-engine cases: logcap_end() restores the settings and counts the log
  * lines holding both needles. */

@@ -742,33 +742,24 @@ TEST(one_rank_process) { one_rank_suite(1); }
 
 /* --- main ---------------------------------------------------------------------- */
 
-int t_failed;
-const char *t_current;
-
-int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main(argc, argv);
-  T_REQUIRE_GPUS(1);
-  static const cu_case cases[] = {
-      {T_CASE(one_rank), 1, CU_GPU1},
-      {T_CASE(one_rank_process), 1, CU_GPU1},
-      {T_CASE(one_process_all_algorithms), 1, CU_GPUS2},
-      {T_CASE(one_process_graph_replay), 1, CU_GPUS2},
-      {T_CASE(one_process_p2p_disabled), 1, CU_GPUS2},
-      {T_CASE(one_process_p2p_disabled_copy_engine), 1, CU_GPUS2},
-      {T_CASE(one_process_copy_engine_p2p), 1, CU_GPUS2},
-      {T_CASE(count_zero_is_a_no_op), 1, CU_GPUS2},
-      {T_CASE(several_communicators_at_once), 1, CU_GPUS2},
-      {T_CASE(process_per_gpu), 1, CU_PROCS},
-      {T_CASE(process_per_gpu_p2p_disabled), 1, CU_PROCS},
-      {T_CASE(process_per_gpu_p2p_disabled_copy_engine), 1, CU_PROCS},
-      {T_CASE(process_per_gpu_copy_engine_p2p), 1, CU_PROCS},
-      {T_CASE(process_per_gpu_few_hardware_queues), 1, CU_PROCS},
-      {T_CASE(kill_copy_engine_p2p_survivors_time_out), 1, CU_PROCS},
-      {T_CASE(kill_last_rank_survivors_time_out), 1, CU_PROCS},
-      {T_CASE(kill_copy_engine_staged_survivors_time_out), 1, CU_PROCS},
-      {T_CASE(kill_rank0_survivors_time_out), 1, CU_PROCS},
-      {T_CASE(quick), 0, CU_GPUS2},
-      {T_CASE(quick_mp), 0, CU_PROCS},
-  };
-  return cu_run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);
-}
+CU_MAIN(
+    {T_CASE(one_rank), 1, CU_GPU1},
+    {T_CASE(one_rank_process), 1, CU_GPU1},
+    {T_CASE(one_process_all_algorithms), 1, CU_GPUS2},
+    {T_CASE(one_process_graph_replay), 1, CU_GPUS2},
+    {T_CASE(one_process_p2p_disabled), 1, CU_GPUS2},
+    {T_CASE(one_process_p2p_disabled_copy_engine), 1, CU_GPUS2},
+    {T_CASE(one_process_copy_engine_p2p), 1, CU_GPUS2},
+    {T_CASE(count_zero_is_a_no_op), 1, CU_GPUS2},
+    {T_CASE(several_communicators_at_once), 1, CU_GPUS2},
+    {T_CASE(process_per_gpu), 1, CU_PROCS},
+    {T_CASE(process_per_gpu_p2p_disabled), 1, CU_PROCS},
+    {T_CASE(process_per_gpu_p2p_disabled_copy_engine), 1, CU_PROCS},
+    {T_CASE(process_per_gpu_copy_engine_p2p), 1, CU_PROCS},
+    {T_CASE(process_per_gpu_few_hardware_queues), 1, CU_PROCS},
+    {T_CASE(kill_copy_engine_p2p_survivors_time_out), 1, CU_PROCS},
+    {T_CASE(kill_last_rank_survivors_time_out), 1, CU_PROCS},
+    {T_CASE(kill_copy_engine_staged_survivors_time_out), 1, CU_PROCS},
+    {T_CASE(kill_rank0_survivors_time_out), 1, CU_PROCS},
+    {T_CASE(quick), 0, CU_GPUS2},
+    {T_CASE(quick_mp), 0, CU_PROCS})

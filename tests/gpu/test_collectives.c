@@ -1428,41 +1428,32 @@ TEST(one_rank_process) { one_rank_suite(1); }
 
 /* --- main ------------------------------------------------------------------------- */
 
-int t_failed;
-const char *t_current;
-
-int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main(argc, argv);
-  T_REQUIRE_GPUS(1);
-  static const cu_case cases[] = {
-      {T_CASE(one_rank), 1, CU_GPU1},
-      {T_CASE(one_rank_process), 1, CU_GPU1},
-      {T_CASE(argument_checks), 1, CU_GPUS2},
-      {T_CASE(one_process_all_collectives), 1, CU_GPUS2},
-      {T_CASE(one_process_graph_replay), 1, CU_GPUS2},
-      {T_CASE(one_process_graph_broadcast_own_copy), 1, CU_GPUS2},
-      {T_CASE(one_process_p2p_disabled), 1, CU_GPUS2},
-      {T_CASE(one_process_launch_threads), 1, CU_GPUS2},
-      {T_CASE(one_process_max_blocks), 1, CU_GPUS2},
-      {T_CASE(mixed_with_all_reduce), 1, CU_GPUS2},
-      {T_CASE(one_process_sendrecv_copy_engine), 1, CU_GPUS2},
-      {T_CASE(one_process_broadcast_copy_engine), 1, CU_GPUS2},
-      {T_CASE(one_process_copy_engine_collectives), 1, CU_GPUS2},
-      {T_CASE(one_process_copy_engine_back_to_back), 1, CU_GPUS2},
-      {T_CASE(process_per_gpu), 1, CU_PROCS},
-      {T_CASE(process_per_gpu_p2p_disabled), 1, CU_PROCS},
-      {T_CASE(process_per_gpu_max_blocks), 1, CU_PROCS},
-      {T_CASE(process_per_gpu_copy_engine_p2p), 1, CU_PROCS},
-      {T_CASE(process_per_gpu_copy_engine_p2p_kernel_posts), 1, CU_PROCS},
-      {T_CASE(process_per_gpu_sendrecv_straight_in), 1, CU_PROCS},
-      {T_CASE(process_per_gpu_sendrecv_straight_in_mismatch), 1, CU_PROCS},
-      {T_CASE(process_per_gpu_sendrecv_map), 1, CU_PROCS},
-      {T_CASE(kill_broadcast_root_survivors_time_out), 1, CU_PROCS},
-      {T_CASE(kill_rank0_staged_all_gather_survivors_time_out), 1, CU_PROCS},
-      {T_CASE(kill_sendrecv_peer_survivors_time_out), 1, CU_PROCS},
-      {T_CASE(kill_staged_sendrecv_peer_survivors_time_out), 1, CU_PROCS},
-      {T_CASE(quick), 0, CU_GPUS2},
-      {T_CASE(quick_mp), 0, CU_PROCS},
-  };
-  return cu_run_cases(cases, sizeof cases / sizeof cases[0], argc, argv);
-}
+CU_MAIN(
+    {T_CASE(one_rank), 1, CU_GPU1},
+    {T_CASE(one_rank_process), 1, CU_GPU1},
+    {T_CASE(argument_checks), 1, CU_GPUS2},
+    {T_CASE(one_process_all_collectives), 1, CU_GPUS2},
+    {T_CASE(one_process_graph_replay), 1, CU_GPUS2},
+    {T_CASE(one_process_graph_broadcast_own_copy), 1, CU_GPUS2},
+    {T_CASE(one_process_p2p_disabled), 1, CU_GPUS2},
+    {T_CASE(one_process_launch_threads), 1, CU_GPUS2},
+    {T_CASE(one_process_max_blocks), 1, CU_GPUS2},
+    {T_CASE(mixed_with_all_reduce), 1, CU_GPUS2},
+    {T_CASE(one_process_sendrecv_copy_engine), 1, CU_GPUS2},
+    {T_CASE(one_process_broadcast_copy_engine), 1, CU_GPUS2},
+    {T_CASE(one_process_copy_engine_collectives), 1, CU_GPUS2},
+    {T_CASE(one_process_copy_engine_back_to_back), 1, CU_GPUS2},
+    {T_CASE(process_per_gpu), 1, CU_PROCS},
+    {T_CASE(process_per_gpu_p2p_disabled), 1, CU_PROCS},
+    {T_CASE(process_per_gpu_max_blocks), 1, CU_PROCS},
+    {T_CASE(process_per_gpu_copy_engine_p2p), 1, CU_PROCS},
+    {T_CASE(process_per_gpu_copy_engine_p2p_kernel_posts), 1, CU_PROCS},
+    {T_CASE(process_per_gpu_sendrecv_straight_in), 1, CU_PROCS},
+    {T_CASE(process_per_gpu_sendrecv_straight_in_mismatch), 1, CU_PROCS},
+    {T_CASE(process_per_gpu_sendrecv_map), 1, CU_PROCS},
+    {T_CASE(kill_broadcast_root_survivors_time_out), 1, CU_PROCS},
+    {T_CASE(kill_rank0_staged_all_gather_survivors_time_out), 1, CU_PROCS},
+    {T_CASE(kill_sendrecv_peer_survivors_time_out), 1, CU_PROCS},
+    {T_CASE(kill_staged_sendrecv_peer_survivors_time_out), 1, CU_PROCS},
+    {T_CASE(quick), 0, CU_GPUS2},
+    {T_CASE(quick_mp), 0, CU_PROCS})
