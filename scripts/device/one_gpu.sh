@@ -17,11 +17,12 @@
 #             the collective tests' process-per-GPU cases through cases.sh
 #             (quick_mp on 2 and 3 ranks, test_collectives' whole suite on
 #             2, test_allreduce's on 3)
+#   kill      the kill cases on 2 ranks sharing the GPU (survivors time out)
 #   shared_perf  test_shared_ranks.sh (perf -p N, every collective, P2P,
 #             copy engines, staged, graph) on 2 and 4 ranks sharing the GPU
 # Usage: scripts/device/one_gpu.sh LOG_DIR
-#   ONE_SKIP="topo refuse doctor ctest perf ddp sanitize shared shared_perf"
-#   leaves parts out;
+#   ONE_SKIP="topo refuse doctor ctest perf ddp sanitize shared kill
+#   shared_perf" leaves parts out;
 #   BUDGET_S (default 540) is the whole run's time (lib.sh's fit). The build
 #   is build-dev. RECORD_COMMIT names the commit. NVLink multicast stays off.
 set -uo pipefail
@@ -89,6 +90,14 @@ if want shared; then
       test_allreduce:quick_mp test_collectives:quick_mp test_collectives:process_per_gpu; s=\$?
     P2PKIT_SHARE_GPUS=1 P2PKIT_TEST_NRANKS=3 CASE_SECS=300 scripts/device/cases.sh $build $log/cases3 \
       test_allreduce:quick_mp test_collectives:quick_mp test_allreduce:process_per_gpu || s=1; exit \$s"
+fi
+if want kill; then
+  # a rank killed mid-run on 2 ranks sharing the GPU: the survivor must time
+  # out (P2PKIT_TIMEOUT) and leave nothing in /dev/shm, as on 2 GPUs
+  fit kill 240 bash -c "P2PKIT_SHARE_GPUS=1 P2PKIT_TEST_NRANKS=2 CASE_SECS=100 scripts/device/cases.sh $build $log/kill \
+      test_allreduce:kill_last_rank_survivors_time_out test_allreduce:kill_rank0_survivors_time_out \
+      test_collectives:kill_broadcast_root_survivors_time_out test_collectives:kill_sendrecv_peer_survivors_time_out \
+      test_collectives:kill_rank0_staged_all_gather_survivors_time_out"
 fi
 if want shared_perf; then
   fit shared_perf 200 env SHARED_RANKS="2 4" bash tests/gpu/test_shared_ranks.sh "$bin"
