@@ -162,16 +162,17 @@ class RunsJson(unittest.TestCase):
         # nvidia-smi), 70 perf -p runs of 2 and 4 ranks sharing the GPU, and
         # every collective on one rank against NCCL's with #wrong 0; run 2
         # the collective tests' process-per-GPU suites on 2 and 3 shared
-        # ranks and memcheck (0 errors) on the one-rank cases; run 3 the GPU
-        # tests and memcheck again after the review's change to the runner.
+        # ranks and memcheck (0 errors) on the one-rank cases; runs 3 and 4
+        # the GPU tests and memcheck again after the review's changes to the
+        # tests, run 4 also the kill cases on 2 ranks sharing the GPU.
         top = os.path.join(ROOT, "bench", "results", "2026-12-01-h200x1-s25")
         with open(os.path.join(top, "results.json")) as f:
             kept = json.load(f)
         self.assertEqual(kept, json.loads(tool("runs_json.py", top, "25", kept["what"])))
-        one, shared, review = kept["runs"]
+        one, shared, review, final = kept["runs"]
         self.assertEqual({r["gpus"][0] for r in kept["runs"]}, {"NVIDIA H200"})
-        self.assertEqual([len(r["gpus"]) for r in kept["runs"]], [1, 1, 1])
-        for run in (one, review):  # run 3 again at the last GPU-code change
+        self.assertEqual([len(r["gpus"]) for r in kept["runs"]], [1, 1, 1, 1])
+        for run in (one, review, final):  # runs 3 and 4 again after changes to GPU code
             ctest = {s["test"]: s["result"] for s in run["steps"] if s["kind"] == "ctest"}
             self.assertEqual(ctest, {t: "Passed" for t in ("test_allreduce", "test_collectives", "test_perf_kernels",
                                                             "test_perf_run", "gpu_test_topo_smi")})
@@ -190,9 +191,13 @@ class RunsJson(unittest.TestCase):
             ("test_allreduce", "quick_mp", 2, 0), ("test_collectives", "quick_mp", 2, 0),
             ("test_collectives", "process_per_gpu", 2, 0), ("test_allreduce", "quick_mp", 3, 0),
             ("test_collectives", "quick_mp", 3, 0), ("test_allreduce", "process_per_gpu", 3, 0)]))
-        for run in (shared, review):
+        for run in (shared, review, final):
             san = [s["summary"] for s in run["steps"] if s["kind"] == "compute_sanitizer"]
             self.assertEqual(san, ["ERROR SUMMARY: 0 errors"] * 2)
+        # run 4: five kill cases on 2 ranks sharing the GPU, each survivor timed out cleanly
+        kills = [(s["case"], s["ranks"], s["rc"]) for s in final["steps"] if s["kind"] == "gpu_test_case"]
+        self.assertEqual(len(kills), 5)
+        self.assertTrue(all(c.startswith("kill_") and r == 2 and rc == 0 for c, r, rc in kills))
 
 
 class PerfSummary(unittest.TestCase):
