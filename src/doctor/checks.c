@@ -601,6 +601,105 @@ void p2pk_doc_check_pairs(const p2pk_doc_input *in, p2pk_findings *f) {
   free(v);
 }
 
+/* --- each GPU's link to host memory --------------------------------------------- */
+
+/* The link a GPU should train to: its own maximum, unless the slot above
+ * supports less (the pcie-link finding says which); the current reading when
+ * neither is known. */
+static void host_link_of(const dgpu *g, int *gen, int *width) {
+  *gen = g->max_gen ? g->max_gen : g->gen;
+  *width = g->max_width ? g->max_width : g->width;
+  if (g->slot_gen && g->slot_gen < *gen) *gen = g->slot_gen;
+  if (g->slot_width && g->slot_width < *width) *width = g->slot_width;
+}
+
+static void check_host_link(const view *v, const p2pk_doc_host_bw *r, p2pk_findings *f) {
+  char subj[24];
+  gpu_name(subj, sizeof subj, r->gpu);
+  if (r->verified == 0) {
+    p2pk_finding_add(f, P2PK_DOC_FAIL, "host-link", subj,
+                     "do not trust this GPU's PCIe path: look for AER and Xid errors in `dmesg`, "
+                     "reseat the GPU, check the IOMMU finding above",
+                     "bytes copied from host memory to the GPU and back came back changed");
+    return;
+  }
+  if (r->error[0]) {
+    p2pk_finding_add(f, P2PK_DOC_FAIL, "host-link", subj,
+                     "look for Xid errors in `dmesg` and at `nvidia-smi -q -d PCIE`",
+                     "copies between host memory and the GPU failed (%s)", r->error);
+    return;
+  }
+  const dgpu *g = r->gpu >= 0 && r->gpu < v->n ? &v->g[r->gpu] : NULL;
+  int gen = 0, width = 0;
+  if (g) host_link_of(g, &gen, &width);
+  double expect = p2pk_pcie_expected_gbps(gen, width);
+  double one = r->h2d_gbps < r->d2h_gbps ? r->h2d_gbps : r->d2h_gbps;
+  char rates[160];
+  snprintf(rates, sizeof rates, "host to GPU %.1f GB/s, GPU to host %.1f, both ways at once %.1f",
+           r->h2d_gbps, r->d2h_gbps, r->both_gbps);
+  p2pk_finding *x;
+  if (expect <= 0) {
+    x = p2pk_finding_add(f, P2PK_DOC_OK, "host-link", subj, NULL,
+                         "%s; no expected rate (the PCIe link is not known)", rates);
+  } else {
+    /* With several NUMA nodes, pinned memory on another node than the GPU's
+     * crosses the socket link on every copy. */
+    char numa[160] = "";
+    if (v->in->topo && v->in->topo->nnuma > 1) {
+      if (g && g->numa >= 0)
+        snprintf(numa, sizeof numa, "; run on the GPU's NUMA node (numactl --cpunodebind=%d "
+                 "--membind=%d): memory on another node crosses the socket link", g->numa, g->numa);
+      else
+        snprintf(numa, sizeof numa, "; run on the GPU's NUMA node (numactl): memory on another "
+                 "node crosses the socket link");
+    }
+    int low_one = one < P2PK_DOC_BW_OK_FRACTION * expect;
+    int low_both = r->both_gbps < P2PK_DOC_BW_OK_FRACTION * 2 * expect;
+    char action[384];
+    if (low_one) {
+      snprintf(action, sizeof action, "see the pcie-link and IOMMU findings above%s", numa);
+      x = p2pk_finding_add(f, P2PK_DOC_WARN, "host-link", subj, action,
+                           "%s: only %.0f%% of the %.1f GB/s a direction expected over PCIe Gen%d "
+                           "x%d; copies staged through host memory (P2P off) are bound by it",
+                           rates, 100 * one / expect, expect, gen, width);
+    } else if (low_both) {
+      snprintf(action, sizeof action,
+               "look for other traffic on the host's memory or the GPU's root port: the staged "
+               "fallback (P2P off) moves data both ways at once%s",
+               numa);
+      x = p2pk_finding_add(f, P2PK_DOC_WARN, "host-link", subj, action,
+                           "%s: each way alone is %.0f%% of the %.1f GB/s expected over PCIe "
+                           "Gen%d x%d, but both at once only %.0f%% of twice that",
+                           rates, 100 * one / expect, expect, gen, width, 100 * r->both_gbps / (2 * expect));
+    } else {
+      x = p2pk_finding_add(f, P2PK_DOC_OK, "host-link", subj, NULL,
+                           "%s: %.0f%% of the %.1f GB/s a direction expected over PCIe Gen%d x%d, "
+                           "%.0f%% of twice that both ways",
+                           rates, 100 * one / expect, expect, gen, width, 100 * r->both_gbps / (2 * expect));
+    }
+  }
+  if (x) {
+    x->value = one;
+    x->expected = expect > 0 ? expect : NAN;
+  }
+}
+
+void p2pk_doc_check_host_links(const p2pk_doc_input *in, p2pk_findings *f) {
+  if (!in->host_bw) {
+    p2pk_finding_add(f, P2PK_DOC_SKIP, "host-link", "system", NULL, "host-link probe not run: %s",
+                     in->host_bw_skip && in->host_bw_skip[0] ? in->host_bw_skip : "no measurement");
+    return;
+  }
+  view *v = calloc(1, sizeof *v);
+  if (!v) {
+    f->oom = 1;
+    return;
+  }
+  build_view(in, v);
+  for (int i = 0; i < in->nhost_bw; i++) check_host_link(v, &in->host_bw[i], f);
+  free(v);
+}
+
 /* --- bandwidth ---------------------------------------------------------------- */
 
 void p2pk_doc_check_bandwidth(const p2pk_doc_input *in, p2pk_findings *f) {
@@ -827,6 +926,7 @@ p2pkit_status_t p2pk_doctor_analyze(const p2pk_doc_input *in, p2pk_findings *f) 
   p2pk_doc_check_gpus(in, f);
   p2pk_doc_check_pairs(in, f);
   p2pk_doc_check_settings(in, f);
+  p2pk_doc_check_host_links(in, f);
   p2pk_doc_check_bandwidth(in, f);
   p2pk_doc_check_nccl(in, f);
   if (f->oom) return P2PKIT_ERR_NO_MEMORY;

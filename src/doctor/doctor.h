@@ -67,6 +67,16 @@ typedef struct {
   char error[192];  /* "" when the copy worked */
 } p2pk_doc_bw;
 
+/* One GPU's link to host memory (the host-link probe): pinned host memory
+ * to the GPU, back, and both at once, as the staged fallback uses it. */
+typedef struct {
+  int gpu;
+  double h2d_gbps, d2h_gbps; /* one way each, the median of the timed copies; 0 failed */
+  double both_gbps;          /* both ways at once, the two directions summed */
+  int verified;              /* 1 the bytes came back intact, 0 they did not, -1 not checked */
+  char error[192];           /* "" when the copies worked */
+} p2pk_doc_host_bw;
+
 /* A GPU's PCIe link re-read while copies keep it busy (GPUs lower the link
  * speed when idle to save power, so a low reading at rest proves nothing). */
 typedef struct {
@@ -85,6 +95,9 @@ typedef struct {
   const p2pk_doc_bw *bw;          /* bandwidth probe results, NULL when not run */
   int nbw;
   const char *bw_skip;            /* why the probe did not run (when bw is NULL) */
+  const p2pk_doc_host_bw *host_bw; /* host-link probe results [nhost_bw], NULL when not run */
+  int nhost_bw;
+  const char *host_bw_skip;       /* why the host-link probe did not run */
   const struct p2pk_nccl_log *nccl; /* parsed NCCL log, NULL when NCCL did not run */
   const char *nccl_skip;          /* why NCCL did not run (nccl NULL, no error) */
   const char *nccl_error;         /* NCCL ran and failed: what it said */
@@ -95,6 +108,8 @@ typedef struct {
 void p2pk_doc_check_system(const p2pk_doc_input *in, p2pk_findings *f);
 void p2pk_doc_check_gpus(const p2pk_doc_input *in, p2pk_findings *f);
 void p2pk_doc_check_pairs(const p2pk_doc_input *in, p2pk_findings *f);
+/* Per GPU, the host-link probe against its PCIe link's expected rate. */
+void p2pk_doc_check_host_links(const p2pk_doc_input *in, p2pk_findings *f);
 void p2pk_doc_check_bandwidth(const p2pk_doc_input *in, p2pk_findings *f);
 void p2pk_doc_check_nccl(const p2pk_doc_input *in, p2pk_findings *f);
 /* settings.c: this process's P2PKIT_* settings that keep p2pkit off its fast
@@ -104,8 +119,9 @@ void p2pk_doc_check_settings(const p2pk_doc_input *in, p2pk_findings *f);
  * be stored. */
 p2pkit_status_t p2pk_doctor_analyze(const p2pk_doc_input *in, p2pk_findings *f);
 
-/* Verdict threshold of the bandwidth probe: OK at this fraction of the
- * expected rate or more. */
+/* Verdict threshold of the bandwidth probes: OK at this fraction of the
+ * expected rate or more (the host link: each way alone, and both ways
+ * together against twice the one-way rate). */
 #define P2PK_DOC_BW_OK_FRACTION 0.7
 
 /* The NCCL_P2P_LEVEL value that lets NCCL use P2P on this pair: "NVL",
@@ -139,6 +155,11 @@ typedef struct {
  * staged pipeline always), `bytes` each, data checked. *bw_p is malloc'ed
  * (free it). Fails when the run cannot be set up (memory, context). */
 p2pkit_status_t p2pk_doc_probe(p2pkit_topo_t topo, size_t bytes, p2pk_doc_bw **bw_p, int *n_p);
+/* Time each GPU's link to host memory: pinned host buffers (as the staged
+ * fallback pins them) copied to the GPU, back, and both ways at once, `bytes`
+ * a copy, the round trip's bytes checked. out[] has topo->ngpus entries; a
+ * GPU whose copies failed has its error there. */
+void p2pk_doc_probe_host(const struct p2pkit_topo *t, size_t bytes, p2pk_doc_host_bw *out);
 /* Re-read the PCIe link of each GPU whose link reads below its maximum, while
  * host-to-device copies keep it busy. load[] has topo->ngpus entries. */
 void p2pk_doc_link_under_load(const struct p2pkit_topo *t, p2pk_doc_link_load *load);

@@ -1,6 +1,6 @@
 /* The doctor's live measurements: a short bandwidth probe per ordered GPU
- * pair (the bench's engine, small budget), and the PCIe link re-read under
- * load. */
+ * pair (the bench's engine, small budget), each GPU's link to host memory,
+ * and the PCIe link re-read under load. */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,6 +81,135 @@ done:
   p2pk_bench_report_free(&r);
   p2pk_bench_opts_free(&o);
   return st;
+}
+
+/* --- each GPU's link to host memory -------------------------------------------- */
+
+typedef struct {
+  unsigned char *hsrc, *hdst; /* pinned, as the staged fallback pins (portable) */
+  void *d1, *d2;
+  cudaStream_t s1, s2;
+  cudaEvent_t e0, e1, e2;
+} host_bufs;
+
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* One copy of `bytes` on s1 between events: GB/s, or 0 with *e set. */
+static double one_way(host_bufs *b, void *dst, const void *src, size_t bytes, cudaError_t *e) {
+  float ms = 0;
+  if ((*e = cudaEventRecord(b->e0, b->s1)) != cudaSuccess ||
+      (*e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, b->s1)) != cudaSuccess ||
+      (*e = cudaEventRecord(b->e1, b->s1)) != cudaSuccess ||
+      (*e = cudaEventSynchronize(b->e1)) != cudaSuccess ||
+      (*e = cudaEventElapsedTime(&ms, b->e0, b->e1)) != cudaSuccess || ms <= 0)
+    return 0;
+  return (double)bytes / (ms * 1e6);
+}
+
+/* Host to GPU on s1 and GPU to host on s2, started together: GB/s of the
+ * two summed, or 0 with *e set. */
+static double both_ways(host_bufs *b, size_t bytes, cudaError_t *e) {
+  float m1 = 0, m2 = 0;
+  if ((*e = cudaEventRecord(b->e0, b->s1)) != cudaSuccess ||
+      (*e = cudaStreamWaitEvent(b->s2, b->e0, 0)) != cudaSuccess ||
+      (*e = cudaMemcpyAsync(b->d2, b->hsrc, bytes, cudaMemcpyHostToDevice, b->s1)) != cudaSuccess ||
+      (*e = cudaMemcpyAsync(b->hdst, b->d1, bytes, cudaMemcpyDeviceToHost, b->s2)) != cudaSuccess ||
+      (*e = cudaEventRecord(b->e1, b->s1)) != cudaSuccess ||
+      (*e = cudaEventRecord(b->e2, b->s2)) != cudaSuccess ||
+      (*e = cudaEventSynchronize(b->e1)) != cudaSuccess ||
+      (*e = cudaEventSynchronize(b->e2)) != cudaSuccess ||
+      (*e = cudaEventElapsedTime(&m1, b->e0, b->e1)) != cudaSuccess ||
+      (*e = cudaEventElapsedTime(&m2, b->e0, b->e2)) != cudaSuccess)
+    return 0;
+  float ms = m1 > m2 ? m1 : m2;
+  return ms > 0 ? 2.0 * (double)bytes / (ms * 1e6) : 0;
+}
+
+static void host_free(host_bufs *b) {
+  if (b->e0) cudaEventDestroy(b->e0);
+  if (b->e1) cudaEventDestroy(b->e1);
+  if (b->e2) cudaEventDestroy(b->e2);
+  if (b->s1) cudaStreamDestroy(b->s1);
+  if (b->s2) cudaStreamDestroy(b->s2);
+  cudaFree(b->d1);
+  cudaFree(b->d2);
+  cudaFreeHost(b->hsrc);
+  cudaFreeHost(b->hdst);
+  cudaGetLastError();
+}
+
+/* GPU g: warm-up, then PROBE_ITERS timed copies each way and both ways;
+ * the bytes that went to the GPU and came back are compared. */
+static void probe_host_one(int g, size_t bytes, p2pk_doc_host_bw *out) {
+  memset(out, 0, sizeof *out);
+  out->gpu = g;
+  out->verified = -1;
+  host_bufs b;
+  memset(&b, 0, sizeof b);
+  cudaError_t e;
+  const char *what = "set up";
+  if ((e = cudaSetDevice(g)) != cudaSuccess ||
+      (e = cudaHostAlloc((void **)&b.hsrc, bytes, cudaHostAllocPortable)) != cudaSuccess ||
+      (e = cudaHostAlloc((void **)&b.hdst, bytes, cudaHostAllocPortable)) != cudaSuccess ||
+      (e = cudaMalloc(&b.d1, bytes)) != cudaSuccess || (e = cudaMalloc(&b.d2, bytes)) != cudaSuccess ||
+      (e = cudaStreamCreateWithFlags(&b.s1, cudaStreamNonBlocking)) != cudaSuccess ||
+      (e = cudaStreamCreateWithFlags(&b.s2, cudaStreamNonBlocking)) != cudaSuccess ||
+      (e = cudaEventCreate(&b.e0)) != cudaSuccess || (e = cudaEventCreate(&b.e1)) != cudaSuccess ||
+      (e = cudaEventCreate(&b.e2)) != cudaSuccess)
+    goto fail;
+  /* Never time zeros: a pattern that differs per GPU and per word. */
+  uint64_t x = 0x9E3779B97F4A7C15ULL * (uint64_t)(g + 1);
+  for (size_t i = 0; i + 8 <= bytes; i += 8) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    memcpy(b.hsrc + i, &x, 8);
+  }
+  for (size_t i = bytes & ~(size_t)7; i < bytes; i++) b.hsrc[i] = (unsigned char)(i * 131 + 7);
+  memset(b.hdst, 0xA5, bytes);
+  double h2d[PROBE_ITERS], d2h[PROBE_ITERS], both[PROBE_ITERS];
+  what = "host to GPU";
+  for (int i = 0; i < PROBE_WARMUP + PROBE_ITERS; i++) {
+    double r = one_way(&b, b.d1, b.hsrc, bytes, &e);
+    if (r <= 0) goto fail;
+    if (i >= PROBE_WARMUP) h2d[i - PROBE_WARMUP] = r;
+  }
+  what = "GPU to host";
+  for (int i = 0; i < PROBE_WARMUP + PROBE_ITERS; i++) {
+    double r = one_way(&b, b.hdst, b.d1, bytes, &e);
+    if (r <= 0) goto fail;
+    if (i >= PROBE_WARMUP) d2h[i - PROBE_WARMUP] = r;
+  }
+  out->verified = memcmp(b.hsrc, b.hdst, bytes) == 0;
+  what = "both ways at once";
+  for (int i = 0; i < PROBE_WARMUP + PROBE_ITERS; i++) {
+    double r = both_ways(&b, bytes, &e);
+    if (r <= 0) goto fail;
+    if (i >= PROBE_WARMUP) both[i - PROBE_WARMUP] = r;
+  }
+  out->h2d_gbps = median(h2d, PROBE_ITERS);
+  out->d2h_gbps = median(d2h, PROBE_ITERS);
+  out->both_gbps = median(both, PROBE_ITERS);
+  host_free(&b);
+  return;
+fail:
+  snprintf(out->error, sizeof out->error, "%s: %s", what,
+           e != cudaSuccess ? cudaGetErrorString(e) : "a copy took no time");
+  out->h2d_gbps = out->d2h_gbps = out->both_gbps = 0;
+  host_free(&b);
+}
+
+void p2pk_doc_probe_host(const struct p2pkit_topo *t, size_t bytes, p2pk_doc_host_bw *out) {
+  int prev = 0;
+  cudaGetDevice(&prev);
+  for (int g = 0; g < t->ngpus; g++) probe_host_one(g, bytes, &out[g]);
+  cudaSetDevice(prev);
 }
 
 /* --- PCIe link under load --------------------------------------------------- */

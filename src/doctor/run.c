@@ -1,5 +1,6 @@
 /* The live runner: gather the inputs (topology, the PCIe link under load,
- * the bandwidth probe, what NCCL does), then analyse. */
+ * each GPU's link to host memory, the bandwidth probe, what NCCL does),
+ * then analyse. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,9 +51,10 @@ static p2pkit_status_t write_file(const char *path, const char *text, size_t len
 typedef struct {
   p2pk_doc_input in;
   p2pkit_topo_t topo;
-  char topo_err[512], bw_skip[256], nccl_skip[320], nccl_error[512];
+  char topo_err[512], bw_skip[256], host_skip[256], nccl_skip[320], nccl_error[512];
   p2pk_doc_link_load *load;
   p2pk_doc_bw *bw;
+  p2pk_doc_host_bw *host;
   p2pk_nccl_log *nccl;
   p2pk_doc_nccl_run run;
 } state;
@@ -75,6 +77,24 @@ static p2pkit_status_t get_topology(const p2pk_doc_opts *o, state *s) {
              p2pkit_last_error());
   }
   return P2PKIT_SUCCESS;
+}
+
+/* Each GPU's link to host memory: one GPU is enough. */
+static void run_host_probe(const p2pk_doc_opts *o, state *s) {
+  int n = s->topo ? s->topo->ngpus : 0;
+  const char *why = !s->topo      ? "needs the driver"
+                    : !s->in.live ? "a recorded machine, nothing to measure"
+                    : n < 1       ? "no GPU"
+                    : !o->probe   ? "--no-probe"
+                                  : NULL;
+  if (!why && !(s->host = calloc((size_t)n, sizeof *s->host))) why = "out of memory";
+  if (why) {
+    snprintf(s->host_skip, sizeof s->host_skip, "%s", why);
+    return;
+  }
+  p2pk_doc_probe_host(s->topo, o->probe_bytes ? o->probe_bytes : DEFAULT_PROBE_BYTES, s->host);
+  s->in.host_bw = s->host;
+  s->in.nhost_bw = n;
 }
 
 static void run_probe(const p2pk_doc_opts *o, state *s) {
@@ -186,6 +206,8 @@ p2pkit_status_t p2pk_doctor_run(const p2pk_doc_opts *o, p2pk_findings *f, char *
       s->in.load = s->load;
     }
   }
+  run_host_probe(o, s);
+  s->in.host_bw_skip = s->host_skip;
   run_probe(o, s);
   s->in.bw_skip = s->bw_skip;
   make_title(o, s, title, title_len);
@@ -195,6 +217,7 @@ out:
   if (s->topo) p2pkit_topo_destroy(s->topo);
   free(s->load);
   free(s->bw);
+  free(s->host);
   free(s->nccl);
   free(s);
   return st;

@@ -243,6 +243,10 @@ double p2pk_pcie_gbps(int gen, int width) {
 #define NVLINK_EFFICIENCY 0.82
 #define PCIE_EFFICIENCY 0.87
 
+double p2pk_pcie_expected_gbps(int gen, int width) {
+  return p2pk_pcie_gbps(gen, width) * PCIE_EFFICIENCY;
+}
+
 static double gpu_pcie_gbps(const struct p2pkit_topo *t, int g) {
   int p = t->gpus[g].pci;
   if (p < 0) return 0;

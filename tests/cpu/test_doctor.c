@@ -300,6 +300,111 @@ TEST(gpus_on_two_sockets) {
   p2pkit_topo_destroy(t);
 }
 
+/* Each GPU's link to host memory against its PCIe link's expected rate:
+ * one way each and both ways at once (what the staged fallback needs). */
+TEST(host_link_verdicts) {
+  struct p2pkit_topo *t = topo_of("vm_h200"); /* two GPUs at Gen5 x16 */
+  const double e = p2pk_pcie_expected_gbps(5, 16);
+  CHECK(e > 50 && e < 63); /* 63 GB/s line rate a direction, times the copy efficiency */
+  p2pk_doc_host_bw hb[2];
+  memset(hb, 0, sizeof hb);
+  hb[0] = (p2pk_doc_host_bw){0, 0.95 * e, 0.9 * e, 1.8 * e, 1, ""};
+  hb[1] = (p2pk_doc_host_bw){1, 0.5 * e, 0.9 * e, 1.3 * e, 1, ""};
+  p2pk_doc_input in;
+  memset(&in, 0, sizeof in);
+  in.topo = t;
+  in.sysfs_root = root_of("vm_h200");
+  in.host_bw = hb;
+  in.nhost_bw = 2;
+  p2pk_findings f;
+  p2pk_findings_init(&f);
+  p2pk_doc_check_host_links(&in, &f);
+  dump(&f);
+  const p2pk_finding *x = want(&f, "host-link", "GPU0", P2PK_DOC_OK);
+  HAS(x, reason, "90% of the 54.8 GB/s a direction expected over PCIe Gen5 x16");
+  HAS(x, reason, "both ways at once");
+  if (x) CHECK_NEAR(x->value, 0.9 * e, 1e-9);
+  if (x) CHECK_NEAR(x->expected, e, 1e-9);
+  x = want(&f, "host-link", "GPU1", P2PK_DOC_WARN);
+  HAS(x, reason, "only 50%");
+  HAS(x, reason, "staged through host memory");
+  HAS(x, action, "pcie-link and IOMMU findings");
+  if (x && strstr(x->action, "numactl")) T_FAIL("one NUMA node, yet the action names numactl: %s", x->action);
+  CHECK_EQ(p2pk_doctor_exit_code(&f), 1);
+  p2pk_findings_free(&f);
+
+  /* Each way alone at full rate, both at once not: a WARN naming it. */
+  hb[1] = (p2pk_doc_host_bw){1, 0.9 * e, 0.9 * e, 1.0 * e, 1, ""};
+  p2pk_findings_init(&f);
+  p2pk_doc_check_host_links(&in, &f);
+  x = want(&f, "host-link", "GPU1", P2PK_DOC_WARN);
+  HAS(x, reason, "both at once only 50% of twice that");
+  HAS(x, action, "both ways at once");
+  p2pk_findings_free(&f);
+
+  /* Changed bytes are a FAIL whatever the speed; a failed copy names its error. */
+  hb[0].verified = 0;
+  hb[1] = (p2pk_doc_host_bw){1, 0, 0, 0, -1, "host to GPU: out of memory"};
+  p2pk_findings_init(&f);
+  p2pk_doc_check_host_links(&in, &f);
+  x = want(&f, "host-link", "GPU0", P2PK_DOC_FAIL);
+  HAS(x, reason, "came back changed");
+  x = want(&f, "host-link", "GPU1", P2PK_DOC_FAIL);
+  HAS(x, reason, "host to GPU: out of memory");
+  CHECK_EQ(p2pk_doctor_exit_code(&f), 2);
+  p2pk_findings_free(&f);
+
+  /* Not run: one SKIP saying why (a recorded machine, --no-probe, ...). */
+  in.host_bw = NULL;
+  in.host_bw_skip = "--no-probe";
+  p2pk_findings_init(&f);
+  p2pk_doc_check_host_links(&in, &f);
+  x = want(&f, "host-link", "system", P2PK_DOC_SKIP);
+  HAS(x, reason, "host-link probe not run: --no-probe");
+  p2pk_findings_free(&f);
+  p2pkit_topo_destroy(t);
+
+  /* Two sockets: the action names the GPU's own NUMA node. */
+  t = topo_of("two_sockets");
+  p2pk_doc_host_bw ts[2] = {{0, 10.0, 10.0, 20.0, 1, ""}, {1, 10.0, 10.0, 20.0, 1, ""}};
+  memset(&in, 0, sizeof in);
+  in.topo = t;
+  in.sysfs_root = root_of("two_sockets");
+  in.host_bw = ts;
+  in.nhost_bw = 2;
+  p2pk_findings_init(&f);
+  p2pk_doc_check_host_links(&in, &f);
+  dump(&f);
+  x = want(&f, "host-link", "GPU1", P2PK_DOC_WARN);
+  HAS(x, action, "numactl --cpunodebind=1 --membind=1");
+  p2pk_findings_free(&f);
+  p2pkit_topo_destroy(t);
+
+  /* The rate a GPU should reach is its own link's, or its slot's when the
+   * slot supports less: GPU0 (Gen4 x16 card trained at Gen3 x8) is held to
+   * Gen4 x16, GPU2 (a Gen4 card in a Gen3 slot) to Gen3 x16. */
+  t = topo_of("gen3_x8");
+  p2pk_doc_host_bw g3[3] = {{0, 6.5, 6.6, 13.0, 1, ""}, {1, 25.0, 25.5, 50.0, 1, ""},
+                            {2, 13.5, 13.6, 27.0, 1, ""}};
+  memset(&in, 0, sizeof in);
+  in.topo = t;
+  in.sysfs_root = root_of("gen3_x8");
+  in.host_bw = g3;
+  in.nhost_bw = 3;
+  p2pk_findings_init(&f);
+  p2pk_doc_check_host_links(&in, &f);
+  dump(&f);
+  x = want(&f, "host-link", "GPU0", P2PK_DOC_WARN);
+  HAS(x, reason, "PCIe Gen4 x16");
+  HAS(x, action, "pcie-link and IOMMU findings");
+  x = want(&f, "host-link", "GPU1", P2PK_DOC_OK);
+  HAS(x, reason, "PCIe Gen4 x16");
+  x = want(&f, "host-link", "GPU2", P2PK_DOC_OK);
+  HAS(x, reason, "PCIe Gen3 x16");
+  p2pk_findings_free(&f);
+  p2pkit_topo_destroy(t);
+}
+
 TEST(link_trained_at_gen3_x8) {
   struct p2pkit_topo *t = topo_of("gen3_x8");
   p2pk_findings f;
@@ -737,7 +842,7 @@ TEST(nccl_ranks_start_and_report_without_a_gpu) {
 T_MAIN(T_CASE(sysfs_reader_on_a_recorded_tree), T_CASE(clean_machine_is_all_ok),
        T_CASE(acs_on_a_switch), T_CASE(acs_without_root_says_so), T_CASE(iommu_in_translated_mode),
        T_CASE(gpus_on_two_sockets), T_CASE(link_trained_at_gen3_x8),
-       T_CASE(device_machine_vm_with_nvswitch), T_CASE(bandwidth_verdicts),
+       T_CASE(device_machine_vm_with_nvswitch), T_CASE(bandwidth_verdicts), T_CASE(host_link_verdicts),
        T_CASE(nccl_falls_back_to_shm_although_p2p_works), T_CASE(consumer_gpu_without_p2p),
        T_CASE(nvlinks_down_and_fabric_not_ready), T_CASE(no_driver_no_sysfs_skips_and_exits_zero),
        T_CASE(recorded_topology_without_its_sysfs_is_not_mixed_with_ours),
