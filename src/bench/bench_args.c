@@ -471,8 +471,9 @@ int p2pk_bench_validate(p2pk_bench_opts *o, int ngpus, char *err, size_t len) {
   else
     for (n = 0; n < ngpus && n < P2PK_MAX_GPUS; n++) sel[n] = n;
   if (n < 2)
-    return fail(err, len, "copies between GPUs need at least 2 GPUs (%s %d)",
-                o->ngpus ? "--gpus names" : "this machine has", n);
+    return fail(err, len, "copies between GPUs need at least 2 GPUs (%s %d)%s",
+                o->ngpus ? "--gpus names" : "this machine has", n,
+                o->ngpus ? "" : "; `p2pkit doctor` times a GPU's link to host memory");
   o->pairs = malloc((size_t)n * (size_t)(n - 1) * sizeof *o->pairs);
   if (!o->pairs) return fail(err, len, "out of memory");
   for (int a = 0; a < n; a++)

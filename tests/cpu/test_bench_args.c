@@ -237,7 +237,8 @@ TEST(against_machine) {
   CHECK_STR(err, "pair 0:5: GPU 5 does not exist (this machine has 2: 0..1)");
   p2pk_bench_opts_free(&o);
   CHECK_EQ(validate("", 1, &o, err, sizeof err), -1);
-  CHECK_STR(err, "copies between GPUs need at least 2 GPUs (this machine has 1)");
+  CHECK_STR(err, "copies between GPUs need at least 2 GPUs (this machine has 1); `p2pkit doctor` "
+                 "times a GPU's link to host memory");
   p2pk_bench_opts_free(&o);
   CHECK_EQ(validate("--gpus 1", 4, &o, err, sizeof err), -1);
   CHECK_STR(err, "copies between GPUs need at least 2 GPUs (--gpus names 1)");
