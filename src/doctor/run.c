@@ -79,14 +79,21 @@ static p2pkit_status_t get_topology(const p2pk_doc_opts *o, state *s) {
   return P2PKIT_SUCCESS;
 }
 
+/* Why a probe of `need` GPUs (1: each GPU's host link; 2: the pairs) does
+ * not run here, or NULL. */
+static const char *probe_skip(const p2pk_doc_opts *o, const state *s, int need) {
+  int n = s->topo ? s->topo->ngpus : 0;
+  return !s->topo      ? "needs the driver"
+         : !s->in.live ? "a recorded machine, nothing to measure"
+         : n < need    ? (need > 1 ? "needs two GPUs" : "no GPU")
+         : !o->probe   ? "--no-probe"
+                       : NULL;
+}
+
 /* Each GPU's link to host memory: one GPU is enough. */
 static void run_host_probe(const p2pk_doc_opts *o, state *s) {
   int n = s->topo ? s->topo->ngpus : 0;
-  const char *why = !s->topo      ? "needs the driver"
-                    : !s->in.live ? "a recorded machine, nothing to measure"
-                    : n < 1       ? "no GPU"
-                    : !o->probe   ? "--no-probe"
-                                  : NULL;
+  const char *why = probe_skip(o, s, 1);
   if (!why && !(s->host = calloc((size_t)n, sizeof *s->host))) why = "out of memory";
   if (why) {
     snprintf(s->host_skip, sizeof s->host_skip, "%s", why);
@@ -98,12 +105,7 @@ static void run_host_probe(const p2pk_doc_opts *o, state *s) {
 }
 
 static void run_probe(const p2pk_doc_opts *o, state *s) {
-  int n = s->topo ? s->topo->ngpus : 0;
-  const char *why = !s->topo    ? "needs the driver"
-                    : !s->in.live ? "a recorded machine, nothing to measure"
-                    : n < 2       ? "needs two GPUs"
-                    : !o->probe   ? "--no-probe"
-                                  : NULL;
+  const char *why = probe_skip(o, s, 2);
   if (why) {
     snprintf(s->bw_skip, sizeof s->bw_skip, "%s", why);
     return;
