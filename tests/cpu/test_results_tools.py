@@ -169,13 +169,13 @@ class RunsJson(unittest.TestCase):
         with open(os.path.join(top, "results.json")) as f:
             kept = json.load(f)
         self.assertEqual(kept, json.loads(tool("runs_json.py", top, "25", kept["what"])))
-        one, shared, review, final, doctor = kept["runs"]
+        one, shared, review, final, doctor, last = kept["runs"]
         self.assertEqual({r["gpus"][0] for r in kept["runs"]}, {"NVIDIA H200"})
-        self.assertEqual([len(r["gpus"]) for r in kept["runs"]], [1, 1, 1, 1, 1])
+        self.assertEqual([len(r["gpus"]) for r in kept["runs"]], [1, 1, 1, 1, 1, 1])
         # run 5 (the doctor's host-link probe) holds no step the tool reads;
         # its machine.txt names the commit by a placeholder (summary.md)
         self.assertEqual((doctor["steps"], doctor["commit"]), ([], "DOCTORCOMMIT"))
-        for run in (one, review, final):  # runs 3 and 4 again after changes to GPU code
+        for run in (one, review, final, last):  # runs 3, 4 and 6 again after later changes
             ctest = {s["test"]: s["result"] for s in run["steps"] if s["kind"] == "ctest"}
             self.assertEqual(ctest, {t: "Passed" for t in ("test_allreduce", "test_collectives", "test_perf_kernels",
                                                             "test_perf_run", "gpu_test_topo_smi")})
