@@ -8,10 +8,6 @@
 
 #include "bench/bench.h"
 
-/* Fraction of the PCIe line rate a bulk copy reaches (as topo_model.c's
- * PCIE_EFFICIENCY: pinned D2H 55 of 63 GB/s on the device machine). */
-#define BENCH_PCIE_EFFICIENCY 0.87
-
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -62,7 +58,7 @@ void p2pk_bench_expected(const p2pkit_pair_t *pair, double pcie, int method, dou
   /* Staged (by p2pkit or by the driver): out over one PCIe link, in over the
    * other; a pipeline overlaps the two, the serial baseline takes them in turn. */
   *line = pcie;
-  *expected = pcie * BENCH_PCIE_EFFICIENCY;
+  *expected = pcie * P2PK_PCIE_EFFICIENCY;
   if (method == P2PK_BM_STAGED_SERIAL) *expected /= 2;
 }
 

@@ -632,7 +632,7 @@ static void check_host_link(const view *v, const p2pk_doc_host_bw *r, p2pk_findi
   const dgpu *g = r->gpu >= 0 && r->gpu < v->n ? &v->g[r->gpu] : NULL;
   int gen = 0, width = 0;
   if (g) host_link_of(g, &gen, &width);
-  double expect = p2pk_pcie_expected_gbps(gen, width);
+  double expect = p2pk_pcie_gbps(gen, width) * P2PK_PCIE_EFFICIENCY;
   double one = r->h2d_gbps < r->d2h_gbps ? r->h2d_gbps : r->d2h_gbps;
   char rates[160];
   snprintf(rates, sizeof rates, "host to GPU %.1f GB/s, GPU to host %.1f, both ways at once %.1f",

@@ -13,6 +13,7 @@
 #include "doctor/doctor.h"
 #include "topo/nvml_dl.h"
 #include "topo/topo.h"
+#include "xfer/pattern.h"
 
 /* A small budget of the bench's own measurement: one size, one way, a few
  * timed runs, data checked by the bench. */
@@ -92,14 +93,10 @@ typedef struct {
   cudaEvent_t e0, e1, e2;
 } host_bufs;
 
-static int cmp_dbl(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_dbl);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  p2pk_stats s;
+  p2pk_stats_compute(v, n, &s);
+  return s.median;
 }
 
 /* One copy of `bytes` on s1 between events: GB/s, or 0 with *e set. */
@@ -165,13 +162,12 @@ static void probe_host_one(int g, size_t bytes, p2pk_doc_host_bw *out) {
       (e = cudaEventCreate(&b.e0)) != cudaSuccess || (e = cudaEventCreate(&b.e1)) != cudaSuccess ||
       (e = cudaEventCreate(&b.e2)) != cudaSuccess)
     goto fail;
-  /* Never time zeros: a pattern that differs per GPU and per word. */
-  uint64_t x = 0x9E3779B97F4A7C15ULL * (uint64_t)(g + 1);
-  for (size_t i = 0; i + 8 <= bytes; i += 8) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    memcpy(b.hsrc + i, &x, 8);
+  /* Never time zeros: the tests' and the bench's pattern, seeded per GPU. */
+  for (size_t i = 0; i + 4 <= bytes; i += 4) {
+    uint32_t w = p2pk_pattern_word((uint64_t)g + 1, 0, i / 4);
+    memcpy(b.hsrc + i, &w, 4);
   }
-  for (size_t i = bytes & ~(size_t)7; i < bytes; i++) b.hsrc[i] = (unsigned char)(i * 131 + 7);
+  for (size_t i = bytes & ~(size_t)3; i < bytes; i++) b.hsrc[i] = p2pk_pattern_byte((uint64_t)g + 1, 0, i);
   memset(b.hdst, 0xA5, bytes);
   double h2d[PROBE_ITERS], d2h[PROBE_ITERS], both[PROBE_ITERS];
   what = "host to GPU";

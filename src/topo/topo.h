@@ -148,9 +148,10 @@ void p2pk_pair_info(const struct p2pkit_topo *t, int a, int b, p2pkit_pair_t *ou
 void p2pk_pair_sentence(const struct p2pkit_topo *t, int a, int b, char *buf, size_t len);
 /* PCIe line rate one way in GB/s for a generation and width (0 unknown). */
 double p2pk_pcie_gbps(int gen, int width);
-/* What a bulk copy reaches one way over such a link (pinned host memory to
- * or from a GPU, or P2P over PCIe), GB/s; 0 unknown. */
-double p2pk_pcie_expected_gbps(int gen, int width);
+/* The fraction of that line rate a bulk copy reaches (pinned host memory to
+ * or from a GPU, P2P over PCIe, the staged pipeline): pinned D2H 55 of 63
+ * GB/s at Gen5 x16 on the device machine (ANCHORS.md). */
+#define P2PK_PCIE_EFFICIENCY 0.87
 
 /* --- sources (each in its own file) -------------------------------------- */
 

@@ -237,15 +237,10 @@ double p2pk_pcie_gbps(int gen, int width) {
   return lane[gen] * width;
 }
 
-/* Practical fractions of line rate a bulk copy reaches, from the device
- * machine (ANCHORS.md): copy engine 395 of 478 GB/s over NVLink; pinned
- * D2H 55 of 63 GB/s over PCIe Gen5 x16. */
+/* Practical fraction of line rate a bulk copy reaches over NVLink, from the
+ * device machine (ANCHORS.md): copy engine 395 of 478 GB/s (PCIe's is
+ * P2PK_PCIE_EFFICIENCY, topo.h). */
 #define NVLINK_EFFICIENCY 0.82
-#define PCIE_EFFICIENCY 0.87
-
-double p2pk_pcie_expected_gbps(int gen, int width) {
-  return p2pk_pcie_gbps(gen, width) * PCIE_EFFICIENCY;
-}
 
 static double gpu_pcie_gbps(const struct p2pkit_topo *t, int g) {
   int p = t->gpus[g].pci;
@@ -294,7 +289,7 @@ void p2pk_pair_info(const struct p2pkit_topo *t, int a, int b, p2pkit_pair_t *ou
     /* P2P over PCIe, or staged through the host: both bound by one PCIe link
      * (a staged copy crosses two, but a pipeline overlaps them). */
     out->line_gbps = pcie;
-    out->expected_gbps = pcie * PCIE_EFFICIENCY;
+    out->expected_gbps = pcie * P2PK_PCIE_EFFICIENCY;
   }
 }
 

@@ -300,22 +300,29 @@ TEST(gpus_on_two_sockets) {
   p2pkit_topo_destroy(t);
 }
 
+/* The host-link probe's results on a recorded machine, as the runner hands them in. */
+static p2pk_doc_input host_input(const struct p2pkit_topo *t, const char *scenario,
+                                 const p2pk_doc_host_bw *hb, int n) {
+  p2pk_doc_input in;
+  memset(&in, 0, sizeof in);
+  in.topo = t;
+  in.sysfs_root = root_of(scenario);
+  in.host_bw = hb;
+  in.nhost_bw = n;
+  return in;
+}
+
 /* Each GPU's link to host memory against its PCIe link's expected rate:
  * one way each and both ways at once (what the staged fallback needs). */
 TEST(host_link_verdicts) {
   struct p2pkit_topo *t = topo_of("vm_h200"); /* two GPUs at Gen5 x16 */
-  const double e = p2pk_pcie_expected_gbps(5, 16);
+  const double e = p2pk_pcie_gbps(5, 16) * P2PK_PCIE_EFFICIENCY;
   CHECK(e > 50 && e < 63); /* 63 GB/s line rate a direction, times the copy efficiency */
   p2pk_doc_host_bw hb[2];
   memset(hb, 0, sizeof hb);
   hb[0] = (p2pk_doc_host_bw){0, 0.95 * e, 0.9 * e, 1.8 * e, 1, ""};
   hb[1] = (p2pk_doc_host_bw){1, 0.5 * e, 0.9 * e, 1.3 * e, 1, ""};
-  p2pk_doc_input in;
-  memset(&in, 0, sizeof in);
-  in.topo = t;
-  in.sysfs_root = root_of("vm_h200");
-  in.host_bw = hb;
-  in.nhost_bw = 2;
+  p2pk_doc_input in = host_input(t, "vm_h200", hb, 2);
   p2pk_findings f;
   p2pk_findings_init(&f);
   p2pk_doc_check_host_links(&in, &f);
@@ -367,11 +374,7 @@ TEST(host_link_verdicts) {
   /* Two sockets: the action names the GPU's own NUMA node. */
   t = topo_of("two_sockets");
   p2pk_doc_host_bw ts[2] = {{0, 10.0, 10.0, 20.0, 1, ""}, {1, 10.0, 10.0, 20.0, 1, ""}};
-  memset(&in, 0, sizeof in);
-  in.topo = t;
-  in.sysfs_root = root_of("two_sockets");
-  in.host_bw = ts;
-  in.nhost_bw = 2;
+  in = host_input(t, "two_sockets", ts, 2);
   p2pk_findings_init(&f);
   p2pk_doc_check_host_links(&in, &f);
   dump(&f);
@@ -386,11 +389,7 @@ TEST(host_link_verdicts) {
   t = topo_of("gen3_x8");
   p2pk_doc_host_bw g3[3] = {{0, 6.5, 6.6, 13.0, 1, ""}, {1, 25.0, 25.5, 50.0, 1, ""},
                             {2, 13.5, 13.6, 27.0, 1, ""}};
-  memset(&in, 0, sizeof in);
-  in.topo = t;
-  in.sysfs_root = root_of("gen3_x8");
-  in.host_bw = g3;
-  in.nhost_bw = 3;
+  in = host_input(t, "gen3_x8", g3, 3);
   p2pk_findings_init(&f);
   p2pk_doc_check_host_links(&in, &f);
   dump(&f);
