@@ -169,9 +169,10 @@ class RunsJson(unittest.TestCase):
         with open(os.path.join(top, "results.json")) as f:
             kept = json.load(f)
         self.assertEqual(kept, json.loads(tool("runs_json.py", top, "25", kept["what"])))
-        one, shared, review, final, doctor, last = kept["runs"]
+        one, shared, review, final, doctor, last, probe = kept["runs"]
         self.assertEqual({r["gpus"][0] for r in kept["runs"]}, {"NVIDIA H200"})
-        self.assertEqual([len(r["gpus"]) for r in kept["runs"]], [1, 1, 1, 1, 1, 1])
+        self.assertEqual([len(r["gpus"]) for r in kept["runs"]], [1, 1, 1, 1, 1, 1, 1])
+        self.assertEqual((probe["commit"], probe["steps"]), ("cc7f535", []))  # doctor only (summary.md)
         # run 5 (the doctor's host-link probe) holds no step the tool reads;
         # its machine.txt names the commit by a placeholder (summary.md)
         self.assertEqual((doctor["steps"], doctor["commit"]), ([], "DOCTORCOMMIT"))
