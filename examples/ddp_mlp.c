@@ -35,7 +35,7 @@
  * or under torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT set
  * and no -p). Exit 0 ok, 1 failure (a check or a call), 2 usage or no GPU.
  *
- * Device commands (next session, from the repo root; NCCL from the system or
+ * Examples (from the repo root; NCCL from the system or
  * P2PKIT_NCCL_LIB=/path/libnccl.so.2):
  *   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j16 --target ddp_mlp
  *   build/examples/ddp_mlp -p 2 --steps 10 --width 512 --layers 4 --backend p2pkit

@@ -1,33 +1,122 @@
-# Sourced by the device scripts that run named steps into one log folder
-# (ddp.sh, multi.sh, one_gpu.sh, record.sh, try.sh, ...). The caller sets
-# `log` (the folder) and STEP_TAIL (lines of each step's output to show,
-# default 20).
+# The device suites' shared library (record.sh, sanitize.sh, one_gpu.sh,
+# multi.sh, sweep.sh source it from the repository root). The caller sets
+# `log` (the log folder) before sourcing; optional: `budget` (seconds for
+# the whole suite, used by fit), STEP_TAIL (lines of each step shown).
+#
+# Every suite: NVLink multicast off (it can take the host's GPUs out of
+# service), a Release build in build-dev without -Werror (the device's gcc
+# warns where CI's does not), machine.txt first, one summary line a step,
+# logs under $log, exit 1 when any step failed.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PATH=$PATH:/usr/local/cuda/bin
+export P2PKIT_TIMEOUT=${P2PKIT_TIMEOUT:-20}
+export build=${BUILD:-build-dev}
+bin=$build/p2pkit
+mkdir -p "$log"
 status=0
 summary=()
 
+# machine_info: what the run ran on, for the log and scripts/baseline.py.
+# The device's copy of the tree may carry a stale .git, so the caller names
+# the commit it sent (RECORD_COMMIT).
+machine_info() {
+  { date -u +%FT%TZ
+    echo "commit: ${RECORD_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+    nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv
+    nvidia-smi topo -m
+    nvcc --version | tail -n 1
+    pkg-config --modversion hwloc
+    ls -l /usr/lib/x86_64-linux-gnu/libnccl.so* 2>&1
+  } > "$log/machine.txt" 2>&1
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+}
+
 # step NAME LIMIT_S CMD...: stdout and stderr -> $log/NAME.txt, its tail
-# shown, a summary line kept; a failure sets status=1 and the script goes on.
+# shown, a summary line kept; a failure sets status=1 and the suite goes on.
 step() {
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS rc=0
   echo "=== $name: $*"
   timeout --kill-after=10 "$limit" "$@" > "$log/$name.txt" 2>&1 || rc=$?
   tail -n "${STEP_TAIL:-20}" "$log/$name.txt"
-  summary+=("$(printf '%-22s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
+  summary+=("$(printf '%-26s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
   [ "$rc" = 0 ] || status=1
 }
 
-# fit NAME LIMIT CMD...: step, when LIMIT fits in what is left of the
-# caller's `budget` (seconds of the script, bash's SECONDS); a smaller rest
-# of at least MIN_S (default 30) becomes the limit, less skips the step and
-# says so (a failure).
+# fit NAME LIMIT CMD...: step, when LIMIT fits in what is left of `budget`
+# (seconds since the suite started); a smaller rest of at least MIN_S
+# (default 30) becomes the limit, less skips the step and says so (a failure).
 fit() {
-  local name=$1 limit=$2 left=$((budget - SECONDS)); shift 2
+  local name=$1 limit=$2 left=$((${budget:-540} - SECONDS)); shift 2
   if [ "$left" -lt "${MIN_S:-30}" ]; then
-    summary+=("$(printf '%-22s skipped (%ss left)' "$name" "$left")"); status=1; return
+    summary+=("$(printf '%-26s skipped (%ss left)' "$name" "$left")"); status=1; return
   fi
   [ "$left" -lt "$limit" ] && limit=$left
   step "$name" "$limit" "$@"
+}
+
+# build_tree: configure and build build-dev; the suite stops when it fails.
+build_tree() {
+  step build 400 bash -c "cmake -S . -B $build -DCMAKE_BUILD_TYPE=Release -DP2PKIT_WERROR=OFF \
+    && cmake --build $build -j\$(nproc)"
+  echo "compiler warnings: $(grep -c 'warning:' "$log/build.txt")"
+  [ -x "$bin" ] || { step_summary "build failed; logs in $log"; exit 1; }
+}
+
+# run_cases DIR ITEM...: each case of the collective GPU tests as its own
+# process, with its own limit (CASE_SECS, default 150) and log, so a hang
+# names its case. ITEM: a test (every case of it) or test:case. Exit 77
+# (the machine lacks what the case needs; the test says which) is a skip.
+run_cases() {
+  local dir=$1 rc=0 item t cases c t0 crc args; shift
+  mkdir -p "$dir"
+  for item in "$@"; do
+    t=${item%%:*}
+    if [ "$item" != "$t" ]; then cases=${item#*:}
+    else cases=$(grep -o 'T_CASE([a-z0-9_]*)' "tests/gpu/$t.c" | sed 's/T_CASE(\(.*\))/\1/' | grep -v '^quick')
+    fi
+    for c in ${cases:-ALL}; do
+      t0=$SECONDS
+      args=(); [ "$c" = ALL ] || args=("$c")
+      timeout --kill-after=5 "${CASE_SECS:-150}" "$build/tests/$t" ${args[@]+"${args[@]}"} > "$dir/$t.$c.txt" 2>&1
+      crc=$?
+      printf 'ranks %-3s %-24s %-40s rc=%-3s %4ss\n' "${P2PKIT_TEST_NRANKS:-all}" "$t" "$c" "$crc" "$((SECONDS - t0))"
+      if [ "$crc" = 77 ]; then grep -m1 SKIP "$dir/$t.$c.txt" | sed 's/^/    /'
+      elif [ "$crc" != 0 ]; then rc=1; tail -n 15 "$dir/$t.$c.txt" | sed 's/^/    /'; fi
+    done
+  done
+  return $rc
+}
+export -f run_cases # steps run it under their time limit: bash -c 'run_cases "$@"' _ DIR ITEM...
+
+# perf_table NAME [VAR=VALUE ...] -- PERF_ARGS...: one `p2pkit perf` table
+# into $log/perf/NAME.{txt,json} (the JSON is what scripts/baseline.py reads).
+perf_table() {
+  local name=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  mkdir -p "$log/perf"
+  fit "perf.$name" "${PERF_SECS:-240}" env ${envs[@]+"${envs[@]}"} "$bin" perf "$@" \
+    --json-file "$log/perf/$name.json"
+}
+
+# sweep SPEC_FILE DIR: one `p2pkit perf` per spec line, NAME | VAR=V ... | ARGS
+# ("-" for no variables; # comments), then one line per run. NCCL is timed
+# in the same call where the line says --vs-nccl.
+sweep() {
+  local spec=$1 dir=$2 rc=0 line name envs args
+  mkdir -p "$dir"
+  while IFS= read -r line; do
+    [[ -z "${line// }" || "$line" == \#* ]] && continue
+    IFS='|' read -r name envs args <<< "$line"
+    name=$(echo $name); envs=$(echo $envs); [ "$envs" = - ] && envs=
+    # shellcheck disable=SC2086
+    env $envs timeout 180 "$bin" perf $args --json-file "$dir/$name.json" > "$dir/$name.txt" 2>&1 || rc=1
+    echo "=== $name ($envs) perf $args"
+    grep -E '^ *[0-9]' "$dir/$name.txt" | head -n 20
+  done < "$spec"
+  return $rc
 }
 
 # step_summary TITLE: the summary lines under a heading.

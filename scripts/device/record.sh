@@ -1,34 +1,58 @@
 #!/usr/bin/env bash
-# The recording run of a session, in one call on the 2-GPU machine: build,
-# the collective GPU tests one case per process, the perf tables against
-# NCCL (PERF_RUNS picks; default: all-reduce in three modes, P2P off, and
-# every other collective over P2P), the small-message floors (graph 8 B -
-# 64 KiB), the all-reduce under a grid cap against NCCL capped alike, and the
-# data-parallel example with both backends, then the noisiest goals in
-# three interleaved rounds (specs/rounds.txt). About 7 minutes.
-# Usage: scripts/device/record.sh LOG_DIR   (then tar LOG_DIR into $OUT)
+# The recording suite, in one device call on a machine of 2 or more GPUs:
+# what bench/baselines/<machine>.json is made of. Build; the collective GPU
+# cases one per process; every collective against NCCL (one process and a
+# process per GPU, eager and under a graph, P2P and P2P off); the copy bench
+# against cudaMemcpyPeerAsync and the driver's fallback; the data-parallel
+# example with both backends. About 9 minutes on 2 GPUs.
+# Usage: RECORD_COMMIT=<sha> scripts/device/record.sh LOG_DIR
+#   then: scripts/baseline.py --machine h200x2 LOG_DIR > bench/baselines/h200x2.json
+#   RECORD_SKIP="cases perf graph nop2p bench ddp" leaves parts out;
+#   BUDGET_S (default 560) is the whole suite's time.
 set -uo pipefail
+cd "$(dirname "$0")/../.."
 log=${1:?usage: record.sh LOG_DIR}
-mkdir -p "$log"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export P2PKIT_TIMEOUT=${P2PKIT_TIMEOUT:-20} PATH=$PATH:/usr/local/cuda/bin
-build=build-dev
-STEP_TAIL=4
-. "$(dirname "$0")/lib.sh"
-# The device's copy of the tree may carry a stale .git: the caller names the
-# commit it sent (RECORD_COMMIT).
-{ date -u +%FT%TZ; echo "commit: ${RECORD_COMMIT:-unknown}"; nvidia-smi --query-gpu=index,name,driver_version --format=csv; } > "$log/machine.txt" 2>&1
-step build 300 env LOG="$log/build-logs" scripts/device_run.sh build
-step cases 260 env CASE_SECS=100 scripts/device/cases.sh "$build" "$log/cases" ${RECORD_TESTS:-test_collectives test_allreduce}
-step ddp_grad_sync 90 "$build/tests/test_ddp_grad_sync"
-export PERF_RUNS=${PERF_RUNS:-"g2_eager g2_graph p2_eager g2_nop2p p2_nop2p g2_broadcast g2_reduce g2_all_gather g2_reduce_scatter g2_sendrecv g2_alltoall p2_broadcast p2_reduce p2_all_gather p2_reduce_scatter p2_sendrecv p2_R_sendrecv p2_R_all_gather p2_alltoall g2_G_all_reduce g2_G_broadcast g2_G_reduce g2_G_all_gather g2_G_reduce_scatter g2_G_sendrecv g2_G_alltoall p2_G_all_reduce p2_G_broadcast p2_G_reduce p2_G_all_gather p2_G_reduce_scatter p2_G_sendrecv p2_G_alltoall"}
-step perf 480 scripts/device/perf.sh "$build" "$log/perf"
-step graph_n200 60 "$build/p2pkit" perf all_reduce -g 2 -G 1 -n 200 -b 8 -e 64K -f 2 --vs-nccl --json-file "$log/graph_n200.json"
-step capped 120 scripts/device/tune.sh "$build" "$log/capped" scripts/device/specs/capped.txt
-step launch 60 "$build/tests/bench_launch"
-step mlp 120 "$build/examples/ddp_mlp" -p 2 --backend both
-# The goals NCCL's spread decides, in interleaved rounds (ROUNDS_SPEC=- skips).
-rounds=${ROUNDS_SPEC:-scripts/device/specs/rounds.txt}
-[ "$rounds" = - ] || step rounds 240 scripts/device/tune.sh "$build" "$log/rounds" "$rounds"
-step_summary "logs in $log"
+budget=${BUDGET_S:-560}
+STEP_TAIL=${STEP_TAIL:-4}
+. scripts/device/lib.sh
+want() { [[ " ${RECORD_SKIP:-} " != *" $1 "* ]]; }
+machine_info
+[ "$ngpu" -ge 2 ] || echo "warning: $ngpu GPU(s): the tables of 2 ranks need 2 GPUs"
+build_tree
+n=$ngpu
+colls="all_reduce broadcast reduce all_gather reduce_scatter sendrecv alltoall"
+if want cases; then
+  fit cases 200 env CASE_SECS=100 bash -c 'run_cases "$@"' _ "$log/cases" test_collectives test_allreduce
+fi
+if want perf; then
+  for c in $colls; do
+    perf_table "g${n}_$c" -- "$c" --vs-nccl -g "$n" -b 8 -e 1G -f 2
+    perf_table "p${n}_$c" -- "$c" --vs-nccl -p "$n" -b 8 -e 1G -f 2
+  done
+fi
+if want graph; then
+  for c in $colls; do
+    perf_table "g${n}_G_$c" -- "$c" --vs-nccl -g "$n" -G 1 -b 8 -e 1G -f 4 -n 20 -w 5
+    perf_table "p${n}_G_$c" -- "$c" --vs-nccl -p "$n" -G 1 -b 8 -e 1G -f 4 -n 20 -w 5
+  done
+fi
+if want nop2p; then
+  # p2pkit stages through host memory, NCCL uses its SHM transport
+  for c in all_reduce all_gather reduce_scatter; do
+    perf_table "g${n}_nop2p_$c" P2PKIT_P2P_DISABLE=1 NCCL_P2P_DISABLE=1 -- \
+      "$c" --vs-nccl -g "$n" -b 1M -e 256M -f 4 -n 10 -w 2
+  done
+  perf_table "p${n}_nop2p_all_reduce" P2PKIT_P2P_DISABLE=1 NCCL_P2P_DISABLE=1 -- \
+    all_reduce --vs-nccl -p "$n" -b 1M -e 256M -f 4 -n 10 -w 2
+fi
+if want bench; then
+  fit bench 120 "$bin" bench --methods all --mode oneway,both -b 256M -n 20 -w 5 --json="$log/bench.json"
+  fit bench_nop2p 90 env P2PKIT_P2P_DISABLE=1 "$bin" bench --methods staged,driver,staged-serial \
+    -b 256M -n 20 -w 5 --json="$log/bench_nop2p.json"
+  fit bench_latency 60 "$bin" bench --latency --lat-bytes 8 --lat-iters 1000 -n 20 --json="$log/bench_latency.json"
+fi
+if want ddp && [ -x "$build/examples/ddp_mlp" ]; then
+  fit mlp 150 "$build/examples/ddp_mlp" -p "$n" --backend both
+fi
+step_summary "$n GPUs; logs in $log"
 exit $status

@@ -182,10 +182,9 @@ void p2pk_bench_verdicts(p2pk_bench_report *r) {
                x->gbps / (x->expected_gbps * scale), x->expected_gbps * scale);
       continue;
     }
-    /* Decision (twenty-third session, 4 GPUs): with every pair at once each
-     * GPU sent to 3 peers, and pairs with identical links got 78 - 194 GB/s
-     * (cudaMemcpyPeer, medians) as the copy engines shared each GPU's links
-     * unevenly: a third of the pairs read LOW on a healthy machine. */
+    /* With every pair at once, a GPU's copies to its peers share its links
+     * unevenly (4x H200: pairs with identical links got 78 - 194 GB/s by
+     * cudaMemcpyPeer), so such a pair is "shared", never LOW. */
     if (x->mode == P2PK_MODE_ALL && !x->total && shares_links(r, x)) {
       snprintf(x->verdict, sizeof x->verdict, "shared");
       continue;

@@ -223,14 +223,11 @@ static void drain(brun *b, bpair **g, int ng) {
  * copies start together and the group's time is its slowest copy's (each
  * timed on its own device). Not gated: the lead's event starts the others,
  * and the group's time runs from it to the last copy's end (the lead's
- * stream waits for every copy). Decisions (twenty-third session, the
- * 4-GPU machine): the group's rate was the sum of each pair's rate, but a
- * GPU's copies to its peers share its links and end at different times,
- * and that sum counted the early ones' rates while the rest still ran
- * (1781 GB/s for 12 pairs, over the 4 x 392 the GPUs can send). Timing
- * the gated group from the lead's start to the last end instead (run 3)
- * also timed the lead's wait for the other GPUs' events: both ways on one
- * pair read 760-767 GB/s where each direction alone took 385-389. */
+ * stream waits for every copy). Why the slowest copy: summing each pair's
+ * rate counted early finishers while the rest still ran (4x H200: 1781
+ * GB/s for 12 pairs, over the 4 x 392 the GPUs can send), and timing from
+ * the lead's start also timed its wait for the other GPUs' events
+ * (docs/decisions/bench-group-timing.md). */
 static p2pkit_status_t one_run(brun *b, int method, bpair **g, int ng, size_t bytes,
                                const p2pk_copy_opts *opts, int gated, double *us, double *total_us) {
   bpair *lead = g[0];

@@ -69,15 +69,11 @@ p2pkit_status_t p2pkit_grad_sync_create(p2pkit_comm_t comm, const p2pkit_grad_sy
   gs->comm = comm;
   gs->device = p2pkit_comm_device(comm);
   gs->rank = p2pkit_comm_rank(comm);
-  /* The buckets' all-reduces run beside the backward pass: a full grid
-   * took the data-parallel example's compute from 1.82 to 2.07 ms a step
-   * (NCCL's all-reduce: 1.82), so the step was 1.095x NCCL's; 64 blocks
-   * (half the 132 SMs) 1.84 ms and a 1.03x step, 32 blocks 1.20x, 16
-   * 1.75x: the all-reduce itself then takes too long (tenth session, 2x
-   * H200, bench/results/2026-11-30-h200x2-s10/run9-mlp-grid). The best cap
-   * depends on how much compute hides the communication (run 12: 96 blocks
-   * 1.001x on that model but 1.029x on one with 5x the compute, where 64
-   * gave 1.015x), so half the SMs, and max_blocks to tune. */
+  /* The buckets' all-reduces run beside the backward pass, so they take
+   * half the SMs by default: on 2x H200 a full grid slowed the example's
+   * compute from 1.82 to 2.07 ms a step (a 1.095x step against NCCL's),
+   * half the 132 SMs gave 1.03x, 32 blocks 1.20x
+   * (docs/decisions/grad-sync-grid-cap.md); max_blocks tunes it. */
   int mb = o.max_blocks ? o.max_blocks : (int)p2pk_param_int("P2PKIT_GRAD_SYNC_BLOCKS");
   gs->max_blocks = mb < 0 ? 0 : mb > 0 ? mb : p2pk_comm_half_grid(comm);
   p2pk_ddp_plan_init(&gs->plan, o.bucket_bytes, o.first_bucket_bytes);

@@ -63,8 +63,7 @@ if [ -f "$data/h200x2.p2pkit" ] && [ -f "$data/h200x2.device-topo-m.txt" ]; then
   grep -q "NV18" "$tmp/h200.txt" || { echo "FAIL h200x2: no NV18"; fail=1; }
 fi
 
-# Machines recorded on the device tool (the 4x H200 lent once in the
-# twenty-third session, the one-GPU H200 of the twenty-fifth): each recording
+# Machines recorded on GPU machines (4x H200, 1x H200): each recording
 # beside tests/data/NAME.smi-topo-m.txt (what `nvidia-smi topo -m` printed
 # there) prints, here without a GPU, the same GPU cells and CPU / NUMA
 # affinities. p2pkit's own recordings (--save, --dump-nccl, --save-hwloc);
