@@ -1,5 +1,5 @@
 /* Gradient sync: the bucket plan (plan.c) plus streams, events, the bucket
- * arena and the all-reduces. See src/ddp/README.md. */
+ * arena and the all-reduces (docs/ARCHITECTURE.md, ddp). */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
