@@ -73,7 +73,7 @@ p2pkit_status_t p2pkit_grad_sync_create(p2pkit_comm_t comm, const p2pkit_grad_sy
    * half the SMs by default: on 2x H200 a full grid slowed the example's
    * compute from 1.82 to 2.07 ms a step (a 1.095x step against NCCL's),
    * half the 132 SMs gave 1.03x, 32 blocks 1.20x
-   * (docs/decisions/grad-sync-grid-cap.md); max_blocks tunes it. */
+   * (docs/decisions/gradient-sync-grid-cap.md); max_blocks tunes it. */
   int mb = o.max_blocks ? o.max_blocks : (int)p2pk_param_int("P2PKIT_GRAD_SYNC_BLOCKS");
   gs->max_blocks = mb < 0 ? 0 : mb > 0 ? mb : p2pk_comm_half_grid(comm);
   p2pk_ddp_plan_init(&gs->plan, o.bucket_bytes, o.first_bucket_bytes);
