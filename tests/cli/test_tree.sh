@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The repository holds the product: no file refers to the project's own
+# history (a session or run number), nothing under bench/ but the curated
+# baselines, and the documents within their size. Skips outside a git
+# checkout (a release tarball).
+# Usage: test_tree.sh P2PKIT_BIN DATA_DIR (the CLI tests' arguments).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+git rev-parse --git-dir > /dev/null 2>&1 || { echo "SKIP: not a git checkout"; exit 77; }
+fail=0
+all=$(git ls-files --cached --others --exclude-standard)
+files=$(echo "$all" | grep -v '^tests/data/')
+# Words that date a line to the project's history. A "session" of a library
+# or protocol (a TLS session, a login session) would be listed here.
+hits=$(grep -niE 'session|\bs[0-9]{1,2}\b run|\brun [0-9]+\b|bench/results' $(echo "$files" | grep -vx 'tests/cli/test_tree.sh') 2>/dev/null)
+[ -z "$hits" ] || { echo "FAIL lines citing the project's history:"; echo "$hits" | head -n 20; fail=1; }
+names=$(echo "$files" | grep -E '(^|/)s[0-9]{1,2}[_-]|run[0-9]+|session')
+[ -z "$names" ] || { echo "FAIL file names citing the project's history:"; echo "$names"; fail=1; }
+others=$(echo "$files" | grep '^bench/' | grep -v '^bench/baselines/')
+[ -z "$others" ] || { echo "FAIL under bench/ only baselines belong:"; echo "$others" | head; fail=1; }
+n=$(echo "$all" | wc -l)
+[ "$n" -lt 500 ] || { echo "FAIL $n files (limit 500)"; fail=1; }
+kb=$(echo "$all" | tr '\n' '\0' | xargs -0 du -ck 2>/dev/null | tail -n 1 | cut -f1)
+[ "$kb" -lt 5120 ] || { echo "FAIL the tree holds $kb KiB (limit 5 MiB)"; fail=1; }
+r=$(wc -l < README.md); a=$(wc -l < docs/ARCHITECTURE.md)
+[ "$r" -le 120 ] || { echo "FAIL README.md has $r lines (limit 120)"; fail=1; }
+[ "$a" -le 300 ] || { echo "FAIL docs/ARCHITECTURE.md has $a lines (limit 300)"; fail=1; }
+[ "$fail" = 0 ] && echo "ok   $n files ($kb KiB), README $r lines, ARCHITECTURE $a lines, no history in the tree"
+exit $fail
