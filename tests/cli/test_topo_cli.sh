@@ -96,6 +96,21 @@ PY
   done
 fi
 
+# A recording cut short is refused, not read as a smaller machine: version 2
+# files close with an end record; a version-1 file that lost a GPU's record
+# still names a gpu node no GPU has.
+"$bin" topo --from "$data/nics.p2pkit" --save "$tmp/full.p2pkit" -m > /dev/null
+head -n -1 "$tmp/full.p2pkit" > "$tmp/noend.p2pkit"
+head -c -7 "$tmp/full.p2pkit" > "$tmp/midline.p2pkit"
+printf 'p2pkit-topo 2\n' > "$tmp/header2.p2pkit"
+for f in noend midline header2; do
+  expect "topo --from a truncated file ($f)" 1 "$bin" topo --from "$tmp/$f.p2pkit"
+  [ "$(err_lines)" = 1 ] && grep -q "cut short" "$tmp/err" || { echo "FAIL truncation message ($f)"; cat "$tmp/err"; fail=1; }
+done
+head -n 9 "$data/h200x2.p2pkit" > "$tmp/cut1.p2pkit" # through GPU0's records, GPU1's lost
+expect "topo --from a version-1 file cut after GPU0" 1 "$bin" topo --from "$tmp/cut1.p2pkit"
+grep -q "pci id=2 is a gpu node but no gpu record has pci=2" "$tmp/err" || { echo "FAIL v1 cut message"; cat "$tmp/err"; fail=1; }
+
 # Golden outputs: tests/data/golden/FILE.txt is `p2pkit topo --from FILE`;
 # regenerate with scripts/golden.sh after a reviewed change.
 for g in "$data"/golden/*.txt; do

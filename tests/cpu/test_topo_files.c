@@ -192,6 +192,10 @@ static struct p2pkit_topo *every_field(void) {
   int sw = p2pk_topo_add_pci(t, P2PK_PCI_SWITCH, "0000:01:00.0", hb);
   int nic = p2pk_topo_add_pci(t, P2PK_PCI_OTHER, "0000:02:00.1", sw);
   t->pci[nic].class_id = 0x0200;
+  int n0 = p2pk_topo_add_nic(t, "mlx5_0 \"port\" #1", nic);
+  t->nics[n0].speed_mbps = 400000;
+  t->nics[n0].gdr = 0;
+  p2pk_topo_add_nic(t, "", hb); /* known only by its CPU, unnamed */
   for (int g = 0; g < 2; g++) {
     char id[20];
     snprintf(id, sizeof id, "0000:%02x:00.0", 0x10 + g);
@@ -266,6 +270,13 @@ static void check_same_model(const struct p2pkit_topo *a, const struct p2pkit_to
   for (int s = 0; s < P2PK_MAX_GPUS; s++)
     for (int d = 0; d < P2PK_MAX_GPUS; d++)
       if (memcmp(&a->p2p[s][d], &b->p2p[s][d], sizeof a->p2p[s][d])) T_FAIL("p2p %d->%d differs", s, d);
+  CHECK_EQ(a->nnics, b->nnics);
+  for (int n = 0; n < a->nnics && n < b->nnics; n++) {
+    CHECK_STR(a->nics[n].name, b->nics[n].name);
+    CHECK_EQ(a->nics[n].pci, b->nics[n].pci);
+    CHECK_EQ(a->nics[n].speed_mbps, b->nics[n].speed_mbps);
+    CHECK_EQ(a->nics[n].gdr, b->nics[n].gdr);
+  }
 }
 
 /* write(read(write(t))) == write(t), and read(write(t)) holds t's fields. */
@@ -298,7 +309,10 @@ TEST(p2pkit_round_trip_every_field) {
   char *text = write_mem(p2pk_topo_write_file, t, &n);
   if (text) {
     /* Spelled as documented: quoted strings, escapes, shortest doubles. */
-    CHECK(strstr(text, "p2pkit-topo 1\n") == text);
+    CHECK(strstr(text, "p2pkit-topo 2\n") == text);
+    CHECK(n >= 4 && strcmp(text + n - 4, "end\n") == 0);
+    CHECK(strstr(text, "\nnic index=0 name=\"mlx5_0 \\\"port\\\" #1\" pci=2 speed=400000 gdr=0\n"
+                       "nic index=1 pci=0\n") != NULL);
     CHECK(strstr(text, "host=\"host with \\\"quotes\\\" # and \\\\ and\\ttab\"") != NULL);
     CHECK(strstr(text, "note text=\"first note\\nwith a newline and \\x01 control byte\"") != NULL);
     CHECK(strstr(text, "nvlink_gbps=26.5625") != NULL);
@@ -377,12 +391,14 @@ static const struct {
   int line;
   const char *want;
 } bad_files[] = {
-    {"!p2pkit-topo 2\n", 1, "unsupported p2pkit-topo version 2 (this p2pkit reads version 1)"},
-    {"!p2pkit-topo one\n", 1, "expected 'p2pkit-topo 1'"},
-    {"!machine host=x\n", 1, "expected 'p2pkit-topo 1' as the first line, found 'machine'"},
-    {"!", 1, "empty file: expected 'p2pkit-topo 1'"},
+    {"!p2pkit-topo 3\n", 1, "unsupported p2pkit-topo version 3 (this p2pkit reads versions 1 to 2)"},
+    {"!p2pkit-topo 0\n", 1, "unsupported p2pkit-topo version 0"},
+    {"!p2pkit-topo one\n", 1, "expected 'p2pkit-topo 2'"},
+    {"!machine host=x\n", 1, "expected 'p2pkit-topo 2' as the first line, found 'machine'"},
+    {"!", 1, "empty file: expected 'p2pkit-topo 2'"},
     {"!# only a comment\n\n", 1, "empty file"},
-    {"switch id=0\n", 2, "unknown record 'switch' (expected machine, note, numa, pci, gpu, nvlink or p2p)"},
+    {"switch id=0\n", 2,
+     "unknown record 'switch' (expected machine, note, numa, pci, gpu, nvlink, nic, p2p or end)"},
     {"pci id=0 kind=hostbridge busid=0000:00 parent=-1 colour=red\n", 2,
      "pci: unknown key 'colour' (expected id, kind"},
     {"pci id=0 kind=\n", 2, "pci: expected one of hostbridge, switch, gpu, other for 'kind', found ''"},
@@ -437,6 +453,17 @@ static const struct {
     {"gpu index=0 busid=0000:02:00.0 nvlink_gbps=nan\n", 2, "for 'nvlink_gbps', found 'nan'"},
     {"gpu index=0 busid=0000:02:00.0 memory=-5\n", 2, "expected a byte count for 'memory'"},
     {"key=value\n", 2, "expected a record keyword, found 'key='"},
+    /* A gpu node without its gpu record: the file lost it (cut short). */
+    {HB SW GPUNODE, 4, "pci id=2 is a gpu node but no gpu record has pci=2: a gpu record is missing"},
+    {HB SW GPUNODE GPU0 "nic index=0 pci=9\n", 6, "nic index=0: pci=9 is not a pci id defined in the file"},
+    {HB SW GPUNODE GPU0 "nic index=0 pci=2\n", 6, "nic index=0: pci=2 is a gpu node, expected an other node"},
+    {HB SW GPUNODE GPU0 "nic index=1 pci=0\n", 6, "nic: expected index=0 (NICs count up from 0"},
+    {HB SW GPUNODE GPU0 "nic index=0 pci=0 name=a\nnic index=1 pci=0 name=a\n", 7,
+     "nic index=1: name a is NIC 0's too"},
+    {HB SW GPUNODE GPU0 "nic index=0 pci=0\nnic index=1 pci=0\n", 7, "a second NIC without a name at pci=0"},
+    {HB SW GPUNODE GPU0 "nic index=0 pci=0 gdr=2\n", 6, "from -1 to 1 for 'gdr'"},
+    {HB SW GPUNODE GPU0 "end\nnuma os=1\n", 7, "'numa' after the end record"},
+    {HB SW GPUNODE GPU0 "end now\n", 6, "end: expected nothing after 'end', found 'now'"},
     {"=5\n", 2, "expected a key before '='"},
 };
 
@@ -488,6 +515,43 @@ TEST(p2pkit_errors_binary_and_overlong_input) {
     p2pkit_topo_destroy(t);
   }
   CHECK(t != NULL);
+}
+
+/* Version 2 closes with `end`: a file cut anywhere, even inside a line, is
+ * refused (issue 36, item 8); version 1 files read as before. */
+TEST(p2pkit_cut_short_is_refused) {
+  p2pkit_topo_t t = load("nics.p2pkit");
+  if (!t) return;
+  size_t n = 0;
+  char *text = write_mem(p2pk_topo_write_file, t, &n);
+  p2pkit_topo_destroy(t);
+  if (!text) return;
+  int refused = 0, cuts = 0;
+  for (size_t cut = 15; cut + 1 < n; cut += 7, cuts++) {
+    struct p2pkit_topo *r = NULL;
+    p2pkit_status_t st = p2pk_topo_read_file("cut.p2pkit", text, cut, &r);
+    if (st == P2PKIT_SUCCESS) {
+      T_FAIL("cut at byte %zu of %zu read as a machine of %d GPUs", cut, n, r->ngpus);
+      p2pkit_topo_destroy(r);
+      continue;
+    }
+    refused++;
+  }
+  CHECK_EQ(refused, cuts);
+  struct p2pkit_topo *r = NULL;
+  CHECK_EQ(p2pk_topo_read_file("cut.p2pkit", text, n - 4, &r), P2PKIT_ERR_PARSE);
+  CHECK(strstr(p2pkit_last_error(), "the file ends without its 'end' record: it is cut short") != NULL);
+  CHECK_OK(p2pk_topo_read_file("whole.p2pkit", text, n - 1, &r)); /* only the last newline lost */
+  p2pkit_topo_destroy(r);
+  r = NULL;
+  const char v2_header[] = "p2pkit-topo 2\n";
+  CHECK_EQ(p2pk_topo_read_file("h.p2pkit", v2_header, sizeof v2_header - 1, &r), P2PKIT_ERR_PARSE);
+  CHECK(strstr(p2pkit_last_error(), "h.p2pkit:1: the file ends without its 'end' record") != NULL);
+  const char v1_header[] = "p2pkit-topo 1\n";
+  CHECK_OK(p2pk_topo_read_file("h.p2pkit", v1_header, sizeof v1_header - 1, &r));
+  if (r) CHECK_EQ(r->ngpus, 0); /* read; p2pkit_topo_load then refuses it for having no GPU */
+  p2pkit_topo_destroy(r);
+  free(text);
 }
 
 TEST(load_error_names_the_path) {
@@ -953,7 +1017,7 @@ T_MAIN(T_CASE(every_fixture_classifies_every_pair), T_CASE(nvswitch_pcie_classes
        T_CASE(p2pkit_round_trip_every_field), T_CASE(p2pkit_round_trip_fixtures),
        T_CASE(save_and_load_through_the_public_api), T_CASE(writer_refuses_what_it_cannot_read_back),
        T_CASE(p2pkit_errors_name_file_line_and_expectation), T_CASE(p2pkit_errors_binary_and_overlong_input),
-       T_CASE(load_error_names_the_path), T_CASE(nccl_dump_of_the_device_machine),
+       T_CASE(load_error_names_the_path), T_CASE(p2pkit_cut_short_is_refused), T_CASE(nccl_dump_of_the_device_machine),
        T_CASE(nccl_two_sockets_nested_switches_direct_nvlink), T_CASE(nccl_round_trip_keeps_classes),
        T_CASE(nccl_writer_speaks_nccls_dialect), T_CASE(nccl_errors_name_file_line_and_expectation),
        T_CASE(xml_reader_entities_quotes_comments_lines), T_CASE(xml_reader_limits_and_unterminated_buffers),
