@@ -76,6 +76,19 @@ p2pkit_status_t p2pk_topo_read_any(const char *name, const char *text, size_t le
                    name);
 }
 
+/* A recorded machine without a GPU is nothing p2pkit can work with: say so
+ * in the terms of the source, as discovery does for a live machine. */
+static p2pkit_status_t require_gpu(const char *path, const struct p2pkit_topo *t) {
+  if (t->ngpus > 0) return P2PKIT_SUCCESS;
+  const char *why = strcmp(t->format, "nccl-xml") == 0
+                        ? "no <gpu> element and no <pci> of display/3D class (0x03...) from NVIDIA"
+                    : strcmp(t->format, "hwloc-xml") == 0
+                        ? "no PCI device of display/3D class (0x03...) from NVIDIA (vendor 0x10de); was "
+                          "it exported without I/O devices?"
+                        : "no gpu record";
+  return p2pk_fail(P2PKIT_ERR_NO_DEVICE, "%s: no GPU in this machine (%s)", path, why);
+}
+
 p2pkit_status_t p2pkit_topo_load(const char *path, p2pkit_topo_t *topo_p) {
   if (!path || !topo_p) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "path or output is NULL");
   char *text = NULL;
@@ -86,6 +99,7 @@ p2pkit_status_t p2pkit_topo_load(const char *path, p2pkit_topo_t *topo_p) {
   free(text);
   if (st != P2PKIT_SUCCESS) return st;
   st = p2pk_topo_validate(t);
+  if (st == P2PKIT_SUCCESS) st = require_gpu(path, t);
   if (st != P2PKIT_SUCCESS) {
     p2pkit_topo_destroy(t);
     return st;

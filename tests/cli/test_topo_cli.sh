@@ -96,6 +96,18 @@ PY
   done
 fi
 
+# A recorded machine without a GPU, from every source: one line naming the
+# file, nothing printed, exit 2 (as a live machine without one).
+printf 'p2pkit-topo 2\nend\n' > "$tmp/empty.p2pkit"
+for f in "$data/bad/nogpu.nccl.xml" "$data/bad/nogpu.hwloc.xml" "$data/bad/header_only.p2pkit" \
+  "$tmp/empty.p2pkit"; do
+  expect "topo --from $(basename "$f") (no GPU)" 2 "$bin" topo --from "$f"
+  [ "$(err_lines)" = 1 ] && grep -q "$(basename "$f"): no GPU in this machine" "$tmp/err" && [ ! -s "$tmp/out" ] \
+    || { echo "FAIL no-GPU message for $f"; cat "$tmp/out" "$tmp/err"; fail=1; }
+done
+expect "doctor --from a file without a GPU" 2 "$bin" doctor --from "$data/bad/nogpu.nccl.xml"
+grep -q "no GPU in this machine" "$tmp/err" || { echo "FAIL doctor no-GPU message"; cat "$tmp/err"; fail=1; }
+
 # A recording cut short is refused, not read as a smaller machine: version 2
 # files close with an end record; a version-1 file that lost a GPU's record
 # still names a gpu node no GPU has.

@@ -554,6 +554,28 @@ TEST(p2pkit_cut_short_is_refused) {
   free(text);
 }
 
+/* A file without a GPU loads from no source: NO_DEVICE, one line naming the
+ * file and what it lacks (the CLI exits 2, as for a live machine without one). */
+TEST(load_refuses_a_machine_without_gpu) {
+  static const struct {
+    const char *file, *want;
+  } cases[] = {
+      {"bad/header_only.p2pkit", "header_only.p2pkit: no GPU in this machine (no gpu record)"},
+      {"bad/nogpu.nccl.xml", "nogpu.nccl.xml: no GPU in this machine (no <gpu> element and no <pci> of "
+                             "display/3D class (0x03...) from NVIDIA)"},
+      {"bad/nogpu.hwloc.xml", "nogpu.hwloc.xml: no GPU in this machine (no PCI device of display/3D class"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", P2PK_TEST_DATA, cases[i].file);
+    p2pkit_topo_t t = NULL;
+    CHECK_EQ(p2pkit_topo_load(path, &t), P2PKIT_ERR_NO_DEVICE);
+    if (!strstr(p2pkit_last_error(), cases[i].want) || strchr(p2pkit_last_error(), '\n'))
+      T_FAIL("%s: got \"%s\"", cases[i].file, p2pkit_last_error());
+    CHECK(t == NULL);
+  }
+}
+
 TEST(load_error_names_the_path) {
   char path[] = "/tmp/p2pk_badXXXXXX";
   int fd = mkstemp(path);
@@ -1017,7 +1039,7 @@ T_MAIN(T_CASE(every_fixture_classifies_every_pair), T_CASE(nvswitch_pcie_classes
        T_CASE(p2pkit_round_trip_every_field), T_CASE(p2pkit_round_trip_fixtures),
        T_CASE(save_and_load_through_the_public_api), T_CASE(writer_refuses_what_it_cannot_read_back),
        T_CASE(p2pkit_errors_name_file_line_and_expectation), T_CASE(p2pkit_errors_binary_and_overlong_input),
-       T_CASE(load_error_names_the_path), T_CASE(p2pkit_cut_short_is_refused), T_CASE(nccl_dump_of_the_device_machine),
+       T_CASE(load_error_names_the_path), T_CASE(p2pkit_cut_short_is_refused), T_CASE(load_refuses_a_machine_without_gpu), T_CASE(nccl_dump_of_the_device_machine),
        T_CASE(nccl_two_sockets_nested_switches_direct_nvlink), T_CASE(nccl_round_trip_keeps_classes),
        T_CASE(nccl_writer_speaks_nccls_dialect), T_CASE(nccl_errors_name_file_line_and_expectation),
        T_CASE(xml_reader_entities_quotes_comments_lines), T_CASE(xml_reader_limits_and_unterminated_buffers),
