@@ -218,7 +218,10 @@ p2pkit_status_t p2pk_topo_write_nccl(const struct p2pkit_topo *t, FILE *out);
 /* topo_hwloc.c: hwloc XML held in memory. */
 p2pkit_status_t p2pk_topo_read_hwloc_xml(const char *name, const char *text, size_t len,
                                          struct p2pkit_topo **t_p);
-/* topo_load.c: detect the format from the contents and dispatch. */
+/* topo_load.c: detect the format from the contents (the root element after
+ * any XML declaration, comment or DOCTYPE) and dispatch. */
+typedef enum { P2PK_FMT_UNKNOWN = 0, P2PK_FMT_P2PKIT, P2PK_FMT_HWLOC, P2PK_FMT_NCCL } p2pk_topo_format;
+p2pk_topo_format p2pk_topo_detect(const char *text, size_t len);
 p2pkit_status_t p2pk_topo_read_any(const char *name, const char *text, size_t len,
                                    struct p2pkit_topo **t_p);
 

@@ -85,6 +85,11 @@ static const struct {
      "NV18 NV18 NV18 NV18 NV18 NV18 X NV18  NV18 NV18 NV18 NV18 NV18 NV18 NV18 X"},
     {"h200x2.nccl.xml", 2, "X NV18  NV18 X"},
     {"hwloc_3gpu.xml", 3, "X PIX NODE  PIX X NODE  NODE NODE X"},
+    {"nics.p2pkit", 4, "X PXB NODE SYS  PXB X NODE SYS  NODE NODE X SYS  SYS SYS SYS X"},
+    {"vendor8.nccl.xml", 8,
+     "X PIX PHB PHB SYS SYS SYS SYS  PIX X PHB PHB SYS SYS SYS SYS  PHB PHB X PIX SYS SYS SYS SYS "
+     "PHB PHB PIX X SYS SYS SYS SYS  SYS SYS SYS SYS X PIX PHB PHB  SYS SYS SYS SYS PIX X PHB PHB "
+     "SYS SYS SYS SYS PHB PHB X PIX  SYS SYS SYS SYS PHB PHB PIX X"},
 };
 #define NFIXTURES (int)(sizeof fixtures / sizeof fixtures[0])
 
@@ -725,6 +730,17 @@ TEST(nccl_round_trip_keeps_classes) {
                    x.nvlinks, y.label, y.pcie, y.nvlinks);
         }
       }
+      CHECK_EQ(r->nnics, t->nnics);
+      for (int k = 0; k < t->nnics && k < r->nnics; k++) {
+        char a[P2PK_NIC_NAME_LEN], b[P2PK_NIC_NAME_LEN];
+        CHECK_STR(p2pk_nic_label(r, k, b, sizeof b), p2pk_nic_label(t, k, a, sizeof a));
+        for (int g = 0; g < t->ngpus && g < r->ngpus; g++) {
+          p2pkit_link_t x = p2pk_gpu_nic_link(t, g, k), y = p2pk_gpu_nic_link(r, g, k);
+          if (y != (x == P2PKIT_LINK_NODE ? P2PKIT_LINK_PHB : x))
+            T_FAIL("%s GPU%d-NIC%d: %s became %s", fixtures[i].file, g, k, p2pkit_link_name(x),
+                   p2pkit_link_name(y));
+        }
+      }
       /* Written again, the same bytes. */
       size_t n2 = 0;
       char *xml2 = write_mem(p2pk_topo_write_nccl, r, &n2);
@@ -798,8 +814,13 @@ static const struct {
      "<cpu numaid=\"0\"> appears twice"},
     {"<system version=\"1\"><cpu numaid=\"0\">\n<pci class=\"0x060400\"/></cpu></system>", 2,
      "expected a busid attribute"},
-    {"<system version=\"1\"><cpu numaid=\"0\">\n<pci busid=\"0000:01:00.0\"/></cpu></system>", 2,
-     "expected a class attribute"},
+    {"<system version=\"1\"><cpu numaid=\"0\">\n<pci busid=\"0000:01:00.0\" class=\"0x02\"><nic>"
+     "<net name=\"mlx5_0\"/></nic></pci>\n<pci busid=\"0000:02:00.0\" class=\"0x02\"><nic><net "
+     "name=\"mlx5_0\"/></nic></pci></cpu></system>",
+     3, "<net name=\"mlx5_0\">: also the NIC on line 2"},
+    {"<system version=\"1\"><cpu numaid=\"0\">\n<pci busid=\"0000:01:00.0\" class=\"0x02\"><nic>"
+     "<net name=\"m\" port=\"one\"/></nic></pci></cpu></system>",
+     2, "<net port=\"one\">: expected an integer"},
     {"<system version=\"1\"><cpu numaid=\"0\">\n<pci busid=\"0000:01:00.0\" "
      "class=\"bridge\"/></cpu></system>",
      2, "expected a PCI class like 0x030200"},
@@ -978,13 +999,14 @@ TEST(hwloc_inputs_that_crash_hwloc_are_refused) {
 
 /* Found by the fuzzer: a <pci> holding a <gpu> with an unusual class became
  * a switch that a GPU pointed at, which --save then refused. NCCL itself
- * takes any <pci> with a <gpu> as a GPU, and matches classes by prefix. */
+ * takes any <pci> with a <gpu> as a GPU, and matches classes by prefix. A
+ * display device of another vendor (a BMC's VGA) is no GPU. */
 TEST(nccl_gpu_decided_by_gpu_child) {
   const char text[] =
       "<system version=\"1\"><cpu numaid=\"-1\">\n"
       "<pci busid=\"0000:01:00.0\" class=\"0x032\"><gpu dev=\"0\" sm=\"70\"/></pci>\n"
       "<pci busid=\"0000:02:00.0\" class=\"0x0680\"><gpu dev=\"1\" sm=\"70\"/></pci>\n"
-      "<pci busid=\"0000:03:00.0\" class=\"0x03\"/>\n"
+      "<pci busid=\"0000:03:00.0\" class=\"0x03\" vendor=\"0x1a03\"/>\n"
       "</cpu></system>";
   struct p2pkit_topo *t = NULL;
   CHECK_OK(p2pk_topo_read_nccl("odd.xml", text, sizeof text - 1, &t));
@@ -995,11 +1017,127 @@ TEST(nccl_gpu_decided_by_gpu_child) {
   CHECK_EQ(t->pci[t->gpus[1].pci].kind, P2PK_PCI_GPU);
   int idle = p2pk_topo_find_pci(t, "0000:03:00.0");
   CHECK(idle >= 0);
-  if (idle >= 0) CHECK_EQ(t->pci[idle].kind, P2PK_PCI_OTHER); /* a GPU NCCL does not use */
+  if (idle >= 0) CHECK_EQ(t->pci[idle].kind, P2PK_PCI_OTHER);
   CHECK_EQ(pcie(t, 0, 1), P2PKIT_LINK_PHB);
   char *saved = write_mem(p2pk_topo_write_file, t, NULL);
   CHECK(saved != NULL);
   free(saved);
+  p2pkit_topo_destroy(t);
+}
+
+/* Hand-written NCCL_TOPO_FILEs as vendors ship them: GPUs known by class
+ * alone (with NVIDIA's vendor id or none), NICs as network-class <pci>,
+ * named by NCCL's <net> or not at all, switches with made-up bus ids. */
+TEST(nccl_vendor_files) {
+  p2pkit_topo_t t = load("vendor8.nccl.xml");
+  if (t) {
+    CHECK_STR(t->gpus[0].busid, "0000:18:00.0");
+    CHECK_STR(t->gpus[7].busid, "0000:bc:00.0");
+    CHECK_EQ(t->gpus[0].cc_major, 0);         /* no <gpu sm=...> */
+    CHECK_EQ(t->gpus[0].nvlinks_active, -1);  /* not "none": unknown */
+    CHECK(!(t->known & P2PK_KNOW_NVLINK));
+    CHECK_EQ(t->nnics, 4);
+    char a[P2PK_NIC_NAME_LEN];
+    CHECK_STR(p2pk_nic_label(t, 0, a, sizeof a), "0000:19:00.0");
+    CHECK_STR(p2pk_nic_label(t, 2, a, sizeof a), "mlx5_2");
+    CHECK_EQ(t->nics[2].speed_mbps, 400000);
+    CHECK_EQ(t->nics[2].gdr, 1);
+    CHECK_EQ(t->nics[0].gdr, -1);
+    p2pkit_link_t l;
+    for (int g = 0; g < 8; g++) {
+      CHECK_EQ(p2pk_nearest_nic(t, g, &l), g / 2); /* each switch's NIC */
+      CHECK_EQ(l, P2PKIT_LINK_PIX);
+    }
+    CHECK_EQ(p2pk_gpu_nic_link(t, 0, 1), P2PKIT_LINK_PHB);
+    CHECK_EQ(p2pk_gpu_nic_link(t, 0, 3), P2PKIT_LINK_SYS);
+    p2pkit_topo_destroy(t);
+  }
+  t = load("vendor_remote_nics.nccl.xml");
+  if (t) {
+    check_labels("vendor_remote_nics", t, 4, "X PIX PHB PHB  PIX X PHB PHB  PHB PHB X PIX  PHB PHB PIX X");
+    CHECK_EQ(t->nnics, 2);
+    p2pkit_link_t l;
+    for (int g = 0; g < 4; g++) {
+      CHECK_EQ(p2pk_nearest_nic(t, g, &l), 0);
+      CHECK_EQ(l, P2PKIT_LINK_SYS);
+    }
+    p2pkit_topo_destroy(t);
+  }
+}
+
+/* A partial file: <pci> without a class is a switch when it holds others,
+ * a GPU with a <gpu>, a NIC with a <nic>, else a device of unknown kind. */
+TEST(nccl_partial_file) {
+  p2pkit_topo_t t = load("partial.nccl.xml");
+  if (!t) return;
+  CHECK_EQ(t->ngpus, 2);
+  CHECK_STR(t->gpus[0].busid, "0000:18:00.0"); /* dev 0 first */
+  CHECK_EQ(t->gpus[0].cc_major, 9);
+  CHECK_STR(t->gpus[1].busid, "0000:19:00.0"); /* then by class, in bus order */
+  check_labels("partial", t, 2, "X PIX  PIX X");
+  CHECK_EQ(t->nnics, 1);
+  CHECK_STR(t->nics[0].name, "mlx5_0");
+  CHECK_EQ(p2pk_gpu_nic_link(t, 1, 0), P2PKIT_LINK_PIX);
+  int sw = p2pk_topo_find_pci(t, "0000:17:00.0"), leaf = p2pk_topo_find_pci(t, "0000:1b:00.0");
+  CHECK(sw >= 0 && leaf >= 0);
+  if (sw >= 0) CHECK_EQ(t->pci[sw].kind, P2PK_PCI_SWITCH);
+  if (leaf >= 0) CHECK_EQ(t->pci[leaf].kind, P2PK_PCI_OTHER);
+  int note = 0;
+  for (int i = 0; i < t->nnotes; i++) note |= strstr(t->notes[i], "4 <pci> elements have no class") != NULL;
+  CHECK(note);
+  p2pkit_topo_destroy(t);
+}
+
+/* Which <net> is a NIC: RDMA ports, not NCCL's socket interfaces (port 0);
+ * a <nic> straight under <cpu> hangs from that CPU; two ports of one device
+ * with one name are one NIC. */
+TEST(nccl_nic_rules) {
+  const char text[] =
+      "<system version=\"1\">\n"
+      " <cpu numaid=\"0\" affinity=\"0000ffff\">\n"
+      "  <pci busid=\"0000:01:00.0\" class=\"0x030200\" vendor=\"0x10de\"><gpu dev=\"0\" sm=\"80\"/></pci>\n"
+      "  <pci busid=\"0000:02:00.0\" class=\"0x020000\" vendor=\"0x1af4\"><nic>\n"
+      "   <net name=\"eth0\" dev=\"0\" port=\"0\" gdr=\"0\" guid=\"0x0\"/></nic></pci>\n"
+      "  <pci busid=\"0000:03:00.0\" class=\"0x020700\"><nic>\n"
+      "   <net name=\"mlx5_0\" dev=\"1\" port=\"1\" speed=\"200000\" gdr=\"0\"/>\n"
+      "   <net name=\"mlx5_0\" dev=\"2\" port=\"2\"/></nic></pci>\n"
+      "  <pci busid=\"0000:04:00.0\" class=\"0x030000\" vendor=\"0x1a03\"/>\n"
+      "  <nic><net name=\"eth1\" dev=\"3\" port=\"0\"/></nic>\n"
+      " </cpu>\n"
+      " <cpu numaid=\"1\" affinity=\"ffff0000\">\n"
+      "  <nic><net name=\"mlx5_1\" dev=\"4\" port=\"1\" gdr=\"1\"/></nic>\n"
+      " </cpu>\n"
+      "</system>\n";
+  struct p2pkit_topo *t = NULL;
+  CHECK_OK(p2pk_topo_read_nccl("nics.xml", text, sizeof text - 1, &t));
+  if (!t) return;
+  CHECK_EQ(t->ngpus, 1); /* the ASPEED VGA is no GPU */
+  CHECK_EQ(t->nnics, 2);
+  CHECK_STR(t->nics[0].name, "mlx5_0");
+  CHECK_EQ(t->nics[0].speed_mbps, 200000);
+  CHECK_EQ(t->nics[0].gdr, 0);
+  CHECK_STR(t->nics[1].name, "mlx5_1");
+  CHECK_EQ(t->pci[t->nics[1].pci].kind, P2PK_PCI_HOSTBRIDGE);
+  CHECK_EQ(p2pk_gpu_nic_link(t, 0, 0), P2PKIT_LINK_PHB);
+  CHECK_EQ(p2pk_gpu_nic_link(t, 0, 1), P2PKIT_LINK_SYS);
+  /* Written for NCCL_TOPO_FILE and read back: the same NICs, in place. */
+  size_t n = 0;
+  char *xml = write_mem(p2pk_topo_write_nccl, t, &n);
+  if (xml) {
+    CHECK(strstr(xml, "<pci busid=\"0000:03:00.0\" class=\"0x020700\">\n      <nic>\n"
+                      "        <net name=\"mlx5_0\" dev=\"0\" speed=\"200000\" gdr=\"0\"/>\n") != NULL);
+    CHECK(strstr(xml, "  <cpu numaid=\"1\" affinity=\"ffff0000\">\n    <nic>\n"
+                      "      <net name=\"mlx5_1\" dev=\"1\" gdr=\"1\"/>\n") != NULL);
+    CHECK(strstr(xml, "eth") == NULL);
+    struct p2pkit_topo *r = NULL;
+    CHECK_OK(p2pk_topo_read_nccl("again.xml", xml, n, &r));
+    if (r) {
+      CHECK_EQ(r->nnics, 2);
+      CHECK_EQ(p2pk_gpu_nic_link(r, 0, 1), P2PKIT_LINK_SYS);
+      p2pkit_topo_destroy(r);
+    }
+  }
+  free(xml);
   p2pkit_topo_destroy(t);
 }
 
@@ -1018,6 +1156,16 @@ TEST(format_detection) {
   }
   p2pkit_topo_destroy(t);
   t = NULL;
+  /* Past a comment holding tags, a byte order mark, a DOCTYPE with a subset. */
+  const char commented[] = "\xef\xbb\xbf<?xml version=\"1.0\"?>\n<!-- GPUs as <pci class=...> -->\n"
+                           "<!DOCTYPE system [ <!ENTITY x \"<y>\"> ]>\n<system version=\"1\"></system>";
+  CHECK_EQ(p2pk_topo_detect(commented, sizeof commented - 1), P2PK_FMT_NCCL);
+  const char hwloc[] = "<!-- <system> --><topology version=\"2.0\">";
+  CHECK_EQ(p2pk_topo_detect(hwloc, sizeof hwloc - 1), P2PK_FMT_HWLOC);
+  const char unclosed[] = "<!-- <system version=\"1\">";
+  CHECK_EQ(p2pk_topo_detect(unclosed, sizeof unclosed - 1), P2PK_FMT_UNKNOWN);
+  const char prefix[] = "<systemx version=\"1\"/>";
+  CHECK_EQ(p2pk_topo_detect(prefix, sizeof prefix - 1), P2PK_FMT_UNKNOWN);
   const char junk[] = "GPU0 GPU1\n";
   CHECK_EQ(p2pk_topo_read_any("c", junk, sizeof junk - 1, &t), P2PKIT_ERR_PARSE);
   CHECK(t == NULL);
@@ -1044,4 +1192,5 @@ T_MAIN(T_CASE(every_fixture_classifies_every_pair), T_CASE(nvswitch_pcie_classes
        T_CASE(nccl_writer_speaks_nccls_dialect), T_CASE(nccl_errors_name_file_line_and_expectation),
        T_CASE(xml_reader_entities_quotes_comments_lines), T_CASE(xml_reader_limits_and_unterminated_buffers),
        T_CASE(hwloc_fixture_loads), T_CASE(hwloc_inputs_that_crash_hwloc_are_refused),
-       T_CASE(nccl_gpu_decided_by_gpu_child), T_CASE(format_detection), T_CASE(bus_id_spellings_the_readers_rely_on))
+       T_CASE(nccl_gpu_decided_by_gpu_child), T_CASE(nccl_vendor_files), T_CASE(nccl_partial_file),
+       T_CASE(nccl_nic_rules), T_CASE(format_detection), T_CASE(bus_id_spellings_the_readers_rely_on))
