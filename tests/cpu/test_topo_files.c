@@ -948,6 +948,81 @@ TEST(hwloc_fixture_loads) {
   p2pkit_topo_destroy(t);
 }
 
+/* Every bitmap hwloc_bitmap_sscanf reads, which hwloc itself writes with
+ * empty 32-bit words ("0x00000303,,0x00000001"), passes the pre-check; the
+ * two it reads badly (empty, a leading comma) and non-bitmaps do not. */
+TEST(hwloc_bitmaps_as_hwloc_reads_them) {
+  static const struct {
+    const char *v;
+    int ok;
+  } cases[] = {
+      {"0x00000303,0x03030000,,0x03030303", 1}, {"0x00000001,,0x0", 1}, {"0x1,,,", 1},
+      {"0xf...f", 1}, {"0xf...f,,0x00000001", 1}, {"0x0000000f", 1}, {"f", 1}, {" 0x1", 1},
+      {"-0x1", 1}, {"+1,2", 1}, {"0x0123456789abcdef0", 1},
+      {"", 0}, {",0x1", 0}, {",", 0}, {"0x", 0}, {"0x1,0x", 0}, {"0xg", 0}, {"1 ", 0}, {"0x1;0x2", 0},
+      {"0xf...fz", 0}, {" ", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char xml[256];
+    snprintf(xml, sizeof xml,
+             "<topology version=\"2.0\"><object type=\"Machine\" cpuset=\"%s\" complete_cpuset=\"0x1\"/>"
+             "</topology>",
+             cases[i].v);
+    p2pkit_status_t st = p2pk_xml_check_hwloc("b.xml", xml, strlen(xml), NULL, NULL);
+    if ((st == P2PKIT_SUCCESS) != cases[i].ok)
+      T_FAIL("bitmap \"%s\": %s, wanted %s", cases[i].v, st == P2PKIT_SUCCESS ? "accepted" : p2pkit_last_error(),
+             cases[i].ok ? "accepted" : "refused");
+  }
+}
+
+/* An export of a newer hwloc: the versions and the way out, not "not an
+ * hwloc export". */
+TEST(hwloc_xml_of_a_newer_hwloc) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/bad/hwloc_v3.xml", P2PK_TEST_DATA);
+  p2pkit_topo_t t = NULL;
+  CHECK_EQ(p2pkit_topo_load(path, &t), P2PKIT_ERR_UNSUPPORTED);
+  const char *msg = p2pkit_last_error();
+  CHECK(strstr(msg, "hwloc_v3.xml: hwloc XML version 3.0, written by hwloc 3") != NULL);
+  CHECK(strstr(msg, "reads versions 1.x to 2.x") != NULL);
+  CHECK(strstr(msg, "lstopo --of xml --export-xml-flags v2 FILE") != NULL);
+  CHECK(strstr(msg, "build p2pkit against hwloc 3") != NULL);
+  CHECK(t == NULL);
+  struct p2pkit_topo *u = NULL;
+  const char odd[] = "<topology version=\"two\"/>";
+  CHECK_EQ(p2pk_topo_read_any("odd.xml", odd, sizeof odd - 1, &u), P2PKIT_ERR_PARSE);
+  CHECK(strstr(p2pkit_last_error(), "odd.xml:1: <topology version=\"two\">: expected a version like 2.0"));
+  int major = 0, minor = 0;
+  const char v1[] = "<topology><object type=\"Machine\"/></topology>"; /* hwloc 1.x wrote no version */
+  CHECK_OK(p2pk_xml_check_hwloc("v1.xml", v1, sizeof v1 - 1, &major, &minor));
+  CHECK_EQ(major, 1);
+  CHECK_EQ(minor, 0);
+}
+
+/* NICs in hwloc: each OpenFabrics (verbs) OS device, named by it; an
+ * InfiniBand device without one unnamed; virtio-net's eth0 none. */
+TEST(hwloc_nics_fixture) {
+  p2pkit_topo_t t = load("hwloc_nics.xml");
+  if (!t) return;
+  check_labels("hwloc_nics.xml", t, 4, "X PIX SYS SYS  PIX X SYS SYS  SYS SYS X PIX  SYS SYS PIX X");
+  p2pkit_gpu_t g;
+  CHECK_OK(p2pkit_topo_gpu(t, 2, &g));
+  CHECK_STR(g.cpus, "1,65"); /* from "0x00000002,,0x00000002" */
+  CHECK_EQ(t->nnics, 3);
+  CHECK_STR(t->nics[0].name, "mlx5_0");
+  CHECK_STR(t->nics[1].name, "");
+  CHECK_STR(t->pci[t->nics[1].pci].busid, "0000:16:00.0");
+  CHECK_STR(t->nics[2].name, "mlx5_1");
+  CHECK(p2pk_topo_find_pci(t, "0000:00:03.0") < 0); /* eth0 is not kept */
+  CHECK_EQ(p2pk_gpu_nic_link(t, 0, 0), P2PKIT_LINK_PIX);
+  CHECK_EQ(p2pk_gpu_nic_link(t, 0, 1), P2PKIT_LINK_PHB);
+  CHECK_EQ(p2pk_gpu_nic_link(t, 3, 0), P2PKIT_LINK_SYS);
+  p2pkit_link_t l;
+  CHECK_EQ(p2pk_nearest_nic(t, 3, &l), 2);
+  CHECK_EQ(l, P2PKIT_LINK_PIX);
+  p2pkit_topo_destroy(t);
+}
+
 /* Text of a file under tests/data (NULL on failure). */
 static char *slurp(const char *file, size_t *len) {
   char path[512];
@@ -1192,5 +1267,6 @@ T_MAIN(T_CASE(every_fixture_classifies_every_pair), T_CASE(nvswitch_pcie_classes
        T_CASE(nccl_writer_speaks_nccls_dialect), T_CASE(nccl_errors_name_file_line_and_expectation),
        T_CASE(xml_reader_entities_quotes_comments_lines), T_CASE(xml_reader_limits_and_unterminated_buffers),
        T_CASE(hwloc_fixture_loads), T_CASE(hwloc_inputs_that_crash_hwloc_are_refused),
+       T_CASE(hwloc_bitmaps_as_hwloc_reads_them), T_CASE(hwloc_xml_of_a_newer_hwloc), T_CASE(hwloc_nics_fixture),
        T_CASE(nccl_gpu_decided_by_gpu_child), T_CASE(nccl_vendor_files), T_CASE(nccl_partial_file),
        T_CASE(nccl_nic_rules), T_CASE(format_detection), T_CASE(bus_id_spellings_the_readers_rely_on))
