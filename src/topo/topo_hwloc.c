@@ -124,6 +124,12 @@ static void set_pci_ids(p2pk_pci_node *n, hwloc_obj_t o) {
   n->class_id = o->attr->pcidev.class_id;
 }
 
+static int nic_named(const struct p2pkit_topo *t, const char *name) {
+  for (int n = 0; n < t->nnics; n++)
+    if (strcmp(t->nics[n].name, name) == 0) return 1;
+  return 0;
+}
+
 /* Each verbs device of a NIC's PCI device is a NIC, named as nvidia-smi
  * names it (mlx5_0); a device without one is a NIC without a name. */
 static p2pkit_status_t add_nics(walker *w) {
@@ -139,7 +145,7 @@ static p2pkit_status_t add_nics(walker *w) {
     set_pci_ids(&t->pci[idx], o);
     int named = 0;
     for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling) {
-      if (!is_rdma_osdev(c) || !c->name) continue;
+      if (!is_rdma_osdev(c) || !c->name || !c->name[0] || nic_named(t, c->name)) continue;
       if (p2pk_topo_add_nic(t, c->name, idx) < 0) return P2PKIT_ERR_UNSUPPORTED;
       named++;
     }

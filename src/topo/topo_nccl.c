@@ -261,11 +261,11 @@ static p2pkit_status_t add_pci_node(nccl_reader *r, const p2pk_xml_node *n, int 
 static int is_socket_net(int port, int gdr) { return port == 0 && gdr != 1; }
 
 static p2pkit_status_t add_nic(nccl_reader *r, const p2pk_xml_node *at, const char *name, int pci, int dev) {
-  for (int i = 0; name[0] && i < r->nnics; i++)
-    if (strcmp(r->nics[i].nic.name, name) == 0) {
-      if (r->nics[i].nic.pci == pci) return P2PKIT_SUCCESS; /* another port of the same device */
-      return nerr(r, at, "<net name=\"%.40s\">: also the NIC on line %d", name, r->nics[i].line);
-    }
+  for (int i = 0; i < r->nnics; i++) {
+    if (strcmp(r->nics[i].nic.name, name) != 0) continue;
+    if (r->nics[i].nic.pci == pci) return P2PKIT_SUCCESS; /* another port of the same device */
+    if (name[0]) return nerr(r, at, "<net name=\"%.40s\">: also the NIC on line %d", name, r->nics[i].line);
+  }
   if (r->nnics >= P2PK_MAX_NICS) return nerr(r, at, "more than %d NICs", P2PK_MAX_NICS);
   if (strlen(name) >= P2PK_NIC_NAME_LEN)
     return nerr(r, at, "<net name=\"%.40s...\">: longer than %d characters", name, P2PK_NIC_NAME_LEN - 1);

@@ -1214,6 +1214,19 @@ TEST(nccl_nic_rules) {
   }
   free(xml);
   p2pkit_topo_destroy(t);
+  /* Two unnamed ports of one device: one NIC (two would make a model that
+   * --save refuses). */
+  const char ports[] = "<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x0302\">"
+                       "<gpu dev=\"0\"/></pci><pci busid=\"0000:02:00.0\" class=\"0x0207\"><nic><net port=\"1\"/>"
+                       "<net port=\"2\"/></nic></pci></cpu></system>";
+  CHECK_OK(p2pk_topo_read_nccl("ports.xml", ports, sizeof ports - 1, &t));
+  if (t) {
+    CHECK_EQ(t->nnics, 1);
+    char *saved = write_mem(p2pk_topo_write_file, t, NULL);
+    CHECK(saved != NULL);
+    free(saved);
+    p2pkit_topo_destroy(t);
+  }
 }
 
 TEST(format_detection) {
