@@ -1,7 +1,8 @@
 /* libFuzzer target: every topology reader (format detection, p2pkit files,
  * NCCL XML, hwloc XML) on arbitrary bytes. Beyond "no crash, no leak", what
  * a reader accepts must hold together:
- *  - the model passes its own checks and every pair classifies (GPUs and NICs);
+ *  - the model passes its own checks, every pair classifies (GPUs and
+ *    NICs) and the model prints, as text and as JSON;
  *  - what the p2pkit and NCCL readers accept saves as a p2pkit file, which
  *    reads back and writes again to the same bytes;
  *  - NCCL XML written from any model reads back, and from the second round
@@ -80,6 +81,18 @@ static void check_nccl(const struct p2pkit_topo *t) {
   free(x3);
 }
 
+/* Everything `p2pkit topo` and `--json` print. */
+static void print_all(struct p2pkit_topo *t) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) abort();
+  if (p2pkit_topo_print(t, f, P2PKIT_PRINT_ALL) != P2PKIT_SUCCESS) abort();
+  if (p2pkit_topo_print(t, f, P2PKIT_PRINT_JSON) != P2PKIT_SUCCESS) abort();
+  fclose(f);
+  free(buf);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* Readers take a length; the NUL after the copy is for hwloc's loader,
    * which wants one inside the buffer it is given. */
@@ -113,6 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     for (int a = 0; a < t->nnics; a++)
       for (int b = 0; b < t->nnics; b++) (void)p2pk_nic_nic_link(t, a, b);
+    print_all(t);
     check_p2pkit(t);
     check_nccl(t);
     p2pkit_topo_destroy(t);
