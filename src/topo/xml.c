@@ -463,8 +463,8 @@ static p2pkit_status_t check_bitmaps(const char *name, const p2pk_xml_node *n) {
       const p2pk_xml_attr *a = &n->attrs[i];
       if ((ends_with(a->name, "cpuset") || ends_with(a->name, "nodeset")) && !hwloc_bitmap_ok(a->value))
         return p2pk_fail(P2PKIT_ERR_PARSE,
-                         "%s:%d: <%s %s=\"%.40s\">: expected an hwloc bitmap like 0x0000ffff,,0x000000ff", name, n->line,
-                         n->name, a->name, a->value);
+                         "%s:%d: <%s %s=\"%.40s\">: expected an hwloc bitmap like 0x0000ffff,,0x000000ff",
+                         name, n->line, n->name, a->name, a->value);
     }
     /* hwloc's exporter writes both sets of a pair; its importer crashes
      * (hwloc_bitmap_compare_first) when the complete one is missing. */
@@ -480,20 +480,33 @@ static p2pkit_status_t check_bitmaps(const char *name, const p2pk_xml_node *n) {
   return P2PKIT_SUCCESS;
 }
 
+/* Digits, at most 4 of them, as an int; -1 when there are none or more. */
+static int small_number(const char *s, size_t n) {
+  if (n == 0 || n > 4 || strspn(s, "0123456789") < n) return -1;
+  int v = 0;
+  for (size_t i = 0; i < n; i++) v = v * 10 + (s[i] - '0');
+  return v;
+}
+
 /* <topology version="M.m">; hwloc 1.x wrote no version. */
 static p2pkit_status_t hwloc_version(const char *name, const p2pk_xml_node *root, int *major, int *minor) {
   const char *v = p2pk_xml_attr_get(root, "version");
-  unsigned a = 1, b = 0;
-  char tail;
-  if (v && sscanf(v, "%u.%u%c", &a, &b, &tail) != 2)
-    return p2pk_fail(P2PKIT_ERR_PARSE, "%s:%d: <topology version=\"%.40s\">: expected a version like 2.0", name,
-                     root->line, v);
-  if (major) *major = a > 1000 ? 1000 : (int)a;
-  if (minor) *minor = b > 1000 ? 1000 : (int)b;
+  int a = 1, b = 0;
+  if (v) {
+    const char *dot = strchr(v, '.');
+    a = dot ? small_number(v, (size_t)(dot - v)) : -1;
+    b = dot ? small_number(dot + 1, strlen(dot + 1)) : -1;
+    if (a < 0 || b < 0)
+      return p2pk_fail(P2PKIT_ERR_PARSE, "%s:%d: <topology version=\"%.40s\">: expected a version like 2.0",
+                       name, root->line, v);
+  }
+  if (major) *major = a;
+  if (minor) *minor = b;
   return P2PKIT_SUCCESS;
 }
 
-p2pkit_status_t p2pk_xml_check_hwloc(const char *name, const char *text, size_t len, int *major, int *minor) {
+p2pkit_status_t p2pk_xml_check_hwloc(const char *name, const char *text, size_t len, int *major,
+                                     int *minor) {
   p2pk_xml_node *root = NULL;
   P2PK_CHECK(p2pk_xml_parse(name, text, len, &root));
   p2pkit_status_t st = P2PKIT_SUCCESS;

@@ -271,7 +271,8 @@ TEST(no_nic_no_nearest) {
   p2pkit_topo_destroy(t);
 }
 
-T_MAIN(T_CASE(every_pcie_class), T_CASE(gpu_nic_classes_and_nearest), T_CASE(no_nic_no_nearest), T_CASE(host_bridges_unknown_gives_unknown_not_a_guess),
+T_MAIN(T_CASE(every_pcie_class), T_CASE(gpu_nic_classes_and_nearest), T_CASE(no_nic_no_nearest),
+       T_CASE(host_bridges_unknown_gives_unknown_not_a_guess),
        T_CASE(nvlink_direct_and_nvswitch), T_CASE(p2p_status_drives_sentence_and_rate),
        T_CASE(busid_spellings), T_CASE(pcie_rates), T_CASE(validate_rejects_loops_and_bad_refs),
        T_CASE(public_accessors_check_arguments))

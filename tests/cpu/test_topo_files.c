@@ -970,8 +970,8 @@ TEST(hwloc_bitmaps_as_hwloc_reads_them) {
              cases[i].v);
     p2pkit_status_t st = p2pk_xml_check_hwloc("b.xml", xml, strlen(xml), NULL, NULL);
     if ((st == P2PKIT_SUCCESS) != cases[i].ok)
-      T_FAIL("bitmap \"%s\": %s, wanted %s", cases[i].v, st == P2PKIT_SUCCESS ? "accepted" : p2pkit_last_error(),
-             cases[i].ok ? "accepted" : "refused");
+      T_FAIL("bitmap \"%s\": %s, wanted %s", cases[i].v,
+             st == P2PKIT_SUCCESS ? "accepted" : p2pkit_last_error(), cases[i].ok ? "accepted" : "refused");
   }
 }
 
@@ -1216,9 +1216,10 @@ TEST(nccl_nic_rules) {
   p2pkit_topo_destroy(t);
   /* Two unnamed ports of one device: one NIC (two would make a model that
    * --save refuses). */
-  const char ports[] = "<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x0302\">"
-                       "<gpu dev=\"0\"/></pci><pci busid=\"0000:02:00.0\" class=\"0x0207\"><nic><net port=\"1\"/>"
-                       "<net port=\"2\"/></nic></pci></cpu></system>";
+  const char ports[] =
+      "<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x0302\">"
+      "<gpu dev=\"0\"/></pci><pci busid=\"0000:02:00.0\" class=\"0x0207\"><nic><net port=\"1\"/>"
+      "<net port=\"2\"/></nic></pci></cpu></system>";
   CHECK_OK(p2pk_topo_read_nccl("ports.xml", ports, sizeof ports - 1, &t));
   if (t) {
     CHECK_EQ(t->nnics, 1);
@@ -1275,11 +1276,13 @@ T_MAIN(T_CASE(every_fixture_classifies_every_pair), T_CASE(nvswitch_pcie_classes
        T_CASE(p2pkit_round_trip_every_field), T_CASE(p2pkit_round_trip_fixtures),
        T_CASE(save_and_load_through_the_public_api), T_CASE(writer_refuses_what_it_cannot_read_back),
        T_CASE(p2pkit_errors_name_file_line_and_expectation), T_CASE(p2pkit_errors_binary_and_overlong_input),
-       T_CASE(load_error_names_the_path), T_CASE(p2pkit_cut_short_is_refused), T_CASE(load_refuses_a_machine_without_gpu), T_CASE(nccl_dump_of_the_device_machine),
+       T_CASE(load_error_names_the_path), T_CASE(p2pkit_cut_short_is_refused),
+       T_CASE(load_refuses_a_machine_without_gpu), T_CASE(nccl_dump_of_the_device_machine),
        T_CASE(nccl_two_sockets_nested_switches_direct_nvlink), T_CASE(nccl_round_trip_keeps_classes),
        T_CASE(nccl_writer_speaks_nccls_dialect), T_CASE(nccl_errors_name_file_line_and_expectation),
        T_CASE(xml_reader_entities_quotes_comments_lines), T_CASE(xml_reader_limits_and_unterminated_buffers),
        T_CASE(hwloc_fixture_loads), T_CASE(hwloc_inputs_that_crash_hwloc_are_refused),
-       T_CASE(hwloc_bitmaps_as_hwloc_reads_them), T_CASE(hwloc_xml_of_a_newer_hwloc), T_CASE(hwloc_nics_fixture),
+       T_CASE(hwloc_bitmaps_as_hwloc_reads_them), T_CASE(hwloc_xml_of_a_newer_hwloc),
+       T_CASE(hwloc_nics_fixture),
        T_CASE(nccl_gpu_decided_by_gpu_child), T_CASE(nccl_vendor_files), T_CASE(nccl_partial_file),
        T_CASE(nccl_nic_rules), T_CASE(format_detection), T_CASE(bus_id_spellings_the_readers_rely_on))
