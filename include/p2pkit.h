@@ -155,6 +155,23 @@ enum {
 };
 P2PKIT_API p2pkit_status_t p2pkit_topo_print(p2pkit_topo_t topo, FILE *out, int flags);
 
+/* NICs: the network ports GPUDirect RDMA can use, as `nvidia-smi topo -m`
+ * lists them (rows NIC0.. and its "NIC Legend"); interfaces without RDMA
+ * (virtio-net, sockets) are not among them. */
+typedef struct {
+  int index;
+  char name[64];  /* "mlx5_0"; "" when the source names none */
+  char busid[20]; /* its PCI device; "" when only its CPU socket is known */
+  int numa;       /* NUMA node, -1 unknown */
+  int speed_mbps; /* port speed, 0 unknown */
+} p2pkit_nic_t;
+
+P2PKIT_API int p2pkit_topo_nic_count(p2pkit_topo_t topo);
+P2PKIT_API p2pkit_status_t p2pkit_topo_nic(p2pkit_topo_t topo, int nic, p2pkit_nic_t *nic_p);
+/* How GPU `gpu` reaches NIC `nic` over PCIe: PIX..SYS as nvidia-smi prints it. */
+P2PKIT_API p2pkit_status_t p2pkit_topo_gpu_nic(p2pkit_topo_t topo, int gpu, int nic,
+                                               p2pkit_link_t *link_p);
+
 /* ---------------------------------------------------------------- xfer ---- */
 
 typedef struct p2pkit_ctx *p2pkit_ctx_t;

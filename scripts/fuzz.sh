@@ -15,7 +15,7 @@ command -v clang >/dev/null || { echo "fuzz: clang is not installed" >&2; exit 2
 mkdir -p "$out/corpus"
 # Only the plain-C sources the readers need: no CUDA, no NVML.
 srcs=(src/core/*.c src/topo/xml.c src/topo/topo_model.c src/topo/topo_load.c src/topo/topo_file.c
-      src/topo/topo_nccl.c src/topo/topo_hwloc.c)
+      src/topo/topo_nccl.c src/topo/topo_hwloc.c src/topo/topo_print.c)
 # shellcheck disable=SC2046
 clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc $(pkg-config --cflags hwloc) \

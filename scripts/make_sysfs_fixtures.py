@@ -15,6 +15,9 @@ machine.txt, one directive per line ('#' starts a comment):
   iommu NAME...                 /sys/class/iommu/NAME (none: no IOMMU in use)
   group N type=TYPE             /sys/kernel/iommu_groups/N/type (DMA, DMA-FQ, identity)
   cfg_bytes N                   config bytes a reader gets (4096 root, 64 non-root, 256 no ext.)
+  modules NAME...               loaded kernel modules: /proc/modules and /sys/module/NAME
+  nvidia_version TEXT           /proc/driver/nvidia/version (the NVIDIA kernel module's line)
+  osrelease TEXT                /proc/sys/kernel/osrelease
   pci BDF parent=P key=value... a PCI device under P (pciDDDD:BB host bridge or a BDF):
       class=0x060400 vendor=0x10b5 device=0x8747
       port=root|upstream|downstream|endpoint   (PCIe device/port type)
@@ -92,6 +95,10 @@ def parse(spec_path, m):
             elif word == "group":
                 num, kv = rest.split(None, 1)
                 m["groups"][int(num)] = kv.split("=", 1)[1]
+            elif word == "modules":
+                m["modules"] = rest.split()
+            elif word in ("nvidia_version", "osrelease"):
+                m[word] = rest.strip()
             elif word == "cfg_bytes":
                 m["cfg_bytes"] = int(rest)
             elif word == "pci":
@@ -116,7 +123,8 @@ def device_path(m, bdf):
 
 def build(spec_path, out):
     m = {"cpu_flags": None, "dmi": {}, "cmdline": None, "iommu": [], "groups": {},
-         "cfg_bytes": 4096, "pci": {}, "order": []}
+         "cfg_bytes": 4096, "pci": {}, "order": [], "modules": None, "nvidia_version": None,
+         "osrelease": None}
     parse(spec_path, m)
     if m["cpu_flags"] is not None:
         text = ""
@@ -126,6 +134,15 @@ def build(spec_path, out):
         write(os.path.join(out, "proc", "cpuinfo"), text)
     if m["cmdline"] is not None:
         write(os.path.join(out, "proc", "cmdline"), m["cmdline"] + "\n")
+    if m["modules"] is not None:
+        write(os.path.join(out, "proc", "modules"),
+              "".join("%s 16384 0 - Live 0x0000000000000000\n" % n for n in m["modules"]))
+        for n in m["modules"]:
+            os.makedirs(os.path.join(out, "sys", "module", n), exist_ok=True)
+    if m["nvidia_version"] is not None:
+        write(os.path.join(out, "proc", "driver", "nvidia", "version"), m["nvidia_version"] + "\n")
+    if m["osrelease"] is not None:
+        write(os.path.join(out, "proc", "sys", "kernel", "osrelease"), m["osrelease"] + "\n")
     for k, v in m["dmi"].items():
         write(os.path.join(out, "sys", "devices", "virtual", "dmi", "id", k), v + "\n")
     os.makedirs(os.path.join(out, "sys", "class"), exist_ok=True)

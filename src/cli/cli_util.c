@@ -41,7 +41,7 @@ int cli_get_topo(const char *cmd, const char *from, p2pkit_topo_t *topo_p) {
     st = p2pkit_topo_load(file, topo_p);
     if (st != P2PKIT_SUCCESS) {
       cli_error(cmd, "%s", p2pkit_last_error());
-      return st == P2PKIT_ERR_IO ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+      return st == P2PKIT_ERR_IO || st == P2PKIT_ERR_NO_DEVICE ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
     return CLI_EXIT_OK;
   }

@@ -925,6 +925,7 @@ p2pkit_status_t p2pk_doctor_analyze(const p2pk_doc_input *in, p2pk_findings *f) 
   p2pk_doc_check_system(in, f);
   p2pk_doc_check_gpus(in, f);
   p2pk_doc_check_pairs(in, f);
+  p2pk_doc_check_gdr(in, f);
   p2pk_doc_check_settings(in, f);
   p2pk_doc_check_host_links(in, f);
   p2pk_doc_check_bandwidth(in, f);

@@ -108,6 +108,10 @@ typedef struct {
 void p2pk_doc_check_system(const p2pk_doc_input *in, p2pk_findings *f);
 void p2pk_doc_check_gpus(const p2pk_doc_input *in, p2pk_findings *f);
 void p2pk_doc_check_pairs(const p2pk_doc_input *in, p2pk_findings *f);
+/* gdr.c: GPUDirect RDMA for jobs across machines: whether a NIC can reach
+ * GPU memory (peer-memory module or dma-buf) and, per GPU, its nearest NIC
+ * and the path's class; one SKIP line where there is no RDMA NIC. */
+void p2pk_doc_check_gdr(const p2pk_doc_input *in, p2pk_findings *f);
 /* Per GPU, the host-link probe against its PCIe link's expected rate. */
 void p2pk_doc_check_host_links(const p2pk_doc_input *in, p2pk_findings *f);
 void p2pk_doc_check_bandwidth(const p2pk_doc_input *in, p2pk_findings *f);

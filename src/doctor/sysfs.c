@@ -397,3 +397,65 @@ int p2pk_sysfs_iommu_type(const char *root, const char *busid, char *buf, size_t
 int p2pk_iommu_type_translated(const char *type) {
   return strcmp(type, "DMA") == 0 || strcmp(type, "DMA-FQ") == 0;
 }
+
+/* --- GPUDirect RDMA ------------------------------------------------------------ */
+
+static const char *const peermem_modules[] = {"nvidia_peermem", "nv_peer_mem"};
+
+static void read_peermem(const char *root, p2pk_gdr_facts *g) {
+  char full[PATH_LEN], line[512];
+  p2pk_sysfs_path(root, "/proc/modules", full, sizeof full);
+  FILE *f = fopen(full, "r");
+  if (f) {
+    g->modules_read = 1;
+    while (!g->peermem[0] && fgets(line, sizeof line, f))
+      for (size_t i = 0; i < sizeof peermem_modules / sizeof peermem_modules[0]; i++) {
+        size_t n = strlen(peermem_modules[i]);
+        if (strncmp(line, peermem_modules[i], n) == 0 && line[n] == ' ')
+          snprintf(g->peermem, sizeof g->peermem, "%s", peermem_modules[i]);
+      }
+    fclose(f);
+  }
+  /* Built into the kernel: no line in /proc/modules, a /sys/module entry. */
+  for (size_t i = 0; !g->peermem[0] && i < sizeof peermem_modules / sizeof peermem_modules[0]; i++) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "/sys/module/%s", peermem_modules[i]);
+    p2pk_sysfs_path(root, rel, full, sizeof full);
+    if (access(full, F_OK) == 0) snprintf(g->peermem, sizeof g->peermem, "%s", peermem_modules[i]);
+  }
+}
+
+/* "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release
+ * Build ..." (open) or "NVIDIA UNIX x86_64 Kernel Module  550.54.15  ..." */
+static void read_nvidia_version(const char *root, p2pk_gdr_facts *g) {
+  char line[512];
+  g->open_module = -1;
+  if (p2pk_sysfs_read_line(root, "/proc/driver/nvidia/version", line, sizeof line) != 0) return;
+  const char *km = strstr(line, "Kernel Module");
+  if (!km) return;
+  g->open_module = strstr(line, "Open Kernel Module") != NULL;
+  for (const char *p = km + strlen("Kernel Module"); *p; p++) {
+    if (!isdigit((unsigned char)*p) || !isspace((unsigned char)p[-1])) continue;
+    size_t n = strspn(p, "0123456789.");
+    if (memchr(p, '.', n) && n < sizeof g->nvidia_version) {
+      memcpy(g->nvidia_version, p, n);
+      g->nvidia_version[n] = '\0';
+      break;
+    }
+  }
+}
+
+void p2pk_sysfs_gdr(const char *root, p2pk_gdr_facts *g) {
+  memset(g, 0, sizeof *g);
+  read_peermem(root, g);
+  read_nvidia_version(root, g);
+  char rel[64];
+  if (p2pk_sysfs_read_line(root, "/proc/sys/kernel/osrelease", rel, sizeof rel) == 0 &&
+      sscanf(rel, "%d.%d", &g->kernel_major, &g->kernel_minor) != 2)
+    g->kernel_major = g->kernel_minor = 0;
+}
+
+int p2pk_gdr_dmabuf(const p2pk_gdr_facts *g) {
+  int new_kernel = g->kernel_major > 5 || (g->kernel_major == 5 && g->kernel_minor >= 12);
+  return g->open_module == 1 && new_kernel;
+}

@@ -101,4 +101,21 @@ int p2pk_sysfs_iommu_group(const char *root, const char *busid);
 /* 1 when the type translates DMA addresses ("DMA", "DMA-FQ"). */
 int p2pk_iommu_type_translated(const char *type);
 
+/* --- GPUDirect RDMA: can a NIC reach GPU memory? ---------------------------- */
+
+typedef struct {
+  int modules_read;       /* /proc/modules was readable */
+  char peermem[24];       /* "nvidia_peermem" or "nv_peer_mem" when loaded, else "" */
+  int open_module;        /* NVIDIA's open kernel module 1, proprietary 0, -1 unknown */
+  char nvidia_version[24]; /* from /proc/driver/nvidia/version, "" unknown */
+  int kernel_major, kernel_minor; /* /proc/sys/kernel/osrelease, 0 unknown */
+} p2pk_gdr_facts;
+
+/* Reads /proc/modules and /sys/module (the peer-memory module),
+ * /proc/driver/nvidia/version and /proc/sys/kernel/osrelease. */
+void p2pk_sysfs_gdr(const char *root, p2pk_gdr_facts *out);
+/* dma-buf lets a NIC map GPU memory without a peer-memory module: NVIDIA's
+ * open kernel module on Linux 5.12 or later. */
+int p2pk_gdr_dmabuf(const p2pk_gdr_facts *g);
+
 #endif

@@ -13,7 +13,9 @@
 #define P2PK_MAX_NUMA 64
 #define P2PK_MAX_NVL_GROUPS 16
 #define P2PK_MAX_NOTES 8
+#define P2PK_MAX_NICS 64
 #define P2PK_BUSID_LEN 20
+#define P2PK_NIC_NAME_LEN 64
 
 /* A PCI node. Switches are whole switches (an upstream port with its
  * downstream ports), as NCCL models them; root ports are folded into their
@@ -22,7 +24,7 @@ typedef enum {
   P2PK_PCI_HOSTBRIDGE = 0,
   P2PK_PCI_SWITCH = 1,
   P2PK_PCI_GPU = 2,
-  P2PK_PCI_OTHER = 3, /* NICs and the rest: recorded, not classified */
+  P2PK_PCI_OTHER = 3, /* NICs and the rest; a NIC's device is one (see p2pk_nic) */
 } p2pk_pci_kind;
 
 typedef struct {
@@ -70,6 +72,19 @@ typedef struct {
   p2pk_nvl_group groups[P2PK_MAX_NVL_GROUPS];
 } p2pk_gpu;
 
+/* A network port GPUDirect RDMA can use: what nvidia-smi lists as a NIC (a
+ * verbs device such as mlx5_0). It sits at a PCI node: its own device (kind
+ * other), or the host bridge of its CPU when the source knows no more (NCCL's
+ * <nic> straight under <cpu>). A plain network interface without RDMA (eth0
+ * on virtio-net, NCCL's socket transport) is not a NIC here: nvidia-smi does
+ * not list it and GPUDirect RDMA cannot use it. */
+typedef struct {
+  char name[P2PK_NIC_NAME_LEN]; /* "mlx5_0"; "" when the source names none */
+  int pci;                      /* index into pci[] */
+  int speed_mbps;               /* port speed in Mb/s (NCCL's <net speed>), 0 unknown */
+  int gdr;                      /* NCCL's word on GPUDirect RDMA: 1 yes, 0 no, -1 unknown */
+} p2pk_nic;
+
 /* What the runtime and NVML say about an ordered pair. -1 = unknown. */
 typedef struct {
   int cuda_access;      /* cudaDeviceCanAccessPeer */
@@ -108,6 +123,8 @@ struct p2pkit_topo {
   int nnuma;
   p2pk_numa_node numa[P2PK_MAX_NUMA];
   p2pk_p2p p2p[P2PK_MAX_GPUS][P2PK_MAX_GPUS]; /* [src][dst] */
+  int nnics;
+  p2pk_nic nics[P2PK_MAX_NICS]; /* in the source's order (mlx5_0, mlx5_1, ...) */
 
   int nnotes;           /* what the source could not tell, in sentences */
   char notes[P2PK_MAX_NOTES][192];
@@ -122,6 +139,8 @@ struct p2pkit_topo *p2pk_topo_new(const char *format, const char *source);
 int p2pk_topo_add_pci(struct p2pkit_topo *t, p2pk_pci_kind kind, const char *busid, int parent);
 int p2pk_topo_add_numa(struct p2pkit_topo *t, int os_index, const char *cpus);
 int p2pk_topo_add_gpu(struct p2pkit_topo *t, const char *busid);
+/* A NIC named `name` ("" unnamed) at PCI node `pci`. */
+int p2pk_topo_add_nic(struct p2pkit_topo *t, const char *name, int pci);
 void p2pk_topo_note(struct p2pkit_topo *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Index of the PCI node / GPU with this bus id (any spelling), or -1. */
 int p2pk_topo_find_pci(const struct p2pkit_topo *t, const char *busid);
@@ -139,6 +158,20 @@ p2pkit_status_t p2pk_topo_validate(const struct p2pkit_topo *t);
 int p2pk_pci_numa(const struct p2pkit_topo *t, int pci);
 /* The PCIe-path class between two GPUs (PIX..SYS), ignoring NVLink. */
 p2pkit_link_t p2pk_classify_pcie(const struct p2pkit_topo *t, int a, int b);
+/* The same between any two PCI nodes (a GPU's, a NIC's); a host bridge
+ * stands for a device known only to hang from it. */
+p2pkit_link_t p2pk_classify_pci(const struct p2pkit_topo *t, int pa, int pb);
+/* GPU g to NIC n, and NIC to NIC, as nvidia-smi prints them (PIX..SYS, X). */
+p2pkit_link_t p2pk_gpu_nic_link(const struct p2pkit_topo *t, int g, int n);
+p2pkit_link_t p2pk_nic_nic_link(const struct p2pkit_topo *t, int a, int b);
+/* The NIC nearest GPU g (the first of the best class), or -1 when there is
+ * none; *link_p gets its class. */
+int p2pk_nearest_nic(const struct p2pkit_topo *t, int g, p2pkit_link_t *link_p);
+/* What to call NIC n: its name, else its bus id, else "NIC<n>". */
+const char *p2pk_nic_label(const struct p2pkit_topo *t, int n, char *buf, size_t len);
+/* One plain sentence: GPU g's nearest NIC and what the path means for
+ * GPUDirect RDMA; "" when there is no NIC. */
+void p2pk_nic_sentence(const struct p2pkit_topo *t, int g, char *buf, size_t len);
 /* NVLinks joining a and b: direct links, or through NVSwitch the smaller of
  * the two GPUs' switch link counts. 0 when none. */
 int p2pk_nvlinks_between(const struct p2pkit_topo *t, int a, int b);
@@ -185,7 +218,10 @@ p2pkit_status_t p2pk_topo_write_nccl(const struct p2pkit_topo *t, FILE *out);
 /* topo_hwloc.c: hwloc XML held in memory. */
 p2pkit_status_t p2pk_topo_read_hwloc_xml(const char *name, const char *text, size_t len,
                                          struct p2pkit_topo **t_p);
-/* topo_load.c: detect the format from the contents and dispatch. */
+/* topo_load.c: detect the format from the contents (the root element after
+ * any XML declaration, comment or DOCTYPE) and dispatch. */
+typedef enum { P2PK_FMT_UNKNOWN = 0, P2PK_FMT_P2PKIT, P2PK_FMT_HWLOC, P2PK_FMT_NCCL } p2pk_topo_format;
+p2pk_topo_format p2pk_topo_detect(const char *text, size_t len);
 p2pkit_status_t p2pk_topo_read_any(const char *name, const char *text, size_t len,
                                    struct p2pkit_topo **t_p);
 

@@ -1,7 +1,7 @@
 /* p2pkit's own recorded-machine format: `p2pkit topo --save` writes it,
  * `--from` reads it. Line based and versioned:
  *
- *   p2pkit-topo 1
+ *   p2pkit-topo 2
  *   machine host=dgx01 driver=580.159.04 cuda_driver=13000 known=pci_tree,numa
  *   note text="what the source could not tell"
  *   numa os=0 cpus=0-31
@@ -9,13 +9,20 @@
  *   pci id=1 kind=gpu busid=0000:00:06.0 parent=0 max_gen=5 max_width=16
  *   gpu index=0 busid=0000:00:06.0 name="NVIDIA H200" cc=9.0 pci=1
  *   nvlink gpu=0 peer=switch busid=fffffff:ff:ff.0 count=18 version=4
+ *   nic index=0 name=mlx5_0 pci=2 speed=400000
  *   p2p src=0 dst=1 cuda_access=1 read=OK write=OK
+ *   end
  *
  * One record per line: a keyword, then key=value pairs (values with spaces
  * in double quotes, C escapes). '#' starts a comment. Keys left out take the
  * model's "unknown" value; unknown keys are errors. pci ids and GPU indices
  * count up from 0 in file order. The writer leaves out unknown values, so
  * write(read(write(t))) is byte-identical to write(t).
+ *
+ * Version 2 adds the `end` record, which must close the file: without it a
+ * file cut short (an interrupted copy) would read as a smaller machine.
+ * Version 1 files (no `end`) are still read. `nic` records need no new
+ * version: a version-1 reader refuses them as an unknown record.
  *
  * Both directions run off one table of fields per record, so a field added
  * to the table is written, read and checked alike. */
@@ -31,7 +38,8 @@
 #include "topo/topo.h"
 
 #define FILE_MAGIC "p2pkit-topo"
-#define FILE_VERSION 1
+#define FILE_VERSION 2       /* written; versions 1 to FILE_VERSION are read */
+#define FILE_VERSION_END 2   /* from this version on, files close with `end` */
 #define MAX_TOKENS 24
 #define MAX_KEY 32
 #define MAX_VALUE 512
@@ -88,6 +96,11 @@ typedef struct {
   int gpu;
   p2pk_nvl_group grp;
 } nvl_rec;
+
+typedef struct {
+  int index;
+  p2pk_nic n;
+} nic_rec;
 
 typedef struct {
   int src, dst;
@@ -167,6 +180,14 @@ static const field nvl_fields[] = {
     FINT("version", nvl_rec, grp.version, 0, 64, 0),
 };
 
+static const field nic_fields[] = {
+    FINT("index", nic_rec, index, 0, P2PK_MAX_NICS - 1, MUST),
+    FSTR("name", nic_rec, n.name, 0),
+    FINT("pci", nic_rec, n.pci, 0, P2PK_MAX_PCI - 1, MUST),
+    FINT("speed", nic_rec, n.speed_mbps, 0, 1e8, 0),
+    FINT("gdr", nic_rec, n.gdr, -1, 1, 0),
+};
+
 static const field p2p_fields[] = {
     FINT("src", p2p_rec, src, 0, P2PK_MAX_GPUS - 1, MUST),
     FINT("dst", p2p_rec, dst, 0, P2PK_MAX_GPUS - 1, MUST),
@@ -194,6 +215,11 @@ static void gpu_default(gpu_rec *r) {
   memset(r, 0, sizeof *r);
   r->g.pci = -1;
   r->g.nvlinks_present = r->g.nvlinks_active = -1;
+}
+
+static void nic_default(nic_rec *r) {
+  memset(r, 0, sizeof *r);
+  r->n.gdr = -1;
 }
 
 static void p2p_default(p2p_rec *r) {
@@ -251,6 +277,43 @@ static p2pkit_status_t check_gpus(const struct p2pkit_topo *t, const char *file,
     for (int h = 0; h < g; h++)
       if (strcmp(t->gpus[h].busid, gp->busid) == 0)
         return ref_error(file, lines, g, "gpu index=%d: bus id %s is GPU %d's too", g, gp->busid, h);
+  }
+  return P2PKIT_SUCCESS;
+}
+
+/* Every gpu node belongs to a GPU: a file that lost its last gpu records
+ * (cut short) must not read as a smaller machine. */
+static p2pkit_status_t check_gpu_nodes(const struct p2pkit_topo *t, const char *file, const int *lines) {
+  for (int i = 0; i < t->npci; i++) {
+    if (t->pci[i].kind != P2PK_PCI_GPU) continue;
+    int g = 0;
+    while (g < t->ngpus && t->gpus[g].pci != i) g++;
+    if (g == t->ngpus)
+      return ref_error(file, lines, i,
+                       "pci id=%d is a gpu node but no gpu record has pci=%d: a gpu record is missing "
+                       "(is the file cut short?)",
+                       i, i);
+  }
+  return P2PKIT_SUCCESS;
+}
+
+static p2pkit_status_t check_nics(const struct p2pkit_topo *t, const char *file, const int *lines) {
+  for (int n = 0; n < t->nnics; n++) {
+    const p2pk_nic *x = &t->nics[n];
+    if (x->pci < 0 || x->pci >= t->npci)
+      return ref_error(file, lines, n, "nic index=%d: pci=%d is not a pci id defined in the file", n, x->pci);
+    p2pk_pci_kind k = t->pci[x->pci].kind;
+    if (k != P2PK_PCI_OTHER && k != P2PK_PCI_HOSTBRIDGE)
+      return ref_error(file, lines, n, "nic index=%d: pci=%d is a %s node, expected an other node (its "
+                       "device) or a hostbridge", n, x->pci, kind_names[k]);
+    for (int m = 0; m < n; m++) {
+      const p2pk_nic *y = &t->nics[m];
+      if (x->name[0] && strcmp(x->name, y->name) == 0)
+        return ref_error(file, lines, n, "nic index=%d: name %s is NIC %d's too", n, x->name, m);
+      if (!x->name[0] && !y->name[0] && x->pci == y->pci)
+        return ref_error(file, lines, n, "nic index=%d: a second NIC without a name at pci=%d (NIC %d)", n,
+                         x->pci, m);
+    }
   }
   return P2PKIT_SUCCESS;
 }
@@ -492,6 +555,17 @@ static p2pkit_status_t write_gpus(const struct p2pkit_topo *t, FILE *out) {
   return P2PKIT_SUCCESS;
 }
 
+static p2pkit_status_t write_nics(const struct p2pkit_topo *t, FILE *out) {
+  nic_rec r, def;
+  nic_default(&def);
+  for (int n = 0; n < t->nnics; n++) {
+    r.index = n;
+    r.n = t->nics[n];
+    P2PK_CHECK(emit(out, "nic", nic_fields, NFIELDS(nic_fields), &r, &def));
+  }
+  return P2PKIT_SUCCESS;
+}
+
 static p2pkit_status_t write_p2p(const struct p2pkit_topo *t, FILE *out) {
   p2p_rec r, def;
   p2p_default(&def);
@@ -514,13 +588,17 @@ static p2pkit_status_t write_all(const struct p2pkit_topo *t, FILE *out) {
   P2PK_CHECK(write_machine(t, out));
   P2PK_CHECK(write_nodes(t, out));
   P2PK_CHECK(write_gpus(t, out));
-  return write_p2p(t, out);
+  P2PK_CHECK(write_nics(t, out));
+  P2PK_CHECK(write_p2p(t, out));
+  if (out) fputs("end\n", out);
+  return P2PKIT_SUCCESS;
 }
 
 p2pkit_status_t p2pk_topo_write_file(const struct p2pkit_topo *t, FILE *out) {
   if (!t || !out) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "topology or file is NULL");
   if (t->ngpus < 0 || t->ngpus > P2PK_MAX_GPUS || t->npci < 0 || t->npci > P2PK_MAX_PCI || t->nnuma < 0 ||
-      t->nnuma > P2PK_MAX_NUMA || t->nnotes < 0 || t->nnotes > P2PK_MAX_NOTES)
+      t->nnuma > P2PK_MAX_NUMA || t->nnotes < 0 || t->nnotes > P2PK_MAX_NOTES || t->nnics < 0 ||
+      t->nnics > P2PK_MAX_NICS)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "cannot save the topology: a count is out of range");
   for (int g = 0; g < t->ngpus; g++)
     if (t->gpus[g].ngroups < 0 || t->gpus[g].ngroups > P2PK_MAX_NVL_GROUPS)
@@ -529,6 +607,8 @@ p2pkit_status_t p2pk_topo_write_file(const struct p2pkit_topo *t, FILE *out) {
   P2PK_CHECK(write_all(t, NULL));
   P2PK_CHECK(check_pci(t, NULL, NULL));
   P2PK_CHECK(check_gpus(t, NULL, NULL));
+  P2PK_CHECK(check_gpu_nodes(t, NULL, NULL));
+  P2PK_CHECK(check_nics(t, NULL, NULL));
   P2PK_CHECK(check_numa(t, NULL, NULL));
   return write_all(t, out);
 }
@@ -544,8 +624,8 @@ typedef struct {
   const char *file;
   int line;
   struct p2pkit_topo *t;
-  int have_header, have_machine;
-  int numa_line[P2PK_MAX_NUMA], pci_line[P2PK_MAX_PCI], gpu_line[P2PK_MAX_GPUS];
+  int have_header, have_machine, have_end, version;
+  int numa_line[P2PK_MAX_NUMA], pci_line[P2PK_MAX_PCI], gpu_line[P2PK_MAX_GPUS], nic_line[P2PK_MAX_NICS];
   int p2p_line[P2PK_MAX_GPUS][P2PK_MAX_GPUS];
   int ntok;
   token tok[MAX_TOKENS]; /* tok[0].value is the record's keyword */
@@ -835,9 +915,11 @@ static p2pkit_status_t rec_header(reader *r) {
                 r->tok[0].value);
   if (r->ntok != 2 || r->tok[1].key[0] || parse_ll(r->tok[1].value, &v))
     return ferr(r, "expected '%s %d': the magic word and a version number", FILE_MAGIC, FILE_VERSION);
-  if (v != FILE_VERSION)
-    return ferr(r, "unsupported %s version %lld (this p2pkit reads version %d)", FILE_MAGIC, v, FILE_VERSION);
+  if (v < 1 || v > FILE_VERSION)
+    return ferr(r, "unsupported %s version %lld (this p2pkit reads versions 1 to %d)", FILE_MAGIC, v,
+                FILE_VERSION);
   r->have_header = 1;
+  r->version = (int)v;
   return P2PKIT_SUCCESS;
 }
 
@@ -925,6 +1007,30 @@ static p2pkit_status_t rec_nvlink(reader *r) {
   return P2PKIT_SUCCESS;
 }
 
+static p2pkit_status_t rec_nic(reader *r) {
+  struct p2pkit_topo *t = r->t;
+  nic_rec n;
+  nic_default(&n);
+  if (t->nnics >= P2PK_MAX_NICS) return ferr(r, "nic: more than %d NICs", P2PK_MAX_NICS);
+  P2PK_CHECK(parse_fields(r, nic_fields, NFIELDS(nic_fields), &n));
+  if (n.index < t->nnics)
+    return ferr(r, "nic: index=%d is defined twice (first on line %d)", n.index, r->nic_line[n.index]);
+  if (n.index != t->nnics)
+    return ferr(r, "nic: expected index=%d (NICs count up from 0 in file order), found index=%d", t->nnics,
+                n.index);
+  r->nic_line[t->nnics] = r->line;
+  t->nics[t->nnics++] = n.n;
+  return P2PKIT_SUCCESS;
+}
+
+static p2pkit_status_t rec_end(reader *r) {
+  if (r->ntok > 1)
+    return ferr(r, "end: expected nothing after 'end', found '%s%s%.40s'", r->tok[1].key,
+                r->tok[1].key[0] ? "=" : "", r->tok[1].value);
+  r->have_end = 1;
+  return P2PKIT_SUCCESS;
+}
+
 static p2pkit_status_t rec_p2p(reader *r) {
   struct p2pkit_topo *t = r->t;
   p2p_rec p;
@@ -945,16 +1051,19 @@ static const struct {
   const char *keyword;
   p2pkit_status_t (*parse)(reader *);
 } records[] = {{"machine", rec_machine}, {"note", rec_note},     {"numa", rec_numa}, {"pci", rec_pci},
-               {"gpu", rec_gpu},         {"nvlink", rec_nvlink}, {"p2p", rec_p2p}};
+               {"gpu", rec_gpu},         {"nvlink", rec_nvlink}, {"nic", rec_nic},   {"p2p", rec_p2p},
+               {"end", rec_end}};
 
 static p2pkit_status_t read_line(reader *r, const char *p, const char *end) {
   P2PK_CHECK(tokenize(r, p, end));
   if (r->ntok == 0) return P2PKIT_SUCCESS;
   if (r->tok[0].key[0]) return ferr(r, "expected a record keyword, found '%s='", r->tok[0].key);
   if (!r->have_header) return rec_header(r);
+  if (r->have_end)
+    return ferr(r, "'%.40s' after the end record (the end record closes the file)", r->tok[0].value);
   for (size_t i = 0; i < sizeof records / sizeof records[0]; i++)
     if (strcmp(r->tok[0].value, records[i].keyword) == 0) return records[i].parse(r);
-  return ferr(r, "unknown record '%.40s' (expected machine, note, numa, pci, gpu, nvlink or p2p)",
+  return ferr(r, "unknown record '%.40s' (expected machine, note, numa, pci, gpu, nvlink, nic, p2p or end)",
               r->tok[0].value);
 }
 
@@ -970,8 +1079,13 @@ static p2pkit_status_t read_all(reader *r, const char *text, size_t len) {
     r->line = 1;
     return ferr(r, "empty file: expected '%s %d'", FILE_MAGIC, FILE_VERSION);
   }
+  if (r->version >= FILE_VERSION_END && !r->have_end)
+    return ferr(r, "the file ends without its 'end' record: it is cut short (an interrupted copy or "
+                "save?); record the machine again with p2pkit topo --save");
   P2PK_CHECK(check_pci(r->t, r->file, r->pci_line));
   P2PK_CHECK(check_gpus(r->t, r->file, r->gpu_line));
+  P2PK_CHECK(check_gpu_nodes(r->t, r->file, r->pci_line));
+  P2PK_CHECK(check_nics(r->t, r->file, r->nic_line));
   P2PK_CHECK(check_numa(r->t, r->file, r->numa_line));
   return p2pk_topo_validate(r->t);
 }

@@ -100,9 +100,58 @@ static int chain_for(walker *w, hwloc_obj_t up) {
   return parent;
 }
 
+/* A display or 3D controller (class 0x03xx) from NVIDIA. */
 static int is_nvidia_gpu(hwloc_obj_t o) {
-  unsigned cls = o->attr->pcidev.class_id;
-  return o->attr->pcidev.vendor_id == 0x10de && (cls == 0x0300 || cls == 0x0302);
+  return o->attr->pcidev.vendor_id == 0x10de && (o->attr->pcidev.class_id >> 8) == 0x03;
+}
+
+static int is_rdma_osdev(hwloc_obj_t c) {
+  return c->type == HWLOC_OBJ_OS_DEVICE && c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
+}
+
+/* A NIC device: one with an OpenFabrics (verbs) OS device, as nvidia-smi
+ * lists them, or an InfiniBand controller (0x0207) whose driver hwloc did
+ * not see. Plain network interfaces (eth0 on virtio-net) are not NICs. */
+static int is_nic_device(hwloc_obj_t o) {
+  for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling)
+    if (is_rdma_osdev(c)) return 1;
+  return o->attr->pcidev.class_id == 0x0207;
+}
+
+static void set_pci_ids(p2pk_pci_node *n, hwloc_obj_t o) {
+  n->vendor = o->attr->pcidev.vendor_id;
+  n->device = o->attr->pcidev.device_id;
+  n->class_id = o->attr->pcidev.class_id;
+}
+
+static int nic_named(const struct p2pkit_topo *t, const char *name) {
+  for (int n = 0; n < t->nnics; n++)
+    if (strcmp(t->nics[n].name, name) == 0) return 1;
+  return 0;
+}
+
+/* Each verbs device of a NIC's PCI device is a NIC, named as nvidia-smi
+ * names it (mlx5_0); a device without one is a NIC without a name. */
+static p2pkit_status_t add_nics(walker *w) {
+  struct p2pkit_topo *t = w->t;
+  for (hwloc_obj_t o = hwloc_get_next_pcidev(w->h, NULL); o; o = hwloc_get_next_pcidev(w->h, o)) {
+    if (!is_nic_device(o)) continue;
+    char id[P2PK_BUSID_LEN];
+    pci_busid(o, id);
+    int parent = chain_for(w, o->parent);
+    if (parent < -1) return P2PKIT_ERR_UNSUPPORTED;
+    int idx = p2pk_topo_add_pci(t, P2PK_PCI_OTHER, id, parent);
+    if (idx < 0) return P2PKIT_ERR_UNSUPPORTED;
+    set_pci_ids(&t->pci[idx], o);
+    int named = 0;
+    for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling) {
+      if (!is_rdma_osdev(c) || !c->name || !c->name[0] || nic_named(t, c->name)) continue;
+      if (p2pk_topo_add_nic(t, c->name, idx) < 0) return P2PKIT_ERR_UNSUPPORTED;
+      named++;
+    }
+    if (!named && p2pk_topo_add_nic(t, "", idx) < 0) return P2PKIT_ERR_UNSUPPORTED;
+  }
+  return P2PKIT_SUCCESS;
 }
 
 static void gpu_info_from_osdev(p2pk_gpu *g, hwloc_obj_t pcidev) {
@@ -150,11 +199,11 @@ p2pkit_status_t p2pk_topo_from_hwloc(struct p2pkit_topo *t, struct hwloc_topolog
     if (parent < -1) break;
     int idx = p2pk_topo_add_pci(t, P2PK_PCI_GPU, id, parent);
     if (idx < 0) break;
-    t->pci[idx].vendor = o->attr->pcidev.vendor_id;
-    t->pci[idx].device = o->attr->pcidev.device_id;
-    t->pci[idx].class_id = o->attr->pcidev.class_id;
+    set_pci_ids(&t->pci[idx], o);
     t->gpus[g].pci = idx;
   }
+  if (add_nics(w) != P2PKIT_SUCCESS)
+    P2PK_WARN("hwloc: %s; the NICs past it are left out", p2pkit_last_error());
   free(w);
   t->known |= P2PK_KNOW_PCI_TREE | P2PK_KNOW_HOSTBRIDGES | P2PK_KNOW_NUMA;
   for (int g = 0; g < t->ngpus; g++)
@@ -172,9 +221,29 @@ static p2pkit_status_t hwloc_open(hwloc_topology_t *h_p) {
   return P2PKIT_SUCCESS;
 }
 
+/* The XML format versions the linked hwloc reads: 1.x and 2.x for hwloc
+ * 2, 2.x and 3.x for hwloc 3 (hwloc_get_api_version: 0x00020800 is 2.8+). */
+static p2pkit_status_t check_xml_version(const char *name, int major, int minor) {
+  int lib = (int)(hwloc_get_api_version() >> 16);
+  int oldest = lib >= 3 ? 2 : 1;
+  if (major >= oldest && major <= lib) return P2PKIT_SUCCESS;
+  if (major > lib)
+    return p2pk_fail(P2PKIT_ERR_UNSUPPORTED,
+                     "%s: hwloc XML version %d.%d, written by hwloc %d; this p2pkit's hwloc (%s) reads "
+                     "versions %d.x to %d.x: export it in the older format on that machine (lstopo --of "
+                     "xml --export-xml-flags v%d FILE), or build p2pkit against hwloc %d",
+                     name, major, minor, major, HWLOC_VERSION, oldest, lib, lib, major);
+  return p2pk_fail(P2PKIT_ERR_UNSUPPORTED,
+                   "%s: hwloc XML version %d.%d, written by hwloc %d; this p2pkit's hwloc (%s) reads "
+                   "versions %d.x to %d.x: export it again with hwloc %d or newer",
+                   name, major, minor, major, HWLOC_VERSION, oldest, lib, oldest);
+}
+
 p2pkit_status_t p2pk_topo_read_hwloc_xml(const char *name, const char *text, size_t len,
                                          struct p2pkit_topo **t_p) {
-  P2PK_CHECK(p2pk_xml_check_hwloc(name, text, len)); /* hwloc aborts on some bad files */
+  int major = 0, minor = 0;
+  P2PK_CHECK(p2pk_xml_check_hwloc(name, text, len, &major, &minor)); /* hwloc aborts on some bad files */
+  P2PK_CHECK(check_xml_version(name, major, minor));
   hwloc_topology_t h = NULL;
   P2PK_CHECK(hwloc_open(&h));
   /* hwloc wants the terminating NUL counted in the length. */

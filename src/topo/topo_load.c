@@ -51,29 +51,74 @@ static p2pkit_status_t slurp(const char *path, char **text_p, size_t *len_p) {
   return P2PKIT_SUCCESS;
 }
 
+/* Past markup before the root element: <?...?>, <!-- ... -->, <!DOCTYPE ...>
+ * (with an internal subset in [...]). NULL when it never ends. */
+static const char *skip_prolog_item(const char *p, const char *end) {
+  const char *stop = (size_t)(end - p) >= 4 && memcmp(p, "<!--", 4) == 0 ? "-->" : p[1] == '?' ? "?>" : NULL;
+  if (stop) {
+    size_t n = strlen(stop);
+    for (p += 2; (size_t)(end - p) >= n; p++)
+      if (memcmp(p, stop, n) == 0) return p + n;
+    return NULL;
+  }
+  int depth = 0;
+  for (; p < end; p++) {
+    if (*p == '[') depth++;
+    else if (*p == ']' && depth > 0) depth--;
+    else if (*p == '>' && depth == 0) return p + 1;
+  }
+  return NULL;
+}
+
+static int starts_element(const char *p, const char *end, const char *name) {
+  size_t n = strlen(name);
+  if ((size_t)(end - p) < n + 1 || p[0] != '<' || memcmp(p + 1, name, n) != 0) return 0;
+  if ((size_t)(end - p) == n + 1) return 1;
+  char c = p[n + 1];
+  return c == '>' || c == '/' || c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+p2pk_topo_format p2pk_topo_detect(const char *text, size_t len) {
+  const char *p = text, *end = text + len;
+  if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) p += 3; /* a UTF-8 byte order mark */
+  for (;;) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
+    if ((size_t)(end - p) >= 11 && memcmp(p, "p2pkit-topo", 11) == 0) return P2PK_FMT_P2PKIT;
+    if (p >= end || *p != '<' || end - p < 2) return P2PK_FMT_UNKNOWN;
+    if (p[1] != '?' && p[1] != '!') break;
+    if (!(p = skip_prolog_item(p, end))) return P2PK_FMT_UNKNOWN;
+  }
+  /* Both XML dialects: hwloc's root is <topology>, NCCL's is <system>. */
+  if (starts_element(p, end, "topology")) return P2PK_FMT_HWLOC;
+  if (starts_element(p, end, "system")) return P2PK_FMT_NCCL;
+  return P2PK_FMT_UNKNOWN;
+}
+
 p2pkit_status_t p2pk_topo_read_any(const char *name, const char *text, size_t len,
                                    struct p2pkit_topo **t_p) {
-  size_t i = 0;
-  while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) i++;
-  if (len - i >= 11 && memcmp(text + i, "p2pkit-topo", 11) == 0)
-    return p2pk_topo_read_file(name, text, len, t_p);
-  if (i < len && text[i] == '<') {
-    /* Both XML dialects: hwloc's root is <topology>, NCCL's is <system>. */
-    const char *end = text + len;
-    for (const char *p = text + i; p < end; p++) {
-      if (*p != '<' || p + 1 >= end) continue;
-      if (p[1] == '?' || p[1] == '!') continue;
-      if ((size_t)(end - p) >= 9 && memcmp(p, "<topology", 9) == 0)
-        return p2pk_topo_read_hwloc_xml(name, text, len, t_p);
-      if ((size_t)(end - p) >= 7 && memcmp(p, "<system", 7) == 0)
-        return p2pk_topo_read_nccl(name, text, len, t_p);
-      break;
-    }
+  switch (p2pk_topo_detect(text, len)) {
+    case P2PK_FMT_P2PKIT: return p2pk_topo_read_file(name, text, len, t_p);
+    case P2PK_FMT_HWLOC: return p2pk_topo_read_hwloc_xml(name, text, len, t_p);
+    case P2PK_FMT_NCCL: return p2pk_topo_read_nccl(name, text, len, t_p);
+    default: break;
   }
   return p2pk_fail(P2PKIT_ERR_PARSE,
                    "%s:1: unknown topology format: expected a p2pkit file ('p2pkit-topo'), an "
                    "hwloc XML export (<topology>) or an NCCL topology dump (<system>)",
                    name);
+}
+
+/* A recorded machine without a GPU is nothing p2pkit can work with: say so
+ * in the terms of the source, as discovery does for a live machine. */
+static p2pkit_status_t require_gpu(const char *path, const struct p2pkit_topo *t) {
+  if (t->ngpus > 0) return P2PKIT_SUCCESS;
+  const char *why = strcmp(t->format, "nccl-xml") == 0
+                        ? "no <gpu> element and no <pci> of display/3D class (0x03...) from NVIDIA"
+                    : strcmp(t->format, "hwloc-xml") == 0
+                        ? "no PCI device of display/3D class (0x03...) from NVIDIA (vendor 0x10de); was "
+                          "it exported without I/O devices?"
+                        : "no gpu record";
+  return p2pk_fail(P2PKIT_ERR_NO_DEVICE, "%s: no GPU in this machine (%s)", path, why);
 }
 
 p2pkit_status_t p2pkit_topo_load(const char *path, p2pkit_topo_t *topo_p) {
@@ -86,6 +131,7 @@ p2pkit_status_t p2pkit_topo_load(const char *path, p2pkit_topo_t *topo_p) {
   free(text);
   if (st != P2PKIT_SUCCESS) return st;
   st = p2pk_topo_validate(t);
+  if (st == P2PKIT_SUCCESS) st = require_gpu(path, t);
   if (st != P2PKIT_SUCCESS) {
     p2pkit_topo_destroy(t);
     return st;

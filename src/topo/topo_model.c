@@ -129,6 +129,19 @@ int p2pk_topo_add_gpu(struct p2pkit_topo *t, const char *busid) {
   return t->ngpus++;
 }
 
+int p2pk_topo_add_nic(struct p2pkit_topo *t, const char *name, int pci) {
+  if (t->nnics >= P2PK_MAX_NICS) {
+    p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "more than %d NICs", P2PK_MAX_NICS);
+    return -1;
+  }
+  p2pk_nic *n = &t->nics[t->nnics];
+  memset(n, 0, sizeof *n);
+  snprintf(n->name, sizeof n->name, "%s", name ? name : "");
+  n->pci = pci;
+  n->gdr = -1;
+  return t->nnics++;
+}
+
 void p2pk_topo_note(struct p2pkit_topo *t, const char *fmt, ...) {
   if (t->nnotes >= P2PK_MAX_NOTES) return;
   va_list ap;
@@ -158,6 +171,9 @@ p2pkit_status_t p2pk_topo_validate(const struct p2pkit_topo *t) {
     if (t->gpus[g].ngroups < 0 || t->gpus[g].ngroups > P2PK_MAX_NVL_GROUPS)
       return p2pk_fail(P2PKIT_ERR_PARSE, "GPU%d: bad NVLink group count", g);
   }
+  for (int n = 0; n < t->nnics; n++)
+    if (t->nics[n].pci < 0 || t->nics[n].pci >= t->npci)
+      return p2pk_fail(P2PKIT_ERR_PARSE, "NIC%d: PCI node %d out of range", n, t->nics[n].pci);
   return P2PKIT_SUCCESS;
 }
 
@@ -183,14 +199,18 @@ static int switches_below(const struct p2pkit_topo *t, int pci, int stop) {
   return n;
 }
 
-p2pkit_link_t p2pk_classify_pcie(const struct p2pkit_topo *t, int a, int b) {
-  if (a == b) return P2PKIT_LINK_SELF;
-  int pa = t->gpus[a].pci, pb = t->gpus[b].pci;
-  if (pa < 0 || pb < 0) return P2PKIT_LINK_UNKNOWN;
+/* Where the walk up from a node starts: its parent, or the node itself for
+ * a host bridge standing for a device known only to hang from it. */
+static int chain_start(const struct p2pkit_topo *t, int pci) {
+  return t->pci[pci].kind == P2PK_PCI_HOSTBRIDGE ? pci : t->pci[pci].parent;
+}
+
+p2pkit_link_t p2pk_classify_pci(const struct p2pkit_topo *t, int pa, int pb) {
+  if (pa < 0 || pb < 0 || pa >= t->npci || pb >= t->npci) return P2PKIT_LINK_UNKNOWN;
   /* Lowest common ancestor: walk a's chain, test each against b's chain. */
   int lca = -1;
-  for (int x = t->pci[pa].parent; x >= 0 && lca < 0; x = t->pci[x].parent)
-    for (int y = t->pci[pb].parent; y >= 0; y = t->pci[y].parent)
+  for (int x = chain_start(t, pa); x >= 0 && lca < 0; x = t->pci[x].parent)
+    for (int y = chain_start(t, pb); y >= 0; y = t->pci[y].parent)
       if (x == y) {
         lca = x;
         break;
@@ -209,6 +229,44 @@ p2pkit_link_t p2pk_classify_pcie(const struct p2pkit_topo *t, int a, int b) {
    * host bridges (NCCL dumps); NODE needs the bridges to be real. */
   if (na != nb) return P2PKIT_LINK_SYS;
   return (t->known & P2PK_KNOW_HOSTBRIDGES) ? P2PKIT_LINK_NODE : P2PKIT_LINK_UNKNOWN;
+}
+
+p2pkit_link_t p2pk_classify_pcie(const struct p2pkit_topo *t, int a, int b) {
+  if (a == b) return P2PKIT_LINK_SELF;
+  return p2pk_classify_pci(t, t->gpus[a].pci, t->gpus[b].pci);
+}
+
+p2pkit_link_t p2pk_gpu_nic_link(const struct p2pkit_topo *t, int g, int n) {
+  return p2pk_classify_pci(t, t->gpus[g].pci, t->nics[n].pci);
+}
+
+p2pkit_link_t p2pk_nic_nic_link(const struct p2pkit_topo *t, int a, int b) {
+  if (a == b) return P2PKIT_LINK_SELF;
+  return p2pk_classify_pci(t, t->nics[a].pci, t->nics[b].pci);
+}
+
+int p2pk_nearest_nic(const struct p2pkit_topo *t, int g, p2pkit_link_t *link_p) {
+  int best = -1;
+  p2pkit_link_t best_link = P2PKIT_LINK_UNKNOWN;
+  for (int n = 0; n < t->nnics; n++) {
+    p2pkit_link_t l = p2pk_gpu_nic_link(t, g, n);
+    if (best < 0 || l < best_link) {
+      best = n;
+      best_link = l;
+    }
+  }
+  if (link_p) *link_p = best_link;
+  return best;
+}
+
+const char *p2pk_nic_label(const struct p2pkit_topo *t, int n, char *buf, size_t len) {
+  const p2pk_nic *x = &t->nics[n];
+  char canon[P2PK_BUSID_LEN];
+  if (x->name[0]) snprintf(buf, len, "%s", x->name);
+  else if (x->pci >= 0 && x->pci < t->npci && p2pk_busid_normalize(t->pci[x->pci].busid, canon) == 0)
+    snprintf(buf, len, "%s", canon);
+  else snprintf(buf, len, "NIC%d", n);
+  return buf;
 }
 
 static int switch_links(const p2pk_gpu *g) {
@@ -345,6 +403,34 @@ p2pkit_status_t p2pkit_topo_pair(p2pkit_topo_t t, int a, int b, p2pkit_pair_t *o
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "GPU pair %d,%d out of range (this machine has %d)",
                      a, b, t->ngpus);
   p2pk_pair_info(t, a, b, out);
+  return P2PKIT_SUCCESS;
+}
+
+int p2pkit_topo_nic_count(p2pkit_topo_t topo) { return topo ? topo->nnics : 0; }
+
+p2pkit_status_t p2pkit_topo_nic(p2pkit_topo_t t, int n, p2pkit_nic_t *out) {
+  if (!t || !out) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "topology or output is NULL");
+  if (n < 0 || n >= t->nnics)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "NIC %d does not exist (this machine has %d)", n,
+                     t->nnics);
+  const p2pk_nic *x = &t->nics[n];
+  memset(out, 0, sizeof *out);
+  out->index = n;
+  snprintf(out->name, sizeof out->name, "%s", x->name);
+  if (t->pci[x->pci].kind != P2PK_PCI_HOSTBRIDGE)
+    snprintf(out->busid, sizeof out->busid, "%s", t->pci[x->pci].busid);
+  out->numa = p2pk_pci_numa(t, x->pci);
+  out->speed_mbps = x->speed_mbps;
+  return P2PKIT_SUCCESS;
+}
+
+p2pkit_status_t p2pkit_topo_gpu_nic(p2pkit_topo_t t, int g, int n, p2pkit_link_t *link_p) {
+  if (!t || !link_p) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "topology or output is NULL");
+  if (g < 0 || g >= t->ngpus || n < 0 || n >= t->nnics)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
+                     "GPU %d / NIC %d out of range (this machine has %d GPUs, %d NICs)", g, n,
+                     t->ngpus, t->nnics);
+  *link_p = p2pk_gpu_nic_link(t, g, n);
   return P2PKIT_SUCCESS;
 }
 

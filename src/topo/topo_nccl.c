@@ -11,7 +11,15 @@
  * ports into it, so a <cpu> becomes one host bridge node here: GPUs under one
  * CPU are PHB, never NODE. A nested <pci> is a whole PCIe switch (its
  * upstream port), as in our model. NCCL records each link's maximum PCIe
- * speed (the lower of the device's and its port's), no P2P status. */
+ * speed (the lower of the device's and its port's), no P2P status.
+ *
+ * Files written by hand for NCCL_TOPO_FILE (as cloud vendors ship them) say
+ * less: GPUs as <pci class="0x0302.."> with no <gpu> child, NICs as
+ * <pci class="0x02....">, switches with made-up bus ids, and partial files
+ * with <pci busid=".."/> and no class at all (NCCL fills in what it
+ * detects). The reader takes all of them: a GPU is a <pci> holding a <gpu>,
+ * or of display/3D class from NVIDIA (or no vendor given); a NIC is an RDMA
+ * <net> of a <nic>, or a network-class <pci> that names none. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,6 +34,7 @@
 #define NCCL_NVSWITCH_TARGET "fffffff:ff:ff.0"
 #define CLASS_BRIDGE 0x060400u
 #define CLASS_3D 0x030200u
+#define CLASS_NIC 0x020000u
 #define CLASS_NVSWITCH 0x068000u
 #define CLASS_IBMNPU 0x068001u /* NCCL's "CPU" NVLink peer */
 #define MAX_CPUS 4096
@@ -58,15 +67,22 @@ static int speed_to_gen(const char *s) {
 /* --- reading --------------------------------------------------------------- */
 
 typedef struct {
-  int dev, line, pci;
+  int dev, line, pci; /* dev -1: a GPU known by its class only (no <gpu>) */
   const p2pk_xml_node *gpu;
+  char busid[P2PK_BUSID_LEN];
 } found_gpu;
+
+typedef struct {
+  int dev, line, order; /* NCCL's net dev (-1 none), the <net>'s line, document order */
+  p2pk_nic nic;
+} found_nic;
 
 typedef struct {
   const char *file;
   struct p2pkit_topo *t;
-  int nfound;
+  int nfound, nnics, classless;
   found_gpu found[P2PK_MAX_GPUS];
+  found_nic nics[P2PK_MAX_NICS];
 } nccl_reader;
 
 __attribute__((format(printf, 3, 4))) static p2pkit_status_t nerr(const nccl_reader *r,
@@ -102,10 +118,14 @@ static p2pkit_status_t attr_int(const nccl_reader *r, const p2pk_xml_node *n, co
 }
 
 /* A PCI class, 24 bits: "0x030200", or shorter and left-aligned as NCCL
- * matches them ("0x03" is any display controller). */
+ * matches them ("0x03" is any display controller). *known_p (when not NULL)
+ * is 0 for an absent class, which is then no error. */
 static p2pkit_status_t attr_class(const nccl_reader *r, const p2pk_xml_node *n, const char *key,
-                                  unsigned *out) {
+                                  unsigned *out, int *known_p) {
   const char *v = p2pk_xml_attr_get(n, key);
+  *out = 0;
+  if (known_p) *known_p = v != NULL;
+  if (!v && known_p) return P2PKIT_SUCCESS;
   if (!v) return nerr(r, n, "<%s>: expected a %s attribute (a PCI class like 0x030200)", n->name, key);
   const char *h = (v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) ? v + 2 : v;
   size_t nd = strspn(h, "0123456789abcdefABCDEF");
@@ -178,25 +198,35 @@ static p2pkit_status_t gpu_child(const nccl_reader *r, const p2pk_xml_node *pci,
   return P2PKIT_SUCCESS;
 }
 
-static p2pkit_status_t note_gpu(nccl_reader *r, const p2pk_xml_node *gpu, int dev, int pci) {
-  for (int i = 0; i < r->nfound; i++)
+/* A GPU at PCI node `pci`: from its <gpu> (dev >= 0), or its class (at). */
+static p2pkit_status_t note_gpu(nccl_reader *r, const p2pk_xml_node *at, const p2pk_xml_node *gpu, int dev,
+                                int pci) {
+  for (int i = 0; dev >= 0 && i < r->nfound; i++)
     if (r->found[i].dev == dev)
-      return nerr(r, gpu, "<gpu dev=\"%d\">: dev %d is also the GPU on line %d", dev, dev, r->found[i].line);
-  if (r->nfound >= P2PK_MAX_GPUS) return nerr(r, gpu, "more than %d GPUs", P2PK_MAX_GPUS);
-  r->found[r->nfound++] = (found_gpu){dev, gpu->line, pci, gpu};
+      return nerr(r, at, "<gpu dev=\"%d\">: dev %d is also the GPU on line %d", dev, dev, r->found[i].line);
+  if (r->nfound >= P2PK_MAX_GPUS) return nerr(r, at, "more than %d GPUs", P2PK_MAX_GPUS);
+  found_gpu *f = &r->found[r->nfound++];
+  *f = (found_gpu){dev, at->line, pci, gpu, ""};
+  snprintf(f->busid, sizeof f->busid, "%s", r->t->pci[pci].busid);
   return P2PKIT_SUCCESS;
 }
 
-/* As NCCL reads them: a <gpu> child makes a GPU whatever the class says. */
-static p2pk_pci_kind pci_kind(unsigned cls, const p2pk_xml_node *gpu, const p2pk_xml_node *n) {
-  if (gpu) return P2PK_PCI_GPU;
-  if ((cls >> 16) == 0x03) return P2PK_PCI_OTHER; /* a GPU NCCL does not use */
-  if ((cls >> 16) == 0x02 || child_named(n, "nic")) return P2PK_PCI_OTHER;
-  /* NCCL treats every other class as a PCI switch, bridges first of all. */
-  return P2PK_PCI_SWITCH;
+/* Display (0x0300) or 3D (0x0302) controller from NVIDIA; a hand-written
+ * file may leave the vendor out, another vendor's (a BMC's VGA) is not one. */
+static int is_gpu_class(unsigned cls, unsigned vendor) {
+  return (cls >> 16) == 0x03 && (vendor == 0 || vendor == 0x10de);
 }
 
-static p2pkit_status_t read_pci(nccl_reader *r, const p2pk_xml_node *n, int parent);
+/* As NCCL reads them: a <gpu> child makes a GPU whatever the class says, a
+ * network class or a <nic> child a NIC, and every other class a PCI switch.
+ * Without a class, a <pci> holding others is a switch, a leaf a device. */
+static p2pk_pci_kind pci_kind(unsigned cls, int known, unsigned vendor, const p2pk_xml_node *gpu,
+                              const p2pk_xml_node *n) {
+  if (gpu || (known && is_gpu_class(cls, vendor))) return P2PK_PCI_GPU;
+  if ((known && (cls >> 16) == 0x02) || child_named(n, "nic")) return P2PK_PCI_OTHER;
+  if (known) return (cls >> 16) == 0x03 ? P2PK_PCI_OTHER : P2PK_PCI_SWITCH;
+  return child_named(n, "pci") ? P2PK_PCI_SWITCH : P2PK_PCI_OTHER;
+}
 
 static p2pkit_status_t add_pci_node(nccl_reader *r, const p2pk_xml_node *n, int parent, int *idx_p,
                                     const p2pk_xml_node **gpu_p, int *dev_p) {
@@ -206,15 +236,19 @@ static p2pkit_status_t add_pci_node(nccl_reader *r, const p2pk_xml_node *n, int 
     return nerr(r, n, "<pci>: expected a busid attribute like 0000:03:00.0, found \"%.40s\"",
                 busid ? busid : "");
   if (p2pk_topo_find_pci(r->t, canon) >= 0) return nerr(r, n, "<pci busid=\"%s\"> appears twice", busid);
-  unsigned cls;
-  P2PK_CHECK(attr_class(r, n, "class", &cls));
+  unsigned cls, vendor, device;
+  int known;
+  P2PK_CHECK(attr_class(r, n, "class", &cls, &known));
+  P2PK_CHECK(attr_hex16(r, n, "vendor", &vendor));
+  P2PK_CHECK(attr_hex16(r, n, "device", &device));
   P2PK_CHECK(gpu_child(r, n, gpu_p, dev_p));
-  int idx = p2pk_topo_add_pci(r->t, pci_kind(cls, *gpu_p, n), canon, parent);
+  r->classless += !known;
+  int idx = p2pk_topo_add_pci(r->t, pci_kind(cls, known, vendor, *gpu_p, n), canon, parent);
   if (idx < 0) return nerr(r, n, "more than %d PCI devices", P2PK_MAX_PCI);
   p2pk_pci_node *p = &r->t->pci[idx];
   p->class_id = cls >> 8;
-  P2PK_CHECK(attr_hex16(r, n, "vendor", &p->vendor));
-  P2PK_CHECK(attr_hex16(r, n, "device", &p->device));
+  p->vendor = vendor;
+  p->device = device;
   const char *speed = p2pk_xml_attr_get(n, "link_speed");
   p->max_gen = speed ? speed_to_gen(speed) : 0;
   P2PK_CHECK(attr_int(r, n, "link_width", 0, 64, 0, &p->max_width));
@@ -222,11 +256,69 @@ static p2pkit_status_t add_pci_node(nccl_reader *r, const p2pk_xml_node *n, int 
   return P2PKIT_SUCCESS;
 }
 
+/* NCCL's socket transport lists plain interfaces as <net port="0"> (RDMA
+ * ports count from 1); GPUDirect RDMA cannot use them. */
+static int is_socket_net(int port, int gdr) { return port == 0 && gdr != 1; }
+
+static p2pkit_status_t add_nic(nccl_reader *r, const p2pk_xml_node *at, const char *name, int pci, int dev) {
+  for (int i = 0; i < r->nnics; i++) {
+    if (strcmp(r->nics[i].nic.name, name) != 0) continue;
+    if (r->nics[i].nic.pci == pci) return P2PKIT_SUCCESS; /* another port of the same device */
+    if (name[0]) return nerr(r, at, "<net name=\"%.40s\">: also the NIC on line %d", name, r->nics[i].line);
+  }
+  if (r->nnics >= P2PK_MAX_NICS) return nerr(r, at, "more than %d NICs", P2PK_MAX_NICS);
+  if (strlen(name) >= P2PK_NIC_NAME_LEN)
+    return nerr(r, at, "<net name=\"%.40s...\">: longer than %d characters", name, P2PK_NIC_NAME_LEN - 1);
+  found_nic *f = &r->nics[r->nnics];
+  memset(f, 0, sizeof *f);
+  f->dev = dev;
+  f->line = at->line;
+  f->order = r->nnics++;
+  snprintf(f->nic.name, sizeof f->nic.name, "%s", name);
+  f->nic.pci = pci;
+  f->nic.gdr = -1;
+  return P2PKIT_SUCCESS;
+}
+
+/* The RDMA ports of the <nic> elements under `n`, at PCI node `pci`;
+ * *nets_p counts every <net>, sockets included. */
+static p2pkit_status_t read_nics(nccl_reader *r, const p2pk_xml_node *n, int pci, int *nets_p) {
+  *nets_p = 0;
+  for (const p2pk_xml_node *c = n->first_child; c; c = c->next) {
+    if (strcmp(c->name, "nic") != 0) continue;
+    for (const p2pk_xml_node *net = c->first_child; net; net = net->next) {
+      if (strcmp(net->name, "net") != 0) continue;
+      int port, gdr, speed, dev;
+      P2PK_CHECK(attr_int(r, net, "port", 0, 1 << 16, -1, &port));
+      P2PK_CHECK(attr_int(r, net, "gdr", 0, 1, -1, &gdr));
+      P2PK_CHECK(attr_int(r, net, "speed", 0, 100000000, 0, &speed));
+      P2PK_CHECK(attr_int(r, net, "dev", 0, 1 << 16, -1, &dev));
+      (*nets_p)++;
+      if (is_socket_net(port, gdr)) continue;
+      const char *name = p2pk_xml_attr_get(net, "name");
+      int before = r->nnics;
+      P2PK_CHECK(add_nic(r, net, name ? name : "", pci, dev));
+      if (r->nnics > before) {
+        r->nics[before].nic.speed_mbps = speed;
+        r->nics[before].nic.gdr = gdr;
+      }
+    }
+  }
+  return P2PKIT_SUCCESS;
+}
+
 static p2pkit_status_t read_pci(nccl_reader *r, const p2pk_xml_node *n, int parent) {
   const p2pk_xml_node *gpu = NULL;
   int idx = -1, dev = -1;
   P2PK_CHECK(add_pci_node(r, n, parent, &idx, &gpu, &dev));
-  if (gpu) P2PK_CHECK(note_gpu(r, gpu, dev, idx));
+  const p2pk_pci_node *p = &r->t->pci[idx];
+  if (p->kind == P2PK_PCI_GPU) P2PK_CHECK(note_gpu(r, gpu ? gpu : n, gpu, dev, idx));
+  if (p->kind == P2PK_PCI_OTHER) {
+    int nets;
+    P2PK_CHECK(read_nics(r, n, idx, &nets));
+    /* A network device the file names no port of: one NIC, called by its bus id. */
+    if (!nets && (p->class_id >> 8) == 0x02) P2PK_CHECK(add_nic(r, n, "", idx, -1));
+  }
   for (const p2pk_xml_node *c = n->first_child; c; c = c->next)
     if (strcmp(c->name, "pci") == 0) P2PK_CHECK(read_pci(r, c, idx));
   return P2PKIT_SUCCESS;
@@ -252,7 +344,9 @@ static p2pkit_status_t read_cpu(nccl_reader *r, const p2pk_xml_node *n) {
   t->pci[hb].numa = numa;
   for (const p2pk_xml_node *c = n->first_child; c; c = c->next)
     if (strcmp(c->name, "pci") == 0) P2PK_CHECK(read_pci(r, c, hb));
-  return P2PKIT_SUCCESS;
+  /* NICs whose PCI place NCCL could not find hang from the CPU itself. */
+  int nets;
+  return read_nics(r, n, hb, &nets);
 }
 
 static p2pkit_status_t read_nvlink(nccl_reader *r, const p2pk_xml_node *n, p2pk_gpu *g) {
@@ -261,7 +355,7 @@ static p2pkit_status_t read_nvlink(nccl_reader *r, const p2pk_xml_node *n, p2pk_
   p2pk_nvl_group *l = &g->groups[g->ngroups];
   memset(l, 0, sizeof *l);
   unsigned cls;
-  P2PK_CHECK(attr_class(r, n, "tclass", &cls));
+  P2PK_CHECK(attr_class(r, n, "tclass", &cls, NULL));
   if (!p2pk_xml_attr_get(n, "count")) return nerr(r, n, "<nvlink>: expected a count attribute");
   P2PK_CHECK(attr_int(r, n, "count", 0, MAX_LINKS_PER_PEER, 0, &l->count));
   const char *target = p2pk_xml_attr_get(n, "target");
@@ -286,32 +380,61 @@ static p2pkit_status_t read_nvlink(nccl_reader *r, const p2pk_xml_node *n, p2pk_
 
 static p2pkit_status_t add_gpu(nccl_reader *r, const found_gpu *f) {
   struct p2pkit_topo *t = r->t;
+  const p2pk_xml_node *at = f->gpu;
   int g = p2pk_topo_add_gpu(t, t->pci[f->pci].busid);
-  if (g < 0) return nerr(r, f->gpu, "more than %d GPUs", P2PK_MAX_GPUS);
+  if (g < 0) return p2pk_fail(P2PKIT_ERR_PARSE, "%s:%d: more than %d GPUs", r->file, f->line, P2PK_MAX_GPUS);
   p2pk_gpu *gp = &t->gpus[g];
   gp->pci = f->pci;
+  if (!at) return P2PKIT_SUCCESS; /* known by its class: nothing more to read */
   int sm;
-  P2PK_CHECK(attr_int(r, f->gpu, "sm", 0, 999, 0, &sm));
+  P2PK_CHECK(attr_int(r, at, "sm", 0, 999, 0, &sm));
   gp->cc_major = sm / 10;
   gp->cc_minor = sm % 10;
-  for (const p2pk_xml_node *c = f->gpu->first_child; c; c = c->next)
+  for (const p2pk_xml_node *c = at->first_child; c; c = c->next)
     if (strcmp(c->name, "nvlink") == 0) P2PK_CHECK(read_nvlink(r, c, gp));
   if (gp->nvlinks_active < 0) gp->nvlinks_active = 0;
   return P2PKIT_SUCCESS;
 }
 
+/* GPUs with a dev first, in dev order; then those known by class, in bus order. */
 static int by_dev(const void *a, const void *b) {
-  return ((const found_gpu *)a)->dev - ((const found_gpu *)b)->dev;
+  const found_gpu *x = a, *y = b;
+  if ((x->dev < 0) != (y->dev < 0)) return x->dev < 0 ? 1 : -1;
+  if (x->dev >= 0) return x->dev - y->dev;
+  return strcmp(x->busid, y->busid);
 }
 
 /* GPUs in `dev` order (CUDA's numbering when NCCL wrote the dump). */
 static p2pkit_status_t add_gpus(nccl_reader *r) {
   qsort(r->found, (size_t)r->nfound, sizeof r->found[0], by_dev);
-  for (int i = 0; i < r->nfound; i++) P2PK_CHECK(add_gpu(r, &r->found[i]));
-  if (r->nfound > 0 && r->found[r->nfound - 1].dev != r->nfound - 1)
+  int ndev = 0;
+  for (int i = 0; i < r->nfound; i++) {
+    P2PK_CHECK(add_gpu(r, &r->found[i]));
+    ndev += r->found[i].dev >= 0;
+  }
+  if (ndev > 0 && r->found[ndev - 1].dev != ndev - 1)
     p2pk_topo_note(r->t, "the dump's GPU dev numbers have gaps: GPUs are renumbered 0-%d in dev order",
-                   r->nfound - 1);
+                   ndev - 1);
+  if (ndev < r->nfound)
+    p2pk_topo_note(r->t,
+                   "%d GPU%s no <gpu> element (a hand-written NCCL_TOPO_FILE): numbered in PCI bus order "
+                   "after those that have one; compute capability and NVLinks unknown",
+                   r->nfound - ndev, r->nfound - ndev == 1 ? " has" : "s have");
   return P2PKIT_SUCCESS;
+}
+
+/* NICs in NCCL's net dev order (mlx5_0, mlx5_1, ... as nvidia-smi lists
+ * them) when every one has a dev, else in document order. */
+static int by_net_dev(const void *a, const void *b) {
+  const found_nic *x = a, *y = b;
+  return x->dev != y->dev ? (x->dev < y->dev ? -1 : 1) : x->order - y->order;
+}
+
+static void add_nics(nccl_reader *r) {
+  int all_dev = 1;
+  for (int i = 0; i < r->nnics; i++) all_dev &= r->nics[i].dev >= 0;
+  if (all_dev) qsort(r->nics, (size_t)r->nnics, sizeof r->nics[0], by_net_dev);
+  for (int i = 0; i < r->nnics; i++) r->t->nics[r->t->nnics++] = r->nics[i].nic;
 }
 
 static p2pkit_status_t read_system(nccl_reader *r, const p2pk_xml_node *root) {
@@ -326,8 +449,12 @@ static p2pkit_status_t read_system(nccl_reader *r, const p2pk_xml_node *root) {
   for (const p2pk_xml_node *c = root->first_child; c; c = c->next)
     if (strcmp(c->name, "cpu") == 0) P2PK_CHECK(read_cpu(r, c));
   P2PK_CHECK(add_gpus(r));
+  add_nics(r);
   struct p2pkit_topo *t = r->t;
-  t->known = P2PK_KNOW_PCI_TREE | P2PK_KNOW_NUMA | P2PK_KNOW_NVLINK | P2PK_KNOW_PCIE_LINK;
+  t->known = P2PK_KNOW_PCI_TREE | P2PK_KNOW_NUMA | P2PK_KNOW_PCIE_LINK;
+  int with_gpu = 0;
+  for (int i = 0; i < r->nfound; i++) with_gpu += r->found[i].gpu != NULL;
+  if (with_gpu == r->nfound) t->known |= P2PK_KNOW_NVLINK;
   p2pk_topo_note(t,
                  "NCCL topology dumps do not separate PCIe host bridges: GPUs under one CPU show as "
                  "PHB, never NODE");
@@ -335,6 +462,11 @@ static p2pkit_status_t read_system(nccl_reader *r, const p2pk_xml_node *root) {
   p2pk_topo_note(t,
                  "NCCL topology dumps record no GPU names, memory or NVLink speeds, and the maximum "
                  "PCIe speed of each link rather than the current one");
+  if (r->classless)
+    p2pk_topo_note(t,
+                   "%d <pci> element%s no class (NCCL fills it in from the machine): one holding others "
+                   "is taken for a switch, a leaf for a device",
+                   r->classless, r->classless == 1 ? " has" : "s have");
   return P2PKIT_SUCCESS;
 }
 
@@ -365,7 +497,7 @@ out:
 
 /* --- writing --------------------------------------------------------------- */
 
-/* What NCCL needs to place GPUs and links. Left out on purpose, so that NCCL
+/* What NCCL needs to place GPUs, NICs and links. Left out on purpose, so that NCCL
  * fills them in from the machine it runs on (ncclTopoGetXmlFromCpu/-Gpu):
  * <cpu arch vendor familyid modelid>, which the model does not record, and
  * <gpu gdr>, which only NCCL can probe. Unknown link speeds and widths are
@@ -373,7 +505,7 @@ out:
 typedef struct {
   const struct p2pkit_topo *t;
   FILE *out;
-  unsigned char holds_gpu[P2PK_MAX_PCI];
+  unsigned char holds[P2PK_MAX_PCI];
 } nccl_writer;
 
 static void put_attr(FILE *out, const char *key, const char *v) {
@@ -478,6 +610,50 @@ static void write_gpu(const nccl_writer *w, int g, int indent) {
   fprintf(w->out, "%*s</gpu>\n", indent, "");
 }
 
+static int nic_at(const struct p2pkit_topo *t, int pci) {
+  for (int n = 0; n < t->nnics; n++)
+    if (t->nics[n].pci == pci) return n;
+  return -1;
+}
+
+/* The named NICs at PCI node `pci` as one <nic> (NCCL matches nets by name;
+ * an unnamed NIC is left to its <pci>). Returns whether it wrote one. */
+static int write_nets(const nccl_writer *w, int pci, int indent) {
+  const struct p2pkit_topo *t = w->t;
+  int any = 0;
+  for (int n = 0; n < t->nnics; n++) {
+    const p2pk_nic *x = &t->nics[n];
+    if (x->pci != pci || !x->name[0]) continue;
+    if (!any++) fprintf(w->out, "%*s<nic>\n", indent, "");
+    fprintf(w->out, "%*s<net", indent + 2, "");
+    put_attr(w->out, "name", x->name);
+    fprintf(w->out, " dev=\"%d\"", n);
+    if (x->speed_mbps > 0) fprintf(w->out, " speed=\"%d\"", x->speed_mbps);
+    if (x->gdr >= 0) fprintf(w->out, " gdr=\"%d\"", x->gdr);
+    fputs("/>\n", w->out);
+  }
+  if (any) fprintf(w->out, "%*s</nic>\n", indent, "");
+  return any > 0;
+}
+
+static int has_named_nic(const struct p2pkit_topo *t, int pci) {
+  for (int n = 0; n < t->nnics; n++)
+    if (t->nics[n].pci == pci && t->nics[n].name[0]) return 1;
+  return 0;
+}
+
+static int holds_children(const nccl_writer *w, int pci) {
+  for (int c = 0; c < w->t->npci; c++)
+    if (w->t->pci[c].parent == pci && w->holds[c]) return 1;
+  return 0;
+}
+
+/* Nodes written as <pci>: switches, GPUs and the devices of NICs. */
+static int written_as_pci(const struct p2pkit_topo *t, int i) {
+  p2pk_pci_kind k = t->pci[i].kind;
+  return k == P2PK_PCI_SWITCH || k == P2PK_PCI_GPU || (k == P2PK_PCI_OTHER && nic_at(t, i) >= 0);
+}
+
 static void write_pci(const nccl_writer *w, int i, int indent);
 
 static void write_children(const nccl_writer *w, int parent, int indent) {
@@ -487,14 +663,18 @@ static void write_children(const nccl_writer *w, int parent, int indent) {
 
 static void write_pci(const nccl_writer *w, int i, int indent) {
   const p2pk_pci_node *n = &w->t->pci[i];
-  if (!w->holds_gpu[i]) return;
+  if (!w->holds[i]) return;
   /* NCCL would read any other node as a switch: leave it out, keep what hangs below. */
-  if (n->kind != P2PK_PCI_SWITCH && n->kind != P2PK_PCI_GPU) {
+  if (!written_as_pci(w->t, i)) {
     write_children(w, i, indent);
     return;
   }
   int g = n->kind == P2PK_PCI_GPU ? gpu_at(w->t, i) : -1;
-  unsigned cls = g < 0 ? CLASS_BRIDGE : (n->class_id >> 8) == 0x03 ? n->class_id << 8 : CLASS_3D;
+  int nic = n->kind == P2PK_PCI_OTHER;
+  unsigned cls = nic      ? ((n->class_id >> 8) == 0x02 ? n->class_id << 8 : CLASS_NIC)
+                 : g < 0 ? CLASS_BRIDGE
+                 : (n->class_id >> 8) == 0x03 ? n->class_id << 8
+                                              : CLASS_3D;
   unsigned vendor = g >= 0 && !n->vendor ? 0x10de : n->vendor;
   char canon[P2PK_BUSID_LEN];
   fprintf(w->out, "%*s<pci", indent, "");
@@ -503,8 +683,13 @@ static void write_pci(const nccl_writer *w, int i, int indent) {
   if (vendor) fprintf(w->out, " vendor=\"0x%04x\"", vendor);
   if (n->device) fprintf(w->out, " device=\"0x%04x\"", n->device);
   put_link(w->out, n);
+  if (nic && !has_named_nic(w->t, i) && !holds_children(w, i)) {
+    fputs("/>\n", w->out);
+    return;
+  }
   fputs(">\n", w->out);
   if (g >= 0) write_gpu(w, g, indent + 2);
+  if (nic) write_nets(w, i, indent + 2);
   write_children(w, i, indent + 2);
   fprintf(w->out, "%*s</pci>\n", indent, "");
 }
@@ -524,6 +709,10 @@ static void write_cpu(const nccl_writer *w, int numa) {
     else
       write_pci(w, r, 4);
   }
+  /* NICs known only by their CPU. */
+  for (int r = 0; r < t->npci; r++)
+    if (t->pci[r].parent == -1 && t->pci[r].numa == numa && t->pci[r].kind == P2PK_PCI_HOSTBRIDGE)
+      write_nets(w, r, 4);
   fputs("  </cpu>\n", w->out);
 }
 
@@ -533,12 +722,12 @@ static p2pkit_status_t check_busids(const nccl_writer *w) {
   char a[P2PK_BUSID_LEN], b[P2PK_BUSID_LEN];
   for (int i = 0; i < t->npci; i++) {
     const p2pk_pci_node *n = &t->pci[i];
-    if (!w->holds_gpu[i] || (n->kind != P2PK_PCI_SWITCH && n->kind != P2PK_PCI_GPU)) continue;
+    if (!w->holds[i] || !written_as_pci(t, i)) continue;
     if (p2pk_busid_normalize(n->busid, a) != 0)
       return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "cannot write NCCL XML: PCI node '%s' has no bus id",
                        n->busid);
     for (int j = 0; j < i; j++)
-      if (w->holds_gpu[j] && (t->pci[j].kind == P2PK_PCI_SWITCH || t->pci[j].kind == P2PK_PCI_GPU) &&
+      if (w->holds[j] && written_as_pci(t, j) &&
           p2pk_busid_normalize(t->pci[j].busid, b) == 0 && strcmp(a, b) == 0)
         return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "cannot write NCCL XML: bus id %s appears twice", a);
   }
@@ -548,28 +737,30 @@ static p2pkit_status_t check_busids(const nccl_writer *w) {
 p2pkit_status_t p2pk_topo_write_nccl(const struct p2pkit_topo *t, FILE *out) {
   if (!t || !out) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "topology or file is NULL");
   if (t->ngpus < 0 || t->ngpus > P2PK_MAX_GPUS || t->npci < 0 || t->npci > P2PK_MAX_PCI || t->nnuma < 0 ||
-      t->nnuma > P2PK_MAX_NUMA)
+      t->nnuma > P2PK_MAX_NUMA || t->nnics < 0 || t->nnics > P2PK_MAX_NICS)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "cannot write NCCL XML: a count is out of range");
   P2PK_CHECK(p2pk_topo_validate(t));
   nccl_writer *w = calloc(1, sizeof *w);
   if (!w) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of memory writing NCCL XML");
   w->t = t;
   w->out = out;
-  /* Only the paths to GPUs: NCCL trims the rest, and GPUs with no known PCI
-   * place are left for NCCL to find itself. */
+  /* Only the paths to GPUs and NICs: NCCL trims the rest, and GPUs with no
+   * known PCI place are left for NCCL to find itself. */
   for (int g = 0; g < t->ngpus; g++)
-    for (int p = t->gpus[g].pci; p >= 0; p = t->pci[p].parent) w->holds_gpu[p] = 1;
+    for (int p = t->gpus[g].pci; p >= 0; p = t->pci[p].parent) w->holds[p] = 1;
+  for (int n = 0; n < t->nnics; n++)
+    for (int p = t->nics[n].pci; p >= 0; p = t->pci[p].parent) w->holds[p] = 1;
   p2pkit_status_t st = check_busids(w);
   if (st != P2PKIT_SUCCESS) {
     free(w);
     return st;
   }
   fprintf(out, "<system version=\"%d\">\n", NCCL_XML_VERSION);
-  /* One <cpu> per NUMA node holding GPUs, in ascending order. */
+  /* One <cpu> per NUMA node holding GPUs or NICs, in ascending order. */
   for (int last = -2;;) {
     int next = -2;
     for (int r = 0; r < t->npci; r++)
-      if (t->pci[r].parent == -1 && w->holds_gpu[r] && t->pci[r].numa > last &&
+      if (t->pci[r].parent == -1 && w->holds[r] && t->pci[r].numa > last &&
           (next == -2 || t->pci[r].numa < next))
         next = t->pci[r].numa;
     if (next == -2) break;

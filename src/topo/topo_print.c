@@ -19,21 +19,44 @@ static int gpu_numa(const struct p2pkit_topo *t, int g) {
   return t->gpus[g].pci >= 0 ? p2pk_pci_numa(t, t->gpus[g].pci) : -1;
 }
 
+/* GPU a's cell in column c (GPUs first, then NICs). */
+static const char *cell(const struct p2pkit_topo *t, int a, int c, char *buf, size_t len) {
+  if (c < t->ngpus) {
+    p2pkit_pair_t p;
+    p2pk_pair_info(t, a, c, &p);
+    snprintf(buf, len, "%s", a == c ? " X " : p.label);
+  } else {
+    snprintf(buf, len, "%s", p2pkit_link_name(p2pk_gpu_nic_link(t, a, c - t->ngpus)));
+  }
+  return buf;
+}
+
+/* NIC n's cell in column c: its class to a GPU or another NIC. */
+static const char *nic_cell(const struct p2pkit_topo *t, int n, int c) {
+  if (c < t->ngpus) return p2pkit_link_name(p2pk_gpu_nic_link(t, c, n));
+  return c - t->ngpus == n ? " X " : p2pkit_link_name(p2pk_nic_nic_link(t, n, c - t->ngpus));
+}
+
 static void print_matrix(const struct p2pkit_topo *t, FILE *out) {
+  int ncols = t->ngpus + t->nnics;
+  char buf[16];
   fputs("\t", out);
   for (int g = 0; g < t->ngpus; g++) fprintf(out, "GPU%d\t", g);
+  for (int n = 0; n < t->nnics; n++) fprintf(out, "NIC%d\t", n);
   fputs("CPU Affinity\tNUMA Affinity\n", out);
   for (int a = 0; a < t->ngpus; a++) {
     fprintf(out, "GPU%d\t", a);
-    for (int b = 0; b < t->ngpus; b++) {
-      p2pkit_pair_t p;
-      p2pk_pair_info(t, a, b, &p);
-      fprintf(out, "%s\t", a == b ? " X " : p.label);
-    }
+    for (int c = 0; c < ncols; c++) fprintf(out, "%s\t", cell(t, a, c, buf, sizeof buf));
     int numa = gpu_numa(t, a);
     const char *cpus = cpus_of(t, numa);
     if (numa >= 0) fprintf(out, "%s\t%d\n", cpus[0] ? cpus : "N/A", numa);
     else fputs("N/A\tN/A\n", out);
+  }
+  /* As nvidia-smi: NIC rows end after their cells (no affinity columns). */
+  for (int n = 0; n < t->nnics; n++) {
+    fprintf(out, "NIC%d", n);
+    for (int c = 0; c < ncols; c++) fprintf(out, "\t%s", nic_cell(t, n, c));
+    fputc('\n', out);
   }
   fputs("\nLegend:\n\n"
         "  X    = Self\n"
@@ -44,6 +67,10 @@ static void print_matrix(const struct p2pkit_topo *t, FILE *out) {
         "  PIX  = Connection traversing at most a single PCIe bridge\n"
         "  NV#  = Connection traversing a bonded set of # NVLinks\n",
         out);
+  if (!t->nnics) return;
+  fputs("\nNIC Legend:\n\n", out);
+  char name[P2PK_NIC_NAME_LEN];
+  for (int n = 0; n < t->nnics; n++) fprintf(out, "  NIC%d: %s\n", n, p2pk_nic_label(t, n, name, sizeof name));
 }
 
 static void print_p2p(const struct p2pkit_topo *t, FILE *out) {
@@ -122,6 +149,31 @@ void p2pk_pair_sentence(const struct p2pkit_topo *t, int a, int b, char *buf, si
              path_words(p.pcie), p.label);
 }
 
+/* GPUDirect RDMA over a GPU-NIC path of class l, in a few words. */
+static const char *gdr_words(p2pkit_link_t l) {
+  switch (l) {
+    case P2PKIT_LINK_PIX:
+    case P2PKIT_LINK_PXB: return "good for GPUDirect RDMA";
+    case P2PKIT_LINK_PHB:
+    case P2PKIT_LINK_NODE:
+    case P2PKIT_LINK_SYS:
+      return "GPUDirect RDMA would cross the CPU (NCCL uses it only up to PXB by default)";
+    default: return "whether GPUDirect RDMA suits it is unknown";
+  }
+}
+
+void p2pk_nic_sentence(const struct p2pkit_topo *t, int g, char *buf, size_t len) {
+  p2pkit_link_t l;
+  int n = p2pk_nearest_nic(t, g, &l);
+  if (n < 0) {
+    if (len) buf[0] = '\0';
+    return;
+  }
+  char name[P2PK_NIC_NAME_LEN];
+  snprintf(buf, len, "GPU%d -> NIC%d (%s): the nearest NIC, %s (%s): %s", g, n,
+           p2pk_nic_label(t, n, name, sizeof name), path_words(l), p2pkit_link_name(l), gdr_words(l));
+}
+
 static void print_sentences(const struct p2pkit_topo *t, FILE *out) {
   fputs("\nPaths:\n", out);
   char buf[512];
@@ -131,12 +183,55 @@ static void print_sentences(const struct p2pkit_topo *t, FILE *out) {
       p2pk_pair_sentence(t, a, b, buf, sizeof buf);
       fprintf(out, "  %s\n", buf);
     }
+  if (!t->nnics) return;
+  fputs("\nNearest NIC:\n", out);
+  for (int g = 0; g < t->ngpus; g++) {
+    p2pk_nic_sentence(t, g, buf, sizeof buf);
+    fprintf(out, "  %s\n", buf);
+  }
 }
 
 static void print_notes(const struct p2pkit_topo *t, FILE *out) {
   if (strcmp(t->format, "live") != 0)
     fprintf(out, "\nRecorded machine: %s (%s format)\n", t->source, t->format);
   for (int i = 0; i < t->nnotes; i++) fprintf(out, "Note: %s\n", t->notes[i]);
+}
+
+static void json_nearest_nic(p2pk_json *j, const struct p2pkit_topo *t, int g) {
+  p2pkit_link_t l;
+  int n = p2pk_nearest_nic(t, g, &l);
+  if (n < 0) {
+    pj_null(j, "nearest_nic");
+    return;
+  }
+  char name[P2PK_NIC_NAME_LEN], sentence[512];
+  p2pk_nic_sentence(t, g, sentence, sizeof sentence);
+  pj_obj(j, "nearest_nic");
+  pj_int(j, "index", n);
+  pj_str(j, "label", p2pk_nic_label(t, n, name, sizeof name));
+  pj_str(j, "link", p2pkit_link_name(l));
+  pj_str(j, "summary", sentence);
+  pj_obj_end(j);
+}
+
+static void json_nic(p2pk_json *j, const struct p2pkit_topo *t, int n) {
+  p2pkit_nic_t info;
+  p2pkit_topo_nic((p2pkit_topo_t)t, n, &info);
+  char name[P2PK_NIC_NAME_LEN];
+  pj_obj(j, NULL);
+  pj_int(j, "index", n);
+  pj_str(j, "name", info.name[0] ? info.name : NULL);
+  pj_str(j, "label", p2pk_nic_label(t, n, name, sizeof name));
+  pj_str(j, "busid", info.busid[0] ? info.busid : NULL);
+  if (info.numa >= 0) pj_int(j, "numa", info.numa);
+  else pj_null(j, "numa");
+  pj_int(j, "speed_mbps", info.speed_mbps);
+  if (t->nics[n].gdr < 0) pj_null(j, "nccl_gdr");
+  else pj_bool(j, "nccl_gdr", t->nics[n].gdr);
+  pj_arr(j, "gpu_links");
+  for (int g = 0; g < t->ngpus; g++) pj_str(j, NULL, p2pkit_link_name(p2pk_gpu_nic_link(t, g, n)));
+  pj_arr_end(j);
+  pj_obj_end(j);
 }
 
 static void json_gpu(p2pk_json *j, const struct p2pkit_topo *t, int g) {
@@ -178,6 +273,7 @@ static void json_gpu(p2pk_json *j, const struct p2pkit_topo *t, int g) {
   }
   pj_arr_end(j);
   pj_obj_end(j);
+  json_nearest_nic(j, t, g);
   pj_obj_end(j);
 }
 
@@ -237,6 +333,9 @@ static void print_json(const struct p2pkit_topo *t, FILE *out) {
   pj_arr_end(&j);
   pj_arr(&j, "gpus");
   for (int g = 0; g < t->ngpus; g++) json_gpu(&j, t, g);
+  pj_arr_end(&j);
+  pj_arr(&j, "nics");
+  for (int n = 0; n < t->nnics; n++) json_nic(&j, t, n);
   pj_arr_end(&j);
   pj_arr(&j, "pairs");
   for (int a = 0; a < t->ngpus; a++)

@@ -419,21 +419,41 @@ static int ends_with(const char *s, const char *tail) {
   return n >= m && strcmp(s + n - m, tail) == 0;
 }
 
-/* "0xf...f" (only first), then "0x" and 1-16 hex digits, comma separated. */
+static int is_blank(char ch) { return ch == ' ' || (ch >= '\t' && ch <= '\r'); }
+
+static int is_hex(char ch) {
+  return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
+}
+
+/* One 32-bit word as hwloc_bitmap_sscanf reads it (strtoul, base 16): empty
+ * (a zero word: hwloc writes "0x00000303,,0x00000001"), or blanks, a sign,
+ * "0x" and hex digits, the digits required. */
+static int bitmap_word_ok(const char *s, size_t n) {
+  size_t i = 0, digits = 0;
+  if (n == 0) return 1;
+  while (i < n && is_blank(s[i])) i++;
+  if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+  if (i + 2 < n && s[i] == '0' && (s[i + 1] == 'x' || s[i + 1] == 'X') && is_hex(s[i + 2])) i += 2;
+  for (; i < n && is_hex(s[i]); i++) digits++;
+  return digits > 0 && i == n;
+}
+
+/* Every bitmap hwloc_bitmap_sscanf takes: "0xf...f" alone (full) or first
+ * (infinite), then comma-separated words. Except two it takes badly: the
+ * empty string (hwloc 2.x reads past its end) and a leading comma (an
+ * assert). */
 static int hwloc_bitmap_ok(const char *v) {
+  if (!*v || *v == ',') return 0;
   if (strncmp(v, "0xf...f", 7) == 0) {
     v += 7;
     if (!*v) return 1;
     if (*v++ != ',') return 0;
   }
   for (;;) {
-    if (v[0] != '0' || (v[1] != 'x' && v[1] != 'X')) return 0;
-    v += 2;
-    size_t n = strspn(v, "0123456789abcdefABCDEF");
-    if (n < 1 || n > 16) return 0;
-    v += n;
-    if (!*v) return 1;
-    if (*v++ != ',') return 0;
+    size_t n = strcspn(v, ",");
+    if (!bitmap_word_ok(v, n)) return 0;
+    if (!v[n]) return 1;
+    v += n + 1;
   }
 }
 
@@ -443,8 +463,8 @@ static p2pkit_status_t check_bitmaps(const char *name, const p2pk_xml_node *n) {
       const p2pk_xml_attr *a = &n->attrs[i];
       if ((ends_with(a->name, "cpuset") || ends_with(a->name, "nodeset")) && !hwloc_bitmap_ok(a->value))
         return p2pk_fail(P2PKIT_ERR_PARSE,
-                         "%s:%d: <%s %s=\"%.40s\">: expected an hwloc bitmap like 0x0000ffff", name, n->line,
-                         n->name, a->name, a->value);
+                         "%s:%d: <%s %s=\"%.40s\">: expected an hwloc bitmap like 0x0000ffff,,0x000000ff",
+                         name, n->line, n->name, a->name, a->value);
     }
     /* hwloc's exporter writes both sets of a pair; its importer crashes
      * (hwloc_bitmap_compare_first) when the complete one is missing. */
@@ -460,15 +480,43 @@ static p2pkit_status_t check_bitmaps(const char *name, const p2pk_xml_node *n) {
   return P2PKIT_SUCCESS;
 }
 
-p2pkit_status_t p2pk_xml_check_hwloc(const char *name, const char *text, size_t len) {
+/* Digits, at most 4 of them, as an int; -1 when there are none or more. */
+static int small_number(const char *s, size_t n) {
+  if (n == 0 || n > 4 || strspn(s, "0123456789") < n) return -1;
+  int v = 0;
+  for (size_t i = 0; i < n; i++) v = v * 10 + (s[i] - '0');
+  return v;
+}
+
+/* <topology version="M.m">; hwloc 1.x wrote no version. */
+static p2pkit_status_t hwloc_version(const char *name, const p2pk_xml_node *root, int *major, int *minor) {
+  const char *v = p2pk_xml_attr_get(root, "version");
+  int a = 1, b = 0;
+  if (v) {
+    const char *dot = strchr(v, '.');
+    a = dot ? small_number(v, (size_t)(dot - v)) : -1;
+    b = dot ? small_number(dot + 1, strlen(dot + 1)) : -1;
+    if (a < 0 || b < 0)
+      return p2pk_fail(P2PKIT_ERR_PARSE, "%s:%d: <topology version=\"%.40s\">: expected a version like 2.0",
+                       name, root->line, v);
+  }
+  if (major) *major = a;
+  if (minor) *minor = b;
+  return P2PKIT_SUCCESS;
+}
+
+p2pkit_status_t p2pk_xml_check_hwloc(const char *name, const char *text, size_t len, int *major,
+                                     int *minor) {
   p2pk_xml_node *root = NULL;
   P2PK_CHECK(p2pk_xml_parse(name, text, len, &root));
   p2pkit_status_t st = P2PKIT_SUCCESS;
+  if (!name) name = "(xml)";
   if (strcmp(root->name, "topology") != 0)
-    st = p2pk_fail(P2PKIT_ERR_PARSE, "%s:%d: expected <topology> as the root element, found <%s>",
-                   name ? name : "(xml)", root->line, root->name);
+    st = p2pk_fail(P2PKIT_ERR_PARSE, "%s:%d: expected <topology> as the root element, found <%s>", name,
+                   root->line, root->name);
   else
-    st = check_bitmaps(name ? name : "(xml)", root);
+    st = hwloc_version(name, root, major, minor);
+  if (st == P2PKIT_SUCCESS) st = check_bitmaps(name, root);
   p2pk_xml_free(root);
   return st;
 }

@@ -37,9 +37,13 @@ void p2pk_xml_free(p2pk_xml_node *root);
 const char *p2pk_xml_attr_get(const p2pk_xml_node *n, const char *name);
 
 /* hwloc XML, checked before it reaches hwloc: well-formed, and every
- * *cpuset / *nodeset attribute spelled as hwloc writes bitmaps ("0x0000000f",
- * "0xf...f,0x00000003"). hwloc 2.x aborts on some malformed bitmaps
- * (an assert in hwloc_bitmap_sscanf), so this turns a crash into an error. */
-p2pkit_status_t p2pk_xml_check_hwloc(const char *name, const char *text, size_t len);
+ * *cpuset / *nodeset attribute a bitmap hwloc_bitmap_sscanf reads
+ * ("0x0000000f", "0xf...f,0x00000003", "0x00000303,,0x00000001"). hwloc 2.x
+ * aborts on some malformed bitmaps (an assert in hwloc_bitmap_sscanf), so
+ * this turns a crash into an error. *major / *minor (either may be NULL)
+ * get the export's format version, <topology version="2.0"> (1.0 when
+ * absent, as hwloc 1.x wrote it). */
+p2pkit_status_t p2pk_xml_check_hwloc(const char *name, const char *text, size_t len, int *major,
+                                     int *minor);
 
 #endif

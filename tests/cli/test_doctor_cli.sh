@@ -57,6 +57,10 @@ two_sockets      two_sockets      2 ^FAIL +GPU0-GPU1 +sockets .*NUMA 0 and 1
 gen3_x8          gen3_x8          1 ^WARN +GPU0 +pcie-link .*Gen3 x8
 vm_h200          vm_h200          0 ^OK +system +vm +running in a virtual machine
 nccl_shm         nccl_shm         2 ^FAIL +GPU0-GPU1 +nccl .*although direct P2P works
+clean            clean            0 ^SKIP +system +gdr +no RDMA NIC on this machine
+gdr_ok           gdr_ok           0 ^OK +GPU1 +gdr +nearest NIC NIC0 \(mlx5_0\) is PIX
+gdr_dmabuf       gdr_ok           0 ^OK +system +gdr +GPUDirect RDMA through dma-buf
+gdr_remote       gdr_remote       1 ^WARN +GPU0 +gdr +nearest NIC NIC0 \(mlx5_0\) is SYS, on the other CPU socket
 EOF
 
 # A recorded machine without its sysfs: this machine's /sys is not used for it.

@@ -95,6 +95,53 @@ PY
   done
 fi
 
+# A recorded machine without a GPU, from every source: one line naming the
+# file, nothing printed, exit 2 (as a live machine without one).
+printf 'p2pkit-topo 2\nend\n' > "$tmp/empty.p2pkit"
+for f in "$data/bad/nogpu.nccl.xml" "$data/bad/nogpu.hwloc.xml" "$data/bad/header_only.p2pkit" \
+  "$tmp/empty.p2pkit"; do
+  expect "topo --from $(basename "$f") (no GPU)" 2 "$bin" topo --from "$f"
+  [ "$(err_lines)" = 1 ] && grep -q "$(basename "$f"): no GPU in this machine" "$tmp/err" && [ ! -s "$tmp/out" ] \
+    || { echo "FAIL no-GPU message for $f"; cat "$tmp/out" "$tmp/err"; fail=1; }
+done
+expect "doctor --from a file without a GPU" 2 "$bin" doctor --from "$data/bad/nogpu.nccl.xml"
+grep -q "no GPU in this machine" "$tmp/err" || { echo "FAIL doctor no-GPU message"; cat "$tmp/err"; fail=1; }
+
+# A recording cut short is refused, not read as a smaller machine: version 2
+# files close with an end record; a version-1 file that lost a GPU's record
+# still names a gpu node no GPU has.
+"$bin" topo --from "$data/nics.p2pkit" --save "$tmp/full.p2pkit" -m > /dev/null
+head -n -1 "$tmp/full.p2pkit" > "$tmp/noend.p2pkit"
+head -c -7 "$tmp/full.p2pkit" > "$tmp/midline.p2pkit"
+printf 'p2pkit-topo 2\n' > "$tmp/header2.p2pkit"
+for f in noend midline header2; do
+  expect "topo --from a truncated file ($f)" 1 "$bin" topo --from "$tmp/$f.p2pkit"
+  [ "$(err_lines)" = 1 ] && grep -q "cut short" "$tmp/err" || { echo "FAIL truncation message ($f)"; cat "$tmp/err"; fail=1; }
+done
+head -n 9 "$data/h200x2.p2pkit" > "$tmp/cut1.p2pkit" # through GPU0's records, GPU1's lost
+expect "topo --from a version-1 file cut after GPU0" 1 "$bin" topo --from "$tmp/cut1.p2pkit"
+grep -q "pci id=2 is a gpu node but no gpu record has pci=2" "$tmp/err" || { echo "FAIL v1 cut message"; cat "$tmp/err"; fail=1; }
+
+# hwloc XML from a newer hwloc: the versions and the way out, in one line.
+expect "topo --from hwloc 3 XML" 1 "$bin" topo --from "$data/bad/hwloc_v3.xml"
+[ "$(err_lines)" = 1 ] && grep -q "hwloc XML version 3.0" "$tmp/err" && grep -q -- "--export-xml-flags v2" "$tmp/err" \
+  || { echo "FAIL hwloc v3 message"; cat "$tmp/err"; fail=1; }
+
+# NICs: rows and columns as nvidia-smi prints them, through --save and
+# --dump-nccl (NCCL has no host bridges: NODE comes back as PHB).
+for f in vendor8.nccl.xml nics.p2pkit hwloc_nics.xml; do
+  (cd "$data" && "$bin" topo --from "$f" -m) > "$tmp/m.txt"
+  grep -q "^NIC0" "$tmp/m.txt" && grep -q "^NIC Legend:" "$tmp/m.txt" || { echo "FAIL $f: no NIC rows"; fail=1; }
+  (cd "$data" && "$bin" topo --from "$f" --save "$tmp/s.p2pkit" --dump-nccl "$tmp/d.xml" -m) > /dev/null
+  for rec in "$tmp/s.p2pkit" "$tmp/d.xml"; do
+    "$bin" topo --from "$rec" -m > "$tmp/r.txt" 2>&1
+    want=$(sed -n '/^\(GPU\|NIC\)[0-9]/p' "$tmp/m.txt")
+    [ "$rec" = "$tmp/d.xml" ] && want=$(echo "$want" | sed 's/NODE/PHB/g')
+    if [ "$want" = "$(sed -n '/^\(GPU\|NIC\)[0-9]/p' "$tmp/r.txt")" ]; then echo "ok   $f through $(basename "$rec")"
+    else echo "FAIL $f through $(basename "$rec")"; cat "$tmp/r.txt"; fail=1; fi
+  done
+done
+
 # Golden outputs: tests/data/golden/FILE.txt is `p2pkit topo --from FILE`;
 # regenerate with scripts/golden.sh after a reviewed change.
 for g in "$data"/golden/*.txt; do

@@ -3,7 +3,9 @@
 # golden text output: the fields docs/topo-json.md promises, with their types
 # and codes, every ordered pair once, and the same answers as the text
 # outputs of the same file (each pair's link as `-m` prints it, its sentence
-# as `--paths` prints it, each GPU's CPU and NUMA affinity as `-m` has them).
+# as `--paths` prints it, each GPU's CPU and NUMA affinity as `-m` has them;
+# each NIC's class to every GPU as its column and row in `-m`, each GPU's
+# nearest NIC as `--paths` says it).
 set -uo pipefail
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") data=$2
 command -v python3 >/dev/null || { echo "SKIP: python3 not found (it checks the JSON)"; exit 77; }
@@ -57,18 +59,58 @@ for g in gpus:
     need(sum(x["count"] for x in nv["groups"]) <= max(nv["present"], 0) or nv["present"] < 0,
          f"GPU{g['index']}: more links in groups than present")
 
-# -m: the matrix rows "GPUi<TAB>cell...<TAB>CPU affinity<TAB>NUMA affinity".
-rows = {}
+nics = d["nics"]
+nn = len(nics)
+need([x["index"] for x in nics] == list(range(nn)), "NICs indexed 0..n-1 in order")
+classes = {"PIX", "PXB", "PHB", "NODE", "SYS", "?"}
+for x in nics:
+    need(x["name"] is None or (isinstance(x["name"], str) and x["name"]), f"NIC{x['index']} name")
+    need(isinstance(x["label"], str) and x["label"] == (x["name"] or x["busid"] or x["label"]),
+         f"NIC{x['index']} label {x['label']}")
+    need(x["busid"] is None or re.fullmatch(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", x["busid"]),
+         f"NIC{x['index']} busid {x['busid']}")
+    need(x["numa"] is None or isinstance(x["numa"], int), f"NIC{x['index']} numa")
+    need(isinstance(x["speed_mbps"], int) and x["nccl_gdr"] in (True, False, None), f"NIC{x['index']} fields")
+    need(len(x["gpu_links"]) == ng and set(x["gpu_links"]) <= classes, f"NIC{x['index']} gpu_links")
+
+# -m: the matrix rows "GPUi<TAB>cell...<TAB>CPU affinity<TAB>NUMA affinity",
+# GPU cells then NIC cells; NIC rows "NICn<TAB>cell..." with no affinity.
+rows, nic_rows = {}, {}
 for ln in open(mt):
     f = ln.rstrip("\n").split("\t")
-    if re.fullmatch(r"GPU\d+", f[0]) and len(f) >= ng + 1:
+    if re.fullmatch(r"GPU\d+", f[0]) and len(f) >= ng + nn + 1:
         rows[int(f[0][3:])] = [x.strip() for x in f[1:]]
+    if re.fullmatch(r"NIC\d+", f[0]):
+        nic_rows[int(f[0][3:])] = [x.strip() for x in f[1:]]
 need(sorted(rows) == list(range(ng)), "-m has a row per GPU")
-paths = {}
+need(sorted(nic_rows) == list(range(nn)), "-m has a row per NIC")
+for x in nics:
+    n = x["index"]
+    for g in range(ng):
+        if g in rows:
+            need(rows[g][ng + n] == x["gpu_links"][g], f"GPU{g}-NIC{n}: -m column says {rows[g][ng + n]}")
+        if n in nic_rows:
+            need(nic_rows[n][g] == x["gpu_links"][g], f"NIC{n}-GPU{g}: -m row says {nic_rows[n][g]}")
+    if n in nic_rows:
+        need(len(nic_rows[n]) == ng + nn and nic_rows[n][ng + n] == "X", f"NIC{n} row cells {nic_rows[n]}")
+paths, nearest = {}, {}
 for ln in open(pt):
     m = re.match(r"\s*GPU(\d+) -> GPU(\d+): ", ln)
     if m:
         paths[(int(m.group(1)), int(m.group(2)))] = ln.strip()
+    m = re.match(r"\s*GPU(\d+) -> NIC(\d+) ", ln)
+    if m:
+        nearest[int(m.group(1))] = ln.strip()
+for g in gpus:
+    nic = g["nearest_nic"]
+    if not nn:
+        need(nic is None, f"GPU{g['index']}: a nearest NIC without NICs")
+        continue
+    best = min(nics, key=lambda x: (["PIX", "PXB", "PHB", "NODE", "SYS", "?"].index(x["gpu_links"][g["index"]]), x["index"]))
+    need(nic is not None and nic["index"] == best["index"] and nic["link"] == best["gpu_links"][g["index"]]
+         and nic["label"] == best["label"], f"GPU{g['index']} nearest NIC {nic}")
+    need(nic is not None and nic["summary"] == nearest.get(g["index"]), f"GPU{g['index']}: nearest NIC "
+         "summary differs from --paths")
 
 codes = {"OK", "CNS", "GNS", "TNS", "NS", "U"}
 seen = set()
@@ -76,7 +118,7 @@ for p in d["pairs"]:
     s, t = p["src"], p["dst"]
     need(s != t and (s, t) not in seen, f"pair {s}->{t} once, not a GPU with itself")
     seen.add((s, t))
-    if s in rows and t < len(rows[s]):
+    if s in rows and t < ng:
         need(p["link"] == rows[s][t], f"{s}->{t}: link {p['link']} but -m says {rows[s][t]}")
     need(p["summary"] == paths.get((s, t)), f"{s}->{t}: summary differs from --paths")
     need(p["p2p"] in (True, False, None), f"{s}->{t}: p2p")
@@ -90,10 +132,11 @@ for p in d["pairs"]:
 need(seen == {(s, t) for s in range(ng) for t in range(ng) if s != t}, "every ordered pair")
 for g in gpus:
     r = rows.get(g["index"])
-    if r and len(r) >= ng + 2:
-        need((g["cpu_affinity"] or "N/A") == r[ng], f"GPU{g['index']} CPU affinity {g['cpu_affinity']} vs {r[ng]}")
-        need((str(g["numa"]) if g["numa"] is not None else "N/A") == r[ng + 1],
-             f"GPU{g['index']} NUMA {g['numa']} vs {r[ng + 1]}")
+    if r and len(r) >= ng + nn + 2:
+        c = ng + nn
+        need((g["cpu_affinity"] or "N/A") == r[c], f"GPU{g['index']} CPU affinity {g['cpu_affinity']} vs {r[c]}")
+        need((str(g["numa"]) if g["numa"] is not None else "N/A") == r[c + 1],
+             f"GPU{g['index']} NUMA {g['numa']} vs {r[c + 1]}")
 for e in errs:
     print(f"  {name}: {e}")
 sys.exit(1 if errs else 0)

@@ -817,6 +817,109 @@ TEST(recorded_topology_without_its_sysfs_is_not_mixed_with_ours) {
   p2pkit_topo_destroy(t);
 }
 
+/* --- GPUDirect RDMA, for jobs across machines --------------------------------------- */
+
+TEST(gdr_reader_on_recorded_trees) {
+  p2pk_gdr_facts g;
+  p2pk_sysfs_gdr(root_of("gdr_ok"), &g);
+  CHECK_EQ(g.modules_read, 1);
+  CHECK_STR(g.peermem, "nvidia_peermem");
+  CHECK_EQ(g.open_module, 0);
+  CHECK_STR(g.nvidia_version, "550.54.15");
+  CHECK_EQ(g.kernel_major, 6);
+  CHECK_EQ(g.kernel_minor, 8);
+  CHECK_EQ(p2pk_gdr_dmabuf(&g), 0);
+  p2pk_sysfs_gdr(root_of("gdr_dmabuf"), &g);
+  CHECK_STR(g.peermem, "");
+  CHECK_EQ(g.open_module, 1);
+  CHECK_EQ(p2pk_gdr_dmabuf(&g), 1);
+  p2pk_sysfs_gdr(root_of("clean"), &g); /* records none of it */
+  CHECK_EQ(g.modules_read, 0);
+  CHECK_EQ(g.open_module, -1);
+  CHECK_EQ(g.kernel_major, 0);
+}
+
+TEST(gdr_nic_beside_the_gpus) {
+  struct p2pkit_topo *t = topo_of("gdr_ok");
+  if (!t) return;
+  p2pk_findings f;
+  analyse("gdr_ok", t, NULL, &f);
+  dump(&f);
+  const p2pk_finding *x = want(&f, "gdr", "system", P2PK_DOC_OK);
+  HAS(x, reason, "nvidia_peermem is loaded");
+  x = want(&f, "gdr", "GPU1", P2PK_DOC_OK);
+  HAS(x, reason, "nearest NIC NIC0 (mlx5_0) is PIX");
+  CHECK_EQ(p2pk_doctor_exit_code(&f), 0);
+  p2pk_findings_free(&f);
+  analyse("gdr_dmabuf", t, NULL, &f);
+  x = want(&f, "gdr", "system", P2PK_DOC_OK);
+  HAS(x, reason, "dma-buf: NVIDIA's open kernel module 550.54.15 on Linux 6.8");
+  p2pk_findings_free(&f);
+  /* Neither a peer-memory module nor dma-buf (the clean tree records none). */
+  analyse("clean", t, NULL, &f);
+  x = want(&f, "gdr", "system", P2PK_DOC_SKIP);
+  HAS(x, reason, "could not read /proc/modules");
+  p2pk_findings_free(&f);
+  p2pkit_topo_destroy(t);
+}
+
+TEST(gdr_nic_on_the_other_socket) {
+  struct p2pkit_topo *t = topo_of("gdr_remote");
+  if (!t) return;
+  p2pk_findings f;
+  analyse("gdr_remote", t, NULL, &f);
+  dump(&f);
+  const p2pk_finding *x = want(&f, "gdr", "system", P2PK_DOC_WARN);
+  HAS(x, reason, "nvidia-peermem (or nv_peer_mem) is not loaded");
+  HAS(x, reason, "proprietary one 535.183.01");
+  HAS(x, action, "sudo modprobe nvidia-peermem");
+  x = want(&f, "gdr", "GPU0", P2PK_DOC_WARN);
+  HAS(x, reason, "is SYS, on the other CPU socket (GPU on NUMA 0, NIC on 1)");
+  HAS(x, action, "a NIC on its own CPU socket");
+  CHECK_EQ(p2pk_doctor_exit_code(&f), 1);
+  p2pk_findings_free(&f);
+  /* A PHB NIC: warned with NCCL's default GDR level and how to raise it. */
+  t->pci[t->nics[0].pci].numa = 0;
+  analyse("gdr_ok", t, NULL, &f);
+  x = want(&f, "gdr", "GPU1", P2PK_DOC_WARN);
+  HAS(x, reason, "is NODE: RDMA to this GPU crosses between PCIe host bridges");
+  HAS(x, action, "NCCL_NET_GDR_LEVEL=PHB");
+  p2pk_findings_free(&f);
+  /* Without the machine's /sys, NCCL's recorded verdict is the evidence. */
+  p2pk_doc_input in;
+  memset(&in, 0, sizeof in);
+  in.topo = t;
+  in.sysfs_missing = "a recorded machine without its /sys and /proc";
+  p2pk_findings_init(&f);
+  CHECK_OK(p2pk_doctor_analyze(&in, &f));
+  x = want(&f, "gdr", "system", P2PK_DOC_SKIP);
+  HAS(x, reason, "without its /sys");
+  p2pk_findings_free(&f);
+  t->nics[0].gdr = 1;
+  p2pk_findings_init(&f);
+  CHECK_OK(p2pk_doctor_analyze(&in, &f));
+  x = want(&f, "gdr", "system", P2PK_DOC_OK);
+  HAS(x, reason, "NCCL recorded GPUDirect RDMA as working (gdr=1 on mlx5_0)");
+  p2pk_findings_free(&f);
+  p2pkit_topo_destroy(t);
+}
+
+TEST(gdr_without_nic_or_topology_skips) {
+  struct p2pkit_topo *t = topo_of("clean");
+  if (!t) return;
+  p2pk_findings f;
+  analyse("clean", t, NULL, &f);
+  const p2pk_finding *x = want(&f, "gdr", "system", P2PK_DOC_SKIP);
+  HAS(x, reason, "no RDMA NIC on this machine");
+  CHECK(p2pk_findings_find(&f, "gdr", "GPU0") == NULL);
+  p2pk_findings_free(&f);
+  analyse("clean", NULL, NULL, &f);
+  x = want(&f, "gdr", "system", P2PK_DOC_SKIP);
+  HAS(x, reason, "needs the GPU topology");
+  p2pk_findings_free(&f);
+  p2pkit_topo_destroy(t);
+}
+
 /* --- the NCCL ranks' process machinery (no GPU: they fail or skip) ---------------- */
 
 TEST(nccl_ranks_start_and_report_without_a_gpu) {
@@ -845,5 +948,7 @@ T_MAIN(T_CASE(sysfs_reader_on_a_recorded_tree), T_CASE(clean_machine_is_all_ok),
        T_CASE(nccl_falls_back_to_shm_although_p2p_works), T_CASE(consumer_gpu_without_p2p),
        T_CASE(nvlinks_down_and_fabric_not_ready), T_CASE(no_driver_no_sysfs_skips_and_exits_zero),
        T_CASE(recorded_topology_without_its_sysfs_is_not_mixed_with_ours),
-       T_CASE(nccl_ranks_start_and_report_without_a_gpu),
+       T_CASE(nccl_ranks_start_and_report_without_a_gpu), T_CASE(gdr_reader_on_recorded_trees),
+       T_CASE(gdr_nic_beside_the_gpus), T_CASE(gdr_nic_on_the_other_socket),
+       T_CASE(gdr_without_nic_or_topology_skips),
        T_CASE(settings_that_keep_p2pkit_off_its_paths))

@@ -1,5 +1,6 @@
 /* The classifier on machines built by hand: every nvidia-smi class, NVLink
- * direct and through NVSwitch, expected rates, sentences, bus id spellings. */
+ * direct and through NVSwitch, expected rates, sentences, bus id spellings,
+ * GPU-NIC classes and the nearest NIC. */
 #include "test.h"
 #include "topo/topo.h"
 
@@ -193,7 +194,85 @@ TEST(public_accessors_check_arguments) {
   p2pkit_topo_destroy(t);
 }
 
-T_MAIN(T_CASE(every_pcie_class), T_CASE(host_bridges_unknown_gives_unknown_not_a_guess),
+static int nic(struct p2pkit_topo *t, const char *name, const char *busid, int parent) {
+  int p = busid ? p2pk_topo_add_pci(t, P2PK_PCI_OTHER, busid, parent) : parent;
+  if (busid) t->pci[p].class_id = 0x0207;
+  return p2pk_topo_add_nic(t, name, p);
+}
+
+static const char *nic_label(struct p2pkit_topo *t, int g, int n) {
+  p2pkit_link_t l;
+  CHECK_OK(p2pkit_topo_gpu_nic(t, g, n, &l));
+  return p2pkit_link_name(l);
+}
+
+/* Every class a NIC can be from a GPU, as nvidia-smi prints it; a NIC known
+ * only by its CPU (NCCL's <nic> under <cpu>) is PHB from that CPU's GPUs. */
+TEST(gpu_nic_classes_and_nearest) {
+  struct p2pkit_topo *t = machine();
+  int h0 = hb(t, "0000:00", 0), h1 = hb(t, "0000:40", 0), h2 = hb(t, "0000:80", 1);
+  int sw = p2pk_topo_add_pci(t, P2PK_PCI_SWITCH, "0000:01:00.0", h0);
+  int sw2 = p2pk_topo_add_pci(t, P2PK_PCI_SWITCH, "0000:05:00.0", sw);
+  int g0 = gpu(t, "0000:02:00.0", sw);
+  int g1 = gpu(t, "0000:81:00.0", h2);
+  int n_pix = nic(t, "mlx5_0", "0000:03:00.0", sw);  /* beside GPU0 on its switch */
+  int n_pxb = nic(t, "mlx5_1", "0000:06:00.0", sw2); /* one switch further down */
+  int n_phb = nic(t, "", "0000:10:00.0", h0);        /* on GPU0's host bridge, unnamed */
+  int n_node = nic(t, "mlx5_3", "0000:41:00.0", h1); /* other host bridge, same socket */
+  int n_cpu = nic(t, "mlx5_4", NULL, h2);            /* known only by GPU1's CPU */
+  CHECK_STR(nic_label(t, g0, n_pix), "PIX");
+  CHECK_STR(nic_label(t, g0, n_pxb), "PXB");
+  CHECK_STR(nic_label(t, g0, n_phb), "PHB");
+  CHECK_STR(nic_label(t, g0, n_node), "NODE");
+  CHECK_STR(nic_label(t, g0, n_cpu), "SYS");
+  CHECK_STR(nic_label(t, g1, n_cpu), "PHB");
+  CHECK_STR(nic_label(t, g1, n_pix), "SYS");
+  CHECK_EQ(p2pk_nic_nic_link(t, n_pix, n_pix), P2PKIT_LINK_SELF);
+  CHECK_EQ(p2pk_nic_nic_link(t, n_pix, n_pxb), P2PKIT_LINK_PXB);
+  CHECK_EQ(p2pk_nic_nic_link(t, n_phb, n_cpu), P2PKIT_LINK_SYS);
+  p2pkit_link_t l;
+  CHECK_EQ(p2pk_nearest_nic(t, g0, &l), n_pix);
+  CHECK_EQ(l, P2PKIT_LINK_PIX);
+  CHECK_EQ(p2pk_nearest_nic(t, g1, &l), n_cpu);
+  CHECK_EQ(l, P2PKIT_LINK_PHB);
+  char buf[512];
+  CHECK_STR(p2pk_nic_label(t, n_phb, buf, sizeof buf), "0000:10:00.0");
+  p2pk_nic_sentence(t, g1, buf, sizeof buf);
+  CHECK_STR(buf, "GPU1 -> NIC4 (mlx5_4): the nearest NIC, through the PCIe host bridge (PHB): GPUDirect "
+                 "RDMA would cross the CPU (NCCL uses it only up to PXB by default)");
+  p2pkit_nic_t info;
+  CHECK_OK(p2pkit_topo_nic(t, n_cpu, &info));
+  CHECK_STR(info.name, "mlx5_4");
+  CHECK_STR(info.busid, ""); /* no PCI device known */
+  CHECK_EQ(info.numa, 1);
+  CHECK_OK(p2pkit_topo_nic(t, n_pxb, &info));
+  CHECK_STR(info.busid, "0000:06:00.0");
+  CHECK_EQ(info.numa, 0);
+  CHECK_EQ(p2pkit_topo_nic_count(t), 5);
+  CHECK_EQ(p2pkit_topo_nic(t, 5, &info), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(p2pkit_topo_gpu_nic(t, 2, 0, &l), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_OK(p2pk_topo_validate(t));
+  t->nics[0].pci = t->npci;
+  CHECK_EQ(p2pk_topo_validate(t), P2PKIT_ERR_PARSE);
+  p2pkit_topo_destroy(t);
+}
+
+TEST(no_nic_no_nearest) {
+  struct p2pkit_topo *t = machine();
+  gpu(t, "0000:02:00.0", hb(t, "0000:00", 0));
+  p2pkit_link_t l = P2PKIT_LINK_PIX;
+  CHECK_EQ(p2pk_nearest_nic(t, 0, &l), -1);
+  CHECK_EQ(l, P2PKIT_LINK_UNKNOWN);
+  char buf[64] = "x";
+  p2pk_nic_sentence(t, 0, buf, sizeof buf);
+  CHECK_STR(buf, "");
+  CHECK_EQ(p2pkit_topo_nic_count(t), 0);
+  CHECK_EQ(p2pkit_topo_nic_count(NULL), 0);
+  p2pkit_topo_destroy(t);
+}
+
+T_MAIN(T_CASE(every_pcie_class), T_CASE(gpu_nic_classes_and_nearest), T_CASE(no_nic_no_nearest),
+       T_CASE(host_bridges_unknown_gives_unknown_not_a_guess),
        T_CASE(nvlink_direct_and_nvswitch), T_CASE(p2p_status_drives_sentence_and_rate),
        T_CASE(busid_spellings), T_CASE(pcie_rates), T_CASE(validate_rejects_loops_and_bad_refs),
        T_CASE(public_accessors_check_arguments))

@@ -85,6 +85,11 @@ static const struct {
      "NV18 NV18 NV18 NV18 NV18 NV18 X NV18  NV18 NV18 NV18 NV18 NV18 NV18 NV18 X"},
     {"h200x2.nccl.xml", 2, "X NV18  NV18 X"},
     {"hwloc_3gpu.xml", 3, "X PIX NODE  PIX X NODE  NODE NODE X"},
+    {"nics.p2pkit", 4, "X PXB NODE SYS  PXB X NODE SYS  NODE NODE X SYS  SYS SYS SYS X"},
+    {"vendor8.nccl.xml", 8,
+     "X PIX PHB PHB SYS SYS SYS SYS  PIX X PHB PHB SYS SYS SYS SYS  PHB PHB X PIX SYS SYS SYS SYS "
+     "PHB PHB PIX X SYS SYS SYS SYS  SYS SYS SYS SYS X PIX PHB PHB  SYS SYS SYS SYS PIX X PHB PHB "
+     "SYS SYS SYS SYS PHB PHB X PIX  SYS SYS SYS SYS PHB PHB PIX X"},
 };
 #define NFIXTURES (int)(sizeof fixtures / sizeof fixtures[0])
 
@@ -192,6 +197,10 @@ static struct p2pkit_topo *every_field(void) {
   int sw = p2pk_topo_add_pci(t, P2PK_PCI_SWITCH, "0000:01:00.0", hb);
   int nic = p2pk_topo_add_pci(t, P2PK_PCI_OTHER, "0000:02:00.1", sw);
   t->pci[nic].class_id = 0x0200;
+  int n0 = p2pk_topo_add_nic(t, "mlx5_0 \"port\" #1", nic);
+  t->nics[n0].speed_mbps = 400000;
+  t->nics[n0].gdr = 0;
+  p2pk_topo_add_nic(t, "", hb); /* known only by its CPU, unnamed */
   for (int g = 0; g < 2; g++) {
     char id[20];
     snprintf(id, sizeof id, "0000:%02x:00.0", 0x10 + g);
@@ -266,6 +275,13 @@ static void check_same_model(const struct p2pkit_topo *a, const struct p2pkit_to
   for (int s = 0; s < P2PK_MAX_GPUS; s++)
     for (int d = 0; d < P2PK_MAX_GPUS; d++)
       if (memcmp(&a->p2p[s][d], &b->p2p[s][d], sizeof a->p2p[s][d])) T_FAIL("p2p %d->%d differs", s, d);
+  CHECK_EQ(a->nnics, b->nnics);
+  for (int n = 0; n < a->nnics && n < b->nnics; n++) {
+    CHECK_STR(a->nics[n].name, b->nics[n].name);
+    CHECK_EQ(a->nics[n].pci, b->nics[n].pci);
+    CHECK_EQ(a->nics[n].speed_mbps, b->nics[n].speed_mbps);
+    CHECK_EQ(a->nics[n].gdr, b->nics[n].gdr);
+  }
 }
 
 /* write(read(write(t))) == write(t), and read(write(t)) holds t's fields. */
@@ -298,7 +314,10 @@ TEST(p2pkit_round_trip_every_field) {
   char *text = write_mem(p2pk_topo_write_file, t, &n);
   if (text) {
     /* Spelled as documented: quoted strings, escapes, shortest doubles. */
-    CHECK(strstr(text, "p2pkit-topo 1\n") == text);
+    CHECK(strstr(text, "p2pkit-topo 2\n") == text);
+    CHECK(n >= 4 && strcmp(text + n - 4, "end\n") == 0);
+    CHECK(strstr(text, "\nnic index=0 name=\"mlx5_0 \\\"port\\\" #1\" pci=2 speed=400000 gdr=0\n"
+                       "nic index=1 pci=0\n") != NULL);
     CHECK(strstr(text, "host=\"host with \\\"quotes\\\" # and \\\\ and\\ttab\"") != NULL);
     CHECK(strstr(text, "note text=\"first note\\nwith a newline and \\x01 control byte\"") != NULL);
     CHECK(strstr(text, "nvlink_gbps=26.5625") != NULL);
@@ -377,12 +396,14 @@ static const struct {
   int line;
   const char *want;
 } bad_files[] = {
-    {"!p2pkit-topo 2\n", 1, "unsupported p2pkit-topo version 2 (this p2pkit reads version 1)"},
-    {"!p2pkit-topo one\n", 1, "expected 'p2pkit-topo 1'"},
-    {"!machine host=x\n", 1, "expected 'p2pkit-topo 1' as the first line, found 'machine'"},
-    {"!", 1, "empty file: expected 'p2pkit-topo 1'"},
+    {"!p2pkit-topo 3\n", 1, "unsupported p2pkit-topo version 3 (this p2pkit reads versions 1 to 2)"},
+    {"!p2pkit-topo 0\n", 1, "unsupported p2pkit-topo version 0"},
+    {"!p2pkit-topo one\n", 1, "expected 'p2pkit-topo 2'"},
+    {"!machine host=x\n", 1, "expected 'p2pkit-topo 2' as the first line, found 'machine'"},
+    {"!", 1, "empty file: expected 'p2pkit-topo 2'"},
     {"!# only a comment\n\n", 1, "empty file"},
-    {"switch id=0\n", 2, "unknown record 'switch' (expected machine, note, numa, pci, gpu, nvlink or p2p)"},
+    {"switch id=0\n", 2,
+     "unknown record 'switch' (expected machine, note, numa, pci, gpu, nvlink, nic, p2p or end)"},
     {"pci id=0 kind=hostbridge busid=0000:00 parent=-1 colour=red\n", 2,
      "pci: unknown key 'colour' (expected id, kind"},
     {"pci id=0 kind=\n", 2, "pci: expected one of hostbridge, switch, gpu, other for 'kind', found ''"},
@@ -437,6 +458,17 @@ static const struct {
     {"gpu index=0 busid=0000:02:00.0 nvlink_gbps=nan\n", 2, "for 'nvlink_gbps', found 'nan'"},
     {"gpu index=0 busid=0000:02:00.0 memory=-5\n", 2, "expected a byte count for 'memory'"},
     {"key=value\n", 2, "expected a record keyword, found 'key='"},
+    /* A gpu node without its gpu record: the file lost it (cut short). */
+    {HB SW GPUNODE, 4, "pci id=2 is a gpu node but no gpu record has pci=2: a gpu record is missing"},
+    {HB SW GPUNODE GPU0 "nic index=0 pci=9\n", 6, "nic index=0: pci=9 is not a pci id defined in the file"},
+    {HB SW GPUNODE GPU0 "nic index=0 pci=2\n", 6, "nic index=0: pci=2 is a gpu node, expected an other node"},
+    {HB SW GPUNODE GPU0 "nic index=1 pci=0\n", 6, "nic: expected index=0 (NICs count up from 0"},
+    {HB SW GPUNODE GPU0 "nic index=0 pci=0 name=a\nnic index=1 pci=0 name=a\n", 7,
+     "nic index=1: name a is NIC 0's too"},
+    {HB SW GPUNODE GPU0 "nic index=0 pci=0\nnic index=1 pci=0\n", 7, "a second NIC without a name at pci=0"},
+    {HB SW GPUNODE GPU0 "nic index=0 pci=0 gdr=2\n", 6, "from -1 to 1 for 'gdr'"},
+    {HB SW GPUNODE GPU0 "end\nnuma os=1\n", 7, "'numa' after the end record"},
+    {HB SW GPUNODE GPU0 "end now\n", 6, "end: expected nothing after 'end', found 'now'"},
     {"=5\n", 2, "expected a key before '='"},
 };
 
@@ -488,6 +520,65 @@ TEST(p2pkit_errors_binary_and_overlong_input) {
     p2pkit_topo_destroy(t);
   }
   CHECK(t != NULL);
+}
+
+/* Version 2 closes with `end`: a file cut anywhere, even inside a line, is
+ * refused (issue 36, item 8); version 1 files read as before. */
+TEST(p2pkit_cut_short_is_refused) {
+  p2pkit_topo_t t = load("nics.p2pkit");
+  if (!t) return;
+  size_t n = 0;
+  char *text = write_mem(p2pk_topo_write_file, t, &n);
+  p2pkit_topo_destroy(t);
+  if (!text) return;
+  int refused = 0, cuts = 0;
+  for (size_t cut = 15; cut + 1 < n; cut += 7, cuts++) {
+    struct p2pkit_topo *r = NULL;
+    p2pkit_status_t st = p2pk_topo_read_file("cut.p2pkit", text, cut, &r);
+    if (st == P2PKIT_SUCCESS) {
+      T_FAIL("cut at byte %zu of %zu read as a machine of %d GPUs", cut, n, r->ngpus);
+      p2pkit_topo_destroy(r);
+      continue;
+    }
+    refused++;
+  }
+  CHECK_EQ(refused, cuts);
+  struct p2pkit_topo *r = NULL;
+  CHECK_EQ(p2pk_topo_read_file("cut.p2pkit", text, n - 4, &r), P2PKIT_ERR_PARSE);
+  CHECK(strstr(p2pkit_last_error(), "the file ends without its 'end' record: it is cut short") != NULL);
+  CHECK_OK(p2pk_topo_read_file("whole.p2pkit", text, n - 1, &r)); /* only the last newline lost */
+  p2pkit_topo_destroy(r);
+  r = NULL;
+  const char v2_header[] = "p2pkit-topo 2\n";
+  CHECK_EQ(p2pk_topo_read_file("h.p2pkit", v2_header, sizeof v2_header - 1, &r), P2PKIT_ERR_PARSE);
+  CHECK(strstr(p2pkit_last_error(), "h.p2pkit:1: the file ends without its 'end' record") != NULL);
+  const char v1_header[] = "p2pkit-topo 1\n";
+  CHECK_OK(p2pk_topo_read_file("h.p2pkit", v1_header, sizeof v1_header - 1, &r));
+  if (r) CHECK_EQ(r->ngpus, 0); /* read; p2pkit_topo_load then refuses it for having no GPU */
+  p2pkit_topo_destroy(r);
+  free(text);
+}
+
+/* A file without a GPU loads from no source: NO_DEVICE, one line naming the
+ * file and what it lacks (the CLI exits 2, as for a live machine without one). */
+TEST(load_refuses_a_machine_without_gpu) {
+  static const struct {
+    const char *file, *want;
+  } cases[] = {
+      {"bad/header_only.p2pkit", "header_only.p2pkit: no GPU in this machine (no gpu record)"},
+      {"bad/nogpu.nccl.xml", "nogpu.nccl.xml: no GPU in this machine (no <gpu> element and no <pci> of "
+                             "display/3D class (0x03...) from NVIDIA)"},
+      {"bad/nogpu.hwloc.xml", "nogpu.hwloc.xml: no GPU in this machine (no PCI device of display/3D class"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", P2PK_TEST_DATA, cases[i].file);
+    p2pkit_topo_t t = NULL;
+    CHECK_EQ(p2pkit_topo_load(path, &t), P2PKIT_ERR_NO_DEVICE);
+    if (!strstr(p2pkit_last_error(), cases[i].want) || strchr(p2pkit_last_error(), '\n'))
+      T_FAIL("%s: got \"%s\"", cases[i].file, p2pkit_last_error());
+    CHECK(t == NULL);
+  }
 }
 
 TEST(load_error_names_the_path) {
@@ -639,6 +730,17 @@ TEST(nccl_round_trip_keeps_classes) {
                    x.nvlinks, y.label, y.pcie, y.nvlinks);
         }
       }
+      CHECK_EQ(r->nnics, t->nnics);
+      for (int k = 0; k < t->nnics && k < r->nnics; k++) {
+        char a[P2PK_NIC_NAME_LEN], b[P2PK_NIC_NAME_LEN];
+        CHECK_STR(p2pk_nic_label(r, k, b, sizeof b), p2pk_nic_label(t, k, a, sizeof a));
+        for (int g = 0; g < t->ngpus && g < r->ngpus; g++) {
+          p2pkit_link_t x = p2pk_gpu_nic_link(t, g, k), y = p2pk_gpu_nic_link(r, g, k);
+          if (y != (x == P2PKIT_LINK_NODE ? P2PKIT_LINK_PHB : x))
+            T_FAIL("%s GPU%d-NIC%d: %s became %s", fixtures[i].file, g, k, p2pkit_link_name(x),
+                   p2pkit_link_name(y));
+        }
+      }
       /* Written again, the same bytes. */
       size_t n2 = 0;
       char *xml2 = write_mem(p2pk_topo_write_nccl, r, &n2);
@@ -712,8 +814,13 @@ static const struct {
      "<cpu numaid=\"0\"> appears twice"},
     {"<system version=\"1\"><cpu numaid=\"0\">\n<pci class=\"0x060400\"/></cpu></system>", 2,
      "expected a busid attribute"},
-    {"<system version=\"1\"><cpu numaid=\"0\">\n<pci busid=\"0000:01:00.0\"/></cpu></system>", 2,
-     "expected a class attribute"},
+    {"<system version=\"1\"><cpu numaid=\"0\">\n<pci busid=\"0000:01:00.0\" class=\"0x02\"><nic>"
+     "<net name=\"mlx5_0\"/></nic></pci>\n<pci busid=\"0000:02:00.0\" class=\"0x02\"><nic><net "
+     "name=\"mlx5_0\"/></nic></pci></cpu></system>",
+     3, "<net name=\"mlx5_0\">: also the NIC on line 2"},
+    {"<system version=\"1\"><cpu numaid=\"0\">\n<pci busid=\"0000:01:00.0\" class=\"0x02\"><nic>"
+     "<net name=\"m\" port=\"one\"/></nic></pci></cpu></system>",
+     2, "<net port=\"one\">: expected an integer"},
     {"<system version=\"1\"><cpu numaid=\"0\">\n<pci busid=\"0000:01:00.0\" "
      "class=\"bridge\"/></cpu></system>",
      2, "expected a PCI class like 0x030200"},
@@ -841,6 +948,81 @@ TEST(hwloc_fixture_loads) {
   p2pkit_topo_destroy(t);
 }
 
+/* Every bitmap hwloc_bitmap_sscanf reads, which hwloc itself writes with
+ * empty 32-bit words ("0x00000303,,0x00000001"), passes the pre-check; the
+ * two it reads badly (empty, a leading comma) and non-bitmaps do not. */
+TEST(hwloc_bitmaps_as_hwloc_reads_them) {
+  static const struct {
+    const char *v;
+    int ok;
+  } cases[] = {
+      {"0x00000303,0x03030000,,0x03030303", 1}, {"0x00000001,,0x0", 1}, {"0x1,,,", 1},
+      {"0xf...f", 1}, {"0xf...f,,0x00000001", 1}, {"0x0000000f", 1}, {"f", 1}, {" 0x1", 1},
+      {"-0x1", 1}, {"+1,2", 1}, {"0x0123456789abcdef0", 1},
+      {"", 0}, {",0x1", 0}, {",", 0}, {"0x", 0}, {"0x1,0x", 0}, {"0xg", 0}, {"1 ", 0}, {"0x1;0x2", 0},
+      {"0xf...fz", 0}, {" ", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char xml[256];
+    snprintf(xml, sizeof xml,
+             "<topology version=\"2.0\"><object type=\"Machine\" cpuset=\"%s\" complete_cpuset=\"0x1\"/>"
+             "</topology>",
+             cases[i].v);
+    p2pkit_status_t st = p2pk_xml_check_hwloc("b.xml", xml, strlen(xml), NULL, NULL);
+    if ((st == P2PKIT_SUCCESS) != cases[i].ok)
+      T_FAIL("bitmap \"%s\": %s, wanted %s", cases[i].v,
+             st == P2PKIT_SUCCESS ? "accepted" : p2pkit_last_error(), cases[i].ok ? "accepted" : "refused");
+  }
+}
+
+/* An export of a newer hwloc: the versions and the way out, not "not an
+ * hwloc export". */
+TEST(hwloc_xml_of_a_newer_hwloc) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/bad/hwloc_v3.xml", P2PK_TEST_DATA);
+  p2pkit_topo_t t = NULL;
+  CHECK_EQ(p2pkit_topo_load(path, &t), P2PKIT_ERR_UNSUPPORTED);
+  const char *msg = p2pkit_last_error();
+  CHECK(strstr(msg, "hwloc_v3.xml: hwloc XML version 3.0, written by hwloc 3") != NULL);
+  CHECK(strstr(msg, "reads versions 1.x to 2.x") != NULL);
+  CHECK(strstr(msg, "lstopo --of xml --export-xml-flags v2 FILE") != NULL);
+  CHECK(strstr(msg, "build p2pkit against hwloc 3") != NULL);
+  CHECK(t == NULL);
+  struct p2pkit_topo *u = NULL;
+  const char odd[] = "<topology version=\"two\"/>";
+  CHECK_EQ(p2pk_topo_read_any("odd.xml", odd, sizeof odd - 1, &u), P2PKIT_ERR_PARSE);
+  CHECK(strstr(p2pkit_last_error(), "odd.xml:1: <topology version=\"two\">: expected a version like 2.0"));
+  int major = 0, minor = 0;
+  const char v1[] = "<topology><object type=\"Machine\"/></topology>"; /* hwloc 1.x wrote no version */
+  CHECK_OK(p2pk_xml_check_hwloc("v1.xml", v1, sizeof v1 - 1, &major, &minor));
+  CHECK_EQ(major, 1);
+  CHECK_EQ(minor, 0);
+}
+
+/* NICs in hwloc: each OpenFabrics (verbs) OS device, named by it; an
+ * InfiniBand device without one unnamed; virtio-net's eth0 none. */
+TEST(hwloc_nics_fixture) {
+  p2pkit_topo_t t = load("hwloc_nics.xml");
+  if (!t) return;
+  check_labels("hwloc_nics.xml", t, 4, "X PIX SYS SYS  PIX X SYS SYS  SYS SYS X PIX  SYS SYS PIX X");
+  p2pkit_gpu_t g;
+  CHECK_OK(p2pkit_topo_gpu(t, 2, &g));
+  CHECK_STR(g.cpus, "1,65"); /* from "0x00000002,,0x00000002" */
+  CHECK_EQ(t->nnics, 3);
+  CHECK_STR(t->nics[0].name, "mlx5_0");
+  CHECK_STR(t->nics[1].name, "");
+  CHECK_STR(t->pci[t->nics[1].pci].busid, "0000:16:00.0");
+  CHECK_STR(t->nics[2].name, "mlx5_1");
+  CHECK(p2pk_topo_find_pci(t, "0000:00:03.0") < 0); /* eth0 is not kept */
+  CHECK_EQ(p2pk_gpu_nic_link(t, 0, 0), P2PKIT_LINK_PIX);
+  CHECK_EQ(p2pk_gpu_nic_link(t, 0, 1), P2PKIT_LINK_PHB);
+  CHECK_EQ(p2pk_gpu_nic_link(t, 3, 0), P2PKIT_LINK_SYS);
+  p2pkit_link_t l;
+  CHECK_EQ(p2pk_nearest_nic(t, 3, &l), 2);
+  CHECK_EQ(l, P2PKIT_LINK_PIX);
+  p2pkit_topo_destroy(t);
+}
+
 /* Text of a file under tests/data (NULL on failure). */
 static char *slurp(const char *file, size_t *len) {
   char path[512];
@@ -892,13 +1074,14 @@ TEST(hwloc_inputs_that_crash_hwloc_are_refused) {
 
 /* Found by the fuzzer: a <pci> holding a <gpu> with an unusual class became
  * a switch that a GPU pointed at, which --save then refused. NCCL itself
- * takes any <pci> with a <gpu> as a GPU, and matches classes by prefix. */
+ * takes any <pci> with a <gpu> as a GPU, and matches classes by prefix. A
+ * display device of another vendor (a BMC's VGA) is no GPU. */
 TEST(nccl_gpu_decided_by_gpu_child) {
   const char text[] =
       "<system version=\"1\"><cpu numaid=\"-1\">\n"
       "<pci busid=\"0000:01:00.0\" class=\"0x032\"><gpu dev=\"0\" sm=\"70\"/></pci>\n"
       "<pci busid=\"0000:02:00.0\" class=\"0x0680\"><gpu dev=\"1\" sm=\"70\"/></pci>\n"
-      "<pci busid=\"0000:03:00.0\" class=\"0x03\"/>\n"
+      "<pci busid=\"0000:03:00.0\" class=\"0x03\" vendor=\"0x1a03\"/>\n"
       "</cpu></system>";
   struct p2pkit_topo *t = NULL;
   CHECK_OK(p2pk_topo_read_nccl("odd.xml", text, sizeof text - 1, &t));
@@ -909,12 +1092,142 @@ TEST(nccl_gpu_decided_by_gpu_child) {
   CHECK_EQ(t->pci[t->gpus[1].pci].kind, P2PK_PCI_GPU);
   int idle = p2pk_topo_find_pci(t, "0000:03:00.0");
   CHECK(idle >= 0);
-  if (idle >= 0) CHECK_EQ(t->pci[idle].kind, P2PK_PCI_OTHER); /* a GPU NCCL does not use */
+  if (idle >= 0) CHECK_EQ(t->pci[idle].kind, P2PK_PCI_OTHER);
   CHECK_EQ(pcie(t, 0, 1), P2PKIT_LINK_PHB);
   char *saved = write_mem(p2pk_topo_write_file, t, NULL);
   CHECK(saved != NULL);
   free(saved);
   p2pkit_topo_destroy(t);
+}
+
+/* Hand-written NCCL_TOPO_FILEs as vendors ship them: GPUs known by class
+ * alone (with NVIDIA's vendor id or none), NICs as network-class <pci>,
+ * named by NCCL's <net> or not at all, switches with made-up bus ids. */
+TEST(nccl_vendor_files) {
+  p2pkit_topo_t t = load("vendor8.nccl.xml");
+  if (t) {
+    CHECK_STR(t->gpus[0].busid, "0000:18:00.0");
+    CHECK_STR(t->gpus[7].busid, "0000:bc:00.0");
+    CHECK_EQ(t->gpus[0].cc_major, 0);         /* no <gpu sm=...> */
+    CHECK_EQ(t->gpus[0].nvlinks_active, -1);  /* not "none": unknown */
+    CHECK(!(t->known & P2PK_KNOW_NVLINK));
+    CHECK_EQ(t->nnics, 4);
+    char a[P2PK_NIC_NAME_LEN];
+    CHECK_STR(p2pk_nic_label(t, 0, a, sizeof a), "0000:19:00.0");
+    CHECK_STR(p2pk_nic_label(t, 2, a, sizeof a), "mlx5_2");
+    CHECK_EQ(t->nics[2].speed_mbps, 400000);
+    CHECK_EQ(t->nics[2].gdr, 1);
+    CHECK_EQ(t->nics[0].gdr, -1);
+    p2pkit_link_t l;
+    for (int g = 0; g < 8; g++) {
+      CHECK_EQ(p2pk_nearest_nic(t, g, &l), g / 2); /* each switch's NIC */
+      CHECK_EQ(l, P2PKIT_LINK_PIX);
+    }
+    CHECK_EQ(p2pk_gpu_nic_link(t, 0, 1), P2PKIT_LINK_PHB);
+    CHECK_EQ(p2pk_gpu_nic_link(t, 0, 3), P2PKIT_LINK_SYS);
+    p2pkit_topo_destroy(t);
+  }
+  t = load("vendor_remote_nics.nccl.xml");
+  if (t) {
+    check_labels("vendor_remote_nics", t, 4, "X PIX PHB PHB  PIX X PHB PHB  PHB PHB X PIX  PHB PHB PIX X");
+    CHECK_EQ(t->nnics, 2);
+    p2pkit_link_t l;
+    for (int g = 0; g < 4; g++) {
+      CHECK_EQ(p2pk_nearest_nic(t, g, &l), 0);
+      CHECK_EQ(l, P2PKIT_LINK_SYS);
+    }
+    p2pkit_topo_destroy(t);
+  }
+}
+
+/* A partial file: <pci> without a class is a switch when it holds others,
+ * a GPU with a <gpu>, a NIC with a <nic>, else a device of unknown kind. */
+TEST(nccl_partial_file) {
+  p2pkit_topo_t t = load("partial.nccl.xml");
+  if (!t) return;
+  CHECK_EQ(t->ngpus, 2);
+  CHECK_STR(t->gpus[0].busid, "0000:18:00.0"); /* dev 0 first */
+  CHECK_EQ(t->gpus[0].cc_major, 9);
+  CHECK_STR(t->gpus[1].busid, "0000:19:00.0"); /* then by class, in bus order */
+  check_labels("partial", t, 2, "X PIX  PIX X");
+  CHECK_EQ(t->nnics, 1);
+  CHECK_STR(t->nics[0].name, "mlx5_0");
+  CHECK_EQ(p2pk_gpu_nic_link(t, 1, 0), P2PKIT_LINK_PIX);
+  int sw = p2pk_topo_find_pci(t, "0000:17:00.0"), leaf = p2pk_topo_find_pci(t, "0000:1b:00.0");
+  CHECK(sw >= 0 && leaf >= 0);
+  if (sw >= 0) CHECK_EQ(t->pci[sw].kind, P2PK_PCI_SWITCH);
+  if (leaf >= 0) CHECK_EQ(t->pci[leaf].kind, P2PK_PCI_OTHER);
+  int note = 0;
+  for (int i = 0; i < t->nnotes; i++) note |= strstr(t->notes[i], "4 <pci> elements have no class") != NULL;
+  CHECK(note);
+  p2pkit_topo_destroy(t);
+}
+
+/* Which <net> is a NIC: RDMA ports, not NCCL's socket interfaces (port 0);
+ * a <nic> straight under <cpu> hangs from that CPU; two ports of one device
+ * with one name are one NIC. */
+TEST(nccl_nic_rules) {
+  const char text[] =
+      "<system version=\"1\">\n"
+      " <cpu numaid=\"0\" affinity=\"0000ffff\">\n"
+      "  <pci busid=\"0000:01:00.0\" class=\"0x030200\" vendor=\"0x10de\"><gpu dev=\"0\" sm=\"80\"/></pci>\n"
+      "  <pci busid=\"0000:02:00.0\" class=\"0x020000\" vendor=\"0x1af4\"><nic>\n"
+      "   <net name=\"eth0\" dev=\"0\" port=\"0\" gdr=\"0\" guid=\"0x0\"/></nic></pci>\n"
+      "  <pci busid=\"0000:03:00.0\" class=\"0x020700\"><nic>\n"
+      "   <net name=\"mlx5_0\" dev=\"1\" port=\"1\" speed=\"200000\" gdr=\"0\"/>\n"
+      "   <net name=\"mlx5_0\" dev=\"2\" port=\"2\"/></nic></pci>\n"
+      "  <pci busid=\"0000:04:00.0\" class=\"0x030000\" vendor=\"0x1a03\"/>\n"
+      "  <nic><net name=\"eth1\" dev=\"3\" port=\"0\"/></nic>\n"
+      " </cpu>\n"
+      " <cpu numaid=\"1\" affinity=\"ffff0000\">\n"
+      "  <nic><net name=\"mlx5_1\" dev=\"4\" port=\"1\" gdr=\"1\"/></nic>\n"
+      " </cpu>\n"
+      "</system>\n";
+  struct p2pkit_topo *t = NULL;
+  CHECK_OK(p2pk_topo_read_nccl("nics.xml", text, sizeof text - 1, &t));
+  if (!t) return;
+  CHECK_EQ(t->ngpus, 1); /* the ASPEED VGA is no GPU */
+  CHECK_EQ(t->nnics, 2);
+  CHECK_STR(t->nics[0].name, "mlx5_0");
+  CHECK_EQ(t->nics[0].speed_mbps, 200000);
+  CHECK_EQ(t->nics[0].gdr, 0);
+  CHECK_STR(t->nics[1].name, "mlx5_1");
+  CHECK_EQ(t->pci[t->nics[1].pci].kind, P2PK_PCI_HOSTBRIDGE);
+  CHECK_EQ(p2pk_gpu_nic_link(t, 0, 0), P2PKIT_LINK_PHB);
+  CHECK_EQ(p2pk_gpu_nic_link(t, 0, 1), P2PKIT_LINK_SYS);
+  /* Written for NCCL_TOPO_FILE and read back: the same NICs, in place. */
+  size_t n = 0;
+  char *xml = write_mem(p2pk_topo_write_nccl, t, &n);
+  if (xml) {
+    CHECK(strstr(xml, "<pci busid=\"0000:03:00.0\" class=\"0x020700\">\n      <nic>\n"
+                      "        <net name=\"mlx5_0\" dev=\"0\" speed=\"200000\" gdr=\"0\"/>\n") != NULL);
+    CHECK(strstr(xml, "  <cpu numaid=\"1\" affinity=\"ffff0000\">\n    <nic>\n"
+                      "      <net name=\"mlx5_1\" dev=\"1\" gdr=\"1\"/>\n") != NULL);
+    CHECK(strstr(xml, "eth") == NULL);
+    struct p2pkit_topo *r = NULL;
+    CHECK_OK(p2pk_topo_read_nccl("again.xml", xml, n, &r));
+    if (r) {
+      CHECK_EQ(r->nnics, 2);
+      CHECK_EQ(p2pk_gpu_nic_link(r, 0, 1), P2PKIT_LINK_SYS);
+      p2pkit_topo_destroy(r);
+    }
+  }
+  free(xml);
+  p2pkit_topo_destroy(t);
+  /* Two unnamed ports of one device: one NIC (two would make a model that
+   * --save refuses). */
+  const char ports[] =
+      "<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x0302\">"
+      "<gpu dev=\"0\"/></pci><pci busid=\"0000:02:00.0\" class=\"0x0207\"><nic><net port=\"1\"/>"
+      "<net port=\"2\"/></nic></pci></cpu></system>";
+  CHECK_OK(p2pk_topo_read_nccl("ports.xml", ports, sizeof ports - 1, &t));
+  if (t) {
+    CHECK_EQ(t->nnics, 1);
+    char *saved = write_mem(p2pk_topo_write_file, t, NULL);
+    CHECK(saved != NULL);
+    free(saved);
+    p2pkit_topo_destroy(t);
+  }
 }
 
 TEST(format_detection) {
@@ -932,6 +1245,16 @@ TEST(format_detection) {
   }
   p2pkit_topo_destroy(t);
   t = NULL;
+  /* Past a comment holding tags, a byte order mark, a DOCTYPE with a subset. */
+  const char commented[] = "\xef\xbb\xbf<?xml version=\"1.0\"?>\n<!-- GPUs as <pci class=...> -->\n"
+                           "<!DOCTYPE system [ <!ENTITY x \"<y>\"> ]>\n<system version=\"1\"></system>";
+  CHECK_EQ(p2pk_topo_detect(commented, sizeof commented - 1), P2PK_FMT_NCCL);
+  const char hwloc[] = "<!-- <system> --><topology version=\"2.0\">";
+  CHECK_EQ(p2pk_topo_detect(hwloc, sizeof hwloc - 1), P2PK_FMT_HWLOC);
+  const char unclosed[] = "<!-- <system version=\"1\">";
+  CHECK_EQ(p2pk_topo_detect(unclosed, sizeof unclosed - 1), P2PK_FMT_UNKNOWN);
+  const char prefix[] = "<systemx version=\"1\"/>";
+  CHECK_EQ(p2pk_topo_detect(prefix, sizeof prefix - 1), P2PK_FMT_UNKNOWN);
   const char junk[] = "GPU0 GPU1\n";
   CHECK_EQ(p2pk_topo_read_any("c", junk, sizeof junk - 1, &t), P2PKIT_ERR_PARSE);
   CHECK(t == NULL);
@@ -953,9 +1276,13 @@ T_MAIN(T_CASE(every_fixture_classifies_every_pair), T_CASE(nvswitch_pcie_classes
        T_CASE(p2pkit_round_trip_every_field), T_CASE(p2pkit_round_trip_fixtures),
        T_CASE(save_and_load_through_the_public_api), T_CASE(writer_refuses_what_it_cannot_read_back),
        T_CASE(p2pkit_errors_name_file_line_and_expectation), T_CASE(p2pkit_errors_binary_and_overlong_input),
-       T_CASE(load_error_names_the_path), T_CASE(nccl_dump_of_the_device_machine),
+       T_CASE(load_error_names_the_path), T_CASE(p2pkit_cut_short_is_refused),
+       T_CASE(load_refuses_a_machine_without_gpu), T_CASE(nccl_dump_of_the_device_machine),
        T_CASE(nccl_two_sockets_nested_switches_direct_nvlink), T_CASE(nccl_round_trip_keeps_classes),
        T_CASE(nccl_writer_speaks_nccls_dialect), T_CASE(nccl_errors_name_file_line_and_expectation),
        T_CASE(xml_reader_entities_quotes_comments_lines), T_CASE(xml_reader_limits_and_unterminated_buffers),
        T_CASE(hwloc_fixture_loads), T_CASE(hwloc_inputs_that_crash_hwloc_are_refused),
-       T_CASE(nccl_gpu_decided_by_gpu_child), T_CASE(format_detection), T_CASE(bus_id_spellings_the_readers_rely_on))
+       T_CASE(hwloc_bitmaps_as_hwloc_reads_them), T_CASE(hwloc_xml_of_a_newer_hwloc),
+       T_CASE(hwloc_nics_fixture),
+       T_CASE(nccl_gpu_decided_by_gpu_child), T_CASE(nccl_vendor_files), T_CASE(nccl_partial_file),
+       T_CASE(nccl_nic_rules), T_CASE(format_detection), T_CASE(bus_id_spellings_the_readers_rely_on))

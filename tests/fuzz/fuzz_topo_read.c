@@ -1,7 +1,8 @@
 /* libFuzzer target: every topology reader (format detection, p2pkit files,
  * NCCL XML, hwloc XML) on arbitrary bytes. Beyond "no crash, no leak", what
  * a reader accepts must hold together:
- *  - the model passes its own checks and every pair classifies;
+ *  - the model passes its own checks, every pair classifies (GPUs and
+ *    NICs) and the model prints, as text and as JSON;
  *  - what the p2pkit and NCCL readers accept saves as a p2pkit file, which
  *    reads back and writes again to the same bytes;
  *  - NCCL XML written from any model reads back, and from the second round
@@ -80,13 +81,16 @@ static void check_nccl(const struct p2pkit_topo *t) {
   free(x3);
 }
 
-/* Whether p2pk_topo_read_any would hand the bytes to libhwloc: an element
- * named "topology" first. */
-static int for_hwloc(const char *text, size_t size) {
-  const char *p = memchr(text, '<', size);
-  while (p && (size_t)(text + size - p) > 1 && (p[1] == '?' || p[1] == '!'))
-    p = memchr(p + 1, '<', (size_t)(text + size - p - 1));
-  return p && (size_t)(text + size - p) >= 9 && memcmp(p, "<topology", 9) == 0;
+/* Everything `p2pkit topo` and `--json` print. */
+static void print_all(struct p2pkit_topo *t) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) abort();
+  if (p2pkit_topo_print(t, f, P2PKIT_PRINT_ALL) != P2PKIT_SUCCESS) abort();
+  if (p2pkit_topo_print(t, f, P2PKIT_PRINT_JSON) != P2PKIT_SUCCESS) abort();
+  fclose(f);
+  free(buf);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -102,8 +106,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    * hwloc_bitmap_sscanf, a NULL dereference in hwloc_bitmap_compare_first):
    * fuzzing it finds hwloc's bugs, not ours. Our pre-check still runs;
    * build with -DFUZZ_HWLOC_LOADER to fuzz through hwloc anyway. */
-  if (for_hwloc(text, size)) {
-    p2pk_xml_check_hwloc("fuzz", text, size);
+  if (p2pk_topo_detect(text, size) == P2PK_FMT_HWLOC) {
+    p2pk_xml_check_hwloc("fuzz", text, size, NULL, NULL);
     free(text);
     return 0;
   }
@@ -115,6 +119,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         p2pkit_pair_t p;
         p2pk_pair_info(t, a, b, &p);
       }
+    char sentence[512];
+    for (int g = 0; g < t->ngpus; g++) {
+      p2pk_nic_sentence(t, g, sentence, sizeof sentence);
+      for (int n = 0; n < t->nnics; n++) (void)p2pk_gpu_nic_link(t, g, n);
+    }
+    for (int a = 0; a < t->nnics; a++)
+      for (int b = 0; b < t->nnics; b++) (void)p2pk_nic_nic_link(t, a, b);
+    print_all(t);
     check_p2pkit(t);
     check_nccl(t);
     p2pkit_topo_destroy(t);
