@@ -90,10 +90,11 @@ p2pkit_status_t p2pk_dtype_check_nccl(const char *who, p2pkit_dtype_t d, int has
                      di ? "operation" : "data type", di ? (int)op : (int)d, di ? "redop" : "dtype");
   char have[32], want[32];
   p2pk_nccl_version_str(nccl_version, have, sizeof have);
-  int since = oi && oi->nccl_since > di->nccl_since ? oi->nccl_since : di->nccl_since;
+  const int op_later = oi && oi->nccl_since > di->nccl_since;
+  const int since = op_later ? oi->nccl_since : di->nccl_since;
   if (nccl_version < since) {
     p2pk_nccl_version_str(since, want, sizeof want);
-    const char *what = since == di->nccl_since ? di->name : oi->name;
+    const char *what = op_later ? oi->name : di->name;
     return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "%s: %s needs NCCL %s or later; the loaded NCCL is %s",
                      who, what, want, have);
   }
