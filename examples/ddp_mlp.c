@@ -59,8 +59,8 @@
 #include "core/param.h"
 #include "ddp/plan.h"
 #include "ddp_mlp_kernels.h"
+#include "nccl/nccl_dl.h"
 #include "p2pkit.h"
-#include "perf/nccl_dl.h"
 #include "perf/perf_proc.h"
 
 #define MAX_LAYERS 64

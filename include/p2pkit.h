@@ -216,6 +216,13 @@ typedef enum {
   P2PKIT_INT32 = 4,
   P2PKIT_INT64 = 5,
   P2PKIT_UINT8 = 6,
+  /* Through NCCL only (p2pkit's own paths refuse them: "int8 needs the NCCL
+   * path"); the fp8 types are CUDA's __nv_fp8_e4m3 / __nv_fp8_e5m2. */
+  P2PKIT_INT8 = 7,
+  P2PKIT_UINT32 = 8,
+  P2PKIT_UINT64 = 9,
+  P2PKIT_FLOAT8_E4M3 = 10,
+  P2PKIT_FLOAT8_E5M2 = 11,
   P2PKIT_DTYPE_COUNT
 } p2pkit_dtype_t;
 

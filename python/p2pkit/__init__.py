@@ -23,10 +23,13 @@ __all__ = ["P2PKitError", "load_library", "version", "Comm", "all_reduce", "broa
            "DTYPES", "OPS", "check_tensor"]
 
 # p2pkit_dtype_t, keyed by the name torch gives the dtype (str(torch.float32)
-# is "torch.float32"); value: (enum value, element bytes).
+# is "torch.float32"); value: (enum value, element bytes). From int8 on they go
+# through NCCL only: p2pkit's own paths refuse them ("int8 needs the NCCL path").
 DTYPES = {
     "float32": (0, 4), "float16": (1, 2), "bfloat16": (2, 2), "float64": (3, 8),
     "int32": (4, 4), "int64": (5, 8), "uint8": (6, 1),
+    "int8": (7, 1), "uint32": (8, 4), "uint64": (9, 8),
+    "float8_e4m3fn": (10, 1), "float8_e5m2": (11, 1),
 }
 # p2pkit_redop_t
 OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4}

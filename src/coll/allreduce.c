@@ -10,6 +10,7 @@
 #include "coll/plan.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "nccl/dtype.h"
 
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
   volatile int32_t *he = c->host_err;
@@ -114,6 +115,10 @@ p2pkit_status_t p2pk_coll_check_args(struct p2pkit_comm *c, const char *name, p2
   if (!es)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: data type %d is not a "
                      "p2pkit_dtype_t", name, c->rank, (int)dtype);
+  if (!p2pk_dtype_native(dtype)) { /* the types only NCCL carries: refused in one line */
+    p2pkit_status_t st = p2pk_dtype_check_native(name, c->rank, dtype);
+    return st != P2PKIT_SUCCESS ? st : P2PKIT_ERR_INTERNAL;
+  }
   if (has_op && ((int)op < 0 || op >= P2PKIT_REDOP_COUNT))
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: operation %d is not a "
                      "p2pkit_redop_t", name, c->rank, (int)op);

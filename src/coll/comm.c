@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "nccl/dtype.h"
 #include "topo/topo.h"
 #include "xfer/xfer.h"
 
@@ -26,19 +27,13 @@ enum { TAG_INFO = 1, TAG_P2P = 2, TAG_HANDLES = 3, TAG_MAPPED = 4, TAG_REG = 5, 
 /* ------------------------------------------------------------ names ---- */
 
 size_t p2pkit_dtype_size(p2pkit_dtype_t d) {
-  switch (d) {
-    case P2PKIT_FLOAT32: case P2PKIT_INT32: return 4;
-    case P2PKIT_FLOAT16: case P2PKIT_BFLOAT16: return 2;
-    case P2PKIT_FLOAT64: case P2PKIT_INT64: return 8;
-    case P2PKIT_UINT8: return 1;
-    default: return 0;
-  }
+  const p2pk_dtype_info *i = p2pk_dtype_info_of(d);
+  return i ? i->size : 0;
 }
 
 const char *p2pkit_dtype_name(p2pkit_dtype_t d) {
-  static const char *const names[P2PKIT_DTYPE_COUNT] = {"float32", "float16", "bfloat16",
-                                                        "float64", "int32",   "int64", "uint8"};
-  return (int)d >= 0 && d < P2PKIT_DTYPE_COUNT ? names[d] : "invalid";
+  const p2pk_dtype_info *i = p2pk_dtype_info_of(d);
+  return i ? i->name : "invalid";
 }
 
 const char *p2pkit_redop_name(p2pkit_redop_t op) {

@@ -30,6 +30,7 @@ static const p2pk_param_def params[] = {
      "copies up to this size use an SM kernel instead of the copy engine (0: auto)", P2PK_PARAM_SIZE},
     {"P2PKIT_SM_COPY_CONFIG", "", "SM copy kernel, e.g. kind=chunk,hint=cs,bps=2,threads=512,unroll=4 or kind=tma,bps=1,tile=16K,stages=4 (empty: built-in default)", P2PK_PARAM_STR},
     {"P2PKIT_SHARE_GPUS", "0", "testing: let several ranks of a process-per-GPU job share one GPU (their kernels take turns on it: for checking results with more ranks than GPUs, never for speed); every rank the same (1: on)", P2PK_PARAM_INT},
+    {"P2PKIT_HOSTID", "", "this rank's host id for communicators spanning hosts (empty: hostname and boot id, as NCCL's host hash); ranks with different ids count as different hosts, so one machine can simulate several; the NCCL path hands NCCL the same value as NCCL_HOSTID unless that is set", P2PK_PARAM_STR},
     {"P2PKIT_TIMEOUT", "60", "seconds to wait for a peer rank before failing", P2PK_PARAM_INT},
     {"P2PKIT_ALGO", "", "force the all-reduce algorithm: oneshot, twoshot or staged (twoshot: broadcast and reduce take their rooted two-shot too)", P2PK_PARAM_STR},
     {"P2PKIT_ROOTED_TWOSHOT_MIN", "4M", "broadcast and reduce on more than 2 ranks over P2P take the rooted two-shot from this size: the root scatters (gathers) n - 1 shards and their owners forward them to each other (reduce them), so the root's links carry the message once, not once per peer; P2PKIT_ALGO=twoshot forces it at any size and rank count; every rank the same (0: never)", P2PK_PARAM_SIZE},

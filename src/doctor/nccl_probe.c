@@ -20,7 +20,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "doctor/doctor.h"
-#include "perf/nccl_dl.h"
+#include "nccl/nccl_dl.h"
 
 extern char **environ;
 

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "perf/nccl_dl.h"
+#include "nccl/nccl_dl.h"
 #include "perf/perf.h"
 
 /* ---- bus bandwidth factors (nccl-tests' definitions) -------------------- */

@@ -9,7 +9,7 @@
 #include "coll/algo.h"
 #include "core/json.h"
 #include "core/check.h"
-#include "perf/nccl_dl.h"
+#include "nccl/nccl_dl.h"
 #include "perf/perf.h"
 
 /* Column widths: the row and header formats below must agree. */

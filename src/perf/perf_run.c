@@ -20,7 +20,7 @@
 #include "core/clock.h"
 #include "core/outfile.h"
 #include "core/param.h"
-#include "perf/nccl_dl.h"
+#include "nccl/nccl_dl.h"
 #include "perf/perf.h"
 #include "perf/perf_kernels.h"
 #include "perf/perf_proc.h"

@@ -19,7 +19,7 @@
 #include "coll/coll.h"
 #include "coll_util.h"
 #include "core/param.h"
-#include "perf/nccl_dl.h"
+#include "nccl/nccl_dl.h"
 
 #define MAXR 8
 #define REPEATS 3

@@ -26,6 +26,7 @@
 #include "coll_util.h"
 #include "core/param.h"
 #include "gpu_test.h"
+#include "nccl/dtype.h"
 #include "test.h"
 #include "test_net.h"
 #include "coll_runner.h"
@@ -192,18 +193,18 @@ static void matrix(runner_t *R, const variant_t *v, const p2pkit_redop_t *ops, i
 static void full_suite(runner_t *R, int staged) {
   static const p2pkit_redop_t few[] = {P2PKIT_SUM, P2PKIT_MIN, P2PKIT_AVG};
   static const p2pkit_redop_t few2[] = {P2PKIT_SUM, P2PKIT_PROD, P2PKIT_MAX};
-  matrix(R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+  matrix(R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
   if (staged) {
-    matrix(R, &V_STAGED_SMALL, few, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+    matrix(R, &V_STAGED_SMALL, few, 3, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
     return;
   }
-  matrix(R, &V_LL, few, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
-  matrix(R, &V_LL128, few2, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
-  matrix(R, &V_LL128_SMALL, few, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
-  matrix(R, &V_ONESHOT, few2, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
-  matrix(R, &V_ONESHOT_SMALL, few2, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
-  matrix(R, &V_TWOSHOT, few, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
-  matrix(R, &V_TWOSHOT_SMALL, few, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+  matrix(R, &V_LL, few, 3, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
+  matrix(R, &V_LL128, few2, 3, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
+  matrix(R, &V_LL128_SMALL, few, 3, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
+  matrix(R, &V_ONESHOT, few2, 3, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
+  matrix(R, &V_ONESHOT_SMALL, few2, 3, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
+  matrix(R, &V_TWOSHOT, few, 3, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
+  matrix(R, &V_TWOSHOT_SMALL, few, 3, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
 }
 
 /* --- graphs ----------------------------------------------------------------- */
@@ -363,7 +364,7 @@ TEST(one_process_p2p_disabled_copy_engine) {
   runner_t R;
   if (runner_single(&R, MAXR) == 0) {
     CHECK(R.comm[0]->staged);
-    matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+    matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
     graph_replay(&R, 2);
   }
   runner_destroy(&R);
@@ -393,7 +394,7 @@ TEST(one_process_copy_engine_p2p) {
     CHECK(!R.comm[0]->staged);
     CHECK(nr > 2 ? R.comm[0]->lay.cep_slot == 0
                  : R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->lay.cep_depth == 2);
-    matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+    matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
     graph_replay(&R, 2);
     graph_replay_auto(&R, 3); /* each rank's call alone: the landing slots */
     g_grouped = 1;
@@ -631,12 +632,12 @@ static int child_main(int argc, char **argv) {
   } else if (ce || cep) {
     if (ce) CHECK(R.comm[0]->staged && R.comm[0]->lay.stage_ce_slot == (64u << 10));
     else CHECK(!R.comm[0]->staged && R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->lay.cep_depth == 2);
-    matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+    matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
     if (cep) {
       /* Under a grid cap the local reduces load both sources at a time
        * (p2pk_ce_local_reduce): every type and op again. */
       CHECK_OK(p2pkit_comm_set_max_blocks(R.comm[0], 2));
-      matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+      matrix(&R, &V_AUTO, ALL_OPS, 5, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
       CHECK_OK(p2pkit_comm_set_max_blocks(R.comm[0], 0));
     }
     graph_replay(&R, 2);
@@ -684,7 +685,7 @@ static int child_main(int argc, char **argv) {
     CHECK(logcap_end(&L, "all_reduce of", "process per GPU") >= 1);
   } else if (fewq) {
     static const p2pkit_redop_t ops[] = {P2PKIT_SUM, P2PKIT_MAX};
-    matrix(&R, &V_AUTO, ops, 2, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+    matrix(&R, &V_AUTO, ops, 2, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
     graph_replay_auto(&R, 2);
     ce_settings_end(NULL, 0);
     CHECK_EQ(logcap_count(&L, "all_reduce of", "copy engines"), 0);
@@ -705,8 +706,8 @@ static int child_main(int argc, char **argv) {
       void *handle = NULL;
       CHECK_OK(p2pkit_comm_register(R.comm[0], R.dout[0], R.cap, &handle));
       static const p2pkit_redop_t ops[] = {P2PKIT_SUM, P2PKIT_AVG, P2PKIT_MAX};
-      matrix(&R, &V_TWOSHOT, ops, 3, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
-      matrix(&R, &V_TWOSHOT_SMALL, ops, 1, COUNTS, NCOUNTS, P2PKIT_DTYPE_COUNT);
+      matrix(&R, &V_TWOSHOT, ops, 3, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
+      matrix(&R, &V_TWOSHOT_SMALL, ops, 1, COUNTS, NCOUNTS, P2PK_DTYPE_NATIVE_COUNT);
       if (handle) CHECK_OK(p2pkit_comm_deregister(R.comm[0], handle));
     }
     graph_replay(&R, 4);

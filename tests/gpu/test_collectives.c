@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "gpu_test.h"
+#include "nccl/dtype.h"
 #include "test.h"
 #include "test_net.h"
 #include "coll_runner.h"
@@ -265,7 +266,7 @@ static void matrix(runner_t *R, const variant_t *v, int kind, const p2pkit_redop
   int k = 0, has_op = kind != SENDRECV && p2pk_coll_has_op(kind);
   int roots = kind == SENDRECV ? (R->nr > 1 ? R->nr - 1 : 1) : p2pk_coll_has_root(kind) ? R->nr : 1;
   int inplaces = kind == SENDRECV ? 1 : 2;
-  for (int d = 0; d < P2PKIT_DTYPE_COUNT && R->failures < 8; d++)
+  for (int d = 0; d < P2PK_DTYPE_NATIVE_COUNT && R->failures < 8; d++)
     for (int o = 0; o < (has_op ? nops : 1); o++)
       for (int root = 0; root < roots; root++)
         for (int ip = 0; ip < inplaces; ip++)
@@ -646,7 +647,7 @@ TEST(one_process_broadcast_copy_engine) {
 static void mixed_calls(runner_t *R, const char *name) {
   static const size_t counts[] = {5, 70001, 300001};
   for (int i = 0; i < 12 && R->failures < 4; i++) {
-    call_t k = {i % (SENDRECV + 1), i % R->nr, i % 2, (i / 2) % 2, (p2pkit_dtype_t)(i % P2PKIT_DTYPE_COUNT),
+    call_t k = {i % (SENDRECV + 1), i % R->nr, i % 2, (i / 2) % 2, (p2pkit_dtype_t)(i % P2PK_DTYPE_NATIVE_COUNT),
                 ALL_OPS[i % 5], counts[i % 3]};
     if (k.kind == SENDRECV) k.inplace = 0;
     if (!run_case(R, name, &k)) R->failures++;

@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 
 #include "gpu/gpu_test.h"
-#include "perf/nccl_dl.h"
+#include "nccl/nccl_dl.h"
 #include "test.h"
 
 static char out[1 << 16];

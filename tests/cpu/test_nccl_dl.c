@@ -1,0 +1,252 @@
+/* NCCL loaded at run time: a missing or wrong library fails cleanly with a
+ * message naming it; the real one (when this machine has it) resolves; a
+ * call the loaded library lacks is named with its version; our own
+ * declarations agree with NCCL's header wherever this machine has one. */
+#include <stddef.h>
+#include <stdlib.h>
+
+#if defined(__has_include)
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+#define HAVE_NCCL_H 1
+#endif
+#endif
+
+#include "core/param.h"
+#include "nccl/nccl_dl.h"
+#include "test.h"
+
+static int zeroed(const p2pk_nccl_api *api) {
+  return !api->lib && !api->version && !api->AllReduce && !api->GroupEnd && !api->GetErrorString;
+}
+
+TEST(missing_library) {
+  p2pk_nccl_api api;
+  memset(&api, 0x5a, sizeof api);
+  CHECK_EQ(p2pk_nccl_load(&api, "/nonexistent/libnccl.so.2"), P2PKIT_ERR_UNSUPPORTED);
+  CHECK(strstr(p2pkit_last_error(), "cannot load NCCL (/nonexistent/libnccl.so.2)") != NULL);
+  CHECK(strstr(p2pkit_last_error(), "P2PKIT_NCCL_LIB") != NULL);
+  CHECK(zeroed(&api));
+}
+
+TEST(setting_names_the_library) {
+  setenv("P2PKIT_NCCL_LIB", "/nonexistent/other-nccl.so", 1);
+  p2pk_param_reset();
+  p2pk_nccl_api api;
+  CHECK_EQ(p2pk_nccl_load(&api, NULL), P2PKIT_ERR_UNSUPPORTED);
+  CHECK(strstr(p2pkit_last_error(), "/nonexistent/other-nccl.so") != NULL);
+  unsetenv("P2PKIT_NCCL_LIB");
+  p2pk_param_reset();
+}
+
+TEST(library_that_is_not_nccl) {
+  p2pk_nccl_api api;
+  CHECK_EQ(p2pk_nccl_load(&api, "libm.so.6"), P2PKIT_ERR_UNSUPPORTED);
+  CHECK(strstr(p2pkit_last_error(), "lacks ncclGetVersion") != NULL);
+  CHECK(zeroed(&api));
+}
+
+TEST(version_strings) {
+  char v[32];
+  p2pk_nccl_version_str(22803, v, sizeof v);
+  CHECK_STR(v, "2.28.3");
+  p2pk_nccl_version_str(21903, v, sizeof v);
+  CHECK_STR(v, "2.19.3");
+  p2pk_nccl_version_str(2708, v, sizeof v); /* the encoding before 2.9 */
+  CHECK_STR(v, "2.7.8");
+  p2pk_nccl_version_str(0, v, sizeof v);
+  CHECK_STR(v, "unknown");
+}
+
+TEST(type_and_op_mapping) {
+  /* Every p2pkit dtype and op has an NCCL value, and no two share one. */
+  int seen[16] = {0};
+  for (int d = 0; d < P2PKIT_DTYPE_COUNT; d++) {
+    int v = p2pk_nccl_dtype((p2pkit_dtype_t)d);
+    CHECK(v >= 0 && v < P2PK_NCCL_NUM_TYPES);
+    if (v >= 0 && v < 16) CHECK_EQ(seen[v]++, 0);
+  }
+  /* nccl.h's values for the common ones */
+  CHECK_EQ(p2pk_nccl_dtype(P2PKIT_FLOAT32), 7);
+  CHECK_EQ(p2pk_nccl_dtype(P2PKIT_FLOAT16), 6);
+  CHECK_EQ(p2pk_nccl_dtype(P2PKIT_BFLOAT16), 9);
+  CHECK_EQ(p2pk_nccl_dtype(P2PKIT_UINT8), 1);
+  CHECK_EQ(p2pk_nccl_dtype(P2PKIT_INT8), 0);
+  CHECK_EQ(p2pk_nccl_dtype(P2PKIT_FLOAT8_E5M2), 11);
+  CHECK_EQ(p2pk_nccl_op(P2PKIT_SUM), 0);
+  CHECK_EQ(p2pk_nccl_op(P2PKIT_MAX), 2);
+  CHECK_EQ(p2pk_nccl_op(P2PKIT_MIN), 3);
+  CHECK_EQ(p2pk_nccl_op(P2PKIT_AVG), 4);
+  CHECK_EQ(p2pk_nccl_dtype(P2PKIT_DTYPE_COUNT), -1);
+  CHECK_EQ(p2pk_nccl_op(P2PKIT_REDOP_COUNT), -1);
+}
+
+/* A library without an optional call (as an older NCCL): the line names the
+ * call, the loaded version and the first one that has it. */
+TEST(missing_optional_call_is_named) {
+  p2pk_nccl_api api;
+  memset(&api, 0, sizeof api);
+  CHECK_EQ(p2pk_nccl_require(&api, "ncclCommSplit"), P2PKIT_ERR_UNSUPPORTED);
+  CHECK_STR(p2pkit_last_error(), "ncclCommSplit: NCCL is not loaded");
+  api.lib = &api; /* any non-NULL handle: nothing is called */
+  api.version = 21703;
+  snprintf(api.path, sizeof api.path, "/opt/old/libnccl.so.2");
+  CHECK_EQ(p2pk_nccl_require(&api, "ncclCommSplit"), P2PKIT_ERR_UNSUPPORTED);
+  CHECK_STR(p2pkit_last_error(),
+            "NCCL 2.17.3 (/opt/old/libnccl.so.2) lacks ncclCommSplit; NCCL 2.18.1 or later has it");
+  CHECK_EQ(p2pk_nccl_require(&api, "ncclCommInitRankConfig"), P2PKIT_ERR_UNSUPPORTED);
+  CHECK(strstr(p2pkit_last_error(), "NCCL 2.14.3 or later") != NULL);
+  CHECK_EQ(p2pk_nccl_require(&api, "ncclCommAbort"), P2PKIT_ERR_UNSUPPORTED);
+  CHECK(strstr(p2pkit_last_error(), "lacks ncclCommAbort; NCCL 2.4.2 or later") != NULL);
+  CHECK_EQ(p2pk_nccl_require(&api, "ncclCommFinalize"), P2PKIT_ERR_UNSUPPORTED);
+  CHECK_EQ(p2pk_nccl_require(&api, "ncclCommGetAsyncError"), P2PKIT_ERR_UNSUPPORTED);
+  CHECK_EQ(p2pk_nccl_require(&api, "ncclCommRegister"), P2PKIT_ERR_UNSUPPORTED);
+  api.CommSplit = (p2pk_nccl_result(*)(p2pk_nccl_comm_t, int, int, p2pk_nccl_comm_t *,
+                                       p2pk_nccl_config *))(void (*)(void))abort;
+  CHECK_OK(p2pk_nccl_require(&api, "ncclCommSplit"));
+  CHECK_EQ(p2pk_nccl_require(&api, "ncclCommShrink"), P2PKIT_ERR_INTERNAL);
+  CHECK(strstr(p2pkit_last_error(), "ncclCommShrink is not an NCCL call p2pkit loads") != NULL);
+}
+
+TEST(config_initializer) {
+  p2pk_nccl_config c;
+  memset(&c, 0x5a, sizeof c);
+  p2pk_nccl_config_init(&c);
+  CHECK_EQ(c.size, sizeof c);
+  CHECK_EQ(c.magic, 0xcafebeefu);
+  CHECK_EQ(c.version, 22800);
+  CHECK_EQ(c.blocking, INT_MIN);
+  CHECK_EQ(c.split_share, INT_MIN);
+  CHECK_EQ(c.nvlink_centric_sched, INT_MIN);
+  CHECK(c.net_name == NULL && c.comm_name == NULL);
+  /* NCCL 2.28's layout on an LP64 machine: size_t, 2 unsigned, 2 pointers, 12 int */
+  CHECK_EQ(offsetof(p2pk_nccl_config, blocking), 16);
+  CHECK_EQ(offsetof(p2pk_nccl_config, net_name), 32);
+  CHECK_EQ(offsetof(p2pk_nccl_config, comm_name), 48);
+  CHECK_EQ(sizeof c, 80);
+}
+
+#ifdef HAVE_NCCL_H
+#define SAME_FIELD(ours, theirs)                                                  \
+  CHECK_EQ(offsetof(p2pk_nccl_config, ours), offsetof(ncclConfig_t, theirs));    \
+  CHECK_EQ(sizeof(((p2pk_nccl_config *)0)->ours), sizeof(((ncclConfig_t *)0)->theirs))
+#endif
+
+#ifdef HAVE_NCCL_H
+/* Every field both layouts have sits at the same offset with the same size;
+ * our initializer agrees with NCCL_CONFIG_INITIALIZER. */
+static void config_matches_header(void) {
+#if NCCL_VERSION_CODE >= 21400
+  SAME_FIELD(size, size);
+  SAME_FIELD(magic, magic);
+  SAME_FIELD(version, version);
+  SAME_FIELD(blocking, blocking);
+#endif
+#if NCCL_VERSION_CODE >= 21700
+  SAME_FIELD(cga_cluster_size, cgaClusterSize);
+  SAME_FIELD(min_ctas, minCTAs);
+  SAME_FIELD(max_ctas, maxCTAs);
+  SAME_FIELD(net_name, netName);
+#endif
+#if NCCL_VERSION_CODE >= 21800
+  SAME_FIELD(split_share, splitShare);
+#endif
+#if NCCL_VERSION_CODE >= 22700
+  SAME_FIELD(traffic_class, trafficClass);
+  SAME_FIELD(comm_name, commName);
+  SAME_FIELD(collnet_enable, collnetEnable);
+  SAME_FIELD(cta_policy, CTAPolicy);
+  SAME_FIELD(shrink_share, shrinkShare);
+  SAME_FIELD(nvls_ctas, nvlsCTAs);
+#endif
+#if NCCL_VERSION_CODE >= 22800
+  SAME_FIELD(n_channels_per_net_peer, nChannelsPerNetPeer);
+  SAME_FIELD(nvlink_centric_sched, nvlinkCentricSched);
+  CHECK(sizeof(p2pk_nccl_config) <= sizeof(ncclConfig_t));
+  ncclConfig_t ref = NCCL_CONFIG_INITIALIZER;
+  p2pk_nccl_config c;
+  p2pk_nccl_config_init(&c);
+  CHECK_EQ(c.magic, ref.magic);
+  CHECK(c.version <= ref.version);
+  /* the ints after `version`, up to the end of our layout: all unset */
+  for (size_t off = offsetof(p2pk_nccl_config, blocking); off < sizeof c; off += sizeof(int)) {
+    if (off == offsetof(p2pk_nccl_config, net_name) || off == offsetof(p2pk_nccl_config, comm_name)) {
+      off += sizeof(void *) - sizeof(int);
+      continue;
+    }
+    int a, b;
+    memcpy(&a, (const char *)&c + off, sizeof a);
+    memcpy(&b, (const char *)&ref + off, sizeof b);
+    if (a != b) T_FAIL("config int at offset %zu: ours %d, NCCL_CONFIG_INITIALIZER's %d", off, a, b);
+  }
+#endif
+#if NCCL_MAJOR == 2 && NCCL_MINOR == 28
+  CHECK_EQ(sizeof(p2pk_nccl_config), sizeof(ncclConfig_t));
+#endif
+}
+#endif
+
+/* Our declarations against the nccl.h of this machine, when it has one. */
+TEST(declarations_match_nccl_h) {
+#ifndef HAVE_NCCL_H
+  printf("note: no nccl.h here; declarations checked against recorded values only\n");
+#else
+  printf("note: comparing with nccl.h of NCCL %d.%d.%d\n", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+  CHECK_EQ(sizeof(p2pk_nccl_id), sizeof(ncclUniqueId));
+  CHECK_EQ(P2PK_NCCL_SUCCESS, ncclSuccess);
+  CHECK_EQ(P2PK_NCCL_INVALID_ARGUMENT, ncclInvalidArgument);
+  CHECK_EQ(P2PK_NCCL_REMOTE_ERROR, ncclRemoteError);
+  CHECK_EQ(P2PK_NCCL_IN_PROGRESS, ncclInProgress);
+  CHECK_EQ(P2PK_NCCL_NUM_RESULTS, ncclNumResults);
+  static const int ours[] = {P2PK_NCCL_INT8,    P2PK_NCCL_UINT8,   P2PK_NCCL_INT32,
+                             P2PK_NCCL_UINT32,  P2PK_NCCL_INT64,   P2PK_NCCL_UINT64,
+                             P2PK_NCCL_FLOAT16, P2PK_NCCL_FLOAT32, P2PK_NCCL_FLOAT64,
+                             P2PK_NCCL_BFLOAT16};
+  static const int theirs[] = {ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32, ncclInt64,
+                               ncclUint64,  ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16};
+  for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++) CHECK_EQ(ours[i], theirs[i]);
+#if NCCL_VERSION_CODE >= 22400
+  CHECK_EQ(P2PK_NCCL_FLOAT8E4M3, ncclFloat8e4m3);
+  CHECK_EQ(P2PK_NCCL_FLOAT8E5M2, ncclFloat8e5m2);
+  CHECK_EQ(P2PK_NCCL_NUM_TYPES, ncclNumTypes);
+#endif
+  CHECK_EQ(P2PK_NCCL_SUM, ncclSum);
+  CHECK_EQ(P2PK_NCCL_PROD, ncclProd);
+  CHECK_EQ(P2PK_NCCL_MAX, ncclMax);
+  CHECK_EQ(P2PK_NCCL_MIN, ncclMin);
+  CHECK_EQ(P2PK_NCCL_AVG, ncclAvg);
+  CHECK_EQ(P2PK_NCCL_NUM_OPS, ncclNumOps);
+  CHECK_EQ(P2PK_NCCL_SPLIT_NOCOLOR, NCCL_SPLIT_NOCOLOR);
+  CHECK_EQ(P2PK_NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT);
+  config_matches_header();
+#endif
+}
+
+TEST(real_nccl_when_present) {
+  p2pk_nccl_api api;
+  if (p2pk_nccl_load(&api, NULL) != P2PKIT_SUCCESS) {
+    printf("note: no NCCL here (%s); only the failure paths were tested\n", p2pkit_last_error());
+    return;
+  }
+  CHECK(api.version >= 21200);
+  CHECK(api.lib && api.GetUniqueId && api.CommInitRank && api.CommInitAll && api.CommDestroy &&
+        api.AllReduce && api.Broadcast && api.Reduce && api.AllGather && api.ReduceScatter &&
+        api.Send && api.Recv && api.GroupStart && api.GroupEnd && api.GetErrorString);
+  CHECK_STR(api.path, "libnccl.so.2");
+  int v = 0;
+  CHECK_EQ(api.GetVersion(&v), 0);
+  CHECK_EQ(v, api.version);
+  CHECK(strlen(api.GetErrorString(4)) > 0);
+  CHECK_EQ(p2pk_nccl_check(&api, 4, "ncclAllReduce"), P2PKIT_ERR_REMOTE);
+  CHECK(strstr(p2pkit_last_error(), "ncclAllReduce failed: ") != NULL);
+  char ver[32];
+  p2pk_nccl_version_str(api.version, ver, sizeof ver);
+  printf("note: loaded NCCL %s\n", ver);
+  p2pk_nccl_unload(&api);
+  CHECK(zeroed(&api));
+}
+
+T_MAIN(T_CASE(missing_library), T_CASE(setting_names_the_library), T_CASE(library_that_is_not_nccl),
+       T_CASE(version_strings), T_CASE(type_and_op_mapping), T_CASE(missing_optional_call_is_named),
+       T_CASE(config_initializer), T_CASE(declarations_match_nccl_h),
+       T_CASE(real_nccl_when_present))
