@@ -29,6 +29,10 @@ typedef struct {
   const char *secret;
 } p2pk_rank_opts;
 p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r);
+/* p2pkit_comm_init_rank, with rank 0 accepting on `listen_fd` when it is
+ * > 0 (a socket p2pkit_get_unique_id opened; the caller closes it). */
+p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int listen_fd,
+                                       p2pkit_comm_t *comm_p);
 
 /* A registered user buffer: id is its position in the collective order of
  * registrations, the same on every rank. */

@@ -855,6 +855,11 @@ out:
 }
 
 p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts, p2pkit_comm_t *comm_p) {
+  return p2pk_comm_init_rank_fd(opts, 0, comm_p);
+}
+
+p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int listen_fd,
+                                       p2pkit_comm_t *comm_p) {
   if (!comm_p) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_rank: comm_p is NULL");
   p2pkit_comm_opts_t o;
   if (opts) o = *opts;
@@ -893,7 +898,8 @@ p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts, p2pkit_com
            ? P2PKIT_SUCCESS
            : p2pk_fail(P2PKIT_ERR_CUDA, "rank %d: cannot use GPU %d", c->rank, c->device);
   if (st == P2PKIT_SUCCESS) {
-    p2pk_boot_opts bo = {r.rank, r.nranks, r.addr, r.port, r.secret, cfg->timeout_s * 1000};
+    p2pk_boot_opts bo = {r.rank, r.nranks, r.addr, r.port, r.secret, cfg->timeout_s * 1000,
+                         listen_fd};
     st = p2pk_boot_init(&bo, &c->boot);
   }
   if (st == P2PKIT_SUCCESS) st = init_rank_body(c, cfg, shm_name);
