@@ -170,6 +170,7 @@ static int listen_any_port(const char *host, p2pk_uid *u, char *why, size_t wlen
       if (fd < 0) continue;
     }
     struct sockaddr_storage sa;
+    memset(&sa, 0, sizeof sa);
     socklen_t sl = sizeof sa;
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0 ||
         getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
