@@ -172,9 +172,14 @@ def main():
             if r["backend"] == "p2pkit" and "nccl" in backends:
                 ref = next(q for q in rows if q["mode"] == r["mode"] and q["backend"] == "nccl")
                 ratio = f"{r['tok_s'] / ref['tok_s']:.3f}x"
-            ok = math.isfinite(r["last"]) and r["last"] < r["first"]
             print(f"{r['mode']:6} {r['backend']:8} {r['step_ms']:9.2f} {r['tok_s']:11.0f} "
-                  f"{r['first']:8.3f}->{r['last']:<8.3f}{'' if ok else '!'} {ratio:>12}")
+                  f"{r['first']:8.3f}->{r['last']:<8.3f} {ratio:>12}")
+        for m in modes:  # the same model, data and steps: the same losses
+            last = [r["last"] for r in rows if r["mode"] == m]
+            if not all(math.isfinite(x) for x in last):
+                print(f"{m}: a loss is not finite")
+            elif len(last) == 2 and abs(last[0] - last[1]) > 0.05 * max(1.0, abs(last[0])):
+                print(f"{m}: the backends' last losses differ ({last[0]:.4f}, {last[1]:.4f})")
     dist.barrier()
     dist.destroy_process_group()
 

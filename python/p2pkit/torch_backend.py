@@ -150,6 +150,14 @@ class ProcessGroupP2PKit(dist.ProcessGroup):
     def name(self):
         return BACKEND_NAME
 
+    # torch asks a group for its backend of a device (init_process_group with
+    # device_id, new_group's split check): this group is its own, and does
+    # not split (every sub-group gets a communicator of its own).
+    supports_splitting = False
+
+    def _get_backend(self, device=None):
+        return self
+
     def __repr__(self):
         return (f"ProcessGroupP2PKit(rank={self._rank}, size={self._size}, "
                 f"device={self._device}, comm={'yes' if self._comm else 'not yet'})")

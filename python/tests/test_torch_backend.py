@@ -18,6 +18,7 @@ printing one line per case: "CASE <name> rank <r>: PASS" or "... FAIL: why".
                       next call raise P2PKitError naming the call
   4 ranks  mesh       a 2x2 DeviceMesh: all-reduce and all-gather in each
                       dimension's sub-group, new_group of ranks {1, 3}
+                      (init_process_group with device_id=, torch's eager form)
 
     python3 python/tests/test_torch_backend.py -v        (the tests)
     CASES=ops,graph python3 python/tests/test_torch_backend.py   (some cases)"""
@@ -52,9 +53,10 @@ def _free_port():
     return port
 
 
-def run_ranks(case, n, cases, timeout=300):
+def run_ranks(case, n, cases, timeout=300, device_id=False):
     """Start n ranks of this file running `cases`; every rank must print PASS
-    for every case. Output goes to stdout (the log), prefixed by rank."""
+    for every case. Output goes to stdout (the log), prefixed by rank.
+    device_id: init_process_group(..., device_id=) (torch's eager form)."""
     port = _free_port()
     procs = []
     for r in range(n):
@@ -62,7 +64,7 @@ def run_ranks(case, n, cases, timeout=300):
                    LOCAL_WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                    TORCH_BACKEND_TEST_WORKER="1", CASES=",".join(cases), NCCL_HOSTID=f"p2pkit-host{r}",
                    NCCL_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo",
-                   TORCHELASTIC_RUN_ID=f"test-{port}")
+                   TORCHELASTIC_RUN_ID=f"test-{port}", INIT_DEVICE_ID="1" if device_id else "0")
         if NGPU < n:
             env["P2PKIT_SHARE_GPUS"] = "1"
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)], env=env,
@@ -108,7 +110,7 @@ class TwoRanks(unittest.TestCase):
 @needs_gpu
 class FourRanks(unittest.TestCase):
     def test_device_mesh_2x2(self):
-        run_ranks(self, 4, ["mesh"])
+        run_ranks(self, 4, ["mesh"], device_id=True)
 
 # -------------------------------------------------------------- the worker --
 
@@ -528,7 +530,10 @@ def worker():
     rank, ws = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
     torch.cuda.set_device(dev)
-    dist.init_process_group("cpu:gloo,cuda:p2pkit")
+    if os.environ.get("INIT_DEVICE_ID") == "1":
+        dist.init_process_group("cpu:gloo,cuda:p2pkit", device_id=dev)
+    else:
+        dist.init_process_group("cpu:gloo,cuda:p2pkit")
     pg = dist.group.WORLD
     print(f"rank {rank}: default group {type(pg).__name__}, library {p2pkit.library_path()}",
           flush=True)
