@@ -11,6 +11,7 @@ printing one line per case: "CASE <name> rank <r>: PASS" or "... FAIL: why".
   2 ranks  ops        every op x dtype x async_op against gloo (CPU copies)
            nccl_fallback   int8 all-reduce and uneven all-to-all through NCCL
            funcol     functional collectives (what torch.compile emits), eager
+           compile    a torch.compile'd function with an all-reduce in it
            graph      an all-reduce captured in a CUDA graph, replayed
            ddp        DDP for 5 steps: losses and parameters as DDP on gloo/CPU
            fsdp2      fully_shard for 5 steps: as one process on the whole batch
@@ -98,7 +99,7 @@ class TwoRanks(unittest.TestCase):
         run_ranks(self, 2, ["ops"], timeout=400)
 
     def test_nccl_fallback_funcol_graph(self):
-        run_ranks(self, 2, ["nccl_fallback", "funcol", "graph"])
+        run_ranks(self, 2, ["nccl_fallback", "funcol", "compile", "graph"])
 
     def test_ddp_and_fsdp2(self):
         run_ranks(self, 2, ["ddp", "fsdp2"])
@@ -348,6 +349,18 @@ def case_funcol(rank, ws, dev, ck):
     ck.eq("funcol reduce_scatter_tensor", rs * 1, torch.full((1000,), float(sum(range(1, ws + 1)))))
 
 
+def case_compile(rank, ws, dev, ck):
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    @torch.compile
+    def step(x):
+        return funcol.all_reduce(x * 2, "sum", dist.group.WORLD) + 1
+    out = step(torch.full((1024,), float(rank + 1), device=dev))
+    ck.eq("torch.compile'd all_reduce", out,
+          torch.full((1024,), float(2 * sum(range(1, ws + 1)) + 1)))
+
+
 def case_graph(rank, ws, dev, ck):
     import torch.distributed as dist
     src = torch.zeros(4096, device=dev)
@@ -520,6 +533,7 @@ def case_mesh(rank, ws, dev, ck):
 
 
 CASES = {"ops": case_ops, "nccl_fallback": case_nccl_fallback, "funcol": case_funcol,
+         "compile": case_compile,
          "graph": case_graph, "ddp": case_ddp, "fsdp2": case_fsdp2,
          "async_error": case_async_error, "mesh": case_mesh}
 

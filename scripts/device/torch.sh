@@ -11,7 +11,8 @@
 #   cpu        python/tests/test_torch_backend_cpu.py against the wheel
 #   ops        every op x dtype x async_op against gloo on CPU copies
 #   misc       NCCL fallback (int8, uneven all-to-all), functional
-#              collectives, CUDA graph capture of an all-reduce
+#              collectives eager and under torch.compile, CUDA graph capture
+#              of an all-reduce
 #   train      DDP and FSDP2 for 5 steps: DDP as DDP on gloo/CPU, FSDP2 as one
 #              process on the whole batch (losses and parameters)
 #   async      ranks disagree: work.wait() and the next call raise, naming it
