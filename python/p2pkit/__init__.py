@@ -489,4 +489,8 @@ try:
 except (ImportError, OSError):  # no torch, or a torch that cannot load
     _HAVE_TORCH_DIST = False
 if _HAVE_TORCH_DIST:
-    from . import torch_backend  # noqa: E402,F401  (registers "p2pkit")
+    try:
+        from . import torch_backend  # noqa: E402,F401  (registers "p2pkit")
+    except Exception as _e:  # noqa: BLE001 -- p2pkit itself must still import
+        import warnings
+        warnings.warn(f"p2pkit: the torch.distributed backend is not registered: {_e!r}")
