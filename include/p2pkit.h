@@ -411,6 +411,61 @@ P2PKIT_API p2pkit_status_t p2pkit_grad_sync_wait(p2pkit_grad_sync_t gs, p2pkit_s
 /* Waits for the communication stream; frees the buckets (collective). */
 P2PKIT_API p2pkit_status_t p2pkit_grad_sync_destroy(p2pkit_grad_sync_t gs);
 
+
+/* ------------------------------------------------------- creation by id ---- */
+/* Communicator creation as with NCCL (ncclGetUniqueId / ncclCommInitRank):
+ * one process makes an id, hands it to every rank by any means (a file, an
+ * MPI broadcast, torch.distributed's store), and each rank calls
+ * p2pkit_comm_init_rank_config with the id, the rank count and its rank.
+ * Everything the rendezvous needs comes from the id and the arguments;
+ * nothing from the launcher's environment (RANK, WORLD_SIZE, MASTER_PORT,
+ * P2PKIT_JOB_SECRET...), so a job may hold any number of communicators of
+ * any subsets of its processes. */
+
+#define P2PKIT_UNIQUE_ID_BYTES 128
+
+/* Opaque; copy it as 128 bytes. It names the address and port rank 0
+ * listens on and a random secret of this communicator, with a version and
+ * a checksum (a damaged id is refused). */
+typedef struct {
+  char internal[P2PKIT_UNIQUE_ID_BYTES];
+} p2pkit_unique_id_t;
+
+/* Make an id in the process that will be rank 0. It opens the listening
+ * socket at once, on an ephemeral port (kept open, as NCCL keeps its root
+ * socket, until this process's rank 0 init with the id takes it over), at
+ * the first address that binds of: MASTER_ADDR if set, this host's name
+ * resolved, 127.0.0.1. The secret comes from getrandom(). An init that
+ * fails before the rendezvous leaves the socket to a retry. An id made in
+ * another process works too when that process has exited (rank 0 then binds
+ * the port itself). At most 64 ids of a process may await their init. */
+P2PKIT_API p2pkit_status_t p2pkit_get_unique_id(p2pkit_unique_id_t *id);
+
+#define P2PKIT_CONFIG_VERSION 1
+
+/* Options of p2pkit_comm_init_rank_config. Start from P2PKIT_CONFIG_INIT
+ * (size and version let later versions add fields without breaking callers
+ * built against this header); -1 means the default. */
+typedef struct {
+  size_t size;          /* sizeof(p2pkit_config_t) as the caller compiled it */
+  unsigned int version; /* P2PKIT_CONFIG_VERSION */
+  int device;           /* CUDA device of this rank; -1: the calling thread's current one */
+  int timeout_s;        /* rendezvous and collectives; -1: P2PKIT_TIMEOUT */
+  int max_blocks;       /* grid cap (p2pkit_comm_set_max_blocks); -1: P2PKIT_MAX_BLOCKS */
+  int reserved[11];     /* 0 */
+} p2pkit_config_t;
+
+#define P2PKIT_CONFIG_INIT \
+  { sizeof(p2pkit_config_t), P2PKIT_CONFIG_VERSION, -1, -1, -1, {0} }
+
+/* Rank `rank` of `nranks` of the communicator named by `id` (collective over
+ * those ranks; `config` NULL: the defaults). Refuses, with one line, a
+ * damaged id, a config of another size or a newer version, or nonzero
+ * reserved fields. */
+P2PKIT_API p2pkit_status_t p2pkit_comm_init_rank_config(p2pkit_comm_t *comm, int nranks,
+                                                        const p2pkit_unique_id_t *id, int rank,
+                                                        const p2pkit_config_t *config);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,14 +5,21 @@ tensors, and turns statuses into exceptions.
     import p2pkit
     comm = p2pkit.Comm()                      # torchrun's RANK/WORLD_SIZE/...
     p2pkit.all_reduce(t, op="avg", comm=comm) # on torch.cuda.current_stream()
-    ddp_model.register_comm_hook(comm, p2pkit.ddp_comm_hook)
     p2pkit.all_gather(out, t, comm=comm)      # and broadcast, reduce,
     with p2pkit.group():                      # reduce_scatter, all_to_all,
         p2pkit.send(t, 1, comm=comm)          # send / recv
         p2pkit.recv(u, 1, comm=comm)
 
-The library is found at $P2PKIT_LIB, next to this package, in the source
-tree's build directories, or by the dynamic loader (libp2pkit.so.0).
+    uid = p2pkit.get_unique_id()              # NCCL-style: rank 0 makes an id,
+    comm = p2pkit.Comm(unique_id=uid, rank=r, world_size=n)  # every rank joins
+
+With torch installed, importing p2pkit also registers the torch.distributed
+backend "p2pkit": dist.init_process_group("cpu:gloo,cuda:p2pkit")
+(p2pkit/torch_backend.py, docs/pytorch.md).
+
+The library is found at $P2PKIT_LIB, inside this package (a wheel from
+`pip install .`), in the source tree's build directories, or by the dynamic
+loader (libp2pkit.so.0).
 """
 import ctypes
 import glob
@@ -20,7 +27,9 @@ import os
 
 __all__ = ["P2PKitError", "load_library", "version", "Comm", "all_reduce", "broadcast", "reduce",
            "all_gather", "reduce_scatter", "all_to_all", "send", "recv", "group", "ddp_comm_hook",
-           "DTYPES", "OPS", "check_tensor"]
+           "DTYPES", "OPS", "check_tensor", "get_unique_id", "UNIQUE_ID_BYTES", "library_path"]
+
+UNIQUE_ID_BYTES = 128  # P2PKIT_UNIQUE_ID_BYTES
 
 # p2pkit_dtype_t, keyed by the name torch gives the dtype (str(torch.float32)
 # is "torch.float32"); value: (enum value, element bytes). From int8 on they go
@@ -87,6 +96,9 @@ def _declare(lib):
         "p2pkit_group_start": (c_int, []),
         "p2pkit_group_end": (c_int, []),
         "p2pkit_comm_get_async_error": (c_int, [c_void_p, ctypes.POINTER(c_int)]),
+        "p2pkit_get_unique_id": (c_int, [c_void_p]),
+        "p2pkit_comm_init_rank_config": (c_int, [ctypes.POINTER(c_void_p), c_int, c_void_p, c_int,
+                                                 c_void_p]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
@@ -110,9 +122,20 @@ def load_library():
             continue
         _declare(lib)
         _lib = lib
+        global _lib_path
+        _lib_path = path
         return lib
     raise OSError("p2pkit: cannot load libp2pkit.so; set P2PKIT_LIB to its path. Tried: " +
                   "; ".join(tried))
+
+
+_lib_path = None
+
+
+def library_path():
+    """Where the loaded libp2pkit came from (loads it first)."""
+    load_library()
+    return _lib_path
 
 
 def _check(call, status):
@@ -134,19 +157,57 @@ class _CommOpts(ctypes.Structure):  # p2pkit_comm_opts_t
                 ("timeout_s", ctypes.c_int)]
 
 
+class _Config(ctypes.Structure):  # p2pkit_config_t (P2PKIT_CONFIG_VERSION 1)
+    _fields_ = [("size", ctypes.c_size_t), ("version", ctypes.c_uint), ("device", ctypes.c_int),
+                ("timeout_s", ctypes.c_int), ("max_blocks", ctypes.c_int),
+                ("reserved", ctypes.c_int * 11)]
+
+
+def get_unique_id():
+    """A new communicator id (bytes, UNIQUE_ID_BYTES long), as
+    ncclGetUniqueId: make it in the process that will be rank 0 (it opens
+    rank 0's listening socket at once), hand it to every rank, and each
+    passes it to Comm(unique_id=..., rank=..., world_size=...)."""
+    buf = ctypes.create_string_buffer(UNIQUE_ID_BYTES)
+    _check("p2pkit_get_unique_id", load_library().p2pkit_get_unique_id(buf))
+    return buf.raw
+
+
+def _unique_id_buffer(uid):
+    if not isinstance(uid, (bytes, bytearray)):
+        raise TypeError(f"p2pkit: unique_id must be bytes from p2pkit.get_unique_id(), got "
+                        f"{type(uid).__name__}")
+    if len(uid) != UNIQUE_ID_BYTES:
+        raise ValueError(f"p2pkit: unique_id has {len(uid)} bytes, expected {UNIQUE_ID_BYTES} (pass "
+                         f"what p2pkit.get_unique_id() returned, whole)")
+    return ctypes.create_string_buffer(bytes(uid), UNIQUE_ID_BYTES)
+
+
 class Comm:
-    """One rank of a process-per-GPU communicator. Unset arguments come from
-    the launcher's environment (torchrun: RANK, WORLD_SIZE, LOCAL_RANK,
-    MASTER_ADDR, MASTER_PORT; secret P2PKIT_JOB_SECRET or TORCHELASTIC_RUN_ID).
-    Collective: every rank constructs it. Next to torch.distributed: torchrun's
-    store already listens on MASTER_PORT, so port=None means MASTER_PORT + 1
-    here (the C library's default is MASTER_PORT itself); pass port= to choose.
+    """One rank of a process-per-GPU communicator. Collective: every rank
+    constructs it.
+
+    With unique_id (bytes from get_unique_id()): rank and world_size are
+    required and nothing comes from the launcher's environment
+    (p2pkit_comm_init_rank_config); device None: the current CUDA device.
+
+    Without: unset arguments come from the launcher's environment (torchrun:
+    RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; secret
+    P2PKIT_JOB_SECRET or TORCHELASTIC_RUN_ID); what is passed always wins.
+    Next to torch.distributed: torchrun's store already listens on
+    MASTER_PORT, so port=None means MASTER_PORT + 1 here (the C library's
+    default is MASTER_PORT itself); pass port= to choose.
+
     max_blocks: the most thread blocks each collective kernel takes (see
     set_max_blocks); None: P2PKIT_MAX_BLOCKS, else no cap."""
 
     def __init__(self, rank=None, world_size=None, device=None, addr=None, port=None,
-                 secret=None, timeout_s=None, max_blocks=None):
+                 secret=None, timeout_s=None, max_blocks=None, unique_id=None):
         lib = load_library()
+        if unique_id is not None:
+            self._init_from_id(lib, unique_id, rank, world_size, device, timeout_s, max_blocks,
+                               (addr, port, secret))
+            return
         o = _CommOpts()
         lib.p2pkit_comm_opts_init(ctypes.byref(o))
         if rank is not None:
@@ -173,6 +234,27 @@ class Comm:
         self.device = lib.p2pkit_comm_device(h)
         if max_blocks is not None:
             self.set_max_blocks(max_blocks)
+
+    def _init_from_id(self, lib, uid, rank, world_size, device, timeout_s, max_blocks, unused):
+        if any(v is not None for v in unused):
+            raise ValueError("p2pkit: Comm(unique_id=...) takes no addr, port or secret (the id "
+                             "carries them)")
+        if rank is None or world_size is None:
+            raise ValueError("p2pkit: Comm(unique_id=...) needs rank= and world_size=")
+        buf = _unique_id_buffer(uid)
+        cfg = _Config()
+        cfg.size, cfg.version = ctypes.sizeof(_Config), 1
+        cfg.device = -1 if device is None else int(device)
+        cfg.timeout_s = -1 if timeout_s is None else int(timeout_s)
+        cfg.max_blocks = -1 if max_blocks is None else int(max_blocks)
+        h = ctypes.c_void_p()
+        _check("p2pkit_comm_init_rank_config",
+               lib.p2pkit_comm_init_rank_config(ctypes.byref(h), int(world_size), buf, int(rank),
+                                                ctypes.byref(cfg)))
+        self._h = h
+        self.rank = lib.p2pkit_comm_rank(h)
+        self.size = lib.p2pkit_comm_size(h)
+        self.device = lib.p2pkit_comm_device(h)
 
     def set_max_blocks(self, n):
         """Cap every collective kernel of this communicator at n thread
@@ -384,8 +466,10 @@ class group:
 
 
 def ddp_comm_hook(state, bucket):
-    """DistributedDataParallel communication hook:
-    ddp_model.register_comm_hook(comm, p2pkit.ddp_comm_hook). Averages the
+    """DistributedDataParallel communication hook on a Comm of your own:
+    ddp_model.register_comm_hook(comm, p2pkit.ddp_comm_hook). (With the
+    torch.distributed backend, DDP(process_group=<a p2pkit group>) needs no
+    hook.) Averages the
     bucket's flat gradient buffer in place on the current stream and returns a
     completed future (the work is ordered on the stream DDP uses next). The
     bucket all-reduces take the communicator's grid cap (Comm(max_blocks=)):
@@ -398,3 +482,18 @@ def ddp_comm_hook(state, bucket):
     fut = torch.futures.Future()
     fut.set_result(buf)
     return fut
+
+
+# The torch.distributed backend "p2pkit", registered when torch is there;
+# p2pkit itself works without torch.
+try:
+    import torch.distributed as _dist  # noqa: F401
+    _HAVE_TORCH_DIST = _dist.is_available()
+except (ImportError, OSError):  # no torch, or a torch that cannot load
+    _HAVE_TORCH_DIST = False
+if _HAVE_TORCH_DIST:
+    try:
+        from . import torch_backend  # noqa: E402,F401  (registers "p2pkit")
+    except Exception as _e:  # noqa: BLE001 -- p2pkit itself must still import
+        import warnings
+        warnings.warn(f"p2pkit: the torch.distributed backend is not registered: {_e!r}")

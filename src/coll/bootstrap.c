@@ -342,8 +342,8 @@ static void abort_all(p2pk_boot *b, uint32_t status, const char *text) {
 }
 
 static p2pkit_status_t server_rendezvous(p2pk_boot *b, const p2pk_boot_opts *o) {
-  int lfd = -1;
-  P2PK_CHECK(listen_on(o, &lfd));
+  int lfd = o->listen_fd;
+  if (lfd <= 0) P2PK_CHECK(listen_on(o, &lfd));
   P2PK_INFO(P2PK_LOG_BOOT, "bootstrap: rank 0 listening on %s:%d for %d ranks", o->addr, o->port,
             b->nranks);
   pending_t pend[MAX_PENDING];
@@ -455,7 +455,7 @@ static p2pkit_status_t server_rendezvous(p2pk_boot *b, const p2pk_boot_opts *o) 
   if (st != P2PKIT_SUCCESS) abort_all(b, (uint32_t)st, p2pkit_last_error());
 out:
   for (int i = 0; i < npend; i++) close(pend[i].fd);
-  close(lfd);
+  if (lfd != o->listen_fd) close(lfd);
   return st;
 }
 

@@ -21,6 +21,8 @@ typedef struct {
   int port;           /* 1..65535 */
   const char *secret; /* NULL or "" for none; at most P2PK_BOOT_SECRET_MAX bytes */
   int timeout_ms;     /* for the rendezvous and for each later operation */
+  int listen_fd;      /* rank 0: > 0 a listening socket to accept on instead of binding
+                       * addr:port (p2pkit_get_unique_id's; the caller closes it); 0 none */
 } p2pk_boot_opts;
 
 /* Collective over all ranks. P2PKIT_ERR_TIMEOUT when a rank never arrives,

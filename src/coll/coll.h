@@ -19,14 +19,20 @@
  * mpirun's OMPI_COMM_WORLD_*), else the defaults (127.0.0.1:29500); the
  * secret from the options, P2PKIT_JOB_SECRET, TORCHELASTIC_RUN_ID,
  * PMIX_NAMESPACE or OMPI_MCA_ess_base_jobid, in that order, else none (a
- * warning above one rank). Fails, naming the field, when the rank or count
- * is unknown or out of range, or the options and the launcher disagree. */
+ * warning above one rank). What the options set always wins over the
+ * launcher. Fails, naming the field, when the rank or count is unknown or
+ * out of range, or the rank is unset while the count set is not the
+ * launcher's (its RANK would be a rank of another communicator). */
 typedef struct {
   int nranks, rank, device, port, timeout_s;
   const char *addr;
   const char *secret;
 } p2pk_rank_opts;
 p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r);
+/* p2pkit_comm_init_rank, with rank 0 accepting on `listen_fd` when it is
+ * > 0 (a socket p2pkit_get_unique_id opened; the caller closes it). */
+p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int listen_fd,
+                                       p2pkit_comm_t *comm_p);
 
 /* A registered user buffer: id is its position in the collective order of
  * registrations, the same on every rank. */

@@ -605,18 +605,20 @@ p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r
   int env_size = -1, env_rank = -1;
   if (env_int("WORLD_SIZE", &v) || env_int("OMPI_COMM_WORLD_SIZE", &v)) env_size = v;
   if (env_int("RANK", &v) || env_int("OMPI_COMM_WORLD_RANK", &v)) env_rank = v;
+  /* What the caller sets wins; the launcher fills only what is unset (a
+   * communicator of some of the job's ranks has its own rank and count).
+   * The launcher's rank is a rank of its whole job: it fills an unset rank
+   * only when the count is the launcher's too. */
   r->nranks = o->nranks >= 0 ? o->nranks : env_size;
-  r->rank = o->rank >= 0 ? o->rank : env_rank;
+  r->rank = o->rank >= 0 ? o->rank : r->nranks == env_size ? env_rank : -1;
+  if (o->rank < 0 && o->nranks >= 0 && env_rank >= 0 && o->nranks != env_size)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
+                     "opts.nranks=%d is not the launcher's %d ranks, so its RANK=%d is no rank of "
+                     "this communicator: set opts.rank too", o->nranks, env_size, env_rank);
   if (r->nranks < 0 || r->rank < 0)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
                      "rank and rank count unknown: set them in p2pkit_comm_opts_t or start under "
                      "a launcher (RANK/WORLD_SIZE or OMPI_COMM_WORLD_RANK/_SIZE)");
-  if (o->nranks >= 0 && env_size >= 0 && o->nranks != env_size)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
-                     "opts.nranks=%d but the launcher says the job has %d ranks", o->nranks, env_size);
-  if (o->rank >= 0 && env_rank >= 0 && o->rank != env_rank)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "opts.rank=%d but the launcher says rank %d",
-                     o->rank, env_rank);
   if (r->nranks < 1 || r->nranks > P2PK_COLL_MAX_RANKS || r->rank >= r->nranks)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d of %d: expected 0 <= rank < ranks <= %d",
                      r->rank, r->nranks, P2PK_COLL_MAX_RANKS);
@@ -848,6 +850,11 @@ out:
 }
 
 p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts, p2pkit_comm_t *comm_p) {
+  return p2pk_comm_init_rank_fd(opts, 0, comm_p);
+}
+
+p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int listen_fd,
+                                       p2pkit_comm_t *comm_p) {
   if (!comm_p) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_rank: comm_p is NULL");
   p2pkit_comm_opts_t o;
   if (opts) o = *opts;
@@ -886,7 +893,8 @@ p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts, p2pkit_com
            ? P2PKIT_SUCCESS
            : p2pk_fail(P2PKIT_ERR_CUDA, "rank %d: cannot use GPU %d", c->rank, c->device);
   if (st == P2PKIT_SUCCESS) {
-    p2pk_boot_opts bo = {r.rank, r.nranks, r.addr, r.port, r.secret, cfg->timeout_s * 1000};
+    p2pk_boot_opts bo = {r.rank, r.nranks, r.addr, r.port, r.secret, cfg->timeout_s * 1000,
+                         listen_fd};
     st = p2pk_boot_init(&bo, &c->boot);
   }
   if (st == P2PKIT_SUCCESS) st = init_rank_body(c, cfg, shm_name);

@@ -59,7 +59,7 @@ static void child(const who_t *w, int port, int timeout_ms, int fd) {
     _exit(0);
   }
   int64_t t0 = now_ms();
-  p2pk_boot_opts o = {w->rank, w->nranks, "127.0.0.1", port, w->secret, timeout_ms};
+  p2pk_boot_opts o = {w->rank, w->nranks, "127.0.0.1", port, w->secret, timeout_ms, 0};
   p2pk_boot *b = NULL;
   rep.status = p2pk_boot_init(&o, &b);
   rep.elapsed_ms = now_ms() - t0;
@@ -149,7 +149,7 @@ TEST(all_ranks_arrive_and_allgather) {
 }
 
 TEST(single_rank_needs_no_network) {
-  p2pk_boot_opts o = {0, 1, "127.0.0.1", 1, "", 1000};
+  p2pk_boot_opts o = {0, 1, "127.0.0.1", 1, "", 1000, 0};
   p2pk_boot *b = NULL;
   CHECK_OK(p2pk_boot_init(&o, &b));
   int x = 42, y = 0;
@@ -253,7 +253,7 @@ TEST(dead_peer_fails_fast) {
 
 TEST(bad_options) {
   p2pk_boot *b = NULL;
-  p2pk_boot_opts o = {0, 2, "127.0.0.1", 0, "", 1000};
+  p2pk_boot_opts o = {0, 2, "127.0.0.1", 0, "", 1000, 0};
   CHECK_EQ(p2pk_boot_init(&o, &b), P2PKIT_ERR_INVALID_ARGUMENT);
   o.port = 70000;
   CHECK_EQ(p2pk_boot_init(&o, &b), P2PKIT_ERR_INVALID_ARGUMENT);
@@ -280,7 +280,7 @@ TEST(port_in_use_is_a_clear_error) {
   int fd = bind_loopback(&a);
   CHECK(fd >= 0 && listen(fd, 1) == 0);
   p2pk_boot *b = NULL;
-  p2pk_boot_opts o = {0, 2, "127.0.0.1", ntohs(a.sin_port), "", 1000};
+  p2pk_boot_opts o = {0, 2, "127.0.0.1", ntohs(a.sin_port), "", 1000, 0};
   CHECK_EQ(p2pk_boot_init(&o, &b), P2PKIT_ERR_SYSTEM);
   if (!strstr(p2pkit_last_error(), "cannot listen")) T_FAIL("unclear: %s", p2pkit_last_error());
   close(fd);

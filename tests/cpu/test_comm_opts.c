@@ -1,7 +1,8 @@
 /* A rank's rendezvous settings (p2pk_resolve_opts, src/coll/comm.c): from
- * torchrun's and mpirun's environments, the caller's options over them, the
- * defaults, the secret's order of sources, and a clear error for a rank or
- * count that is unknown, out of range or disagrees with the launcher. */
+ * torchrun's and mpirun's environments, the caller's options over them
+ * (always: the launcher fills only what is unset), the defaults, the
+ * secret's order of sources, and a clear error for a rank or count that is
+ * unknown or out of range. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,15 +143,50 @@ TEST(unknown_out_of_range_or_disagreeing) {
   snprintf(big, sizeof big, "%d", P2PK_COLL_MAX_RANKS + 1);
   env("RANK", "0", "WORLD_SIZE", big, NULL);
   refused(NULL, "ranks <=");
-  env("RANK", "0", "WORLD_SIZE", "2", NULL);
+  /* A count of the caller's that is not the launcher's, and no rank: the
+   * launcher's RANK belongs to another communicator. */
+  env("RANK", "5", "WORLD_SIZE", "8", NULL);
   p2pkit_comm_opts_init(&o);
-  o.nranks = 3;
-  refused(&o, "opts.nranks=3 but the launcher says the job has 2 ranks");
+  o.nranks = 2;
+  refused(&o, "opts.nranks=2 is not the launcher's 8 ranks, so its RANK=5");
+}
+
+/* A communicator of some of a job's ranks (as Comm(rank=1, world_size=2)
+ * inside an 8-rank torchrun job): the caller's values win, the launcher
+ * fills the rest. */
+TEST(caller_wins_over_the_launcher) {
+  env("RANK", "5", "WORLD_SIZE", "8", "LOCAL_RANK", "5", "MASTER_ADDR", "10.0.0.7", "MASTER_PORT",
+      "29500", "TORCHELASTIC_RUN_ID", "run-3", NULL);
+  p2pkit_comm_opts_t o;
   p2pkit_comm_opts_init(&o);
+  o.nranks = 2;
   o.rank = 1;
-  refused(&o, "opts.rank=1 but the launcher says rank 0");
+  p2pk_rank_opts r;
+  CHECK_OK(resolve(&o, &r));
+  CHECK_EQ(r.nranks, 2);
+  CHECK_EQ(r.rank, 1);
+  CHECK_EQ(r.device, 5);           /* unset: LOCAL_RANK */
+  CHECK_STR(r.addr, "10.0.0.7");   /* unset: MASTER_ADDR */
+  CHECK_EQ(r.port, 29500);
+  CHECK_STR(r.secret, "run-3");
+  /* Only the rank set: the launcher's count. */
+  p2pkit_comm_opts_init(&o);
+  o.rank = 3;
+  CHECK_OK(resolve(&o, &r));
+  CHECK_EQ(r.nranks, 8);
+  CHECK_EQ(r.rank, 3);
+  /* The launcher's count given again: its rank fills in. */
+  p2pkit_comm_opts_init(&o);
+  o.nranks = 8;
+  CHECK_OK(resolve(&o, &r));
+  CHECK_EQ(r.rank, 5);
+  /* Out of range is still refused, whoever set it. */
+  p2pkit_comm_opts_init(&o);
+  o.nranks = 2;
+  o.rank = 2;
+  refused(&o, "rank 2 of 2");
 }
 
 T_MAIN(T_CASE(torchrun_environment), T_CASE(mpirun_environment_and_defaults),
        T_CASE(options_over_the_environment), T_CASE(secret_sources_in_order),
-       T_CASE(unknown_out_of_range_or_disagreeing))
+       T_CASE(unknown_out_of_range_or_disagreeing), T_CASE(caller_wins_over_the_launcher))

@@ -154,7 +154,8 @@ TEST(init_checks) {
   CHECK_OK(p2pkit_group_start());
   CHECK_OK(p2pkit_group_end());
 
-  /* The launcher says 2 ranks, the caller 3. */
+  /* The launcher says 2 ranks, the caller 3 and no rank: the launcher's RANK
+   * is a rank of another communicator. */
   setenv("WORLD_SIZE", "2", 1);
   setenv("RANK", "0", 1);
   p2pkit_comm_opts_t o;
