@@ -645,7 +645,7 @@ p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r
     r->secret = "";
     if (r->nranks > 1)
       P2PK_WARN("no job secret (P2PKIT_JOB_SECRET, TORCHELASTIC_RUN_ID): any process of this "
-                "user (or of another host) that knows %s:%d can join this rendezvous", r->addr,
+                "user on this machine that knows %s:%d can join this rendezvous", r->addr,
                 r->port);
   }
   r->timeout_s = o->timeout_s;
