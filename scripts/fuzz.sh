@@ -18,8 +18,9 @@ command -v clang >/dev/null || { echo "fuzz: clang is not installed" >&2; exit 2
 mkdir -p "$out/corpus" "$out/corpus-boot"
 flags=(-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc)
-# Only the plain-C sources each target needs: no CUDA, no NVML.
-core=(src/core/*.c)
+# Only the plain-C sources each target needs: no CUDA, no NVML (the settings
+# registry in core checks P2PKIT_SM_COPY_CONFIG with xfer/smcfg.c).
+core=(src/core/*.c src/xfer/smcfg.c)
 topo=(src/topo/xml.c src/topo/topo_model.c src/topo/topo_load.c src/topo/topo_file.c
       src/topo/topo_nccl.c src/topo/topo_hwloc.c)
 # shellcheck disable=SC2046

@@ -28,8 +28,8 @@ int cmd_env(int argc, char **argv) {
     else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       printf("usage: p2pkit env [--json]\n\nLists every P2PKIT_* setting: its value now, whether "
              "it came from the environment or the default, and what it does. Exits 1, naming it, "
-             "when a value set does not parse as its kind (a whole number or a size), which p2pkit "
-             "would refuse.\n");
+             "when a value set is one p2pkit would refuse (not its kind, out of its range, not "
+             "one of its words). A secret setting shows only that it is set.\n");
       return CLI_EXIT_OK;
     } else {
       cli_error("env", "unknown option '%s'", argv[i]);

@@ -38,4 +38,19 @@ if [ -w /dev/full ]; then
   full "--help" "$bin" --help
 fi
 
+# Settings: what the library would refuse, `p2pkit env` refuses too (exit 1,
+# one line naming it), and a command refuses it with the same line.
+while read -r kv want; do
+  expect "env with $kv" 1 env "$kv" "$bin" env
+  one_line "env with $kv" "$want"
+  expect "bench with $kv" 2 env "$kv" "$bin" bench --dry-run --from "$h200"
+  one_line "bench with $kv" "$want"
+done <<'EOF'
+P2PKIT_LAUNCH_SPIN_US=-1 P2PKIT_LAUNCH_SPIN_US='-1' must be a whole number from 0 to
+P2PKIT_P2P_LEVEL=garbage P2PKIT_P2P_LEVEL='garbage' is not one of LOC, NVL, PIX, PXB, PHB, SYS
+P2PKIT_SM_COPY_CONFIG=garbage P2PKIT_SM_COPY_CONFIG='garbage': 'garbage' is not key=value
+P2PKIT_P2P_DISABLE=-1 P2PKIT_P2P_DISABLE='-1' must be a whole number from 0 to 1
+P2PKIT_STAGE_DEPTH=-1 P2PKIT_STAGE_DEPTH='-1' must be a whole number from 2 to 16
+EOF
+
 exit $fail

@@ -41,7 +41,7 @@ grep -q "^P2PKIT_DEBUG " "$tmp/out" || { echo "FAIL env lists no P2PKIT_DEBUG"; 
 P2PKIT_STAGE_DEPTH=3 "$bin" env > "$tmp/env.txt"
 grep -E -q "^P2PKIT_STAGE_DEPTH +3 +environment" "$tmp/env.txt" || { echo "FAIL env source"; fail=1; }
 expect "env with a malformed value" 1 env P2PKIT_P2P_DISABLE=yes "$bin" env
-[ "$(err_lines)" = 1 ] && grep -q "P2PKIT_P2P_DISABLE='yes' is not a whole number" "$tmp/err" \
+[ "$(err_lines)" = 1 ] && grep -q "P2PKIT_P2P_DISABLE='yes' must be a whole number from 0 to 1" "$tmp/err" \
   || { echo "FAIL env malformed-value message"; cat "$tmp/err"; fail=1; }
 grep -q "^P2PKIT_P2P_DISABLE " "$tmp/out" || { echo "FAIL env lists nothing before refusing"; fail=1; }
 expect "env with a misspelt name" 0 env P2PKIT_P2P_DISABLED=1 "$bin" env

@@ -106,11 +106,23 @@ TEST(settings_check_refuses_malformed_values) {
   p2pk_param_reset();
   CHECK_EQ(p2pk_param_check(), P2PKIT_SUCCESS);
   static const struct { const char *name, *value, *want; } bad[] = {
-      {"P2PKIT_P2P_DISABLE", "yes", "P2PKIT_P2P_DISABLE='yes' is not a whole number"},
-      {"P2PKIT_TIMEOUT", "abc", "P2PKIT_TIMEOUT='abc' is not a whole number"},
-      {"P2PKIT_TIMEOUT", "30s", "P2PKIT_TIMEOUT='30s' is not a whole number"},
+      {"P2PKIT_P2P_DISABLE", "yes", "P2PKIT_P2P_DISABLE='yes' must be a whole number from 0 to 1"},
+      {"P2PKIT_TIMEOUT", "abc", "P2PKIT_TIMEOUT='abc' must be a whole number from 1 to 86400"},
+      {"P2PKIT_TIMEOUT", "30s", "P2PKIT_TIMEOUT='30s' must be a whole number from 1 to 86400"},
       {"P2PKIT_BUFFER_SIZE", "64Q", "P2PKIT_BUFFER_SIZE='64Q' is not a size"},
       {"P2PKIT_CE_ALLREDUCE_MIN", "-1", "P2PKIT_CE_ALLREDUCE_MIN='-1' is not a size"},
+      {"P2PKIT_PDL", "on", "P2PKIT_PDL='on' is not a whole number"},
+      /* Values the library's readers refuse (or misread) are refused here,
+       * for `p2pkit env` and every entry point alike. */
+      {"P2PKIT_LAUNCH_SPIN_US", "-1", "P2PKIT_LAUNCH_SPIN_US='-1' must be a whole number from 0 to 3600000000"},
+      {"P2PKIT_P2P_DISABLE", "-1", "P2PKIT_P2P_DISABLE='-1' must be a whole number from 0 to 1"},
+      {"P2PKIT_STAGE_DEPTH", "-1", "P2PKIT_STAGE_DEPTH='-1' must be a whole number from 2 to 16"},
+      {"P2PKIT_STAGE_CHUNK", "1K", "P2PKIT_STAGE_CHUNK='1K' is out of range (4096 to 1073741824 bytes)"},
+      {"P2PKIT_P2P_LEVEL", "garbage", "P2PKIT_P2P_LEVEL='garbage' is not one of LOC, NVL, PIX, PXB, PHB, SYS"},
+      {"P2PKIT_SM_COPY_CONFIG", "garbage", "P2PKIT_SM_COPY_CONFIG='garbage': 'garbage' is not key=value"},
+      {"P2PKIT_ALGO", "ring", "P2PKIT_ALGO='ring' is not one of oneshot, twoshot, staged"},
+      {"P2PKIT_PROTO", "LL64", "P2PKIT_PROTO='LL64' is not one of ll, ll128, simple"},
+      {"P2PKIT_MAX_BLOCKS", "-3", "P2PKIT_MAX_BLOCKS='-3' must be a whole number from 0 to 1024"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     setenv(bad[i].name, bad[i].value, 1);
@@ -121,12 +133,37 @@ TEST(settings_check_refuses_malformed_values) {
   }
   setenv("P2PKIT_P2P_DISABLE", "1", 1);
   setenv("P2PKIT_BUFFER_SIZE", "64M", 1);
-  setenv("P2PKIT_ALGO", "anything at all", 1); /* strings are checked where they are used */
+  setenv("P2PKIT_P2P_LEVEL", "pxb", 1); /* words in any case */
+  setenv("P2PKIT_ALGO", "", 1);         /* empty: the default */
+  setenv("P2PKIT_SM_COPY_CONFIG", "kind=tma,bps=1", 1);
+  setenv("P2PKIT_TOPO_FILE", "anything at all", 1); /* a path: checked where it is opened */
   p2pk_param_reset();
   CHECK_EQ(p2pk_param_check(), P2PKIT_SUCCESS);
   unsetenv("P2PKIT_P2P_DISABLE");
   unsetenv("P2PKIT_BUFFER_SIZE");
+  unsetenv("P2PKIT_P2P_LEVEL");
   unsetenv("P2PKIT_ALGO");
+  unsetenv("P2PKIT_SM_COPY_CONFIG");
+  unsetenv("P2PKIT_TOPO_FILE");
+  p2pk_param_reset();
+}
+
+/* A value the check refuses reads as the default: a launch thread given
+ * P2PKIT_LAUNCH_SPIN_US=-1 spins 1 ms, not for ever. */
+TEST(refused_values_read_as_the_default) {
+  setenv("P2PKIT_LAUNCH_SPIN_US", "-1", 1);
+  setenv("P2PKIT_STAGE_CHUNK", "1K", 1);
+  setenv("P2PKIT_TIMEOUT", "0", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_param_int("P2PKIT_LAUNCH_SPIN_US"), 1000);
+  CHECK_EQ(p2pk_param_size("P2PKIT_STAGE_CHUNK"), 8u << 20);
+  CHECK_EQ(p2pk_param_int("P2PKIT_TIMEOUT"), 60);
+  setenv("P2PKIT_LAUNCH_SPIN_US", "0", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_param_int("P2PKIT_LAUNCH_SPIN_US"), 0);
+  unsetenv("P2PKIT_LAUNCH_SPIN_US");
+  unsetenv("P2PKIT_STAGE_CHUNK");
+  unsetenv("P2PKIT_TIMEOUT");
   p2pk_param_reset();
 }
 
@@ -231,6 +268,7 @@ TEST(json_writer_quotes_and_nests) {
 T_MAIN(T_CASE(strerror_names_every_status), T_CASE(parse_size_accepts_suffixes),
        T_CASE(parse_size_rejects_garbage), T_CASE(settings_come_from_env_or_default),
        T_CASE(registry_entries_are_complete_and_unique),
-       T_CASE(settings_check_refuses_malformed_values), T_CASE(unknown_setting_names_are_reported),
+       T_CASE(settings_check_refuses_malformed_values),
+       T_CASE(refused_values_read_as_the_default), T_CASE(unknown_setting_names_are_reported),
        T_CASE(log_subsystems_parse),
        T_CASE(log_level_and_file), T_CASE(json_writer_quotes_and_nests))
