@@ -47,7 +47,7 @@ int cmd_env(int argc, char **argv) {
       const p2pk_param_def *d = p2pk_param_at(i);
       pj_obj(&j, NULL);
       pj_str(&j, "name", d->name);
-      pj_str(&j, "value", p2pk_param_str(d->name));
+      pj_str(&j, "value", p2pk_param_shown(d->name));
       pj_str(&j, "default", d->def);
       pj_str(&j, "source", p2pk_param_is_set(d->name) ? "environment" : "default");
       pj_str(&j, "kind", kind_name(d->kind));
@@ -62,7 +62,7 @@ int cmd_env(int argc, char **argv) {
   printf("%-24s %-20s %-11s %s\n", "setting", "value", "from", "meaning");
   for (size_t i = 0; i < p2pk_param_count(); i++) {
     const p2pk_param_def *d = p2pk_param_at(i);
-    const char *v = p2pk_param_str(d->name);
+    const char *v = p2pk_param_shown(d->name);
     printf("%-24s %-20s %-11s %s\n", d->name, v[0] ? v : "(empty)",
            p2pk_param_is_set(d->name) ? "environment" : "default", d->help);
   }

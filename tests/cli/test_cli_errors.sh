@@ -53,4 +53,16 @@ P2PKIT_P2P_DISABLE=-1 P2PKIT_P2P_DISABLE='-1' must be a whole number from 0 to 1
 P2PKIT_STAGE_DEPTH=-1 P2PKIT_STAGE_DEPTH='-1' must be a whole number from 2 to 16
 EOF
 
+# The job secret is never printed: env (text, JSON) and the doctor's
+# settings (text, JSON) say only that it is set.
+secret=hush-$$-4711
+for args in "env" "env --json" "doctor --no-nccl --no-probe" "doctor --no-nccl --no-probe --json"; do
+  # shellcheck disable=SC2086
+  P2PKIT_JOB_SECRET=$secret timeout 120 "$bin" $args > "$tmp/out" 2> "$tmp/err"
+  if grep -q -- "$secret" "$tmp/out" "$tmp/err"; then echo "FAIL $args prints the job secret"; fail=1
+  elif [ "$args" = env ] && ! grep -E -q "^P2PKIT_JOB_SECRET +\(set, hidden\) +environment" "$tmp/out"; then
+    echo "FAIL env does not say the secret is set"; cat "$tmp/out"; fail=1
+  else echo "ok   $args hides the job secret"; fi
+done
+
 exit $fail
