@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "core/check.h"
+#include "core/log.h"
 
 /* P2PKIT_SM_COPY_CONFIG's grammar lives with the kernels that read it
  * (xfer/smcfg.c); the registry calls it so that every reader of the setting
@@ -22,7 +23,7 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE", .kind = P2PK_PARAM_STR},
     {"P2PKIT_DEBUG_SUBSYS", "ALL",
      "subsystems to log, comma separated (INIT,TOPO,XFER,COLL,BOOT,BENCH,ENV); ^ excludes", .kind = P2PK_PARAM_STR},
-    {"P2PKIT_DEBUG_FILE", "", "write the log to this file instead of stderr (%h host, %p pid)", .kind = P2PK_PARAM_STR},
+    {"P2PKIT_DEBUG_FILE", "", "write the log to this file instead of stderr (%h host, %p pid): appended, created 0600, never through a symbolic link", .kind = P2PK_PARAM_STR, .valid = p2pk_log_file_check},
     {"P2PKIT_TOPO_FILE", "", "use this recorded topology instead of discovering the machine", .kind = P2PK_PARAM_STR},
     {"P2PKIT_TOPO_DUMP_FILE", "", "write the discovered topology in NCCL's XML format here", .kind = P2PK_PARAM_STR},
     {"P2PKIT_NVML_LIB", "libnvidia-ml.so.1", "NVML library loaded at run time", .kind = P2PK_PARAM_STR},
@@ -178,43 +179,54 @@ static int one_of(const char *words, const char *text) {
   return 0;
 }
 
+/* A value as error messages quote it: whole up to 160 bytes, else its start and "...". */
+static const char *quoted(const char *text, char *buf, size_t len) {
+  if (strlen(text) <= 160) return text;
+  snprintf(buf, len, "%.150s...", text);
+  return buf;
+}
+
 static int valid_int(const p2pk_param_def *d, const char *text, char *why, size_t len) {
   long long x = 0;
   const int parsed = parse_int(text, &x) == 0;
   if (parsed && (!d->ranged || (x >= d->lo && x <= d->hi))) return 0;
+  char q[160];
   if (d->ranged)
-    snprintf(why, len, "%s='%s' must be a whole number from %lld to %lld", d->name, text,
-             (long long)d->lo, (long long)d->hi);
+    snprintf(why, len, "%s='%s' must be a whole number from %lld to %lld", d->name,
+             quoted(text, q, sizeof q), (long long)d->lo, (long long)d->hi);
   else
-    snprintf(why, len, "%s='%s' is not a whole number", d->name, text);
+    snprintf(why, len, "%s='%s' is not a whole number", d->name, quoted(text, q, sizeof q));
   return -1;
 }
 
 static int valid_size(const p2pk_param_def *d, const char *text, char *why, size_t len) {
   size_t b = 0;
+  char q[160];
   if (p2pk_parse_size(text, &b) != 0) {
-    snprintf(why, len, "%s='%s' is not a size (bytes, with K, M, G or T)", d->name, text);
+    snprintf(why, len, "%s='%s' is not a size (bytes, with K, M, G or T)", d->name,
+             quoted(text, q, sizeof q));
     return -1;
   }
   if (!d->ranged || (b >= (uint64_t)d->lo && b <= (uint64_t)d->hi)) return 0;
-  snprintf(why, len, "%s='%s' is out of range (%lld to %lld bytes)", d->name, text,
-           (long long)d->lo, (long long)d->hi);
+  snprintf(why, len, "%s='%s' is out of range (%lld to %lld bytes)", d->name,
+           quoted(text, q, sizeof q), (long long)d->lo, (long long)d->hi);
   return -1;
 }
 
 static int valid_str(const p2pk_param_def *d, const char *text, char *why, size_t len) {
   if (!text[0]) return 0; /* the default */
+  char q[160];
   if (d->words && !one_of(d->words, text)) {
     char list[160];
     size_t o = 0;
     for (const char *w = d->words; *w && o < sizeof list - 4; w++)
       o += (size_t)snprintf(list + o, sizeof list - o, *w == '|' ? ", " : "%c", *w);
-    snprintf(why, len, "%s='%s' is not one of %s", d->name, text, list);
+    snprintf(why, len, "%s='%s' is not one of %s", d->name, quoted(text, q, sizeof q), list);
     return -1;
   }
   char detail[160] = "";
   if (d->valid && d->valid(text, detail, sizeof detail) != 0) {
-    snprintf(why, len, "%s='%s': %s", d->name, text, detail);
+    snprintf(why, len, "%s='%s': %s", d->name, quoted(text, q, sizeof q), detail);
     return -1;
   }
   return 0;

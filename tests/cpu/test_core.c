@@ -1,6 +1,10 @@
 /* core: status names, size parsing, the settings registry, log subsystem
  * parsing, the JSON writer. */
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/json.h"
@@ -237,6 +241,118 @@ TEST(log_level_and_file) {
   p2pk_log_reset();
 }
 
+/* --- P2PKIT_DEBUG_FILE: exactly the file named, or a word on stderr ---- */
+
+static char log_dir[] = "/tmp/p2pkit_logdirXXXXXX";
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+static void remove_log_dir(void) { nftw(log_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* The cases' directory, made once, removed at exit. */
+static void need_log_dir(void) {
+  static int made;
+  if (made++) return;
+  if (!mkdtemp(log_dir)) T_FAIL("mkdtemp: cannot make %s", log_dir);
+  else atexit(remove_log_dir);
+}
+
+/* Logs one WARN line with P2PKIT_DEBUG_FILE=pattern; what went to stderr
+ * lands in `err`. */
+static void log_with_file(const char *pattern, char *err, size_t len) {
+  need_log_dir();
+  char errpath[sizeof log_dir + 16];
+  snprintf(errpath, sizeof errpath, "%s/stderr", log_dir);
+  fflush(stderr);
+  int saved = dup(2), fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  dup2(fd, 2);
+  close(fd);
+  setenv("P2PKIT_DEBUG_FILE", pattern, 1);
+  p2pk_param_reset();
+  p2pk_log_reset();
+  P2PK_WARN("a line for the log file");
+  p2pk_log_reset();
+  unsetenv("P2PKIT_DEBUG_FILE");
+  p2pk_param_reset();
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  FILE *f = fopen(errpath, "r");
+  size_t n = f ? fread(err, 1, len - 1, f) : 0;
+  err[n] = '\0';
+  if (f) fclose(f);
+}
+
+static size_t file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+TEST(debug_file_long_path_is_used_whole) {
+  /* A path of ~600 bytes: written there, not cut short somewhere else. */
+  char path[1024], err[4096];
+  need_log_dir();
+  int o = snprintf(path, sizeof path, "%s", log_dir);
+  for (int d = 0; d < 3; d++) {
+    o += snprintf(path + o, sizeof path - (size_t)o, "/%0180d", d);
+    CHECK_EQ(mkdir(path, 0700), 0);
+  }
+  snprintf(path + o, sizeof path - (size_t)o, "/p2pkit.log");
+  CHECK(strlen(path) > 560);
+  log_with_file(path, err, sizeof err);
+  CHECK(file_size(path) > 0);
+  if (err[0]) T_FAIL("stderr: %s", err);
+  /* Past PATH_MAX the setting is refused, naming it. */
+  char huge[PATH_MAX + 16];
+  memset(huge, 'a', sizeof huge - 1);
+  huge[0] = '/';
+  huge[sizeof huge - 1] = '\0';
+  setenv("P2PKIT_DEBUG_FILE", huge, 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_param_check(), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "P2PKIT_DEBUG_FILE=") != NULL);
+  CHECK(strstr(p2pkit_last_error(), "longer than") != NULL);
+  unsetenv("P2PKIT_DEBUG_FILE");
+  p2pk_param_reset();
+}
+
+TEST(debug_file_that_cannot_be_opened_says_so) {
+  char err[4096];
+  log_with_file("/nonexistent-p2pkit-dir/x.log", err, sizeof err);
+  CHECK(strstr(err, "P2PKIT_DEBUG_FILE='/nonexistent-p2pkit-dir/x.log': cannot open") != NULL);
+  CHECK(strstr(err, "No such file or directory") != NULL);
+  CHECK(strstr(err, "a line for the log file") != NULL); /* the line itself still shows */
+}
+
+TEST(debug_file_is_private_and_never_a_link) {
+  char path[256], target[256], lnk[256], hard[256], err[4096];
+  need_log_dir();
+  snprintf(path, sizeof path, "%s/new.log", log_dir);
+  log_with_file(path, err, sizeof err);
+  struct stat st;
+  CHECK_EQ(stat(path, &st), 0);
+  CHECK_EQ(st.st_mode & 0777, 0600);
+  /* A symbolic link planted where the log goes: the file it names stays untouched. */
+  snprintf(target, sizeof target, "%s/target", log_dir);
+  snprintf(lnk, sizeof lnk, "%s/link.log", log_dir);
+  int fd = open(target, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  CHECK(fd >= 0);
+  close(fd);
+  CHECK_EQ(symlink(target, lnk), 0);
+  log_with_file(lnk, err, sizeof err);
+  CHECK_EQ(file_size(target), 0);
+  CHECK(strstr(err, "symbolic link") != NULL);
+  /* Nor a hard link to another file. */
+  snprintf(hard, sizeof hard, "%s/hard.log", log_dir);
+  CHECK_EQ(link(target, hard), 0);
+  log_with_file(hard, err, sizeof err);
+  CHECK_EQ(file_size(target), 0);
+  CHECK(strstr(err, "hard links") != NULL);
+}
+
 TEST(json_writer_quotes_and_nests) {
   char *buf = NULL;
   size_t len = 0;
@@ -271,4 +387,6 @@ T_MAIN(T_CASE(strerror_names_every_status), T_CASE(parse_size_accepts_suffixes),
        T_CASE(settings_check_refuses_malformed_values),
        T_CASE(refused_values_read_as_the_default), T_CASE(unknown_setting_names_are_reported),
        T_CASE(log_subsystems_parse),
-       T_CASE(log_level_and_file), T_CASE(json_writer_quotes_and_nests))
+       T_CASE(log_level_and_file), T_CASE(debug_file_long_path_is_used_whole),
+       T_CASE(debug_file_that_cannot_be_opened_says_so),
+       T_CASE(debug_file_is_private_and_never_a_link), T_CASE(json_writer_quotes_and_nests))
