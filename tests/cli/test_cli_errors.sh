@@ -65,4 +65,36 @@ for args in "env" "env --json" "doctor --no-nccl --no-probe" "doctor --no-nccl -
   else echo "ok   $args hides the job secret"; fi
 done
 
+# doctor: its inputs are checked, what they say is printed safely, and what
+# cannot be so is not reported as fine.
+mkdir -p "$tmp/logdir"
+expect "doctor --nccl-log DIR" 2 "$bin" doctor --from "$h200" --nccl-log "$tmp/logdir"
+one_line "doctor --nccl-log DIR" "NCCL log $tmp/logdir is a directory"
+printf 'h:1:1 [0] NCCL INFO NCCL version 2.28.3\nh:1:1 [0] NCCL WARN \033]0;pwned\007\033[2J bad\n' > "$tmp/esc.log"
+sed 's/^machine host=vm /machine host="\\x1b[31mvm" /' "$h200" > "$tmp/esc.p2pkit"
+grep -q 'x1b' "$tmp/esc.p2pkit" || { echo "FAIL could not make the escaped host"; fail=1; }
+for json in "" --json; do
+  expect "doctor $json with escapes in its inputs" 1 "$bin" doctor --from "$tmp/esc.p2pkit" \
+    --nccl-log "$tmp/esc.log" $json
+  if LC_ALL=C grep -q $'[\001-\010\013-\037\177]' "$tmp/out"; then
+    echo "FAIL doctor $json printed control characters from its inputs"; fail=1
+  fi
+  grep -q "pwned" "$tmp/out" || { echo "FAIL doctor $json dropped the warning"; fail=1; }
+done
+# A log naming GPUs this 2-GPU machine lacks: a WARN, not silence.
+printf 'h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\nh:1:1 [7] NCCL INFO Channel 00/0 : 7[7] -> 0[0] via P2P/CUMEM/read\n' > "$tmp/gpu7.log"
+expect "doctor with a log naming GPU7" 1 "$bin" doctor --from "$h200" --nccl-log "$tmp/gpu7.log"
+grep -E -q "^WARN +NCCL +nccl +the NCCL log names rank 7, but this machine has 2 GPUs" "$tmp/out" ||
+  { echo "FAIL GPU7 not reported"; cat "$tmp/out"; fail=1; }
+awk 'BEGIN { for (i = 0; i < 200000; i++) printf "h:1:1 [0] NCCL INFO Channel 00/0 : %d[0] -> %d[1] via P2P/IPC\n", 100 + i % 7, 200 + i % 5 }' > "$tmp/far.log"
+expect "doctor with 200000 connections of nonexistent ranks" 1 "$bin" doctor --from "$h200" --nccl-log "$tmp/far.log"
+grep -E -q "^WARN +NCCL +nccl .*200000 of its 200000 connections are between ranks it does not have" "$tmp/out" ||
+  { echo "FAIL nonexistent ranks not reported"; cat "$tmp/out"; fail=1; }
+if [ -w /dev/full ]; then
+  expect "doctor --save-nccl-log /dev/full" 2 "$bin" doctor --from "$h200" --save-nccl-log /dev/full
+  one_line "doctor --save-nccl-log /dev/full" "writing /dev/full failed: No space left on device"
+fi
+expect "doctor --save-nccl-log FILE without a run" 0 "$bin" doctor --from "$h200" --save-nccl-log "$tmp/saved.log"
+grep -q "NCCL did not run" "$tmp/saved.log" || { echo "FAIL the saved log does not say why it is empty"; fail=1; }
+
 exit $fail

@@ -10,6 +10,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "core/text.h"
 #include "p2pkit.h"
 #include "test.h"
 
@@ -353,6 +354,28 @@ TEST(debug_file_is_private_and_never_a_link) {
   CHECK(strstr(err, "hard links") != NULL);
 }
 
+/* Text from files, logs and peers loses what a terminal would act on. */
+TEST(text_made_printable) {
+  static const struct { const char *in, *out; int replaced; } cases[] = {
+      {"plain ascii", "plain ascii", 0},
+      {"a\x1b[31mb\x1b]0;t\x07", "a?[31mb?]0;t?", 3},
+      {"tab\there\nnl\r\x7f", "tab here?nl??", 3},
+      {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 0},
+      {"c1 \xc2\x9b" "2J", "c1 ??2J", 2},            /* CSI as UTF-8 */
+      {"bad \xff\xfe", "bad ??", 2},
+      {"overlong \xc0\xaf", "overlong ??", 2},
+      {"surrogate \xed\xa0\x80", "surrogate ???", 3},
+      {"past \xf4\x90\x80\x80", "past ????", 4},
+      {"cut \xe2\x82", "cut ??", 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", cases[i].in);
+    CHECK_EQ(p2pk_text_printable(buf), cases[i].replaced);
+    CHECK_STR(buf, cases[i].out);
+  }
+}
+
 TEST(json_writer_quotes_and_nests) {
   char *buf = NULL;
   size_t len = 0;
@@ -389,4 +412,5 @@ T_MAIN(T_CASE(strerror_names_every_status), T_CASE(parse_size_accepts_suffixes),
        T_CASE(log_subsystems_parse),
        T_CASE(log_level_and_file), T_CASE(debug_file_long_path_is_used_whole),
        T_CASE(debug_file_that_cannot_be_opened_says_so),
-       T_CASE(debug_file_is_private_and_never_a_link), T_CASE(json_writer_quotes_and_nests))
+       T_CASE(debug_file_is_private_and_never_a_link), T_CASE(text_made_printable),
+       T_CASE(json_writer_quotes_and_nests))
