@@ -97,4 +97,40 @@ fi
 expect "doctor --save-nccl-log FILE without a run" 0 "$bin" doctor --from "$h200" --save-nccl-log "$tmp/saved.log"
 grep -q "NCCL did not run" "$tmp/saved.log" || { echo "FAIL the saved log does not say why it is empty"; fail=1; }
 
+# One parser (getopt_long) for every subcommand: the same forms everywhere.
+expect "bench -b8 (the value in the same word)" 0 "$bin" bench --dry-run --from "$h200" -b8 -e32 -i8
+grep -q "8 B" "$tmp/out" || { echo "FAIL bench -b8 plan lacks 8 B"; fail=1; }
+expect "perf -f 2 -i 8" 2 "$bin" perf all_reduce -f 2 -i 8
+one_line "perf -f 2 -i 8" "-f and -i cannot both be given"
+expect "bench -f 2 -i 8" 2 "$bin" bench --dry-run --from "$h200" -f 2 -i 8
+one_line "bench -f 2 -i 8" "-f and -i cannot both be given"
+for cmd in topo doctor bench; do
+  extra=(); [ $cmd = bench ] && extra=(--dry-run)
+  expect "$cmd --from ''" 2 "$bin" $cmd "${extra[@]}" --from ''
+  one_line "$cmd --from ''" "error: --from needs a file name"
+  expect "$cmd --from=" 2 "$bin" $cmd "${extra[@]}" --from=
+  one_line "$cmd --from=" "error: --from needs a file name"
+done
+for cmd in topo doctor env; do
+  expect "$cmd with a stray argument" 2 "$bin" $cmd stray
+  one_line "$cmd with a stray argument" "unexpected argument 'stray'"
+done
+expect "topo --from X --save-hwloc Y" 2 "$bin" topo --from "$h200" --save-hwloc "$tmp/hw.xml"
+one_line "topo --from X --save-hwloc Y" "--save-hwloc records this machine's hwloc topology"
+[ -e "$tmp/hw.xml" ] && { echo "FAIL --save-hwloc wrote this machine's XML for --from"; fail=1; }
+# A missing input file and one that does not parse: the same exit code, 2.
+printf 'hello world\n' > "$tmp/junk.txt"
+for cmd in topo doctor bench; do
+  extra=(); [ $cmd = bench ] && extra=(--dry-run)
+  expect "$cmd --from a missing file" 2 "$bin" $cmd "${extra[@]}" --from "$tmp/none.p2pkit"
+  expect "$cmd --from an unparsable file" 2 "$bin" $cmd "${extra[@]}" --from "$tmp/junk.txt"
+  one_line "$cmd --from an unparsable file" "unknown topology format"
+done
+# Every --help states the exit codes and points at docs/cli.md.
+for cmd in topo env bench perf doctor; do
+  expect "$cmd --help" 0 "$bin" $cmd --help
+  grep -q "^Exit code" "$tmp/out" && grep -q "docs/cli.md" "$tmp/out" ||
+    { echo "FAIL $cmd --help does not state the exit codes"; fail=1; }
+done
+
 exit $fail

@@ -27,7 +27,7 @@ expect "topo --from without a file" 2 "$bin" topo --from
 expect "topo --from missing file" 2 "$bin" topo --from "$tmp/nope.p2pkit"
 grep -q "nope.p2pkit" "$tmp/err" && [ "$(err_lines)" = 1 ] || { echo "FAIL missing-file error"; cat "$tmp/err"; fail=1; }
 printf 'hello world\n' > "$tmp/junk.txt"
-expect "topo --from unknown format" 1 "$bin" topo --from "$tmp/junk.txt"
+expect "topo --from unknown format" 2 "$bin" topo --from "$tmp/junk.txt"
 grep -q "junk.txt:1: unknown topology format" "$tmp/err" || { echo "FAIL unknown-format error"; cat "$tmp/err"; fail=1; }
 
 # Without a GPU: one clear line, exit 2, pointing at --from.
