@@ -212,44 +212,56 @@ static p2pkit_status_t recv_frame(p2pk_boot *b, link_t *l, uint32_t type, uint32
 
 /* --- addresses and users ------------------------------------------------------ */
 
-/* "ADDR:PORT" as /proc/net/tcp{,6} print a socket address: the address's
- * 32-bit words as the kernel holds them (%08X each), the port in host order.
- * An IPv4-mapped IPv6 address (::ffff:a.b.c.d, what a dual-stack listener
- * sees of an IPv4 peer) belongs to an IPv4 socket: printed as in tcp. */
-static int proc_addr(const struct sockaddr_storage *sa, char *out, size_t len, int *v6) {
-  uint32_t w[4];
+/* "ADDR:PORT" as /proc/net/tcp prints an IPv4 socket address (the address
+ * as the kernel holds it, %08X; the port in host order), for an IPv4 address
+ * or an IPv4-mapped IPv6 one (::ffff:a.b.c.d, what a dual-stack listener sees
+ * of an IPv4 peer). 0 when the address is neither. */
+static int v4_form(const struct sockaddr_storage *sa, char *out, size_t len) {
+  uint32_t a;
   unsigned port;
   if (sa->ss_family == AF_INET) {
     const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-    memcpy(w, &s4->sin_addr, 4);
+    memcpy(&a, &s4->sin_addr, 4);
     port = ntohs(s4->sin_port);
-    *v6 = 0;
-  } else if (sa->ss_family == AF_INET6) {
+  } else if (sa->ss_family == AF_INET6 &&
+             IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)sa)->sin6_addr)) {
     const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-    memcpy(w, &s6->sin6_addr, sizeof w);
+    memcpy(&a, &s6->sin6_addr.s6_addr[12], 4);
     port = ntohs(s6->sin6_port);
-    *v6 = !IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr);
-    if (!*v6) w[0] = w[3];
   } else {
     return 0;
   }
-  if (!*v6) return snprintf(out, len, "%08X:%04X", (unsigned)w[0], port) > 0;
-  return snprintf(out, len, "%08X%08X%08X%08X:%04X", (unsigned)w[0], (unsigned)w[1], (unsigned)w[2],
-                  (unsigned)w[3], port) > 0;
+  return snprintf(out, len, "%08X:%04X", (unsigned)a, port) > 0;
 }
 
-long p2pk_sock_peer_uid(int fd) {
-  struct sockaddr_storage peer = {0}, self = {0};
-  socklen_t pl = sizeof peer, sl = sizeof self;
-  if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 ||
-      getsockname(fd, (struct sockaddr *)&self, &sl) != 0)
-    return -1;
-  char want_local[48], want_remote[48];
-  int v6a = 0, v6b = 0;
-  if (!proc_addr(&peer, want_local, sizeof want_local, &v6a) ||
-      !proc_addr(&self, want_remote, sizeof want_remote, &v6b) || v6a != v6b)
-    return -1;
-  FILE *f = fopen(v6a ? "/proc/net/tcp6" : "/proc/net/tcp", "r");
+/* The same as /proc/net/tcp6 prints it (four 32-bit words); an IPv4 address
+ * as the IPv4-mapped one an IPv6 socket holds. */
+static int v6_form(const struct sockaddr_storage *sa, char *out, size_t len) {
+  struct in6_addr a;
+  unsigned port;
+  if (sa->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+    a = s6->sin6_addr;
+    port = ntohs(s6->sin6_port);
+  } else if (sa->ss_family == AF_INET) {
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+    memset(&a, 0, sizeof a);
+    a.s6_addr[10] = a.s6_addr[11] = 0xff;
+    memcpy(&a.s6_addr[12], &s4->sin_addr, 4);
+    port = ntohs(s4->sin_port);
+  } else {
+    return 0;
+  }
+  uint32_t w[4];
+  memcpy(w, &a, sizeof w);
+  return snprintf(out, len, "%08X%08X%08X%08X:%04X", (unsigned)w[0], (unsigned)w[1],
+                  (unsigned)w[2], (unsigned)w[3], port) > 0;
+}
+
+/* The uid of the established socket in `file` with these local and remote
+ * addresses; -1 when there is none. */
+static long proc_uid(const char *file, const char *want_local, const char *want_remote) {
+  FILE *f = fopen(file, "r");
   if (!f) return -1;
   char line[512];
   long uid = -1;
@@ -265,6 +277,24 @@ long p2pk_sock_peer_uid(int fd) {
         uid = (long)u;
     }
   fclose(f);
+  return uid;
+}
+
+long p2pk_sock_peer_uid(int fd) {
+  struct sockaddr_storage peer = {0}, self = {0};
+  socklen_t pl = sizeof peer, sl = sizeof self;
+  if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 ||
+      getsockname(fd, (struct sockaddr *)&self, &sl) != 0)
+    return -1;
+  /* The other end's socket: local address = our peer, remote = us. An IPv4
+   * connection is in tcp, unless that end is an IPv6 socket of a dual-stack
+   * listener, which tcp6 lists with IPv4-mapped addresses. */
+  char local[48], remote[48];
+  long uid = -1;
+  if (v4_form(&peer, local, sizeof local) && v4_form(&self, remote, sizeof remote))
+    uid = proc_uid("/proc/net/tcp", local, remote);
+  if (uid < 0 && v6_form(&peer, local, sizeof local) && v6_form(&self, remote, sizeof remote))
+    uid = proc_uid("/proc/net/tcp6", local, remote);
   return uid;
 }
 

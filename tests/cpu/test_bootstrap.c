@@ -648,6 +648,8 @@ TEST(peer_uid_of_ipv4_mapped_connection) {
   int s = accept(l, NULL, NULL);
   CHECK(s >= 0);
   CHECK_EQ(p2pk_sock_peer_uid(s), (long)geteuid());
+  /* And from the IPv4 end: rank 0's socket is an IPv6 one, in tcp6. */
+  CHECK_EQ(p2pk_sock_peer_uid(c), (long)geteuid());
   close(s);
   close(c);
   close(l);
