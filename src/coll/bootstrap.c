@@ -23,7 +23,8 @@
 #include "core/check.h"
 #include "core/clock.h"
 
-#define PENDING_MAX 1024     /* unfinished connections rank 0 keeps; the oldest goes first */
+#define PENDING_MAX 1024     /* unfinished connections rank 0 keeps (evict() says which goes) */
+#define EVICT_IDLE_MS 200    /* a connection silent this long is the first to make room */
 #define CLIENT_GRACE_MS 2000 /* clients wait this much past the timeout for rank 0's verdict */
 
 typedef struct {
@@ -212,92 +213,6 @@ static p2pkit_status_t recv_frame(p2pk_boot *b, link_t *l, uint32_t type, uint32
 
 /* --- addresses and users ------------------------------------------------------ */
 
-/* "ADDR:PORT" as /proc/net/tcp prints an IPv4 socket address (the address
- * as the kernel holds it, %08X; the port in host order), for an IPv4 address
- * or an IPv4-mapped IPv6 one (::ffff:a.b.c.d, what a dual-stack listener sees
- * of an IPv4 peer). 0 when the address is neither. */
-static int v4_form(const struct sockaddr_storage *sa, char *out, size_t len) {
-  uint32_t a;
-  unsigned port;
-  if (sa->ss_family == AF_INET) {
-    const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-    memcpy(&a, &s4->sin_addr, 4);
-    port = ntohs(s4->sin_port);
-  } else if (sa->ss_family == AF_INET6 &&
-             IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)sa)->sin6_addr)) {
-    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-    memcpy(&a, &s6->sin6_addr.s6_addr[12], 4);
-    port = ntohs(s6->sin6_port);
-  } else {
-    return 0;
-  }
-  return snprintf(out, len, "%08X:%04X", (unsigned)a, port) > 0;
-}
-
-/* The same as /proc/net/tcp6 prints it (four 32-bit words); an IPv4 address
- * as the IPv4-mapped one an IPv6 socket holds. */
-static int v6_form(const struct sockaddr_storage *sa, char *out, size_t len) {
-  struct in6_addr a;
-  unsigned port;
-  if (sa->ss_family == AF_INET6) {
-    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-    a = s6->sin6_addr;
-    port = ntohs(s6->sin6_port);
-  } else if (sa->ss_family == AF_INET) {
-    const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-    memset(&a, 0, sizeof a);
-    a.s6_addr[10] = a.s6_addr[11] = 0xff;
-    memcpy(&a.s6_addr[12], &s4->sin_addr, 4);
-    port = ntohs(s4->sin_port);
-  } else {
-    return 0;
-  }
-  uint32_t w[4];
-  memcpy(w, &a, sizeof w);
-  return snprintf(out, len, "%08X%08X%08X%08X:%04X", (unsigned)w[0], (unsigned)w[1],
-                  (unsigned)w[2], (unsigned)w[3], port) > 0;
-}
-
-/* The uid of the established socket in `file` with these local and remote
- * addresses; -1 when there is none. */
-static long proc_uid(const char *file, const char *want_local, const char *want_remote) {
-  FILE *f = fopen(file, "r");
-  if (!f) return -1;
-  char line[512];
-  long uid = -1;
-  if (fgets(line, sizeof line, f)) /* the header */
-    while (uid < 0 && fgets(line, sizeof line, f)) {
-      char local[48], remote[48];
-      unsigned st = 0;
-      unsigned long u = 0;
-      /* sl: local remote st tx:rx tr:when retrnsmt uid ... Established only:
-       * a TIME_WAIT line of an earlier connection shows uid 0. */
-      if (sscanf(line, " %*d: %47s %47s %x %*s %*s %*s %lu", local, remote, &st, &u) != 4) continue;
-      if (st == 0x01 && strcasecmp(local, want_local) == 0 && strcasecmp(remote, want_remote) == 0)
-        uid = (long)u;
-    }
-  fclose(f);
-  return uid;
-}
-
-long p2pk_sock_peer_uid(int fd) {
-  struct sockaddr_storage peer = {0}, self = {0};
-  socklen_t pl = sizeof peer, sl = sizeof self;
-  if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 ||
-      getsockname(fd, (struct sockaddr *)&self, &sl) != 0)
-    return -1;
-  /* The other end's socket: local address = our peer, remote = us. An IPv4
-   * connection is in tcp, unless that end is an IPv6 socket of a dual-stack
-   * listener, which tcp6 lists with IPv4-mapped addresses. */
-  char local[48], remote[48];
-  long uid = -1;
-  if (v4_form(&peer, local, sizeof local) && v4_form(&self, remote, sizeof remote))
-    uid = proc_uid("/proc/net/tcp", local, remote);
-  if (uid < 0 && v6_form(&peer, local, sizeof local) && v6_form(&self, remote, sizeof remote))
-    uid = proc_uid("/proc/net/tcp6", local, remote);
-  return uid;
-}
-
 static int sa_loopback(const struct sockaddr *sa) {
   if (sa->sa_family == AF_INET)
     return ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24 == 127;
@@ -406,15 +321,20 @@ static void refuse(server_t *s, int i, uint32_t code, const char *why) {
   drop(s, i);
 }
 
-/* Makes room for one more: drops the oldest connection still owing its
- * HELLO (else the oldest), so a flood of idle connections cannot keep a
- * real rank, which answers at once, from being heard. */
+/* Makes room for one more: drops the oldest connection that has owed its
+ * HELLO for EVICT_IDLE_MS (a real rank sends it at once), else the oldest
+ * of all; a flood of connections, idle or not, then turns over in the table
+ * faster than a real rank's handshake, which completes in a round trip. */
 static void evict(server_t *s) {
-  int victim = -1;
-  for (int i = 0; i < s->npend; i++)
-    if (victim < 0 || s->pend[i].stage < s->pend[victim].stage ||
-        (s->pend[i].stage == s->pend[victim].stage && s->pend[i].since < s->pend[victim].since))
+  const int64_t idle_since = now_ms() - EVICT_IDLE_MS;
+  int victim = -1, oldest = -1;
+  for (int i = 0; i < s->npend; i++) {
+    const pending_t *p = &s->pend[i];
+    if (oldest < 0 || p->since < s->pend[oldest].since) oldest = i;
+    if (p->stage == 0 && p->since <= idle_since && (victim < 0 || p->since < s->pend[victim].since))
       victim = i;
+  }
+  if (victim < 0) victim = oldest;
   if (victim < 0) return;
   if (!s->warned_full++)
     P2PK_WARN("bootstrap: rank 0 at %s has %d connections that have not proved themselves; "
@@ -722,6 +642,12 @@ static int connect_root(const struct addrinfo *res, int64_t deadline) {
  * must be without a secret). */
 static p2pkit_status_t check_root_user(const p2pk_boot *b, int fd) {
   long uid = p2pk_sock_peer_uid(fd);
+  /* connect() returns once rank 0's kernel answered; its socket may be
+   * whole a moment later. */
+  for (int tries = 0; uid < 0 && tries < 3; tries++) {
+    sleep_ms(5);
+    uid = p2pk_sock_peer_uid(fd);
+  }
   if (uid >= 0 && (uid_t)uid != geteuid())
     return p2pk_fail(P2PKIT_ERR_REMOTE, "bootstrap: the process listening at %s belongs to another "
                      "user (uid %ld), not this job's (uid %ld): it is not this job's rank 0",

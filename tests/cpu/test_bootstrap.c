@@ -443,8 +443,9 @@ static void reap(pid_t p) {
 }
 
 TEST(idle_connections_do_not_stall_the_job) {
-  /* A local process opens 200 connections to rank 0 and sends nothing; the
-   * real ranks still arrive and join well within the timeout. */
+  /* A local process opens 200 connections to rank 0 and sends nothing (the
+   * old rendezvous kept 64 and shut out the rest, real ranks too); the real
+   * ranks still arrive and join well within the timeout. */
   int port = free_port();
   pid_t idler = fork_or_fail();
   if (idler == 0) {
