@@ -50,9 +50,10 @@ int p2pk_boot_nranks(const p2pk_boot *b);
 void p2pk_boot_destroy(p2pk_boot *b);
 
 /* The uid owning the other end of the TCP socket `fd` when that end is a
- * socket of this machine and network namespace (/proc/net/tcp or tcp6; an
- * IPv4-mapped IPv6 address is looked up as the IPv4 one it maps); -1 when it
- * cannot be told (another host or namespace, no /proc). */
+ * socket of this machine and network namespace (asked of the kernel through
+ * NETLINK_SOCK_DIAG, else read from /proc/net/tcp{,6}; an IPv4-mapped IPv6
+ * address is looked up as the IPv4 one it maps, and the reverse); -1 when
+ * it cannot be told (another host or namespace). */
 long p2pk_sock_peer_uid(int fd);
 
 #endif
