@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "core/opts.h"
 #include "core/param.h"
 
 static const char *const method_names[P2PK_BM_COUNT] = {
@@ -110,7 +111,10 @@ void p2pk_bench_usage(FILE *out) {
           "  -h, --help          this text\n\n"
           "GB/s = 10^9 bytes/s; time per run from CUDA events; median of -n runs with\n"
           "min, max and coefficient of variation. Settings: P2PKIT_P2P_DISABLE,\n"
-          "P2PKIT_P2P_LEVEL, P2PKIT_STAGE_CHUNK, P2PKIT_STAGE_DEPTH, P2PKIT_SM_COPY_CONFIG.\n");
+          "P2PKIT_P2P_LEVEL, P2PKIT_STAGE_CHUNK, P2PKIT_STAGE_DEPTH, P2PKIT_SM_COPY_CONFIG.\n"
+          "Exit codes: 0 done and every copy verified; 1 a copy failed or its data was wrong,\n"
+          "or an output could not be written; 2 a bad command line, setting or --from file,\n"
+          "or fewer than two GPUs (docs/cli.md).\n");
 }
 
 void p2pk_bench_opts_init(p2pk_bench_opts *o) {
@@ -273,27 +277,18 @@ static int parse_pairs(const char *v, p2pk_bench_opts *o, char *err, size_t len)
   return 0;
 }
 
-/* --json / --json=FILE */
-static int output_opt(const char *a, const char *name, int *mode, char *path, size_t pathlen,
+/* --json / --json=FILE (stdout, or a file besides the table). */
+static int output_opt(const char *name, const char *v, int *mode, char *path, size_t pathlen,
                       char *err, size_t len) {
-  size_t n = strlen(name);
-  if (strncmp(a, name, n) != 0) return 0;
-  if (a[n] == '\0') {
+  if (!v) {
     *mode = 1;
-    return 1;
+    return 0;
   }
-  if (a[n] != '=') return 0;
-  if (!a[n + 1]) {
-    fail(err, len, "%s= needs a file name", name);
-    return -1;
-  }
-  if (strlen(a + n + 1) >= pathlen) {
-    fail(err, len, "%s: file name too long", name);
-    return -1;
-  }
-  snprintf(path, pathlen, "%s", a + n + 1);
+  if (!v[0]) return fail(err, len, "%s= needs a file name", name);
+  if (strlen(v) >= pathlen) return fail(err, len, "%s: file name too long", name);
+  snprintf(path, pathlen, "%s", v);
   *mode = 2;
-  return 1;
+  return 0;
 }
 
 static int make_sizes(p2pk_bench_opts *o, int have_e, int have_f, int have_i, char *err,
@@ -317,106 +312,114 @@ static int make_sizes(p2pk_bench_opts *o, int have_e, int have_f, int have_i, ch
   return 0;
 }
 
-int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_t len) {
-  int have_b = 0, have_e = 0, have_f = 0, have_i = 0, have_mode = 0, rc;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return 1;
-    if ((rc = output_opt(a, "--json", &o->json, o->json_path, sizeof o->json_path, err, len))) {
-      if (rc < 0) return -1;
-      continue;
-    }
-    if ((rc = output_opt(a, "--csv", &o->csv, o->csv_path, sizeof o->csv_path, err, len))) {
-      if (rc < 0) return -1;
-      continue;
-    }
-    if (strcmp(a, "--latency") == 0) { o->latency = 1; continue; }
-    if (strcmp(a, "--sm-sweep") == 0 || strcmp(a, "--sm-sweep=full") == 0) {
-      o->sm_sweep = P2PK_SM_SWEEP_FULL;
-      continue;
-    }
-    if (strcmp(a, "--sm-sweep=short") == 0) { o->sm_sweep = P2PK_SM_SWEEP_SHORT; continue; }
-    if (strncmp(a, "--sm-sweep=", 11) == 0)
-      return fail(err, len, "%s: expected --sm-sweep, --sm-sweep=short or --sm-sweep=full", a);
-    if (strcmp(a, "--stage-sweep") == 0) { o->stage_sweep = 1; continue; }
-    if (strcmp(a, "--no-anchor") == 0) { o->anchor = 0; continue; }
-    if (strcmp(a, "--no-gate") == 0) { o->gate = 0; continue; }
-    if (strcmp(a, "--dry-run") == 0) { o->dry_run = 1; continue; }
-    if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) { o->quiet = 1; continue; }
-    /* Options with a value: "--opt VALUE" or "--opt=VALUE". */
-    static const char *const with_value[] = {
-        "--methods", "--mode", "--gpus", "--pairs", "-b", "--minbytes", "-e", "--maxbytes", "-f",
-        "--stepfactor", "-i", "--stepbytes", "-n", "--iters", "-w", "--warmup", "--seed",
-        "--lat-bytes", "--lat-iters", "--sm-config", "--plot", "--from", NULL};
-    const char *opt = NULL, *v = NULL;
-    char optbuf[32];
-    for (int k = 0; with_value[k] && !opt; k++) {
-      size_t n = strlen(with_value[k]);
-      if (strcmp(a, with_value[k]) == 0) {
-        opt = with_value[k];
-        if (i + 1 >= argc) return fail(err, len, "%s needs a value", opt);
-        v = argv[++i];
-      } else if (strncmp(a, with_value[k], n) == 0 && a[n] == '=' && a[1] == '-') {
-        opt = with_value[k];
-        v = a + n + 1;
-      }
-    }
-    if (!opt) {
-      fail(err, len, "unknown option '%s'", a);
-      return -2; /* the caller prints the usage after the line, as the other commands do */
-    }
-    snprintf(optbuf, sizeof optbuf, "%s", opt);
-    long x;
-    if (!strcmp(opt, "--methods")) {
-      if (parse_methods(v, &o->methods, err, len)) return -1;
-      o->methods_given = 1;
-    } else if (!strcmp(opt, "--mode")) {
-      if (parse_modes(v, &o->modes, err, len)) return -1;
-      have_mode = 1;
-    } else if (!strcmp(opt, "--gpus")) {
-      if (parse_gpus(v, o, err, len)) return -1;
-    } else if (!strcmp(opt, "--pairs")) {
-      if (parse_pairs(v, o, err, len)) return -1;
-    } else if (!strcmp(opt, "-b") || !strcmp(opt, "--minbytes")) {
-      if (parse_size(optbuf, v, &o->min_bytes, err, len)) return -1;
-      have_b = 1;
-    } else if (!strcmp(opt, "-e") || !strcmp(opt, "--maxbytes")) {
-      if (parse_size(optbuf, v, &o->max_bytes, err, len)) return -1;
-      have_e = 1;
-    } else if (!strcmp(opt, "-f") || !strcmp(opt, "--stepfactor")) {
-      if (parse_long(optbuf, v, 2, 1 << 20, &x, err, len)) return -1;
+enum { OPT_METHODS = 256, OPT_MODE, OPT_GPUS, OPT_PAIRS, OPT_SEED, OPT_LATENCY, OPT_LAT_BYTES,
+       OPT_LAT_ITERS, OPT_SM_CONFIG, OPT_SM_SWEEP, OPT_STAGE_SWEEP, OPT_NO_ANCHOR, OPT_NO_GATE,
+       OPT_JSON, OPT_CSV, OPT_PLOT, OPT_FROM, OPT_DRY_RUN };
+static const char short_opts[] = ":b:e:f:i:n:w:qh";
+static const struct option long_opts[] = {
+    {"methods", required_argument, NULL, OPT_METHODS}, {"mode", required_argument, NULL, OPT_MODE},
+    {"gpus", required_argument, NULL, OPT_GPUS},       {"pairs", required_argument, NULL, OPT_PAIRS},
+    {"minbytes", required_argument, NULL, 'b'},        {"maxbytes", required_argument, NULL, 'e'},
+    {"stepfactor", required_argument, NULL, 'f'},      {"stepbytes", required_argument, NULL, 'i'},
+    {"iters", required_argument, NULL, 'n'},           {"warmup", required_argument, NULL, 'w'},
+    {"seed", required_argument, NULL, OPT_SEED},       {"latency", no_argument, NULL, OPT_LATENCY},
+    {"lat-bytes", required_argument, NULL, OPT_LAT_BYTES},
+    {"lat-iters", required_argument, NULL, OPT_LAT_ITERS},
+    {"sm-config", required_argument, NULL, OPT_SM_CONFIG},
+    {"sm-sweep", optional_argument, NULL, OPT_SM_SWEEP},
+    {"stage-sweep", no_argument, NULL, OPT_STAGE_SWEEP},
+    {"no-anchor", no_argument, NULL, OPT_NO_ANCHOR},   {"no-gate", no_argument, NULL, OPT_NO_GATE},
+    {"json", optional_argument, NULL, OPT_JSON},       {"csv", optional_argument, NULL, OPT_CSV},
+    {"plot", required_argument, NULL, OPT_PLOT},       {"from", required_argument, NULL, OPT_FROM},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},       {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},                  {NULL, 0, NULL, 0},
+};
+
+/* Which options were given: the defaults depend on them. */
+typedef struct {
+  int b, e, f, i, mode;
+} given_t;
+
+/* How errors name option `c`: "-b" where it has a letter, else "--seed". */
+static void flag_name(int c, char *out, size_t len) {
+  snprintf(out, len, "-%c", c);
+  for (const struct option *x = long_opts; c >= 256 && x->name; x++)
+    if (x->val == c) snprintf(out, len, "--%s", x->name);
+}
+
+static int path_opt(const char *flag, const char *v, char *dst, char *err, size_t len) {
+  if (!v[0]) return fail(err, len, "%s needs a file name", flag);
+  if (strlen(v) >= P2PK_BENCH_PATH) return fail(err, len, "%s: file name too long", flag);
+  snprintf(dst, P2PK_BENCH_PATH, "%s", v);
+  return 0;
+}
+
+static int sweep_opt(const char *v, p2pk_bench_opts *o, char *err, size_t len) {
+  if (!v || strcmp(v, "full") == 0) o->sm_sweep = P2PK_SM_SWEEP_FULL;
+  else if (strcmp(v, "short") == 0) o->sm_sweep = P2PK_SM_SWEEP_SHORT;
+  else return fail(err, len, "--sm-sweep=%s: expected --sm-sweep, --sm-sweep=short or --sm-sweep=full", v);
+  return 0;
+}
+
+/* Sizes and counts: -b, -e, -f, -i, -n, -w and the latency ones. */
+static int number_opt(int c, const char *flag, const char *v, p2pk_bench_opts *o, given_t *g,
+                      char *err, size_t len) {
+  long x = 0;
+  switch (c) {
+    case 'b': g->b = 1; return parse_size(flag, v, &o->min_bytes, err, len);
+    case 'e': g->e = 1; return parse_size(flag, v, &o->max_bytes, err, len);
+    case 'i': g->i = 1; return parse_size(flag, v, &o->step_bytes, err, len);
+    case 'f':
+      g->f = 1;
+      if (parse_long(flag, v, 2, 1 << 20, &x, err, len)) return -1;
       o->factor = x;
-      have_f = 1;
-    } else if (!strcmp(opt, "-i") || !strcmp(opt, "--stepbytes")) {
-      if (parse_size(optbuf, v, &o->step_bytes, err, len)) return -1;
-      have_i = 1;
-    } else if (!strcmp(opt, "-n") || !strcmp(opt, "--iters")) {
-      if (parse_long(optbuf, v, 1, 100000, &x, err, len)) return -1;
-      o->iters = (int)x;
-    } else if (!strcmp(opt, "-w") || !strcmp(opt, "--warmup")) {
-      if (parse_long(optbuf, v, 0, 10000, &x, err, len)) return -1;
-      o->warmup = (int)x;
-    } else if (!strcmp(opt, "--seed")) {
-      if (parse_long(optbuf, v, 0, 0x7fffffffL, &x, err, len)) return -1;
+      return 0;
+    case 'n': if (parse_long(flag, v, 1, 100000, &x, err, len)) return -1; o->iters = (int)x; return 0;
+    case 'w': if (parse_long(flag, v, 0, 10000, &x, err, len)) return -1; o->warmup = (int)x; return 0;
+    case OPT_SEED:
+      if (parse_long(flag, v, 0, 0x7fffffffL, &x, err, len)) return -1;
       o->seed = (uint64_t)x;
-    } else if (!strcmp(opt, "--lat-bytes")) {
-      if (parse_size(optbuf, v, &o->lat_bytes, err, len)) return -1;
-      if (o->lat_bytes > (1u << 20)) return fail(err, len, "--lat-bytes %s: at most 1M", v);
-    } else if (!strcmp(opt, "--lat-iters")) {
-      if (parse_long(optbuf, v, 1, 1000000, &x, err, len)) return -1;
+      return 0;
+    case OPT_LAT_BYTES:
+      if (parse_size(flag, v, &o->lat_bytes, err, len)) return -1;
+      return o->lat_bytes > (1u << 20) ? fail(err, len, "--lat-bytes %s: at most 1M", v) : 0;
+    default: /* OPT_LAT_ITERS */
+      if (parse_long(flag, v, 1, 1000000, &x, err, len)) return -1;
       o->lat_iters = (int)x;
-    } else if (!strcmp(opt, "--sm-config")) {
-      char why[160];
+      return 0;
+  }
+}
+
+static int apply(int c, const char *v, p2pk_bench_opts *o, given_t *g, char *err, size_t len) {
+  char flag[32], why[160];
+  flag_name(c, flag, sizeof flag);
+  switch (c) {
+    case OPT_METHODS: o->methods_given = 1; return parse_methods(v, &o->methods, err, len);
+    case OPT_MODE: g->mode = 1; return parse_modes(v, &o->modes, err, len);
+    case OPT_GPUS: return parse_gpus(v, o, err, len);
+    case OPT_PAIRS: return parse_pairs(v, o, err, len);
+    case OPT_LATENCY: o->latency = 1; return 0;
+    case OPT_SM_CONFIG:
       if (p2pk_sm_config_parse(v, &o->sm, why, sizeof why) != 0)
         return fail(err, len, "--sm-config '%s': %s", v, why);
       o->have_sm_config = 1;
-    } else if (!strcmp(opt, "--plot") || !strcmp(opt, "--from")) {
-      char *dst = !strcmp(opt, "--plot") ? o->plot_path : o->from;
-      if (!v[0]) return fail(err, len, "%s needs a file name", opt);
-      if (strlen(v) >= P2PK_BENCH_PATH) return fail(err, len, "%s: file name too long", opt);
-      snprintf(dst, P2PK_BENCH_PATH, "%s", v);
-    }
+      return 0;
+    case OPT_SM_SWEEP: return sweep_opt(v, o, err, len);
+    case OPT_STAGE_SWEEP: o->stage_sweep = 1; return 0;
+    case OPT_NO_ANCHOR: o->anchor = 0; return 0;
+    case OPT_NO_GATE: o->gate = 0; return 0;
+    case OPT_JSON: return output_opt("--json", v, &o->json, o->json_path, sizeof o->json_path, err, len);
+    case OPT_CSV: return output_opt("--csv", v, &o->csv, o->csv_path, sizeof o->csv_path, err, len);
+    case OPT_PLOT: return path_opt(flag, v, o->plot_path, err, len);
+    case OPT_FROM: return path_opt(flag, v, o->from, err, len);
+    case OPT_DRY_RUN: o->dry_run = 1; return 0;
+    case 'q': o->quiet = 1; return 0;
+    default: return number_opt(c, flag, v, o, g, err, len);
   }
+}
+
+/* What the options given together mean, or why they cannot go together. */
+static int settle(p2pk_bench_opts *o, const given_t *g, char *err, size_t len) {
   if (o->ngpus && o->npairs) return fail(err, len, "give --gpus or --pairs, not both");
   if (o->json == 1 && o->csv == 1) return fail(err, len, "only one of --json and --csv can go to stdout");
   if (!o->methods_given) {
@@ -424,7 +427,7 @@ int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_
      * bandwidth runs use (--mode, -e, -f, -i, or -b when no sweep takes it as
      * its size) asks for those too, with every method. */
     int sweep = o->sm_sweep || o->stage_sweep;
-    int bandwidth = have_mode || have_e || have_f || have_i || (have_b && !sweep);
+    int bandwidth = g->mode || g->e || g->f || g->i || (g->b && !sweep);
     o->methods = (o->latency || sweep) && !bandwidth ? 0 : (1u << P2PK_BM_COUNT) - 1;
   }
   if (o->anchor && o->methods) o->methods |= 1u << P2PK_BM_MEMCPY_PEER;
@@ -435,7 +438,25 @@ int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_
                 o->json ? "--json" : o->csv ? "--csv" : "--plot");
   if (o->from[0] && !o->dry_run)
     return fail(err, len, "--from plans against a recorded machine: add --dry-run (a run needs the GPUs here)");
-  return make_sizes(o, have_e, have_f, have_i, err, len);
+  return make_sizes(o, g->e, g->f, g->i, err, len);
+}
+
+int p2pk_bench_parse(int argc, char **argv, p2pk_bench_opts *o, char *err, size_t len) {
+  given_t g = {0, 0, 0, 0, 0};
+  p2pk_opts_begin();
+  for (int c; (c = getopt_long(argc, argv, short_opts, long_opts, NULL)) != -1;) {
+    if (c == 'h') return 1;
+    if (c == ':' || c == '?') {
+      p2pk_opts_error(c, argv, err, len);
+      return c == '?' ? -2 : -1; /* the caller prints the usage after an unknown option */
+    }
+    if (apply(c, optarg, o, &g, err, len)) return -1;
+  }
+  if (optind < argc) {
+    fail(err, len, "unexpected argument '%s' (bench takes only options)", argv[optind]);
+    return -2;
+  }
+  return settle(o, &g, err, len);
 }
 
 /* Sizes are parsed up to SIZE_MAX: one whose buffers (every pair's, on one

@@ -4,6 +4,7 @@
 #define P2PK_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "p2pkit.h"
 
@@ -26,7 +27,14 @@ int cli_discovery_error(const char *cmd, p2pkit_status_t st);
 int cli_parse_size(const char *cmd, const char *what, const char *text, size_t *out);
 /* Load the topology from --from FILE (when `from` is set), else
  * P2PKIT_TOPO_FILE, else discover. Prints the error and returns the exit code
- * (0 on success). */
+ * (0 on success; 2 for a file missing, unreadable or unparsable alike). */
 int cli_get_topo(const char *cmd, const char *from, p2pkit_topo_t *topo_p);
+/* getopt_long's complaint as one error line (the usage after an unknown
+ * option); returns CLI_EXIT_USAGE. */
+int cli_opt_error(const char *cmd, int c, char *const *argv, void (*usage)(FILE *));
+/* A file-name option's value (option `c` of `longs`): "" is an error, one
+ * line naming the option. 0 ok, -1 not. */
+struct option;
+int cli_file_arg(const char *cmd, const struct option *longs, int c, const char *v);
 
 #endif

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
+#include "core/opts.h"
 #include "core/param.h"
 
 void cli_error(const char *cmd, const char *fmt, ...) {
@@ -40,12 +41,30 @@ int cli_get_topo(const char *cmd, const char *from, p2pkit_topo_t *topo_p) {
   if (file && file[0]) {
     st = p2pkit_topo_load(file, topo_p);
     if (st != P2PKIT_SUCCESS) {
+      /* Missing or malformed: the input named is wrong either way. */
       cli_error(cmd, "%s", p2pkit_last_error());
-      return st == P2PKIT_ERR_IO || st == P2PKIT_ERR_NO_DEVICE ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+      return st == P2PKIT_ERR_NO_MEMORY ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
     }
     return CLI_EXIT_OK;
   }
   st = p2pkit_topo_discover(topo_p);
   if (st != P2PKIT_SUCCESS) return cli_discovery_error(cmd, st);
   return CLI_EXIT_OK;
+}
+
+int cli_opt_error(const char *cmd, int c, char *const *argv, void (*usage)(FILE *)) {
+  char why[200];
+  p2pk_opts_error(c, argv, why, sizeof why);
+  cli_error(cmd, "%s", why);
+  if (c == '?' && usage) usage(stderr);
+  return CLI_EXIT_USAGE;
+}
+
+int cli_file_arg(const char *cmd, const struct option *longs, int c, const char *v) {
+  if (v && v[0]) return 0;
+  const char *name = "?";
+  for (const struct option *o = longs; o->name; o++)
+    if (o->val == c) name = o->name;
+  cli_error(cmd, "--%s needs a file name", name);
+  return -1;
 }

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/opts.h"
 #include "doctor/doctor.h"
 
 static void usage(FILE *out) {
@@ -14,7 +15,9 @@ static void usage(FILE *out) {
           "staged through host memory get); a short bandwidth probe per pair; what NCCL does\n"
           "(libnccl.so.2, one rank per GPU).\n"
           "Each finding is OK, WARN, FAIL or SKIP with a reason and what to do.\n"
-          "Exit code: 0 all OK, 1 a WARN, 2 a FAIL.\n\n"
+          "Exit code: 0 all OK, 1 a WARN, 2 a FAIL (no driver is one), or the doctor could not\n"
+          "run: a bad command line, a --from or --nccl-log file missing or unreadable, a\n"
+          "--save-nccl-log file that cannot be written (docs/cli.md).\n\n"
           "  --json              the findings as JSON\n"
           "  --from FILE         analyse a recorded machine (p2pkit topo --save, hwloc XML or an\n"
           "                      NCCL topology dump); with P2PKIT_SYSFS_ROOT=DIR its /sys and /proc\n"
@@ -28,45 +31,68 @@ static void usage(FILE *out) {
           "  -h, --help          this text\n");
 }
 
+enum { OPT_JSON = 256, OPT_NO_PROBE, OPT_NO_NCCL, OPT_FROM, OPT_NCCL_LOG, OPT_SAVE_LOG, OPT_DUMP,
+       OPT_PROBE_SIZE };
+static const struct option long_opts[] = {
+    {"json", no_argument, NULL, OPT_JSON},
+    {"no-probe", no_argument, NULL, OPT_NO_PROBE},
+    {"no-nccl", no_argument, NULL, OPT_NO_NCCL},
+    {"from", required_argument, NULL, OPT_FROM},
+    {"nccl-log", required_argument, NULL, OPT_NCCL_LOG},
+    {"save-nccl-log", required_argument, NULL, OPT_SAVE_LOG},
+    {"dump-nccl", required_argument, NULL, OPT_DUMP},
+    {"probe-size", required_argument, NULL, OPT_PROBE_SIZE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Where a file option's value goes, or NULL. */
+static const char **file_of(p2pk_doc_opts *o, int c) {
+  return c == OPT_FROM ? &o->from : c == OPT_NCCL_LOG ? &o->nccl_log
+         : c == OPT_SAVE_LOG ? &o->save_nccl_log : c == OPT_DUMP ? &o->dump_nccl : NULL;
+}
+
+static int probe_size(const char *v, p2pk_doc_opts *o) {
+  if (cli_parse_size("doctor", "--probe-size", v, &o->probe_bytes) != 0) return -1;
+  if (o->probe_bytes >= 4096) return 0;
+  cli_error("doctor", "--probe-size must be at least 4K");
+  return -1;
+}
+
+/* -1: an error (printed), 1: --help, 0: go on. */
+static int parse(int argc, char **argv, p2pk_doc_opts *o, int *json) {
+  memset(o, 0, sizeof *o);
+  o->probe = o->nccl = 1;
+  p2pk_opts_begin();
+  for (int c; (c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1;) {
+    const char **file = file_of(o, c);
+    if (c == 'h') return 1;
+    if (c == ':' || c == '?') {
+      cli_opt_error("doctor", c, argv, usage);
+      return -1;
+    }
+    if (file && cli_file_arg("doctor", long_opts, c, optarg) != 0) return -1;
+    if (file) *file = optarg;
+    if (c == OPT_JSON) *json = 1;
+    if (c == OPT_NO_PROBE) o->probe = 0;
+    if (c == OPT_NO_NCCL) o->nccl = 0;
+    if (c == OPT_PROBE_SIZE && probe_size(optarg, o) != 0) return -1;
+  }
+  if (optind < argc) {
+    cli_error("doctor", "unexpected argument '%s'", argv[optind]);
+    return -1;
+  }
+  return 0;
+}
+
 int cmd_doctor(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--nccl-probe") == 0)
     return p2pk_doc_nccl_child(argc - 2, argv + 2); /* a rank of the NCCL run (internal) */
   p2pk_doc_opts o;
-  memset(&o, 0, sizeof o);
-  o.probe = o.nccl = 1;
   int json = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int needs = strcmp(a, "--from") == 0 || strcmp(a, "--nccl-log") == 0 ||
-                strcmp(a, "--save-nccl-log") == 0 || strcmp(a, "--dump-nccl") == 0 ||
-                strcmp(a, "--probe-size") == 0;
-    if (needs && i + 1 >= argc) {
-      cli_error("doctor", "%s needs a value", a);
-      return CLI_EXIT_USAGE;
-    }
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      return CLI_EXIT_OK;
-    } else if (strcmp(a, "--json") == 0) json = 1;
-    else if (strcmp(a, "--no-probe") == 0) o.probe = 0;
-    else if (strcmp(a, "--no-nccl") == 0) o.nccl = 0;
-    else if (strcmp(a, "--from") == 0) o.from = argv[++i];
-    else if (strcmp(a, "--nccl-log") == 0) o.nccl_log = argv[++i];
-    else if (strcmp(a, "--save-nccl-log") == 0) o.save_nccl_log = argv[++i];
-    else if (strcmp(a, "--dump-nccl") == 0) o.dump_nccl = argv[++i];
-    else if (strcmp(a, "--probe-size") == 0) {
-      if (cli_parse_size("doctor", "--probe-size", argv[++i], &o.probe_bytes) != 0)
-        return CLI_EXIT_USAGE;
-      if (o.probe_bytes < 4096) {
-        cli_error("doctor", "--probe-size must be at least 4K");
-        return CLI_EXIT_USAGE;
-      }
-    } else {
-      cli_error("doctor", "unknown option '%s'", a);
-      usage(stderr);
-      return CLI_EXIT_USAGE;
-    }
-  }
+  const int r = parse(argc, argv, &o, &json);
+  if (r > 0) usage(stdout);
+  if (r != 0) return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
   p2pk_findings f;
   p2pk_findings_init(&f);
   char title[512] = "";

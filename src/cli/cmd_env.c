@@ -3,6 +3,7 @@
 
 #include "cli/cli.h"
 #include "core/json.h"
+#include "core/opts.h"
 #include "core/param.h"
 
 static const char *kind_name(int kind) {
@@ -21,21 +22,34 @@ static int verdict(void) {
   return CLI_EXIT_FAIL;
 }
 
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: p2pkit env [--json]\n\nLists every P2PKIT_* setting: its value now, whether it "
+          "came from the\nenvironment or the default, and what it does. A secret setting shows "
+          "only that\nit is set.\n\n"
+          "  --json      the list as JSON\n"
+          "  -h, --help  this text\n\n"
+          "Exit codes: 0 every setting given is valid; 1 one is a value p2pkit would refuse\n"
+          "(not its kind, out of its range, not one of its words), named on stderr; 2 a bad\n"
+          "command line (docs/cli.md).\n");
+}
+
 int cmd_env(int argc, char **argv) {
+  static const struct option long_opts[] = {
+      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   int json = 0;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0) json = 1;
-    else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: p2pkit env [--json]\n\nLists every P2PKIT_* setting: its value now, whether "
-             "it came from the environment or the default, and what it does. Exits 1, naming it, "
-             "when a value set does not parse as its kind (a whole number or a size), which p2pkit "
-             "would refuse.\n");
+  p2pk_opts_begin();
+  for (int c; (c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1;) {
+    if (c == 'h') {
+      usage(stdout);
       return CLI_EXIT_OK;
-    } else {
-      cli_error("env", "unknown option '%s'", argv[i]);
-      fprintf(stderr, "usage: p2pkit env [--json]\n");
-      return CLI_EXIT_USAGE;
     }
+    if (c != 'j') return cli_opt_error("env", c, argv, usage);
+    json = 1;
+  }
+  if (optind < argc) {
+    cli_error("env", "unexpected argument '%s'", argv[optind]);
+    return CLI_EXIT_USAGE;
   }
   if (json) {
     p2pk_json j;
@@ -47,7 +61,7 @@ int cmd_env(int argc, char **argv) {
       const p2pk_param_def *d = p2pk_param_at(i);
       pj_obj(&j, NULL);
       pj_str(&j, "name", d->name);
-      pj_str(&j, "value", p2pk_param_str(d->name));
+      pj_str(&j, "value", p2pk_param_shown(d->name));
       pj_str(&j, "default", d->def);
       pj_str(&j, "source", p2pk_param_is_set(d->name) ? "environment" : "default");
       pj_str(&j, "kind", kind_name(d->kind));
@@ -62,7 +76,7 @@ int cmd_env(int argc, char **argv) {
   printf("%-24s %-20s %-11s %s\n", "setting", "value", "from", "meaning");
   for (size_t i = 0; i < p2pk_param_count(); i++) {
     const p2pk_param_def *d = p2pk_param_at(i);
-    const char *v = p2pk_param_str(d->name);
+    const char *v = p2pk_param_shown(d->name);
     printf("%-24s %-20s %-11s %s\n", d->name, v[0] ? v : "(empty)",
            p2pk_param_is_set(d->name) ? "environment" : "default", d->help);
   }

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/opts.h"
 #include "topo/topo.h"
 
 static void usage(FILE *out) {
@@ -18,39 +19,72 @@ static void usage(FILE *out) {
           "                      (NCCL_TOPO_DUMP_FILE); works without a GPU\n"
           "      --save FILE     record this machine to FILE (p2pkit format)\n"
           "      --dump-nccl FILE  write NCCL's topology XML, for NCCL_TOPO_FILE\n"
-          "      --save-hwloc FILE write this machine's hwloc XML (as lstopo --of xml)\n"
-          "  -h, --help          this text\n");
+          "      --save-hwloc FILE write this machine's hwloc XML (as lstopo --of xml; not\n"
+          "                      with --from)\n"
+          "  -h, --help          this text\n\n"
+          "Exit codes: 0 done; 1 a file could not be written (--save, --dump-nccl,\n"
+          "--save-hwloc, standard output); 2 a bad command line, a --from file missing or\n"
+          "unreadable as a topology, or no GPU here (docs/cli.md).\n");
+}
+
+typedef struct {
+  const char *from, *save, *dump, *save_hwloc;
+  int flags;
+} topo_opts;
+
+enum { OPT_PATHS = 256, OPT_JSON, OPT_FROM, OPT_SAVE, OPT_DUMP, OPT_SAVE_HWLOC };
+static const struct option long_opts[] = {
+    {"matrix", no_argument, NULL, 'm'},         {"p2p", no_argument, NULL, 'p'},
+    {"paths", no_argument, NULL, OPT_PATHS},    {"json", no_argument, NULL, OPT_JSON},
+    {"from", required_argument, NULL, OPT_FROM}, {"save", required_argument, NULL, OPT_SAVE},
+    {"dump-nccl", required_argument, NULL, OPT_DUMP},
+    {"save-hwloc", required_argument, NULL, OPT_SAVE_HWLOC},
+    {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+};
+
+/* Where a file option's value goes, or NULL. */
+static const char **file_of(topo_opts *t, int c) {
+  return c == OPT_FROM ? &t->from : c == OPT_SAVE ? &t->save : c == OPT_DUMP ? &t->dump
+         : c == OPT_SAVE_HWLOC ? &t->save_hwloc : NULL;
+}
+
+/* -1: an error (printed), 1: --help, 0: go on. */
+static int parse(int argc, char **argv, topo_opts *t) {
+  memset(t, 0, sizeof *t);
+  p2pk_opts_begin();
+  for (int c; (c = getopt_long(argc, argv, ":mph", long_opts, NULL)) != -1;) {
+    const char **file = file_of(t, c);
+    if (c == 'h') return 1;
+    if (c == ':' || c == '?') {
+      cli_opt_error("topo", c, argv, usage);
+      return -1;
+    }
+    if (file && cli_file_arg("topo", long_opts, c, optarg) != 0) return -1;
+    if (file) *file = optarg;
+    t->flags |= c == 'm' ? P2PKIT_PRINT_MATRIX : c == 'p' ? P2PKIT_PRINT_P2P
+                : c == OPT_PATHS ? P2PKIT_PRINT_SENTENCES : c == OPT_JSON ? P2PKIT_PRINT_JSON : 0;
+  }
+  if (optind < argc) {
+    cli_error("topo", "unexpected argument '%s'", argv[optind]);
+    return -1;
+  }
+  /* This machine's hwloc XML says nothing about a recorded one. */
+  if (t->save_hwloc && t->from) {
+    cli_error("topo", "--save-hwloc records this machine's hwloc topology, not --from %s's "
+              "(run it on that machine, or lstopo --of xml there)", t->from);
+    return -1;
+  }
+  if (!(t->flags & ~P2PKIT_PRINT_JSON)) t->flags |= P2PKIT_PRINT_ALL;
+  return 0;
 }
 
 int cmd_topo(int argc, char **argv) {
-  const char *from = NULL, *save = NULL, *dump = NULL, *save_hwloc = NULL;
-  int flags = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int needs = strcmp(a, "--from") == 0 || strcmp(a, "--save") == 0 || strcmp(a, "--dump-nccl") == 0 ||
-                strcmp(a, "--save-hwloc") == 0;
-    if (needs && i + 1 >= argc) {
-      cli_error("topo", "%s needs a file name", a);
-      return CLI_EXIT_USAGE;
-    }
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      return CLI_EXIT_OK;
-    } else if (strcmp(a, "--json") == 0) flags |= P2PKIT_PRINT_JSON;
-    else if (strcmp(a, "-m") == 0 || strcmp(a, "--matrix") == 0) flags |= P2PKIT_PRINT_MATRIX;
-    else if (strcmp(a, "-p") == 0 || strcmp(a, "--p2p") == 0) flags |= P2PKIT_PRINT_P2P;
-    else if (strcmp(a, "--paths") == 0) flags |= P2PKIT_PRINT_SENTENCES;
-    else if (strcmp(a, "--from") == 0) from = argv[++i];
-    else if (strcmp(a, "--save") == 0) save = argv[++i];
-    else if (strcmp(a, "--dump-nccl") == 0) dump = argv[++i];
-    else if (strcmp(a, "--save-hwloc") == 0) save_hwloc = argv[++i];
-    else {
-      cli_error("topo", "unknown option '%s'", a);
-      usage(stderr);
-      return CLI_EXIT_USAGE;
-    }
-  }
-  if (!(flags & ~P2PKIT_PRINT_JSON)) flags |= P2PKIT_PRINT_ALL;
+  topo_opts t;
+  int r = parse(argc, argv, &t);
+  if (r > 0) usage(stdout);
+  if (r != 0) return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+  const char *from = t.from, *save = t.save, *dump = t.dump, *save_hwloc = t.save_hwloc;
+  const int flags = t.flags;
   if (save_hwloc && p2pk_topo_export_hwloc_xml(save_hwloc) != P2PKIT_SUCCESS) {
     cli_error("topo", "%s", p2pkit_last_error());
     return CLI_EXIT_FAIL;

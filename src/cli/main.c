@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/outfile.h"
 #include "p2pkit.h"
 
 typedef struct {
@@ -35,15 +36,18 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
     usage(stdout);
-    return CLI_EXIT_OK;
+    return p2pk_stdout_flush("--help") ? CLI_EXIT_FAIL : CLI_EXIT_OK;
   }
   if (strcmp(argv[1], "--version") == 0) {
     int v = p2pkit_version();
     printf("p2pkit %d.%d.%d\n", v / 10000, v / 100 % 100, v % 100);
-    return CLI_EXIT_OK;
+    return p2pk_stdout_flush("--version") ? CLI_EXIT_FAIL : CLI_EXIT_OK;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+    if (strcmp(argv[1], commands[i].name) == 0) {
+      const int rc = commands[i].fn(argc - 1, argv + 1);
+      return p2pk_stdout_flush(commands[i].name) != 0 && rc == CLI_EXIT_OK ? CLI_EXIT_FAIL : rc;
+    }
   fprintf(stderr, "p2pkit: error: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return CLI_EXIT_USAGE;

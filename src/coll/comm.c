@@ -590,21 +590,34 @@ p2pkit_status_t p2pkit_comm_init_all(p2pkit_comm_t *comms, int ndev, const int *
 
 /* -------------------------------------------------- one process per GPU ---- */
 
-static int env_int(const char *name, int *out) {
+/* A launcher's variable, a whole number in lo..hi: 1 when read, 0 when not
+ * set, -1 (the error recorded, naming it) when it is something else. */
+static int env_int(const char *name, long lo, long hi, int *out) {
   const char *v = getenv(name);
   if (!v || !*v) return 0;
   char *end = NULL;
+  errno = 0;
   long x = strtol(v, &end, 10);
-  if (*end || x < 0 || x > 1000000) return 0;
+  if (end == v || *end || errno || x < lo || x > hi) {
+    p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s='%s' (from the launcher) must be a whole number "
+              "from %ld to %ld", name, v, lo, hi);
+    return -1;
+  }
   *out = (int)x;
   return 1;
 }
 
+/* torchrun's variable, else mpirun's; as env_int. */
+static int launcher_int(const char *torchrun, const char *mpirun, long lo, long hi, int *out) {
+  const int rc = env_int(torchrun, lo, hi, out);
+  return rc ? rc : env_int(mpirun, lo, hi, out);
+}
+
 p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r) {
-  int v = -1;
   int env_size = -1, env_rank = -1;
-  if (env_int("WORLD_SIZE", &v) || env_int("OMPI_COMM_WORLD_SIZE", &v)) env_size = v;
-  if (env_int("RANK", &v) || env_int("OMPI_COMM_WORLD_RANK", &v)) env_rank = v;
+  if (launcher_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", 1, 1000000, &env_size) < 0 ||
+      launcher_int("RANK", "OMPI_COMM_WORLD_RANK", 0, 999999, &env_rank) < 0)
+    return P2PKIT_ERR_INVALID_ARGUMENT;
   /* What the caller sets wins; the launcher fills only what is unset (a
    * communicator of some of the job's ranks has its own rank and count).
    * The launcher's rank is a rank of its whole job: it fills an unset rank
@@ -623,13 +636,17 @@ p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "rank %d of %d: expected 0 <= rank < ranks <= %d",
                      r->rank, r->nranks, P2PK_COLL_MAX_RANKS);
   r->device = o->device;
-  if (r->device < 0 && !env_int("LOCAL_RANK", &r->device) &&
-      !env_int("OMPI_COMM_WORLD_LOCAL_RANK", &r->device))
-    r->device = -1;
+  if (r->device < 0 &&
+      launcher_int("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", 0, 999999, &r->device) < 0)
+    return P2PKIT_ERR_INVALID_ARGUMENT;
   const char *master = getenv("MASTER_ADDR");
   r->addr = o->addr ? o->addr : master && *master ? master : "127.0.0.1";
   r->port = o->port;
-  if (r->port <= 0 && !env_int("MASTER_PORT", &r->port)) r->port = 29500;
+  if (r->port <= 0) {
+    const int rc = env_int("MASTER_PORT", 1, 65535, &r->port);
+    if (rc < 0) return P2PKIT_ERR_INVALID_ARGUMENT;
+    if (rc == 0) r->port = 29500;
+  }
   r->secret = o->secret;
   const char *from[] = {"TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"};
   if (!r->secret && p2pk_param_str("P2PKIT_JOB_SECRET")[0]) r->secret = p2pk_param_str("P2PKIT_JOB_SECRET");
@@ -641,7 +658,7 @@ p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r
     r->secret = "";
     if (r->nranks > 1)
       P2PK_WARN("no job secret (P2PKIT_JOB_SECRET, TORCHELASTIC_RUN_ID): any process of this "
-                "user (or of another host) that knows %s:%d can join this rendezvous", r->addr,
+                "user on this machine that knows %s:%d can join this rendezvous", r->addr,
                 r->port);
   }
   r->timeout_s = o->timeout_s;

@@ -1,10 +1,14 @@
 #include "core/log.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,25 +44,63 @@ int p2pk_log_parse_subsys(const char *list) {
   return invert ? (P2PK_LOG_ALL & ~mask) : mask;
 }
 
-static FILE *open_log_file(const char *pattern) {
-  char path[512];
+/* `pattern` with %h (this host) and %p (this process) expanded into `path`;
+ * -1 when the result does not fit. */
+static int expand_path(const char *pattern, char *path, size_t len) {
   size_t o = 0;
-  for (const char *p = pattern; *p && o + 64 < sizeof path; p++) {
+  for (const char *p = pattern; *p; p++) {
+    char host[64] = "host", pid[24];
+    const char *piece = NULL;
     if (p[0] == '%' && p[1] == 'p') {
-      o += (size_t)snprintf(path + o, sizeof path - o, "%d", (int)getpid());
-      p++;
+      snprintf(pid, sizeof pid, "%d", (int)getpid());
+      piece = pid;
     } else if (p[0] == '%' && p[1] == 'h') {
-      char host[64] = "host";
       gethostname(host, sizeof host - 1);
-      o += (size_t)snprintf(path + o, sizeof path - o, "%s", host);
-      p++;
-    } else {
-      path[o++] = *p;
+      piece = host;
     }
+    const size_t n = piece ? strlen(piece) : 1;
+    if (o + n >= len) return -1;
+    memcpy(path + o, piece ? piece : p, n);
+    o += n;
+    p += piece != NULL;
   }
   path[o] = '\0';
-  FILE *f = fopen(path, "a");
-  if (f) setvbuf(f, NULL, _IOLBF, 0);
+  return 0;
+}
+
+int p2pk_log_file_check(const char *pattern, char *why, size_t len) {
+  char path[PATH_MAX];
+  if (expand_path(pattern, path, sizeof path) == 0) return 0;
+  snprintf(why, len, "the path is longer than %d bytes once %%h and %%p are expanded", PATH_MAX - 1);
+  return -1;
+}
+
+/* The log file, opened to append: created 0600 when new, never through a
+ * symbolic link, never a file with other names (a hard link planted to make
+ * a privileged process write elsewhere). NULL with the reason in `why`. */
+static FILE *open_log_file(const char *pattern, char *why, size_t len) {
+  char path[PATH_MAX];
+  if (p2pk_log_file_check(pattern, why, len) != 0 || expand_path(pattern, path, sizeof path) != 0)
+    return NULL;
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  struct stat st;
+  if (fd < 0) {
+    snprintf(why, len, "cannot open %s: %s", path,
+             errno == ELOOP ? "it is a symbolic link, which p2pkit does not follow" : strerror(errno));
+    return NULL;
+  }
+  if (fstat(fd, &st) != 0 || (S_ISREG(st.st_mode) && st.st_nlink > 1)) {
+    snprintf(why, len, "%s has other names (hard links); p2pkit does not append to it", path);
+    close(fd);
+    return NULL;
+  }
+  FILE *f = fdopen(fd, "a");
+  if (!f) {
+    snprintf(why, len, "cannot open %s: %s", path, strerror(errno));
+    close(fd);
+    return NULL;
+  }
+  setvbuf(f, NULL, _IOLBF, 0);
   return f;
 }
 
@@ -73,8 +115,10 @@ static void log_init_locked(void) {
   int mask = p2pk_log_parse_subsys(p2pk_param_str("P2PKIT_DEBUG_SUBSYS"));
   log_subsys = mask < 0 ? P2PK_LOG_ALL : mask;
   const char *file = p2pk_param_str("P2PKIT_DEBUG_FILE");
+  char why[PATH_MAX + 128];
   log_file = NULL;
-  if (file[0]) log_file = open_log_file(file);
+  if (file[0] && !(log_file = open_log_file(file, why, sizeof why)))
+    fprintf(stderr, "p2pkit WARN P2PKIT_DEBUG_FILE='%.300s': %s; logging to stderr instead\n", file, why);
   p2pk_log_level_cached = level;
   if (strcasecmp(lvl, "WARN") != 0 && level == P2PK_LEVEL_WARN)
     fprintf(log_file ? log_file : stderr,

@@ -5,6 +5,8 @@
 #ifndef P2PK_LOG_H
 #define P2PK_LOG_H
 
+#include <stddef.h>
+
 enum { P2PK_LEVEL_NONE = 0, P2PK_LEVEL_WARN = 1, P2PK_LEVEL_INFO = 2, P2PK_LEVEL_TRACE = 3 };
 
 enum {
@@ -25,6 +27,11 @@ void p2pk_log(int level, int subsys, const char *file, int line, const char *fmt
 int p2pk_log_enabled(int level, int subsys);
 /* Parse a subsystem list ("TOPO,XFER", "^COLL", "ALL"); -1 on an unknown name. */
 int p2pk_log_parse_subsys(const char *list);
+/* P2PKIT_DEBUG_FILE's check for the settings registry: 0 when the pattern,
+ * %h and %p expanded, is a path that fits; else -1 and why. The file itself
+ * is opened at the first log line: to append, created 0600, never through a
+ * symbolic link; when it cannot be, one line on stderr says why. */
+int p2pk_log_file_check(const char *pattern, char *why, size_t len);
 /* Tests: forget the cached settings so the next log call reads them again. */
 void p2pk_log_reset(void);
 

@@ -1,6 +1,7 @@
 #include "core/outfile.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,4 +30,14 @@ void p2pk_outfile_close(p2pk_outfile *o, int discard) {
   fclose(o->f);
   o->f = NULL;
   if (discard && o->created) unlink(o->path);
+}
+
+int p2pk_stdout_flush(const char *cmd) {
+  errno = 0;
+  const int flushed = fflush(stdout) == 0;
+  const int e = errno;
+  if (flushed && !ferror(stdout)) return 0;
+  fprintf(stderr, "p2pkit %s: error: writing standard output failed: %s\n", cmd,
+          !flushed && e ? strerror(e) : "an earlier write did not complete");
+  return -1;
 }

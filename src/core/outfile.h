@@ -24,4 +24,10 @@ FILE *p2pk_outfile_take(p2pk_outfile *o);
 /* Closes a file still open; with `discard`, removes it if the open created it. */
 void p2pk_outfile_close(p2pk_outfile *o, int discard);
 
+/* Flushes standard output and tells whether all a command wrote there
+ * arrived: 0, or -1 after one line on stderr ("p2pkit CMD: error: writing
+ * standard output failed: No space left on device") when a write failed
+ * (a full disk, a closed pipe), so truncated output never exits 0. */
+int p2pk_stdout_flush(const char *cmd);
+
 #endif

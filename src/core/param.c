@@ -8,69 +8,79 @@
 #include <strings.h>
 
 #include "core/check.h"
+#include "core/log.h"
 
-/* Every setting p2pkit reads. Add new ones here, nowhere else. */
+/* P2PKIT_SM_COPY_CONFIG's grammar lives with the kernels that read it
+ * (xfer/smcfg.c); the registry calls it so that every reader of the setting
+ * refuses the same texts. */
+int p2pk_sm_config_check(const char *text, char *why, size_t len);
+
+#define RANGE(a, b) .ranged = 1, .lo = (a), .hi = (b)
+
+/* Every setting p2pkit reads. Add new ones here, nowhere else; give each
+ * the range, words or grammar its readers accept. */
 static const p2pk_param_def params[] = {
-    {"P2PKIT_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE", P2PK_PARAM_STR},
+    {"P2PKIT_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE", .kind = P2PK_PARAM_STR},
     {"P2PKIT_DEBUG_SUBSYS", "ALL",
-     "subsystems to log, comma separated (INIT,TOPO,XFER,COLL,BOOT,BENCH,ENV); ^ excludes", P2PK_PARAM_STR},
-    {"P2PKIT_DEBUG_FILE", "", "write the log to this file instead of stderr (%h host, %p pid)", P2PK_PARAM_STR},
-    {"P2PKIT_TOPO_FILE", "", "use this recorded topology instead of discovering the machine", P2PK_PARAM_STR},
-    {"P2PKIT_TOPO_DUMP_FILE", "", "write the discovered topology in NCCL's XML format here", P2PK_PARAM_STR},
-    {"P2PKIT_NVML_LIB", "libnvidia-ml.so.1", "NVML library loaded at run time", P2PK_PARAM_STR},
-    {"P2PKIT_NCCL_LIB", "libnccl.so.2", "NCCL library loaded at run time for comparisons", P2PK_PARAM_STR},
-    {"P2PKIT_SYSFS_ROOT", "", "read /sys and /proc under this root (tests, recorded machines)", P2PK_PARAM_STR},
-    {"P2PKIT_P2P_DISABLE", "0", "1: never use direct P2P; stage through host memory", P2PK_PARAM_INT},
+     "subsystems to log, comma separated (INIT,TOPO,XFER,COLL,BOOT,BENCH,ENV); ^ excludes", .kind = P2PK_PARAM_STR},
+    {"P2PKIT_DEBUG_FILE", "", "write the log to this file instead of stderr (%h host, %p pid): appended, created 0600, never through a symbolic link", .kind = P2PK_PARAM_STR, .valid = p2pk_log_file_check},
+    {"P2PKIT_TOPO_FILE", "", "use this recorded topology instead of discovering the machine", .kind = P2PK_PARAM_STR},
+    {"P2PKIT_TOPO_DUMP_FILE", "", "write the discovered topology in NCCL's XML format here", .kind = P2PK_PARAM_STR},
+    {"P2PKIT_NVML_LIB", "libnvidia-ml.so.1", "NVML library loaded at run time", .kind = P2PK_PARAM_STR},
+    {"P2PKIT_NCCL_LIB", "libnccl.so.2", "NCCL library loaded at run time for comparisons", .kind = P2PK_PARAM_STR},
+    {"P2PKIT_CRYPTO_LIB", "libcrypto.so.3", "OpenSSL's libcrypto, loaded at run time when a job secret is set: the rendezvous proves the secret with its HMAC-SHA256 (not set: libcrypto.so.3, then libcrypto.so)", .kind = P2PK_PARAM_STR},
+    {"P2PKIT_SYSFS_ROOT", "", "read /sys and /proc under this root (tests, recorded machines)", .kind = P2PK_PARAM_STR},
+    {"P2PKIT_P2P_DISABLE", "0", "1: never use direct P2P; stage through host memory", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
     {"P2PKIT_P2P_LEVEL", "",
      "farthest path P2P may use: LOC (never), NVL, PIX, PXB, PHB (nvidia-smi's NODE too) or "
-     "SYS, as NCCL_P2P_LEVEL; copies and communicators alike; empty: any pair the driver allows", P2PK_PARAM_STR},
-    {"P2PKIT_STAGE_CHUNK", "8M", "chunk size of the host-staged pipeline", P2PK_PARAM_SIZE},
-    {"P2PKIT_STAGE_DEPTH", "4", "chunks in flight in the host-staged pipeline (2 or more)", P2PK_PARAM_INT},
+     "SYS, as NCCL_P2P_LEVEL; copies and communicators alike; empty: any pair the driver allows", .kind = P2PK_PARAM_STR, .words = "LOC|NVL|PIX|PXB|PHB|SYS"},
+    {"P2PKIT_STAGE_CHUNK", "8M", "chunk size of the host-staged pipeline", .kind = P2PK_PARAM_SIZE, RANGE(4 << 10, 1 << 30)},
+    {"P2PKIT_STAGE_DEPTH", "4", "chunks in flight in the host-staged pipeline (2 or more)", .kind = P2PK_PARAM_INT, RANGE(2, 16)},
     {"P2PKIT_SM_COPY_MAX", "0",
-     "copies up to this size use an SM kernel instead of the copy engine (0: auto)", P2PK_PARAM_SIZE},
-    {"P2PKIT_SM_COPY_CONFIG", "", "SM copy kernel, e.g. kind=chunk,hint=cs,bps=2,threads=512,unroll=4 or kind=tma,bps=1,tile=16K,stages=4 (empty: built-in default)", P2PK_PARAM_STR},
-    {"P2PKIT_SHARE_GPUS", "0", "testing: let several ranks of a process-per-GPU job share one GPU (their kernels take turns on it: for checking results with more ranks than GPUs, never for speed); every rank the same (1: on)", P2PK_PARAM_INT},
-    {"P2PKIT_HOSTID", "", "this rank's host id for communicators spanning hosts (empty: hostname and boot id, as NCCL's host hash); ranks with different ids count as different hosts, so one machine can simulate several; the NCCL path hands NCCL the same value as NCCL_HOSTID unless that is set", P2PK_PARAM_STR},
-    {"P2PKIT_TIMEOUT", "60", "seconds to wait for a peer rank before failing", P2PK_PARAM_INT},
-    {"P2PKIT_ALGO", "", "force the all-reduce algorithm: oneshot, twoshot or staged (twoshot: broadcast and reduce take their rooted two-shot too)", P2PK_PARAM_STR},
-    {"P2PKIT_ROOTED_TWOSHOT_MIN", "4M", "broadcast and reduce on more than 2 ranks over P2P take the rooted two-shot from this size: the root scatters (gathers) n - 1 shards and their owners forward them to each other (reduce them), so the root's links carry the message once, not once per peer; P2PKIT_ALGO=twoshot forces it at any size and rank count; every rank the same (0: never)", P2PK_PARAM_SIZE},
-    {"P2PKIT_BUFFER_SIZE", "0", "per-rank collective buffer: device scratch over P2P, host staging part without (0: 128M per peer over P2P, at most 512M; 64M staged)", P2PK_PARAM_SIZE},
-    {"P2PKIT_JOB_SECRET", "", "rendezvous secret every rank must present (else TORCHELASTIC_RUN_ID)", P2PK_PARAM_STR},
-    {"P2PKIT_ALGO_TABLE", "", "all-reduce algorithm table file (as `p2pkit perf` writes it)", P2PK_PARAM_STR},
-    {"P2PKIT_PROTO", "", "force the all-reduce protocol: ll, ll128 or simple", P2PK_PARAM_STR},
-    {"P2PKIT_LL128_X2", "1", "LL128 grids capped or set within one block per SM, whose warps have more than one pass: each warp works two passes an iteration, their loads together (0: one pass at a time)", P2PK_PARAM_INT},
-    {"P2PKIT_LL128_MAX", "32M", "largest LL128 message summed over peers; sets the LL128 scratch (about 2.13 x this per GPU; 0: no LL128)", P2PK_PARAM_SIZE},
-    {"P2PKIT_PDL", "1", "collective kernels over P2P launch as programmatic dependent launches on sm_90+: a kernel's launch overlaps the end of the stream's previous kernel (0: off)", P2PK_PARAM_INT},
-    {"P2PKIT_COLL_BLOCKS", "0", "all-reduce grid size (0: from the algorithm table)", P2PK_PARAM_INT},
-    {"P2PKIT_MAX_BLOCKS", "0", "most thread blocks any collective kernel of a communicator takes over P2P, so collectives leave multiprocessors to compute beside them, like NCCL_MAX_CTAS; every rank the same (0: no cap; p2pkit_comm_set_max_blocks changes it later)", P2PK_PARAM_INT},
-    {"P2PKIT_COLL_THREADS", "0", "all-reduce threads per block (0: from the algorithm table)", P2PK_PARAM_INT},
-    {"P2PKIT_COLL_CHUNK", "0", "all-reduce bytes per mailbox use (0: from the algorithm table)", P2PK_PARAM_SIZE},
-    {"P2PKIT_COLL_MAILBOXES", "0", "P2P mailboxes per peer, 16..512 (0: 4 per multiprocessor; a block uses 2)", P2PK_PARAM_INT},
-    {"P2PKIT_BCAST_CE_MIN", "32M", "broadcast over the copy engines from this size: in a group of one process's GPUs (under a CUDA graph straight into the peers' outputs), or with a process per GPU (not set: 16M there); not set, under a CUDA graph: 128M (0: never)", P2PK_PARAM_SIZE},
-    {"P2PKIT_STAGED_CE_MIN", "16M", "staged all-reduce (no P2P): copy engines through host memory from this size, in a group of one process's GPUs or process per GPU (0: never)", P2PK_PARAM_SIZE},
-    {"P2PKIT_STAGED_CE_CHUNK", "4M", "chunk of the copy-engine staged all-reduce (one process: at most half the staging data area; process per GPU: at most 64M)", P2PK_PARAM_SIZE},
-    {"P2PKIT_STAGED_CE_DEPTH", "4", "chunks of the copy-engine staged all-reduce in flight per peer, 2..8", P2PK_PARAM_INT},
-    {"P2PKIT_CE_ALLREDUCE_MIN", "64M", "all-reduce over P2P, in a group of one process's GPUs or with a process per GPU (not set: 256M there; 512M in one process under a CUDA graph, the results straight into the peers' outputs): the copy engines move the data (the SMs only reduce locally) from this size (0: never; more than 2 ranks: only when set)", P2PK_PARAM_SIZE},
-    {"P2PKIT_CE_REDUCE_SCATTER_MIN", "64M", "reduce-scatter over P2P, in a group of one process's GPUs or with a process per GPU (not set: 128M in one process under a CUDA graph): the copy engines from this share size, bytes per rank (0: never; more than 2 ranks: only when set)", P2PK_PARAM_SIZE},
-    {"P2PKIT_CE_ALL_GATHER_MIN", "64M", "all-gather over the copy engines from this share size, bytes per rank: in a group of one process's GPUs (under a CUDA graph straight into the peers' outputs), or with a process per GPU through the landing slots (not set: 256M there) (0: never; more than 2 ranks: only when set, but 64M for one process eagerly)", P2PK_PARAM_SIZE},
-    {"P2PKIT_CE_ALL_TO_ALL_MIN", "32M", "all-to-all over the copy engines from this block size, bytes per peer: in a group of one process's GPUs out of place (under a CUDA graph straight into the peers' outputs), or with a process per GPU through the landing slots (not set: 256M there) (0: never; more than 2 ranks: only when set, but 64M for one process eagerly)", P2PK_PARAM_SIZE},
-    {"P2PKIT_CE_REDUCE_MIN", "64M", "reduce over P2P, in a group of one process's GPUs or with a process per GPU (not set: 64M there too, 128M in one process under a CUDA graph): the copy engines from this size (0: never; more than 2 ranks: only when set)", P2PK_PARAM_SIZE},
-    {"P2PKIT_CE_CHUNK", "0", "chunk of the copy-engine collectives over P2P (0: half a rank's shard, 16M..64M; the landing buffer, (ranks - 1) x depth chunks, stays within P2PKIT_CE_LAND; with a process per GPU the slots are part of the scratch, made at init, and as large as that cap allows when not set)", P2PK_PARAM_SIZE},
-    {"P2PKIT_CE_LAND", "192M", "the copy engines' landing slots over P2P per GPU, all peers and depths together (16M..4G; every rank the same): larger slots allow larger chunks (send/recv with a process per GPU takes them, the rest with P2PKIT_CE_CHUNK); on 2x H200 no default path got faster with them", P2PK_PARAM_SIZE},
-    {"P2PKIT_PERF_HOST_TIME", "0", "p2pkit perf: print on stderr, per timed repeat and process, how long the host took to enqueue a call beside the GPU's time per call (1: on)", P2PK_PARAM_INT},
-    {"P2PKIT_CEP_TRACE", "0", "process per GPU: time each step of every collective and send/recv over the landing slots (copies, waits, reduces, copies out) with CUDA events and log the call's timeline at INFO (COLL) at the next such call; a diagnostic: each call waits for the one before it to be logged", P2PK_PARAM_INT},
-    {"P2PKIT_CEP_MEMOPS", "1", "process per GPU, copy engines: write the posts to the peers as stream memory operations (cuStreamWriteValue64), which need no multiprocessor (0: one-thread kernels)", P2PK_PARAM_INT},
-    {"P2PKIT_CE_DEPTH", "3", "chunks of the copy-engine collectives over P2P in flight per peer, 2..8 (process per GPU, not set: 2)", P2PK_PARAM_INT},
-    {"P2PKIT_LAUNCH_THREADS", "1", "one process driving several GPUs: inside a group, launch each GPU's kernels from a thread of its own, at once (0: every launch from the calling thread, at the call)", P2PK_PARAM_INT},
-    {"P2PKIT_LAUNCH_SPIN_US", "1000", "how long a launch thread waits for work, spinning, before it sleeps (its next job is then made by the calling thread, and it wakes)", P2PK_PARAM_INT},
-    {"P2PKIT_SENDRECV_CE_MIN", "4M", "send/recv over the copy engines from this size: between GPUs driven by one process, or with a process per GPU through the landing slots (not set: 256M there; one process under a CUDA graph: 64M, both ends in one group) (0: never)", P2PK_PARAM_SIZE},
-    {"P2PKIT_SENDRECV_DIRECT", "1", "process per GPU, send/recv, out-of-place all-to-all and all-gather over the copy engines: a receive (a block) into a registered buffer (p2pkit_comm_register) may take the sender's copy straight in, with no landing slot and no copy out, when the two hosts agree in time (0: always through the landing slots)", P2PK_PARAM_INT},
-    {"P2PKIT_SENDRECV_MAP", "0", "process per GPU, with P2PKIT_SENDRECV_DIRECT: a receive (a block) into a buffer that is not registered may go straight in too; its allocation is shared through CUDA IPC the first time and the sender keeps it mapped until the communicator is destroyed, so the caller promises not to free such a buffer while the communicator lives (as a caching allocator never does); every rank the same (1: on, 0: registered buffers only)", P2PK_PARAM_INT},
-    {"P2PKIT_SENDRECV_DIRECT_WAIT_US", "2000", "process per GPU: how long a send over the copy engines waits on the host for its receiver to say where its registered buffer is (and a receive into one for its sender's decision) before the call goes through the landing slots; after a wait in vain the pair waits not at all for its next 16 calls (0: never wait)", P2PK_PARAM_INT},
-    {"P2PKIT_BCAST_SELF_CE", "8M", "under a CUDA graph, a broadcast root out of place whose call takes the kernels copies its own buffer by copy engine beside the kernel from this size (0: the kernel copies it; eagerly it always does)", P2PK_PARAM_SIZE},
-    {"P2PKIT_BUCKET_SIZE", "25M", "gradient sync: bytes per bucket (as DDP's bucket_cap_mb)", P2PK_PARAM_SIZE},
-    {"P2PKIT_FIRST_BUCKET_SIZE", "1M", "gradient sync: bytes of the first bucket (launched earliest)", P2PK_PARAM_SIZE},
-    {"P2PKIT_GRAD_SYNC_BLOCKS", "0", "gradient sync: most thread blocks of a bucket's all-reduce kernel, which shares the GPU with the backward pass (0: half the multiprocessors, rounded down to 8; -1: no cap)", P2PK_PARAM_INT},
+     "copies up to this size use an SM kernel instead of the copy engine (0: auto)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_SM_COPY_CONFIG", "", "SM copy kernel, e.g. kind=chunk,hint=cs,bps=2,threads=512,unroll=4 or kind=tma,bps=1,tile=16K,stages=4 (empty: built-in default)", .kind = P2PK_PARAM_STR, .valid = p2pk_sm_config_check},
+    {"P2PKIT_SHARE_GPUS", "0", "testing: let several ranks of a process-per-GPU job share one GPU (their kernels take turns on it: for checking results with more ranks than GPUs, never for speed); every rank the same (1: on)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_HOSTID", "", "this rank's host id for communicators spanning hosts (empty: hostname and boot id, as NCCL's host hash); ranks with different ids count as different hosts, so one machine can simulate several; the NCCL path hands NCCL the same value as NCCL_HOSTID unless that is set", .kind = P2PK_PARAM_STR},
+    {"P2PKIT_TIMEOUT", "60", "seconds to wait for a peer rank before failing", .kind = P2PK_PARAM_INT, RANGE(1, 86400)},
+    {"P2PKIT_ALGO", "", "force the all-reduce algorithm: oneshot, twoshot or staged (twoshot: broadcast and reduce take their rooted two-shot too)", .kind = P2PK_PARAM_STR, .words = "oneshot|twoshot|staged"},
+    {"P2PKIT_ROOTED_TWOSHOT_MIN", "4M", "broadcast and reduce on more than 2 ranks over P2P take the rooted two-shot from this size: the root scatters (gathers) n - 1 shards and their owners forward them to each other (reduce them), so the root's links carry the message once, not once per peer; P2PKIT_ALGO=twoshot forces it at any size and rank count; every rank the same (0: never)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_BUFFER_SIZE", "0", "per-rank collective buffer: device scratch over P2P, host staging part without (0: 128M per peer over P2P, at most 512M; 64M staged)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_JOB_SECRET", "", "rendezvous secret every rank must know (else TORCHELASTIC_RUN_ID); proved, never sent; required when MASTER_ADDR is not a loopback address", .kind = P2PK_PARAM_STR, .secret = 1},
+    {"P2PKIT_ALGO_TABLE", "", "all-reduce algorithm table file (as `p2pkit perf` writes it)", .kind = P2PK_PARAM_STR},
+    {"P2PKIT_PROTO", "", "force the all-reduce protocol: ll, ll128 or simple", .kind = P2PK_PARAM_STR, .words = "ll|ll128|simple"},
+    {"P2PKIT_LL128_X2", "1", "LL128 grids capped or set within one block per SM, whose warps have more than one pass: each warp works two passes an iteration, their loads together (0: one pass at a time)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_LL128_MAX", "32M", "largest LL128 message summed over peers; sets the LL128 scratch (about 2.13 x this per GPU; 0: no LL128)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_PDL", "1", "collective kernels over P2P launch as programmatic dependent launches on sm_90+: a kernel's launch overlaps the end of the stream's previous kernel (0: off)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_COLL_BLOCKS", "0", "all-reduce grid size (0: from the algorithm table)", .kind = P2PK_PARAM_INT, RANGE(0, 1024)},
+    {"P2PKIT_MAX_BLOCKS", "0", "most thread blocks any collective kernel of a communicator takes over P2P, so collectives leave multiprocessors to compute beside them, like NCCL_MAX_CTAS; every rank the same (0: no cap; p2pkit_comm_set_max_blocks changes it later)", .kind = P2PK_PARAM_INT, RANGE(0, 1024)},
+    {"P2PKIT_COLL_THREADS", "0", "all-reduce threads per block (0: from the algorithm table)", .kind = P2PK_PARAM_INT, RANGE(0, 1024)},
+    {"P2PKIT_COLL_CHUNK", "0", "all-reduce bytes per mailbox use (0: from the algorithm table)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_COLL_MAILBOXES", "0", "P2P mailboxes per peer, 16..512 (0: 4 per multiprocessor; a block uses 2)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_BCAST_CE_MIN", "32M", "broadcast over the copy engines from this size: in a group of one process's GPUs (under a CUDA graph straight into the peers' outputs), or with a process per GPU (not set: 16M there); not set, under a CUDA graph: 128M (0: never)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_STAGED_CE_MIN", "16M", "staged all-reduce (no P2P): copy engines through host memory from this size, in a group of one process's GPUs or process per GPU (0: never)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_STAGED_CE_CHUNK", "4M", "chunk of the copy-engine staged all-reduce (one process: at most half the staging data area; process per GPU: at most 64M)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_STAGED_CE_DEPTH", "4", "chunks of the copy-engine staged all-reduce in flight per peer, 2..8", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_CE_ALLREDUCE_MIN", "64M", "all-reduce over P2P, in a group of one process's GPUs or with a process per GPU (not set: 256M there; 512M in one process under a CUDA graph, the results straight into the peers' outputs): the copy engines move the data (the SMs only reduce locally) from this size (0: never; more than 2 ranks: only when set)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_CE_REDUCE_SCATTER_MIN", "64M", "reduce-scatter over P2P, in a group of one process's GPUs or with a process per GPU (not set: 128M in one process under a CUDA graph): the copy engines from this share size, bytes per rank (0: never; more than 2 ranks: only when set)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_CE_ALL_GATHER_MIN", "64M", "all-gather over the copy engines from this share size, bytes per rank: in a group of one process's GPUs (under a CUDA graph straight into the peers' outputs), or with a process per GPU through the landing slots (not set: 256M there) (0: never; more than 2 ranks: only when set, but 64M for one process eagerly)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_CE_ALL_TO_ALL_MIN", "32M", "all-to-all over the copy engines from this block size, bytes per peer: in a group of one process's GPUs out of place (under a CUDA graph straight into the peers' outputs), or with a process per GPU through the landing slots (not set: 256M there) (0: never; more than 2 ranks: only when set, but 64M for one process eagerly)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_CE_REDUCE_MIN", "64M", "reduce over P2P, in a group of one process's GPUs or with a process per GPU (not set: 64M there too, 128M in one process under a CUDA graph): the copy engines from this size (0: never; more than 2 ranks: only when set)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_CE_CHUNK", "0", "chunk of the copy-engine collectives over P2P (0: half a rank's shard, 16M..64M; the landing buffer, (ranks - 1) x depth chunks, stays within P2PKIT_CE_LAND; with a process per GPU the slots are part of the scratch, made at init, and as large as that cap allows when not set)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_CE_LAND", "192M", "the copy engines' landing slots over P2P per GPU, all peers and depths together (16M..4G; every rank the same): larger slots allow larger chunks (send/recv with a process per GPU takes them, the rest with P2PKIT_CE_CHUNK); on 2x H200 no default path got faster with them", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_PERF_HOST_TIME", "0", "p2pkit perf: print on stderr, per timed repeat and process, how long the host took to enqueue a call beside the GPU's time per call (1: on)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_CEP_TRACE", "0", "process per GPU: time each step of every collective and send/recv over the landing slots (copies, waits, reduces, copies out) with CUDA events and log the call's timeline at INFO (COLL) at the next such call; a diagnostic: each call waits for the one before it to be logged", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_CEP_MEMOPS", "1", "process per GPU, copy engines: write the posts to the peers as stream memory operations (cuStreamWriteValue64), which need no multiprocessor (0: one-thread kernels)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_CE_DEPTH", "3", "chunks of the copy-engine collectives over P2P in flight per peer, 2..8 (process per GPU, not set: 2)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_LAUNCH_THREADS", "1", "one process driving several GPUs: inside a group, launch each GPU's kernels from a thread of its own, at once (0: every launch from the calling thread, at the call)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_LAUNCH_SPIN_US", "1000", "how long a launch thread waits for work, spinning, before it sleeps (its next job is then made by the calling thread, and it wakes)", .kind = P2PK_PARAM_INT, RANGE(0, 3600LL * 1000 * 1000)},
+    {"P2PKIT_SENDRECV_CE_MIN", "4M", "send/recv over the copy engines from this size: between GPUs driven by one process, or with a process per GPU through the landing slots (not set: 256M there; one process under a CUDA graph: 64M, both ends in one group) (0: never)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_SENDRECV_DIRECT", "1", "process per GPU, send/recv, out-of-place all-to-all and all-gather over the copy engines: a receive (a block) into a registered buffer (p2pkit_comm_register) may take the sender's copy straight in, with no landing slot and no copy out, when the two hosts agree in time (0: always through the landing slots)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_SENDRECV_MAP", "0", "process per GPU, with P2PKIT_SENDRECV_DIRECT: a receive (a block) into a buffer that is not registered may go straight in too; its allocation is shared through CUDA IPC the first time and the sender keeps it mapped until the communicator is destroyed, so the caller promises not to free such a buffer while the communicator lives (as a caching allocator never does); every rank the same (1: on, 0: registered buffers only)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_SENDRECV_DIRECT_WAIT_US", "2000", "process per GPU: how long a send over the copy engines waits on the host for its receiver to say where its registered buffer is (and a receive into one for its sender's decision) before the call goes through the landing slots; after a wait in vain the pair waits not at all for its next 16 calls (0: never wait)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_BCAST_SELF_CE", "8M", "under a CUDA graph, a broadcast root out of place whose call takes the kernels copies its own buffer by copy engine beside the kernel from this size (0: the kernel copies it; eagerly it always does)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_BUCKET_SIZE", "25M", "gradient sync: bytes per bucket (as DDP's bucket_cap_mb)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_FIRST_BUCKET_SIZE", "1M", "gradient sync: bytes of the first bucket (launched earliest)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_GRAD_SYNC_BLOCKS", "0", "gradient sync: most thread blocks of a bucket's all-reduce kernel, which shares the GPU with the backward pass (0: half the multiprocessors, rounded down to 8; -1: no cap)", .kind = P2PK_PARAM_INT},
 };
 
 #define NPARAMS (sizeof params / sizeof params[0])
@@ -159,36 +169,109 @@ static void want_kind(const char *name, int kind) {
   abort();
 }
 
+/* `text` is one of the '|'-separated words (any case). */
+static int one_of(const char *words, const char *text) {
+  size_t n = strlen(text);
+  for (const char *w = words; *w;) {
+    size_t len = strcspn(w, "|");
+    if (len == n && strncasecmp(w, text, n) == 0) return 1;
+    w += len + (w[len] == '|');
+  }
+  return 0;
+}
+
+/* A value as error messages quote it: whole up to 160 bytes, else its start and "...". */
+static const char *quoted(const char *text, char *buf, size_t len) {
+  if (strlen(text) <= 160) return text;
+  snprintf(buf, len, "%.150s...", text);
+  return buf;
+}
+
+static int valid_int(const p2pk_param_def *d, const char *text, char *why, size_t len) {
+  long long x = 0;
+  const int parsed = parse_int(text, &x) == 0;
+  if (parsed && (!d->ranged || (x >= d->lo && x <= d->hi))) return 0;
+  char q[160];
+  if (d->ranged)
+    snprintf(why, len, "%s='%s' must be a whole number from %lld to %lld", d->name,
+             quoted(text, q, sizeof q), (long long)d->lo, (long long)d->hi);
+  else
+    snprintf(why, len, "%s='%s' is not a whole number", d->name, quoted(text, q, sizeof q));
+  return -1;
+}
+
+static int valid_size(const p2pk_param_def *d, const char *text, char *why, size_t len) {
+  size_t b = 0;
+  char q[160];
+  if (p2pk_parse_size(text, &b) != 0) {
+    snprintf(why, len, "%s='%s' is not a size (bytes, with K, M, G or T)", d->name,
+             quoted(text, q, sizeof q));
+    return -1;
+  }
+  if (!d->ranged || (b >= (uint64_t)d->lo && b <= (uint64_t)d->hi)) return 0;
+  snprintf(why, len, "%s='%s' is out of range (%lld to %lld bytes)", d->name,
+           quoted(text, q, sizeof q), (long long)d->lo, (long long)d->hi);
+  return -1;
+}
+
+static int valid_str(const p2pk_param_def *d, const char *text, char *why, size_t len) {
+  if (!text[0]) return 0; /* the default */
+  char q[160];
+  if (d->words && !one_of(d->words, text)) {
+    char list[160];
+    size_t o = 0;
+    for (const char *w = d->words; *w && o < sizeof list - 4; w++)
+      o += (size_t)snprintf(list + o, sizeof list - o, *w == '|' ? ", " : "%c", *w);
+    snprintf(why, len, "%s='%s' is not one of %s", d->name, quoted(text, q, sizeof q), list);
+    return -1;
+  }
+  char detail[160] = "";
+  if (d->valid && d->valid(text, detail, sizeof detail) != 0) {
+    snprintf(why, len, "%s='%s': %s", d->name, quoted(text, q, sizeof q), detail);
+    return -1;
+  }
+  return 0;
+}
+
+int p2pk_param_valid(const p2pk_param_def *d, const char *text, char *why, size_t len) {
+  if (d->kind == P2PK_PARAM_INT) return valid_int(d, text, why, len);
+  if (d->kind == P2PK_PARAM_SIZE) return valid_size(d, text, why, len);
+  return valid_str(d, text, why, len);
+}
+
+/* The value's text when it is valid, else the default's. */
+static const char *valid_or_default(const char *name) {
+  const p2pk_param_def *d = &params[index_of(name)];
+  const char *v = p2pk_param_str(name);
+  char why[8];
+  return p2pk_param_valid(d, v, why, sizeof why) == 0 ? v : d->def;
+}
+
 int64_t p2pk_param_int(const char *name) {
   want_kind(name, P2PK_PARAM_INT);
   long long x = 0;
-  if (parse_int(p2pk_param_str(name), &x) != 0) x = strtoll(params[index_of(name)].def, NULL, 10);
+  parse_int(valid_or_default(name), &x);
   return (int64_t)x;
 }
 
 size_t p2pk_param_size(const char *name) {
   want_kind(name, P2PK_PARAM_SIZE);
   size_t bytes = 0;
-  if (p2pk_parse_size(p2pk_param_str(name), &bytes) != 0)
-    p2pk_parse_size(params[index_of(name)].def, &bytes);
+  p2pk_parse_size(valid_or_default(name), &bytes);
   return bytes;
+}
+
+const char *p2pk_param_shown(const char *name) {
+  const p2pk_param_def *d = &params[index_of(name)];
+  return d->secret && p2pk_param_is_set(name) ? "(set, hidden)" : p2pk_param_str(name);
 }
 
 p2pkit_status_t p2pk_param_check(void) {
   for (size_t i = 0; i < NPARAMS; i++) {
-    if (params[i].kind == P2PK_PARAM_STR || !p2pk_param_is_set(params[i].name)) continue;
-    const char *v = p2pk_param_str(params[i].name);
-    if (params[i].kind == P2PK_PARAM_INT) {
-      long long x;
-      if (parse_int(v, &x) != 0)
-        return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s='%s' is not a whole number",
-                         params[i].name, v);
-    } else {
-      size_t b = 0;
-      if (p2pk_parse_size(v, &b) != 0)
-        return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
-                         "%s='%s' is not a size (bytes, with K, M, G or T)", params[i].name, v);
-    }
+    if (!p2pk_param_is_set(params[i].name)) continue;
+    char why[400];
+    if (p2pk_param_valid(&params[i], p2pk_param_str(params[i].name), why, sizeof why) != 0)
+      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s", why);
   }
   return P2PKIT_SUCCESS;
 }

@@ -11,30 +11,45 @@
 /* What a setting's text must be; p2pk_param_check refuses anything else. */
 enum { P2PK_PARAM_STR, P2PK_PARAM_INT, P2PK_PARAM_SIZE };
 
+/* A string setting's grammar: 0 when `text` is valid, else -1 and the reason. */
+typedef int (*p2pk_param_valid_fn)(const char *text, char *why, size_t len);
+
 typedef struct {
   const char *name;
   const char *def;
   const char *help;
-  int kind; /* P2PK_PARAM_*: how p2pk_param_int / _size / _str read it */
+  int kind;         /* P2PK_PARAM_*: how p2pk_param_int / _size / _str read it */
+  int ranged;       /* INT, SIZE: the value must lie in lo..hi */
+  int64_t lo, hi;
+  const char *words; /* STR: the values allowed besides "" (the default), '|' apart, any case */
+  p2pk_param_valid_fn valid; /* STR: its grammar, or NULL */
+  int secret;       /* never shown: `p2pkit env` and the doctor say only whether it is set */
 } p2pk_param_def;
 
 /* Current value (environment or default); never NULL. Aborts on a name not in
  * the registry: that is a bug, not an input. */
 const char *p2pk_param_str(const char *name);
-/* Integer value; the default when the text is not a number (entry points
- * call p2pk_param_check first, so a malformed value is refused, not
- * replaced). */
+/* Integer value; the default when the text is not a number or out of the
+ * setting's range (entry points call p2pk_param_check first, so such a value
+ * is refused, not replaced). */
 int64_t p2pk_param_int(const char *name);
-/* Byte size with an optional K/M/G suffix (powers of 1024). */
+/* Byte size with an optional K/M/G suffix (powers of 1024); the default as
+ * p2pk_param_int says. */
 size_t p2pk_param_size(const char *name);
+/* The value to print: the value, or "(set, hidden)" for a secret. */
+const char *p2pk_param_shown(const char *name);
 /* 1 when set in the environment, 0 when the default is in force. */
 int p2pk_param_is_set(const char *name);
 
-/* Every setting taken from the environment parses as its kind says:
- * P2PKIT_ERR_INVALID_ARGUMENT naming the first that does not ("P2PKIT_X='yes'
- * is not a whole number"). Copy contexts, communicators and the doctor call
- * it, so P2PKIT_P2P_DISABLE=yes cannot quietly mean 0. */
+/* Every setting taken from the environment is valid: it parses as its kind
+ * says, lies in its range, is one of its words or follows its grammar.
+ * P2PKIT_ERR_INVALID_ARGUMENT naming the first that is not
+ * ("P2PKIT_P2P_DISABLE='-1' must be a whole number from 0 to 1"). The one
+ * check: `p2pkit env`, copy contexts, communicators and the commands all
+ * call it, so what one accepts the others do. */
 p2pkit_status_t p2pk_param_check(void);
+/* The same check of one setting's text: 0, or -1 with the sentence in `why`. */
+int p2pk_param_valid(const p2pk_param_def *d, const char *text, char *why, size_t len);
 
 /* P2PKIT_* names in the environment that are not settings (a typo such as
  * P2PKIT_P2P_DISABLED, which would otherwise be ignored in silence). The

@@ -136,8 +136,10 @@ static void check_driver(const view *v, p2pk_findings *f) {
                        "the PCI bus shows %d NVIDIA GPU%s but CUDA cannot use them (%s); the checks "
                        "that need the driver are skipped",
                        v->n, v->n == 1 ? "" : "s", why);
-    else
-      p2pk_finding_add(f, P2PK_DOC_SKIP, "driver", "system", NULL,
+    else /* nothing here can move data between GPUs: never "no problem found" */
+      p2pk_finding_add(f, P2PK_DOC_FAIL, "driver", "system",
+                       "install or load the NVIDIA driver (`nvidia-smi` must list the GPUs); to "
+                       "analyse another machine: p2pkit doctor --from FILE",
                        "%s; skipped: P2P status, NVLink, bandwidth probe and NCCL (they need the "
                        "driver); %d NVIDIA GPU%s found in sysfs%s",
                        why, v->n, v->n == 1 ? "" : "s", v->n ? "" : " either");
@@ -911,14 +913,21 @@ void p2pk_doc_check_nccl(const p2pk_doc_input *in, p2pk_findings *f) {
     if (w > 0 && (size_t)w < sizeof env - o) o += (size_t)w;
   }
   p2pk_finding_add(f, P2PK_DOC_OK, "nccl", "NCCL", NULL,
-                   "NCCL %s: %d rank%s, %d connections read (rank i is GPU i)%s%s",
+                   "NCCL %s: %d rank%s, %d connections read (rank i is GPU i)%s",
                    log->version[0] ? log->version : "(version not logged)", log->nranks,
-                   log->nranks == 1 ? "" : "s", log->nconn,
-                   in->topo && log->nranks > ngpus ? "; the log has more ranks than this machine's GPUs"
-                                                   : "",
-                   env);
-  for (int a = 0; a < log->nranks; a++)
-    for (int b = a + 1; b < log->nranks; b++) check_nccl_pair(in, log, a, b, f);
+                   log->nranks == 1 ? "" : "s", log->nconn, env);
+  /* A log that names GPUs this machine lacks is another machine's or job's. */
+  if (in->topo && log->max_rank >= ngpus)
+    p2pk_finding_add(f, P2PK_DOC_WARN, "nccl", "NCCL",
+                     "give the NCCL log of a job on this machine (one rank per GPU)",
+                     "the NCCL log names rank %ld, but this machine has %d GPU%s (0..%d): %d of its "
+                     "%d connections are between ranks it does not have, and are not checked",
+                     log->max_rank, ngpus, ngpus == 1 ? "" : "s", ngpus - 1,
+                     p2pk_nccl_log_conns_beyond(log, ngpus),
+                     log->nconn);
+  const int n = in->topo && ngpus < log->nranks ? ngpus : log->nranks;
+  for (int a = 0; a < n; a++)
+    for (int b = a + 1; b < n; b++) check_nccl_pair(in, log, a, b, f);
 }
 
 p2pkit_status_t p2pk_doctor_analyze(const p2pk_doc_input *in, p2pk_findings *f) {

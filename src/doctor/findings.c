@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/text.h"
 #include "doctor/doctor.h"
 
 #define DOCTOR_JSON_SCHEMA_VERSION 1
@@ -39,6 +40,11 @@ p2pk_finding *p2pk_finding_add(p2pk_findings *f, p2pk_doc_level level, const cha
   va_start(ap, fmt);
   vsnprintf(x->reason, sizeof x->reason, fmt, ap);
   va_end(ap);
+  /* Names, notes and NCCL's warnings come from files and logs: no terminal
+   * escapes reach the screen. */
+  p2pk_text_printable(x->reason);
+  p2pk_text_printable(x->action);
+  p2pk_text_printable(x->subject);
   x->value = x->expected = NAN;
   return x;
 }
@@ -76,8 +82,16 @@ const p2pk_finding *p2pk_findings_find(const p2pk_findings *f, const char *check
   return NULL;
 }
 
+/* The title names a recorded machine by its file and host: made printable. */
+static void printable_title(const char *title, char *buf, size_t len) {
+  snprintf(buf, len, "%s", title);
+  p2pk_text_printable(buf);
+}
+
 void p2pk_doctor_print_text(const p2pk_findings *f, const char *title, FILE *out) {
-  fprintf(out, "p2pkit doctor: %s\n\n", title);
+  char t[512];
+  printable_title(title, t, sizeof t);
+  fprintf(out, "p2pkit doctor: %s\n\n", t);
   for (int i = 0; i < f->n; i++) {
     const p2pk_finding *x = &f->v[i];
     fprintf(out, "%-4s  %-10s %-10s %s\n", p2pk_doc_level_name(x->level), x->subject, x->check,
@@ -97,10 +111,12 @@ void p2pk_doctor_print_text(const p2pk_findings *f, const char *title, FILE *out
 
 void p2pk_doctor_print_json(const p2pk_findings *f, const char *title, FILE *out) {
   p2pk_json j;
+  char t[512];
+  printable_title(title, t, sizeof t);
   pj_init(&j, out);
   pj_obj(&j, NULL);
   pj_int(&j, "schema_version", DOCTOR_JSON_SCHEMA_VERSION);
-  pj_str(&j, "machine", title);
+  pj_str(&j, "machine", t);
   pj_int(&j, "exit_code", p2pk_doctor_exit_code(f));
   pj_obj(&j, "summary");
   for (int l = P2PK_DOC_OK; l <= P2PK_DOC_SKIP; l++)

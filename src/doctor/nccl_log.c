@@ -80,7 +80,12 @@ static void parse_channel(const char *p, const char *end, p2pk_nccl_log *out) {
     snprintf(t, sizeof t, "%.*s", (int)n, via);
   }
   out->nconn++;
-  if (src >= P2PK_NCCL_MAX_RANKS || dst >= P2PK_NCCL_MAX_RANKS) return;
+  if (src > out->max_rank) out->max_rank = src;
+  if (dst > out->max_rank) out->max_rank = dst;
+  if (src >= P2PK_NCCL_MAX_RANKS || dst >= P2PK_NCCL_MAX_RANKS) {
+    out->nconn_far++;
+    return;
+  }
   if (src + 1 > out->nranks) out->nranks = (int)src + 1;
   if (dst + 1 > out->nranks) out->nranks = (int)dst + 1;
   out->kinds[src][dst] |= p2pk_nccl_transport_kind(t);
@@ -122,6 +127,7 @@ static void parse_line(const char *line, const char *end, p2pk_nccl_log *out) {
 
 void p2pk_nccl_log_parse(const char *text, size_t len, p2pk_nccl_log *out) {
   memset(out, 0, sizeof *out);
+  out->max_rank = -1;
   const char *p = text, *end = text + len;
   while (p < end) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -138,4 +144,12 @@ const char *p2pk_nccl_log_env(const p2pk_nccl_log *log, const char *name) {
   for (int i = 0; i < log->nenv; i++)
     if (strncmp(log->env[i], name, n) == 0 && log->env[i][n] == '=') return log->env[i] + n + 1;
   return NULL;
+}
+
+int p2pk_nccl_log_conns_beyond(const p2pk_nccl_log *log, int nranks) {
+  int n = log->nconn_far;
+  for (int a = 0; a < log->nranks; a++)
+    for (int b = 0; b < log->nranks; b++)
+      if (a >= nranks || b >= nranks) n += log->count[a][b];
+  return n;
 }

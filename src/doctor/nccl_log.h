@@ -22,8 +22,10 @@ enum {
 
 typedef struct p2pk_nccl_log {
   char version[48];  /* "2.28.3+cuda13.0"; "" not seen */
-  int nranks;        /* 1 + the highest rank a connection names */
+  int nranks;        /* 1 + the highest rank a connection names, within the tables below */
   int nconn;         /* connection lines parsed */
+  long max_rank;     /* the highest rank any connection names (-1: none) */
+  int nconn_far;     /* connections naming a rank past the tables (P2PK_NCCL_MAX_RANKS) */
   unsigned kinds[P2PK_NCCL_MAX_RANKS][P2PK_NCCL_MAX_RANKS];  /* P2PK_NT_* seen, src -> dst */
   int count[P2PK_NCCL_MAX_RANKS][P2PK_NCCL_MAX_RANKS];      /* connections, src -> dst */
   char first[P2PK_NCCL_MAX_RANKS][P2PK_NCCL_MAX_RANKS][40]; /* "P2P/CUMEM/read" */
@@ -36,6 +38,8 @@ typedef struct p2pk_nccl_log {
 /* Parse a whole log (lines of several processes may be interleaved). Never
  * fails on odd lines: they are skipped. */
 void p2pk_nccl_log_parse(const char *text, size_t len, p2pk_nccl_log *out);
+/* Connections that name a rank of `nranks` or more. */
+int p2pk_nccl_log_conns_beyond(const p2pk_nccl_log *log, int nranks);
 /* Kind of a transport text: "P2P/CUMEM/read" -> P2PK_NT_P2P. */
 unsigned p2pk_nccl_transport_kind(const char *transport);
 /* The value NCCL reported for a setting taken from the environment

@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "core/check.h"
+#include "core/outfile.h"
 #include "core/param.h"
 #include "doctor/doctor.h"
 #include "doctor/nccl_log.h"
@@ -18,6 +21,11 @@
 static p2pkit_status_t read_file(const char *path, char **text_p, size_t *len_p) {
   FILE *f = fopen(path, "rb");
   if (!f) return p2pk_fail(P2PKIT_ERR_IO, "cannot open NCCL log %s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fclose(f);
+    return p2pk_fail(P2PKIT_ERR_IO, "NCCL log %s is a directory; give the log file", path);
+  }
   size_t cap = 1 << 16, len = 0, n;
   char *buf = malloc(cap + 1);
   while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
@@ -32,19 +40,17 @@ static p2pkit_status_t read_file(const char *path, char **text_p, size_t *len_p)
     buf = nb;
     cap *= 2;
   }
+  const int bad = ferror(f);
+  const int e = errno;
   fclose(f);
+  if (buf && bad) {
+    free(buf);
+    return p2pk_fail(P2PKIT_ERR_IO, "reading NCCL log %s failed: %s", path, strerror(e));
+  }
   if (!buf) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "%s: too large or out of memory", path);
   buf[len] = '\0';
   *text_p = buf;
   *len_p = len;
-  return P2PKIT_SUCCESS;
-}
-
-static p2pkit_status_t write_file(const char *path, const char *text, size_t len) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return p2pk_fail(P2PKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-  size_t n = len ? fwrite(text, 1, len, f) : 0;
-  if (fclose(f) != 0 || n != len) return p2pk_fail(P2PKIT_ERR_IO, "error writing %s", path);
   return P2PKIT_SUCCESS;
 }
 
@@ -147,7 +153,6 @@ static p2pkit_status_t run_nccl(const p2pk_doc_opts *o, state *s) {
     s->in.nccl_error = s->nccl_error;
     return P2PKIT_SUCCESS;
   }
-  if (o->save_nccl_log) P2PK_CHECK(write_file(o->save_nccl_log, s->run.log ? s->run.log : "", s->run.log_len));
   if (s->run.skip[0]) {
     snprintf(s->nccl_skip, sizeof s->nccl_skip, "%s", s->run.skip);
   } else if (!s->run.ran) {
@@ -157,6 +162,27 @@ static p2pkit_status_t run_nccl(const p2pk_doc_opts *o, state *s) {
     p2pk_nccl_log_parse(s->run.log ? s->run.log : "", s->run.log_len, s->nccl);
     s->in.nccl = s->nccl;
   }
+  return P2PKIT_SUCCESS;
+}
+
+/* --save-nccl-log: the NCCL ranks' log, or one line saying why there is
+ * none; a write that fails is the doctor's failure. */
+static p2pkit_status_t save_nccl_log(const p2pk_doc_opts *o, p2pk_outfile *out, const state *s) {
+  FILE *f = p2pk_outfile_take(out);
+  if (!f) return P2PKIT_SUCCESS;
+  if (s->run.log && s->run.log_len) fwrite(s->run.log, 1, s->run.log_len, f);
+  else
+    fprintf(f, "# p2pkit doctor: NCCL did not run: %s\n",
+            o->nccl_log        ? "its log was read from --nccl-log"
+            : s->nccl_skip[0]  ? s->nccl_skip
+            : s->nccl_error[0] ? s->nccl_error
+                               : "no log");
+  const int bad = ferror(f);
+  int e = errno;
+  const int closed = fclose(f) == 0;
+  if (!closed) e = errno;
+  if (bad || !closed)
+    return p2pk_fail(P2PKIT_ERR_IO, "writing %s failed: %s", out->path, e ? strerror(e) : "write error");
   return P2PKIT_SUCCESS;
 }
 
@@ -177,10 +203,15 @@ static void make_title(const p2pk_doc_opts *o, const state *s, char *title, size
 
 p2pkit_status_t p2pk_doctor_run(const p2pk_doc_opts *o, p2pk_findings *f, char *title,
                                 size_t title_len) {
+  /* Opened first: a path that cannot be written fails before minutes of probes. */
+  p2pk_outfile saved = {0};
+  if (o->save_nccl_log && p2pk_outfile_open(&saved, o->save_nccl_log) != 0)
+    return p2pk_fail(P2PKIT_ERR_IO, "cannot write %s: %s", o->save_nccl_log, strerror(errno));
   state *s = calloc(1, sizeof *s);
   p2pkit_status_t st = P2PKIT_SUCCESS;
   if (!s || !(s->nccl = calloc(1, sizeof *s->nccl))) {
     free(s);
+    p2pk_outfile_close(&saved, 1);
     return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of memory");
   }
   s->in.sysfs_root = p2pk_param_str("P2PKIT_SYSFS_ROOT");
@@ -200,6 +231,7 @@ p2pkit_status_t p2pk_doctor_run(const p2pk_doc_opts *o, p2pk_findings *f, char *
   }
   /* NCCL first: its ranks then find the GPUs as idle as we did. */
   P2PK_CHECK_GOTO(run_nccl(o, s), st, out);
+  P2PK_CHECK_GOTO(save_nccl_log(o, &saved, s), st, out);
   s->in.nccl_skip = s->nccl_skip;
   if (s->topo && s->in.live && s->topo->ngpus > 0) {
     s->load = calloc((size_t)s->topo->ngpus, sizeof *s->load);
@@ -215,6 +247,7 @@ p2pkit_status_t p2pk_doctor_run(const p2pk_doc_opts *o, p2pk_findings *f, char *
   make_title(o, s, title, title_len);
   st = p2pk_doctor_analyze(&s->in, f);
 out:
+  p2pk_outfile_close(&saved, 1); /* still open: the run failed before NCCL */
   p2pk_doc_nccl_run_free(&s->run);
   if (s->topo) p2pkit_topo_destroy(s->topo);
   free(s->load);

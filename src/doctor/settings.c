@@ -23,7 +23,7 @@ static void list_settings(p2pk_findings *f) {
     if (!p2pk_param_is_set(d->name)) continue;
     n++;
     const int w = snprintf(list + o, sizeof list - o, "%s%s=%s", o ? ", " : "", d->name,
-                           p2pk_param_str(d->name));
+                           p2pk_param_shown(d->name));
     if (w > 0 && (size_t)w < sizeof list - o) o += (size_t)w;
   }
   if (!n)

@@ -92,6 +92,7 @@ typedef struct {
   size_t min_bytes, max_bytes;
   size_t step_bytes;     /* -i; 0: use step_factor */
   long step_factor;      /* -f */
+  int factor_given;      /* -f was given (it excludes -i) */
   int iters, warmup;     /* -n, -w */
   int check;             /* -c */
   int graph;             /* -G: graph launches per timed region; 0 eager */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "coll/algo.h"
+#include "core/opts.h"
 #include "core/param.h"
 #include "perf/perf.h"
 
@@ -48,7 +49,10 @@ void p2pk_perf_usage(FILE *out) {
           "Columns: time is microseconds per call (median of the repeats, max over GPUs);\n"
           "algbw = size / time; busbw = algbw x factor (all_reduce 2(n-1)/n; all_gather,\n"
           "reduce_scatter, alltoall (n-1)/n; broadcast, reduce, sendrecv 1).\n"
-          "Settings: P2PKIT_TIMEOUT (seconds without progress before giving up), P2PKIT_NCCL_LIB.\n");
+          "Settings: P2PKIT_TIMEOUT (seconds without progress before giving up), P2PKIT_NCCL_LIB.\n"
+          "Exit codes: 0 done and every result right; 1 a run failed or a result was wrong,\n"
+          "or the output could not be written; 2 a bad command line or setting, or no GPU\n"
+          "(docs/cli.md).\n");
 }
 
 static int bad(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -153,19 +157,37 @@ int p2pk_perf_sizes(const perf_args *a, size_t *out, int max) {
   return n;
 }
 
-/* Options: short, long, takes a value. */
-static const struct {
-  char s;
-  const char *l;
-  int arg;
-} opts[] = {
-    {'b', "minbytes", 1}, {'e', "maxbytes", 1}, {'f', "stepfactor", 1}, {'i', "stepbytes", 1},
-    {'n', "iters", 1},    {'w', "warmup_iters", 1}, {'c', "check", 1}, {'G', "cudagraph", 1},
-    {'d', "datatype", 1}, {'o', "op", 1},        {'r', "root", 1},    {'g', "ngpus", 1},
-    {'p', "procs", 1},    {'R', "local_register", 1}, {0, "repeats", 1}, {0, "vs-nccl", 0},
-    {0, "nccl-only", 0},  {0, "json", 0},        {0, "json-file", 1}, {0, "algo", 1},
-    {0, "sweep-algos", 1}, {0, "algo-table", 1}, {0, "max-blocks", 1}, {'h', "help", 0},
+/* The options: getopt_long's table; the long-only ones get values past
+ * the characters. */
+enum { OPT_REPEATS = 256, OPT_VS_NCCL, OPT_NCCL_ONLY, OPT_JSON, OPT_JSON_FILE, OPT_ALGO,
+       OPT_SWEEP_ALGOS, OPT_ALGO_TABLE, OPT_MAX_BLOCKS };
+static const char short_opts[] = ":b:e:f:i:n:w:c:G:d:o:r:g:p:R:h";
+static const struct option long_opts[] = {
+    {"minbytes", required_argument, NULL, 'b'},     {"maxbytes", required_argument, NULL, 'e'},
+    {"stepfactor", required_argument, NULL, 'f'},   {"stepbytes", required_argument, NULL, 'i'},
+    {"iters", required_argument, NULL, 'n'},        {"warmup_iters", required_argument, NULL, 'w'},
+    {"check", required_argument, NULL, 'c'},        {"cudagraph", required_argument, NULL, 'G'},
+    {"datatype", required_argument, NULL, 'd'},     {"op", required_argument, NULL, 'o'},
+    {"root", required_argument, NULL, 'r'},         {"ngpus", required_argument, NULL, 'g'},
+    {"procs", required_argument, NULL, 'p'},        {"local_register", required_argument, NULL, 'R'},
+    {"repeats", required_argument, NULL, OPT_REPEATS}, {"vs-nccl", no_argument, NULL, OPT_VS_NCCL},
+    {"nccl-only", no_argument, NULL, OPT_NCCL_ONLY}, {"json", no_argument, NULL, OPT_JSON},
+    {"json-file", required_argument, NULL, OPT_JSON_FILE}, {"algo", required_argument, NULL, OPT_ALGO},
+    {"sweep-algos", required_argument, NULL, OPT_SWEEP_ALGOS},
+    {"algo-table", required_argument, NULL, OPT_ALGO_TABLE},
+    {"max-blocks", required_argument, NULL, OPT_MAX_BLOCKS}, {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
 };
+
+/* How errors name option `c`: "-b" where it has a letter, else "--repeats". */
+static void flag_name(int c, char *out, size_t len) {
+  if (c < 256) {
+    snprintf(out, len, "-%c", c);
+    return;
+  }
+  for (const struct option *o = long_opts; o->name; o++)
+    if (o->val == c) snprintf(out, len, "--%s", o->name);
+}
 
 #define STEP_FACTOR_MAX (1L << 20)
 #define STEP_FACTOR_RULE \
@@ -213,8 +235,14 @@ static int split_algos(FILE *err, const char *list, perf_args *a) {
   return 0;
 }
 
-static int apply(FILE *err, char s, const char *l, const char *flag, const char *v, perf_args *a) {
-  switch (s) {
+static int file_arg(FILE *err, const char *flag, const char *v, const char **out) {
+  if (!v[0]) return bad(err, "%s needs a file name", flag);
+  *out = v;
+  return 0;
+}
+
+static int apply(FILE *err, int c, const char *flag, const char *v, perf_args *a) {
+  switch (c) {
     case 'b': return size_arg(err, flag, v, &a->min_bytes);
     case 'e': return size_arg(err, flag, v, &a->max_bytes);
     case 'i': return size_arg(err, flag, v, &a->step_bytes);
@@ -227,6 +255,7 @@ static int apply(FILE *err, char s, const char *l, const char *flag, const char 
       if (!*v || *end || errno) return bad(err, "%s '%s' is not a whole number", flag, v);
       if (f < 1 || f > STEP_FACTOR_MAX) return bad(err, "%s %ld: %s", flag, f, STEP_FACTOR_RULE);
       a->step_factor = (int)f;
+      a->factor_given = 1;
       return 0;
     }
     case 'n': return int_arg(err, flag, v, 1, 1000000, &a->iters);
@@ -246,21 +275,20 @@ static int apply(FILE *err, char s, const char *l, const char *flag, const char 
       if (p2pk_perf_op_parse(v, &a->op))
         return bad(err, "%s '%s': unknown reduction (sum, prod, min, max, avg)", flag, v);
       return 0;
-    default: break;
+    case OPT_REPEATS: return int_arg(err, flag, v, 1, P2PK_PERF_MAX_REPEATS, &a->repeats);
+    case OPT_MAX_BLOCKS: return int_arg(err, flag, v, 1, 1024, &a->max_blocks);
+    case OPT_VS_NCCL: a->vs_nccl = 1; return 0;
+    case OPT_NCCL_ONLY: a->nccl_only = 1; return 0;
+    case OPT_JSON: a->json = 1; return 0;
+    case OPT_JSON_FILE: return file_arg(err, flag, v, &a->json_file);
+    case OPT_ALGO_TABLE: return file_arg(err, flag, v, &a->algo_table);
+    case OPT_SWEEP_ALGOS: return split_algos(err, v, a);
+    case OPT_ALGO:
+      if (check_algo(err, flag, v)) return PERF_PARSE_ERROR;
+      a->algo = v;
+      return 0;
+    default: return bad(err, "%s: not handled (a bug)", flag);
   }
-  if (strcmp(l, "repeats") == 0) return int_arg(err, flag, v, 1, P2PK_PERF_MAX_REPEATS, &a->repeats);
-  if (strcmp(l, "max-blocks") == 0) return int_arg(err, flag, v, 1, 1024, &a->max_blocks);
-  if (strcmp(l, "vs-nccl") == 0) a->vs_nccl = 1;
-  else if (strcmp(l, "nccl-only") == 0) a->nccl_only = 1;
-  else if (strcmp(l, "json") == 0) a->json = 1;
-  else if (strcmp(l, "json-file") == 0) a->json_file = v;
-  else if (strcmp(l, "algo-table") == 0) a->algo_table = v;
-  else if (strcmp(l, "sweep-algos") == 0) return split_algos(err, v, a);
-  else if (strcmp(l, "algo") == 0) {
-    if (check_algo(err, flag, v)) return PERF_PARSE_ERROR;
-    a->algo = v;
-  }
-  return 0;
 }
 
 /* Everything that can be judged before touching a GPU. */
@@ -273,6 +301,7 @@ static int validate(FILE *err, perf_args *a) {
   }
   if (a->max_bytes < a->min_bytes)
     return bad(err, "-e %zu is smaller than -b %zu", a->max_bytes, a->min_bytes);
+  if (a->factor_given && a->step_bytes) return bad(err, "-f and -i cannot both be given");
   if (!a->step_bytes && a->step_factor < 2 && a->max_bytes != a->min_bytes)
     return bad(err, "-f %ld: %s", a->step_factor, STEP_FACTOR_RULE);
   size_t sizes[P2PK_PERF_MAX_SIZES + 1];
@@ -302,56 +331,37 @@ static int validate(FILE *err, perf_args *a) {
   return 0;
 }
 
+/* The collective, the one argument that is not an option. */
+static int take_collective(FILE *err, int argc, char **argv, perf_args *a) {
+  for (int i = optind; i < argc; i++) {
+    if (a->coll) return bad(err, "unexpected argument '%s' (one collective per run)", argv[i]);
+    a->coll = p2pk_perf_coll(argv[i]);
+    if (!a->coll)
+      return bad(err, "unknown collective '%s' (all_reduce, broadcast, reduce, all_gather, "
+                 "reduce_scatter, sendrecv, alltoall)", argv[i]);
+  }
+  return 0;
+}
+
 int p2pk_perf_parse(int argc, char **argv, perf_args *a, FILE *err) {
   p2pk_perf_args_default(a);
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (arg[0] != '-' || arg[1] == '\0') {
-      if (a->coll) return bad(err, "unexpected argument '%s' (one collective per run)", arg);
-      a->coll = p2pk_perf_coll(arg);
-      if (!a->coll)
-        return bad(err, "unknown collective '%s' (all_reduce, broadcast, reduce, all_gather, "
-                   "reduce_scatter, sendrecv, alltoall)", arg);
-      continue;
-    }
-    /* -b8, -b 8, --minbytes 8, --minbytes=8 */
-    int found = -1;
-    const char *inline_v = NULL;
-    char lname[32] = "";
-    if (arg[1] == '-') {
-      const char *eq = strchr(arg + 2, '=');
-      size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
-      if (len < sizeof lname) {
-        memcpy(lname, arg + 2, len);
-        lname[len] = '\0';
-      }
-      for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
-        if (strcmp(opts[k].l, lname) == 0) found = (int)k;
-      if (eq) inline_v = eq + 1;
-    } else {
-      for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
-        if (opts[k].s && opts[k].s == arg[1]) found = (int)k;
-      if (found >= 0 && arg[2]) inline_v = arg + 2;
-    }
-    if (found < 0 || (inline_v && !opts[found].arg)) {
-      bad(err, "unknown option '%s'", arg);
-      p2pk_perf_usage(err);
-      return PERF_PARSE_ERROR;
-    }
-    if (opts[found].s == 'h') {
+  p2pk_opts_begin();
+  for (int c; (c = getopt_long(argc, argv, short_opts, long_opts, NULL)) != -1;) {
+    if (c == 'h') {
       p2pk_perf_usage(stdout);
       return PERF_PARSE_HELP;
     }
-    const char *v = NULL;
-    if (opts[found].arg) {
-      if (inline_v) v = inline_v;
-      else if (i + 1 < argc) v = argv[++i];
-      else return bad(err, "%s needs a value", arg);
+    if (c == ':' || c == '?') {
+      char why[160];
+      p2pk_opts_error(c, argv, why, sizeof why);
+      bad(err, "%s", why);
+      if (c == '?') p2pk_perf_usage(err);
+      return PERF_PARSE_ERROR;
     }
-    char flag[40];
-    if (opts[found].s) snprintf(flag, sizeof flag, "-%c", opts[found].s);
-    else snprintf(flag, sizeof flag, "--%s", opts[found].l);
-    if (apply(err, opts[found].s, opts[found].l, flag, v, a)) return PERF_PARSE_ERROR;
+    char flag[40] = "";
+    flag_name(c, flag, sizeof flag);
+    if (apply(err, c, flag, optarg, a)) return PERF_PARSE_ERROR;
   }
+  if (take_collective(err, argc, argv, a)) return PERF_PARSE_ERROR;
   return validate(err, a) ? PERF_PARSE_ERROR : PERF_PARSE_OK;
 }

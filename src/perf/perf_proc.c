@@ -1,6 +1,7 @@
 #include "perf/perf_proc.h"
 
 #include "core/clock.h"
+#include "core/outfile.h"
 #include "core/param.h"
 
 #include <arpa/inet.h>
@@ -221,7 +222,7 @@ int p2pk_perf_spawn(perf_shared *sh, int nprocs, int timeout_s, perf_child_fn fn
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(P2PK_PERF_EXIT_FAIL);
       int rc = fn(arg, sh, p, nprocs);
-      fflush(stdout);
+      if (p2pk_stdout_flush("perf") != 0 && rc == P2PK_PERF_EXIT_OK) rc = P2PK_PERF_EXIT_FAIL;
       fflush(stderr);
       exit(rc);
     }

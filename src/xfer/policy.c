@@ -46,49 +46,21 @@ int p2pk_pair_level(const p2pkit_pair_t *pair) {
   }
 }
 
-/* A size setting: the text must parse (p2pk_param_size would silently fall
- * back to the default, hiding a typo). */
-static p2pkit_status_t read_size(const char *name, size_t *out) {
-  const char *v = p2pk_param_str(name);
-  if (p2pk_parse_size(v, out) != 0)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
-                     "%s='%s' is not a size (bytes, with K, M, G or T)", name, v);
-  return P2PKIT_SUCCESS;
-}
-
-static p2pkit_status_t read_int(const char *name, long lo, long hi, long *out) {
-  const char *v = p2pk_param_str(name);
-  char *end = NULL;
-  long x = strtol(v, &end, 10);
-  if (end == v || *end || x < lo || x > hi)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s='%s' must be a whole number from %ld to %ld",
-                     name, v, lo, hi);
-  *out = x;
-  return P2PKIT_SUCCESS;
-}
-
 p2pkit_status_t p2pk_xfer_settings_read(p2pk_xfer_settings *s) {
+  /* The registry checks every value (ranges, words, the SM kernel's
+   * grammar) for every reader; what follows cannot fail after it. */
+  P2PK_CHECK(p2pk_param_check());
   p2pk_xfer_settings r;
   memset(&r, 0, sizeof r);
-  long v = 0;
-  P2PK_CHECK(read_int("P2PKIT_P2P_DISABLE", 0, 1, &v));
-  r.p2p_disable = (int)v;
+  r.p2p_disable = (int)p2pk_param_int("P2PKIT_P2P_DISABLE");
   P2PK_CHECK(p2pk_p2p_level_read(&r.p2p_level));
-  P2PK_CHECK(read_size("P2PKIT_SM_COPY_MAX", &r.sm_copy_max));
-  P2PK_CHECK(read_size("P2PKIT_STAGE_CHUNK", &r.stage_chunk));
-  if (r.stage_chunk < P2PK_STAGE_MIN_CHUNK || r.stage_chunk > P2PK_STAGE_MAX_CHUNK)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
-                     "P2PKIT_STAGE_CHUNK=%zu is out of range (%u bytes to %u MiB)", r.stage_chunk,
-                     P2PK_STAGE_MIN_CHUNK, P2PK_STAGE_MAX_CHUNK >> 20);
-  P2PK_CHECK(read_int("P2PKIT_STAGE_DEPTH", 2, P2PK_STAGE_MAX_DEPTH, &v));
-  r.stage_depth = (int)v;
+  r.sm_copy_max = p2pk_param_size("P2PKIT_SM_COPY_MAX");
+  r.stage_chunk = p2pk_param_size("P2PKIT_STAGE_CHUNK");
+  r.stage_depth = (int)p2pk_param_int("P2PKIT_STAGE_DEPTH");
   char err[160];
   const char *cfg = p2pk_param_str("P2PKIT_SM_COPY_CONFIG");
   if (p2pk_sm_config_parse(cfg, &r.sm, err, sizeof err) != 0)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_SM_COPY_CONFIG='%s': %s", cfg, err);
-  /* The copy path's own settings above say their ranges; any other
-   * P2PKIT_* value that does not parse is refused here too. */
-  P2PK_CHECK(p2pk_param_check());
   *s = r;
   return P2PKIT_SUCCESS;
 }

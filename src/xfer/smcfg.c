@@ -84,6 +84,11 @@ static int check(const p2pk_sm_config *c, char *err, size_t errlen) {
   return 0;
 }
 
+int p2pk_sm_config_check(const char *text, char *why, size_t len) {
+  p2pk_sm_config c;
+  return p2pk_sm_config_parse(text, &c, why, len);
+}
+
 int p2pk_sm_config_parse(const char *text, p2pk_sm_config *out, char *err, size_t errlen) {
   p2pk_sm_config c;
   p2pk_sm_config_default(&c);

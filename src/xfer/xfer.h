@@ -47,6 +47,8 @@ void p2pk_sm_config_default(p2pk_sm_config *c);
  * unroll=4"; keys not given keep the default; "" is the default. 0 ok, -1 with
  * the reason in `err`. */
 int p2pk_sm_config_parse(const char *text, p2pk_sm_config *c, char *err, size_t errlen);
+/* The same, for the settings registry's check of P2PKIT_SM_COPY_CONFIG. */
+int p2pk_sm_config_check(const char *text, char *why, size_t len);
 /* The canonical text of a configuration (parses back to the same values). */
 void p2pk_sm_config_format(const p2pk_sm_config *c, char *out, size_t len);
 const char *p2pk_smk_kind_name(int kind);

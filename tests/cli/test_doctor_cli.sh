@@ -76,20 +76,22 @@ expect "doctor --nccl-log missing" 2 "$bin" doctor --from "$data/sysfs/clean/top
   --nccl-log "$tmp/none.log"
 grep -q "none.log" "$tmp/err" || { echo "FAIL --nccl-log error names the file"; fail=1; }
 
-# Without a GPU: the checks that need none run, the others say why not.
+# Without a GPU: the checks that need none run, the others say why not; no
+# driver is a FAIL (exit 2), never "no problem found".
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-  expect "doctor without a GPU, recorded sysfs" 1 env P2PKIT_SYSFS_ROOT="$tmp/fx/gen3_x8" "$bin" doctor
-  has "no-GPU driver line" "^SKIP +system +driver .*3 NVIDIA GPUs found in sysfs"
+  expect "doctor without a GPU, recorded sysfs" 2 env P2PKIT_SYSFS_ROOT="$tmp/fx/gen3_x8" "$bin" doctor
+  has "no-GPU driver line" "^FAIL +system +driver .*3 NVIDIA GPUs found in sysfs"
   has "no-GPU link from sysfs" "^WARN +GPU0 +pcie-link .*Gen3 x8.*from sysfs"
   has "no-GPU NCCL skipped" "^SKIP +NCCL +nccl .*needs the driver"
   has "no-GPU bandwidth skipped" "^SKIP +system +bandwidth .*needs the driver"
   mkdir -p "$tmp/empty"
-  expect "doctor without a GPU or sysfs" 0 env P2PKIT_SYSFS_ROOT="$tmp/empty" "$bin" doctor
+  expect "doctor without a GPU or sysfs" 2 env P2PKIT_SYSFS_ROOT="$tmp/empty" "$bin" doctor
   has "nothing to check" "^SKIP +system +gpus +no NVIDIA GPU found"
-  expect "doctor without a GPU, this machine" 0 "$bin" doctor
-  has "this machine: driver skipped" "^SKIP +system +driver"
-  expect "doctor --json without a GPU" 0 "$bin" doctor --json
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["exit_code"]==0' "$tmp/out" \
+  expect "doctor without a GPU, this machine" 2 "$bin" doctor
+  has "this machine: driver fails" "^FAIL +system +driver"
+  grep -q "no problem found" "$tmp/out" && { echo "FAIL no driver said no problem found"; fail=1; }
+  expect "doctor --json without a GPU" 2 "$bin" doctor --json
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["exit_code"]==2' "$tmp/out" \
     || { echo "FAIL no-GPU --json"; fail=1; }
 fi
 exit $fail

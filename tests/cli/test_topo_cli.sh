@@ -27,7 +27,7 @@ expect "topo --from without a file" 2 "$bin" topo --from
 expect "topo --from missing file" 2 "$bin" topo --from "$tmp/nope.p2pkit"
 grep -q "nope.p2pkit" "$tmp/err" && [ "$(err_lines)" = 1 ] || { echo "FAIL missing-file error"; cat "$tmp/err"; fail=1; }
 printf 'hello world\n' > "$tmp/junk.txt"
-expect "topo --from unknown format" 1 "$bin" topo --from "$tmp/junk.txt"
+expect "topo --from unknown format" 2 "$bin" topo --from "$tmp/junk.txt"
 grep -q "junk.txt:1: unknown topology format" "$tmp/err" || { echo "FAIL unknown-format error"; cat "$tmp/err"; fail=1; }
 
 # Without a GPU: one clear line, exit 2, pointing at --from.
@@ -41,7 +41,7 @@ grep -q "^P2PKIT_DEBUG " "$tmp/out" || { echo "FAIL env lists no P2PKIT_DEBUG"; 
 P2PKIT_STAGE_DEPTH=3 "$bin" env > "$tmp/env.txt"
 grep -E -q "^P2PKIT_STAGE_DEPTH +3 +environment" "$tmp/env.txt" || { echo "FAIL env source"; fail=1; }
 expect "env with a malformed value" 1 env P2PKIT_P2P_DISABLE=yes "$bin" env
-[ "$(err_lines)" = 1 ] && grep -q "P2PKIT_P2P_DISABLE='yes' is not a whole number" "$tmp/err" \
+[ "$(err_lines)" = 1 ] && grep -q "P2PKIT_P2P_DISABLE='yes' must be a whole number from 0 to 1" "$tmp/err" \
   || { echo "FAIL env malformed-value message"; cat "$tmp/err"; fail=1; }
 grep -q "^P2PKIT_P2P_DISABLE " "$tmp/out" || { echo "FAIL env lists nothing before refusing"; fail=1; }
 expect "env with a misspelt name" 0 env P2PKIT_P2P_DISABLED=1 "$bin" env
@@ -115,15 +115,15 @@ head -n -1 "$tmp/full.p2pkit" > "$tmp/noend.p2pkit"
 head -c -7 "$tmp/full.p2pkit" > "$tmp/midline.p2pkit"
 printf 'p2pkit-topo 2\n' > "$tmp/header2.p2pkit"
 for f in noend midline header2; do
-  expect "topo --from a truncated file ($f)" 1 "$bin" topo --from "$tmp/$f.p2pkit"
+  expect "topo --from a truncated file ($f)" 2 "$bin" topo --from "$tmp/$f.p2pkit"
   [ "$(err_lines)" = 1 ] && grep -q "cut short" "$tmp/err" || { echo "FAIL truncation message ($f)"; cat "$tmp/err"; fail=1; }
 done
 head -n 9 "$data/h200x2.p2pkit" > "$tmp/cut1.p2pkit" # through GPU0's records, GPU1's lost
-expect "topo --from a version-1 file cut after GPU0" 1 "$bin" topo --from "$tmp/cut1.p2pkit"
+expect "topo --from a version-1 file cut after GPU0" 2 "$bin" topo --from "$tmp/cut1.p2pkit"
 grep -q "pci id=2 is a gpu node but no gpu record has pci=2" "$tmp/err" || { echo "FAIL v1 cut message"; cat "$tmp/err"; fail=1; }
 
 # hwloc XML from a newer hwloc: the versions and the way out, in one line.
-expect "topo --from hwloc 3 XML" 1 "$bin" topo --from "$data/bad/hwloc_v3.xml"
+expect "topo --from hwloc 3 XML" 2 "$bin" topo --from "$data/bad/hwloc_v3.xml"
 [ "$(err_lines)" = 1 ] && grep -q "hwloc XML version 3.0" "$tmp/err" && grep -q -- "--export-xml-flags v2" "$tmp/err" \
   || { echo "FAIL hwloc v3 message"; cat "$tmp/err"; fail=1; }
 

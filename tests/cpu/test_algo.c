@@ -390,7 +390,12 @@ TEST(force_from_environment) {
   setenv("P2PKIT_ALGO", "", 1);
   setenv("P2PKIT_COLL_BLOCKS", "5000", 1);
   p2pk_param_reset();
-  CHECK_EQ(p2pk_algo_force_from_env(&f), P2PKIT_ERR_INVALID_ARGUMENT);
+  /* The settings registry refuses it (a communicator checks the settings
+   * first); read anyway, it is the default, never 5000 blocks. */
+  CHECK_EQ(p2pk_param_check(), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(p2pkit_last_error(), "P2PKIT_COLL_BLOCKS='5000' must be a whole number from 0 to 1024");
+  CHECK_OK(p2pk_algo_force_from_env(&f));
+  CHECK_EQ(f.blocks, 0);
   unsetenv("P2PKIT_ALGO");
   unsetenv("P2PKIT_PROTO");
   unsetenv("P2PKIT_COLL_CHUNK");
@@ -401,6 +406,17 @@ TEST(force_from_environment) {
   CHECK_EQ(f.proto, -1);
   CHECK_EQ(f.blocks, 0);
   CHECK_EQ(f.chunk, 0);
+}
+
+/* The settings registry's ranges are the kernels' own limits. */
+TEST(registry_ranges_are_the_kernels) {
+  static const char *const names[] = {"P2PKIT_COLL_BLOCKS", "P2PKIT_MAX_BLOCKS"};
+  for (size_t k = 0; k < 2; k++) {
+    const p2pk_param_def *d = NULL;
+    for (size_t i = 0; i < p2pk_param_count(); i++)
+      if (strcmp(p2pk_param_at(i)->name, names[k]) == 0) d = p2pk_param_at(i);
+    CHECK(d && d->ranged && d->lo == 0 && d->hi == P2PK_COLL_MAX_BLOCKS);
+  }
 }
 
 TEST(layout_fits_and_does_not_overlap) {
@@ -1258,7 +1274,7 @@ T_MAIN(T_CASE(default_table_two_ranks), T_CASE(default_table_more_ranks_and_shm)
        T_CASE(parse_good_table), T_CASE(parse_errors_name_the_line),
        T_CASE(write_then_parse_round_trip), T_CASE(choose_fills_automatic_fields),
        T_CASE(choose_respects_limits_and_overrides), T_CASE(choose_is_deterministic), T_CASE(choice_valid_for_every_rank_count),
-       T_CASE(force_from_environment), T_CASE(layout_fits_and_does_not_overlap),
+       T_CASE(force_from_environment), T_CASE(registry_ranges_are_the_kernels), T_CASE(layout_fits_and_does_not_overlap),
        T_CASE(mailbox_count_follows_the_gpu), T_CASE(default_buffer_is_128m_p2p_and_64m_staged), T_CASE(large_calls_get_two_blocks_per_sm), T_CASE(rooted_twoshot_choice), T_CASE(mid_ll128_threads_by_collective),
        T_CASE(grid_cap_bounds_every_choice),
        T_CASE(staged_copy_engine_chunks), T_CASE(copy_engine_shards_and_thresholds),

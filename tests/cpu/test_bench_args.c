@@ -69,6 +69,12 @@ TEST(sizes) {
   CHECK_EQ(parse("-b 3", &o, err, sizeof err), 0);
   CHECK_EQ(o.nsizes, 1);
   CHECK_EQ(o.sizes[0], 3);
+  /* The value in the same word, as perf takes it (one parser for both). */
+  CHECK_EQ(parse("-b8 -e32 -i8", &o, err, sizeof err), 0);
+  CHECK_EQ(o.nsizes, 4);
+  CHECK_EQ(o.sizes[3], 32);
+  CHECK_EQ(parse("--minbytes 1M --maxbytes=4M -f4", &o, err, sizeof err), 0);
+  CHECK_EQ(o.nsizes, 2);
   CHECK_EQ(parse("-b 1G -e 1G", &o, err, sizeof err), 0);
   CHECK_EQ(o.nsizes, 1);
   CHECK_EQ(parse("-b 1T", &o, err, sizeof err), 0); /* T, as the size errors say */
@@ -200,7 +206,7 @@ TEST(outputs) {
   expect_error("--json=", "--json= needs a file name");
   expect_error_rc("--jsonx", -2, "unknown option '--jsonx'");
   expect_error_rc("--frobnicate", -2, "unknown option '--frobnicate'");
-  expect_error_rc("extra", -2, "unknown option 'extra'");
+  expect_error_rc("extra", -2, "unexpected argument 'extra' (bench takes only options)");
   /* The plan is text: an output a dry run would leave unwritten is refused. */
   expect_error("--dry-run --json", "--dry-run prints the plan as text; --json needs a run");
   expect_error("--csv=x.csv --dry-run", "--dry-run prints the plan as text; --csv needs a run");

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "coll/bootstrap.h"
+#include "core/param.h"
 #include "test.h"
 #include "test_net.h"
 
@@ -24,7 +25,7 @@ typedef struct {
   int stage;        /* 0 init, 1 allgather, 2 barrier, 3 done */
   int data_ok;
   int64_t elapsed_ms;
-  char msg[256];
+  char msg[512];
 } report_t;
 
 typedef struct {
@@ -35,6 +36,8 @@ typedef struct {
   unsigned tag;    /* all-gather tag */
   int rounds;
   uid_t uid;       /* non-zero: become this user first (the parent is root) */
+  const char *addr; /* NULL: 127.0.0.1 */
+  const char *env;  /* NAME=VALUE set in the child first, or NULL */
 } who_t;
 
 static int64_t now_ms(void) {
@@ -58,8 +61,16 @@ static void child(const who_t *w, int port, int timeout_ms, int fd) {
     if (write(fd, &rep, sizeof rep) != (ssize_t)sizeof rep) _exit(3);
     _exit(0);
   }
+  if (w->env) {
+    char kv[256];
+    snprintf(kv, sizeof kv, "%s", w->env);
+    char *eq = strchr(kv, '=');
+    if (eq) *eq = '\0', setenv(kv, eq + 1, 1);
+    p2pk_param_reset();
+  }
   int64_t t0 = now_ms();
-  p2pk_boot_opts o = {w->rank, w->nranks, "127.0.0.1", port, w->secret, timeout_ms, 0};
+  p2pk_boot_opts o = {w->rank, w->nranks, w->addr ? w->addr : "127.0.0.1", port, w->secret,
+                      timeout_ms, 0};
   p2pk_boot *b = NULL;
   rep.status = p2pk_boot_init(&o, &b);
   rep.elapsed_ms = now_ms() - t0;
@@ -93,9 +104,7 @@ static void child(const who_t *w, int port, int timeout_ms, int fd) {
 
 /* Start one child per entry; collect their reports (killing any that is
  * still running after `limit_ms`: a hang is a failure). */
-static void run(const who_t *w, int n, int timeout_ms, int limit_ms, report_t *rep) {
-  int port = free_port();
-  CHECK(port > 0);
+static void run_on(int port, const who_t *w, int n, int timeout_ms, int limit_ms, report_t *rep) {
   pid_t pid[MAXP];
   int fds[MAXP];
   for (int i = 0; i < n; i++) {
@@ -130,8 +139,14 @@ static void run(const who_t *w, int n, int timeout_ms, int limit_ms, report_t *r
   for (int i = 0; i < n; i++) waitpid(pid[i], NULL, 0);
 }
 
+static void run(const who_t *w, int n, int timeout_ms, int limit_ms, report_t *rep) {
+  int port = free_port();
+  CHECK(port > 0);
+  run_on(port, w, n, timeout_ms, limit_ms, rep);
+}
+
 static who_t rank_(int rank, int nranks, const char *secret) {
-  who_t w = {rank, nranks, secret, 0, 0, 1, 3, 0};
+  who_t w = {.rank = rank, .nranks = nranks, .secret = secret, .tag = 1, .rounds = 3};
   return w;
 }
 
@@ -286,14 +301,6 @@ TEST(port_in_use_is_a_clear_error) {
   close(fd);
 }
 
-TEST(secret_compare) {
-  CHECK(p2pk_secret_equal("abc", 3, "abc", 3));
-  CHECK(!p2pk_secret_equal("abc", 3, "abd", 3));
-  CHECK(!p2pk_secret_equal("abc", 3, "abc", 2));
-  CHECK(!p2pk_secret_equal("", 0, "a", 1));
-  CHECK(p2pk_secret_equal("", 0, "", 0));
-}
-
 /* The other end of a loopback connection is this process's user, read from
  * /proc/net/tcp (IPv4) and tcp6 (IPv6, where the machine has ::1). */
 static void peer_uid_case(int family) {
@@ -356,11 +363,330 @@ TEST(other_user_refused_job_continues) {
     return;
   }
   CHECK_EQ(rep[1].status, P2PKIT_ERR_REMOTE);
-  if (!strstr(rep[1].msg, "another user (uid 65534)")) T_FAIL("refusal does not say why: %s", rep[1].msg);
+  /* Rank 0 refuses it, or it sees first that rank 0 is not of its user. */
+  if (!strstr(rep[1].msg, "another user")) T_FAIL("refusal does not say why: %s", rep[1].msg);
   if (rep[0].status != P2PKIT_SUCCESS || rep[2].status != P2PKIT_SUCCESS)
     T_FAIL("job ranks: %d (%s), %d (%s)", rep[0].status, rep[0].msg, rep[2].status, rep[2].msg);
   CHECK_EQ(rep[0].data_ok, 1);
   CHECK_EQ(rep[2].data_ok, 1);
+}
+
+/* --- hostile processes ------------------------------------------------------ */
+
+#ifndef P2PK_BOOT_HANDSHAKE_MS
+#define P2PK_BOOT_HANDSHAKE_MS 3000
+#endif
+
+/* A TCP connection to addr:port, tried until `limit_ms` pass; -1 if none. */
+static int connect_raw(const char *addr, int port, int limit_ms) {
+  int64_t end = now_ms() + limit_ms;
+  int v6 = strchr(addr, ':') != NULL;
+  struct sockaddr_storage a;
+  memset(&a, 0, sizeof a);
+  socklen_t al;
+  if (v6) {
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&a;
+    s6->sin6_family = AF_INET6;
+    s6->sin6_port = htons((uint16_t)port);
+    inet_pton(AF_INET6, addr, &s6->sin6_addr);
+    al = sizeof *s6;
+  } else {
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&a;
+    s4->sin_family = AF_INET;
+    s4->sin_port = htons((uint16_t)port);
+    inet_pton(AF_INET, addr, &s4->sin_addr);
+    al = sizeof *s4;
+  }
+  while (now_ms() < end) {
+    int fd = socket(a.ss_family, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&a, al) == 0) return fd;
+    close(fd);
+    usleep(10000);
+  }
+  return -1;
+}
+
+/* Reads what arrives until the peer closes, `limit_ms` pass or `cap` bytes
+ * are in; *closed_ms: when the peer closed, after the call began (-1: it
+ * did not). Returns the byte count. */
+static size_t read_until_close(int fd, unsigned char *buf, size_t cap, int limit_ms,
+                               int64_t *closed_ms) {
+  int64_t t0 = now_ms();
+  size_t got = 0;
+  *closed_ms = -1;
+  while (got < cap) {
+    int64_t left = t0 + limit_ms - now_ms();
+    struct pollfd pf = {fd, POLLIN, 0};
+    if (left <= 0 || poll(&pf, 1, (int)left) <= 0) break;
+    ssize_t n = recv(fd, buf + got, cap - got, 0);
+    if (n <= 0) {
+      *closed_ms = now_ms() - t0;
+      break;
+    }
+    got += (size_t)n;
+  }
+  return got;
+}
+
+static pid_t fork_or_fail(void) {
+  fflush(NULL);
+  pid_t p = fork();
+  if (p < 0) T_FAIL("fork: %s", strerror(errno));
+  return p;
+}
+
+static void reap(pid_t p) {
+  if (p <= 0) return;
+  kill(p, SIGKILL);
+  waitpid(p, NULL, 0);
+}
+
+TEST(idle_connections_do_not_stall_the_job) {
+  /* A local process opens 200 connections to rank 0 and sends nothing (the
+   * old rendezvous kept 64 and shut out the rest, real ranks too); the real
+   * ranks still arrive and join well within the timeout. */
+  int port = free_port();
+  pid_t idler = fork_or_fail();
+  if (idler == 0) {
+    int fds[200], n = 0;
+    fds[n] = connect_raw("127.0.0.1", port, 5000);
+    if (fds[n] >= 0)
+      for (n = 1; n < 200; n++) fds[n] = connect_raw("127.0.0.1", port, 1000);
+    usleep(10 * 1000 * 1000);
+    _exit(0);
+  }
+  who_t w[3] = {rank_(0, 3, "busy"), rank_(1, 3, "busy"), rank_(2, 3, "busy")};
+  w[1].delay_ms = w[2].delay_ms = 1000;
+  report_t rep[3];
+  run_on(port, w, 3, 8000, 20000, rep);
+  reap(idler);
+  for (int r = 0; r < 3; r++)
+    if (rep[r].status != P2PKIT_SUCCESS) T_FAIL("rank %d: %d %s", r, rep[r].status, rep[r].msg);
+  for (int r = 1; r < 3; r++)
+    if (rep[r].status == P2PKIT_SUCCESS && rep[r].stage < 3) T_FAIL("rank %d stopped early", r);
+}
+
+TEST(silent_connection_is_dropped_at_its_deadline) {
+  int port = free_port();
+  int pfd[2];
+  CHECK_EQ(pipe(pfd), 0);
+  pid_t silent = fork_or_fail();
+  if (silent == 0) {
+    close(pfd[0]);
+    int64_t closed = -2;
+    int fd = connect_raw("127.0.0.1", port, 5000);
+    unsigned char buf[512];
+    if (fd >= 0) read_until_close(fd, buf, sizeof buf, 12000, &closed);
+    if (write(pfd[1], &closed, sizeof closed) != (ssize_t)sizeof closed) _exit(3);
+    _exit(0);
+  }
+  close(pfd[1]);
+  who_t w[1] = {rank_(0, 2, "x")}; /* rank 1 never comes */
+  report_t rep[1];
+  run_on(port, w, 1, 9000, 20000, rep);
+  int64_t closed = -3;
+  if (read(pfd[0], &closed, sizeof closed) != (ssize_t)sizeof closed) T_FAIL("no report");
+  close(pfd[0]);
+  reap(silent);
+  CHECK_EQ(rep[0].status, P2PKIT_ERR_TIMEOUT);
+  if (closed < 0 || closed > P2PK_BOOT_HANDSHAKE_MS + 1500)
+    T_FAIL("a connection that sent nothing was closed after %lld ms (deadline %d ms)",
+           (long long)closed, P2PK_BOOT_HANDSHAKE_MS);
+}
+
+/* A listening socket on 127.0.0.1:port, or -1. */
+static int listen_port(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 8) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* A process that took MASTER_PORT first plays rank 0: it records what rank 1
+ * sends, answers with `reply`, and must neither learn the secret nor be
+ * believed. */
+static void fake_rank0_case(const unsigned char *reply, size_t rlen, const char *want) {
+  static const char secret[] = "topsecret-4711";
+  int port = free_port();
+  int lfd = listen_port(port);
+  CHECK(lfd >= 0);
+  int pfd[2];
+  CHECK_EQ(pipe(pfd), 0);
+  pid_t fake = fork_or_fail();
+  if (fake == 0) {
+    close(pfd[0]);
+    unsigned char got[4096];
+    size_t n = 0;
+    int fd = accept(lfd, NULL, NULL);
+    if (fd >= 0) {
+      /* Everything rank 1 sends before it waits for an answer. */
+      int64_t closed;
+      n = read_until_close(fd, got, sizeof got, 500, &closed);
+      if (send(fd, reply, rlen, MSG_NOSIGNAL) < 0) n = 0;
+      n += read_until_close(fd, got + n, sizeof got - n, 3000, &closed);
+    }
+    if (write(pfd[1], &n, sizeof n) != (ssize_t)sizeof n || write(pfd[1], got, n) != (ssize_t)n) _exit(3);
+    _exit(0);
+  }
+  close(lfd);
+  close(pfd[1]);
+  who_t w[1] = {rank_(1, 2, secret)};
+  report_t rep[1];
+  run_on(port, w, 1, 4000, 15000, rep);
+  size_t n = 0;
+  unsigned char got[4096];
+  if (read(pfd[0], &n, sizeof n) != (ssize_t)sizeof n || n > sizeof got ||
+      read(pfd[0], got, n) != (ssize_t)n)
+    T_FAIL("the fake rank 0 did not report");
+  close(pfd[0]);
+  reap(fake);
+  if (rep[0].status == P2PKIT_SUCCESS) T_FAIL("rank 1 believed a fake rank 0");
+  if (!strstr(rep[0].msg, want)) T_FAIL("rank 1's error does not say '%s': %s", want, rep[0].msg);
+  if (rep[0].elapsed_ms > 3000) T_FAIL("rank 1 waited %lld ms for the fake", (long long)rep[0].elapsed_ms);
+  if (memmem(got, n, secret, sizeof secret - 1)) T_FAIL("the fake rank 0 received the secret");
+  if (n == 0) T_FAIL("rank 1 sent nothing: the case tests nothing");
+}
+
+TEST(fake_rank0_gets_no_secret_and_is_not_believed) {
+  /* An old-style welcome (type 2, no payload), then a challenge of random
+   * bytes that proves nothing. */
+  unsigned char welcome[12] = {0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0};
+  fake_rank0_case(welcome, sizeof welcome, "rank 0");
+  unsigned char challenge[12 + 64] = {0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 64};
+  for (size_t i = 12; i < sizeof challenge; i++) challenge[i] = (unsigned char)(i * 37 + 11);
+  fake_rank0_case(challenge, sizeof challenge, "prove");
+}
+
+/* A process of another user, connecting over IPv4 to rank 0 listening on
+ * `listen_addr`, is refused as soon as it connects, before it sends a byte;
+ * the real rank 1 joins. */
+static void other_user_at_accept(const char *listen_addr) {
+  int port = free_port();
+  int pfd[2];
+  CHECK_EQ(pipe(pfd), 0);
+  pid_t stranger = fork_or_fail();
+  if (stranger == 0) {
+    close(pfd[0]);
+    char got[600] = "";
+    int64_t closed = -1;
+    size_t n = 0;
+    if (setgid(65534) == 0 && setuid(65534) == 0) {
+      int fd = connect_raw("127.0.0.1", port, 5000);
+      if (fd >= 0) n = read_until_close(fd, (unsigned char *)got, sizeof got - 1, 2000, &closed);
+    }
+    for (size_t i = 0; i < n; i++)
+      if (!got[i]) got[i] = ' ';
+    got[n] = '\0';
+    if (write(pfd[1], got, sizeof got) != (ssize_t)sizeof got) _exit(3);
+    _exit(0);
+  }
+  close(pfd[1]);
+  who_t w[2] = {rank_(0, 2, "same"), rank_(1, 2, "same")};
+  w[0].addr = listen_addr;
+  w[1].delay_ms = 600;
+  report_t rep[2];
+  run_on(port, w, 2, 8000, 20000, rep);
+  char got[600] = "";
+  if (read(pfd[0], got, sizeof got) != (ssize_t)sizeof got) T_FAIL("the stranger did not report");
+  got[sizeof got - 1] = '\0';
+  close(pfd[0]);
+  reap(stranger);
+  if (!strstr(got, "another user (uid 65534)"))
+    T_FAIL("rank 0 on %s did not refuse the other user at once; it got: '%s'", listen_addr, got);
+  for (int r = 0; r < 2; r++)
+    if (rep[r].status != P2PKIT_SUCCESS) T_FAIL("rank %d: %d %s", r, rep[r].status, rep[r].msg);
+}
+
+TEST(other_user_refused_at_accept_ipv4_and_dual_stack) {
+  if (geteuid() != 0) {
+    printf("SKIP: other_user_refused_at_accept_ipv4_and_dual_stack needs root\n");
+    return;
+  }
+  other_user_at_accept("127.0.0.1");
+  int s = socket(AF_INET6, SOCK_STREAM, 0);
+  struct sockaddr_in6 a;
+  memset(&a, 0, sizeof a);
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_any;
+  int ok = s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+  if (s >= 0) close(s);
+  if (!ok) {
+    printf("note: no IPv6 here: the dual-stack case is not checked\n");
+    return;
+  }
+  other_user_at_accept("::");
+}
+
+TEST(peer_uid_of_ipv4_mapped_connection) {
+  /* An IPv6 listener on :: takes IPv4 connections as ::ffff:a.b.c.d; their
+   * other end is in /proc/net/tcp, not tcp6. */
+  int l = socket(AF_INET6, SOCK_STREAM, 0);
+  int off = 0;
+  struct sockaddr_in6 a;
+  memset(&a, 0, sizeof a);
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_any;
+  socklen_t al = sizeof a;
+  if (l < 0 || setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) != 0 ||
+      bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 1) != 0 ||
+      getsockname(l, (struct sockaddr *)&a, &al) != 0) {
+    printf("note: no dual-stack IPv6 here: not checked\n");
+    if (l >= 0) close(l);
+    return;
+  }
+  int c = connect_raw("127.0.0.1", ntohs(a.sin6_port), 2000);
+  CHECK(c >= 0);
+  int s = accept(l, NULL, NULL);
+  CHECK(s >= 0);
+  CHECK_EQ(p2pk_sock_peer_uid(s), (long)geteuid());
+  /* And from the IPv4 end: rank 0's socket is an IPv6 one, in tcp6. */
+  CHECK_EQ(p2pk_sock_peer_uid(c), (long)geteuid());
+  close(s);
+  close(c);
+  close(l);
+}
+
+TEST(no_secret_off_loopback_is_refused) {
+  /* 0.0.0.0 takes connections from other hosts: without a secret any of
+   * them could join, so neither rank starts. */
+  who_t w[2] = {rank_(0, 2, ""), rank_(1, 2, "")};
+  w[0].addr = w[1].addr = "0.0.0.0";
+  report_t rep[2];
+  run(w, 2, 2000, 15000, rep);
+  for (int r = 0; r < 2; r++) {
+    CHECK_EQ(rep[r].status, P2PKIT_ERR_INVALID_ARGUMENT);
+    if (!strstr(rep[r].msg, "P2PKIT_JOB_SECRET")) T_FAIL("rank %d does not say how: %s", r, rep[r].msg);
+    CHECK(rep[r].elapsed_ms < 1000);
+  }
+}
+
+TEST(secret_without_libcrypto_is_one_clear_line) {
+  who_t w[2] = {rank_(0, 2, "s"), rank_(1, 2, "s")};
+  w[0].env = w[1].env = "P2PKIT_CRYPTO_LIB=/nonexistent/libcrypto.so.3";
+  report_t rep[2];
+  run(w, 2, 2000, 15000, rep);
+  for (int r = 0; r < 2; r++) {
+    CHECK_EQ(rep[r].status, P2PKIT_ERR_UNSUPPORTED);
+    if (!strstr(rep[r].msg, "libcrypto") || !strstr(rep[r].msg, "P2PKIT_JOB_SECRET") ||
+        strchr(rep[r].msg, '\n'))
+      T_FAIL("rank %d: %s", r, rep[r].msg);
+  }
+  /* On loopback without a secret the same-user check needs no libcrypto. */
+  who_t v[2] = {rank_(0, 2, ""), rank_(1, 2, "")};
+  v[0].env = v[1].env = w[0].env;
+  run(v, 2, 5000, 15000, rep);
+  for (int r = 0; r < 2; r++)
+    if (rep[r].status != P2PKIT_SUCCESS) T_FAIL("rank %d: %d %s", r, rep[r].status, rep[r].msg);
 }
 
 T_MAIN(T_CASE(all_ranks_arrive_and_allgather), T_CASE(single_rank_needs_no_network),
@@ -368,5 +694,11 @@ T_MAIN(T_CASE(all_ranks_arrive_and_allgather), T_CASE(single_rank_needs_no_netwo
        T_CASE(missing_rank_times_out), T_CASE(rank0_missing_times_out),
        T_CASE(rank_count_mismatch_fails_fast), T_CASE(duplicate_rank_fails),
        T_CASE(different_collectives_are_detected), T_CASE(dead_peer_fails_fast),
-       T_CASE(bad_options), T_CASE(port_in_use_is_a_clear_error), T_CASE(secret_compare),
-       T_CASE(peer_uid_of_loopback_connections), T_CASE(other_user_refused_job_continues))
+       T_CASE(bad_options), T_CASE(port_in_use_is_a_clear_error),
+       T_CASE(peer_uid_of_loopback_connections), T_CASE(other_user_refused_job_continues),
+       T_CASE(idle_connections_do_not_stall_the_job),
+       T_CASE(silent_connection_is_dropped_at_its_deadline),
+       T_CASE(fake_rank0_gets_no_secret_and_is_not_believed),
+       T_CASE(other_user_refused_at_accept_ipv4_and_dual_stack),
+       T_CASE(peer_uid_of_ipv4_mapped_connection), T_CASE(no_secret_off_loopback_is_refused),
+       T_CASE(secret_without_libcrypto_is_one_clear_line))

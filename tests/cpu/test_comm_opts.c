@@ -133,12 +133,12 @@ TEST(unknown_out_of_range_or_disagreeing) {
   p2pkit_comm_opts_t o;
   env(NULL);
   refused(NULL, "rank and rank count unknown");
-  env("RANK", "abc", "WORLD_SIZE", "2", NULL); /* not a number: not set */
-  refused(NULL, "rank and rank count unknown");
+  env("RANK", "abc", "WORLD_SIZE", "2", NULL);
+  refused(NULL, "RANK='abc' (from the launcher) must be a whole number from 0 to 999999");
   env("RANK", "2", "WORLD_SIZE", "2", NULL);
   refused(NULL, "rank 2 of 2: expected 0 <= rank < ranks");
   env("RANK", "0", "WORLD_SIZE", "0", NULL);
-  refused(NULL, "rank 0 of 0");
+  refused(NULL, "WORLD_SIZE='0' (from the launcher) must be a whole number from 1 to");
   char big[16];
   snprintf(big, sizeof big, "%d", P2PK_COLL_MAX_RANKS + 1);
   env("RANK", "0", "WORLD_SIZE", big, NULL);
@@ -187,6 +187,37 @@ TEST(caller_wins_over_the_launcher) {
   refused(&o, "rank 2 of 2");
 }
 
+/* A launcher variable that is set but not a number in range is named in
+ * one error, never taken for unset (a default port, "rank unknown", any GPU). */
+TEST(malformed_launcher_variables_are_named) {
+  static const char *const cases[][3] = {
+      {"MASTER_PORT", "abc", "MASTER_PORT='abc' (from the launcher) must be a whole number from 1 to 65535"},
+      {"MASTER_PORT", "70000", "MASTER_PORT='70000'"},
+      {"WORLD_SIZE", "2x", "WORLD_SIZE='2x' (from the launcher) must be a whole number from 1 to"},
+      {"WORLD_SIZE", "0", "WORLD_SIZE='0'"},
+      {"RANK", "-1", "RANK='-1' (from the launcher) must be a whole number from 0 to"},
+      {"LOCAL_RANK", "gpu0", "LOCAL_RANK='gpu0' (from the launcher) must be a whole number from 0 to"},
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "x", "OMPI_COMM_WORLD_LOCAL_RANK='x'"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    env("RANK", "1", "WORLD_SIZE", "2", "LOCAL_RANK", "1", "MASTER_PORT", "29555", NULL);
+    setenv(cases[i][0], cases[i][1], 1);
+    if (strcmp(cases[i][0], "OMPI_COMM_WORLD_LOCAL_RANK") == 0) unsetenv("LOCAL_RANK");
+    refused(NULL, cases[i][2]);
+  }
+  /* Given in the options, the launcher's value is not needed. */
+  env("RANK", "1", "WORLD_SIZE", "2", "LOCAL_RANK", "gpu0", "MASTER_PORT", "abc", NULL);
+  p2pkit_comm_opts_t o;
+  p2pkit_comm_opts_init(&o);
+  o.device = 0;
+  o.port = 40000;
+  p2pk_rank_opts r;
+  CHECK_OK(resolve(&o, &r));
+  CHECK_EQ(r.port, 40000);
+  env(NULL);
+}
+
 T_MAIN(T_CASE(torchrun_environment), T_CASE(mpirun_environment_and_defaults),
        T_CASE(options_over_the_environment), T_CASE(secret_sources_in_order),
-       T_CASE(unknown_out_of_range_or_disagreeing), T_CASE(caller_wins_over_the_launcher))
+       T_CASE(unknown_out_of_range_or_disagreeing), T_CASE(caller_wins_over_the_launcher),
+       T_CASE(malformed_launcher_variables_are_named))

@@ -1,11 +1,16 @@
 /* core: status names, size parsing, the settings registry, log subsystem
  * parsing, the JSON writer. */
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/json.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "core/text.h"
 #include "p2pkit.h"
 #include "test.h"
 
@@ -106,11 +111,23 @@ TEST(settings_check_refuses_malformed_values) {
   p2pk_param_reset();
   CHECK_EQ(p2pk_param_check(), P2PKIT_SUCCESS);
   static const struct { const char *name, *value, *want; } bad[] = {
-      {"P2PKIT_P2P_DISABLE", "yes", "P2PKIT_P2P_DISABLE='yes' is not a whole number"},
-      {"P2PKIT_TIMEOUT", "abc", "P2PKIT_TIMEOUT='abc' is not a whole number"},
-      {"P2PKIT_TIMEOUT", "30s", "P2PKIT_TIMEOUT='30s' is not a whole number"},
+      {"P2PKIT_P2P_DISABLE", "yes", "P2PKIT_P2P_DISABLE='yes' must be a whole number from 0 to 1"},
+      {"P2PKIT_TIMEOUT", "abc", "P2PKIT_TIMEOUT='abc' must be a whole number from 1 to 86400"},
+      {"P2PKIT_TIMEOUT", "30s", "P2PKIT_TIMEOUT='30s' must be a whole number from 1 to 86400"},
       {"P2PKIT_BUFFER_SIZE", "64Q", "P2PKIT_BUFFER_SIZE='64Q' is not a size"},
       {"P2PKIT_CE_ALLREDUCE_MIN", "-1", "P2PKIT_CE_ALLREDUCE_MIN='-1' is not a size"},
+      {"P2PKIT_PDL", "on", "P2PKIT_PDL='on' is not a whole number"},
+      /* Values the library's readers refuse (or misread) are refused here,
+       * for `p2pkit env` and every entry point alike. */
+      {"P2PKIT_LAUNCH_SPIN_US", "-1", "P2PKIT_LAUNCH_SPIN_US='-1' must be a whole number from 0 to 3600000000"},
+      {"P2PKIT_P2P_DISABLE", "-1", "P2PKIT_P2P_DISABLE='-1' must be a whole number from 0 to 1"},
+      {"P2PKIT_STAGE_DEPTH", "-1", "P2PKIT_STAGE_DEPTH='-1' must be a whole number from 2 to 16"},
+      {"P2PKIT_STAGE_CHUNK", "1K", "P2PKIT_STAGE_CHUNK='1K' is out of range (4096 to 1073741824 bytes)"},
+      {"P2PKIT_P2P_LEVEL", "garbage", "P2PKIT_P2P_LEVEL='garbage' is not one of LOC, NVL, PIX, PXB, PHB, SYS"},
+      {"P2PKIT_SM_COPY_CONFIG", "garbage", "P2PKIT_SM_COPY_CONFIG='garbage': 'garbage' is not key=value"},
+      {"P2PKIT_ALGO", "ring", "P2PKIT_ALGO='ring' is not one of oneshot, twoshot, staged"},
+      {"P2PKIT_PROTO", "LL64", "P2PKIT_PROTO='LL64' is not one of ll, ll128, simple"},
+      {"P2PKIT_MAX_BLOCKS", "-3", "P2PKIT_MAX_BLOCKS='-3' must be a whole number from 0 to 1024"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     setenv(bad[i].name, bad[i].value, 1);
@@ -121,12 +138,37 @@ TEST(settings_check_refuses_malformed_values) {
   }
   setenv("P2PKIT_P2P_DISABLE", "1", 1);
   setenv("P2PKIT_BUFFER_SIZE", "64M", 1);
-  setenv("P2PKIT_ALGO", "anything at all", 1); /* strings are checked where they are used */
+  setenv("P2PKIT_P2P_LEVEL", "pxb", 1); /* words in any case */
+  setenv("P2PKIT_ALGO", "", 1);         /* empty: the default */
+  setenv("P2PKIT_SM_COPY_CONFIG", "kind=tma,bps=1", 1);
+  setenv("P2PKIT_TOPO_FILE", "anything at all", 1); /* a path: checked where it is opened */
   p2pk_param_reset();
   CHECK_EQ(p2pk_param_check(), P2PKIT_SUCCESS);
   unsetenv("P2PKIT_P2P_DISABLE");
   unsetenv("P2PKIT_BUFFER_SIZE");
+  unsetenv("P2PKIT_P2P_LEVEL");
   unsetenv("P2PKIT_ALGO");
+  unsetenv("P2PKIT_SM_COPY_CONFIG");
+  unsetenv("P2PKIT_TOPO_FILE");
+  p2pk_param_reset();
+}
+
+/* A value the check refuses reads as the default: a launch thread given
+ * P2PKIT_LAUNCH_SPIN_US=-1 spins 1 ms, not for ever. */
+TEST(refused_values_read_as_the_default) {
+  setenv("P2PKIT_LAUNCH_SPIN_US", "-1", 1);
+  setenv("P2PKIT_STAGE_CHUNK", "1K", 1);
+  setenv("P2PKIT_TIMEOUT", "0", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_param_int("P2PKIT_LAUNCH_SPIN_US"), 1000);
+  CHECK_EQ(p2pk_param_size("P2PKIT_STAGE_CHUNK"), 8u << 20);
+  CHECK_EQ(p2pk_param_int("P2PKIT_TIMEOUT"), 60);
+  setenv("P2PKIT_LAUNCH_SPIN_US", "0", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_param_int("P2PKIT_LAUNCH_SPIN_US"), 0);
+  unsetenv("P2PKIT_LAUNCH_SPIN_US");
+  unsetenv("P2PKIT_STAGE_CHUNK");
+  unsetenv("P2PKIT_TIMEOUT");
   p2pk_param_reset();
 }
 
@@ -200,6 +242,140 @@ TEST(log_level_and_file) {
   p2pk_log_reset();
 }
 
+/* --- P2PKIT_DEBUG_FILE: exactly the file named, or a word on stderr ---- */
+
+static char log_dir[] = "/tmp/p2pkit_logdirXXXXXX";
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+static void remove_log_dir(void) { nftw(log_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* The cases' directory, made once, removed at exit. */
+static void need_log_dir(void) {
+  static int made;
+  if (made++) return;
+  if (!mkdtemp(log_dir)) T_FAIL("mkdtemp: cannot make %s", log_dir);
+  else atexit(remove_log_dir);
+}
+
+/* Logs one WARN line with P2PKIT_DEBUG_FILE=pattern; what went to stderr
+ * lands in `err`. */
+static void log_with_file(const char *pattern, char *err, size_t len) {
+  need_log_dir();
+  char errpath[sizeof log_dir + 16];
+  snprintf(errpath, sizeof errpath, "%s/stderr", log_dir);
+  fflush(stderr);
+  int saved = dup(2), fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  dup2(fd, 2);
+  close(fd);
+  setenv("P2PKIT_DEBUG_FILE", pattern, 1);
+  p2pk_param_reset();
+  p2pk_log_reset();
+  P2PK_WARN("a line for the log file");
+  p2pk_log_reset();
+  unsetenv("P2PKIT_DEBUG_FILE");
+  p2pk_param_reset();
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  FILE *f = fopen(errpath, "r");
+  size_t n = f ? fread(err, 1, len - 1, f) : 0;
+  err[n] = '\0';
+  if (f) fclose(f);
+}
+
+static size_t file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+TEST(debug_file_long_path_is_used_whole) {
+  /* A path of ~600 bytes: written there, not cut short somewhere else. */
+  char path[1024], err[4096];
+  need_log_dir();
+  int o = snprintf(path, sizeof path, "%s", log_dir);
+  for (int d = 0; d < 3; d++) {
+    o += snprintf(path + o, sizeof path - (size_t)o, "/%0180d", d);
+    CHECK_EQ(mkdir(path, 0700), 0);
+  }
+  snprintf(path + o, sizeof path - (size_t)o, "/p2pkit.log");
+  CHECK(strlen(path) > 560);
+  log_with_file(path, err, sizeof err);
+  CHECK(file_size(path) > 0);
+  if (err[0]) T_FAIL("stderr: %s", err);
+  /* Past PATH_MAX the setting is refused, naming it. */
+  char huge[PATH_MAX + 16];
+  memset(huge, 'a', sizeof huge - 1);
+  huge[0] = '/';
+  huge[sizeof huge - 1] = '\0';
+  setenv("P2PKIT_DEBUG_FILE", huge, 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_param_check(), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "P2PKIT_DEBUG_FILE=") != NULL);
+  CHECK(strstr(p2pkit_last_error(), "longer than") != NULL);
+  unsetenv("P2PKIT_DEBUG_FILE");
+  p2pk_param_reset();
+}
+
+TEST(debug_file_that_cannot_be_opened_says_so) {
+  char err[4096];
+  log_with_file("/nonexistent-p2pkit-dir/x.log", err, sizeof err);
+  CHECK(strstr(err, "P2PKIT_DEBUG_FILE='/nonexistent-p2pkit-dir/x.log': cannot open") != NULL);
+  CHECK(strstr(err, "No such file or directory") != NULL);
+  CHECK(strstr(err, "a line for the log file") != NULL); /* the line itself still shows */
+}
+
+TEST(debug_file_is_private_and_never_a_link) {
+  char path[256], target[256], lnk[256], hard[256], err[4096];
+  need_log_dir();
+  snprintf(path, sizeof path, "%s/new.log", log_dir);
+  log_with_file(path, err, sizeof err);
+  struct stat st;
+  CHECK_EQ(stat(path, &st), 0);
+  CHECK_EQ(st.st_mode & 0777, 0600);
+  /* A symbolic link planted where the log goes: the file it names stays untouched. */
+  snprintf(target, sizeof target, "%s/target", log_dir);
+  snprintf(lnk, sizeof lnk, "%s/link.log", log_dir);
+  int fd = open(target, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  CHECK(fd >= 0);
+  close(fd);
+  CHECK_EQ(symlink(target, lnk), 0);
+  log_with_file(lnk, err, sizeof err);
+  CHECK_EQ(file_size(target), 0);
+  CHECK(strstr(err, "symbolic link") != NULL);
+  /* Nor a hard link to another file. */
+  snprintf(hard, sizeof hard, "%s/hard.log", log_dir);
+  CHECK_EQ(link(target, hard), 0);
+  log_with_file(hard, err, sizeof err);
+  CHECK_EQ(file_size(target), 0);
+  CHECK(strstr(err, "hard links") != NULL);
+}
+
+/* Text from files, logs and peers loses what a terminal would act on. */
+TEST(text_made_printable) {
+  static const struct { const char *in, *out; int replaced; } cases[] = {
+      {"plain ascii", "plain ascii", 0},
+      {"a\x1b[31mb\x1b]0;t\x07", "a?[31mb?]0;t?", 3},
+      {"tab\there\nnl\r\x7f", "tab here?nl??", 3},
+      {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 0},
+      {"c1 \xc2\x9b" "2J", "c1 ??2J", 2},            /* CSI as UTF-8 */
+      {"bad \xff\xfe", "bad ??", 2},
+      {"overlong \xc0\xaf", "overlong ??", 2},
+      {"surrogate \xed\xa0\x80", "surrogate ???", 3},
+      {"past \xf4\x90\x80\x80", "past ????", 4},
+      {"cut \xe2\x82", "cut ??", 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", cases[i].in);
+    CHECK_EQ(p2pk_text_printable(buf), cases[i].replaced);
+    CHECK_STR(buf, cases[i].out);
+  }
+}
+
 TEST(json_writer_quotes_and_nests) {
   char *buf = NULL;
   size_t len = 0;
@@ -231,6 +407,10 @@ TEST(json_writer_quotes_and_nests) {
 T_MAIN(T_CASE(strerror_names_every_status), T_CASE(parse_size_accepts_suffixes),
        T_CASE(parse_size_rejects_garbage), T_CASE(settings_come_from_env_or_default),
        T_CASE(registry_entries_are_complete_and_unique),
-       T_CASE(settings_check_refuses_malformed_values), T_CASE(unknown_setting_names_are_reported),
+       T_CASE(settings_check_refuses_malformed_values),
+       T_CASE(refused_values_read_as_the_default), T_CASE(unknown_setting_names_are_reported),
        T_CASE(log_subsystems_parse),
-       T_CASE(log_level_and_file), T_CASE(json_writer_quotes_and_nests))
+       T_CASE(log_level_and_file), T_CASE(debug_file_long_path_is_used_whole),
+       T_CASE(debug_file_that_cannot_be_opened_says_so),
+       T_CASE(debug_file_is_private_and_never_a_link), T_CASE(text_made_printable),
+       T_CASE(json_writer_quotes_and_nests))

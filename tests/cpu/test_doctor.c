@@ -443,7 +443,7 @@ TEST(link_trained_at_gen3_x8) {
   /* Without a topology (no driver) the link comes from sysfs. */
   analyse("gen3_x8", NULL, NULL, &f);
   dump(&f);
-  x = want(&f, "driver", "system", P2PK_DOC_SKIP);
+  x = want(&f, "driver", "system", P2PK_DOC_FAIL);
   HAS(x, reason, "3 NVIDIA GPUs found in sysfs");
   x = want(&f, "pcie-link", "GPU0", P2PK_DOC_WARN);
   HAS(x, reason, "from sysfs");
@@ -451,7 +451,7 @@ TEST(link_trained_at_gen3_x8) {
   want(&f, "nvlink", "GPU0", P2PK_DOC_SKIP);
   want(&f, "p2p", "GPU0-GPU1", P2PK_DOC_SKIP);
   want(&f, "acs", "GPU0-GPU1", P2PK_DOC_OK);
-  CHECK_EQ(p2pk_doctor_exit_code(&f), 1);
+  CHECK_EQ(p2pk_doctor_exit_code(&f), 2);
   p2pk_findings_free(&f);
   p2pkit_topo_destroy(t);
 }
@@ -771,7 +771,9 @@ TEST(settings_that_keep_p2pkit_off_its_paths) {
   p2pkit_topo_destroy(t);
 }
 
-TEST(no_driver_no_sysfs_skips_and_exits_zero) {
+/* No driver at all: nothing here moves data between GPUs, so never "no
+ * problem found" and exit 0. */
+TEST(no_driver_no_sysfs_fails) {
   p2pk_findings f;
   p2pk_doc_input in;
   memset(&in, 0, sizeof in);
@@ -782,17 +784,17 @@ TEST(no_driver_no_sysfs_skips_and_exits_zero) {
   p2pk_findings_init(&f);
   CHECK_OK(p2pk_doctor_analyze(&in, &f));
   dump(&f);
-  const p2pk_finding *x = want(&f, "driver", "system", P2PK_DOC_SKIP);
+  const p2pk_finding *x = want(&f, "driver", "system", P2PK_DOC_FAIL);
   HAS(x, reason, "libcuda.so.1");
   HAS(x, reason, "skipped: P2P status, NVLink, bandwidth probe and NCCL");
+  HAS(x, action, "--from FILE");
   want(&f, "gpus", "system", P2PK_DOC_SKIP);
   x = want(&f, "bandwidth", "system", P2PK_DOC_SKIP);
   HAS(x, reason, "needs the driver");
   want(&f, "nccl", "NCCL", P2PK_DOC_SKIP);
-  CHECK_EQ(p2pk_findings_count(&f, P2PK_DOC_OK) + p2pk_findings_count(&f, P2PK_DOC_WARN) +
-               p2pk_findings_count(&f, P2PK_DOC_FAIL),
-           0);
-  CHECK_EQ(p2pk_doctor_exit_code(&f), 0);
+  CHECK_EQ(p2pk_findings_count(&f, P2PK_DOC_OK) + p2pk_findings_count(&f, P2PK_DOC_WARN), 0);
+  CHECK_EQ(p2pk_findings_count(&f, P2PK_DOC_FAIL), 1);
+  CHECK_EQ(p2pk_doctor_exit_code(&f), 2);
   p2pk_findings_free(&f);
 }
 
@@ -946,7 +948,7 @@ T_MAIN(T_CASE(sysfs_reader_on_a_recorded_tree), T_CASE(clean_machine_is_all_ok),
        T_CASE(gpus_on_two_sockets), T_CASE(link_trained_at_gen3_x8),
        T_CASE(device_machine_vm_with_nvswitch), T_CASE(bandwidth_verdicts), T_CASE(host_link_verdicts),
        T_CASE(nccl_falls_back_to_shm_although_p2p_works), T_CASE(consumer_gpu_without_p2p),
-       T_CASE(nvlinks_down_and_fabric_not_ready), T_CASE(no_driver_no_sysfs_skips_and_exits_zero),
+       T_CASE(nvlinks_down_and_fabric_not_ready), T_CASE(no_driver_no_sysfs_fails),
        T_CASE(recorded_topology_without_its_sysfs_is_not_mixed_with_ours),
        T_CASE(nccl_ranks_start_and_report_without_a_gpu), T_CASE(gdr_reader_on_recorded_trees),
        T_CASE(gdr_nic_beside_the_gpus), T_CASE(gdr_nic_on_the_other_socket),

@@ -165,6 +165,11 @@ TEST(nccl_log_net_indirect_env_warn) {
   CHECK_STR(l->first[0][2], "P2P/indirect/1[1]");
   CHECK_EQ(l->nranks, 3);
   CHECK_EQ(l->nconn, 4); /* the rank-40 line counts, but is not stored */
+  CHECK_EQ(l->max_rank, 41);
+  CHECK_EQ(l->nconn_far, 1);
+  CHECK_EQ(p2pk_nccl_log_conns_beyond(l, 2), 2);  /* 0->2 and 40->41 */
+  CHECK_EQ(p2pk_nccl_log_conns_beyond(l, 3), 1);
+  CHECK_EQ(p2pk_nccl_log_conns_beyond(l, 64), 1); /* past the table: counted all the same */
   CHECK_EQ(l->nenv, 2);
   CHECK_STR(p2pk_nccl_log_env(l, "NCCL_P2P_DISABLE"), "1");
   CHECK_STR(p2pk_nccl_log_env(l, "NCCL_SHM_DISABLE"), "1");
@@ -179,6 +184,7 @@ TEST(nccl_log_empty_and_junk) {
   p2pk_nccl_log *l = parse("");
   CHECK_EQ(l->nconn, 0);
   CHECK_EQ(l->nranks, 0);
+  CHECK_EQ(l->max_rank, -1);
   free(l);
   l = parse("\n\n\x01\x02 garbage Channel -> via \n NCCL version \n");
   CHECK_EQ(l->nconn, 0);
@@ -211,6 +217,8 @@ TEST(exit_code_is_the_worst_level) {
   CHECK_EQ(f.n, 0);
 }
 
+/* Quotes and backslashes are escaped; control characters (a finding's text
+ * comes from files and logs) were made printable when it was added. */
 TEST(json_output_is_well_formed) {
   p2pk_findings f;
   p2pk_findings_init(&f);
@@ -233,7 +241,7 @@ TEST(json_output_is_well_formed) {
            "f=d[\"findings\"]; assert f[0][\"reason\"]==\"driver \\\"580\\\"\\\\ok\", f[0]; "
            "assert f[0][\"action\"] is None and \"gbps\" not in f[0]; "
            "assert f[1][\"gbps\"]==39.5 and f[1][\"expected_gbps\"]==392 and "
-           "f[1][\"action\"]==\"look\\tthere\" and f[1][\"reason\"].endswith(\"\\n\"), f[1]; "
+           "f[1][\"action\"]==\"look there\" and f[1][\"reason\"].endswith(\"it?\"), f[1]; "
            "assert d[\"machine\"]==\"test \\\"machine\\\"\"' %s",
            path);
   if (system("python3 -c pass 2>/dev/null") == 0) CHECK_EQ(system(cmd), 0);

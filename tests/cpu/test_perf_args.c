@@ -193,6 +193,9 @@ TEST(bad_inputs) {
            "many", NULL);
   bad_case(__LINE__, "-g 2 cannot be combined", 0, "all_reduce", "-p", "2", "-g", "2", NULL);
   bad_case(__LINE__, "-b needs a value", 0, "all_reduce", "-b", NULL);
+  bad_case(__LINE__, "--minbytes needs a value", 0, "all_reduce", "--minbytes", NULL);
+  bad_case(__LINE__, "-f and -i cannot both be given", 0, "all_reduce", "-f", "2", "-i", "8", NULL);
+  bad_case(__LINE__, "--json-file needs a file name", 0, "all_reduce", "--json-file=", NULL);
   bad_case(__LINE__, "exclude each other", 0, "all_reduce", "--vs-nccl", "--nccl-only", NULL);
   bad_case(__LINE__, "two-shot form); not for all_gather", 0, "all_gather", "--algo", "oneshot", NULL);
   bad_case(__LINE__, "sweeps p2pkit's all-reduce algorithms; not for reduce", 0, "reduce",
@@ -245,9 +248,19 @@ TEST(size_list) {
   CHECK_EQ(s[3], 31);
   CHECK_EQ(parse(&a, "all_reduce", "-b", "64M", "-e", "64M", "-f", "1", NULL), PERF_PARSE_OK);
   CHECK_EQ(p2pk_perf_sizes(&a, s, P2PK_PERF_MAX_SIZES), 1);
+  /* -f and -i exclude each other, as in bench: one says how sizes step. */
   CHECK_EQ(parse(&a, "all_reduce", "-b", "8", "-e", "32", "-i", "8", "-f", "1", NULL),
-           PERF_PARSE_OK);
-  CHECK_EQ(p2pk_perf_sizes(&a, s, P2PK_PERF_MAX_SIZES), 4); /* -i steps; -f 1 is unused */
+           PERF_PARSE_ERROR);
+  CHECK_EQ(parse(&a, "all_reduce", "-f", "2", "-i", "8", NULL), PERF_PARSE_ERROR);
+  /* A value in the same word or the next, short or long: the same. */
+  CHECK_EQ(parse(&a, "all_reduce", "-b8", "-e1M", "--stepfactor=4", NULL), PERF_PARSE_OK);
+  CHECK_EQ(a.min_bytes, 8);
+  CHECK_EQ(a.max_bytes, 1u << 20);
+  CHECK_EQ(a.step_factor, 4);
+  CHECK_EQ(parse(&a, "--minbytes", "8", "all_reduce", "--maxbytes", "1M", "-f", "4", NULL),
+           PERF_PARSE_OK); /* options before the collective too */
+  CHECK_EQ(a.min_bytes, 8);
+  CHECK(a.coll && strcmp(a.coll->name, "all_reduce") == 0);
   CHECK_EQ(parse(&a, "all_reduce", "-b", "1T", "-e", "1T", NULL), PERF_PARSE_OK);
   CHECK(a.min_bytes == (size_t)1 << 40); /* T, as the size errors say */
   CHECK_EQ(parse(&a, "all_reduce", "--algo", "oneshot/ll128", NULL), PERF_PARSE_OK);

@@ -225,7 +225,9 @@ TEST(settings_from_env) {
       {"P2PKIT_P2P_DISABLE", "yes", "P2PKIT_P2P_DISABLE='yes' must be a whole number from 0 to 1"},
       {"P2PKIT_STAGE_DEPTH", "1", "P2PKIT_STAGE_DEPTH='1' must be a whole number from 2 to 16"},
       {"P2PKIT_STAGE_CHUNK", "lots", "P2PKIT_STAGE_CHUNK='lots' is not a size (bytes, with K, M, G or T)"},
-      {"P2PKIT_STAGE_CHUNK", "1K", "P2PKIT_STAGE_CHUNK=1024 is out of range (4096 bytes to 1024 MiB)"},
+      {"P2PKIT_STAGE_CHUNK", "1K", "P2PKIT_STAGE_CHUNK='1K' is out of range (4096 to 1073741824 bytes)"},
+      {"P2PKIT_STAGE_DEPTH", "-1", "P2PKIT_STAGE_DEPTH='-1' must be a whole number from 2 to 16"},
+      {"P2PKIT_P2P_DISABLE", "-1", "P2PKIT_P2P_DISABLE='-1' must be a whole number from 0 to 1"},
       {"P2PKIT_SM_COPY_CONFIG", "kind=warp", "P2PKIT_SM_COPY_CONFIG='kind=warp': kind 'warp' is not stride, chunk or tma"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -236,6 +238,18 @@ TEST(settings_from_env) {
     CHECK_STR(p2pkit_last_error(), bad[i].msg);
   }
   clear_env();
+}
+
+/* The settings registry's ranges are the copy path's own limits. */
+TEST(registry_ranges_are_the_copy_paths) {
+  const p2pk_param_def *depth = NULL, *chunk = NULL;
+  for (size_t i = 0; i < p2pk_param_count(); i++) {
+    const p2pk_param_def *d = p2pk_param_at(i);
+    if (strcmp(d->name, "P2PKIT_STAGE_DEPTH") == 0) depth = d;
+    if (strcmp(d->name, "P2PKIT_STAGE_CHUNK") == 0) chunk = d;
+  }
+  CHECK(depth && depth->ranged && depth->lo == 2 && depth->hi == P2PK_STAGE_MAX_DEPTH);
+  CHECK(chunk && chunk->ranged && chunk->lo == P2PK_STAGE_MIN_CHUNK && chunk->hi == P2PK_STAGE_MAX_CHUNK);
 }
 
 TEST(context_checks) {
@@ -326,8 +340,8 @@ TEST(level_one_parser_for_copies_and_communicators) {
   p2pk_param_reset();
   p2pk_xfer_settings s;
   CHECK_EQ(p2pk_xfer_settings_read(&s), P2PKIT_ERR_INVALID_ARGUMENT);
-  CHECK(strstr(p2pkit_last_error(), "P2PKIT_P2P_DISABLE='yes' must be a whole number") != NULL);
-  CHECK(comm_refused_with("P2PKIT_P2P_DISABLE='yes' is not a whole number"));
+  CHECK_STR(p2pkit_last_error(), "P2PKIT_P2P_DISABLE='yes' must be a whole number from 0 to 1");
+  CHECK(comm_refused_with("P2PKIT_P2P_DISABLE='yes' must be a whole number from 0 to 1"));
   unsetenv("P2PKIT_P2P_DISABLE");
   for (int lv = P2PK_PL_LOC; lv < P2PK_PL_ANY; lv++) {
     setenv("P2PKIT_P2P_LEVEL", p2pk_p2p_level_name(lv), 1);
@@ -478,6 +492,6 @@ TEST(stage_pieces) {
 
 T_MAIN(T_CASE(level_names), T_CASE(pair_levels), T_CASE(nvlink_by_size), T_CASE(disabled_stages),
        T_CASE(level_limits), T_CASE(no_peer_access), T_CASE(same_gpu), T_CASE(path_names),
-       T_CASE(settings_from_env), T_CASE(context_checks),
+       T_CASE(settings_from_env), T_CASE(registry_ranges_are_the_copy_paths), T_CASE(context_checks),
        T_CASE(level_one_parser_for_copies_and_communicators), T_CASE(context_without_gpu),
        T_CASE(recorded_machines), T_CASE(stage_pieces))
