@@ -9,7 +9,8 @@
 #include "core/check.h"
 #include "core/param.h"
 
-/* Built-in table, from runs on the 2x H200 (rows below say which). LL (each
+/* Built-in table, measured on 2x and 4x H200 (the rows and their figures:
+ * docs/decisions/allreduce-algorithm-table.md). LL (each
  * 8-byte word carries its flag) wins while latency dominates; LL128 (each
  * 128-byte line carries 120 bytes and one flag) through the mid sizes;
  * above that the chunked protocol moves data once per link direction. Two GPUs: one-shot and two-shot cross the link with the same
@@ -18,28 +19,9 @@
 static const p2pk_algo_row builtin[] = {
     /* 2 GPUs. LL to 128 KiB; LL128 to 32 MiB (256 threads per block to
      * 16 MiB but 96 above 256 KiB to 512 KiB and 128 to 1 MiB, 512 beyond); two-shot simple
-     * beyond. Fifth session's runs on
-     * the 2x H200 (bench/results/2026-11-29-h200x2-s5), float sum, graph
-     * mode, us: LL128 (256 threads) against the previous table (LL to 1 MiB,
-     * one-shot simple to 8 MiB, two-shot beyond): 512 KiB 4.66 vs 5.90,
-     * 1 MiB 6.26 vs 8.79, 2 MiB 9.66 vs 15.4, 4 MiB 16.9 vs 21.7, 8 MiB 30.3
-     * vs 35.9, 16 MiB 56.5 vs 60.7; 512 threads at 32 MiB 108.6 (256: 110.1,
-     * two-shot 116.6); 64 MiB a tie (209.6 vs two-shot 208.6); LL ahead to
-     * 128 KiB (64 KiB 3.17 vs 3.50, 128 KiB 3.56 vs 3.68).
-     * Above 256 KiB to 1 MiB, 96 threads a block (seventeenth session,
-     * bench/results/2026-11-30-h200x2-s17). The machines lent differ: on
-     * some (runs 2-4) 256 threads take a 1 MiB all-reduce per GPU in 8.2
-     * us eager and 7.2 under a graph, 96 threads in 7.1 and 6.1 (run 4,
-     * two interleaved rounds; 2 MiB 12.2 against 11.3); on others (run 1,
-     * s16) 256 threads take 1 MiB in 7.1-7.4 us, and 96 threads did the
-     * same there (run 5: 7.2-7.4) but 2-4 MiB 3-6% slower (2 MiB 11.5
-     * against s16's 10.9). So 96 threads up to 1 MiB only.
-     * Above 512 KiB to 1 MiB, 128 threads (nineteenth session,
-     * bench/results/2026-11-30-h200x2-s19 run 4, three rounds): 1 MiB per
-     * GPU eager 7.03-7.07 us against 96's 7.18, under a graph 6.24-6.26
-     * against 6.32-6.33, one process under a graph 6.25-6.27 against
-     * 6.33-6.38; 512 KiB a tie (5.56-5.58 eager); 256 KiB 1-4% slower
-     * (4.66-4.82 against 4.60-4.65), so 96 stays to 512 KiB. */
+     * beyond. On 2x H200, float sum under a graph: LL128 against one-shot
+     * simple 1 MiB 6.26 us vs 8.79, 16 MiB 56.5 vs 60.7; 64 MiB a tie with
+     * two-shot. The thread counts per row: the decision record above. */
     {P2PK_TRANSPORT_P2P, 2, 2, 128 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, 256 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 256, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, 512 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 96, 0},
@@ -47,14 +29,10 @@ static const p2pk_algo_row builtin[] = {
     {P2PK_TRANSPORT_P2P, 2, 2, 16 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 256, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, 32 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 512, 0},
     {P2PK_TRANSPORT_P2P, 2, 2, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
-    /* 3 and 4 GPUs: LL to 64 KiB, LL128 to 2 MiB, two-shot beyond. The
-     * first 4-GPU machine (twenty-third session, 4x H200 NV18,
-     * bench/results/2026-11-30-h200x4-s23 run 2), float sum, eager, us:
-     * the sweep (oneshot/ll, /ll128, /simple, twoshot/simple) 128 KiB 10.2,
-     * 9.4, 25.2, 37.5; 512 KiB 16.2, 11.5, 27.0, 39.0; 2 MiB 40.8, 31.8,
-     * 41.2, 42.5; 8 MiB 122.6, 95.7, 145.2, 70.2. LL to 64 KiB with the
-     * default table: 8.4-9.3 us eager, 4.4-5.1 under a graph (NCCL
-     * 25-38 and 12-15). */
+    /* 3 and 4 GPUs: LL to 64 KiB, LL128 to 2 MiB, two-shot beyond (4x
+     * H200 NV18, float sum, eager: 2 MiB LL128 31.8 us against two-shot's
+     * 42.5, 8 MiB two-shot 70.2 against LL128's 95.7; the 4-GPU rows of
+     * docs/decisions/allreduce-algorithm-table.md). */
     {P2PK_TRANSPORT_P2P, 3, 4, 64 << 10, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL, 0, 0, 0},
     {P2PK_TRANSPORT_P2P, 3, 4, 2 << 20, P2PK_ALGO_ONESHOT, P2PK_PROTO_LL128, 0, 0, 0},
     {P2PK_TRANSPORT_P2P, 3, 4, SIZE_MAX, P2PK_ALGO_TWOSHOT, P2PK_PROTO_SIMPLE, 0, 0, 0},
@@ -387,15 +365,15 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
     gmax = P2PK_COLL_MAX_BLOCKS / (row.algo == P2PK_ALGO_STAGED ? 2 : 1);
   /* Staged: 64 KiB pieces, so mid sizes get several blocks each way (one
    * block's stores to host memory are far below PCIe's rate: at 256 KiB
-   * pieces 512 KiB broadcast took 31 us against NCCL's 29, third session). */
+   * pieces a 512 KiB broadcast took 31 us against NCCL's 29 on 2x H200). */
   size_t min_piece = row.algo == P2PK_ALGO_STAGED ? (64u << 10) : (32u << 10);
   size_t gb = row.blocks > 0 ? (size_t)row.blocks : ceil_div(bytes, per * min_piece);
   gb = clampz(gb, 1, gmax);
   size_t k = row.chunk > 0 ? row.chunk : round_up16(ceil_div(bytes, gb * per));
   /* Staged: a block moves its share in pieces of at most 128 KiB, so its
-   * reader starts on one while its writer fills the next (third session's
-   * knob runs, P2P off: 8 MiB all-reduce 336 -> 294 us, broadcast 248 ->
-   * 187 us; 128 MiB unchanged). */
+   * reader starts on one while its writer fills the next (2x H200, P2P
+   * off: 8 MiB all-reduce 336 -> 294 us, broadcast 248 -> 187 us; 128 MiB
+   * unchanged). */
   if (row.algo == P2PK_ALGO_STAGED && row.chunk <= 0 && k > (128u << 10)) k = 128u << 10;
   k = clampz(k, 16, box) & ~(size_t)15;
   c->blocks = (int)gb;

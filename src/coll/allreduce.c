@@ -157,14 +157,14 @@ void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_
   p2pk_algo_force f = c->force;
   if (kind != P2PK_COLL_ALL_REDUCE)
     f.algo = p2pk_coll_rooted_twoshot(c, kind, block) ? P2PK_ALGO_TWOSHOT : P2PK_ALGO_ONESHOT;
-  /* Reduce: the simple protocol from 8 MiB (fifth session, 2x H200: 16 MiB
-   * 50.6 us against LL128's 52.2, 64 MiB 187.6 against 200.2), where the
+  /* Reduce: the simple protocol from 8 MiB (2x H200: 16 MiB 50.6 us
+   * against LL128's 52.2, 64 MiB 187.6 against 200.2), where the
    * other collectives gain from LL128 (all-gather of 32 MiB shares 107.8 us
    * against 118.2, reduce-scatter 111.5 against 130.3). */
   if (kind == P2PK_COLL_REDUCE && f.proto < 0 && block > ((size_t)8 << 20)) f.proto = P2PK_PROTO_SIMPLE;
   /* The table's 96-thread LL128 row was measured for the all-reduce; the
-   * other collectives keep 256 threads there (seventeenth session, run 5,
-   * process per GPU eager, 96 against 256 threads: all-to-all 1 MiB 7.00
+   * other collectives keep 256 threads there (2x H200, process per GPU
+   * eager, 96 against 256 threads: all-to-all 1 MiB 7.00
    * against 5.66 us, reduce 7.75 against 6.77, all-gather 6.70 against
    * 5.66). Chosen again only there; a grid cap below may still choose its
    * own. */
@@ -177,8 +177,7 @@ void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_
   }
   /* Two blocks per multiprocessor (as many as the mailboxes allow) for the
    * chunked kernels over P2P from these sizes, unless a setting or the
-   * table's row names a grid. Fourth session's grid runs on the 2x H200
-   * (bench/results/2026-11-29-h200x2-s4/knobs): all-reduce 32-64 MiB 8-9%
+   * table's row names a grid. On 2x H200: all-reduce 32-64 MiB 8-9%
    * faster, reduce-scatter, all-gather and all-to-all 8-17% faster from 16
    * MiB shares, reduce 1-10% from 16 MiB; but a 16 MiB all-reduce and 8 MiB
    * shares 15-20% slower, and the data-parallel example's ~25 MiB buckets
@@ -200,8 +199,8 @@ void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_
    * pair must have the same cap: the header carries the grid. LL and LL128
    * move a line per thread (per 8 threads), so a grid of theirs capped
    * within one block per SM takes 512 threads a block, unless a setting
-   * names them (twelfth session, run 3, 2x H200, process per GPU, 66
-   * blocks: 16 MiB 113 us at LL128's 256 threads, 66.5 at 512, 58.6
+   * names them (2x H200, process per GPU, 66 blocks: 16 MiB 113 us at
+   * LL128's 256 threads, 66.5 at 512, 58.6
    * uncapped; the chunked protocol 103). */
   const int cap = p2pk_comm_grid_cap(c);
   if (cap > 0 && ch->blocks > cap) {
@@ -285,8 +284,8 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
     /* Broadcast under capture: with a process per GPU from its threshold
-     * there (cep_min; tenth session, run 6: 1.05-1.07x NCCL at 64 MiB - 1
-     * GiB), one process only straight into the peers' outputs (p2p.c), as
+     * there (cep_min; docs/decisions/copy-engine-thresholds.md), one
+     * process only straight into the peers' outputs (p2p.c), as
      * all-to-all (whose landing-slot path is for a process per GPU). */
     const int cap_ok =
         !c->staged && c->cep_cap_ok && (kind == P2PK_COLL_ALL_TO_ALL || kind == P2PK_COLL_ALL_GATHER ? c->multiproc
@@ -361,12 +360,11 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
              p2pk_algo_name(ch.algo), p2pk_proto_name(ch.proto), ch.blocks, ch.threads, ch.chunk);
   /* Under capture the broadcast root's own copy (out of place) goes by copy
    * engine on a side stream beside the kernel, which then only pushes: a
-   * memcpy node in parallel with the kernel node. Decision (nineteenth
-   * session, s19 run 6, two rounds, both modes): 64 MiB out of place under
-   * a graph 189.4-190.0 us against 200.5-200.9 with the kernel copying
-   * inline (NCCL 202.5-204.3: 1.01x -> 1.07-1.08x), 8-32 MiB 2-3% faster,
-   * 4 MiB a tie; eagerly the extra calls cost more than they save (1 MiB
-   * per GPU 12.6 against 5.9 us, 8 MiB 30.2 against 28.8), so never there. */
+   * memcpy node in parallel with the kernel node. On 2x H200, both modes:
+   * 64 MiB out of place under a graph 189.4-190.0 us against 200.5-200.9
+   * with the kernel copying inline (1.01x -> 1.07-1.08x NCCL), 8-32 MiB
+   * 2-3% faster, 4 MiB a tie; eagerly the extra calls cost more than they
+   * save (1 MiB per GPU 12.6 against 5.9 us), so never there. */
   int own_ce = 0;
   if (kind == P2PK_COLL_BROADCAST && a.self_copy && c->bcast_self_ce &&
       block >= c->bcast_self_ce) {

@@ -426,7 +426,7 @@ __device__ __forceinline__ void ll128_run(const p2pk_ar_args &a) {
 // SM) for grids the GPU holds whole. Two passes, their loads together
 // (84 - 96 registers), for grids under a cap (p2pk_coll_choose: within one
 // block per SM), where each warp works many passes and one pass's load
-// latency bounds it (twelfth session, run 12, 2x H200, process per GPU:
+// latency bounds it (2x H200, process per GPU:
 // 16 blocks, 16 MiB 197 us against 255; 64 blocks 62.3 against 70.3;
 // uncapped the two-pass loop was 4 - 16% slower at 1 - 16 MiB).
 template <class T>
@@ -564,7 +564,8 @@ __device__ void drain_done(const p2pk_ar_args &a, const Plan &P, uint32_t mask, 
 // (a mismatch makes block 0 raise abort, which every wait sees). The verdict
 // has a shared word of its own: the block's s_ok is written again by thread
 // 0 at the first push, with no barrier between that write and the other
-// threads' reads of this verdict (racecheck found the race on s_ok, s22).
+// threads' reads of this verdict (compute-sanitizer racecheck found that
+// race on s_ok).
 __device__ bool start_call(const p2pk_ar_args &a, uint32_t seq, Waiter &w) {
   __shared__ int s_start;
   if (threadIdx.x == 0) {
@@ -726,8 +727,8 @@ __device__ void p2p_ll(const p2pk_ar_args &a, Waiter &w, const p2pk_p2p_op &o) {
          * the buffer's own stores need no order towards the sender. The
          * sender polls it plainly too: its stores wait on the poll's
          * value. A release store and acquire polls cost 0.6 us a call
-         * under a CUDA graph (sixteenth session, run 7: 2.82 against 2.22
-         * us at 8 B, 4.09 against 2.93 at 32 KiB, process per GPU). */
+         * under a CUDA graph (2x H200, process per GPU: 2.82 against 2.22
+         * us at 8 B, 4.09 against 2.93 at 32 KiB). */
         st_vol_u64(&ctrl_of(a.peer[p])->p2p_llack[me][r], k);
       }
     }
@@ -937,7 +938,7 @@ __global__ void __launch_bounds__(512) local_reduce_kernel(const __grid_constant
   const uint64_t len = min(per, a.bytes - lo);
   // One source: a plain copy (the copies out of the landing slots), 16
   // bytes a thread and access, no per-element work. Against the one-source
-  // reduce it was (fifteenth session, run 4, process per GPU, same call):
+  // reduce it was (2x H200, process per GPU, same call):
   // all-reduce 1 GiB 2893 against 2929 us, all-to-all 2 GiB 2873 against
   // 2905, broadcast 1 GiB 2773 against 2782, send/recv 512 MiB 1450
   // against 1464 (1 GiB the same).

@@ -7,14 +7,12 @@
  * P2PKIT_CE_ALL_TO_ALL_MIN (bytes per peer).
  *
  * Why: SM stores over NVLink plateau at ~364 GB/s each way when both
- * directions run (bench/results/2026-11-29-h200x2-bench: p2p-sm-push both
- * ways 726.9 GB/s), the copy engines at ~388 (775.8); the large all-reduce
- * kernel sits at ~360 busbw, 1.07-1.10x NCCL at 1 GiB against a 1.12x goal,
- * and the reduce-scatter kernel at ~303 (its mailbox handshake). Here the
- * SMs only reduce, locally; every byte crosses the link on a copy engine.
- * Seventh session (bench/results/2026-11-30-h200x2-s7): a 1 GiB all-reduce
- * at 380 GB/s busbw, 1.15-1.17x NCCL; reduce-scatter 1.22-1.30x and
- * all-gather 1.32-1.49x at 256 MiB - 1 GiB.
+ * directions run, the copy engines at ~388 (2x H200;
+ * docs/decisions/sm-copy-plateau.md); the large all-reduce kernel sits at
+ * ~360 busbw and the reduce-scatter kernel at ~303 (its mailbox
+ * handshake). Here the SMs only reduce, locally; every byte crosses the
+ * link on a copy engine: a 1 GiB all-reduce at 380 GB/s busbw, 1.15-1.17x
+ * NCCL.
  *
  * All-reduce, rank t owning shard t of the message (ce_shard below), per
  * chunk k of a shard (slot s = q % D, q its number across calls, D =
@@ -52,7 +50,7 @@
  * the last. The next call's first copies then run beside the last call's
  * last reduce, which with a single owner (reduce) was the tail of every
  * call (one process: reduce 256 MiB 790 us against 699 with a process per
- * GPU, ninth session run 1). When a call's chunk size or depth differs
+ * GPU, 2x H200). When a call's chunk size or depth differs
  * from the last call's (ce_layout), its slots overlap others, and the side
  * streams first wait for every owner's LAST.
  * Each rank's stream ends after its last reduce, its own SIDE and every
@@ -119,7 +117,7 @@ size_t p2pk_ce_land_max(void) {
 size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth) {
   size_t c = p2pk_param_size("P2PKIT_CE_CHUNK");
   if (!c) {
-    /* Half a shard, 16 to 64 MiB (seventh session, 2x H200: each chunk's
+    /* Half a shard, 16 to 64 MiB (2x H200: each chunk's
      * copies cost ~8 us of link time, so 1 GiB took 3031 us in 16 MiB
      * chunks and 2824 in 64 MiB ones; two chunks a shard let the second's
      * copy run beside the first's reduce: 64 MiB 203 us against one
@@ -141,35 +139,14 @@ int p2pk_ce_depth(void) {
 }
 
 /* The defaults (P2PKIT_CE_*_MIN) are where the copy engines overtook the
- * kernels on the 2x H200 in the seventh session (bench/results/
- * 2026-11-30-h200x2-s7): all-reduce from 64 MiB (203 us against 210; 32
- * MiB 142 against 110), reduce-scatter from 64 MiB shares (128 MiB input
- * 225-241 us against 249-252; 64 MiB 129 against 112), all-gather from 64
- * MiB shares (128 MiB output 198 against 229; 64 MiB 114 against 109);
- * reduce from 64 MiB once chunks were numbered across calls (ninth session,
- * run 2: 64 MiB 183.0 us against the kernel's 189.1, 512 MiB 1398.7 against
- * 1474.2, 1 GiB 2789.6 against 2938.0; 32 MiB a tie, 96.1 against 96.6;
- * before, it only won at 1 GiB).
+ * kernels on 2x H200 (every figure: docs/decisions/copy-engine-thresholds.md).
+ * One process, eagerly: all-reduce, reduce-scatter, all-gather and reduce
+ * from 64 MiB (all-reduce 64 MiB 203 us against the kernel's 210).
  * With a process per GPU (ce_p2p_mp.c) a setting that is not given takes
- * the process-per-GPU default below instead. */
-/* Process per GPU (eighth session, runs 1-5, 2x H200, copy engines against
- * the kernels): all-reduce from 256 MiB (776 us against 788; 128 MiB 414
- * against 416 with three slots, 467 with two), reduce-scatter from 64 MiB
- * shares (128 MiB input 252 us against 262; 64 MiB 141 against 112).
- * Reduce from 64 MiB and broadcast from 16 MiB since the posts became
- * stream memory operations (ninth session, run 6: reduce 64 MiB 180.1 us
- * against 190.6, 32 MiB 102.1 against 96.5, 16 MiB 52.3 against 51.7;
- * broadcast 16 MiB 48.7 against 54.2, 8 MiB 29.1 against 28.6).
- * All-gather from 256 MiB shares, on all-to-all's path (a2a_mp, one block
- * for every peer; sixteenth session, run 2, whole output, copy engines
- * against the kernel: 1 GiB 1493 us against 1625 out of place, 1448
- * against 1522 in place; 512 MiB 790 / 823 and 759 / 772; 256 MiB 424 /
- * 424 and 416 / 395; under a graph 1 GiB 1479 / 1623 and 1476 / 1520).
- * The ninth session's first try (run 3, its own code) lost: 1 GiB shares
- * 1698.6 us against 1599.9.
- * All-to-all from 256 MiB per peer (twelfth session, run 7, whole buffer:
- * 1 GiB 1497 us against the kernel's 1605, 512 MiB 778 against 810; 256
- * MiB 428 against 418; under a graph 1517 / 1600, 789 / 810, 432 / 417). */
+ * the process-per-GPU default below instead: all-reduce from 256 MiB (776
+ * us against 788), reduce-scatter and reduce from 64 MiB, broadcast from
+ * 16 MiB, all-gather and all-to-all from 256 MiB (all-gather 1 GiB 1493 us
+ * against the kernel's 1625). */
 static size_t mp_default(int kind) {
   switch (kind) {
     case P2PK_COLL_ALL_REDUCE: return (size_t)256 << 20;
@@ -182,26 +159,13 @@ static size_t mp_default(int kind) {
   }
 }
 
-/* One process under capture (tenth session, runs 1-3, 2x H200, CUDA
- * graphs, against the kernels there): reduce-scatter through the landing
- * slots from 128 MiB shares (256 MiB input 451.6 us against 486.6, 128 MiB
- * 266.7 against 261.8), reduce from 128 MiB (368.3 against 374.0; 64 MiB
- * 195.0 against 188.0); all-reduce with its results straight into the
- * peers' outputs from 512 MiB (1490.9 against 1501.9, 1 GiB 2913.1 against
- * 2985.6; 256 MiB 793.6 against 770.6); broadcast straight into the peers'
- * outputs from 128 MiB (recording run: 128 MiB 1.06x NCCL out of place,
- * 1.04x in place; 64 MiB 1.05x and 0.99x, where the kernel had 1.01x and
- * 1.06x). With a process per GPU the broadcast under capture takes the
- * landing slots from the same size (run 6: 64 MiB 1.05x and 1.03x).
- * All-to-all straight into the peers' outputs from 32 MiB blocks, as
- * eagerly (twelfth session, run 5, 2x H200, whole buffer 64 MiB, copy
- * engines against the kernel: eager 106.0 us against 110.5, graph 106.3
- * against 108.2; 32 MiB 60.5 against 59.5 eager; 1 GiB 1395 against 1609,
- * NCCL 1616). All-gather the same way from 64 MiB shares, where the
- * events take it eagerly (sixteenth session, run 2, whole output: 128 MiB
- * 193.7 us against 229.5 out of place, 191.3 against 211.7 in place; 1 GiB
- * 1392.5 / 1626.3 and 1388.8 / 1519.1; 64 MiB 107.2 / 108.0; 32 MiB 63.6
- * against 56.6). */
+/* One process under capture (2x H200, CUDA graphs, against the kernels
+ * there; docs/decisions/copy-engine-thresholds.md): reduce-scatter and
+ * reduce through the landing slots from 128 MiB, all-reduce with its
+ * results straight into the peers' outputs from 512 MiB (1 GiB 2913 us
+ * against 2986), broadcast straight in from 128 MiB (with a process per
+ * GPU through the slots from the same size), all-to-all straight in from
+ * 32 MiB blocks and all-gather from 64 MiB shares, as eagerly. */
 static size_t cap_default(int kind) {
   switch (kind) {
     case P2PK_COLL_REDUCE_SCATTER:
@@ -235,15 +199,11 @@ int p2pk_ce_queues(void) {
  * front of the work that would end it and the call hangs until the
  * timeout. A CUDA graph goes further: its launch may put independent
  * branches one after the other on a stream of its own choosing, which no
- * setting rules out. Twenty-first session (bench/results/
- * 2026-11-30-h200x2-s21, 64 KiB slots, depth 2): with 2 queues a 2-rank
- * all-reduce hung eagerly and under a graph (run 2); with the default 8,
- * 2 to 4 ranks passed eagerly, and under a graph 2 ranks passed and 3 and
- * 4 hung; with 32 a 4-rank perf graph passed (run 2) but test_allreduce's
- * graph of three all-reduces of different sizes still hung (run 3). So
- * these paths need 8 queues, and under capture 2 ranks (where every graph
- * so far ran, the tests' mixed ones included); else the kernels (one kernel
- * a call, which waits on nothing of its own GPU) carry every size. */
+ * setting rules out. So these paths need 8 queues, and under capture at
+ * most 2 ranks (with 2 queues a 2-rank all-reduce hung; with 8, 3 and 4
+ * ranks hung under a graph: docs/decisions/copy-engine-queues.md); else
+ * the kernels (one kernel a call, which waits on nothing of its own GPU)
+ * carry every size. */
 int p2pk_ce_waits_ok(const struct p2pkit_comm *c, int capture) {
   return p2pk_ce_queues() >= P2PK_CE_QUEUES && (!capture || c->nranks <= 2);
 }
@@ -292,18 +252,12 @@ static size_t min_setting(const struct p2pkit_comm *c, int kind, int mp) {
   /* Over P2P the defaults were measured on 2 GPUs; with more ranks the
    * copy engines run only when the setting is given, but for one process
    * eagerly the all-gather and all-to-all from 64 MiB shares (blocks): on
-   * 4 GPUs (twenty-third session, bench/results/2026-11-30-h200x4-s23)
-   * every rank's copies to its 3 peers at once took an all-gather of 256
-   * MiB - 1 GiB (64 - 256 MiB shares) in 553 - 2107 us against the
-   * kernel's 767 - 2630 (its best buffer) and NCCL's 655 - 2488, an
-   * all-to-all in 560 - 2100 against 795 - 2623 and 656 - 2386. Smaller
-   * ones were not timed on the copy engines. A process per GPU through
-   * the landing slots lost (all-gather 1 GiB 4205 us, NCCL 2476), as did
-   * the copy-engine all-reduce and reduce-scatter (0.6 - 0.77x NCCL), so
-   * those stay off. So does the broadcast: the root's copy engines would
-   * push the whole message to every peer, n - 1 times through its links
-   * (twenty-third session: 0.37-0.54x NCCL from 8 MiB by either path),
-   * where the rooted two-shot kernel carries it once (allreduce.c). */
+   * 4x H200 an all-gather of 1 GiB took 2107 us against the kernel's 2630.
+   * The landing slots (process per GPU), the copy-engine all-reduce and
+   * reduce-scatter lost there, and so did the broadcast, whose root would
+   * push the message n - 1 times through its links where the rooted
+   * two-shot kernel carries it once (docs/decisions/copy-engine-thresholds.md,
+   * docs/decisions/rooted-two-shot.md). */
   const int set = p2pk_param_is_set(name);
   if (c->nranks > 2 && !set)
     return !mp && (kind == P2PK_COLL_ALL_GATHER || kind == P2PK_COLL_ALL_TO_ALL) ? (size_t)64 << 20 : 0;
@@ -324,7 +278,7 @@ size_t p2pk_cep_min_setting(const struct p2pkit_comm *c, int kind) {
   if (c->multiproc) return min_setting(c, kind, kind == P2PK_COLL_BROADCAST ? 2 : 1);
   /* One process: under capture only (the broadcast only straight into the
    * peers' outputs: through the slots a process per GPU ran a graph's
-   * broadcast at 0.91-0.94x NCCL, ninth session, run 11). */
+   * broadcast at 0.91-0.94x NCCL on 2x H200). */
   return min_setting(c, kind, 2);
 }
 
@@ -351,7 +305,7 @@ size_t p2pk_cep_p2p_min(const struct p2pkit_comm *c) {
   const char *name = "P2PKIT_SENDRECV_CE_MIN";
   const int set = p2pk_param_is_set(name);
   if (c->nranks > 2 && !set) return 0;
-  /* Process per GPU: from 256 MiB (eighth session: 774.6 us against the
+  /* Process per GPU: from 256 MiB (2x H200: 774.6 us against the
    * kernel's 778 at 256 MiB, 1474.8 against 1548 at 512 MiB; 128 MiB 425.6
    * against 394.4). One process uses it under capture only. */
   return set ? p2pk_param_size(name) : (size_t)256 << 20;
@@ -360,8 +314,8 @@ size_t p2pk_cep_p2p_min(const struct p2pkit_comm *c) {
 size_t p2pk_cep_direct_p2p_min(const struct p2pkit_comm *c) {
   const size_t m = p2pk_cep_p2p_min(c);
   if (c->multiproc || !m) return 0;
-  /* One process under capture, both ends in one group (tenth session, run
-   * 2, 2x H200, CUDA graphs: 64 MiB 190.1 us against the kernel's 201.6,
+  /* One process under capture, both ends in one group (2x H200, CUDA
+   * graphs: 64 MiB 190.1 us against the kernel's 201.6,
    * 128 MiB 364.5 against 390.7, 1 GiB 2760.6 against NCCL's 2974.4): the
    * setting when given (p2pk_cep_p2p_min returned it), else 64 MiB. */
   return p2pk_param_is_set("P2PKIT_SENDRECV_CE_MIN") ? m : (size_t)64 << 20;
@@ -453,7 +407,7 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
     const int s = (int)((q0 + k) % (uint64_t)D);
     /* Every rank's chunk k of each peer's shard into that peer's landing
-     * slot. One stream, so chunks land in order (seventh session: odd
+     * slot. One stream, so chunks land in order (2x H200: odd
      * chunks on a second stream landed two at a time, half speed each, and
      * delayed the first reduce: 256 MiB 817 us against 719). */
     for (int r = 0; r < n && e == cudaSuccess; r++) {
@@ -529,7 +483,7 @@ static p2pkit_status_t reduce_ce(p2pk_ce_pending *const *set, int n, int kind) {
 
 /* All-gather: rank r's share into every peer's output at r x share on its
  * side stream; its own copy (unless in place) on its own stream, beside
- * them (seventh session: on the side stream after the peer copy, out of
+ * them (2x H200: on the side stream after the peer copy, out of
  * place took 1646 us at 1 GiB against in place's 1387). All-to-all (out of
  * place only: ce_flush in p2p.c sends in-place calls to the kernel) the
  * same with rank r's block t for rank t. */

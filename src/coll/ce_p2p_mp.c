@@ -13,8 +13,8 @@
  *
  * Why: with a process per GPU the kernels move every byte with SM stores,
  * which top out at ~364 GB/s each way on the 2x H200; the copy engines
- * reach ~390 (ANCHORS.md: cudaMemcpyPeerAsync 392-395 GB/s one way, 775
- * both). One process drives them through CUDA events (ce_p2p.c); here a
+ * reach ~390 (cudaMemcpyPeerAsync 392-395 GB/s one way, 775 both;
+ * docs/decisions/sm-copy-plateau.md). One process drives them through CUDA events (ce_p2p.c); here a
  * peer's buffers are not mapped (only its scratch is, through CUDA IPC), so
  * every chunk lands in a slot of the receiver's scratch, and the ranks tell
  * each other about chunks through counters beside it, waited for by
@@ -31,8 +31,8 @@
  * pair's chunks so far (cep_sent at r, cep_recvd at t: both ends count
  * alike, eagerly and when capturing, so a replay repeats its slots); a
  * call's first chunk then lands beside the last call's last one instead
- * of waiting for it (ninth session, run 10: restarting at slot 0 every
- * call took a 16 MiB broadcast from 48.7 to 75.7 us). Each half of a
+ * of waiting for it (restarting at slot 0 every call took a 16 MiB
+ * broadcast from 48.7 to 75.7 us on 2x H200). Each half of a
  * slot has two flags (p2pk_dev_ctrl, coll_dev.h): busy[t][s] at r (the
  * sender claims the half: waits until it is 0, sets it to 1) and full[r][s]
  * at t (the sender sets it once its copy landed, with the call's header
@@ -40,10 +40,8 @@
  * sender's busy once it consumed the half); the second half has rbusy and
  * done the same way. A push that fills a whole slot claims both halves.
  * Every flag returns to 0, so a call leaves the flags as it found them and
- * a CUDA graph can replay it (ninth session; until then the flags were
- * counters of chunks numbered across calls, baked into the launches, and
- * under capture the kernels ran: at 1 GiB all-reduce 1.07x NCCL, reduce
- * 0.98x, send/recv 0.97x). Waits read this rank's own scratch; posts that
+ * a CUDA graph can replay it (counters of chunks numbered across calls
+ * would be baked into the launches). Waits read this rank's own scratch; posts that
  * set a flag write a peer's, those that clear their own write this rank's.
  *
  * Reduce-scatter, rank t owning share t, per chunk k of a share (s its
@@ -67,15 +65,13 @@
  * Every rank reduces every element in rank order from the same bytes: the
  * same bits on every rank. Only pushes cross the link: pulling the results
  * back out of the owner's slots (this file's first version) ran at 317-352
- * GB/s busbw on 512 MiB - 1 GiB against 366 at 256 MiB (eighth session,
- * runs 2-3).
+ * GB/s busbw on 512 MiB - 1 GiB against 366 at 256 MiB (2x H200).
  *
  * The copy streams (side, gather) hold only copies and event waits; the
  * one-thread kernels that claim slots run ahead on their own streams and
  * end in events the copies wait for, and the posts run on others after
  * events the copies record (a kernel between two copies on one stream left
- * the copy engine idle ~14 us a chunk: run 1, 1 GiB broadcast 2937 us in
- * 16 chunks against 371.5 for 128 MiB in 2). On a rank's own stream a post
+ * the copy engine idle ~14 us a chunk on 2x H200). On a rank's own stream a post
  * and the next chunk's waits go in one launch (batch_t: launched when full,
  * so any number of steps keeps its order). START (the caller's stream at
  * the call) comes before the copy streams start (under capture before
@@ -113,7 +109,7 @@ _Static_assert(S_RECV + 1 == P2PK_CEP_STREAMS && V_RED + 1 == P2PK_CEP_EVKINDS,
                "ce_p2p_mp.c's streams and event kinds fill c->cep_stream and c->cep_ev");
 
 int p2pk_cep_depth(void) {
-  /* Two (eighth session, runs 2-5, 2x H200): with 96 MiB slots a 1 GiB
+  /* Two (2x H200): with 96 MiB slots a 1 GiB
    * all-reduce took 2900 us (48 MiB chunks, a slot's halves) against 2945
    * with three 64 MiB slots, a broadcast 2759 against 2772, send/recv 2872
    * against 2875; four 48 MiB slots 2993. */
@@ -157,9 +153,8 @@ static void batch(batch_t *b, struct p2pkit_comm *c, cudaStream_t s) {
   b->e = cudaSuccess;
   b->added = 0;
   /* No memory operations inside a capture: they can be captured, but such
-   * graphs ran far slower (eighteenth session, run 5, process per GPU:
-   * 1 GiB broadcast 3141 us against 2789 with one-thread kernels, reduce
-   * 3580 against 2783, reduce-scatter 2020 against ~1520). */
+   * graphs ran far slower (2x H200, process per GPU: 1 GiB broadcast
+   * 3141 us against 2789 with one-thread kernels). */
   b->memops = !c->cep_cap;
 }
 
@@ -504,11 +499,8 @@ static cudaError_t capture_info(cudaStream_t s, enum cudaStreamCaptureStatus *st
 /* Whether claim stream s already belongs to the capture `stream` is in
  * (an earlier call of the capture forked it, and its copies joined its
  * claims): then this call's claims need not wait for the call's start and
- * run ahead as they do eagerly. Eighteenth session, run 7, under graphs:
- * reduce per GPU 64 MiB 188.4-189.3 us against 194.9-195.1 forked every
- * call, reduce-scatter 256 MiB 424.0 against 439.8 and 1 GiB 1503 against
- * 1519, broadcast 256 MiB 702-704 against 709, all-gather and all-to-all
- * 512 MiB 768 against 774, nothing slower. */
+ * run ahead as they do eagerly (2x H200 under graphs: reduce-scatter
+ * 256 MiB 424.0 us against 439.8 forked every call; nothing slower). */
 static int in_capture_of(cudaStream_t s, cudaStream_t stream) {
   enum cudaStreamCaptureStatus a = cudaStreamCaptureStatusNone, b = cudaStreamCaptureStatusNone;
   unsigned long long ia = 0, ib = 0;
@@ -562,8 +554,8 @@ static cudaError_t start(struct p2pkit_comm *c, cudaStream_t stream, int side, i
  * collective kernel launched next on the caller's stream can fill every
  * multiprocessor while it waits for a peer that is itself still waiting for
  * one of those posts (seen under a CUDA graph after eager copy-engine
- * calls, ninth session run 4: broadcast and reduce with a process per GPU
- * hung until the timeout); posts as memory operations need no
+ * calls: broadcast and reduce with a process per GPU hung until the
+ * timeout); posts as memory operations need no
  * multiprocessor. */
 static cudaError_t join_side(struct p2pkit_comm *c, cudaStream_t stream, int memops) {
   cudaError_t e = cudaStreamWaitEvent(stream, c->sce_ev[E_SIDE], 0);
@@ -618,18 +610,12 @@ static cudaError_t copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, c
 
 /* A broadcast root's own copy beside its pushes: a kernel of a quarter of
  * the multiprocessors (rounded down to 8), which keeps pace with the link
- * without starving the copy engines' reads (tenth session, one process
- * under a graph, 2x H200, 1 GiB out of place: run 3, the full grid 3105
- * us, the copy engine 3125, 32 blocks 2735, in place 2732, 8 blocks 9841
- * (the copy itself too slow); run 4, 33 blocks 2821, in place 2730). With
- * a process per GPU it took the eager broadcast from 1.05-1.08x NCCL to
- * 1.07-1.09x and let the copy engines run under a graph (run 6: 1.05-1.07x
- * out of place, 1.03-1.04x in place; with the full grid 0.91-0.94x, ninth
- * session run 11). Capping the copies out of the slots and the reduces the
- * same way while chunks still land was slower (run 6: send/recv 1 GiB
- * 3135 us on 32 blocks against 2873; all-reduce 3331 against 2903); the
- * copies out by the copy engine made no clear difference (run 7: send/recv
- * 512 MiB 1447 against 1464 us, 1 GiB 2887 against 2868). */
+ * without starving the copy engines' reads (2x H200, one process under a
+ * graph, 1 GiB out of place: the full grid 3105 us, the copy engine 3125,
+ * 32 blocks 2735, in place 2732). Capping the copies out of the slots and
+ * the reduces the same way was slower (send/recv 1 GiB 3135 us on 32
+ * blocks against 2873); copies out by the copy engine made no clear
+ * difference. */
 static cudaError_t own_copy(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const void *send,
                             void *recv, size_t bytes, cudaStream_t stream) {
   const int blocks = (c->geom.sm_count / 4) & ~7;
@@ -682,9 +668,9 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
    * every owner of a shard may write its results into it. */
   for (int t = 0; t < n && pout; t++)
     if (t != me && slen[t]) add(&bs, P2PK_CEP_POST, &CTRL(t)->cep_rdy[me], 1, NULL, 0, t);
-  /* The all-reduce's posts stay kernels (ninth session, runs 6-8: with
-   * memory operations 512 MiB took 1514-1544 us and 1 GiB 2897-3000 from
-   * run to run, with kernels 1482-1485 and 2894-2910). */
+  /* The all-reduce's posts stay kernels (2x H200: with memory operations
+   * 512 MiB took 1514-1544 us from one measurement to the next, with
+   * kernels 1482-1485). */
   if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, pout != NULL, 0);
   cudaStream_t g = c->sce_h2d, R = c->cep_stream[S_RECV];
   /* The results' copies out write this rank's output. */
@@ -820,7 +806,7 @@ static cudaError_t cep_collective(struct p2pkit_comm *c, int kind, const void *s
   }
   /* Reduce-scatter: at most 32 MiB unless P2PKIT_CE_CHUNK says, so the
    * last chunk's reduce, the tail after the link goes quiet, stays short
-   * (eighth session, run 7: 256 MiB 433.9 us in 32 MiB chunks against
+   * (2x H200: 256 MiB 433.9 us in 32 MiB chunks against
    * 472.6 in 64 MiB ones, 1 GiB 1514 against 1526). */
   size_t cap = c->lay.cep_slot;
   if (kind == P2PK_COLL_REDUCE_SCATTER && !p2pk_param_size("P2PKIT_CE_CHUNK") && cap > ((size_t)32 << 20))
@@ -839,7 +825,7 @@ static cudaError_t cep_collective(struct p2pkit_comm *c, int kind, const void *s
   cudaError_t e = start(c, stream, np > 0, 1, 0);
   if (e == cudaSuccess && np) e = pushes(c, pu, np, K, es, hv, 1, 1);
   /* The broadcast root's own copy, beside its pushes: a kernel, not a copy
-   * engine, which would slow the pushes (run 1: 1 GiB out of place 3365 us
+   * engine, which would slow the pushes (1 GiB out of place 3365 us
    * against 2937 in place); own_copy says how wide. */
   if (e == cudaSuccess && bcast && me == root && send != recv)
     e = own_copy(c, dtype, send, recv, count * es, stream);
@@ -879,8 +865,7 @@ static cudaError_t cep_collective(struct p2pkit_comm *c, int kind, const void *s
 }
 
 /* Send/recv's chunk for a message of `bytes`: P2PKIT_CE_CHUNK, else half
- * the message within 16 MiB and a whole slot (ninth session, run 1, 2x
- * H200: 96 MiB chunks 1465.8 us at 512 MiB and 2869.1 at 1 GiB against
+ * the message within 16 MiB and a whole slot (2x H200: 96 MiB chunks 1465.8 us at 512 MiB and 2869.1 at 1 GiB against
  * 64 MiB's 1479.2 and 2880.4; each chunk costs the link a few us). Both
  * ends compute it from the size alone. */
 static size_t p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
@@ -913,14 +898,10 @@ static size_t p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
  * advance their slot turns by the call's chunks either way.
  *
  * Why: through the slots a call pays ~3.5 us a chunk boundary and the last
- * 96 MiB chunk's copy out (~95 us) after the link goes quiet (fourteenth
- * session, runs 1-5). Fifteenth session: run 1, with the receiver queuing
- * both ways behind a mode word its GPU set from the header, 1 GiB took
- * 2842 us against 2863 through the slots (the ~22 skipped launches sat
- * between one call's landing and the next call's rdy); run 2, the receiver
- * knowing the way, 2763 (1.08x NCCL registered alike), 512 MiB 1394 (1.09x),
- * 256 MiB 711 (1.23x); run 3, decided once, under a graph too (1 GiB
- * 2756, 1.08x). By default registered buffers only: mapping another
+ * 96 MiB chunk's copy out (~95 us) after the link goes quiet. Straight in,
+ * decided once per call, 1 GiB took 2763 us against 2863 through the
+ * slots on 2x H200 (1.08x NCCL registered alike; under a graph 2756).
+ * By default registered buffers only: mapping another
  * buffer on the fly leaves a peer mapping memory its owner may free
  * (undefined for CUDA IPC); P2PKIT_SENDRECV_MAP is the opt-in for callers
  * who promise not to (recvmap.c). */
@@ -1096,10 +1077,9 @@ static cudaError_t take_straight(struct p2pkit_comm *c, batch_t *bs, int r, uint
  * ranks take this path whatever their placement, so they always agree;
  * from 256 MiB per peer by default (ce_p2p.c, mp_default).
  * My own block (out of place) is copied on the RECV stream beside it all,
- * by a quarter of the SMs (own_copy): run 6 copied it on the caller's
- * stream chunk by chunk, between the copies out, with the full grid, and
- * the pushes slowed (1 GiB 1576 us against the kernel's 1608, 512 MiB 851
- * against 811).
+ * by a quarter of the SMs (own_copy): copied on the caller's stream chunk
+ * by chunk, between the copies out, with the full grid, it slowed the
+ * pushes (512 MiB 851 us against the kernel's 811).
  * Out of place, a block whose receiver registered its output goes
  * straight in, as a send/recv does (the pair's calls are numbered and
  * decided with send/recv's, on both ends whatever their placement; in
@@ -1110,8 +1090,7 @@ static cudaError_t take_straight(struct p2pkit_comm *c, batch_t *bs, int r, uint
  * (out + me x B). Nothing I push is ever overwritten here: in place my
  * block already sits at my place, which no peer writes, so the copies out
  * never wait for my pushes and registered outputs go straight in, in place
- * too. Sixteenth session: see ce_p2p.c's mp_default for the measurements
- * that set its threshold. */
+ * too. Its threshold: ce_p2p.c's mp_default. */
 static cudaError_t a2a_mp(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
                           p2pkit_dtype_t dtype, cudaStream_t stream, int gather) {
   const int n = c->nranks, me = c->rank;

@@ -5,10 +5,9 @@
  *
  * Why: the staged kernels move data with SM stores and loads to mapped host
  * memory and reach ~36 GB/s each way on the 2x H200; copy engines reach ~47
- * each way at once (ANCHORS.md: PCIe duplex 94.4 GB/s on one GPU). Sixth
- * session (bench/results/2026-11-30-h200x2-s6): one process 1.51-1.68x
- * NCCL's SHM at 64-512 MiB against the kernel's 1.31-1.34x; process per GPU
- * 1.32-1.41x against 1.30-1.33x; below 16 MiB the kernel was faster.
+ * each way at once (PCIe duplex 94.4 GB/s on one GPU): one process
+ * 1.51-1.68x NCCL's SHM at 64-512 MiB against the kernel's 1.31-1.34x;
+ * below 16 MiB the kernel was faster (docs/decisions/staged-copy-engine.md).
  *
  * Flow, per chunk k of the message (slot k % D, D = P2PKIT_STAGED_CE_DEPTH), one-shot:
  *   rank r, its side stream (ce_side):  in_r[k]      -> host_r[slot]        D2H
@@ -105,8 +104,8 @@ cudaError_t p2pk_ce_local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dty
   const int mb = p2pk_comm_grid_cap(c);
   if (mb > 0 && blocks > (size_t)mb) blocks = (size_t)mb;
   /* A capped grid moves what each block can: its loads go out two sources
-   * at a time (thirteenth session, run 7, process per GPU, 256 MiB all-
-   * reduce over the copy engines: 16 blocks 1659 -> 1316 us, 64 blocks 811
+   * at a time (2x H200, process per GPU, 256 MiB all-reduce over the
+   * copy engines: 16 blocks 1659 -> 1316 us, 64 blocks 811
    * -> 791). Uncapped the reduce runs beside the copies and the paired
    * loads took HBM from them (one process under a graph, 1 GiB: 2914 ->
    * 2956 us), so the whole grid keeps the plain loop. */
@@ -249,9 +248,9 @@ size_t p2pk_sce_slot_bytes(void) {
  * The copy streams hold only copies and event waits; the waits and posts
  * run beside them on their own streams (c->cep_stream, unused without P2P
  * otherwise), as in ce_p2p_mp.c: a kernel between two copies on one stream
- * leaves the copy engine idle for microseconds each time (eighth session:
- * ~14 us a chunk over P2P; here a process per GPU went from 1.19-1.29x
- * NCCL at 128 MiB to 1.51-1.62x, ninth session runs 1, 6, 7). The
+ * leaves the copy engine idle for microseconds each time (~14 us a chunk
+ * over P2P; here a process per GPU went from 1.19-1.29x NCCL at 128 MiB to
+ * 1.51-1.62x on 2x H200). The
  * stream's last reduce waited for the last D2H and H2D, so once it ends the
  * input is no longer read; a later call's copies wait on the counters. */
 enum { CE_WAIT_FULL, CE_WAIT_READ, CE_POST_FULL, CE_POST_READ };

@@ -274,8 +274,8 @@ const p2pk_reg *p2pk_reg_numbered(const struct p2pkit_comm *c, uint64_t id);
 void p2pk_ce_min_fill(struct p2pkit_comm *c);
 /* The landing-slot paths' settings, read once at init after
  * p2pk_ce_min_fill (trace, straight in and its wait): a later
- * change of the forced settings keeps them (s15: re-reading them there
- * undid a wait a caller had set on the communicator). */
+ * change of the forced settings keeps them (re-reading them there would
+ * undo a wait a caller had set on the communicator). */
 void p2pk_cep_settings(struct p2pkit_comm *c);
 /* recvmap.c (P2PKIT_SENDRECV_MAP). The receiver: describe the allocation
  * holding buf (offset, id, size, IPC handle) into *d; 1 if it did, 0 when
@@ -306,7 +306,7 @@ static inline size_t p2pk_ce_part(size_t len, size_t k, size_t K) {
  * P2PK_CE_LAND_DEFAULT. 192 MiB: on 2 GPUs two 96 MiB slots. Twice that
  * made send/recv with a process per GPU slower at 256 - 512 MiB and no
  * faster at 1 GiB, and only the one-process graph all-reduce at 1 GiB
- * gained (~1.4%, with 128 MiB chunks; fourteenth session, runs 3 and 5). */
+ * gained (~1.4%, with 128 MiB chunks; docs/decisions/copy-engine-thresholds.md). */
 #define P2PK_CE_LAND_DEFAULT ((size_t)192 << 20)
 size_t p2pk_ce_land_max(void);
 /* Chunk bytes of the copy-engine all-reduce and reduce-scatter over P2P

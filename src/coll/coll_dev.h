@@ -22,7 +22,7 @@
 #define P2PK_SCE_DEPTH_MAX 8      /* copy-engine staged all-reduce: chunks in flight per peer, at most */
 /* Send/recv over P2P up to P2PK_P2P_LL_MAX bytes: LL in regions of
  * P2PK_P2P_LL_PER_BLOCK bytes, each with its own lines and counts. 128 KiB
- * (seventh session, 2x H200, one process per GPU: with LL to 32 KiB, 64 and
+ * (2x H200, process per GPU: with LL to 32 KiB, 64 and
  * 128 KiB took the mailbox path at 9.0-9.3 us against NCCL's 8.3). */
 #define P2PK_P2P_LL_BLOCKS 32
 #define P2PK_P2P_LL_PER_BLOCK (4u << 10)
@@ -243,10 +243,9 @@ enum { P2PK_STAGE_SHARED = 0, P2PK_STAGE_PER_DEST = 1, P2PK_STAGE_PAIR = 2 };
  * block p (all-to-all). Sending and receiving one block in one segment is
  * what lets all-to-all run in place: a rank's reader overwrites block p's
  * chunk only after its own writer has copied that chunk out (the kernel's
- * in-place wait), and no later segment reads it. Decision (nineteenth
- * session): the previous schedule (q sends to q + t + 1, takes from
- * q - t - 1) overwrote blocks still to be sent on more than 2 ranks, so
- * in-place all-to-all was refused there. */
+ * in-place wait), and no later segment reads it. A schedule where q sends
+ * to q + t + 1 and takes from q - t - 1 overwrites blocks still to be sent
+ * on more than 2 ranks. */
 P2PK_HD int p2pk_stage_mode(uint64_t in_stride, int reduce) {
   return !in_stride ? P2PK_STAGE_SHARED : reduce ? P2PK_STAGE_PER_DEST : P2PK_STAGE_PAIR;
 }

@@ -90,11 +90,10 @@ p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, int want_b
    * per peer, at most 512 MiB, so 4 mailboxes per multiprocessor (two
    * blocks per SM, see p2pk_coll_launch) keep ~120 KiB each on 2 to 4 GPUs
    * (the mailboxes are split among the peers); 64 MiB of host memory per
-   * rank staged. On 4 GPUs 128 MiB left 40 KiB mailboxes, and 384 MiB took
-   * a two-shot all-reduce of 1 GiB in 4901 us against 5823, 64 MiB in 347
-   * against 407; all-gather 1 GiB 2630 against 3223 (twenty-third session,
-   * bench/results/2026-11-30-h200x4-s23 run 3; 512 MiB within 2% of 384).
-   * More than 4 GPUs: the 512 MiB cap, not measured. */
+   * rank staged. On 4x H200 128 MiB left 40 KiB mailboxes, and 384 MiB took
+   * a two-shot all-reduce of 1 GiB in 4901 us against 5823
+   * (docs/decisions/scratch-per-peer.md). More than 4 GPUs: the 512 MiB
+   * cap, not measured. */
   if (buffer == 0) {
     const size_t peers = n > 1 ? (size_t)n - 1 : 1;
     buffer = staged ? (size_t)64 << 20 : ((size_t)128 << 20) * (peers < 4 ? peers : 4);
@@ -378,7 +377,7 @@ static void fill_tmpl(struct p2pkit_comm *c, char *stage_dev) {
   a->send2_mask = a->recv2_mask = a->send_mask;
   a->reduce = 1;
   /* Programmatic dependent launch: Hopper and later (griddepcontrol), over
-   * P2P only: the staged all-reduce ran ~3% slower with it (fourth session,
+   * P2P only: the staged all-reduce ran ~3% slower with it (2x H200,
    * 128 MiB: 3751/3815 us against 3658/3696 without). */
   int major = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);

@@ -209,8 +209,8 @@ __device__ __forceinline__ void pdl_start() {
 // (its header check failed, and it told the peers) and no wait of this
 // rank has recorded that yet, record it now: otherwise this rank's host
 // would never hear of it, and its calls would return at once with nothing
-// done (seventeenth session: a sender whose copies had all finished before
-// its receiver's mismatch saw no error). The first error recorded stays.
+// done (a sender whose copies had all finished before its receiver's
+// mismatch would see no error). The first error recorded stays.
 __device__ __forceinline__ void note_abort(const p2pk_ar_args &a, int32_t ab) {
   if (ab && ab != 1 + a.rank) fail(a, P2PK_DERR_ABORTED, ab - 1);
 }
@@ -352,8 +352,8 @@ __device__ __forceinline__ const p2pk_p2p_op *p2p_op_of(const p2pk_p2p_args &pa,
 // x / n for AVG. For n a power of two (2, 4, 8 GPUs) a multiply by the exact
 // 2^-k: the same bits as the division (both round the same exact value
 // once), without the IEEE division's instruction sequence per element
-// (seventh session, 2x H200, one process per GPU: a 16 MiB AVG all-reduce
-// took 62.8 us against SUM's 58.3).
+// (on 2x H200, process per GPU, the division made a 16 MiB AVG all-reduce
+// 62.8 us against SUM's 58.3).
 __device__ __forceinline__ float div_n(float x, int n) {
   if (n > 0 && (n & (n - 1)) == 0) return x * __int_as_float((127 - (__ffs(n) - 1)) << 23);
   return x / (float)n;
@@ -536,12 +536,10 @@ __device__ void copy_multi(char *dst, const char *src, char *const *also, int na
 // ranks both sources' loads go out together, so an iteration waits out one
 // load latency, not two: the copy engines' local reduces under a grid cap
 // (p2pk_ce_local_reduce says why not uncapped). The chunked kernels over
-// P2P gained nothing from it (thirteenth session, run 9: 32 MiB under 16
-// and 64 blocks and uncapped the same to 1%; it made twoshot_kernel
-// spill), nor did the staged ones (run 7). The paired loop stays its own
-// copy: folded into the loop below (the first two sources loaded ahead,
-// then the accumulator) it lost the whole gain (fourteenth session, run 10:
-// 16 blocks, 256 MiB, 1675 us against 1333.5).
+// P2P and the staged ones gained nothing from it (on 2x H200, 32 MiB under
+// 16 and 64 blocks and uncapped within 1%; it made twoshot_kernel spill).
+// The paired loop stays its own copy: folded into the loop below it lost
+// the whole gain (16 blocks, 256 MiB: 1675 us against 1333.5).
 template <class T, bool HOST, bool PAIR = false>
 __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const *src,
                              char *const *also, int nalso, uint64_t len) {

@@ -5,7 +5,7 @@
  * per GPU, one after the other: an eager 8-byte all-reduce step on two GPUs
  * took 5.5 us there, where a thread per GPU, the calling one handing the
  * other GPU's call over and waiting for it, took 3.95 (bench_launch's
- * ar_eager and ar_handoff, eleventh session, run 1).
+ * ar_eager and ar_handoff; docs/decisions/launch-threads.md).
  *
  * What: inside a group, the kernel launches of a one-process communicator
  * wait (as NCCL allows: work in a group may be enqueued at its outermost

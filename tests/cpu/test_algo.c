@@ -611,7 +611,7 @@ TEST(rooted_twoshot_choice) {
 
 /* LL128's 96- and 128-thread rows (above 256 KiB to 1 MiB) are the all-reduce's; the
  * other collectives take 256 threads there, unless a setting names the
- * threads or another protocol (seventeenth session, runs 4-6). */
+ * threads or another protocol (docs/decisions/allreduce-algorithm-table.md). */
 TEST(mid_ll128_threads_by_collective) {
   struct p2pkit_comm c;
   comm2_default(&c);

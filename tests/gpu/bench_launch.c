@@ -299,8 +299,8 @@ static int eager_fills(lb_t *B, void *buf, size_t bytes, int n, double *t) {
 /* One fill of `bytes` on GPU 0 captured in a graph of one node, that graph
  * launched n times back to back, REPS times: t the time per launch
  * (seconds), host the host's time to enqueue one. Does a graph launched
- * per call keep the graph's GPU-side advantage over an eager launch? (s18
- * run 2: no; 4 MiB fills 7.55 us either way, 6.66 from one graph of N.)
+ * per call keep the graph's GPU-side advantage over an eager launch? (On
+ * 2x H200 no: 4 MiB fills 7.55 us either way, 6.66 from one graph of N.)
  * -1 on a CUDA failure. */
 static int graph1_fills(lb_t *B, void *buf, size_t bytes, int n, double *t, double *host) {
   cudaGraph_t g = NULL;

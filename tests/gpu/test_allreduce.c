@@ -508,9 +508,9 @@ TEST(process_per_gpu_copy_engine_p2p) {
 
 TEST(process_per_gpu_few_hardware_queues) {
   /* Too few hardware queues for the copy engines' waits on several
-   * streams (p2pk_ce_waits_ok): CUDA_DEVICE_MAX_CONNECTIONS=2, where the
-   * twenty-first session saw a 2-rank all-reduce hang until the timeout,
-   * eagerly and under a graph. The children set the copy-engine thresholds
+   * streams (p2pk_ce_waits_ok): CUDA_DEVICE_MAX_CONNECTIONS=2, where a
+   * 2-rank all-reduce hung until the timeout, eagerly and under a graph
+   * (docs/decisions/copy-engine-queues.md). The children set the copy-engine thresholds
    * to 1 byte; the kernels must carry every call, eagerly and in graphs,
    * with every result right and the log saying why. */
   int st[MAXR];

@@ -869,7 +869,7 @@ TEST(process_per_gpu_copy_engine_p2p_kernel_posts) { spawn_ranks("cep-kernel-pos
  * buffers registered: a call goes straight into the receive buffer when
  * the sender hears of it in time (the default 2 ms; then 10 s, which the
  * ranks' drift between calls, their host-side checks, never reaches: every
- * call straight in; s15 runs 5, 8, 11 and 13 saw waits in vain at 2 ms),
+ * call straight in; 2 ms was seen to be too short on 2x H200),
  * else through the landing slots (64 KiB slots, so most calls have many
  * chunks). Every type and count, unaligned; a receiver 0.5 ms late (its
  * sender waits and goes straight in); a sender 3 ms late to a receiver
@@ -882,8 +882,8 @@ TEST(process_per_gpu_copy_engine_p2p_kernel_posts) { spawn_ranks("cep-kernel-pos
 TEST(process_per_gpu_sendrecv_straight_in) { spawn_ranks("cep-direct", 0, 580); }
 
 /* This rank's host wait for its peers, on the communicator (the setting
- * is read once, at init: p2pk_cep_settings; s15 runs 11 and 13 lost a wait
- * set here while the forced settings' changes re-read it). */
+ * is read once, at init: p2pk_cep_settings, so a change of the forced
+ * settings does not undo a wait set here). */
 static void set_wait(struct p2pkit_comm *c, uint64_t us) {
   c->dmb_wait_ns = us * 1000u;
   for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_rest[p] = c->dmb_rrest[p] = 0;
@@ -896,8 +896,7 @@ static void no_waiting(struct p2pkit_comm *c) { set_wait(c, 0); }
  * past the N floats described; the receiver's header check fails the call;
  * both ranks have the error within the timeout, and the bytes after the N
  * floats are as they were poisoned (the N floats of a failed receive are
- * undefined: its copies out still run, from whatever the slots hold; s15
- * run 7). */
+ * undefined: its copies out still run, from whatever the slots hold). */
 TEST(process_per_gpu_sendrecv_straight_in_mismatch) { spawn_ranks("cep-direct-mismatch", 0, 120); }
 
 #define MM_TIMEOUT_S 4
@@ -918,11 +917,11 @@ static void straight_in_mismatch(runner_t *R) {
   CHECK_OK(p2pkit_comm_get_async_error(c, &as));
   if (c->rank == 0) {
     /* The sender's copies need nothing from the receiver, so its stream may
-     * finish before the receiver's header check fails the call (s17 runs
-     * 6-7: 3 of 9 runs). The receiver tells it (the abort word): its next
-     * call must fail at once, well within the timeout, not wait for the
-     * receiver (before s17 that kernel exited silently and the call
-     * "succeeded"). */
+     * finish before the receiver's header check fails the call (seen in 3
+     * of 9 tries on 2x H200). The receiver tells it (the abort word): its
+     * next call must fail at once, well within the timeout, not wait for
+     * the receiver (note_abort: without it that kernel would exit silently
+     * and the call "succeed"). */
     p2pkit_status_t st =
         p2pkit_all_reduce(R->din[0], R->din[0], 8, P2PKIT_FLOAT32, P2PKIT_SUM, c, R->s[0]);
     T_CUDA(cudaStreamSynchronize(R->s[0]));
@@ -1155,8 +1154,8 @@ static void map_suite(runner_t *R) {
  * broadcast's last posts to its peer run on their own stream; unless the
  * caller's stream waits for them (ce_p2p_mp.c, join_side), the kernels can
  * hold the GPU while the peer, still in the broadcast, waits for a post that
- * cannot be scheduled: both hang until the timeout (ninth session, seen
- * under a CUDA graph after eager copy-engine calls). Every output checked. */
+ * cannot be scheduled: both hang until the timeout (seen under a CUDA
+ * graph after eager copy-engine calls). Every output checked. */
 #define CTK_KERNELS 8
 static void ce_then_kernels(runner_t *R) {
   static const variant_t V_WIDE = {"simple-264x512", P2PK_ALGO_ONESHOT, P2PK_PROTO_SIMPLE, 264, 512, 0};
@@ -1218,8 +1217,8 @@ static void ce_then_kernels(runner_t *R) {
  *   kill-ag:    all-gather, victim rank 0 (the bootstrap's root), staged;
  *   kill-sr:    send/recv with shift 1, victim the last rank, P2P and staged
  *               (on more than 2 ranks the survivors that do not talk to it
- *               finish, and the one that only sends to it may: s20 run 5,
- *               4 ranks on 2 GPUs, its send fit the victim's slot). */
+ *               finish, and the one that only sends to it may: with 4
+ *               ranks on 2 GPUs its send can fit the victim's slot). */
 #define KILL_TIMEOUT_S 4
 static int kill_victim(const char *mode, int n) { return strcmp(mode, "kill-ag") == 0 ? 0 : n - 1; }
 
