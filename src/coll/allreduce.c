@@ -210,6 +210,39 @@ void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_
   }
 }
 
+int p2pk_coll_ce_ok(const struct p2pkit_comm *c, int kind, size_t block, int capturing) {
+  const size_t ce_from = c->multiproc ? c->ce_min[kind] : c->cep_min[kind];
+  if (!ce_from || block < ce_from) return 0;
+  /* Broadcast under capture: with a process per GPU from its threshold
+   * there (cep_min; docs/decisions/copy-engine-thresholds.md), one
+   * process only straight into the peers' outputs (p2p.c), as
+   * all-to-all (whose landing-slot path is for a process per GPU). */
+  const int cap_ok =
+      !c->staged && c->cep_cap_ok && (kind == P2PK_COLL_ALL_TO_ALL || kind == P2PK_COLL_ALL_GATHER ? c->multiproc
+                     : kind != P2PK_COLL_BROADCAST || (c->multiproc && block >= c->cep_min[kind]));
+  const int eager_ok = c->multiproc;
+  return capturing ? cap_ok : eager_ok;
+}
+
+void p2pk_coll_kernel_choice(const struct p2pkit_comm *c, int kind, size_t block,
+                             const p2pk_coll_plan *pl, p2pk_algo_choice *ch) {
+  /* Staged: the grid covers the whole chunk stream (reduce-scatter and
+   * all-to-all carry n or n-1 shares through it, staged_kernels.cu). */
+  const int segs =
+      c->staged ? p2pk_stage_segs(p2pk_stage_mode(pl->in_stride, pl->reduce), c->nranks) : 1;
+  p2pk_coll_choose(c, kind, block * (size_t)segs, ch);
+  if (c->staged && c->force.blocks <= 0) {
+    /* At least one block per segment while chunks cover a whole share, so
+     * a small reduce-scatter's segments do not queue behind one block. */
+    int cap = p2pk_algo_staged_blocks_max(&c->geom);
+    if (ch->chunk >= block && ch->blocks < segs) ch->blocks = segs < cap ? segs : cap;
+  }
+}
+
+int p2pk_coll_self_ce(const struct p2pkit_comm *c, int kind, size_t block) {
+  return kind == P2PK_COLL_BROADCAST && c->bcast_self_ce && block >= c->bcast_self_ce;
+}
+
 /* A deferred collective (launch_pool.c), with the grid cap of its call. */
 static p2pkit_status_t coll_job(const p2pk_job *j) {
   const int cap = j->c->grid_cap;
@@ -283,15 +316,7 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
      * outside a group or with a rank's call missing, take the kernel). */
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
-    /* Broadcast under capture: with a process per GPU from its threshold
-     * there (cep_min; docs/decisions/copy-engine-thresholds.md), one
-     * process only straight into the peers' outputs (p2p.c), as
-     * all-to-all (whose landing-slot path is for a process per GPU). */
-    const int cap_ok =
-        !c->staged && c->cep_cap_ok && (kind == P2PK_COLL_ALL_TO_ALL || kind == P2PK_COLL_ALL_GATHER ? c->multiproc
-                       : kind != P2PK_COLL_BROADCAST || (c->multiproc && block >= c->cep_min[kind]));
-    const int eager_ok = c->multiproc;
-    if (e == cudaSuccess && (cs == cudaStreamCaptureStatusNone ? eager_ok : cap_ok)) {
+    if (e == cudaSuccess && p2pk_coll_ce_ok(c, kind, block, cs != cudaStreamCaptureStatusNone)) {
       cudaStream_t cs_stream = (cudaStream_t)stream;
       e = c->staged ? p2pk_staged_ce_allreduce_mp(c, sendbuf, recvbuf, count, dtype, op, cs_stream)
                     : p2pk_cep_collective(c, kind, sendbuf, recvbuf, count, dtype, op, root, cs_stream,
@@ -301,17 +326,7 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
     if (e != cudaSuccess) return p2pk_coll_leave(c, name, prev, e);
   }
   p2pk_algo_choice ch;
-  /* Staged: the grid covers the whole chunk stream (reduce-scatter and
-   * all-to-all carry n or n-1 shares through it, staged_kernels.cu). */
-  const int segs =
-      c->staged ? p2pk_stage_segs(p2pk_stage_mode(pl.in_stride, pl.reduce), c->nranks) : 1;
-  p2pk_coll_choose(c, kind, block * (size_t)segs, &ch);
-  if (c->staged && c->force.blocks <= 0) {
-    /* At least one block per segment while chunks cover a whole share, so
-     * a small reduce-scatter's segments do not queue behind one block. */
-    int cap = p2pk_algo_staged_blocks_max(&c->geom);
-    if (ch.chunk >= block && ch.blocks < segs) ch.blocks = segs < cap ? segs : cap;
-  }
+  p2pk_coll_kernel_choice(c, kind, block, &pl, &ch);
   p2pk_ar_args a = c->tmpl;
   a.in = sendbuf;
   a.out = recvbuf;
@@ -366,8 +381,7 @@ p2pkit_status_t p2pk_coll_launch(struct p2pkit_comm *c, int kind, const void *se
    * 2-3% faster, 4 MiB a tie; eagerly the extra calls cost more than they
    * save (1 MiB per GPU 12.6 against 5.9 us), so never there. */
   int own_ce = 0;
-  if (kind == P2PK_COLL_BROADCAST && a.self_copy && c->bcast_self_ce &&
-      block >= c->bcast_self_ce) {
+  if (a.self_copy && p2pk_coll_self_ce(c, kind, block)) {
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
     if (e != cudaSuccess) return p2pk_coll_leave(c, name, prev, e);

@@ -11,6 +11,7 @@
 #include "coll/bootstrap.h"
 #include "coll/coll_dev.h"
 #include "coll/dmbox.h"
+#include "coll/plan.h"
 #include "p2pkit.h"
 
 /* One rank's rendezvous settings (p2pkit_comm_init_rank): each field from
@@ -492,6 +493,38 @@ void p2pk_coll_choose(const struct p2pkit_comm *c, int kind, size_t block, p2pk_
  * count; P2PKIT_ALGO otherwise: never); else on more than 2 ranks over
  * P2P from P2PKIT_ROOTED_TWOSHOT_MIN. */
 int p2pk_coll_rooted_twoshot(const struct p2pkit_comm *c, int kind, size_t block);
+/* The choices of each call, from the communicator's fixed state alone (no
+ * CUDA; the CPU tests dump them for every collective, mode and size): */
+/* comm.c: what the choices read from a communicator, from its rank count,
+ * transport (staged), mode (multiproc), settings (force, table; group and
+ * launch_threads for one process) and the GPU's multiprocessors: the
+ * layout, the copy-engine thresholds and the geometry, but LL128's
+ * occupancy (geom.ll128_per_sm: CUDA's occupancy API at init). */
+p2pkit_status_t p2pk_comm_derive(struct p2pkit_comm *c, int sms, size_t buffer);
+/* allreduce.c: does a call not waiting in a group's queue take a copy-engine
+ * path (process per GPU: ce_staged.c or ce_p2p_mp.c; one process under
+ * capture: the landing slots)? `capturing`: its stream is being captured. */
+int p2pk_coll_ce_ok(const struct p2pkit_comm *c, int kind, size_t block, int capturing);
+/* The kernel's algorithm, protocol and grid of a call with plan pl. */
+void p2pk_coll_kernel_choice(const struct p2pkit_comm *c, int kind, size_t block,
+                             const p2pk_coll_plan *pl, p2pk_algo_choice *ch);
+/* Does a broadcast root out of place on the kernel path, under capture,
+ * copy its own buffer by copy engine beside the kernel? */
+int p2pk_coll_self_ce(const struct p2pkit_comm *c, int kind, size_t block);
+/* p2p.c: does a send or receive of `bytes` go through the landing slots
+ * (process per GPU)? Its kernel grid otherwise (per operation, capped so
+ * that every block of both ends is resident). The smallest pair of one
+ * process, both ends in one group, that the copy engine moves (capture
+ * 0: by events; 1: straight into the receive buffer; 0: never). */
+int p2pk_p2p_slots(const struct p2pkit_comm *c, size_t bytes, int capture);
+void p2pk_p2p_op_choice(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_choice *ch);
+size_t p2pk_p2p_pair_min(const struct p2pkit_comm *c, int capture);
+/* p2p.c: does a collective of one process in a group wait for its group's
+ * end (the copy engines)? And there, with every rank's call of it (whole),
+ * `cap` of the nr ranks' streams capturing: which way it goes. */
+int p2pk_group_waits(const struct p2pkit_comm *c, int kind, size_t bytes);
+enum { P2PK_GROUP_EVENTS, P2PK_GROUP_DIRECT, P2PK_GROUP_KERNELS, P2PK_GROUP_EACH };
+int p2pk_group_route(const p2pk_ce_pending *a, int whole, int cap, int nr, int in_place);
 /* What the next all-reduce of `bytes` would run (p2pk_coll_choose). */
 void p2pk_comm_choose(const struct p2pkit_comm *comm, size_t bytes, p2pk_algo_choice *c);
 

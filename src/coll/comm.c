@@ -426,11 +426,37 @@ static void set_geom(struct p2pkit_comm *c, int sm_count, size_t ll_cap) {
   c->geom.ll_cap = ll_cap;
   c->geom.ll128_cap = c->lay.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA;
   c->geom.ll128_x2 = p2pk_param_int("P2PKIT_LL128_X2") != 0;
-  if (c->geom.ll128_cap)
-    for (int t = 2; t < P2PK_ALGO_THREAD_STEPS; t++) c->geom.ll128_per_sm[t] = p2pk_ll128_per_sm(32 * t);
   c->geom.mailbox = c->lay.mailbox;
   c->geom.mailboxes = (int)c->lay.nboxes;
   c->geom.stage_mailbox = c->lay.stage_mailbox;
+}
+
+/* LL128's occupancy per thread count, from CUDA (the GPU current). */
+static void set_ll128_occupancy(struct p2pkit_comm *c) {
+  if (c->geom.ll128_cap)
+    for (int t = 2; t < P2PK_ALGO_THREAD_STEPS; t++) c->geom.ll128_per_sm[t] = p2pk_ll128_per_sm(32 * t);
+}
+
+p2pkit_status_t p2pk_comm_derive(struct p2pkit_comm *c, int sms, size_t buffer) {
+  const int n = c->nranks;
+  size_t ll_cap = 0;
+  P2PK_CHECK(p2pk_layout_compute(n, buffer, c->staged, p2pk_mailboxes_for(sms), &c->lay, &ll_cap));
+  c->sce_depth = p2pk_sce_depth();
+  if (c->staged) {
+    /* Process per GPU: each part of the host region ends with the
+     * copy-engine slots (ce_staged.c), apart from the staged kernels'
+     * mailboxes; one process keeps its own device buffers. */
+    if (c->multiproc) p2pk_layout_add_ce(&c->lay, c->sce_depth, p2pk_sce_slot_bytes());
+  } else {
+    /* The scratch ends with landing slots (ce_p2p_mp.c) when any of their
+     * thresholds is on: every rank the same settings, decided once. */
+    const int cep = p2pk_cep_wanted(c);
+    const int depth = cep ? p2pk_cep_depth() : 0;
+    p2pk_layout_add_cep(&c->lay, n, depth, p2pk_cep_slot_bytes(n, depth, cep));
+  }
+  p2pk_ce_min_fill(c);
+  set_geom(c, sms, ll_cap);
+  return P2PKIT_SUCCESS;
 }
 
 /* The GPUs this process sees, or why none (topo's words, as every entry point). */
@@ -486,9 +512,6 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
     P2PK_CHECK(sm_count_of(devs[i], &s));
     if (s < sms) sms = s;
   }
-  p2pk_layout lay;
-  size_t ll_cap = 0;
-  P2PK_CHECK(p2pk_layout_compute(n, cfg->buffer, staged, p2pk_mailboxes_for(sms), &lay, &ll_cap));
   for (int i = 0; i < n; i++) {
     struct p2pkit_comm *c = calloc(1, sizeof *c);
     if (!c) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of memory for communicator %d", i);
@@ -497,7 +520,6 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
     c->nranks = n;
     c->device = devs[i];
     c->staged = staged;
-    c->sce_depth = p2pk_sce_depth();
     c->group = g;
     c->timeout_ns = (uint64_t)cfg->timeout_s * 1000000000ULL;
     c->buffer_bytes = cfg->buffer;
@@ -506,24 +528,18 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
     c->max_blocks = cfg->max_blocks;
     c->launch_threads = p2pk_param_int("P2PKIT_LAUNCH_THREADS") != 0;
     /* Over P2P the scratch ends with landing slots for the calls captured
-     * in graphs (ce_p2p_mp.c), when any of them is on: every rank the same
-     * settings, decided once. */
-    if (i == 0 && !staged && p2pk_cep_wanted(c)) {
-      const int depth = p2pk_cep_depth();
-      p2pk_layout_add_cep(&lay, n, depth, p2pk_cep_slot_bytes(n, depth, 1));
-    }
-    c->lay = lay;
-    p2pk_ce_min_fill(c);
+     * in graphs (ce_p2p_mp.c), when any of them is on. */
+    P2PK_CHECK(p2pk_comm_derive(c, sms, cfg->buffer));
     p2pk_cep_settings(c);
     P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
     /* Every rank makes the same choices (the header checks the grid): one
      * geometry, the occupancy queries made once, on the first GPU. */
-    if (i == 0) set_geom(c, sms, ll_cap);
+    if (i == 0) set_ll128_occupancy(c);
     else c->geom = g->comms[0]->geom;
     P2PK_CHECK(comm_alloc(c));
   }
   if (staged && n > 1) {
-    size_t bytes = lay.stage_stride * (size_t)n;
+    size_t bytes = g->comms[0]->lay.stage_stride * (size_t)n;
     cudaError_t e = cudaHostAlloc((void **)&g->stage, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
     if (e != cudaSuccess) {
       cudaGetLastError();
@@ -541,7 +557,7 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
       P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
       P2PK_CUDA_CHECK(cudaHostGetDevicePointer((void **)&stage_dev, g->stage, 0));
       c->stage = g->stage;
-      c->stage_bytes = lay.stage_stride * (size_t)n;
+      c->stage_bytes = c->lay.stage_stride * (size_t)n;
     }
     fill_tmpl(c, stage_dev);
   }
@@ -775,17 +791,10 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   c->staged = cfg->force.algo == P2PK_ALGO_STAGED;
   for (int i = 0; i < n * n; i++)
     if (!rows[i]) c->staged = 1;
-  size_t ll_cap = 0;
-  P2PK_CHECK_GOTO(p2pk_layout_compute(n, cfg->buffer, c->staged, p2pk_mailboxes_for(sms), &c->lay,
-                                      &ll_cap), st, out);
-  /* Process per GPU, staged: each part ends with the copy-engine slots
-   * (ce_staged.c), apart from the staged kernels' mailboxes. */
-  c->sce_depth = (int)mine.ce_depth;
-  if (c->staged) p2pk_layout_add_ce(&c->lay, c->sce_depth, mine.ce_slot);
-  else p2pk_layout_add_cep(&c->lay, n, (int)mine.cep_depth, mine.cep_slot);
-  p2pk_ce_min_fill(c);
+  /* The layout from the settings every rank shares (checked above). */
+  P2PK_CHECK_GOTO(p2pk_comm_derive(c, sms, cfg->buffer), st, out);
   p2pk_cep_settings(c);
-  set_geom(c, sms, ll_cap);
+  set_ll128_occupancy(c);
   P2PK_CHECK_GOTO(comm_alloc(c), st, out);
   handles_t h;
   memset(&h, 0, sizeof h);

@@ -85,25 +85,18 @@ static p2pkit_status_t check_ops(const struct p2pkit_comm *c, const p2p_pending 
  * receive buffer. */
 static int capturing(const struct p2pkit_comm *c, p2pkit_stream_t stream);
 
-static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops, int nops) {
-  p2pk_cep_xfer xf[P2PK_P2P_MAX_OPS];
-  int nxf = 0;
-  int prev = -1;
-  P2PK_CHECK(p2pk_coll_enter(c, opname, &prev));
+int p2pk_p2p_slots(const struct p2pkit_comm *c, size_t bytes, int capture) {
   /* Process per GPU: through the landing slots from cep_p2p_min. One
    * process: only the pairs flush() matched under capture (peer_buf), both
    * ends alike; the rest take the kernel (eager pairs took the copy engine
    * in flush() already), so one end never waits on a path the other did
-   * not take. */
+   * not take. Under capture only where p2pk_ce_waits_ok allows it. */
   size_t cep_min = c->staged || !c->multiproc ? 0 : c->cep_p2p_min;
-  /* Under capture only where p2pk_ce_waits_ok allows it. */
-  if (cep_min && !c->cep_cap_ok && capturing(c, ops[0].stream)) cep_min = 0;
-  p2pk_p2p_args pa;
-  memset(&pa, 0, sizeof pa);
-  pa.a = c->tmpl;
-  const p2p_pending *self[2] = {NULL, NULL};
-  size_t esize = 8;
-  int blocks = 0, threads = 64;
+  if (cep_min && !c->cep_cap_ok && capture) cep_min = 0;
+  return cep_min && bytes >= cep_min;
+}
+
+void p2pk_p2p_op_choice(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_choice *ch) {
   /* A send's blocks wait for the peer's receive blocks: every block of both
    * kernels must be resident at once. With at most 2 (n - 1) operations of
    * `cap` blocks the grid never exceeds one block per multiprocessor. The cap
@@ -115,33 +108,50 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops
   const int mb = p2pk_comm_grid_cap(c);
   if (mb > 0 && mb / nops_max < cap) cap = mb / nops_max;
   if (cap < 1) cap = 1;
+  if (c->staged) {
+    staged_grid(c, bytes, ch);
+  } else if (bytes <= P2PK_P2P_LL_MAX) {
+    /* LL (p2p_ll in allreduce_kernels.cu): one trip over the link, a block
+     * per P2PK_P2P_LL_PER_BLOCK region (one line per thread; with fewer
+     * blocks, under the cap below, a block takes several regions). */
+    memset(ch, 0, sizeof *ch);
+    ch->blocks = (int)((bytes + P2PK_P2P_LL_PER_BLOCK - 1) / P2PK_P2P_LL_PER_BLOCK);
+    ch->threads = 512;
+  } else {
+    p2pk_algo_force f = c->force;
+    f.algo = P2PK_ALGO_ONESHOT;
+    f.proto = P2PK_PROTO_SIMPLE;
+    p2pk_algo_choose(&c->table, &f, &c->geom, bytes, ch);
+  }
+  if (ch->blocks > cap) ch->blocks = cap; /* the chunk still fits a mailbox */
+}
+
+static p2pkit_status_t launch_comm(struct p2pkit_comm *c, const p2p_pending *ops, int nops) {
+  p2pk_cep_xfer xf[P2PK_P2P_MAX_OPS];
+  int nxf = 0;
+  int prev = -1;
+  P2PK_CHECK(p2pk_coll_enter(c, opname, &prev));
+  /* Asked once (it leaves c's GPU current, as the enter above did). */
+  const int cap_now = c->staged || !c->multiproc || !c->cep_p2p_min || c->cep_cap_ok
+                          ? 0 : capturing(c, ops[0].stream);
+  p2pk_p2p_args pa;
+  memset(&pa, 0, sizeof pa);
+  pa.a = c->tmpl;
+  const p2p_pending *self[2] = {NULL, NULL};
+  size_t esize = 8;
+  int blocks = 0, threads = 64;
   for (int i = 0; i < nops; i++) {
     const p2p_pending *o = &ops[i];
     if (o->peer == c->rank) {
       self[o->send] = o;
       continue;
     }
-    if (((cep_min && o->bytes >= cep_min) || o->peer_buf) && nxf < P2PK_P2P_MAX_OPS) {
+    if ((p2pk_p2p_slots(c, o->bytes, cap_now) || o->peer_buf) && nxf < P2PK_P2P_MAX_OPS) {
       xf[nxf++] = (p2pk_cep_xfer){o->send, o->peer, o->buf, o->bytes, o->peer_buf};
       continue;
     }
     p2pk_algo_choice ch;
-    if (c->staged) {
-      staged_grid(c, o->bytes, &ch);
-    } else if (o->bytes <= P2PK_P2P_LL_MAX) {
-      /* LL (p2p_ll in allreduce_kernels.cu): one trip over the link, a block
-       * per P2PK_P2P_LL_PER_BLOCK region (one line per thread; with fewer
-       * blocks, under the cap below, a block takes several regions). */
-      memset(&ch, 0, sizeof ch);
-      ch.blocks = (int)((o->bytes + P2PK_P2P_LL_PER_BLOCK - 1) / P2PK_P2P_LL_PER_BLOCK);
-      ch.threads = 512;
-    } else {
-      p2pk_algo_force f = c->force;
-      f.algo = P2PK_ALGO_ONESHOT;
-      f.proto = P2PK_PROTO_SIMPLE;
-      p2pk_algo_choose(&c->table, &f, &c->geom, o->bytes, &ch);
-    }
-    if (ch.blocks > cap) ch.blocks = cap; /* the chunk still fits a mailbox */
+    p2pk_p2p_op_choice(c, o->bytes, &ch);
     p2pk_p2p_op *po = &pa.op[pa.nops++];
     po->buf = o->buf;
     po->bytes = o->bytes;
@@ -210,9 +220,13 @@ static int pair_of(const p2p_pending *s, const p2p_pending *r, size_t min, int s
 /* Can the copy engine move a send into its receive eagerly (pair_of from
  * P2PKIT_SENDRECV_CE_MIN, neither stream capturing: events between two
  * captures would join them)? */
+size_t p2pk_p2p_pair_min(const struct p2pkit_comm *c, int capture) {
+  return capture ? (c->staged ? 0 : c->cep_direct_p2p_min) : c->sendrecv_ce_min;
+}
+
 static int ce_match(const p2p_pending *s, const p2p_pending *r) {
   int st[2];
-  return pair_of(s, r, s->c->sendrecv_ce_min, st) && st[0] == (int)cudaStreamCaptureStatusNone &&
+  return pair_of(s, r, p2pk_p2p_pair_min(s->c, 0), st) && st[0] == (int)cudaStreamCaptureStatusNone &&
          st[1] == (int)cudaStreamCaptureStatusNone;
 }
 
@@ -222,7 +236,7 @@ static int ce_match(const p2p_pending *s, const p2p_pending *r) {
  * kernel). */
 static int direct_match(const p2p_pending *s, const p2p_pending *r) {
   int st[2];
-  return pair_of(s, r, s->c->staged ? 0 : s->c->cep_direct_p2p_min, st) &&
+  return pair_of(s, r, p2pk_p2p_pair_min(s->c, 1), st) &&
          st[0] == (int)cudaStreamCaptureStatusActive && st[1] == (int)cudaStreamCaptureStatusActive;
 }
 
@@ -385,12 +399,16 @@ static _Thread_local int g_kernel_only; /* ce_flush: this launch takes the kerne
 int p2pk_group_kernel_only(void) { return g_kernel_only; }
 static _Thread_local p2pk_ce_pending cq[P2PK_P2P_QUEUE];
 
+int p2pk_group_waits(const struct p2pkit_comm *c, int kind, size_t bytes) {
+  const size_t min = c->ce_min[kind]; /* p2pk_ce_min, fixed at init: no lookup per call */
+  return min && bytes >= min && c->group;
+}
+
 int p2pk_group_defer(struct p2pkit_comm *c, int kind, const void *sendbuf, void *recvbuf,
                      size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root, size_t bytes,
                      p2pkit_stream_t stream) {
   if (group_depth <= 0 || kind < 0 || kind >= P2PK_COLL_KINDS || p2pk_jobs_running()) return 0;
-  size_t min = c->ce_min[kind]; /* p2pk_ce_min, fixed at init: no lookup per call */
-  if (!min || bytes < min || cq_flushing || !c->group || ncq == P2PK_P2P_QUEUE) return 0;
+  if (!p2pk_group_waits(c, kind, bytes) || cq_flushing || ncq == P2PK_P2P_QUEUE) return 0;
   cq[ncq++] = (p2pk_ce_pending){.kind = kind, .c = c, .send = sendbuf, .recv = recvbuf,
                                  .count = count, .bytes = bytes, .dtype = dtype, .op = op,
                                  .root = root, .stream = stream};
@@ -460,6 +478,16 @@ static int direct_ok(const p2pk_ce_pending *a) {
   return c->cep_min[a->kind] && a->bytes >= c->cep_min[a->kind];
 }
 
+int p2pk_group_route(const p2pk_ce_pending *a, int whole, int cap, int nr, int in_place) {
+  /* All-to-all by the copy engines swaps blocks between buffers: in
+   * place (on any rank) every rank takes the kernel. */
+  const int kernel_all =
+      whole && ((cap > 0 && cap < nr) || (a->kind == P2PK_COLL_ALL_TO_ALL && in_place));
+  if (whole && !cap && !kernel_all) return P2PK_GROUP_EVENTS;
+  if (whole && cap == nr && !kernel_all && direct_ok(a)) return P2PK_GROUP_DIRECT;
+  return kernel_all ? P2PK_GROUP_KERNELS : P2PK_GROUP_EACH;
+}
+
 /* Launch every queued call in queue order: by the copy engines where all
  * ranks' calls of it are here and agree (events eagerly; under capture
  * straight into the peers' outputs for all-reduce and broadcast), else by
@@ -498,21 +526,18 @@ static p2pkit_status_t ce_flush(void) {
       else
         cap += capturing(b->c, b->stream), in_place |= b->send == b->recv;
     }
-    /* All-to-all by the copy engines swaps blocks between buffers: in
-     * place (on any rank) every rank takes the kernel. */
-    const int kernel_all =
-        whole && ((cap > 0 && cap < nr) || (q[i].kind == P2PK_COLL_ALL_TO_ALL && in_place));
-    if (whole && !cap && !kernel_all) {
+    const int route = p2pk_group_route(&q[i], whole, cap, nr, in_place);
+    if (route == P2PK_GROUP_EVENTS) {
       st = q[i].kind == P2PK_COLL_BROADCAST ? bcast_ce(set, nr) : p2pk_ce_collective(set, nr, q[i].kind);
       for (int r = 0; r < nr; r++) done[at[r]] = 1;
       continue;
     }
-    if (whole && cap == nr && !kernel_all && direct_ok(&q[i])) {
+    if (route == P2PK_GROUP_DIRECT) {
       st = p2pk_cep_direct(set, nr, q[i].kind);
       for (int r = 0; r < nr; r++) done[at[r]] = 1;
       continue;
     }
-    if (kernel_all) {
+    if (route == P2PK_GROUP_KERNELS) {
       /* Some ranks' streams capture, some not (each would pick its path by
        * its own), or an all-to-all in place: all of them take the kernel. */
       for (int r = 0; r < nr && st == P2PKIT_SUCCESS; r++) {
