@@ -227,7 +227,7 @@ int p2pk_coll_ce_ok(const struct p2pkit_comm *c, int kind, size_t block, int cap
 void p2pk_coll_kernel_choice(const struct p2pkit_comm *c, int kind, size_t block,
                              const p2pk_coll_plan *pl, p2pk_algo_choice *ch) {
   /* Staged: the grid covers the whole chunk stream (reduce-scatter and
-   * all-to-all carry n or n-1 shares through it, staged_kernels.cu). */
+   * all-to-all carry n or n-1 shares through it, kern_staged.cu). */
   const int segs =
       c->staged ? p2pk_stage_segs(p2pk_stage_mode(pl->in_stride, pl->reduce), c->nranks) : 1;
   p2pk_coll_choose(c, kind, block * (size_t)segs, ch);

@@ -2,8 +2,8 @@
  * send and receive at once. Operations wait in a per-thread queue until the
  * outermost p2pkit_group_end (or launch at once outside a group); each
  * communicator then gets one kernel running all its operations side by side
- * (p2p_kernel in allreduce_kernels.cu over P2P, staged_p2p_kernel in
- * staged_kernels.cu through host memory), so a rank that sends to and receives
+ * (p2p_kernel in kern_sendrecv.cu over P2P, staged_p2p_kernel in
+ * kern_staged.cu through host memory), so a rank that sends to and receives
  * from the same peer never waits on itself. Grid and chunk of an operation
  * depend only on its size, so the two ends agree without talking. */
 #include <cuda_runtime_api.h>
@@ -111,7 +111,7 @@ void p2pk_p2p_op_choice(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_cho
   if (c->staged) {
     staged_grid(c, bytes, ch);
   } else if (bytes <= P2PK_P2P_LL_MAX) {
-    /* LL (p2p_ll in allreduce_kernels.cu): one trip over the link, a block
+    /* LL (p2p_ll in kern_sendrecv.cu): one trip over the link, a block
      * per P2PK_P2P_LL_PER_BLOCK region (one line per thread; with fewer
      * blocks, under the cap below, a block takes several regions). */
     memset(ch, 0, sizeof *ch);

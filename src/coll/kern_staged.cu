@@ -5,7 +5,7 @@
 // the peers' outboxes (host-to-GPU) and reduces them with the local input in
 // rank order, or copies them to their place in the output. Writers run ahead
 // of readers, so both PCIe directions carry data at once. Counters and flags
-// work like the P2P mailboxes (see allreduce_kernels.cu), with the shared
+// work like the P2P mailboxes (see prim_simple.cuh), with the shared
 // ones in host memory.
 //
 // The handshake is the same for every collective and every chunk: each chunk
