@@ -79,65 +79,6 @@ enum {
   E_RED = 1 + 2 * P2PK_SCE_DEPTH_MAX
 };
 
-void p2pk_ce_shard(size_t count, int n, size_t es, int r, size_t *off, size_t *len) {
-  *off = *len = 0;
-  if (n < 1 || r < 0 || r >= n || es == 0) return;
-  /* Shards start on 256-byte boundaries of the message (whole elements). */
-  size_t align = es >= 256 ? 1 : 256 / es;
-  size_t h = (count + (size_t)n - 1) / (size_t)n;
-  h = (h + align - 1) / align * align;
-  size_t a = h * (size_t)r;
-  if (a >= count) {
-    *off = count;
-    return;
-  }
-  *off = a;
-  *len = count - a < h ? count - a : h;
-}
-
-void p2pk_ce_owned(int kind, size_t count, int n, size_t es, int root, int t, size_t *off,
-                   size_t *len) {
-  *off = *len = 0;
-  if (t < 0 || t >= n) return;
-  switch (kind) {
-    case P2PK_COLL_ALL_REDUCE: p2pk_ce_shard(count, n, es, t, off, len); break;
-    case P2PK_COLL_REDUCE_SCATTER: *off = (size_t)t * count, *len = count; break;
-    case P2PK_COLL_REDUCE: *len = t == root ? count : 0; break;
-    case P2PK_COLL_BROADCAST: *len = t == root ? 0 : count; break;
-    default: break;
-  }
-}
-
-size_t p2pk_ce_land_max(void) {
-  const size_t lo = (size_t)16 << 20, hi = (size_t)4 << 30;
-  size_t b = p2pk_param_size("P2PKIT_CE_LAND");
-  return !b ? P2PK_CE_LAND_DEFAULT : b < lo ? lo : b > hi ? hi : b;
-}
-
-size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth) {
-  size_t c = p2pk_param_size("P2PKIT_CE_CHUNK");
-  if (!c) {
-    /* Half a shard, 16 to 64 MiB (2x H200: each chunk's
-     * copies cost ~8 us of link time, so 1 GiB took 3031 us in 16 MiB
-     * chunks and 2824 in 64 MiB ones; two chunks a shard let the second's
-     * copy run beside the first's reduce: 64 MiB 203 us against one
-     * chunk's 250 and the kernel's 210). */
-    size_t lo = (size_t)16 << 20, hi = (size_t)64 << 20;
-    c = shard_bytes / 2;
-    c = c < lo ? lo : c > hi ? hi : c;
-  }
-  /* The landing slots, (n - 1) x depth chunks, within p2pk_ce_land_max(). */
-  size_t slots = (size_t)(n > 1 ? n - 1 : 1) * (size_t)(depth > 0 ? depth : 1);
-  const size_t land = p2pk_ce_land_max();
-  if (c > land / slots) c = land / slots;
-  return c;
-}
-
-int p2pk_ce_depth(void) {
-  int64_t d = p2pk_param_int("P2PKIT_CE_DEPTH");
-  return d < 2 ? 2 : d > P2PK_SCE_DEPTH_MAX ? P2PK_SCE_DEPTH_MAX : (int)d;
-}
-
 /* The defaults (P2PKIT_CE_*_MIN) are where the copy engines overtook the
  * kernels on 2x H200 (every figure: docs/decisions/copy-engine-thresholds.md).
  * One process, eagerly: all-reduce, reduce-scatter, all-gather and reduce
@@ -539,3 +480,4 @@ p2pkit_status_t p2pk_ce_collective(p2pk_ce_pending *const *set, int n, int kind)
       return p2pk_fail(P2PKIT_ERR_INTERNAL, "%s has no copy-engine path", p2pk_coll_name(kind));
   }
 }
+

@@ -158,61 +158,6 @@ static void batch(batch_t *b, struct p2pkit_comm *c, cudaStream_t s) {
   b->memops = !c->cep_cap;
 }
 
-/* cuStreamWriteValue64 (our own declaration: CUresult, CUstream,
- * CUdeviceptr as the runtime sees them), looked up once through the
- * runtime, so nothing links against the driver. */
-typedef int (*write64_fn)(cudaStream_t stream, unsigned long long addr, unsigned long long value,
-                          unsigned int flags);
-static write64_fn g_write64;
-static pthread_once_t g_write64_once = PTHREAD_ONCE_INIT;
-static void write64_lookup(void) {
-  void *fn = NULL;
-  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000, cudaEnableDefault, &q) ==
-          cudaSuccess && q == cudaDriverEntryPointSuccess)
-    g_write64 = (write64_fn)fn;
-  cudaGetLastError();
-}
-
-int p2pk_cep_memops(struct p2pkit_comm *c) {
-  if (!c->cep_memops) {
-    pthread_once(&g_write64_once, write64_lookup);
-    int on = g_write64 && p2pk_param_int("P2PKIT_CEP_MEMOPS") != 0;
-    c->cep_memops = on ? 1 : 2;
-    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): copy-engine posts to the peers %s", c->rank, c->device,
-              on ? "as stream memory operations (cuStreamWriteValue64)"
-                 : g_write64 ? "as one-thread kernels (P2PKIT_CEP_MEMOPS=0)"
-                             : "as one-thread kernels (cuStreamWriteValue64 not found)");
-  }
-  return c->cep_memops == 1;
-}
-
-cudaError_t p2pk_cep_run(struct p2pkit_comm *c, const p2pk_cep_steps *st, int memops,
-                         cudaStream_t stream) {
-  if (!st->n) return cudaSuccess;
-  int posts = 1;
-  for (int i = 0; i < st->n; i++) posts &= st->s[i].kind == P2PK_CEP_POST;
-  /* A list with a wait stays one kernel: a wait that gives up skips the
-   * posts after it. Each memory operation fences the stream's earlier
-   * writes first (like __threadfence_system), so the header lands before
-   * its counter and the copies before both. */
-  if (posts && memops && p2pk_cep_memops(c)) {
-    int r = 0;
-    for (int i = 0; i < st->n && !r; i++) {
-      const p2pk_cep_step *x = &st->s[i];
-      if (x->hdr) r = g_write64(stream, (unsigned long long)(uintptr_t)x->hdr, x->hv, 0);
-      if (!r) r = g_write64(stream, (unsigned long long)(uintptr_t)x->ctr, x->v, 0);
-    }
-    if (!r) return cudaSuccess;
-    /* Not supported here after all: kernels from now on (the writes are
-     * idempotent, so the whole list runs again). */
-    c->cep_memops = 2;
-    P2PK_WARN("rank %d (GPU %d): cuStreamWriteValue64 failed (CUresult %d); "
-              "copy-engine posts go through one-thread kernels", c->rank, c->device, r);
-  }
-  return p2pk_launch_cep_sync(&c->tmpl, st, stream);
-}
-
 /* Launch the steps gathered so far (none: nothing); the first error sticks. */
 static cudaError_t flush(batch_t *b) {
   if (b->st.n && b->e == cudaSuccess) b->e = p2pk_cep_run(b->c, &b->st, b->memops, b->s);
@@ -1368,3 +1313,4 @@ p2pkit_status_t p2pk_cep_direct(p2pk_ce_pending *const *set, int n, int kind) {
   }
   return P2PKIT_SUCCESS;
 }
+

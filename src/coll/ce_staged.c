@@ -45,87 +45,11 @@
 
 enum { E_START = P2PK_CE_EV_START, E_D2H = 1, E_H2D = 1 + P2PK_SCE_DEPTH_MAX, E_RED = 1 + 2 * P2PK_SCE_DEPTH_MAX };
 
-size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es) {
-  if (es == 0) return 1;
-  size_t k = (chunk_bytes & ~(size_t)15) / es;
-  return k ? k : 1;
-}
-
 /* Elements per chunk: P2PKIT_STAGED_CE_CHUNK, at most `cap` bytes. */
 static size_t chunk_within(size_t cap, size_t es) {
   size_t k = p2pk_sce_chunk_elems(p2pk_param_size("P2PKIT_STAGED_CE_CHUNK"), es);
   size_t kmax = p2pk_sce_chunk_elems(cap, es);
   return k < kmax ? k : kmax;
-}
-
-cudaError_t p2pk_ce_prepare(struct p2pkit_comm *c, size_t need) {
-  cudaError_t e = cudaSetDevice(c->device);
-  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_side);
-  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->sce_h2d);
-  for (int i = 0; i < P2PK_SCE_EVENTS && e == cudaSuccess; i++) e = p2pk_lazy_event(&c->sce_ev[i]);
-  if (e == cudaSuccess && c->sce_buf_bytes < need) {
-    /* cudaFree waits for the device: the old buffer is no longer read. */
-    if (c->sce_buf) e = cudaFree(c->sce_buf);
-    c->sce_buf = NULL;
-    c->sce_buf_bytes = 0;
-    if (e == cudaSuccess) e = cudaMalloc((void **)&c->sce_buf, need);
-    if (e == cudaSuccess) c->sce_buf_bytes = need;
-  }
-  return e;
-}
-
-cudaError_t p2pk_ce_start(p2pk_ce_pending *const *set, int n, size_t need, int side_own, int *bad) {
-  cudaError_t e = cudaSuccess;
-  for (int r = 0; r < n && e == cudaSuccess; r++) {
-    *bad = r;
-    e = p2pk_ce_prepare(set[r]->c, need);
-    if (e == cudaSuccess) e = cudaEventRecord(set[r]->c->sce_ev[P2PK_CE_EV_START], (cudaStream_t)set[r]->stream);
-  }
-  for (int r = 0; r < n && e == cudaSuccess; r++) {
-    *bad = r;
-    struct p2pkit_comm *c = set[r]->c;
-    e = cudaSetDevice(c->device);
-    for (int t = 0; t < n && e == cudaSuccess; t++) {
-      cudaEvent_t start = set[t]->c->sce_ev[P2PK_CE_EV_START];
-      if (!side_own || t == r) e = cudaStreamWaitEvent(c->ce_side, start, 0);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, start, 0);
-    }
-  }
-  return e;
-}
-
-cudaError_t p2pk_ce_local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
-                                 const p2pk_lr_args *la, int cap, cudaStream_t stream) {
-  size_t blocks = (la->bytes + (64u << 10) - 1) / (64u << 10);
-  int sms = c->geom.sm_count > 0 ? c->geom.sm_count : 1;
-  if (blocks > (size_t)sms) blocks = (size_t)sms;
-  const size_t free_grid = blocks;
-  if (cap > 0 && blocks > (size_t)cap) blocks = (size_t)cap;
-  const int mb = p2pk_comm_grid_cap(c);
-  if (mb > 0 && blocks > (size_t)mb) blocks = (size_t)mb;
-  /* A capped grid moves what each block can: its loads go out two sources
-   * at a time (2x H200, process per GPU, 256 MiB all-reduce over the
-   * copy engines: 16 blocks 1659 -> 1316 us, 64 blocks 811
-   * -> 791). Uncapped the reduce runs beside the copies and the paired
-   * loads took HBM from them (one process under a graph, 1 GiB: 2914 ->
-   * 2956 us), so the whole grid keeps the plain loop. */
-  p2pk_lr_args a = *la;
-  a.pair = blocks < free_grid;
-  return p2pk_launch_local_reduce(dtype, &a, blocks ? (int)blocks : 1, stream);
-}
-
-cudaError_t p2pk_ce_reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
-                                p2pkit_redop_t op, const char *const *src, char *out, size_t lb,
-                                cudaStream_t stream) {
-  p2pk_lr_args la;
-  memset(&la, 0, sizeof la);
-  for (int r = 0; r < c->nranks; r++) la.src[r] = src[r];
-  la.out = out;
-  la.bytes = lb;
-  la.n = c->nranks;
-  la.me = c->rank;
-  la.op = op;
-  return p2pk_ce_local_reduce(c, dtype, &la, 0, stream);
 }
 
 static void log_once(struct p2pkit_comm *c, size_t bytes, size_t nch, size_t cb, const char *how) {
@@ -384,3 +308,4 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
   if (e == cudaSuccess) log_once(c, count * es, nch, CB, "process per GPU");
   return e;
 }
+

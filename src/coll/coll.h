@@ -267,7 +267,12 @@ int p2pk_ce_queues(void);
  * hardware queues, and under capture at most 2 ranks. */
 int p2pk_ce_waits_ok(const struct p2pkit_comm *c, int capture);
 #define P2PK_CE_QUEUES 8 /* hardware queues those paths need */
-/* comm.c: this rank's registration holding [buf, buf + bytes), or the one
+/* The bootstrap's message tags of comm.c and reg.c. */
+enum { P2PK_TAG_INFO = 1, P2PK_TAG_P2P = 2, P2PK_TAG_HANDLES = 3, P2PK_TAG_MAPPED = 4,
+       P2PK_TAG_REG = 5, P2PK_TAG_DEREG = 6, P2PK_TAG_DESTROY = 7 };
+/* reg.c: close and free every registration of c (destroy). */
+void p2pk_reg_free_all(struct p2pkit_comm *c);
+/* reg.c: this rank's registration holding [buf, buf + bytes), or the one
  * numbered id (p2pk_reg.id); NULL when none. */
 const p2pk_reg *p2pk_reg_holding(const struct p2pkit_comm *c, const char *buf, size_t bytes);
 const p2pk_reg *p2pk_reg_numbered(const struct p2pkit_comm *c, uint64_t id);
@@ -388,7 +393,7 @@ cudaError_t p2pk_cep_prepare(struct p2pkit_comm *c);
 void p2pk_cep_trace_flush(struct p2pkit_comm *c);
 void p2pk_cep_log_flags(struct p2pkit_comm *c);
 
-/* comm.c: scratch layout for n ranks within `buffer` bytes per rank.
+/* layout.c: scratch layout for n ranks within `buffer` bytes per rank.
  * P2PKIT_ERR_INVALID_ARGUMENT when the buffer is too small for n ranks. */
 p2pkit_status_t p2pk_layout_compute(int nranks, size_t buffer, int staged, int boxes,
                                     p2pk_layout *lay, size_t *ll_cap_p);

@@ -20,169 +20,6 @@
 #include "topo/topo.h"
 #include "xfer/xfer.h"
 
-enum { TAG_INFO = 1, TAG_P2P = 2, TAG_HANDLES = 3, TAG_MAPPED = 4, TAG_REG = 5, TAG_DEREG = 6,
-       TAG_DESTROY = 7 };
-
-/* ------------------------------------------------------------ names ---- */
-
-size_t p2pkit_dtype_size(p2pkit_dtype_t d) {
-  switch (d) {
-    case P2PKIT_FLOAT32: case P2PKIT_INT32: return 4;
-    case P2PKIT_FLOAT16: case P2PKIT_BFLOAT16: return 2;
-    case P2PKIT_FLOAT64: case P2PKIT_INT64: return 8;
-    case P2PKIT_UINT8: return 1;
-    default: return 0;
-  }
-}
-
-const char *p2pkit_dtype_name(p2pkit_dtype_t d) {
-  static const char *const names[P2PKIT_DTYPE_COUNT] = {"float32", "float16", "bfloat16",
-                                                        "float64", "int32",   "int64", "uint8"};
-  return (int)d >= 0 && d < P2PKIT_DTYPE_COUNT ? names[d] : "invalid";
-}
-
-const char *p2pkit_redop_name(p2pkit_redop_t op) {
-  static const char *const names[P2PKIT_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
-  return (int)op >= 0 && op < P2PKIT_REDOP_COUNT ? names[op] : "invalid";
-}
-
-void p2pkit_comm_opts_init(p2pkit_comm_opts_t *o) {
-  if (!o) return;
-  o->nranks = o->rank = o->device = -1;
-  o->addr = NULL;
-  o->port = -1;
-  o->secret = NULL;
-  o->timeout_s = -1;
-}
-
-/* ----------------------------------------------------------- layout ---- */
-
-static uint64_t round4k(uint64_t v) { return (v + 4095) & ~(uint64_t)4095; }
-
-void p2pk_layout_add_ce(p2pk_layout *lay, int depth, size_t slot) {
-  if (!slot || depth <= 0) return;
-  lay->stage_ce_off = lay->stage_stride;
-  lay->stage_ce_slot = slot;
-  lay->stage_stride += (uint64_t)depth * slot;
-}
-
-void p2pk_layout_add_cep(p2pk_layout *lay, int n, int depth, size_t slot) {
-  if (!slot || depth <= 0 || n < 2) return;
-  lay->cep_off = round4k(lay->total);
-  lay->cep_slot = slot;
-  lay->cep_depth = (uint64_t)depth;
-  lay->total = lay->cep_off + (uint64_t)(n - 1) * (uint64_t)depth * slot;
-}
-
-int p2pk_mailboxes_for(int sm_count) {
-  int64_t v = p2pk_param_int("P2PKIT_COLL_MAILBOXES");
-  if (v <= 0) v = 4LL * (sm_count > 0 ? sm_count : 1);
-  if (v < 16) v = 16;
-  if (v > P2PK_COLL_MAILBOXES) v = P2PK_COLL_MAILBOXES;
-  return (int)v;
-}
-
-p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, int want_boxes,
-                                    p2pk_layout *lay, size_t *ll_cap_p) {
-  memset(lay, 0, sizeof *lay);
-  *ll_cap_p = 0;
-  /* P2PKIT_BUFFER_SIZE=0 (the default): 128 MiB of device scratch over P2P
-   * per peer, at most 512 MiB, so 4 mailboxes per multiprocessor (two
-   * blocks per SM, see p2pk_coll_launch) keep ~120 KiB each on 2 to 4 GPUs
-   * (the mailboxes are split among the peers); 64 MiB of host memory per
-   * rank staged. On 4x H200 128 MiB left 40 KiB mailboxes, and 384 MiB took
-   * a two-shot all-reduce of 1 GiB in 4901 us against 5823
-   * (docs/decisions/scratch-per-peer.md). More than 4 GPUs: the 512 MiB
-   * cap, not measured. */
-  if (buffer == 0) {
-    const size_t peers = n > 1 ? (size_t)n - 1 : 1;
-    buffer = staged ? (size_t)64 << 20 : ((size_t)128 << 20) * (peers < 4 ? peers : 4);
-  }
-  if (n < 1 || n > P2PK_COLL_MAX_RANKS)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%d ranks; p2pkit handles 1..%d", n,
-                     P2PK_COLL_MAX_RANKS);
-  uint64_t off = round4k(sizeof(p2pk_dev_ctrl));
-  uint64_t counters = (uint64_t)P2PK_COLL_SETS * n * P2PK_COLL_MAILBOXES * sizeof(uint64_t);
-  lay->ready_off = off, off += counters;
-  lay->freed_off = off, off += counters;
-  lay->sent_off = off, off += counters;
-  lay->recvd_off = off, off += counters;
-  lay->agtok_off = off, off += (uint64_t)n * P2PK_COLL_MAILBOXES * sizeof(uint64_t);
-  off = round4k(off);
-  if (staged) {
-    lay->total = off;
-    uint64_t head = round4k(sizeof(p2pk_stage_ctrl));
-    /* A rank's part of the host region is P2PKIT_BUFFER_SIZE: the header,
-     * send/recv mailboxes for every receiver (128 KiB pieces, the size the
-     * knob runs found best at mid sizes, within an eighth of the buffer),
-     * and the collectives' outbox in what is left. */
-    uint64_t pbox = buffer / 8 / ((uint64_t)n * P2PK_STAGE_P2P_BOXES);
-    if (pbox > (128u << 10)) pbox = 128u << 10;
-    pbox &= ~(uint64_t)4095;
-    if (pbox < 4096) pbox = 4096;
-    uint64_t p2p = (uint64_t)n * P2PK_STAGE_P2P_BOXES * pbox;
-    uint64_t box = buffer > head + p2p ? ((buffer - head - p2p) / P2PK_STAGE_MAILBOXES) & ~(uint64_t)4095 : 0;
-    if (box < 4096)
-      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_BUFFER_SIZE=%zu is too small for the "
-                       "staged transport with %d ranks (at least %llu bytes)", buffer, n,
-                       (unsigned long long)(head + p2p + 4096ULL * P2PK_STAGE_MAILBOXES));
-    lay->stage_data_off = head;
-    lay->stage_mailbox = box;
-    lay->stage_p2p_off = head + box * P2PK_STAGE_MAILBOXES;
-    lay->stage_p2p_box = pbox;
-    lay->stage_stride = lay->stage_p2p_off + p2p;
-    return P2PKIT_SUCCESS;
-  }
-  if (n == 1) {
-    lay->total = off;
-    return P2PKIT_SUCCESS;
-  }
-  uint64_t peers = (uint64_t)n - 1;
-  /* LL: a quarter of the buffer at most (16 = 2 slots x 2 bytes per byte x 4). */
-  uint64_t ll_cap = (buffer / (16 * peers)) & ~(uint64_t)4095;
-  if (ll_cap > (1u << 20)) ll_cap = 1u << 20;
-  if (ll_cap < (16u << 10)) ll_cap = 16u << 10;
-  lay->ll_off = off;
-  lay->ll_bytes = 2 * ll_cap;
-  off += 2 * peers * lay->ll_bytes;
-  lay->p2p_ll_off = off;
-  off += peers * 2 * 2 * (uint64_t)P2PK_P2P_LL_MAX;
-  /* Fewer, larger mailboxes when many peers share the buffer (a block needs
-   * P2PK_COLL_SLOTS of them, so this also bounds the grid). */
-  uint64_t nboxes = want_boxes >= 16 && want_boxes <= P2PK_COLL_MAILBOXES ? (uint64_t)want_boxes
-                                                                         : P2PK_COLL_MAILBOXES;
-  uint64_t boxes = 0, box = 0;
-  for (;;) {
-    boxes = (uint64_t)P2PK_COLL_SETS * peers * nboxes;
-    box = buffer > off ? ((buffer - off) / boxes) & ~(uint64_t)4095 : 0;
-    if (box >= (16u << 10) || nboxes <= 16) break;
-    nboxes /= 2;
-  }
-  if (box < 4096)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_BUFFER_SIZE=%zu is too small for %d "
-                     "ranks (at least %llu bytes)", buffer, n,
-                     (unsigned long long)(off + boxes * 4096));
-  lay->data_off = off;
-  lay->mailbox = box;
-  lay->nboxes = nboxes;
-  lay->total = off + boxes * box;
-  /* LL128 (mid sizes): a whole message per (slot, peer), on top of the
-   * buffer so the mailboxes keep their size. P2PKIT_LL128_MAX is the largest
-   * message in bytes summed over peers (default 32 MiB, what the 2-GPU
-   * table uses: ~68 MiB of scratch whatever the rank count); 0 turns LL128
-   * off. */
-  uint64_t l128 = p2pk_param_size("P2PKIT_LL128_MAX");
-  if (l128 > ((uint64_t)1 << 30)) l128 = (uint64_t)1 << 30;
-  uint64_t per = (l128 + peers - 1) / peers;
-  uint64_t lines = (per + P2PK_LL128_DATA - 1) / P2PK_LL128_DATA;
-  if (lines) {
-    lay->ll128_off = round4k(lay->total);
-    lay->ll128_bytes = round4k(lines * P2PK_LL128_LINE);
-    lay->total = lay->ll128_off + 2 * peers * lay->ll128_bytes;
-  }
-  *ll_cap_p = ll_cap;
-  return P2PKIT_SUCCESS;
-}
 
 /* ----------------------------------------------------------- config ---- */
 
@@ -311,12 +148,6 @@ static p2pkit_status_t comm_alloc(struct p2pkit_comm *c) {
   return P2PKIT_SUCCESS;
 }
 
-static void reg_free(struct p2pkit_comm *c, p2pk_reg *r) {
-  for (int p = 0; p < c->nranks; p++)
-    if (r->ipc_base[p]) cudaIpcCloseMemHandle(r->ipc_base[p]);
-  free(r);
-}
-
 /* Frees what this rank owns (the group's shared region is the group's). */
 static void comm_free(struct p2pkit_comm *c) {
   if (!c) return;
@@ -324,11 +155,7 @@ static void comm_free(struct p2pkit_comm *c) {
   int cur = -1;
   cudaGetDevice(&cur);
   cudaSetDevice(c->device);
-  while (c->regs) {
-    p2pk_reg *r = c->regs;
-    c->regs = r->next;
-    reg_free(c, r);
-  }
+  p2pk_reg_free_all(c);
   p2pk_map_free(c);
   for (int p = 0; p < c->nranks; p++)
     if (c->peer_ipc[p]) cudaIpcCloseMemHandle(c->peer_ipc[p]);
@@ -775,7 +602,7 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   mine.cep_mins = p2pk_cep_p2p_min(c);
   for (int k = 0; k < P2PK_COLL_KINDS; k++)
     mine.cep_mins = mine.cep_mins * 1000003ULL + p2pk_ce_min_setting(c, k);
-  P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_INFO, &mine, all, sizeof mine), st, out);
+  P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, P2PK_TAG_INFO, &mine, all, sizeof mine), st, out);
   P2PK_CHECK_GOTO(check_infos(c, all), st, out);
   int sms = 1 << 30;
   for (int r = 0; r < n; r++) {
@@ -787,7 +614,7 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   int32_t *row = &rows[(size_t)c->rank * n];
   for (int p = 0; p < n; p++)
     row[p] = p == c->rank ? 1 : pair_p2p(cfg, topo, c->device, mine.busid, all[p].busid, labels[p], 64);
-  P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_P2P, row, rows, (size_t)n * sizeof *rows), st, out);
+  P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, P2PK_TAG_P2P, row, rows, (size_t)n * sizeof *rows), st, out);
   c->staged = cfg->force.algo == P2PK_ALGO_STAGED;
   for (int i = 0; i < n * n; i++)
     if (!rows[i]) c->staged = 1;
@@ -812,7 +639,7 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
     memset(c->dmb, 0, c->dmb_bytes);
     snprintf(h.shm, sizeof h.shm, "%s", shm_name);
   }
-  P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_HANDLES, &h, hs, sizeof h), st, out);
+  P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, P2PK_TAG_HANDLES, &h, hs, sizeof h), st, out);
   if (c->dmb_bytes && c->rank != 0)
     P2PK_CHECK_GOTO(p2pk_shm_attach(hs[0].shm, c->dmb_bytes, &c->dmb), st, out);
   char *stage_dev = NULL;
@@ -844,7 +671,7 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   }
   P2PK_CUDA_CHECK_GOTO(cudaDeviceSynchronize(), st, out);
   /* Everyone has mapped everything: the shared-memory name can go. */
-  P2PK_CHECK_GOTO(p2pk_boot_barrier(c->boot, TAG_MAPPED), st, out);
+  P2PK_CHECK_GOTO(p2pk_boot_barrier(c->boot, P2PK_TAG_MAPPED), st, out);
   if (c->rank == 0 && shm_name[0]) {
     p2pk_shm_unlink(shm_name);
     shm_name[0] = '\0';
@@ -956,17 +783,13 @@ p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t c) {
     /* Close my mappings of the peers' memory, then wait until every peer has
      * closed its mappings of mine before freeing it. A dead peer fails the
      * barrier at once (its socket is closed); everything is freed anyway. */
-    while (c->regs) {
-      p2pk_reg *r = c->regs;
-      c->regs = r->next;
-      reg_free(c, r);
-    }
+    p2pk_reg_free_all(c);
     for (int p = 0; p < c->nranks; p++)
       if (c->peer_ipc[p]) {
         cudaIpcCloseMemHandle(c->peer_ipc[p]);
         c->peer_ipc[p] = NULL;
       }
-    p2pkit_status_t bs = p2pk_boot_barrier(c->boot, TAG_DESTROY);
+    p2pkit_status_t bs = p2pk_boot_barrier(c->boot, P2PK_TAG_DESTROY);
     if (st == P2PKIT_SUCCESS) st = bs;
     comm_free(c);
   }
@@ -995,138 +818,6 @@ p2pkit_status_t p2pkit_comm_set_max_blocks(p2pkit_comm_t c, int max_blocks) {
 
 int p2pkit_comm_max_blocks(p2pkit_comm_t c) { return c ? c->max_blocks : -1; }
 
-/* -------------------------------------------------------- registration ---- */
-
-typedef struct {
-  int32_t valid, pad;
-  uint64_t offset, bytes;
-  cudaIpcMemHandle_t handle;
-} reg_info;
-
-static p2pkit_status_t check_device_buffer(const struct p2pkit_comm *c, const void *buf,
-                                           const char *what) {
-  struct cudaPointerAttributes at;
-  if (cudaPointerGetAttributes(&at, buf) != cudaSuccess) {
-    cudaGetLastError();
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s %p is not memory CUDA knows", what, buf);
-  }
-  if (at.type != cudaMemoryTypeDevice || at.device != c->device)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s %p is not device memory of GPU %d (rank %d)",
-                     what, buf, c->device, c->rank);
-  return P2PKIT_SUCCESS;
-}
-
-p2pkit_status_t p2pkit_comm_register(p2pkit_comm_t c, void *buf, size_t bytes, void **handle_p) {
-  if (!c || !handle_p)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "register: communicator or handle_p is NULL");
-  int cur = -1;
-  cudaGetDevice(&cur);
-  cudaSetDevice(c->device);
-  reg_info mine;
-  memset(&mine, 0, sizeof mine);
-  p2pkit_status_t st = P2PKIT_SUCCESS;
-  if (!buf || bytes == 0)
-    st = p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "register: rank %d gave buffer %p of %zu bytes",
-                   c->rank, buf, bytes);
-  if (st == P2PKIT_SUCCESS) st = check_device_buffer(c, buf, "register: buffer");
-  char *base = NULL;
-  size_t size = 0;
-  if (st == P2PKIT_SUCCESS && c->multiproc) {
-    st = p2pk_alloc_range(buf, &base, &size);
-    if (st == P2PKIT_SUCCESS && (char *)buf + bytes > base + size)
-      st = p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "register: %zu bytes at %p run past the end of "
-                     "their allocation", bytes, buf);
-    if (st == P2PKIT_SUCCESS && cudaIpcGetMemHandle(&mine.handle, base) != cudaSuccess) {
-      cudaError_t e = cudaGetLastError();
-      st = p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "register: buffer %p cannot be shared through CUDA "
-                     "IPC: %s", buf, cudaGetErrorString(e));
-    }
-  }
-  mine.valid = st == P2PKIT_SUCCESS;
-  mine.offset = (uint64_t)((char *)buf - base);
-  mine.bytes = bytes;
-  p2pk_reg *r = calloc(1, sizeof *r);
-  reg_info all[P2PK_COLL_MAX_RANKS];
-  if (!r && st == P2PKIT_SUCCESS) {
-    st = p2pk_fail(P2PKIT_ERR_NO_MEMORY, "register: out of memory");
-    mine.valid = 0;
-  }
-  /* Every rank takes part in the exchange, even after a local failure, so
-   * registration numbers stay aligned across ranks. */
-  if (c->multiproc) {
-    p2pkit_status_t bs = p2pk_boot_allgather(c->boot, TAG_REG, &mine, all, sizeof mine);
-    if (st == P2PKIT_SUCCESS) st = bs;
-  }
-  int id = c->next_reg_id++;
-  if (st == P2PKIT_SUCCESS) {
-    r->id = id;
-    r->buf = buf;
-    r->bytes = bytes;
-    r->peer[c->rank] = buf;
-    for (int p = 0; c->multiproc && p < c->nranks && st == P2PKIT_SUCCESS; p++) {
-      if (p == c->rank || !all[p].valid) continue;
-      void *ptr = NULL;
-      cudaError_t e = cudaIpcOpenMemHandle(&ptr, all[p].handle, cudaIpcMemLazyEnablePeerAccess);
-      if (e != cudaSuccess) {
-        cudaGetLastError();
-        st = p2pk_fail(P2PKIT_ERR_CUDA, "register: rank %d cannot map rank %d's buffer: %s",
-                       c->rank, p, cudaGetErrorString(e));
-        break;
-      }
-      r->ipc_base[p] = ptr;
-      r->peer[p] = (char *)ptr + all[p].offset;
-    }
-  }
-  if (st != P2PKIT_SUCCESS) {
-    if (r) reg_free(c, r);
-    if (cur >= 0) cudaSetDevice(cur);
-    return st;
-  }
-  r->next = c->regs;
-  c->regs = r;
-  if (cur >= 0) cudaSetDevice(cur);
-  *handle_p = r;
-  return P2PKIT_SUCCESS;
-}
-
-const p2pk_reg *p2pk_reg_holding(const struct p2pkit_comm *c, const char *buf, size_t bytes) {
-  for (const p2pk_reg *g = c->regs; g; g = g->next)
-    if (buf >= g->buf && bytes <= g->bytes && (size_t)(buf - g->buf) <= g->bytes - bytes) return g;
-  return NULL;
-}
-
-const p2pk_reg *p2pk_reg_numbered(const struct p2pkit_comm *c, uint64_t id) {
-  for (const p2pk_reg *g = c->regs; g; g = g->next)
-    if ((uint64_t)g->id == id) return g;
-  return NULL;
-}
-
-p2pkit_status_t p2pkit_comm_deregister(p2pkit_comm_t c, void *handle) {
-  if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "deregister: communicator is NULL");
-  p2pk_reg **pp = &c->regs;
-  while (*pp && *pp != handle) pp = &(*pp)->next;
-  if (!*pp)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "deregister: %p is not a registration of rank %d",
-                     handle, c->rank);
-  p2pk_reg *r = *pp;
-  *pp = r->next;
-  int cur = -1;
-  cudaGetDevice(&cur);
-  cudaSetDevice(c->device);
-  /* Kernels that write into peers' registered buffers must be done, and every
-   * peer must have closed its mapping before the caller frees the buffer. */
-  p2pkit_status_t st = P2PKIT_SUCCESS;
-  if (c->multiproc) {
-    if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
-    reg_free(c, r);
-    st = p2pk_boot_barrier(c->boot, TAG_DEREG);
-  } else {
-    free(r);
-  }
-  if (cur >= 0) cudaSetDevice(cur);
-  return st;
-}
-
 void p2pk_comm_set_force(struct p2pkit_comm *c, const p2pk_algo_force *f) {
   if (c && f) {
     c->force = *f;
@@ -1137,3 +828,4 @@ void p2pk_comm_set_force(struct p2pkit_comm *c, const p2pk_algo_force *f) {
 void p2pk_comm_choose(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_choice *out) {
   p2pk_coll_choose(c, P2PK_COLL_ALL_REDUCE, bytes, out);
 }
+
