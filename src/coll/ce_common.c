@@ -5,10 +5,11 @@
  * (as stream memory operations where they can). */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "coll/coll.h"
+#include "coll/ce_common.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -21,35 +22,35 @@ size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es) {
 
 cudaError_t p2pk_ce_prepare(struct p2pkit_comm *c, size_t need) {
   cudaError_t e = cudaSetDevice(c->device);
-  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_side);
-  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->sce_h2d);
-  for (int i = 0; i < P2PK_SCE_EVENTS && e == cudaSuccess; i++) e = p2pk_lazy_event(&c->sce_ev[i]);
-  if (e == cudaSuccess && c->sce_buf_bytes < need) {
+  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce->side);
+  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce->h2d);
+  for (int i = 0; i < P2PK_SCE_EVENTS && e == cudaSuccess; i++) e = p2pk_lazy_event(&c->ce->sev[i]);
+  if (e == cudaSuccess && c->ce->buf_bytes < need) {
     /* cudaFree waits for the device: the old buffer is no longer read. */
-    if (c->sce_buf) e = cudaFree(c->sce_buf);
-    c->sce_buf = NULL;
-    c->sce_buf_bytes = 0;
-    if (e == cudaSuccess) e = cudaMalloc((void **)&c->sce_buf, need);
-    if (e == cudaSuccess) c->sce_buf_bytes = need;
+    if (c->ce->buf) e = cudaFree(c->ce->buf);
+    c->ce->buf = NULL;
+    c->ce->buf_bytes = 0;
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->ce->buf, need);
+    if (e == cudaSuccess) c->ce->buf_bytes = need;
   }
   return e;
 }
 
-cudaError_t p2pk_ce_start(p2pk_ce_pending *const *set, int n, size_t need, int side_own, int *bad) {
+cudaError_t p2pk_ce_start(p2pk_call *const *set, int n, size_t need, int side_own, int *bad) {
   cudaError_t e = cudaSuccess;
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     *bad = r;
     e = p2pk_ce_prepare(set[r]->c, need);
-    if (e == cudaSuccess) e = cudaEventRecord(set[r]->c->sce_ev[P2PK_CE_EV_START], (cudaStream_t)set[r]->stream);
+    if (e == cudaSuccess) e = cudaEventRecord(set[r]->c->ce->sev[P2PK_CE_EV_START], (cudaStream_t)set[r]->stream);
   }
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     *bad = r;
     struct p2pkit_comm *c = set[r]->c;
     e = cudaSetDevice(c->device);
     for (int t = 0; t < n && e == cudaSuccess; t++) {
-      cudaEvent_t start = set[t]->c->sce_ev[P2PK_CE_EV_START];
-      if (!side_own || t == r) e = cudaStreamWaitEvent(c->ce_side, start, 0);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, start, 0);
+      cudaEvent_t start = set[t]->c->ce->sev[P2PK_CE_EV_START];
+      if (!side_own || t == r) e = cudaStreamWaitEvent(c->ce->side, start, 0);
+      if (e == cudaSuccess) e = cudaStreamWaitEvent(c->ce->h2d, start, 0);
     }
   }
   return e;
@@ -58,11 +59,11 @@ cudaError_t p2pk_ce_start(p2pk_ce_pending *const *set, int n, size_t need, int s
 cudaError_t p2pk_ce_local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
                                  const p2pk_lr_args *la, int cap, cudaStream_t stream) {
   size_t blocks = (la->bytes + (64u << 10) - 1) / (64u << 10);
-  int sms = c->geom.sm_count > 0 ? c->geom.sm_count : 1;
+  int sms = c->sel.geom.sm_count > 0 ? c->sel.geom.sm_count : 1;
   if (blocks > (size_t)sms) blocks = (size_t)sms;
   const size_t free_grid = blocks;
   if (cap > 0 && blocks > (size_t)cap) blocks = (size_t)cap;
-  const int mb = p2pk_comm_grid_cap(c);
+  const int mb = p2pk_sel_cap(&c->sel, c->ce->cap);
   if (mb > 0 && blocks > (size_t)mb) blocks = (size_t)mb;
   /* A capped grid moves what each block can: its loads go out two sources
    * at a time (2x H200, process per GPU, 256 MiB all-reduce over the
@@ -168,16 +169,16 @@ static void write64_lookup(void) {
 }
 
 int p2pk_cep_memops(struct p2pkit_comm *c) {
-  if (!c->cep_memops) {
+  if (!c->ce->memops) {
     pthread_once(&g_write64_once, write64_lookup);
     int on = g_write64 && p2pk_param_int("P2PKIT_CEP_MEMOPS") != 0;
-    c->cep_memops = on ? 1 : 2;
+    c->ce->memops = on ? 1 : 2;
     P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): copy-engine posts to the peers %s", c->rank, c->device,
               on ? "as stream memory operations (cuStreamWriteValue64)"
                  : g_write64 ? "as one-thread kernels (P2PKIT_CEP_MEMOPS=0)"
                              : "as one-thread kernels (cuStreamWriteValue64 not found)");
   }
-  return c->cep_memops == 1;
+  return c->ce->memops == 1;
 }
 
 cudaError_t p2pk_cep_run(struct p2pkit_comm *c, const p2pk_cep_steps *st, int memops,
@@ -199,9 +200,41 @@ cudaError_t p2pk_cep_run(struct p2pkit_comm *c, const p2pk_cep_steps *st, int me
     if (!r) return cudaSuccess;
     /* Not supported here after all: kernels from now on (the writes are
      * idempotent, so the whole list runs again). */
-    c->cep_memops = 2;
+    c->ce->memops = 2;
     P2PK_WARN("rank %d (GPU %d): cuStreamWriteValue64 failed (CUresult %d); "
               "copy-engine posts go through one-thread kernels", c->rank, c->device, r);
   }
   return p2pk_launch_cep_sync(&c->tmpl, st, stream);
+}
+
+p2pkit_status_t p2pk_ce_init(struct p2pkit_comm *c) {
+  c->ce = calloc(1, sizeof *c->ce);
+  return c->ce ? P2PKIT_SUCCESS : p2pk_fail(P2PKIT_ERR_NO_MEMORY, "rank %d: out of memory", c->rank);
+}
+
+void p2pk_ce_fini(struct p2pkit_comm *c) {
+  struct p2pk_ce *s = c->ce;
+  if (!s) return;
+  if (s->side) cudaStreamDestroy(s->side);
+  for (int i = 0; i < 3; i++)
+    if (s->ev[i]) cudaEventDestroy(s->ev[i]);
+  if (s->h2d) cudaStreamDestroy(s->h2d);
+  for (int i = 0; i < P2PK_SCE_EVENTS; i++)
+    if (s->sev[i]) cudaEventDestroy(s->sev[i]);
+  if (s->buf) cudaFree(s->buf);
+  for (int i = 0; i < P2PK_CEP_STREAMS; i++)
+    if (s->step[i]) cudaStreamDestroy(s->step[i]);
+  for (int i = 0; i < P2PK_CEP_EVKINDS; i++)
+    for (int k = 0; k < P2PK_SCE_DEPTH_MAX; k++)
+      if (s->step_ev[i][k]) cudaEventDestroy(s->step_ev[i][k]);
+  free(s);
+  c->ce = NULL;
+}
+
+cudaError_t p2pk_ce_prepare_steps(struct p2pkit_comm *c, int depth) {
+  cudaError_t e = p2pk_ce_prepare(c, 0);
+  for (int i = 0; i < P2PK_CEP_STREAMS && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->ce->step[i]);
+  for (int i = 0; i < P2PK_CEP_EVKINDS && e == cudaSuccess; i++)
+    for (int s = 0; s < depth && e == cudaSuccess; s++) e = p2pk_lazy_event(&c->ce->step_ev[i][s]);
+  return e;
 }

@@ -1,4 +1,5 @@
-/* Every decision a call makes, pinned: for each collective and send/recv ×
+/* Every decision a call makes (the selector's, select.h), pinned: for each
+ * collective and send/recv ×
  * mode (one process / process per GPU) × capture × group × in or out of
  * place × rank count 1-16 × P2P or staged × size (powers of two and odd
  * sizes, 1 B - 4 GiB), with the default settings and with each setting in
@@ -14,14 +15,13 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll/plan.h"
 #include "core/param.h"
 #include "test.h"
 
 #define GOLDEN P2PK_TEST_DATA "/decisions.txt.gz"
 #define SMS 132 /* an H200's multiprocessors */
 
-enum { SENDRECV = P2PK_COLL_KINDS, KINDS };
+enum { SENDRECV = P2PK_SENDRECV, KINDS = P2PK_KINDS };
 
 /* LL128 blocks per SM by threads: a fixed stand-in for CUDA's occupancy
  * query (56 registers a thread, the header warp on top). */
@@ -31,111 +31,56 @@ static int ll128_per_sm(int threads) {
 }
 
 static p2pk_group one_group; /* one process: only its rank count is read */
+/* The dump's words for a send/recv of one process in a group: both ends
+ * there (the selector's `grouped`). */
 
 static int make_comm(struct p2pkit_comm *c, int n, int staged, int multiproc) {
   memset(c, 0, sizeof *c);
   c->nranks = n;
   c->staged = staged;
   c->multiproc = multiproc;
-  p2pk_algo_table_default(&c->table);
-  if (p2pk_algo_force_from_env(&c->force) != P2PKIT_SUCCESS) return -1;
-  if (c->force.algo == P2PK_ALGO_STAGED) c->staged = 1;
-  c->max_blocks = (int)p2pk_param_int("P2PKIT_MAX_BLOCKS");
+  p2pk_algo_force f;
+  if (p2pk_algo_force_from_env(&f) != P2PKIT_SUCCESS) return -1;
+  if (f.algo == P2PK_ALGO_STAGED) c->staged = 1;
   if (!multiproc) {
     one_group.n = n;
     c->group = &one_group;
-    c->launch_threads = p2pk_param_int("P2PKIT_LAUNCH_THREADS") != 0;
   }
-  if (p2pk_comm_derive(c, SMS, p2pk_param_size("P2PKIT_BUFFER_SIZE")) != P2PKIT_SUCCESS) return -1;
-  if (c->geom.ll128_cap)
-    for (int t = 2; t < P2PK_ALGO_THREAD_STEPS; t++) c->geom.ll128_per_sm[t] = ll128_per_sm(32 * t);
+  if (p2pk_comm_derive(c, SMS, p2pk_param_size("P2PKIT_BUFFER_SIZE"), NULL, &f) != P2PKIT_SUCCESS)
+    return -1;
+  if (c->sel.geom.ll128_cap)
+    for (int t = 2; t < P2PK_ALGO_THREAD_STEPS; t++) c->sel.geom.ll128_per_sm[t] = ll128_per_sm(32 * t);
   return 0;
 }
 
-static int kernel(char *o, size_t len, const p2pk_algo_choice *ch) {
-  return snprintf(o, len, "kernel %s/%s %dx%d c%u%s", p2pk_algo_name(ch->algo),
-                  p2pk_proto_name(ch->proto), ch->blocks, ch->threads, ch->chunk,
-                  ch->ll128_x2 ? " x2" : "");
-}
-
-/* The kernel path of a collective (p2pk_coll_launch past its copy-engine
- * branch): the choice, the rooted form, the root's own copy by copy engine
- * under capture (out of place). */
-static void coll_kernel(char *o, size_t len, const struct p2pkit_comm *c, int kind, size_t bytes,
-                        int cap, int in_place) {
-  p2pk_coll_plan pl;
-  /* Rank 0, root 0: every in-place form has recvbuf == sendbuf there. */
-  const char *s = (const char *)((uintptr_t)1 << 40), *r = in_place ? s : s + ((size_t)1 << 38);
-  p2pk_coll_plan_make(kind, 0, c->nranks, 0, bytes, s, r, &pl);
-  p2pk_algo_choice ch;
-  p2pk_coll_kernel_choice(c, kind, bytes, &pl, &ch);
-  int at = kernel(o, len, &ch);
-  if (ch.algo == P2PK_ALGO_TWOSHOT && kind != P2PK_COLL_ALL_REDUCE)
-    at += snprintf(o + at, len - (size_t)at, " rooted");
-  if (cap && !in_place && p2pk_coll_self_ce(c, kind, bytes))
-    snprintf(o + at, len - (size_t)at, " self-ce");
-}
-
-/* p2pk_coll_launch from its check on: one rank, the copy engines (unless
- * the group sent every rank to the kernel), the kernel. */
-static void coll_launch(char *o, size_t len, const struct p2pkit_comm *c, int kind, size_t bytes,
-                        int cap, int in_place, int kernel_only) {
-  if (c->nranks == 1) {
-    snprintf(o, len, "local");
+/* A decision in the dump's words. */
+static void text(char *o, size_t len, const p2pk_decision *d, int kind) {
+  static const char *const names[P2PK_PATHS] = {"local", "kernel", "kernel", "ce-events",
+                                                "ce-slots", "ce-direct", "ce-staged"};
+  const p2pk_algo_choice *ch = &d->ch;
+  if (d->path != P2PK_PATH_P2P && d->path != P2PK_PATH_STAGED) {
+    snprintf(o, len, "%s", names[d->path]);
     return;
   }
-  if (!kernel_only && p2pk_coll_ce_ok(c, kind, bytes, cap)) {
-    snprintf(o, len, "%s", c->staged ? "ce-staged" : "ce-slots");
+  const char *lt = d->flags & P2PK_SEL_LAUNCH_THREAD ? " lt" : "";
+  if (kind == SENDRECV) {
+    snprintf(o, len, "kernel %dx%d c%u%s", ch->blocks, ch->threads, ch->chunk, lt);
     return;
   }
-  coll_kernel(o, len, c, kind, bytes, cap, in_place);
+  snprintf(o, len, "kernel %s/%s %dx%d c%u%s%s%s%s", p2pk_algo_name(ch->algo),
+           p2pk_proto_name(ch->proto), ch->blocks, ch->threads, ch->chunk, ch->ll128_x2 ? " x2" : "",
+           d->flags & P2PK_SEL_ROOTED ? " rooted" : "", d->flags & P2PK_SEL_SELF_CE ? " self-ce" : "",
+           lt);
 }
 
-static void coll(char *o, size_t len, const struct p2pkit_comm *c, int kind, size_t bytes, int cap,
-                 int grouped, int in_place) {
-  if (grouped && p2pk_group_waits(c, kind, bytes)) {
-    /* Waits for the group's end, where every rank's call is. */
-    p2pk_ce_pending a = {.kind = kind, .c = (struct p2pkit_comm *)c, .bytes = bytes,
-                         .count = bytes};
-    const int n = c->nranks;
-    switch (p2pk_group_route(&a, 1, cap ? n : 0, n, in_place)) {
-      case P2PK_GROUP_EVENTS:
-        snprintf(o, len, "%s", c->staged ? "ce-staged" : "ce-events");
-        return;
-      case P2PK_GROUP_DIRECT: snprintf(o, len, "ce-direct"); return;
-      case P2PK_GROUP_KERNELS: coll_launch(o, len, c, kind, bytes, cap, in_place, 1); return;
-      default: coll_launch(o, len, c, kind, bytes, cap, in_place, 0); return;
-    }
-  }
-  coll_launch(o, len, c, kind, bytes, cap, in_place, 0);
-  /* In a group, one process, not capturing: launched by a thread per GPU. */
-  if (grouped && !cap && c->nranks > 1 && strncmp(o, "kernel", 6) == 0 && p2pk_jobs_ok(c))
-    strncat(o, " lt", len - strlen(o) - 1);
-}
-
-/* One send and its receive (one process: both ends in the group when
- * grouped, else each alone). */
-static void sendrecv(char *o, size_t len, const struct p2pkit_comm *c, size_t bytes, int cap,
-                     int grouped) {
-  if (c->nranks == 1) {
-    snprintf(o, len, "local");
-    return;
-  }
-  if (grouped && !c->multiproc && !c->staged) {
-    const size_t min = p2pk_p2p_pair_min(c, cap);
-    if (min && bytes >= min) {
-      snprintf(o, len, "%s", cap ? "ce-direct" : "ce-events");
-      return;
-    }
-  }
-  if (p2pk_p2p_slots(c, bytes, cap)) {
-    snprintf(o, len, "ce-slots");
-    return;
-  }
-  p2pk_algo_choice ch;
-  p2pk_p2p_op_choice(c, bytes, &ch);
-  const int at = snprintf(o, len, "kernel %dx%d c%u", ch.blocks, ch.threads, ch.chunk);
-  if (grouped && !cap && p2pk_jobs_ok(c)) snprintf(o + at, len - (size_t)at, " lt");
+/* What the selector decides for one key (send/recv, grouped: one process,
+ * both ends in the group). */
+static void decide(char *o, size_t len, const struct p2pkit_comm *c, int kind, size_t bytes,
+                   int cap, int grouped, int in_place) {
+  const p2pk_sel_key k = {kind, cap, grouped, in_place, 0, bytes};
+  p2pk_decision d;
+  p2pk_select(&c->sel, &k, &d);
+  text(o, len, &d, kind);
 }
 
 static const char *const kind_names[KINDS] = {"all_reduce", "broadcast", "reduce", "all_gather",
@@ -169,8 +114,7 @@ static char *runs(const struct p2pkit_comm *c, int kind, int cap, int grp, int i
   size_t from = 0;
   for (size_t si = 0; si <= nsizes; si++) {
     if (si < nsizes) {
-      if (kind == SENDRECV) sendrecv(o, sizeof o, c, sizes[si], cap, grp);
-      else coll(o, sizeof o, c, kind, sizes[si], cap, grp, ip);
+      decide(o, sizeof o, c, kind, sizes[si], cap, grp, ip);
     }
     if (si == nsizes || strcmp(o, prev) != 0) {
       if (si > 0) {

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "coll/cep.h"
 #include "coll/coll.h"
 #include "coll/plan.h"
 #include "coll_util.h"
@@ -29,6 +30,10 @@
 #include "test.h"
 #include "test_net.h"
 #include "coll_runner.h"
+
+/* What send/recv straight in did on a communicator (the landing-slot
+ * path's record). */
+#define STRAIGHT(c) p2pk_cep_straight(c)
 
 #define MAXR P2PK_COLL_MAX_RANKS
 #define PAD 256
@@ -885,8 +890,8 @@ TEST(process_per_gpu_sendrecv_straight_in) { spawn_ranks("cep-direct", 0, 580); 
  * is read once, at init: p2pk_cep_settings, so a change of the forced
  * settings does not undo a wait set here). */
 static void set_wait(struct p2pkit_comm *c, uint64_t us) {
-  c->dmb_wait_ns = us * 1000u;
-  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_rest[p] = c->dmb_rrest[p] = 0;
+  STRAIGHT(c)->wait_ns = us * 1000u;
+  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) STRAIGHT(c)->rest[p] = STRAIGHT(c)->rrest[p] = 0;
 }
 
 static void no_waiting(struct p2pkit_comm *c) { set_wait(c, 0); }
@@ -933,7 +938,7 @@ static void straight_in_mismatch(runner_t *R) {
   /* Ranks past 1 take no part: nothing fails for them. */
   CHECK(c->rank > 1 ? as == P2PKIT_SUCCESS : as != P2PKIT_SUCCESS);
   CHECK(cu_now() - t0 < MM_TIMEOUT_S);
-  CHECK_EQ(c->dmb_direct, 0);
+  CHECK_EQ(STRAIGHT(c)->direct, 0);
   if (c->rank == 1) {
     unsigned char back[4096];
     T_CUDA(cudaMemcpy(back, R->dout[0] + n * sizeof(float), sizeof back, cudaMemcpyDeviceToHost));
@@ -977,96 +982,96 @@ static void blocks_straight_in(runner_t *R) {
   struct p2pkit_comm *c = R->comm[0];
   /* All-to-all: out of place each block goes straight in, in place through
    * the slots. */
-  const uint64_t a0 = c->dmb_direct, a1 = c->dmb_slots;
+  const uint64_t a0 = STRAIGHT(c)->direct, a1 = STRAIGHT(c)->slots;
   matrix(R, &V_AUTO, P2PK_COLL_ALL_TO_ALL, ALL_OPS, 1);
   printf("rank %d, all-to-all: blocks straight in %llu, through the slots %llu (so far by why: "
          "not asked %llu, late %llu, overwritten %llu, not registered %llu, size %llu, not mapped "
          "%llu, receiver first %llu; calls numbered: sent %llu, received %llu)\n", c->rank,
-         (unsigned long long)(c->dmb_direct - a0), (unsigned long long)(c->dmb_slots - a1),
-         (unsigned long long)c->dmb_why[0], (unsigned long long)c->dmb_why[1],
-         (unsigned long long)c->dmb_why[2], (unsigned long long)c->dmb_why[3],
-         (unsigned long long)c->dmb_why[4], (unsigned long long)c->dmb_why[5],
-         (unsigned long long)c->dmb_why[6], (unsigned long long)c->dmb_sent[1 - c->rank],
-         (unsigned long long)c->dmb_recvd[1 - c->rank]);
-  CHECK(c->dmb_direct > a0);
-  CHECK(c->dmb_slots > a1);
+         (unsigned long long)(STRAIGHT(c)->direct - a0), (unsigned long long)(STRAIGHT(c)->slots - a1),
+         (unsigned long long)STRAIGHT(c)->why[0], (unsigned long long)STRAIGHT(c)->why[1],
+         (unsigned long long)STRAIGHT(c)->why[2], (unsigned long long)STRAIGHT(c)->why[3],
+         (unsigned long long)STRAIGHT(c)->why[4], (unsigned long long)STRAIGHT(c)->why[5],
+         (unsigned long long)STRAIGHT(c)->why[6], (unsigned long long)STRAIGHT(c)->sent[1 - c->rank],
+         (unsigned long long)STRAIGHT(c)->recvd[1 - c->rank]);
+  CHECK(STRAIGHT(c)->direct > a0);
+  CHECK(STRAIGHT(c)->slots > a1);
   /* All-gather: every block straight in, in place too (no rank's output
    * block is one it sends). */
-  const uint64_t g0 = c->dmb_direct, g1 = c->dmb_slots;
+  const uint64_t g0 = STRAIGHT(c)->direct, g1 = STRAIGHT(c)->slots;
   matrix(R, &V_AUTO, P2PK_COLL_ALL_GATHER, ALL_OPS, 1);
   printf("rank %d, all-gather: blocks straight in %llu, through the slots %llu\n", c->rank,
-         (unsigned long long)(c->dmb_direct - g0), (unsigned long long)(c->dmb_slots - g1));
-  CHECK(c->dmb_direct > g0);
-  CHECK_EQ(c->dmb_slots, g1);
+         (unsigned long long)(STRAIGHT(c)->direct - g0), (unsigned long long)(STRAIGHT(c)->slots - g1));
+  CHECK(STRAIGHT(c)->direct > g0);
+  CHECK_EQ(STRAIGHT(c)->slots, g1);
 }
 
 static void straight_in_suite(runner_t *R) {
   struct p2pkit_comm *c = R->comm[0];
-  const uint64_t wait = c->dmb_wait_ns;
+  const uint64_t wait = STRAIGHT(c)->wait_ns;
   void *h = NULL;
   CHECK_OK(p2pkit_comm_register(c, R->dout[0], R->cap, &h));
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
   printf("rank %d: straight in %llu, through the slots %llu (waiting up to %llu us; the longest "
-         "host wait %.3f ms, %llu in vain)\n", c->rank, (unsigned long long)c->dmb_direct,
-         (unsigned long long)c->dmb_slots, (unsigned long long)(wait / 1000),
-         c->dmb_wait_max_ns / 1e6, (unsigned long long)c->dmb_missed);
+         "host wait %.3f ms, %llu in vain)\n", c->rank, (unsigned long long)STRAIGHT(c)->direct,
+         (unsigned long long)STRAIGHT(c)->slots, (unsigned long long)(wait / 1000),
+         STRAIGHT(c)->wait_max_ns / 1e6, (unsigned long long)STRAIGHT(c)->missed);
   /* With a wait no host drift here reaches (10 s), every call goes
    * straight in. */
   set_wait(c, 10000000);
-  c->dmb_wait_max_ns = 0;
-  const uint64_t m0 = c->dmb_slots, m1 = c->dmb_direct, m2 = c->dmb_rhow[1];
+  STRAIGHT(c)->wait_max_ns = 0;
+  const uint64_t m0 = STRAIGHT(c)->slots, m1 = STRAIGHT(c)->direct, m2 = STRAIGHT(c)->rhow[1];
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
   printf("rank %d, waiting up to 10 s: straight in %llu, through the slots %llu; the longest "
-         "host wait %.3f ms\n", c->rank, (unsigned long long)(c->dmb_direct - m1),
-         (unsigned long long)(c->dmb_slots - m0), c->dmb_wait_max_ns / 1e6);
-  CHECK_EQ(c->dmb_slots, m0);
-  CHECK(c->dmb_direct > m1);
-  CHECK_EQ(c->dmb_rhow[1] - m2, c->dmb_direct - m1); /* 2 ranks: one send, one receive a call */
+         "host wait %.3f ms\n", c->rank, (unsigned long long)(STRAIGHT(c)->direct - m1),
+         (unsigned long long)(STRAIGHT(c)->slots - m0), STRAIGHT(c)->wait_max_ns / 1e6);
+  CHECK_EQ(STRAIGHT(c)->slots, m0);
+  CHECK(STRAIGHT(c)->direct > m1);
+  CHECK_EQ(STRAIGHT(c)->rhow[1] - m2, STRAIGHT(c)->direct - m1); /* 2 ranks: one send, one receive a call */
   blocks_straight_in(R);
   /* The receiver (rank 1) 0.5 ms late: rank 0's sends wait for it (still
    * up to 10 s). */
-  uint64_t d0 = c->dmb_direct;
+  uint64_t d0 = STRAIGHT(c)->direct;
   for (int it = 0; it < 4; it++) {
     if (c->rank == 1) usleep(500);
     const call_t k = {SENDRECV, 0, 0, it % 2, P2PKIT_FLOAT32, P2PKIT_SUM, 300001 + (size_t)it};
     CHECK(run_case(R, "receiver late", &k));
   }
-  if (c->rank == 0) CHECK_EQ(c->dmb_direct - d0, 4);
+  if (c->rank == 0) CHECK_EQ(STRAIGHT(c)->direct - d0, 4);
   /* The sender (rank 0) 3 ms late, rank 1 not waiting: rank 1's receives
    * choose the slots, and rank 0's sends take them although described. */
-  const uint64_t r0 = c->dmb_rhow[0], s0 = c->dmb_slots;
+  const uint64_t r0 = STRAIGHT(c)->rhow[0], s0 = STRAIGHT(c)->slots;
   if (c->rank == 1) no_waiting(c);
   for (int it = 0; it < 4; it++) {
     if (c->rank == 0) usleep(3000);
     const call_t k = {SENDRECV, 0, 0, it % 2, P2PKIT_FLOAT32, P2PKIT_SUM, 300001 + (size_t)it};
     CHECK(run_case(R, "sender late", &k));
   }
-  if (c->rank == 1) CHECK_EQ(c->dmb_rhow[0] - r0, 4);
-  if (c->rank == 0) CHECK_EQ(c->dmb_slots - s0, 4);
+  if (c->rank == 1) CHECK_EQ(STRAIGHT(c)->rhow[0] - r0, 4);
+  if (c->rank == 0) CHECK_EQ(STRAIGHT(c)->slots - s0, 4);
   /* No waiting anywhere. */
   no_waiting(c);
-  d0 = c->dmb_direct;
-  const uint64_t s1 = c->dmb_slots;
+  d0 = STRAIGHT(c)->direct;
+  const uint64_t s1 = STRAIGHT(c)->slots;
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
   printf("rank %d, no waiting: straight in %llu, through the slots %llu\n", c->rank,
-         (unsigned long long)(c->dmb_direct - d0), (unsigned long long)(c->dmb_slots - s1));
+         (unsigned long long)(STRAIGHT(c)->direct - d0), (unsigned long long)(STRAIGHT(c)->slots - s1));
   /* Under a CUDA graph: decided once, at capture (waiting up to 10 s), and
    * replayed as it is; more than 2 ranks take the kernels there
    * (p2pk_ce_waits_ok), so nothing goes straight in. */
   const uint64_t cap_in = c->nranks == 2 ? 1 : 0;
   set_wait(c, 10000000);
-  d0 = c->dmb_direct;
+  d0 = STRAIGHT(c)->direct;
   graph_straight_in(R, 3);
-  CHECK_EQ(c->dmb_direct - d0, cap_in);
+  CHECK_EQ(STRAIGHT(c)->direct - d0, cap_in);
   graph_replay(R, 2); /* its own, unregistered buffers: the slots */
-  CHECK_EQ(c->dmb_direct - d0, cap_in);
+  CHECK_EQ(STRAIGHT(c)->direct - d0, cap_in);
   mixed_calls(R, "mixed-straight-in");
   CHECK_OK(p2pkit_comm_deregister(c, h));
-  const uint64_t d2 = c->dmb_direct, s2 = c->dmb_slots;
+  const uint64_t d2 = STRAIGHT(c)->direct, s2 = STRAIGHT(c)->slots;
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
-  CHECK_EQ(c->dmb_direct, d2);
-  CHECK(c->dmb_slots > s2);
-  c->dmb_wait_ns = wait;
+  CHECK_EQ(STRAIGHT(c)->direct, d2);
+  CHECK(STRAIGHT(c)->slots > s2);
+  STRAIGHT(c)->wait_ns = wait;
 }
 
 /* P2PKIT_SENDRECV_MAP: send/recv with a process per GPU into receive
@@ -1092,17 +1097,17 @@ static void sendrecv_into(runner_t *R, char **outs, const char *what, uint64_t s
 
 static void map_suite(runner_t *R) {
   struct p2pkit_comm *c = R->comm[0];
-  const uint64_t wait = c->dmb_wait_ns;
+  const uint64_t wait = STRAIGHT(c)->wait_ns;
   set_wait(c, 10000000);
-  uint64_t d0 = c->dmb_direct, s0 = c->dmb_slots, m0 = c->dmb_mapped;
+  uint64_t d0 = STRAIGHT(c)->direct, s0 = STRAIGHT(c)->slots, m0 = STRAIGHT(c)->mapped;
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
   printf("rank %d, mapping on demand: straight in %llu (mapped %llu), through the slots %llu; "
-         "peer allocations mapped %d\n", c->rank, (unsigned long long)(c->dmb_direct - d0),
-         (unsigned long long)(c->dmb_mapped - m0), (unsigned long long)(c->dmb_slots - s0),
+         "peer allocations mapped %d\n", c->rank, (unsigned long long)(STRAIGHT(c)->direct - d0),
+         (unsigned long long)(STRAIGHT(c)->mapped - m0), (unsigned long long)(STRAIGHT(c)->slots - s0),
          p2pk_map_count(c));
-  CHECK_EQ(c->dmb_slots, s0);
-  CHECK(c->dmb_direct > d0);
-  CHECK_EQ(c->dmb_mapped - m0, c->dmb_direct - d0);
+  CHECK_EQ(STRAIGHT(c)->slots, s0);
+  CHECK(STRAIGHT(c)->direct > d0);
+  CHECK_EQ(STRAIGHT(c)->mapped - m0, STRAIGHT(c)->direct - d0);
   /* Every shift: each peer's R->dout mapped once. */
   const int n = c->nranks;
   CHECK_EQ(p2pk_map_count(c), n - 1);
@@ -1110,42 +1115,42 @@ static void map_suite(runner_t *R) {
    * to), then reused. */
   char *alt[MAXR] = {NULL};
   T_CUDA(cudaMalloc((void **)&alt[0], R->cap));
-  d0 = c->dmb_mapped;
+  d0 = STRAIGHT(c)->mapped;
   sendrecv_into(R, alt, "send/recv into a second allocation", 71);
   sendrecv_into(R, alt, "send/recv into a second allocation again", 72);
-  CHECK_EQ(c->dmb_mapped - d0, 2);
+  CHECK_EQ(STRAIGHT(c)->mapped - d0, 2);
   CHECK_EQ(p2pk_map_count(c), n);
   blocks_straight_in(R);
   /* Under a CUDA graph, into R->dout (mapped, not registered); more than 2
    * ranks take the kernels there (p2pk_ce_waits_ok). */
-  d0 = c->dmb_direct;
+  d0 = STRAIGHT(c)->direct;
   graph_straight_in(R, 3);
-  CHECK_EQ(c->dmb_direct - d0, n == 2 ? 1 : 0);
+  CHECK_EQ(STRAIGHT(c)->direct - d0, n == 2 ? 1 : 0);
   mixed_calls(R, "mixed-map");
   /* Registered, the registration takes the call; deregistered (its
    * mapping of the same allocation closed), the on-demand mapping still
    * works. */
   void *h = NULL;
   CHECK_OK(p2pkit_comm_register(c, R->dout[0], R->cap, &h));
-  m0 = c->dmb_mapped, d0 = c->dmb_direct;
+  m0 = STRAIGHT(c)->mapped, d0 = STRAIGHT(c)->direct;
   sendrecv_into(R, R->dout, "send/recv into a registered buffer also mapped", 73);
-  CHECK_EQ(c->dmb_mapped, m0);
-  CHECK_EQ(c->dmb_direct - d0, 1);
+  CHECK_EQ(STRAIGHT(c)->mapped, m0);
+  CHECK_EQ(STRAIGHT(c)->direct - d0, 1);
   CHECK_OK(p2pkit_comm_deregister(c, h));
   sendrecv_into(R, R->dout, "send/recv into a mapped buffer after deregistering", 74);
-  CHECK_EQ(c->dmb_mapped - m0, 1);
+  CHECK_EQ(STRAIGHT(c)->mapped - m0, 1);
   CHECK_EQ(p2pk_map_count(c), n);
   /* The setting off: nothing described, every call through the slots. */
-  c->dmb_map = 0;
-  d0 = c->dmb_direct, s0 = c->dmb_slots;
-  const uint64_t w0 = c->dmb_why[P2PK_DMB_WHY_NOT_REGISTERED];
+  STRAIGHT(c)->map = 0;
+  d0 = STRAIGHT(c)->direct, s0 = STRAIGHT(c)->slots;
+  const uint64_t w0 = STRAIGHT(c)->why[P2PK_DMB_WHY_NOT_REGISTERED];
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
-  CHECK_EQ(c->dmb_direct, d0);
-  CHECK(c->dmb_slots > s0);
-  CHECK_EQ(c->dmb_why[P2PK_DMB_WHY_NOT_REGISTERED] - w0, c->dmb_slots - s0);
-  c->dmb_map = 1;
+  CHECK_EQ(STRAIGHT(c)->direct, d0);
+  CHECK(STRAIGHT(c)->slots > s0);
+  CHECK_EQ(STRAIGHT(c)->why[P2PK_DMB_WHY_NOT_REGISTERED] - w0, STRAIGHT(c)->slots - s0);
+  STRAIGHT(c)->map = 1;
   T_CUDA(cudaFree(alt[0]));
-  c->dmb_wait_ns = wait;
+  STRAIGHT(c)->wait_ns = wait;
 }
 
 /* Process per GPU: a copy-engine broadcast and, with no sync between, a run
@@ -1314,10 +1319,10 @@ static int child_main(int argc, char **argv) {
     runner_free(&R);
     runner_destroy_after_kill(&R); /* the communicator is broken: destroy, timed */
   } else if (straight) {
-    CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->dmb_on);
+    CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && STRAIGHT(R.comm[0])->on);
     straight_in_suite(&R);
   } else if (map) {
-    CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->dmb_on && R.comm[0]->dmb_map);
+    CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && STRAIGHT(R.comm[0])->on && STRAIGHT(R.comm[0])->map);
     map_suite(&R);
   } else if (cep) {
     CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->lay.cep_depth == 2);
