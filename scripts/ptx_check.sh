@@ -9,8 +9,15 @@
 #                                   src/coll (built in a temporary tree)
 # Normalized: comments (callseq numbers), .file/.loc lines and blank lines dropped; the
 # file-specific parts of internal names (_INTERNAL_<hash>_<file>_<hash>),
-# local depots' and basic blocks' function numbers replaced. Built with
-# and without P2PK_KTRACE, for compute_90 (CUDA_ARCH to change it).
+# local depots' and basic blocks' function numbers replaced. Each function
+# has three hashes, from strict to loose: its PTX so normalized; the same
+# with its virtual registers renamed in order of first use (the same code
+# up to a consistent renaming); and with the registers' numbers erased (the
+# same instructions in the same order, registers possibly assigned
+# otherwise, as when two independent moves of a loop-carried pair swap).
+# Cutting a kernel into inlined helpers can move a function from the first
+# to the second or third; each such function is listed. Built with and without
+# P2PK_KTRACE, for compute_90 (CUDA_ARCH to change it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/cuda/bin
@@ -85,7 +92,21 @@ for fn in sorted(os.listdir(d)):
             m = re.search(r'([A-Za-z_$][\w$]*)\s*\(?\s*$', hd.split('(')[0].strip())
             name = norm_names(m.group(1) if m else hd)
             h = hashlib.sha256('\n'.join(text).encode()).hexdigest()[:16]
-            seen.setdefault(tag + ':' + name, set()).add(h)
+            # Registers renamed in order of first use, per class: the
+            # same code up to a consistent renaming of its registers.
+            ren, cnt = {}, {}
+            def rename(m):
+                if m.group(0) not in ren:
+                    c = cnt[m.group(1)] = cnt.get(m.group(1), 0) + 1
+                    ren[m.group(0)] = '%%%s_%d' % (m.group(1), c)
+                return ren[m.group(0)]
+            loose = [re.sub(r'%([a-z]+)\d+', rename, t) for t in text if not t.startswith('.reg')]
+            h2 = hashlib.sha256('\n'.join(loose).encode()).hexdigest()[:16]
+            # Weaker: the registers' numbers erased (the same instructions
+            # in the same order, their registers possibly assigned otherwise).
+            erased = [re.sub(r'%([a-z]+)_\d+', r'%\1', t) for t in loose]
+            h3 = hashlib.sha256('\n'.join(erased).encode()).hexdigest()[:16]
+            seen.setdefault(tag + ':' + name, set()).add(h + ' ' + h2 + ' ' + h3)
         else:
             i += 1
 for k in sorted(seen):
@@ -106,10 +127,34 @@ case $mode in
     functions "$tmp/ref" "$tmp/was.txt" ;;
   check) cp "$list" "$tmp/was.txt" ;;
 esac
-if diff -u "$tmp/was.txt" "$tmp/now.txt" > "$tmp/diff"; then
-  echo "PTX: $(grep -c ':' "$tmp/now.txt") functions, each the same as before"
-else
-  echo "PTX differs (- before, + now):"
-  grep '^[-+][a-z]' "$tmp/diff" || true
-  exit 1
-fi
+python3 - "$tmp/was.txt" "$tmp/now.txt" <<'PY'
+import sys
+def load(p):
+    d = {}
+    for l in open(p):
+        f = l.split()
+        d.setdefault(f[0], set()).add(tuple(f[1:]))
+    return d
+was, now = load(sys.argv[1]), load(sys.argv[2])
+kinds = ["the same", "the same up to register names", "the same instructions, registers assigned otherwise"]
+count = [0, 0, 0]
+bad = []
+for k in sorted(set(was) | set(now)):
+    a, b = was.get(k), now.get(k)
+    level = None
+    for lv in range(3):
+        if a and b and {x[lv] for x in a} == {x[lv] for x in b}:
+            level = lv
+            break
+    if level is None:
+        bad.append(k)
+        continue
+    count[level] += 1
+    if level:
+        print(kinds[level] + ":", k)
+for k in bad:
+    print("differs:" if k in was and k in now else "only before:" if k in was else "only now:", k)
+print("PTX: %d functions %s as before, %d %s, %d %s, %d differ"
+      % (count[0], kinds[0], count[1], kinds[1], count[2], kinds[2], len(bad)))
+sys.exit(1 if bad else 0)
+PY

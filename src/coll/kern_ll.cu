@@ -24,12 +24,99 @@ __device__ unsigned long long ktrace[2][KT_N];
 #define KT_MARK(t) ((void)0)
 #endif
 
+// This thread's lines, pushed to every peer in send_mask (each peer's share
+// of the input when in_stride is set), with the call's sequence number.
+template <class T>
+__device__ __forceinline__ void ll_push(const char *in, uint64_t nbytes, uint64_t nlines,
+                                        uint64_t first, uint64_t stride, bool pre, uint2 v_first,
+                                        uint32_t send_mask, uint64_t in_stride, int n, int me,
+                                        char *const *s_peer, uint64_t ll_off, uint64_t ll_bytes,
+                                        uint32_t slot, uint32_t seq) {
+  for (uint64_t i = first; send_mask && i < nlines; i += stride) {
+    uint2 v = pre && i == first ? v_first : load_line<T>(in, i, nbytes);
+    for (int k = 1; k < n; k++) {
+      int p = me + k < n ? me + k : me + k - n;
+      if (!has(send_mask, p)) continue;
+      if (in_stride) v = load_line<T>(in + p * in_stride, i, nbytes);
+      char *dst = s_peer[p] + ll_off + ((uint64_t)slot * (n - 1) + pslot(me, p, n)) * ll_bytes + i * 16;
+      st_vol_v4(dst, make_uint4(v.x, seq, v.y, seq));
+    }
+  }
+}
+
+// This thread's lines of every peer in recv_mask: reduced in rank order
+// with its own share (reduce), or copied to that peer's output block (and
+// its own share to its own, self_copy).
+template <class T>
+__device__ __forceinline__ void ll_take(const p2pk_ar_args &a, Waiter &w, const char *mine,
+                                        const char *own, char *out, uint64_t nbytes,
+                                        uint64_t nlines, uint64_t first, uint64_t stride, bool pre,
+                                        uint2 v_first, uint32_t recv_mask, uint64_t out_stride,
+                                        int reduce, int self_copy, int op, int n, int me,
+                                        uint64_t ll_bytes, uint32_t seq, unsigned long long *kt) {
+  typedef typename T::acc A;
+  (void)kt;
+  for (uint64_t i = first; i < nlines; i += stride) {
+    if (!reduce) {
+      for (int r = 0; r < n; r++) {
+        if (!has(recv_mask, r)) continue;
+        uint4 x = ll_wait(a, w, mine + (uint64_t)pslot(r, me, n) * ll_bytes + i * 16, seq, r);
+        store_line<T>(out + r * out_stride, i, nbytes, make_uint2(x.x, x.z));
+      }
+      if (self_copy) store_line<T>(out + me * out_stride, i, nbytes, load_line<T>(own, i, nbytes));
+      continue;
+    }
+    if (!recv_mask) break;
+    Pack8<T> v;
+    A acc[Pack8<T>::N];
+    for (int r = 0; r < n; r++) {
+      if (r == me) {
+        v.u = pre && i == first ? v_first : load_line<T>(own, i, nbytes);
+      } else {
+        uint4 x = ll_wait(a, w, mine + (uint64_t)pslot(r, me, n) * ll_bytes + i * 16, seq, r);
+        v.u = make_uint2(x.x, x.z);
+        if (i == first) KT_MARK(kt[KT_DATA]);
+        KT_MARK(kt[KT_DATA_ALL]);
+      }
+#pragma unroll
+      for (int e = 0; e < Pack8<T>::N; e++)
+        acc[e] = r == 0 ? T::ld(v.e[e]) : apply<T>(op, acc[e], T::ld(v.e[e]));
+    }
+#pragma unroll
+    for (int e = 0; e < Pack8<T>::N; e++) v.e[e] = T::st(finish<T>(op, acc[e], n));
+    store_line<T>(out, i, nbytes, v.u);
+  }
+}
+
+#ifdef P2PK_KTRACE
+// The call's phase times into ktrace: thread 0 times the data; the header
+// thread adds when it saw the header.
+__device__ __forceinline__ void ll_ktrace_end(unsigned long long *kt, bool leader, uint32_t slot,
+                                              unsigned long long *s_push,
+                                              unsigned long long *s_data,
+                                              unsigned long long *s_hdr) {
+  KT_MARK(kt[KT_END]);
+  if (leader) *s_hdr = kt[KT_HEADER];
+  atomicMax(s_push, kt[KT_PUSHED]);
+  atomicMax(s_data, kt[KT_DATA_ALL]);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    atomicMax(&ktrace[slot][KT_PUSH_ALL], *s_push);
+    atomicMax(&ktrace[slot][KT_DATA_ALL], *s_data);
+    atomicMax(&ktrace[slot][KT_END_ALL], globaltimer());
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    kt[KT_HEADER] = *s_hdr;
+    for (int k = 0; k < KT_PUSH_ALL; k++) ktrace[slot][k] = kt[k];
+  }
+}
+#endif
+
 // Every collective except send/recv: push this rank's share for each peer in
 // send_mask, then either reduce everyone's lines in rank order (reduce) or
 // copy each received line to that peer's output block.
 template <class T>
 __global__ void __launch_bounds__(512 + 32) ll_kernel(const __grid_constant__ p2pk_ar_args a) {
-  typedef typename T::acc A;
   unsigned long long kt[KT_N] = {0};
   (void)kt;
   KT_MARK(kt[KT_ENTRY]);
@@ -74,16 +161,8 @@ __global__ void __launch_bounds__(512 + 32) ll_kernel(const __grid_constant__ p2
   // other wait sees.
   const bool leader = blockIdx.x == 0 && threadIdx.x == lt;
   if (leader) header_send_from(a, seq, s_peer, n, me, hdr0, hdr1, nullptr);
-  for (uint64_t i = first; send_mask && i < nlines; i += stride) {
-    uint2 v = pre && i == first ? v_first : load_line<T>(in, i, nbytes);
-    for (int k = 1; k < n; k++) {
-      int p = me + k < n ? me + k : me + k - n;
-      if (!has(send_mask, p)) continue;
-      if (in_stride) v = load_line<T>(in + p * in_stride, i, nbytes);
-      char *dst = s_peer[p] + ll_off + ((uint64_t)slot * (n - 1) + pslot(me, p, n)) * ll_bytes + i * 16;
-      st_vol_v4(dst, make_uint4(v.x, seq, v.y, seq));
-    }
-  }
+  ll_push<T>(in, nbytes, nlines, first, stride, pre, v_first, send_mask, in_stride, n, me, s_peer,
+             ll_off, ll_bytes, slot, seq);
   KT_MARK(kt[KT_PUSHED]);
   // Every rank waits for every peer's header, so no rank starts call s + 2
   // (and overwrites this call's slot) before everyone finished call s.
@@ -91,53 +170,11 @@ __global__ void __launch_bounds__(512 + 32) ll_kernel(const __grid_constant__ p2
   KT_MARK(kt[KT_HEADER]);
   const char *mine = local + ll_off + (uint64_t)slot * (n - 1) * ll_bytes;
   const char *own = in + me * in_stride;
-  for (uint64_t i = first; i < nlines; i += stride) {
-    if (!reduce) {
-      for (int r = 0; r < n; r++) {
-        if (!has(recv_mask, r)) continue;
-        uint4 x = ll_wait(a, w, mine + (uint64_t)pslot(r, me, n) * ll_bytes + i * 16, seq, r);
-        store_line<T>(out + r * out_stride, i, nbytes, make_uint2(x.x, x.z));
-      }
-      if (self_copy) store_line<T>(out + me * out_stride, i, nbytes, load_line<T>(own, i, nbytes));
-      continue;
-    }
-    if (!recv_mask) break;
-    Pack8<T> v;
-    A acc[Pack8<T>::N];
-    for (int r = 0; r < n; r++) {
-      if (r == me) {
-        v.u = pre && i == first ? v_first : load_line<T>(own, i, nbytes);
-      } else {
-        uint4 x = ll_wait(a, w, mine + (uint64_t)pslot(r, me, n) * ll_bytes + i * 16, seq, r);
-        v.u = make_uint2(x.x, x.z);
-        if (i == first) KT_MARK(kt[KT_DATA]);
-        KT_MARK(kt[KT_DATA_ALL]);
-      }
-#pragma unroll
-      for (int e = 0; e < Pack8<T>::N; e++)
-        acc[e] = r == 0 ? T::ld(v.e[e]) : apply<T>(op, acc[e], T::ld(v.e[e]));
-    }
-#pragma unroll
-    for (int e = 0; e < Pack8<T>::N; e++) v.e[e] = T::st(finish<T>(op, acc[e], n));
-    store_line<T>(out, i, nbytes, v.u);
-  }
+  ll_take<T>(a, w, mine, own, out, nbytes, nlines, first, stride, pre, v_first, recv_mask,
+             out_stride, reduce, self_copy, op, n, me, ll_bytes, seq, kt);
 #ifdef P2PK_KTRACE
-  KT_MARK(kt[KT_END]);
-  // Thread 0 times the data; the header thread adds when it saw the header.
   __shared__ unsigned long long s_hdr;
-  if (leader) s_hdr = kt[KT_HEADER];
-  atomicMax(&s_push, kt[KT_PUSHED]);
-  atomicMax(&s_data, kt[KT_DATA_ALL]);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    atomicMax(&ktrace[slot][KT_PUSH_ALL], s_push);
-    atomicMax(&ktrace[slot][KT_DATA_ALL], s_data);
-    atomicMax(&ktrace[slot][KT_END_ALL], globaltimer());
-  }
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    kt[KT_HEADER] = s_hdr;
-    for (int k = 0; k < KT_PUSH_ALL; k++) ktrace[slot][k] = kt[k];
-  }
+  ll_ktrace_end(kt, leader, slot, &s_push, &s_data, &s_hdr);
 #endif
 }
 }  // namespace p2pk

@@ -17,6 +17,112 @@
 
 namespace p2pk {
 
+// Lines R[u] of rank r's slot (from), polled until they carry seq.
+template <int U>
+__device__ __forceinline__ void ll128_wait_rank(const p2pk_ar_args &a, Waiter &w, const char *from,
+                                                const uint64_t (&R)[U], uint32_t seq, int r,
+                                                const bool (&take)[U], bool flag_lane,
+                                                unsigned gmask, uint4 (&x)[U]) {
+  const char *src[U];
+#pragma unroll
+  for (int u = 0; u < U; u++) src[u] = from + R[u] * P2PK_LL128_LINE;
+  ll128_wait_n<U>(a, w, src, seq, r, take, flag_lane, gmask, x);
+}
+
+// Passes j .. j + U - 1 of this warp's lines (L, push: which it has),
+// pushed to every peer in send_mask, the sequence number in the flag lane.
+template <class T, int U>
+__device__ __forceinline__ void ll128_push(const char *in, uint64_t in_stride, uint32_t send_mask,
+                                           int n, int me, char *const *s_peer, uint64_t off,
+                                           uint64_t lbytes, uint32_t slot, unsigned part,
+                                           const uint64_t (&L)[U], const bool (&push)[U],
+                                           uint4 (&v)[U], uint64_t po, bool flag_lane,
+                                           uint64_t nbytes, uint32_t seq) {
+  for (int k = 1; k < n; k++) {
+    const int p = me + k < n ? me + k : me + k - n;
+    if (!has(send_mask, p)) continue;
+    char *base = s_peer[p] + off + ((uint64_t)slot * (n - 1) + pslot(me, p, n)) * lbytes +
+                 part * 16;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      if (push[u] && in_stride)
+        v[u] = load_part<T>(in + p * in_stride, L[u] * P2PK_LL128_DATA + po, flag_lane, nbytes);
+      if (flag_lane) v[u].z = v[u].w = seq;
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      // One store instruction per line: reconverge the warp first (the
+      // loads above branch on alignment and on the end of the buffer).
+      __syncwarp();
+      if (push[u]) st_vol_v4(base + L[u] * P2PK_LL128_LINE, v[u]);
+    }
+  }
+}
+
+// The passes taken in (R, take), copied: each peer's lines in recv_mask to
+// its output block, this rank's own (mv) to its own with self_copy.
+template <class T, int U>
+__device__ __forceinline__ void ll128_copy(const p2pk_ar_args &a, Waiter &w, const char *mine,
+                                           char *out, uint64_t out_stride, uint32_t recv_mask,
+                                           int self_copy, int n, int me, uint64_t lbytes,
+                                           const uint64_t (&R)[U], const bool (&take)[U],
+                                           const uint4 (&mv)[U], uint64_t po, bool flag_lane,
+                                           unsigned gmask, uint64_t nbytes, uint32_t seq) {
+  for (int r = 0; r < n; r++) {
+    if (!has(recv_mask, r)) continue;
+    uint4 x[U];
+    ll128_wait_rank<U>(a, w, mine + (uint64_t)pslot(r, me, n) * lbytes, R, seq, r, take,
+                       flag_lane, gmask, x);
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      if (take[u]) store_part<T>(out + r * out_stride, R[u] * P2PK_LL128_DATA + po, flag_lane, nbytes, x[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < U; u++)
+    if (self_copy && take[u])
+      store_part<T>(out + me * out_stride, R[u] * P2PK_LL128_DATA + po, flag_lane, nbytes, mv[u]);
+}
+
+// Rank r's lines x folded into acc (r == 0: acc = x), in rank order.
+template <class T, int U>
+__device__ __forceinline__ void ll128_accumulate(int op, int r, const uint4 (&x)[U],
+                                                 typename T::acc (&acc)[U][2 * Pack8<T>::N]) {
+  constexpr int N = Pack8<T>::N;
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    Pack8<T> v0, v1;
+    v0.u = make_uint2(x[u].x, x[u].y);
+    v1.u = make_uint2(x[u].z, x[u].w);
+#pragma unroll
+    for (int e = 0; e < N; e++) {
+      acc[u][e] = r == 0 ? T::ld(v0.e[e]) : apply<T>(op, acc[u][e], T::ld(v0.e[e]));
+      acc[u][N + e] = r == 0 ? T::ld(v1.e[e]) : apply<T>(op, acc[u][N + e], T::ld(v1.e[e]));
+    }
+  }
+}
+
+// The reduced lines (acc over n ranks), finished and stored where taken.
+template <class T, int U>
+__device__ __forceinline__ void ll128_store_result(int op, int n,
+                                                   typename T::acc (&acc)[U][2 * Pack8<T>::N],
+                                                   const bool (&take)[U], char *out,
+                                                   const uint64_t (&R)[U], uint64_t po,
+                                                   bool flag_lane, uint64_t nbytes) {
+  constexpr int N = Pack8<T>::N;
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    Pack8<T> v0, v1;
+#pragma unroll
+    for (int e = 0; e < N; e++) {
+      v0.e[e] = T::st(finish<T>(op, acc[u][e], n));
+      v1.e[e] = T::st(finish<T>(op, acc[u][N + e], n));
+    }
+    if (take[u])
+      store_part<T>(out, R[u] * P2PK_LL128_DATA + po, flag_lane, nbytes,
+                    make_uint4(v0.u.x, v0.u.y, v1.u.x, v1.u.y));
+  }
+}
+
 // Every collective but send/recv, as ll_kernel: push this rank's share to
 // each peer in send_mask, then reduce in rank order or copy what arrives.
 // A warp owns the same lines for both: 4 lines per pass (one per group of 8
@@ -31,8 +137,6 @@ namespace p2pk {
 // cycle.
 template <class T, int U>
 __device__ __forceinline__ void ll128_run(const p2pk_ar_args &a) {
-  typedef typename T::acc A;
-  constexpr int N = Pack8<T>::N;
   // Arguments into registers before the dependency wait (see ll_kernel).
   __shared__ char *s_peer[P2PK_COLL_MAX_RANKS];
   const int n = pin(a.nranks), me = pin(a.rank);
@@ -87,82 +191,28 @@ __device__ __forceinline__ void ll128_run(const p2pk_ar_args &a) {
       if (take[u] && (reduce || self_copy))
         mv[u] = load_part<T>(own, R[u] * P2PK_LL128_DATA + po, flag_lane, nbytes);
     }
-    if (j < passes && send_mask) {
-      for (int k = 1; k < n; k++) {
-        const int p = me + k < n ? me + k : me + k - n;
-        if (!has(send_mask, p)) continue;
-        char *base = s_peer[p] + off + ((uint64_t)slot * (n - 1) + pslot(me, p, n)) * lbytes +
-                     part * 16;
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-          if (push[u] && in_stride)
-            v[u] = load_part<T>(in + p * in_stride, L[u] * P2PK_LL128_DATA + po, flag_lane, nbytes);
-          if (flag_lane) v[u].z = v[u].w = seq;
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-          // One store instruction per line: reconverge the warp first (the
-          // loads above branch on alignment and on the end of the buffer).
-          __syncwarp();
-          if (push[u]) st_vol_v4(base + L[u] * P2PK_LL128_LINE, v[u]);
-        }
-      }
-    }
+    if (j < passes && send_mask)
+      ll128_push<T, U>(in, in_stride, send_mask, n, me, s_peer, off, lbytes, slot, part, L, push, v,
+                       po, flag_lane, nbytes, seq);
     if (j == 0 || !recv_any) continue;
     if (!reduce) {
-      for (int r = 0; r < n; r++) {
-        if (!has(recv_mask, r)) continue;
-        const char *src[U];
-        uint4 x[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) src[u] = mine + (uint64_t)pslot(r, me, n) * lbytes + R[u] * P2PK_LL128_LINE;
-        ll128_wait_n<U>(a, w, src, seq, r, take, flag_lane, gmask, x);
-#pragma unroll
-        for (int u = 0; u < U; u++)
-          if (take[u]) store_part<T>(out + r * out_stride, R[u] * P2PK_LL128_DATA + po, flag_lane, nbytes, x[u]);
-      }
-#pragma unroll
-      for (int u = 0; u < U; u++)
-        if (self_copy && take[u])
-          store_part<T>(out + me * out_stride, R[u] * P2PK_LL128_DATA + po, flag_lane, nbytes, mv[u]);
+      ll128_copy<T, U>(a, w, mine, out, out_stride, recv_mask, self_copy, n, me, lbytes, R, take, mv,
+                       po, flag_lane, gmask, nbytes, seq);
       continue;
     }
-    A acc[U][2 * N];
+    typename T::acc acc[U][2 * Pack8<T>::N];
     for (int r = 0; r < n; r++) {
       uint4 x[U];
       if (r != me) {
-        const char *src[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) src[u] = mine + (uint64_t)pslot(r, me, n) * lbytes + R[u] * P2PK_LL128_LINE;
-        ll128_wait_n<U>(a, w, src, seq, r, take, flag_lane, gmask, x);
+        ll128_wait_rank<U>(a, w, mine + (uint64_t)pslot(r, me, n) * lbytes, R, seq, r, take,
+                           flag_lane, gmask, x);
       } else {
 #pragma unroll
         for (int u = 0; u < U; u++) x[u] = mv[u];
       }
-#pragma unroll
-      for (int u = 0; u < U; u++) {
-        Pack8<T> v0, v1;
-        v0.u = make_uint2(x[u].x, x[u].y);
-        v1.u = make_uint2(x[u].z, x[u].w);
-#pragma unroll
-        for (int e = 0; e < N; e++) {
-          acc[u][e] = r == 0 ? T::ld(v0.e[e]) : apply<T>(op, acc[u][e], T::ld(v0.e[e]));
-          acc[u][N + e] = r == 0 ? T::ld(v1.e[e]) : apply<T>(op, acc[u][N + e], T::ld(v1.e[e]));
-        }
-      }
+      ll128_accumulate<T, U>(op, r, x, acc);
     }
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      Pack8<T> v0, v1;
-#pragma unroll
-      for (int e = 0; e < N; e++) {
-        v0.e[e] = T::st(finish<T>(op, acc[u][e], n));
-        v1.e[e] = T::st(finish<T>(op, acc[u][N + e], n));
-      }
-      if (take[u])
-        store_part<T>(out, R[u] * P2PK_LL128_DATA + po, flag_lane, nbytes,
-                      make_uint4(v0.u.x, v0.u.y, v1.u.x, v1.u.y));
-    }
+    ll128_store_result<T, U>(op, n, acc, take, out, R, po, flag_lane, nbytes);
   }
 }
 

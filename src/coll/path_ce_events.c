@@ -107,114 +107,161 @@ static void log_once(struct p2pkit_comm *c, int kind, size_t bytes, size_t nch, 
 #define STREAM(r) ((cudaStream_t)set[r]->stream)
 #define DEV(r) (set[r]->c->device)
 
-/* All-reduce (gather = 1), reduce-scatter or reduce (gather = 0) of set[*]. */
-static p2pkit_status_t reduce_ce(p2pk_call *const *set, int n, int kind) {
-  const int gather = kind == P2PK_COLL_ALL_REDUCE;
-  const p2pk_call *a0 = set[0];
-  const size_t es = p2pkit_dtype_size(a0->dtype);
-  const int D = p2pk_ce_depth();
-  /* Shard t of the all-reduce's message; reduce-scatter: share t of the
-   * input (count elements each), its result at out_t + 0; reduce: the
-   * root owns the whole message, the others nothing. */
-  size_t soff[P2PK_COLL_MAX_RANKS], slen[P2PK_COLL_MAX_RANKS], most = 0;
-  for (int t = 0; t < n; t++) {
-    p2pk_ce_owned(kind, a0->count, n, es, a0->root, t, &soff[t], &slen[t]);
-    if (slen[t] > most) most = slen[t];
-  }
-  const size_t K = p2pk_sce_chunk_elems(p2pk_ce_chunk_bytes(most * es, n, D), es), CB = K * es;
-  const size_t nch = (most + K - 1) / K;
-  const size_t need = (size_t)(n - 1) * (size_t)D * CB;
-  int bad = 0;
-  cudaError_t e = p2pk_ce_start(set, n, need, 1, &bad);
+/* One call of reduce_ce: its shards (soff, slen), chunks (K elements, CB
+ * bytes, D in flight), and the rank a failure came from (bad). */
+typedef struct {
+  p2pk_call *const *set;
+  int n, kind, gather, D, bad;
+  size_t es, K, CB, nch;
+  size_t soff[P2PK_COLL_MAX_RANKS], slen[P2PK_COLL_MAX_RANKS];
+} rce_t;
+
 #define LAND(t, r, s) p2pk_ce_land(set[t]->c, r, D, s, CB)
 #define SIDE(r) (set[r]->c->ce->side)
 #define GATHER(r) (set[r]->c->ce->h2d)
-  /* Another layout: the landing slots are free once every owner's last
-   * reduce ran (LAST; one never recorded is no wait). */
-  const uint64_t q0 = CEV(set[0]->c)->q;
-  const size_t layout = CB * (size_t)D;
-  for (int r = 0; r < n && e == cudaSuccess; r++) {
-    bad = r;
-    e = cudaSetDevice(DEV(r));
-    for (int t = 0; t < n && e == cudaSuccess; t++)
-      if (t != r && CEV(set[t]->c)->layout != layout) e = cudaStreamWaitEvent(SIDE(r), EV(t, E_LAST), 0);
+
+/* Shard t of the all-reduce's message; reduce-scatter: share t of the
+ * input (count elements each), its result at out_t + 0; reduce: the root
+ * owns the whole message, the others nothing. */
+static void rce_plan(rce_t *x, p2pk_call *const *set, int n, int kind) {
+  const p2pk_call *a0 = set[0];
+  x->set = set;
+  x->n = n;
+  x->kind = kind;
+  x->gather = kind == P2PK_COLL_ALL_REDUCE;
+  x->es = p2pkit_dtype_size(a0->dtype);
+  x->D = p2pk_ce_depth();
+  x->bad = 0;
+  size_t most = 0;
+  for (int t = 0; t < n; t++) {
+    p2pk_ce_owned(kind, a0->count, n, x->es, a0->root, t, &x->soff[t], &x->slen[t]);
+    if (x->slen[t] > most) most = x->slen[t];
   }
-  for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-    const int s = (int)((q0 + k) % (uint64_t)D);
-    /* Every rank's chunk k of each peer's shard into that peer's landing
-     * slot. One stream, so chunks land in order (2x H200: odd
-     * chunks on a second stream landed two at a time, half speed each, and
-     * delayed the first reduce: 256 MiB 817 us against 719). */
-    for (int r = 0; r < n && e == cudaSuccess; r++) {
-      bad = r;
-      cudaStream_t side = SIDE(r);
-      e = cudaSetDevice(DEV(r));
-      for (int t = 0; t < n && e == cudaSuccess; t++) {
-        const size_t lb = p2pk_ce_part(slen[t], k, K) * es;
-        if (t == r || !lb) continue;
-        e = cudaStreamWaitEvent(side, EV(t, E_RED + s), 0);
-        if (e == cudaSuccess)
-          e = cudaMemcpyPeerAsync(LAND(t, r, s), DEV(t),
-                                  (const char *)set[r]->send + (soff[t] + k * K) * es, DEV(r), lb,
-                                  side);
-      }
-      if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_CP + s), side);
-    }
-    /* Every owner reduces its chunk k, then copies the result out. */
+  x->K = p2pk_sce_chunk_elems(p2pk_ce_chunk_bytes(most * x->es, n, x->D), x->es);
+  x->CB = x->K * x->es;
+  x->nch = (most + x->K - 1) / x->K;
+}
+
+/* Every rank's chunk k of each peer's shard into that peer's landing slot
+ * s. One stream, so chunks land in order (2x H200: odd chunks on a second
+ * stream landed two at a time, half speed each, and delayed the first
+ * reduce: 256 MiB 817 us against 719). */
+static cudaError_t rce_push(rce_t *x, size_t k, int s) {
+  p2pk_call *const *set = x->set;
+  const int n = x->n, D = x->D;
+  const size_t es = x->es, K = x->K, CB = x->CB;
+  cudaError_t e = cudaSuccess;
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    x->bad = r;
+    cudaStream_t side = SIDE(r);
+    e = cudaSetDevice(DEV(r));
     for (int t = 0; t < n && e == cudaSuccess; t++) {
-      const size_t lb = p2pk_ce_part(slen[t], k, K) * es;
-      if (!lb) continue;
-      bad = t;
-      const size_t at = (gather ? soff[t] : 0) + k * K;
-      e = cudaSetDevice(DEV(t));
-      for (int r = 0; r < n && e == cudaSuccess; r++)
-        if (r != t) e = cudaStreamWaitEvent(STREAM(t), EV(r, E_CP + s), 0);
-      if (e == cudaSuccess) {
-        const char *src[P2PK_COLL_MAX_RANKS];
-        for (int r = 0; r < n; r++)
-          src[r] = r == t ? (const char *)set[t]->send + (soff[t] + k * K) * es : LAND(t, r, s);
-        e = p2pk_ce_reduce_chunk(set[t]->c, set[t]->dtype, set[t]->op, src,
-                                 (char *)set[t]->recv + at * es, lb, STREAM(t));
-      }
-      if (e == cudaSuccess) e = cudaEventRecord(EV(t, E_RED + s), STREAM(t));
-      if (!gather || e != cudaSuccess) continue;
-      cudaStream_t gs = GATHER(t);
-      e = cudaStreamWaitEvent(gs, EV(t, E_RED + s), 0);
-      for (int r = 0; r < n && e == cudaSuccess; r++)
-        if (r != t)
-          e = cudaMemcpyPeerAsync((char *)set[r]->recv + at * es, DEV(r),
-                                  (const char *)set[t]->recv + at * es, DEV(t), lb, gs);
+      const size_t lb = p2pk_ce_part(x->slen[t], k, K) * es;
+      if (t == r || !lb) continue;
+      e = cudaStreamWaitEvent(side, EV(t, E_RED + s), 0);
+      if (e == cudaSuccess)
+        e = cudaMemcpyPeerAsync(LAND(t, r, s), DEV(t),
+                                (const char *)set[r]->send + (x->soff[t] + k * K) * es, DEV(r), lb,
+                                side);
     }
+    if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_CP + s), side);
   }
-#undef LAND
-  /* The end: LAST where a rank reduced, SIDE and GATHER everywhere, then
-   * every stream waits. */
+  return e;
+}
+
+/* Every owner reduces its chunk k, then (all-reduce) copies the result
+ * out to every peer. */
+static cudaError_t rce_reduce(rce_t *x, size_t k, int s) {
+  p2pk_call *const *set = x->set;
+  const int n = x->n, D = x->D;
+  const size_t es = x->es, K = x->K, CB = x->CB;
+  cudaError_t e = cudaSuccess;
+  for (int t = 0; t < n && e == cudaSuccess; t++) {
+    const size_t lb = p2pk_ce_part(x->slen[t], k, K) * es;
+    if (!lb) continue;
+    x->bad = t;
+    const size_t at = (x->gather ? x->soff[t] : 0) + k * K;
+    e = cudaSetDevice(DEV(t));
+    for (int r = 0; r < n && e == cudaSuccess; r++)
+      if (r != t) e = cudaStreamWaitEvent(STREAM(t), EV(r, E_CP + s), 0);
+    if (e == cudaSuccess) {
+      const char *src[P2PK_COLL_MAX_RANKS];
+      for (int r = 0; r < n; r++)
+        src[r] = r == t ? (const char *)set[t]->send + (x->soff[t] + k * K) * es : LAND(t, r, s);
+      e = p2pk_ce_reduce_chunk(set[t]->c, set[t]->dtype, set[t]->op, src,
+                               (char *)set[t]->recv + at * es, lb, STREAM(t));
+    }
+    if (e == cudaSuccess) e = cudaEventRecord(EV(t, E_RED + s), STREAM(t));
+    if (!x->gather || e != cudaSuccess) continue;
+    cudaStream_t gs = GATHER(t);
+    e = cudaStreamWaitEvent(gs, EV(t, E_RED + s), 0);
+    for (int r = 0; r < n && e == cudaSuccess; r++)
+      if (r != t)
+        e = cudaMemcpyPeerAsync((char *)set[r]->recv + at * es, DEV(r),
+                                (const char *)set[t]->recv + at * es, DEV(t), lb, gs);
+  }
+  return e;
+}
+
+/* The end: LAST where a rank reduced, SIDE and GATHER everywhere, then
+ * every stream waits. */
+static cudaError_t rce_end(rce_t *x) {
+  p2pk_call *const *set = x->set;
+  const int n = x->n, gather = x->gather;
+  cudaError_t e = cudaSuccess;
   for (int r = 0; r < n && e == cudaSuccess; r++) {
-    bad = r;
+    x->bad = r;
     e = cudaSetDevice(DEV(r));
-    if (e == cudaSuccess && slen[r]) e = cudaEventRecord(EV(r, E_LAST), STREAM(r));
+    if (e == cudaSuccess && x->slen[r]) e = cudaEventRecord(EV(r, E_LAST), STREAM(r));
     if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_SIDE), SIDE(r));
     if (e == cudaSuccess && gather) e = cudaEventRecord(EV(r, E_GATHER), GATHER(r));
   }
   for (int r = 0; r < n && e == cudaSuccess; r++) {
-    bad = r;
+    x->bad = r;
     e = cudaSetDevice(DEV(r));
     if (e == cudaSuccess) e = cudaStreamWaitEvent(STREAM(r), EV(r, E_SIDE), 0);
     for (int t = 0; t < n && gather && e == cudaSuccess; t++)
       e = cudaStreamWaitEvent(STREAM(r), EV(t, E_GATHER), 0);
   }
+  return e;
+}
+
+/* All-reduce (gather = 1), reduce-scatter or reduce (gather = 0) of set[*]. */
+static p2pkit_status_t reduce_ce(p2pk_call *const *set, int n, int kind) {
+  rce_t x;
+  rce_plan(&x, set, n, kind);
+  const size_t need = (size_t)(n - 1) * (size_t)x.D * x.CB;
+  cudaError_t e = p2pk_ce_start(set, n, need, 1, &x.bad);
+  /* Another layout: the landing slots are free once every owner's last
+   * reduce ran (LAST; one never recorded is no wait). */
+  const uint64_t q0 = CEV(set[0]->c)->q;
+  const size_t layout = x.CB * (size_t)x.D;
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    x.bad = r;
+    e = cudaSetDevice(DEV(r));
+    for (int t = 0; t < n && e == cudaSuccess; t++)
+      if (t != r && CEV(set[t]->c)->layout != layout) e = cudaStreamWaitEvent(SIDE(r), EV(t, E_LAST), 0);
+  }
+  for (size_t k = 0; k < x.nch && e == cudaSuccess; k++) {
+    const int s = (int)((q0 + k) % (uint64_t)x.D);
+    e = rce_push(&x, k, s);
+    if (e == cudaSuccess) e = rce_reduce(&x, k, s);
+  }
+  if (e == cudaSuccess) e = rce_end(&x);
   for (int r = 0; r < n; r++) {
-    CEV(set[r]->c)->q += nch;
+    CEV(set[r]->c)->q += x.nch;
     CEV(set[r]->c)->layout = layout;
   }
   if (e != cudaSuccess) {
     cudaGetLastError();
     return p2pk_fail(P2PKIT_ERR_CUDA, "%s: rank %d (GPU %d): copy engines over P2P: %s",
-                     p2pk_coll_name(kind), bad, DEV(bad), cudaGetErrorString(e));
+                     p2pk_coll_name(kind), x.bad, DEV(x.bad), cudaGetErrorString(e));
   }
-  for (int r = 0; r < n; r++) log_once(set[r]->c, kind, a0->bytes, nch, CB);
+  for (int r = 0; r < n; r++) log_once(set[r]->c, kind, set[0]->bytes, x.nch, x.CB);
   return P2PKIT_SUCCESS;
 }
+
+#undef LAND
 
 /* All-gather: rank r's share into every peer's output at r x share on its
  * side stream; its own copy (unless in place) on its own stream, beside

@@ -92,137 +92,192 @@
 #include "core/log.h"
 #include "core/param.h"
 
+/* One all-reduce through the slots (cep_allreduce): the call, its shards
+ * and chunks, the streams' step lists (my stream; W2 and P2 around the
+ * gather copies; R, the copies out). */
+typedef struct {
+  struct p2pkit_comm *c;
+  const void *send;
+  void *recv;
+  p2pkit_dtype_t dtype;
+  p2pkit_redop_t op;
+  cudaStream_t stream, g, R;
+  char *const *pout;
+  int n, me;
+  uint64_t D, hv;
+  size_t es, half, K, mine, far;
+  size_t soff[P2PK_COLL_MAX_RANKS], slen[P2PK_COLL_MAX_RANKS], span[P2PK_COLL_MAX_RANKS];
+  cep_batch_t bs, bw, bp, br;
+} car_t;
+
+#define SLOT_IN(r) ((int)((CEP(c)->recvd[r] + k) % D))  /* chunk k from r */
+#define SLOT_OUT(t) ((int)((CEP(c)->sent[t] + k) % D))  /* chunk k to t */
+
+/* The shards, chunks, header, and the pushes of my contributions (pu). */
+static int car_plan(car_t *x, size_t count, cep_push *pu) {
+  struct p2pkit_comm *c = x->c;
+  const int n = x->n, me = x->me;
+  size_t most = 0;
+  for (int t = 0; t < n; t++) {
+    p2pk_ce_owned(P2PK_COLL_ALL_REDUCE, count, n, x->es, 0, t, &x->soff[t], &x->slen[t]);
+    if (x->slen[t] > most) most = x->slen[t];
+  }
+  /* Direct: no results in the second halves, so a chunk may fill a whole
+   * slot (claimed whole: a slot-path call may still hold a result there). */
+  x->K = cep_chunk_elems(c, most * x->es, x->es, x->pout ? c->lay.cep_slot : x->half);
+  x->hv = cep_header(P2PK_COLL_ALL_REDUCE, count, x->dtype, x->op, 0);
+  x->mine = cep_nchunks(x->slen[me], x->K);
+  int np = 0;
+  x->far = x->mine;
+  for (int t = 0; t < n; t++) {
+    if (t == me) continue;
+    if (x->slen[t]) pu[np++] = (cep_push){t, (const char *)x->send + x->soff[t] * x->es, x->slen[t]};
+    /* Both ways of a pair turn through the slots by the longer of the two
+     * shards (contributions to t's, results of mine), the same count at
+     * both ends. */
+    const size_t ch = cep_nchunks(x->slen[t], x->K);
+    x->span[t] = ch > x->mine ? ch : x->mine;
+    if (x->span[t] > x->far) x->far = x->span[t];
+  }
+  return np;
+}
+
+/* My shard's chunk k: every peer's contribution (first halves), then the
+ * reduce, then the halves go back to the peers; then the result to every
+ * peer, into the second half of its slot for me (direct: into its output,
+ * once it said the output is free). */
+static cudaError_t car_own(car_t *x, size_t k) {
+  struct p2pkit_comm *c = x->c;
+  const int n = x->n, me = x->me, ek = (int)(k % x->D);
+  const uint64_t D = x->D;
+  const size_t es = x->es, K = x->K;
+  const char *src[P2PK_COLL_MAX_RANKS];
+  src[me] = (const char *)x->send + (x->soff[me] + k * K) * es;
+  for (int r = 0; r < n; r++) {
+    if (r == me) continue;
+    cep_take(&x->bs, &CTRL(me)->cep_full[r][SLOT_IN(r)], &CTRL(me)->cep_hdr[r][SLOT_IN(r)], x->hv, r);
+    src[r] = cep_land(c, r, me, SLOT_IN(r));
+  }
+  cudaError_t e = cep_flush(&x->bs);
+  cep_tr_mark(c, x->stream, "took", (long)k);
+  const size_t lb = p2pk_ce_part(x->slen[me], k, K) * es;
+  char *out = (char *)x->recv + (x->soff[me] + k * K) * es;
+  if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, x->dtype, x->op, src, out, lb, x->stream);
+  cep_tr_mark(c, x->stream, "out", (long)k);
+  if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_RED][ek], x->stream);
+  for (int r = 0; r < n; r++)
+    if (r != me && x->pout) cep_release(c, &x->bs, r, SLOT_IN(r));
+    else if (r != me) cep_add(&x->bs, P2PK_CEP_POST, &CTRL(r)->cep_busy[me][SLOT_IN(r)], 0, NULL, 0, r);
+  for (int t = 0; t < n; t++)
+    if (t != me && !x->pout) cep_claim(&x->bw, &CTRL(me)->cep_rbusy[t][SLOT_OUT(t)], t);
+    else if (t != me && k == 0) cep_take(&x->bw, &CTRL(me)->cep_rdy[t], NULL, 0, t);
+  if (e == cudaSuccess) e = cep_flush(&x->bw);
+  if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_GCR][ek], x->bw.s);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(x->g, c->ce->step_ev[V_GCR][ek], 0);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(x->g, c->ce->step_ev[V_RED][ek], 0);
+  cep_tr_mark(c, x->g, "gpush", (long)k);
+  for (int t = 0; t < n && e == cudaSuccess; t++)
+    if (t != me && lb)
+      e = cudaMemcpyAsync(x->pout ? x->pout[t] + (x->soff[me] + k * K) * es
+                                  : cep_land(c, me, t, SLOT_OUT(t)) + x->half,
+                          out, lb, cudaMemcpyDefault, x->g);
+  cep_tr_mark(c, x->g, "gpushed", (long)k);
+  /* The posts only after P2 waits for the copies. */
+  if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_GCP][ek], x->g);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(x->bp.s, c->ce->step_ev[V_GCP][ek], 0);
+  for (int t = 0; t < n; t++)
+    if (t != me && !x->pout) cep_add(&x->bp, P2PK_CEP_POST, &CTRL(t)->cep_done[me][SLOT_OUT(t)], 1, NULL, 0, t);
+    else if (t != me && k + 1 == x->mine) cep_add(&x->bp, P2PK_CEP_POST, &CTRL(t)->cep_fin[me], 1, NULL, 0, t);
+  if (e == cudaSuccess) e = cep_flush(&x->bp);
+  return e;
+}
+
+/* Each owner's result of chunk k, out of the slot's second half into my
+ * output (on its own stream, so my reduces never wait for it). */
+static cudaError_t car_results(car_t *x, size_t k) {
+  struct p2pkit_comm *c = x->c;
+  const int n = x->n, me = x->me;
+  const uint64_t D = x->D;
+  const size_t es = x->es, K = x->K;
+  cudaError_t e = cudaSuccess;
+  for (int t = 0; t < n && e == cudaSuccess && !x->pout; t++) {
+    if (t == me || k >= cep_nchunks(x->slen[t], K)) continue;
+    cep_take(&x->br, &CTRL(me)->cep_done[t][SLOT_IN(t)], NULL, 0, t);
+    e = cep_flush(&x->br);
+    if (e == cudaSuccess)
+      e = cep_copy_out(c, x->dtype, cep_land(c, t, me, SLOT_IN(t)) + x->half,
+                       (char *)x->recv + (x->soff[t] + k * K) * es, p2pk_ce_part(x->slen[t], k, K) * es,
+                       x->R);
+    cep_tr_mark(c, x->R, "rout", (long)k);
+    cep_add(&x->br, P2PK_CEP_POST, &CTRL(t)->cep_rbusy[me][SLOT_IN(t)], 0, NULL, 0, t);
+  }
+  return e;
+}
+
+#undef SLOT_IN
+#undef SLOT_OUT
+
+/* The end: direct, every owner's results landed in my output; my stream
+ * waits for the copies out, the gather copies and their posts (kernels:
+ * cep_join_side says why), and the pushes. */
+static cudaError_t car_end(car_t *x, int np, cudaError_t e) {
+  struct p2pkit_comm *c = x->c;
+  const int n = x->n, me = x->me;
+  cudaStream_t stream = x->stream;
+  for (int t = 0; t < n && x->pout; t++)
+    if (t != me && x->slen[t]) cep_take(&x->bs, &CTRL(me)->cep_fin[t], NULL, 0, t);
+  if (e == cudaSuccess) e = cep_flush(&x->bs);
+  if (e == cudaSuccess) e = cep_flush(&x->br);
+  if (e == cudaSuccess) e = cudaEventRecord(c->ce->sev[E_RECV], x->R);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->ce->sev[E_RECV], 0);
+  if (e == cudaSuccess && x->mine) e = cudaEventRecord(c->ce->sev[E_GATHER], x->g);
+  if (e == cudaSuccess && x->mine) e = cudaStreamWaitEvent(stream, c->ce->sev[E_GATHER], 0);
+  if (e == cudaSuccess && x->mine) e = cudaEventRecord(c->ce->sev[E_POST2], x->bp.s);
+  if (e == cudaSuccess && x->mine) e = cudaStreamWaitEvent(stream, c->ce->sev[E_POST2], 0);
+  if (e == cudaSuccess && np) e = cep_join_side(c, stream, 0);
+  return e;
+}
+
 /* All-reduce (the file's head has the picture). pout: NULL, or every
  * rank's output (one process under capture): the results go straight into
  * the peers' outputs ("direct": rdy/fin flags, no second halves, no copies
  * out). */
 cudaError_t cep_allreduce(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
-                                p2pkit_dtype_t dtype, p2pkit_redop_t op, cudaStream_t stream,
-                                char *const *pout) {
-  const int n = c->nranks, me = c->rank;
-  const uint64_t D = c->lay.cep_depth;
-  const size_t es = p2pkit_dtype_size(dtype), half = c->lay.cep_slot / 2;
-  size_t soff[P2PK_COLL_MAX_RANKS], slen[P2PK_COLL_MAX_RANKS], most = 0;
-  for (int t = 0; t < n; t++) {
-    p2pk_ce_owned(P2PK_COLL_ALL_REDUCE, count, n, es, 0, t, &soff[t], &slen[t]);
-    if (slen[t] > most) most = slen[t];
-  }
-  /* Direct: no results in the second halves, so a chunk may fill a whole
-   * slot (claimed whole: a slot-path call may still hold a result there). */
-  const size_t K = cep_chunk_elems(c, most * es, es, pout ? c->lay.cep_slot : half);
-  const uint64_t hv = cep_header(P2PK_COLL_ALL_REDUCE, count, dtype, op, 0);
-  const size_t mine = cep_nchunks(slen[me], K);
+                          p2pkit_dtype_t dtype, p2pkit_redop_t op, cudaStream_t stream,
+                          char *const *pout) {
+  car_t x = {.c = c, .send = send, .recv = recv, .dtype = dtype, .op = op, .stream = stream,
+             .pout = pout, .n = c->nranks, .me = c->rank, .D = c->lay.cep_depth,
+             .es = p2pkit_dtype_size(dtype), .half = c->lay.cep_slot / 2};
   cep_push pu[P2PK_COLL_MAX_RANKS];
-  int np = 0;
-  size_t far = mine, span[P2PK_COLL_MAX_RANKS];
-  for (int t = 0; t < n; t++) {
-    if (t == me) continue;
-    if (slen[t]) pu[np++] = (cep_push){t, (const char *)send + soff[t] * es, slen[t]};
-    /* Both ways of a pair turn through the slots by the longer of the two
-     * shards (contributions to t's, results of mine), the same count at
-     * both ends. */
-    span[t] = cep_nchunks(slen[t], K) > mine ? cep_nchunks(slen[t], K) : mine;
-    if (span[t] > far) far = span[t];
-  }
-  const uint64_t *sent0 = CEP(c)->sent, *recvd0 = CEP(c)->recvd;
-  cudaError_t e = cep_start(c, stream, np > 0, pout != NULL, mine > 0);
-  cep_batch_t bs, bw, bp, br; /* my stream; W2, P2 around the gather copies; R */
-  cep_batch(&bs, c, stream);
+  const int np = car_plan(&x, count, pu);
+  cudaError_t e = cep_start(c, stream, np > 0, pout != NULL, x.mine > 0);
+  cep_batch(&x.bs, c, stream);
   /* Direct: my output is free from here on (my stream stands at the call):
    * every owner of a shard may write its results into it. */
-  for (int t = 0; t < n && pout; t++)
-    if (t != me && slen[t]) cep_add(&bs, P2PK_CEP_POST, &CTRL(t)->cep_rdy[me], 1, NULL, 0, t);
+  for (int t = 0; t < x.n && pout; t++)
+    if (t != x.me && x.slen[t]) cep_add(&x.bs, P2PK_CEP_POST, &CTRL(t)->cep_rdy[x.me], 1, NULL, 0, t);
   /* The all-reduce's posts stay kernels (2x H200: with memory operations
    * 512 MiB took 1514-1544 us from one measurement to the next, with
    * kernels 1482-1485). */
-  if (e == cudaSuccess && np) e = cep_pushes(c, pu, np, K, es, hv, pout != NULL, 0);
-  cudaStream_t g = c->ce->h2d, R = c->ce->step[S_RECV];
+  if (e == cudaSuccess && np) e = cep_pushes(c, pu, np, x.K, x.es, x.hv, pout != NULL, 0);
+  x.g = c->ce->h2d;
+  x.R = c->ce->step[S_RECV];
   /* The results' copies out write this rank's output. */
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(R, c->ce->sev[E_START], 0);
-  cep_batch(&bw, c, c->ce->step[S_WAIT2]);
-  cep_batch(&bp, c, c->ce->step[S_POST2]);
-  cep_batch(&br, c, R);
-  bs.memops = bp.memops = br.memops = 0; /* kernels (cep_pushes() above says why) */
-  for (size_t k = 0; k < far && e == cudaSuccess; k++) {
-    const int ek = (int)(k % D);
-#define SLOT_IN(r) ((int)((recvd0[r] + k) % D))  /* chunk k from r */
-#define SLOT_OUT(t) ((int)((sent0[t] + k) % D))  /* chunk k to t */
-    if (k < mine) {
-      /* My shard's chunk k: every peer's contribution (first halves), then
-       * the reduce, then the halves go back to the peers. */
-      const char *src[P2PK_COLL_MAX_RANKS];
-      src[me] = (const char *)send + (soff[me] + k * K) * es;
-      for (int r = 0; r < n; r++) {
-        if (r == me) continue;
-        cep_take(&bs, &CTRL(me)->cep_full[r][SLOT_IN(r)], &CTRL(me)->cep_hdr[r][SLOT_IN(r)], hv, r);
-        src[r] = cep_land(c, r, me, SLOT_IN(r));
-      }
-      e = cep_flush(&bs);
-      cep_tr_mark(c, stream, "took", (long)k);
-      const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
-      char *out = (char *)recv + (soff[me] + k * K) * es;
-      if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, dtype, op, src, out, lb, stream);
-      cep_tr_mark(c, stream, "out", (long)k);
-      if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_RED][ek], stream);
-      for (int r = 0; r < n; r++)
-        if (r != me && pout) cep_release(c, &bs, r, SLOT_IN(r));
-        else if (r != me) cep_add(&bs, P2PK_CEP_POST, &CTRL(r)->cep_busy[me][SLOT_IN(r)], 0, NULL, 0, r);
-      /* The result to every peer, into the second half of its slot for me
-       * (direct: into its output, once it said the output is free). */
-      for (int t = 0; t < n; t++)
-        if (t != me && !pout) cep_claim(&bw, &CTRL(me)->cep_rbusy[t][SLOT_OUT(t)], t);
-        else if (t != me && k == 0) cep_take(&bw, &CTRL(me)->cep_rdy[t], NULL, 0, t);
-      if (e == cudaSuccess) e = cep_flush(&bw);
-      if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_GCR][ek], bw.s);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->ce->step_ev[V_GCR][ek], 0);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(g, c->ce->step_ev[V_RED][ek], 0);
-      cep_tr_mark(c, g, "gpush", (long)k);
-      for (int t = 0; t < n && e == cudaSuccess; t++)
-        if (t != me && lb)
-          e = cudaMemcpyAsync(pout ? pout[t] + (soff[me] + k * K) * es : cep_land(c, me, t, SLOT_OUT(t)) + half,
-                              out, lb, cudaMemcpyDefault, g);
-      cep_tr_mark(c, g, "gpushed", (long)k);
-      /* The posts only after P2 waits for the copies. */
-      if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_GCP][ek], g);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->ce->step_ev[V_GCP][ek], 0);
-      for (int t = 0; t < n; t++)
-        if (t != me && !pout) cep_add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_done[me][SLOT_OUT(t)], 1, NULL, 0, t);
-        else if (t != me && k + 1 == mine) cep_add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_fin[me], 1, NULL, 0, t);
-      if (e == cudaSuccess) e = cep_flush(&bp);
-    }
-    /* Each owner's result of chunk k, out of the slot's second half into my
-     * output (on its own stream, so my reduces never wait for it). */
-    for (int t = 0; t < n && e == cudaSuccess && !pout; t++) {
-      if (t == me || k >= cep_nchunks(slen[t], K)) continue;
-      cep_take(&br, &CTRL(me)->cep_done[t][SLOT_IN(t)], NULL, 0, t);
-      e = cep_flush(&br);
-      if (e == cudaSuccess)
-        e = cep_copy_out(c, dtype, cep_land(c, t, me, SLOT_IN(t)) + half, (char *)recv + (soff[t] + k * K) * es,
-                     p2pk_ce_part(slen[t], k, K) * es, R);
-      cep_tr_mark(c, R, "rout", (long)k);
-      cep_add(&br, P2PK_CEP_POST, &CTRL(t)->cep_rbusy[me][SLOT_IN(t)], 0, NULL, 0, t);
-    }
-#undef SLOT_IN
-#undef SLOT_OUT
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(x.R, c->ce->sev[E_START], 0);
+  cep_batch(&x.bw, c, c->ce->step[S_WAIT2]);
+  cep_batch(&x.bp, c, c->ce->step[S_POST2]);
+  cep_batch(&x.br, c, x.R);
+  x.bs.memops = x.bp.memops = x.br.memops = 0; /* kernels (above) */
+  for (size_t k = 0; k < x.far && e == cudaSuccess; k++) {
+    if (k < x.mine) e = car_own(&x, k);
+    if (e == cudaSuccess) e = car_results(&x, k);
   }
-  /* Direct: every owner's results landed in my output. */
-  for (int t = 0; t < n && pout; t++)
-    if (t != me && slen[t]) cep_take(&bs, &CTRL(me)->cep_fin[t], NULL, 0, t);
-  if (e == cudaSuccess) e = cep_flush(&bs);
-  if (e == cudaSuccess) e = cep_flush(&br);
-  if (e == cudaSuccess) e = cudaEventRecord(c->ce->sev[E_RECV], R);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->ce->sev[E_RECV], 0);
-  if (e == cudaSuccess && mine) e = cudaEventRecord(c->ce->sev[E_GATHER], g);
-  if (e == cudaSuccess && mine) e = cudaStreamWaitEvent(stream, c->ce->sev[E_GATHER], 0);
-  /* The result posts too (kernels: join_side says why). */
-  if (e == cudaSuccess && mine) e = cudaEventRecord(c->ce->sev[E_POST2], bp.s);
-  if (e == cudaSuccess && mine) e = cudaStreamWaitEvent(stream, c->ce->sev[E_POST2], 0);
-  if (e == cudaSuccess && np) e = cep_join_side(c, stream, 0);
+  e = car_end(&x, np, e);
   /* The pairs' slot turns, even on an error (the communicator is then
    * broken anyway). */
-  for (int t = 0; t < n; t++)
-    if (t != me) CEP(c)->sent[t] += span[t], CEP(c)->recvd[t] += span[t];
-  if (e == cudaSuccess) cep_log_once(c, P2PK_COLL_ALL_REDUCE, "all_reduce", count * es, K * es, pout != NULL);
+  for (int t = 0; t < x.n; t++)
+    if (t != x.me) CEP(c)->sent[t] += x.span[t], CEP(c)->recvd[t] += x.span[t];
+  if (e == cudaSuccess) cep_log_once(c, P2PK_COLL_ALL_REDUCE, "all_reduce", count * x.es, x.K * x.es, pout != NULL);
   return e;
 }
 
@@ -337,10 +392,63 @@ static size_t cep_p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
  * block already sits at my place, which no peer writes, so the copies out
  * never wait for my pushes and registered outputs go straight in, in place
  * too. Its threshold: ce_p2p.c's mp_default. */
+/* Straight in: describe my output's blocks, decide my sends, hear my
+ * receives (send/recv's order). sdst[t]: my block t straight into t's
+ * output, or NULL; sin[r]: r's block straight into my output. */
+static void a2a_agree(struct p2pkit_comm *c, char *out, size_t B, int overlap, int *sin,
+                      char **sdst) {
+  const int n = c->nranks, me = c->rank;
+  dmb_op rv[P2PK_COLL_MAX_RANKS], sd[P2PK_COLL_MAX_RANKS];
+  int rin[P2PK_COLL_MAX_RANKS], m = 0;
+  char *dst[P2PK_COLL_MAX_RANKS];
+  for (int p = 0; p < n; p++)
+    if (p != me) {
+      rv[m] = (dmb_op){p, out + (size_t)p * B, B};
+      sd[m++] = (dmb_op){p, NULL, B};
+    }
+  dmb_agree(c, rv, m, sd, m, !overlap, rin, dst);
+  m = 0;
+  for (int p = 0; p < n; p++) {
+    sin[p] = p != me ? rin[m] : 0;
+    sdst[p] = p != me ? dst[m++] : NULL;
+  }
+}
+
+/* Chunk k of the exchange: my blocks' chunk k pushed to the peers not
+ * straight in, then each such peer's chunk k for me taken and copied out
+ * (in place, after my pushes of it). */
+static cudaError_t a2a_chunk(struct p2pkit_comm *c, cep_batch_t *bs, const char *in, char *out,
+                             size_t B, size_t K, size_t k, int gather, int overlap,
+                             const int *sin, char *const *sdst, uint64_t hv, cudaStream_t stream) {
+  const int n = c->nranks, me = c->rank;
+  const uint64_t D = c->lay.cep_depth;
+  const size_t len = p2pk_ce_part(B, k, K), at = k * K;
+  cep_push pu[P2PK_COLL_MAX_RANKS];
+  int np = 0;
+  for (int t = 0; t < n; t++)
+    if (t != me && !sdst[t]) pu[np++] = (cep_push){t, in + (gather ? 0 : (size_t)t * B) + at, len};
+  cudaError_t e = cudaSuccess;
+  if (np) e = cep_pushes(c, pu, np, K, 1, hv, 1, 1);
+  for (int i = 0; i < np; i++) CEP(c)->sent[pu[i].peer]++;
+  if (e == cudaSuccess && overlap) e = cudaStreamWaitEvent(stream, c->ce->step_ev[V_CP][0], 0);
+  for (int r = 0; r < n && e == cudaSuccess; r++) {
+    if (r == me || sin[r]) continue;
+    const int s = (int)(CEP(c)->recvd[r] % D);
+    cep_take(bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
+    e = cep_flush(bs);
+    cep_tr_mark(c, stream, "took", (long)k);
+    if (e == cudaSuccess)
+      e = cep_copy_out(c, P2PKIT_UINT8, cep_land(c, r, me, s), out + (size_t)r * B + at, len, stream);
+    cep_tr_mark(c, stream, "out", (long)k);
+    cep_release(c, bs, r, s);
+    CEP(c)->recvd[r]++;
+  }
+  return e;
+}
+
 static cudaError_t cep_a2a(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
                           p2pkit_dtype_t dtype, cudaStream_t stream, int gather) {
   const int n = c->nranks, me = c->rank;
-  const uint64_t D = c->lay.cep_depth;
   const size_t B = count * p2pkit_dtype_size(dtype), K = cep_p2p_chunk(c, B), nch = cep_nchunks(B, K);
   const char *in = send;
   char *out = recv;
@@ -351,27 +459,9 @@ static cudaError_t cep_a2a(struct p2pkit_comm *c, const void *send, void *recv, 
   const int overlap = !gather && in_place;
   const int kind = gather ? P2PK_COLL_ALL_GATHER : P2PK_COLL_ALL_TO_ALL;
   const uint64_t hv = cep_header(kind, count, dtype, 0, 0);
-  /* Straight in: describe my output's blocks, decide my sends, hear my
-   * receives (send/recv's order). */
-  char *sdst[P2PK_COLL_MAX_RANKS]; /* my block t straight into t's output, or NULL */
-  int sin[P2PK_COLL_MAX_RANKS];    /* r's block straight into my output */
-  int any = 0;
-  {
-    dmb_op rv[P2PK_COLL_MAX_RANKS], sd[P2PK_COLL_MAX_RANKS];
-    int rin[P2PK_COLL_MAX_RANKS], m = 0;
-    char *dst[P2PK_COLL_MAX_RANKS];
-    for (int p = 0; p < n; p++)
-      if (p != me) {
-        rv[m] = (dmb_op){p, out + (size_t)p * B, B};
-        sd[m++] = (dmb_op){p, NULL, B};
-      }
-    dmb_agree(c, rv, m, sd, m, !overlap, rin, dst);
-    m = 0;
-    for (int p = 0; p < n; p++) {
-      sin[p] = p != me ? rin[m] : 0;
-      sdst[p] = p != me ? dst[m++] : NULL;
-    }
-  }
+  char *sdst[P2PK_COLL_MAX_RANKS];
+  int sin[P2PK_COLL_MAX_RANKS], any = 0;
+  a2a_agree(c, out, B, overlap, sin, sdst);
   cudaError_t e = cep_start(c, stream, 1, 1, 0);
   cudaStream_t R = c->ce->step[S_RECV];
   if (e == cudaSuccess && !in_place) e = cudaStreamWaitEvent(R, c->ce->sev[E_START], 0);
@@ -391,28 +481,8 @@ static cudaError_t cep_a2a(struct p2pkit_comm *c, const void *send, void *recv, 
       CEP(c)->sent[t] += nch;
       any = 1;
     }
-  for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-    const size_t len = p2pk_ce_part(B, k, K), at = k * K;
-    cep_push pu[P2PK_COLL_MAX_RANKS];
-    int np = 0;
-    for (int t = 0; t < n; t++)
-      if (t != me && !sdst[t]) pu[np++] = (cep_push){t, BLOCK_FOR(t) + at, len};
-    if (np) e = cep_pushes(c, pu, np, K, 1, hv, 1, 1);
-    for (int i = 0; i < np; i++) CEP(c)->sent[pu[i].peer]++;
-    if (e == cudaSuccess && overlap) e = cudaStreamWaitEvent(stream, c->ce->step_ev[V_CP][0], 0);
-    for (int r = 0; r < n && e == cudaSuccess; r++) {
-      if (r == me || sin[r]) continue;
-      const int s = (int)(CEP(c)->recvd[r] % D);
-      cep_take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
-      e = cep_flush(&bs);
-      cep_tr_mark(c, stream, "took", (long)k);
-      if (e == cudaSuccess)
-        e = cep_copy_out(c, P2PKIT_UINT8, cep_land(c, r, me, s), out + (size_t)r * B + at, len, stream);
-      cep_tr_mark(c, stream, "out", (long)k);
-      cep_release(c, &bs, r, s);
-      CEP(c)->recvd[r]++;
-    }
-  }
+  for (size_t k = 0; k < nch && e == cudaSuccess; k++)
+    e = a2a_chunk(c, &bs, in, out, B, K, k, gather, overlap, sin, sdst, hv, stream);
   for (int r = 0; r < n && e == cudaSuccess; r++)
     if (sin[r]) e = take_straight(c, &bs, r, hv, nch), any = 1;
   if (e == cudaSuccess) e = cep_flush(&bs);
@@ -423,94 +493,123 @@ static cudaError_t cep_a2a(struct p2pkit_comm *c, const void *send, void *recv, 
 #undef BLOCK_FOR
 }
 
-cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,
-                         cudaStream_t stream) {
-  cudaError_t ce = cep_note_capture(c, stream);
-  if (ce != cudaSuccess) return ce;
-  const int me = c->rank;
-  const uint64_t D = c->lay.cep_depth;
-  cep_tr_begin(c, stream, "send/recv");
+/* One communicator's sends and receives of a call, sorted: sends through
+ * the slots (pu; straight[i]: its receiver's buffer when it goes straight
+ * in), sends straight into the other end's buffer (dpu into dst: one
+ * process under capture), receives straight in (sin[i] for ops[i]). */
+typedef struct {
   cep_push pu[P2PK_P2P_MAX_OPS], dpu[P2PK_P2P_MAX_OPS];
-  char *dst[P2PK_P2P_MAX_OPS];
-  int np = 0, nd = 0, direct = 0;
-  /* Process per GPU: every receive describes itself first (never waiting
-   * for that), then the sends decide, then the receives hear (a rank's
-   * sends never wait for its own receives). */
-  char *straight[P2PK_P2P_MAX_OPS]; /* pu[i]'s receiver's buffer, or NULL */
-  int sin[P2PK_P2P_MAX_OPS];        /* ops[i]: a receive straight in */
+  char *dst[P2PK_P2P_MAX_OPS], *straight[P2PK_P2P_MAX_OPS];
+  int sin[P2PK_P2P_MAX_OPS];
+  int np, nd, direct;
+} p2p_sort_t;
+
+/* Process per GPU: every receive describes itself first (never waiting
+ * for that), then the sends decide, then the receives hear (a rank's
+ * sends never wait for its own receives). */
+static void p2p_sort(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops, p2p_sort_t *x) {
   dmb_op rv[P2PK_P2P_MAX_OPS], sd[P2PK_P2P_MAX_OPS];
   int at[P2PK_P2P_MAX_OPS], rin[P2PK_P2P_MAX_OPS], nr = 0;
+  x->np = x->nd = x->direct = 0;
   for (int i = 0; i < nops; i++) {
-    sin[i] = 0;
-    if (ops[i].peer_buf) direct = 1;
+    x->sin[i] = 0;
+    if (ops[i].peer_buf) x->direct = 1;
     if (ops[i].peer_buf) {
-      if (ops[i].send) dst[nd] = ops[i].peer_buf, dpu[nd++] = (cep_push){ops[i].peer, ops[i].buf, ops[i].bytes};
+      if (ops[i].send)
+        x->dst[x->nd] = ops[i].peer_buf, x->dpu[x->nd++] = (cep_push){ops[i].peer, ops[i].buf, ops[i].bytes};
     } else if (ops[i].send) {
-      sd[np] = (dmb_op){ops[i].peer, ops[i].buf, ops[i].bytes};
-      pu[np++] = (cep_push){ops[i].peer, ops[i].buf, ops[i].bytes};
+      sd[x->np] = (dmb_op){ops[i].peer, ops[i].buf, ops[i].bytes};
+      x->pu[x->np++] = (cep_push){ops[i].peer, ops[i].buf, ops[i].bytes};
     } else {
       at[nr] = i;
       rv[nr++] = (dmb_op){ops[i].peer, ops[i].buf, ops[i].bytes};
     }
   }
-  dmb_agree(c, rv, nr, sd, np, 1, rin, straight);
-  for (int k = 0; k < nr; k++) sin[at[k]] = rin[k];
-  /* Chunks of bytes (es 1, 16-byte multiples) from the size alone, so both
-   * ends agree; the header carries the size. */
-  cudaError_t e = cep_start(c, stream, np + nd > 0, 1, 0);
+  dmb_agree(c, rv, nr, sd, x->np, 1, rin, x->straight);
+  for (int k = 0; k < nr; k++) x->sin[at[k]] = rin[k];
+}
+
+/* One receive: straight in, or through the slots chunk by chunk, each
+ * copied out. Chunks of bytes (es 1, 16-byte multiples) from the size
+ * alone, so both ends agree; the header carries the size. */
+static cudaError_t p2p_receive(struct p2pkit_comm *c, cep_batch_t *bs, const p2pk_cep_xfer *o,
+                               int straight, cudaStream_t stream) {
+  const int me = c->rank, r = o->peer;
+  const uint64_t D = c->lay.cep_depth;
+  const size_t K = cep_p2p_chunk(c, o->bytes), nch = cep_nchunks(o->bytes, K);
+  const uint64_t hv = cep_header(P2PK_SENDRECV, o->bytes, 0, 0, r);
+  if (straight) {
+    cudaError_t e = take_straight(c, bs, r, hv, nch);
+    cep_tr_mark(c, stream, "took", 0);
+    return e;
+  }
+  cudaError_t e = cudaSuccess;
+  for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
+    const int s = (int)((CEP(c)->recvd[r] + k) % D);
+    cep_take(bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
+    e = cep_flush(bs);
+    cep_tr_mark(c, stream, "took", (long)k);
+    if (e == cudaSuccess)
+      e = cep_copy_out(c, P2PKIT_UINT8, cep_land(c, r, me, s), o->buf + k * K,
+                       p2pk_ce_part(o->bytes, k, K), stream);
+    cep_tr_mark(c, stream, "out", (long)k);
+    cep_release(c, bs, r, s);
+  }
+  if (e == cudaSuccess) e = cep_flush(bs);
+  CEP(c)->recvd[r] += nch;
+  return e;
+}
+
+/* The sends: straight in or through the slots, then those into the other
+ * end's buffer. */
+static cudaError_t p2p_send(struct p2pkit_comm *c, p2p_sort_t *x) {
+  const int me = c->rank;
+  cudaError_t e = cudaSuccess;
+  for (int i = 0; i < x->np && e == cudaSuccess; i++) {
+    const cep_push *p = &x->pu[i];
+    const size_t K = cep_p2p_chunk(c, p->len);
+    const uint64_t hv = cep_header(P2PK_SENDRECV, p->len, 0, 0, me);
+    if (x->straight[i]) {
+      e = push_straight(c, p->peer, p->src, x->straight[i], p->len, hv);
+      x->direct = 1;
+    } else {
+      e = cep_pushes(c, p, 1, K, 1, hv, 1, 1);
+    }
+    CEP(c)->sent[p->peer] += cep_nchunks(p->len, K);
+  }
+  if (e == cudaSuccess && x->nd) e = cep_direct_pushes(c, x->dpu, x->dst, x->nd);
+  return e;
+}
+
+cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,
+                         cudaStream_t stream) {
+  cudaError_t ce = cep_note_capture(c, stream);
+  if (ce != cudaSuccess) return ce;
+  const int me = c->rank;
+  cep_tr_begin(c, stream, "send/recv");
+  p2p_sort_t x;
+  p2p_sort(c, ops, nops, &x);
+  cudaError_t e = cep_start(c, stream, x.np + x.nd > 0, 1, 0);
   cep_batch_t bs;
   cep_batch(&bs, c, stream);
   /* Receives straight in: my buffer is free from here on. */
   for (int i = 0; i < nops; i++)
-    if (!ops[i].send && (ops[i].peer_buf || sin[i]))
+    if (!ops[i].send && (ops[i].peer_buf || x.sin[i]))
       cep_add(&bs, P2PK_CEP_POST, &CTRL(ops[i].peer)->cep_rdy[me], 1, NULL, 0, ops[i].peer);
   if (e == cudaSuccess) e = cep_flush(&bs);
-  for (int i = 0; i < np && e == cudaSuccess; i++) {
-    const size_t K = cep_p2p_chunk(c, pu[i].len);
-    const uint64_t hv = cep_header(P2PK_SENDRECV, pu[i].len, 0, 0, me);
-    if (straight[i]) {
-      e = push_straight(c, pu[i].peer, pu[i].src, straight[i], pu[i].len, hv);
-      direct = 1;
-    } else {
-      e = cep_pushes(c, &pu[i], 1, K, 1, hv, 1, 1);
-    }
-    CEP(c)->sent[pu[i].peer] += cep_nchunks(pu[i].len, K);
-  }
-  if (e == cudaSuccess && nd) e = cep_direct_pushes(c, dpu, dst, nd);
-  for (int i = 0; i < nops && e == cudaSuccess; i++) {
-    if (ops[i].send || ops[i].peer_buf) continue;
-    const int r = ops[i].peer;
-    const size_t K = cep_p2p_chunk(c, ops[i].bytes), nch = cep_nchunks(ops[i].bytes, K);
-    const uint64_t hv = cep_header(P2PK_SENDRECV, ops[i].bytes, 0, 0, r);
-    if (sin[i]) {
-      e = take_straight(c, &bs, r, hv, nch);
-      cep_tr_mark(c, stream, "took", 0);
-      continue;
-    }
-    for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
-      const int s = (int)((CEP(c)->recvd[r] + k) % D);
-      cep_take(&bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
-      e = cep_flush(&bs);
-      cep_tr_mark(c, stream, "took", (long)k);
-      if (e == cudaSuccess)
-        e = cep_copy_out(c, P2PKIT_UINT8, cep_land(c, r, me, s), ops[i].buf + k * K, p2pk_ce_part(ops[i].bytes, k, K),
-                     stream);
-      cep_tr_mark(c, stream, "out", (long)k);
-      cep_release(c, &bs, r, s);
-    }
-    if (e == cudaSuccess) e = cep_flush(&bs);
-    CEP(c)->recvd[r] += nch;
-  }
+  if (e == cudaSuccess) e = p2p_send(c, &x);
+  for (int i = 0; i < nops && e == cudaSuccess; i++)
+    if (!ops[i].send && !ops[i].peer_buf) e = p2p_receive(c, &bs, &ops[i], x.sin[i], stream);
   /* One process under capture, straight in: the sender's push landed. */
   for (int i = 0; i < nops; i++)
     if (!ops[i].send && ops[i].peer_buf) cep_take(&bs, &CTRL(me)->cep_fin[ops[i].peer], NULL, 0, ops[i].peer);
   if (e == cudaSuccess) e = cep_flush(&bs);
-  if (e == cudaSuccess && np + nd) e = cep_join_side(c, stream, 1);
+  if (e == cudaSuccess && x.np + x.nd) e = cep_join_side(c, stream, 1);
   cep_tr_end(c, stream);
   if (e == cudaSuccess) {
     size_t b = 0;
     for (int i = 0; i < nops; i++) b = ops[i].bytes > b ? ops[i].bytes : b;
-    cep_log_once(c, P2PK_SENDRECV, "send/recv", b, cep_p2p_chunk(c, b), direct);
+    cep_log_once(c, P2PK_SENDRECV, "send/recv", b, cep_p2p_chunk(c, b), x.direct);
   }
   return e;
 }

@@ -21,7 +21,7 @@ EXEMPT = {"bootstrap.c"}
 
 
 def symbols(obj):
-    out = subprocess.run(["nm", "-P", obj], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([os.environ.get("NM", "nm"), "-P", obj], capture_output=True, text=True, check=True).stdout
     defined, used = set(), set()
     for line in out.splitlines():
         parts = line.split()
