@@ -129,6 +129,13 @@ p2pkit_status_t p2pk_all_reduce_capped(const void *sendbuf, void *recvbuf, size_
 /* Half c's multiprocessors rounded down to 8 (at least 8): grad sync's
  * default cap. */
 int p2pk_comm_half_grid(const struct p2pkit_comm *c);
+/* `p2pkit perf --explain`: c's selector (its rules, thresholds and
+ * algorithm table, select.h's p2pk_sel_explain), then the decision for a
+ * call of `kind` (a name as p2pk_kind_name's; NULL: none) of each of the n
+ * sizes (one rank's bytes), alone and in a group, out of place and in
+ * place, eager or under capture. */
+void p2pk_comm_explain(const struct p2pkit_comm *c, const char *kind, const size_t *bytes, int n,
+                       int capture, FILE *f);
 /* What the next all-reduce of `bytes` would run on the kernels. */
 void p2pk_comm_choose(const struct p2pkit_comm *comm, size_t bytes, p2pk_algo_choice *c);
 /* Settings of the copy-engine paths every rank must share (comm.c

@@ -900,6 +900,32 @@ void p2pk_comm_set_force(struct p2pkit_comm *c, const p2pk_algo_force *f) {
   }
 }
 
+void p2pk_comm_explain(const struct p2pkit_comm *c, const char *kind, const size_t *bytes, int n,
+                       int capture, FILE *f) {
+  p2pk_sel_explain(&c->sel, f);
+  const int k = kind ? p2pk_kind_parse(kind) : -1;
+  if (k < 0) return;
+  fprintf(f, "decisions for %s, %s (bytes: one rank's share):\n", p2pk_kind_name(k),
+          capture ? "under capture" : "eager");
+  fprintf(f, "  %12s  %-46s  %-46s  %-46s  %s\n", "bytes", "alone", "in a group", "alone, in place",
+          "in a group, in place");
+  for (int i = 0; i < n; i++) {
+    fprintf(f, "  %12zu", bytes[i]);
+    for (int j = 0; j < 4; j++) {
+      p2pk_sel_key key = {.kind = k, .capture = capture, .grouped = j & 1,
+                          .in_place = k != P2PK_SENDRECV && (j & 2), .bytes = bytes[i]};
+      p2pk_decision d;
+      char t[96];
+      p2pk_select(&c->sel, &key, &d);
+      p2pk_decision_text(&d, t, sizeof t);
+      char cell[112];
+      snprintf(cell, sizeof cell, "%s (%d)", t, d.rule + 1);
+      fprintf(f, j < 3 ? "  %-46s" : "  %s\n", cell);
+    }
+  }
+  fprintf(f, "(n): the rule that decided, numbered as above\n");
+}
+
 void p2pk_comm_choose(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_choice *out) {
   p2pk_sel_choose(&c->sel, P2PK_COLL_ALL_REDUCE, bytes, p2pk_sel_cap(&c->sel, 0), out);
 }

@@ -39,6 +39,7 @@ static p2pkit_status_t decide(p2pk_call *call, int grouped) {
     k.capture = cs != cudaStreamCaptureStatusNone;
   }
   p2pk_select(&call->c->sel, &k, &call->d);
+  p2pk_sel_log(&call->c->sel, call->c->rank, &k, &call->d);
   return P2PKIT_SUCCESS;
 }
 
@@ -110,6 +111,7 @@ static p2pkit_status_t launch_set(p2pk_call *const *set, int nr, int cap, int in
     p2pk_select(&set[0]->c->sel, &k, &d);
     if (p2pk_paths[d.path]->launch_group) {
       for (int r = 0; r < nr; r++) set[r]->d = d;
+      for (int r = 0; r < nr; r++) p2pk_sel_log(&set[r]->c->sel, set[r]->c->rank, &k, &d);
       return p2pk_paths[d.path]->launch_group(set, nr);
     }
   }
@@ -122,6 +124,7 @@ static p2pkit_status_t launch_set(p2pk_call *const *set, int nr, int cap, int in
     p2pk_call_key(set[r], &k);
     k.capture = set[r]->capture != (int)cudaStreamCaptureStatusNone;
     p2pk_select_kernel(&set[r]->c->sel, &k, &set[r]->d);
+    p2pk_sel_log(&set[r]->c->sel, set[r]->c->rank, &k, &set[r]->d);
     st = launch(set[r]);
   }
   return st;
@@ -254,7 +257,9 @@ static int pair_path(p2pk_call *s, p2pk_call *r) {
   k.grouped = 1;
   p2pk_decision d;
   p2pk_select(&s->c->sel, &k, &d);
-  return d.path == P2PK_PATH_CE_EVENTS || d.path == P2PK_PATH_CE_DIRECT ? d.path : -1;
+  if (d.path != P2PK_PATH_CE_EVENTS && d.path != P2PK_PATH_CE_DIRECT) return -1;
+  p2pk_sel_log(&s->c->sel, s->c->rank, &k, &d);
+  return d.path;
 }
 
 /* Pairs of this process: the copy engine moves the eager ones now (all

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "coll/plan.h"
+#include "core/log.h"
 #include "core/param.h"
 
 #define MIB(x) ((size_t)(x) << 20)
@@ -19,6 +20,22 @@ const char *p2pk_path_name(int path) {
 
 const char *p2pk_kind_name(int kind) {
   return kind == P2PK_SENDRECV ? "send_recv" : p2pk_coll_name(kind);
+}
+
+/* Equal but for underscores ("alltoall", "all_to_all"). */
+static int same_name(const char *a, const char *b) {
+  for (;; a++, b++) {
+    while (*a == '_') a++;
+    while (*b == '_') b++;
+    if (*a != *b) return 0;
+    if (!*a) return 1;
+  }
+}
+
+int p2pk_kind_parse(const char *name) {
+  for (int k = 0; k < P2PK_KINDS; k++)
+    if (same_name(name, p2pk_kind_name(k))) return k;
+  return -1;
 }
 
 /* ------------------------------------------------------------ thresholds -- */
@@ -527,4 +544,24 @@ void p2pk_sel_explain(const p2pk_sel *s, FILE *f) {
           "rooted two-shot from %zu; root's own copy by copy engine under capture from %zu\n",
           fo->algo >= 0 ? p2pk_algo_name(fo->algo) : "-", fo->proto >= 0 ? p2pk_proto_name(fo->proto) : "-",
           fo->blocks, fo->threads, fo->chunk, s->max_blocks, s->rooted_min, s->self_ce);
+}
+
+/* ----------------------------------------------------------- decisions -- */
+
+int p2pk_sel_key_text(const p2pk_sel *s, const p2pk_sel_key *k, char *o, size_t len) {
+  return snprintf(o, len, "%s of %zu B, %d ranks, %s, %s, %s, %s, %s%s", p2pk_kind_name(k->kind),
+                  k->bytes, s->nranks, s->per_gpu ? "process per GPU" : "one process",
+                  k->capture ? "under capture" : "eager", k->grouped ? "in a group" : "alone",
+                  s->staged ? "staged" : "P2P", k->in_place ? "in place" : "out of place",
+                  k->grid_cap > 0 ? ", grid cap" : "");
+}
+
+void p2pk_sel_log(const p2pk_sel *s, int rank, const p2pk_sel_key *k, const p2pk_decision *d) {
+  if (!p2pk_log_enabled(P2PK_LEVEL_INFO, P2PK_LOG_COLL)) return;
+  char key[160], dec[96];
+  p2pk_sel_key_text(s, k, key, sizeof key);
+  p2pk_decision_text(d, dec, sizeof dec);
+  const char *set = p2pk_sel_rule_setting(s, d->rule, k->kind);
+  P2PK_INFO(P2PK_LOG_COLL, "rank %d: %s -> %s (rule %d: %s%s%s)", rank, key, dec, d->rule + 1,
+            p2pk_sel_rule_text(d->rule), set ? "; moved by " : "", set ? set : "");
 }

@@ -37,6 +37,7 @@ enum {
 };
 const char *p2pk_path_name(int path);
 const char *p2pk_kind_name(int kind); /* collectives as plan.c's names, "send_recv" */
+int p2pk_kind_parse(const char *name);  /* the kind so named, underscores optional; -1 */
 
 /* The sizes a rule applies from, per kind (0: never): */
 enum {
@@ -118,6 +119,13 @@ const char *p2pk_sel_rule_text(int rule);
 const char *p2pk_sel_rule_setting(const p2pk_sel *s, int rule, int kind);
 /* The decision in one line ("kernel oneshot/ll 2x256 c0 lt", "ce-slots"). */
 int p2pk_decision_text(const p2pk_decision *d, char *out, size_t len);
+/* A call's key in words ("all_reduce of 4096 B, 8 ranks, one process,
+ * eager, alone, P2P, out of place"), and one decision logged at INFO
+ * (P2PKIT_DEBUG=INFO, subsystem COLL): the key, the decision, the rule
+ * (numbered as p2pk_sel_explain prints them) and the setting that moves
+ * its threshold. */
+int p2pk_sel_key_text(const p2pk_sel *s, const p2pk_sel_key *k, char *out, size_t len);
+void p2pk_sel_log(const p2pk_sel *s, int rank, const p2pk_sel_key *k, const p2pk_decision *d);
 /* The rules and thresholds this selector resolved, and the algorithm
  * table's rows for its rank count (p2pkit perf --explain). */
 void p2pk_sel_explain(const p2pk_sel *s, FILE *f);

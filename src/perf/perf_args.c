@@ -44,6 +44,8 @@ void p2pk_perf_usage(FILE *out) {
           "      --max-blocks N     cap every collective kernel at N thread blocks, p2pkit's\n"
           "                         (P2PKIT_MAX_BLOCKS) and NCCL's (NCCL_MAX_CTAS, unless set):\n"
           "                         both as they run beside compute that keeps the other SMs\n"
+          "      --explain          print the selector's rules and table for this machine and\n"
+          "                         mode, and its decision per size, instead of measuring\n"
           "  -h, --help             this text\n\n"
           "Columns: time is microseconds per call (median of the repeats, max over GPUs);\n"
           "algbw = size / time; busbw = algbw x factor (all_reduce 2(n-1)/n; all_gather,\n"
@@ -164,7 +166,8 @@ static const struct {
     {'d', "datatype", 1}, {'o', "op", 1},        {'r', "root", 1},    {'g', "ngpus", 1},
     {'p', "procs", 1},    {'R', "local_register", 1}, {0, "repeats", 1}, {0, "vs-nccl", 0},
     {0, "nccl-only", 0},  {0, "json", 0},        {0, "json-file", 1}, {0, "algo", 1},
-    {0, "sweep-algos", 1}, {0, "algo-table", 1}, {0, "max-blocks", 1}, {'h', "help", 0},
+    {0, "sweep-algos", 1}, {0, "algo-table", 1}, {0, "max-blocks", 1}, {0, "explain", 0},
+    {'h', "help", 0},
 };
 
 #define STEP_FACTOR_MAX (1L << 20)
@@ -253,6 +256,7 @@ static int apply(FILE *err, char s, const char *l, const char *flag, const char 
   if (strcmp(l, "vs-nccl") == 0) a->vs_nccl = 1;
   else if (strcmp(l, "nccl-only") == 0) a->nccl_only = 1;
   else if (strcmp(l, "json") == 0) a->json = 1;
+  else if (strcmp(l, "explain") == 0) a->explain = 1;
   else if (strcmp(l, "json-file") == 0) a->json_file = v;
   else if (strcmp(l, "algo-table") == 0) a->algo_table = v;
   else if (strcmp(l, "sweep-algos") == 0) return split_algos(err, v, a);
@@ -288,6 +292,8 @@ static int validate(FILE *err, perf_args *a) {
     return bad(err, "--sweep-algos cannot be combined with --vs-nccl, --nccl-only or --algo");
   if (a->algo && a->nccl_only) return bad(err, "--algo chooses p2pkit's algorithm; not with --nccl-only");
   if (a->algo_table && !a->nalgos) return bad(err, "--algo-table needs --sweep-algos");
+  if (a->explain && (a->vs_nccl || a->nccl_only || a->nalgos))
+    return bad(err, "--explain prints p2pkit's selector; not with --vs-nccl, --nccl-only or --sweep-algos");
   if (a->nalgos && a->coll->id != PERF_ALL_REDUCE)
     return bad(err, "--sweep-algos sweeps p2pkit's all-reduce algorithms; not for %s", a->coll->name);
   /* Broadcast and reduce: twoshot is their rooted two-shot, oneshot the push. */

@@ -7,14 +7,17 @@
  * with tests/data/decisions.txt.gz. A change of behaviour shows as a diff;
  * an intended one regenerates the file:
  *   build/test_decisions --write tests/data/decisions.txt.gz
- * and its commit names the change. One process: every rank's call of a
+ * and its commit names the change. `--explain N one|per-gpu KIND` prints
+ * the selector of N H200s over P2P as p2pkit perf --explain does. One process: every rank's call of a
  * collective alike, in one group or none. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coll/coll.h"
+#include "core/log.h"
 #include "core/param.h"
 #include "test.h"
 
@@ -322,6 +325,77 @@ TEST(decisions_match_the_golden_file) {
   free(mine);
 }
 
+/* p2pkit perf --explain's text: every rule numbered, the thresholds with
+ * their settings, the table's rows, and per size the decision p2pk_select
+ * makes, with the rule's number. */
+static void explain_prints_the_rules_and_each_decision(void) {
+  clear_env();
+  struct p2pkit_comm c;
+  CHECK_EQ(make_comm(&c, 4, 0, 0), 0);
+  const size_t bytes[] = {4096, (size_t)64 << 20};
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  CHECK(m != NULL);
+  if (!m) return;
+  p2pk_comm_explain(&c, "allreduce", bytes, 2, 0, m);
+  fclose(m);
+  CHECK(strstr(text, "selector: 4 ranks, one process, P2P") != NULL);
+  CHECK(strstr(text, " 1. ") != NULL);
+  CHECK(strstr(text, "P2PKIT_CE_") != NULL);
+  CHECK(strstr(text, "the kernels' algorithm table") != NULL);
+  CHECK(strstr(text, "decisions for all_reduce, eager") != NULL);
+  for (int i = 0; i < 2; i++) {
+    p2pk_sel_key k = {.kind = P2PK_COLL_ALL_REDUCE, .bytes = bytes[i]};
+    p2pk_decision d;
+    p2pk_select(&c.sel, &k, &d);
+    char t[96], cell[128];
+    p2pk_decision_text(&d, t, sizeof t);
+    snprintf(cell, sizeof cell, "%12zu  %s (%d)", bytes[i], t, d.rule + 1);
+    if (!strstr(text, cell)) T_FAIL("no '%s' in:\n%s", cell, text);
+  }
+  free(text);
+  CHECK_EQ(p2pk_kind_parse("alltoall"), P2PK_COLL_ALL_TO_ALL);
+  CHECK_EQ(p2pk_kind_parse("sendrecv"), P2PK_SENDRECV);
+  CHECK_EQ(p2pk_kind_parse("all_gather"), P2PK_COLL_ALL_GATHER);
+  CHECK_EQ(p2pk_kind_parse("gather"), -1);
+}
+
+/* P2PKIT_DEBUG=INFO: each decision logged with its key, decision and rule. */
+static void info_logs_each_decision(void) {
+  clear_env();
+  struct p2pkit_comm c;
+  CHECK_EQ(make_comm(&c, 2, 0, 1), 0);
+  char path[] = "/tmp/p2pkit_sel_logXXXXXX";
+  const int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  if (fd < 0) return;
+  close(fd);
+  setenv("P2PKIT_DEBUG", "INFO", 1);
+  setenv("P2PKIT_DEBUG_FILE", path, 1);
+  p2pk_log_reset();
+  p2pk_sel_key k = {.kind = P2PK_COLL_BROADCAST, .bytes = 1000};
+  p2pk_decision d;
+  p2pk_select(&c.sel, &k, &d);
+  p2pk_sel_log(&c.sel, 1, &k, &d);
+  unsetenv("P2PKIT_DEBUG");
+  unsetenv("P2PKIT_DEBUG_FILE");
+  p2pk_log_reset();
+  FILE *f = fopen(path, "r");
+  CHECK(f != NULL);
+  char line[512] = "";
+  if (f) {
+    if (!fgets(line, sizeof line, f)) line[0] = 0;
+    fclose(f);
+  }
+  unlink(path);
+  char want[256], dec[96];
+  p2pk_decision_text(&d, dec, sizeof dec);
+  snprintf(want, sizeof want, "rank 1: broadcast of 1000 B, 2 ranks, process per GPU, eager, alone, "
+           "P2P, out of place -> %s (rule %d: ", dec, d.rule + 1);
+  if (!strstr(line, want)) T_FAIL("logged '%s', wanted '%s'", line, want);
+}
+
 int t_failed;
 const char *t_current;
 
@@ -334,10 +408,21 @@ int main(int argc, char **argv) {
     dump_all(f);
     return pclose(f) == 0 ? 0 : 1;
   }
+  if (argc == 5 && strcmp(argv[1], "--explain") == 0) {
+    /* --explain N one|per-gpu KIND: the selector of an H200 machine
+     * (SMS multiprocessors, P2P) as p2pkit perf --explain prints it. */
+    struct p2pkit_comm c;
+    if (make_comm(&c, atoi(argv[2]), 0, strcmp(argv[3], "per-gpu") == 0) != 0) return 1;
+    for (size_t b = 1; b <= ((size_t)1 << 32); b *= 8) sizes[nsizes++] = b;
+    p2pk_comm_explain(&c, argv[4], sizes, (int)nsizes, 0, stdout);
+    return 0;
+  }
   if (argc == 2 && strcmp(argv[1], "--print") == 0) {
     dump_all(stdout);
     return 0;
   }
-  static const t_case cases[] = {T_CASE(decisions_match_the_golden_file)};
+  static const t_case cases[] = {T_CASE(decisions_match_the_golden_file),
+                                 T_CASE(explain_prints_the_rules_and_each_decision),
+                                 T_CASE(info_logs_each_decision)};
   return t_main_cases(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }
