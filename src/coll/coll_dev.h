@@ -73,7 +73,7 @@ typedef struct {
   uint64_t p2p_llsent[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
   uint64_t p2p_llrecvd[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
   uint64_t p2p_llack[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
-  /* Copy engines over P2P through the landing slots (ce_p2p_mp.c: a
+  /* Copy engines over P2P through the landing slots (path_ce_slots.c: a
    * process per GPU, or one process under capture). A pair's chunk
    * sits in dst's landing slot [src][s] (s turning across calls), each half
    * of a slot guarded by two flags that one side sets and the
@@ -91,7 +91,7 @@ typedef struct {
   uint64_t cep_done[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
   uint64_t cep_rbusy[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
   /* One process under capture, pushes straight into a peer's output
-   * (ce_p2p_mp.c, "direct"): rdy[dst] (at src: 1 once dst's stream reached
+   * (path_ce_direct.c): rdy[dst] (at src: 1 once dst's stream reached
    * the call, so its output is free; set by dst, cleared by src before its
    * first push) and fin[src] (at dst: 1 once src's last push landed; set by
    * src, cleared by dst at the call's end). */
@@ -110,7 +110,7 @@ typedef struct {
    * written by this rank, freed by the receiver. */
   uint64_t p2p_ready[P2PK_COLL_MAX_RANKS][P2PK_STAGE_P2P_BOXES];
   uint64_t p2p_freed[P2PK_COLL_MAX_RANKS][P2PK_STAGE_P2P_BOXES];
-  /* Copy-engine staged all-reduce, process per GPU (ce_staged.c): chunk q
+  /* Copy-engine staged all-reduce, process per GPU (path_ce_staged.c): chunk q
    * sits in this rank's slot q % depth; full[s] = q + 1 once this
    * rank copied it there, read[s][t] = q + 1 once rank t copied it out;
    * hdr[s]: what the call is (count, type, op), which readers compare. */
@@ -145,7 +145,7 @@ typedef struct {
   uint64_t stage_p2p_box;
   uint64_t stage_ce_off;   /* inside a part: [depth] x stage_ce_slot (process per GPU) */
   uint64_t stage_ce_slot;  /* 0: no copy-engine slots */
-  /* Copy engines over P2P (ce_p2p_mp.c): landing slots [n-1 peer
+  /* Copy engines over P2P (path_ce_slots.c): landing slots [n-1 peer
    * slots][cep_depth] x cep_slot at cep_off of the scratch (0: none). */
   uint64_t cep_off, cep_slot, cep_depth;
 } p2pk_layout;
@@ -313,8 +313,8 @@ cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int thr
  * grid = 2 * blocks). */
 cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int threads,
                                          cudaStream_t stream);
-/* The process-per-GPU copy-engine paths (ce_p2p_mp.c over P2P,
- * ce_staged.c through host memory): one thread on a stream does the steps
+/* The process-per-GPU copy-engine paths (path_ce_slots.c over P2P,
+ * path_ce_staged.c through host memory): one thread on a stream does the steps
  * in order. A wait step waits until *ctr >= v (with
  * the collective kernels' timeout and abort rules; `peer` is who should
  * write it) and, when hdr is set, fails with a mismatch unless *hdr == hv;
@@ -327,7 +327,7 @@ enum {
   P2PK_CEP_SET = 4      /* *ctr = v, a plain store: this rank's own flag, ordered by a later post */
 };
 /* Or'ed into a send/recv call's header when it came straight into the
- * receiver's buffer (ce_p2p_mp.c: the first chunk's flag carries it). */
+ * receiver's buffer (cep_straight.c: the first chunk's flag carries it). */
 #define P2PK_CEP_HDR_DIRECT (1ULL << 63)
 #define P2PK_CEP_STEPS 32
 typedef struct {

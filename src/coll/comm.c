@@ -193,7 +193,7 @@ static void fill_tmpl(struct p2pkit_comm *c, char *stage_dev) {
   for (int p = 0; p < c->nranks; p++) a->peer[p] = c->staged ? NULL : c->peer[p];
   a->stage = c->staged ? stage_dev : NULL;
   a->direct = c->staged ? 0 : c->multiproc ? 2 : 1;
-  /* All-reduce: every peer both ways, reduced (p2pk_coll_launch sets these
+  /* All-reduce: every peer both ways, reduced (kern_args.c sets these
    * per call for the other collectives). */
   a->send_mask = a->recv_mask = p2pk_peer_mask(c->nranks, c->rank);
   a->send2_mask = a->recv2_mask = a->send_mask;
@@ -457,7 +457,7 @@ p2pkit_status_t p2pkit_comm_init_all(p2pkit_comm_t *comms, int ndev, const int *
                      P2PK_COLL_MAX_RANKS);
   int count = 0;
   P2PK_CHECK(device_count(&count));
-  int devs[P2PK_COLL_MAX_RANKS];
+  int devs[P2PK_COLL_MAX_RANKS] = {0};
   for (int i = 0; i < ndev; i++) {
     devs[i] = devs_in ? devs_in[i] : i;
     if (devs[i] < 0 || devs[i] >= count)
@@ -556,7 +556,7 @@ typedef struct {
   char busid[32];
   char host[64];
   uint64_t buffer, table_hash, chunk, ce_min, ce_slot, ce_depth;
-  uint64_t cep_slot, cep_depth, cep_mins; /* copy engines over P2P (ce_p2p_mp.c) */
+  uint64_t cep_slot, cep_depth, cep_mins; /* copy engines over P2P (path_ce_slots.c) */
   uint64_t rooted_min; /* P2PKIT_ROOTED_TWOSHOT_MIN: broadcast's and reduce's form by size */
   int32_t algo, proto, blocks, threads, boxes, max_blocks;
   int32_t share_gpus; /* P2PKIT_SHARE_GPUS: ranks may share a GPU (tests) */

@@ -218,7 +218,7 @@ __device__ __forceinline__ void ll128_run(const p2pk_ar_args &a) {
 
 // Two instances. One pass an iteration (56 registers, so more blocks fit an
 // SM) for grids the GPU holds whole. Two passes, their loads together
-// (84 - 96 registers), for grids under a cap (p2pk_coll_choose: within one
+// (84 - 96 registers), for grids under a cap (p2pk_sel_choose: within one
 // block per SM), where each warp works many passes and one pass's load
 // latency bounds it (2x H200, process per GPU:
 // 16 blocks, 16 MiB 197 us against 255; 64 blocks 62.3 against 70.3;

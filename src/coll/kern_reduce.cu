@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(512) local_reduce_kernel(const __grid_constant
   else reduce_chunk<T, false>(a.op, a.n, a.me, a.out + lo, s_src, nullptr, 0, len);
 }
 
-// The copy engines over P2P with a process per GPU (ce_p2p_mp.c): the
+// The copy engines over P2P with a process per GPU (path_ce_slots.c): the
 // copies run on streams, and the ranks tell each other about them through
 // counters in their scratch, written and waited for by one thread here
 // (with the collective kernels' timeout and abort rules, so a peer that

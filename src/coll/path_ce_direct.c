@@ -12,8 +12,8 @@
 #include "core/log.h"
 
 /* One rank's part of a call straight into the receivers' outputs (one
- * process under capture, every rank's call in one group: p2p.c's
- * ce_flush): tell every rank in `from` that my output is free (rdy), push
+ * process under capture, every rank's call in one group, launch_group):
+ * tell every rank in `from` that my output is free (rdy), push
  * pu[i] into dst[i] once its receiver said so, copy my own part beside the
  * pushes (own_copy; none when own_src is own_dst), and wait until every
  * rank in `from` has pushed into mine (fin). */
@@ -57,8 +57,8 @@ static cudaError_t bcast_direct(struct p2pkit_comm *c, const void *send, void *r
   return e;
 }
 
-/* All-to-all straight into every peer's output (out of place: p2p.c's
- * ce_flush sends in-place calls to the kernel): every rank is root and
+/* All-to-all straight into every peer's output (out of place: the
+ * selector sends in-place calls to the kernel): every rank is root and
  * receiver of a broadcast at once, its block t going into rank t's output
  * at its own place. All-gather (gather 1): the same with my one block for
  * every peer, in place too (my block at my place, which no peer writes). */

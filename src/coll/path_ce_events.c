@@ -267,7 +267,7 @@ static p2pkit_status_t reduce_ce(p2pk_call *const *set, int n, int kind) {
  * side stream; its own copy (unless in place) on its own stream, beside
  * them (2x H200: on the side stream after the peer copy, out of
  * place took 1646 us at 1 GiB against in place's 1387). All-to-all (out of
- * place only: ce_flush in p2p.c sends in-place calls to the kernel) the
+ * place only: the selector sends in-place calls to the kernel) the
  * same with rank r's block t for rank t. */
 static p2pkit_status_t gather_ce(p2pk_call *const *set, int n, int kind) {
   const size_t B = set[0]->bytes;

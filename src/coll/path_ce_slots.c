@@ -376,7 +376,7 @@ static size_t cep_p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
  * chunk's copies out wait for my pushes of that chunk (the event cep_pushes()
  * recorded after them), so no byte is overwritten before it left. Both
  * ranks take this path whatever their placement, so they always agree;
- * from 256 MiB per peer by default (ce_p2p.c, mp_default).
+ * from 256 MiB per peer by default (select.c's thresholds).
  * My own block (out of place) is copied on the RECV stream beside it all,
  * by a quarter of the SMs (own_copy): copied on the caller's stream chunk
  * by chunk, between the copies out, with the full grid, it slowed the
@@ -391,7 +391,7 @@ static size_t cep_p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
  * (out + me x B). Nothing I push is ever overwritten here: in place my
  * block already sits at my place, which no peer writes, so the copies out
  * never wait for my pushes and registered outputs go straight in, in place
- * too. Its threshold: ce_p2p.c's mp_default. */
+ * too. Its threshold: select.c's, process per GPU. */
 /* Straight in: describe my output's blocks, decide my sends, hear my
  * receives (send/recv's order). sdst[t]: my block t straight into t's
  * output, or NULL; sin[r]: r's block straight into my output. */
@@ -459,8 +459,8 @@ static cudaError_t cep_a2a(struct p2pkit_comm *c, const void *send, void *recv, 
   const int overlap = !gather && in_place;
   const int kind = gather ? P2PK_COLL_ALL_GATHER : P2PK_COLL_ALL_TO_ALL;
   const uint64_t hv = cep_header(kind, count, dtype, 0, 0);
-  char *sdst[P2PK_COLL_MAX_RANKS];
-  int sin[P2PK_COLL_MAX_RANKS], any = 0;
+  char *sdst[P2PK_COLL_MAX_RANKS] = {0};
+  int sin[P2PK_COLL_MAX_RANKS] = {0}, any = 0;
   a2a_agree(c, out, B, overlap, sin, sdst);
   cudaError_t e = cep_start(c, stream, 1, 1, 0);
   cudaStream_t R = c->ce->step[S_RECV];

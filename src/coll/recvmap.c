@@ -2,7 +2,7 @@
  *
  * Send/recv, out-of-place all-to-all and all-gather over the copy engines
  * go straight into a receive buffer only when the sender maps it
- * (ce_p2p_mp.c, "straight in"). A registration (p2pkit_comm_register) maps
+ * (cep_straight.c, "straight in"). A registration (p2pkit_comm_register) maps
  * it collectively, once. With this setting a receive into a buffer that
  * is not registered describes its whole allocation instead: the receiver
  * looks up the allocation (base, size, the driver's process-wide buffer

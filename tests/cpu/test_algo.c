@@ -540,7 +540,7 @@ static void ce_min_fill(const struct p2pkit_comm *c, thresholds_t *t) {
   t->cep_cap_ok = p2pk_sel_waits_ok(&s, 1);
 }
 
-/* The grid rule on top of the table (p2pk_coll_choose): two blocks per SM,
+/* The grid rule on top of the table (p2pk_sel_choose): two blocks per SM,
  * as far as the mailboxes allow, for all-reduces from 32 MiB and the other
  * chunked collectives' shares from 16 MiB; never for broadcast, staged
  * calls, or when a setting or the table row names a grid. */
@@ -1066,7 +1066,7 @@ TEST(copy_engine_shards_and_thresholds) {
 }
 
 TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
-  /* Process per GPU over P2P (ce_p2p_mp.c): the landing slots end the
+  /* Process per GPU over P2P (path_ce_slots.c): the landing slots end the
    * scratch, 4 KiB aligned, after everything else, and the (n - 1) x depth
    * slots stay within p2pk_ce_land_max(). */
   p2pk_param_reset();
@@ -1270,7 +1270,7 @@ TEST(copy_engine_paths_need_hardware_queues) {
   }
   CHECK_EQ(th.cep_p2p_min, 0);
   CHECK_EQ(th.cep_cap_ok, 0);
-  c.staged = 1; /* without P2P: ce_staged.c's process-per-GPU half waits the same way */
+  c.staged = 1; /* without P2P: path_ce_staged.c's process-per-GPU half waits the same way */
   c.lay.stage_ce_slot = (size_t)8 << 20;
   CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
   c.multiproc = 0; /* one process without P2P: events only */
@@ -1299,7 +1299,7 @@ TEST(copy_engine_paths_need_hardware_queues) {
     CHECK_EQ(th.cep_direct_p2p_min, 0);
     c.multiproc = 1;
     ce_min_fill(&c, &th);
-    CHECK_EQ(th.ce_min[P2PK_COLL_ALL_REDUCE], 1); /* eagerly; allreduce.c asks cep_cap_ok under capture */
+    CHECK_EQ(th.ce_min[P2PK_COLL_ALL_REDUCE], 1); /* eagerly; under capture the selector asks p2pk_sel_waits_ok */
     CHECK_EQ(th.cep_cap_ok, 0);
   }
   unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");

@@ -353,7 +353,7 @@ TEST(one_process_p2p_disabled) {
  * copy engine from P2PKIT_SENDRECV_CE_MIN on (here every size), ordered by
  * events; the INFO log says so, and every shift, type and count checks out,
  * also next to kernel send/recv of other sizes and under graph capture
- * (where it goes through the landing slots, ce_p2p_mp.c). */
+ * (where it goes through the landing slots, path_ce_slots.c). */
 TEST(one_process_sendrecv_copy_engine) {
   logcap_t L;
   logcap_begin(&L, "P2PKIT_SENDRECV_CE_MIN", "1");
@@ -461,7 +461,7 @@ TEST(one_process_copy_engine_collectives) {
    * group with the copy engines moving every byte (ce_settings_begin: 64
    * KiB chunks, 2 in flight): every type, op, root and count, in and out
    * of place (all-to-all in place takes the kernel), unaligned; graph
-   * replay takes the landing slots (ce_p2p_mp.c) for the reduce and
+   * replay takes the landing slots (path_ce_slots.c) for the reduce and
    * reduce-scatter, straight into the peers' outputs for all-gather and
    * all-to-all, the kernels for the rest; all of them mixed with the kernels'
    * collectives. The log shows the copy engines were used for each. */
@@ -496,7 +496,7 @@ TEST(one_process_copy_engine_collectives) {
 
 /* Copy-engine reduces, reduce-scatters and all-reduces of one process back
  * to back with no host sync between them, so a call's first copies run
- * beside the last call's reduces (chunks numbered across calls, ce_p2p.c),
+ * beside the last call's reduces (chunks numbered across calls, path_ce_events.c),
  * including calls whose chunk size differs from the last one's
  * (P2PKIT_CE_CHUNK is read per call: the slots' layout changes). Inputs and
  * poisoned outputs are uploaded first; every output is checked after one
@@ -955,7 +955,7 @@ static void map_suite(runner_t *R) {
  * of kernel-path reduces on the same streams whose grids (programmatic
  * dependent launches stacking up) can fill every multiprocessor. The
  * broadcast's last posts to its peer run on their own stream; unless the
- * caller's stream waits for them (ce_p2p_mp.c, join_side), the kernels can
+ * caller's stream waits for them (cep_join_side, cep_core.c), the kernels can
  * hold the GPU while the peer, still in the broadcast, waits for a post that
  * cannot be scheduled: both hang until the timeout (seen under a CUDA
  * graph after eager copy-engine calls). Every output checked. */
