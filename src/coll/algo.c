@@ -276,43 +276,111 @@ const p2pk_algo_row *p2pk_algo_lookup_fit(const p2pk_algo_table *t, const p2pk_a
   return NULL;
 }
 
-void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const p2pk_algo_geom *g,
-                      size_t bytes, p2pk_algo_choice *c) {
+/* The row a call takes: the table's first that matches and fits, with the
+ * settings on top and what the transport can do over both. */
+static void effective_row(const p2pk_algo_table *t, const p2pk_algo_force *f,
+                          const p2pk_algo_geom *g, size_t bytes, p2pk_algo_row *row) {
   /* The first row that matches and whose protocol fits: with a smaller LL128
    * area (P2PKIT_LL128_MAX) the rows after it take over, as the table
    * orders them (two-shot on 2 GPUs), not the same row without its protocol. */
   const p2pk_algo_row *r = p2pk_algo_lookup_fit(t, g, bytes);
-  p2pk_algo_row row;
-  if (r) row = *r;
+  if (r) *row = *r;
   else {
-    memset(&row, 0, sizeof row);
-    row.algo = g->staged ? P2PK_ALGO_STAGED : g->nranks > 2 ? P2PK_ALGO_TWOSHOT : P2PK_ALGO_ONESHOT;
-    row.proto = P2PK_PROTO_SIMPLE;
+    memset(row, 0, sizeof *row);
+    row->algo = g->staged ? P2PK_ALGO_STAGED : g->nranks > 2 ? P2PK_ALGO_TWOSHOT : P2PK_ALGO_ONESHOT;
+    row->proto = P2PK_PROTO_SIMPLE;
   }
-  if (f && f->algo >= 0 && f->algo != row.algo) {
+  if (f && f->algo >= 0 && f->algo != row->algo) {
     /* A forced algorithm replaces the row, and with it the row's tuning. */
-    row.algo = f->algo;
-    row.proto = row.algo == P2PK_ALGO_ONESHOT && bytes <= g->ll_cap ? P2PK_PROTO_LL : P2PK_PROTO_SIMPLE;
-    row.blocks = row.threads = 0;
-    row.chunk = 0;
+    row->algo = f->algo;
+    row->proto = row->algo == P2PK_ALGO_ONESHOT && bytes <= g->ll_cap ? P2PK_PROTO_LL : P2PK_PROTO_SIMPLE;
+    row->blocks = row->threads = 0;
+    row->chunk = 0;
   }
-  if (f && f->proto >= 0 && f->proto != row.proto) {
-    row.proto = f->proto;
-    row.blocks = row.threads = 0;
-    row.chunk = 0;
+  if (f && f->proto >= 0 && f->proto != row->proto) {
+    row->proto = f->proto;
+    row->blocks = row->threads = 0;
+    row->chunk = 0;
   }
   /* What the transport can do wins over any request. */
-  if (g->staged) row.algo = P2PK_ALGO_STAGED;
-  else if (row.algo == P2PK_ALGO_STAGED) row.algo = P2PK_ALGO_ONESHOT;
+  if (g->staged) row->algo = P2PK_ALGO_STAGED;
+  else if (row->algo == P2PK_ALGO_STAGED) row->algo = P2PK_ALGO_ONESHOT;
   /* LL and LL128 are one-shot protocols for what fits their areas. */
-  if (row.proto != P2PK_PROTO_SIMPLE && (row.algo != P2PK_ALGO_ONESHOT || !row_fits(&row, g, bytes))) {
-    row.blocks = row.threads = 0, row.chunk = 0;
-    row.proto = P2PK_PROTO_SIMPLE;
+  if (row->proto != P2PK_PROTO_SIMPLE && (row->algo != P2PK_ALGO_ONESHOT || !row_fits(row, g, bytes))) {
+    row->blocks = row->threads = 0, row->chunk = 0;
+    row->proto = P2PK_PROTO_SIMPLE;
   }
-  if (f && f->blocks > 0) row.blocks = f->blocks;
-  if (f && f->threads > 0) row.threads = f->threads;
-  if (f && f->chunk > 0) row.chunk = f->chunk;
+  if (f && f->blocks > 0) row->blocks = f->blocks;
+  if (f && f->threads > 0) row->threads = f->threads;
+  if (f && f->chunk > 0) row->chunk = f->chunk;
+}
 
+/* LL and LL128: one line per thread (LL) or per 8 threads (LL128), up to
+ * four blocks per SM (LL): an LL or LL128 block only waits for the same
+ * block index on its peers, never for another block of its own grid, so
+ * the grid need not be resident all at once. */
+static void ll_grid(const p2pk_algo_row *row, const p2pk_algo_geom *g, size_t bytes, int sms,
+                    p2pk_algo_choice *c) {
+  const int threads = c->threads;
+  size_t lanes = row->proto == P2PK_PROTO_LL ? ceil_div(bytes, 8)
+                                             : ceil_div(bytes, P2PK_LL128_DATA) * 8;
+  /* LL128 grids stay resident (a warp's passes interleave pushing and
+   * taking in; a second wave would only start when the first is done). */
+  int per = row->proto == P2PK_PROTO_LL128 ? g->ll128_per_sm[threads / 32] : 0;
+  size_t ll_max = (size_t)(per > 0 ? per : 4) * (size_t)sms;
+  if (ll_max > P2PK_COLL_MAX_BLOCKS) ll_max = P2PK_COLL_MAX_BLOCKS;
+  size_t gb = row->blocks > 0 ? (size_t)row->blocks : ceil_div(lanes, (size_t)threads);
+  c->blocks = (int)clampz(gb, 1, row->blocks > 0 ? P2PK_COLL_MAX_BLOCKS : ll_max);
+  c->chunk = 0;
+  /* LL128 warps with more than one pass (a grid capped or set smaller
+   * than the message) that fit one block per SM work two passes an
+   * iteration, their loads together; a grid the GPU holds whole keeps
+   * the one-pass loop, whose fewer registers let more blocks fit. */
+  if (row->proto == P2PK_PROTO_LL128 && g->ll128_x2 && c->blocks <= sms)
+    c->ll128_x2 = lanes > (size_t)c->blocks * (size_t)threads;
+}
+
+/* Chunked protocols: split the message over G blocks, each moving mailbox-
+ * sized pieces; per piece n shards for two-shot. */
+static void chunked_grid(const p2pk_algo_row *row, const p2pk_algo_geom *g, size_t bytes, int sms,
+                         p2pk_algo_choice *c) {
+  size_t maxg = (size_t)sms < P2PK_COLL_MAX_BLOCKS ? (size_t)sms : P2PK_COLL_MAX_BLOCKS;
+  size_t per = row->algo == P2PK_ALGO_TWOSHOT ? (size_t)g->nranks : 1;
+  size_t box = row->algo == P2PK_ALGO_STAGED ? g->stage_mailbox : g->mailbox;
+  size_t boxes = row->algo == P2PK_ALGO_STAGED ? P2PK_STAGE_MAILBOXES
+                 : g->mailboxes > 0 ? (size_t)g->mailboxes : P2PK_COLL_MAILBOXES;
+  size_t gmax = boxes / P2PK_COLL_SLOTS;
+  if (row->algo == P2PK_ALGO_STAGED) {
+    size_t half = sms / 2 > 0 ? (size_t)sms / 2 : 1;
+    if (gmax > half) gmax = half;
+    size_t dflt = (size_t)p2pk_algo_staged_blocks_max(g);
+    if (row->blocks <= 0 && gmax > dflt) gmax = dflt;
+  } else if (row->blocks <= 0 && gmax > maxg) {
+    gmax = maxg;
+  }
+  if (gmax > P2PK_COLL_MAX_BLOCKS / (row->algo == P2PK_ALGO_STAGED ? 2 : 1))
+    gmax = P2PK_COLL_MAX_BLOCKS / (row->algo == P2PK_ALGO_STAGED ? 2 : 1);
+  /* Staged: 64 KiB pieces, so mid sizes get several blocks each way (one
+   * block's stores to host memory are far below PCIe's rate: at 256 KiB
+   * pieces a 512 KiB broadcast took 31 us against NCCL's 29 on 2x H200). */
+  size_t min_piece = row->algo == P2PK_ALGO_STAGED ? (64u << 10) : (32u << 10);
+  size_t gb = row->blocks > 0 ? (size_t)row->blocks : ceil_div(bytes, per * min_piece);
+  gb = clampz(gb, 1, gmax);
+  size_t k = row->chunk > 0 ? row->chunk : round_up16(ceil_div(bytes, gb * per));
+  /* Staged: a block moves its share in pieces of at most 128 KiB, so its
+   * reader starts on one while its writer fills the next (2x H200, P2P
+   * off: 8 MiB all-reduce 336 -> 294 us, broadcast 248 -> 187 us; 128 MiB
+   * unchanged). */
+  if (row->algo == P2PK_ALGO_STAGED && row->chunk <= 0 && k > (128u << 10)) k = 128u << 10;
+  k = clampz(k, 16, box) & ~(size_t)15;
+  c->blocks = (int)gb;
+  c->chunk = (uint32_t)k;
+}
+
+void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const p2pk_algo_geom *g,
+                      size_t bytes, p2pk_algo_choice *c) {
+  p2pk_algo_row row;
+  effective_row(t, f, g, bytes, &row);
   c->ll128_x2 = 0;
   c->algo = row.algo;
   c->proto = row.proto;
@@ -320,62 +388,7 @@ void p2pk_algo_choose(const p2pk_algo_table *t, const p2pk_algo_force *f, const 
   int sms = g->sm_count > 0 ? g->sm_count : 1;
   int threads = row.threads > 0 ? row.threads : row.proto == P2PK_PROTO_LL ? 256 : 512;
   /* The kernels are built for at most 512 threads (__launch_bounds__). */
-  threads = (int)clampz((size_t)(threads / 32 * 32), 64, 512);
-  c->threads = threads;
-  size_t maxg = (size_t)sms < P2PK_COLL_MAX_BLOCKS ? (size_t)sms : P2PK_COLL_MAX_BLOCKS;
-  if (row.proto == P2PK_PROTO_LL || row.proto == P2PK_PROTO_LL128) {
-    /* One line per thread (LL) or per 8 threads (LL128), up to four blocks
-     * per SM (LL): an LL or LL128 block only waits for the same block index
-     * on its peers, never for another block of its own grid, so the grid
-     * need not be resident all at once. */
-    size_t lanes = row.proto == P2PK_PROTO_LL ? ceil_div(bytes, 8)
-                                              : ceil_div(bytes, P2PK_LL128_DATA) * 8;
-    /* LL128 grids stay resident (a warp's passes interleave pushing and
-     * taking in; a second wave would only start when the first is done). */
-    int per = row.proto == P2PK_PROTO_LL128 ? g->ll128_per_sm[threads / 32] : 0;
-    size_t ll_max = (size_t)(per > 0 ? per : 4) * (size_t)sms;
-    if (ll_max > P2PK_COLL_MAX_BLOCKS) ll_max = P2PK_COLL_MAX_BLOCKS;
-    size_t gb = row.blocks > 0 ? (size_t)row.blocks : ceil_div(lanes, (size_t)threads);
-    c->blocks = (int)clampz(gb, 1, row.blocks > 0 ? P2PK_COLL_MAX_BLOCKS : ll_max);
-    c->chunk = 0;
-    /* LL128 warps with more than one pass (a grid capped or set smaller
-     * than the message) that fit one block per SM work two passes an
-     * iteration, their loads together; a grid the GPU holds whole keeps
-     * the one-pass loop, whose fewer registers let more blocks fit. */
-    if (row.proto == P2PK_PROTO_LL128 && g->ll128_x2 && c->blocks <= sms)
-      c->ll128_x2 = lanes > (size_t)c->blocks * (size_t)threads;
-    return;
-  }
-  /* Chunked protocols: split the message over G blocks, each moving mailbox-
-   * sized pieces; per piece n shards for two-shot. */
-  size_t per = row.algo == P2PK_ALGO_TWOSHOT ? (size_t)g->nranks : 1;
-  size_t box = row.algo == P2PK_ALGO_STAGED ? g->stage_mailbox : g->mailbox;
-  size_t boxes = row.algo == P2PK_ALGO_STAGED ? P2PK_STAGE_MAILBOXES
-                 : g->mailboxes > 0 ? (size_t)g->mailboxes : P2PK_COLL_MAILBOXES;
-  size_t gmax = boxes / P2PK_COLL_SLOTS;
-  if (row.algo == P2PK_ALGO_STAGED) {
-    size_t half = sms / 2 > 0 ? (size_t)sms / 2 : 1;
-    if (gmax > half) gmax = half;
-    size_t dflt = (size_t)p2pk_algo_staged_blocks_max(g);
-    if (row.blocks <= 0 && gmax > dflt) gmax = dflt;
-  } else if (row.blocks <= 0 && gmax > maxg) {
-    gmax = maxg;
-  }
-  if (gmax > P2PK_COLL_MAX_BLOCKS / (row.algo == P2PK_ALGO_STAGED ? 2 : 1))
-    gmax = P2PK_COLL_MAX_BLOCKS / (row.algo == P2PK_ALGO_STAGED ? 2 : 1);
-  /* Staged: 64 KiB pieces, so mid sizes get several blocks each way (one
-   * block's stores to host memory are far below PCIe's rate: at 256 KiB
-   * pieces a 512 KiB broadcast took 31 us against NCCL's 29 on 2x H200). */
-  size_t min_piece = row.algo == P2PK_ALGO_STAGED ? (64u << 10) : (32u << 10);
-  size_t gb = row.blocks > 0 ? (size_t)row.blocks : ceil_div(bytes, per * min_piece);
-  gb = clampz(gb, 1, gmax);
-  size_t k = row.chunk > 0 ? row.chunk : round_up16(ceil_div(bytes, gb * per));
-  /* Staged: a block moves its share in pieces of at most 128 KiB, so its
-   * reader starts on one while its writer fills the next (2x H200, P2P
-   * off: 8 MiB all-reduce 336 -> 294 us, broadcast 248 -> 187 us; 128 MiB
-   * unchanged). */
-  if (row.algo == P2PK_ALGO_STAGED && row.chunk <= 0 && k > (128u << 10)) k = 128u << 10;
-  k = clampz(k, 16, box) & ~(size_t)15;
-  c->blocks = (int)gb;
-  c->chunk = (uint32_t)k;
+  c->threads = (int)clampz((size_t)(threads / 32 * 32), 64, 512);
+  if (row.proto == P2PK_PROTO_LL || row.proto == P2PK_PROTO_LL128) ll_grid(&row, g, bytes, sms, c);
+  else chunked_grid(&row, g, bytes, sms, c);
 }

@@ -50,7 +50,7 @@ enum {
 enum { P2PK_ALGO_ONESHOT = 0, P2PK_ALGO_TWOSHOT = 1, P2PK_ALGO_STAGED = 2, P2PK_ALGO_COUNT };
 enum { P2PK_PROTO_LL = 0, P2PK_PROTO_SIMPLE = 1, P2PK_PROTO_LL128 = 2, P2PK_PROTO_COUNT };
 /* LL128: 128-byte lines of 120 payload bytes and an 8-byte flag, each line
- * written by 8 lanes of one warp in one store instruction (allreduce_kernels.cu). */
+ * written by 8 lanes of one warp in one store instruction (kern_ll128.cu). */
 #define P2PK_LL128_LINE 128
 #define P2PK_LL128_DATA 120
 /* Codes a kernel leaves in the host-mapped error words. */
@@ -73,7 +73,7 @@ typedef struct {
   uint64_t p2p_llsent[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
   uint64_t p2p_llrecvd[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
   uint64_t p2p_llack[P2PK_COLL_MAX_RANKS][P2PK_P2P_LL_BLOCKS];
-  /* Copy engines over P2P through the landing slots (ce_p2p_mp.c: a
+  /* Copy engines over P2P through the landing slots (path_ce_slots.c: a
    * process per GPU, or one process under capture). A pair's chunk
    * sits in dst's landing slot [src][s] (s turning across calls), each half
    * of a slot guarded by two flags that one side sets and the
@@ -91,7 +91,7 @@ typedef struct {
   uint64_t cep_done[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
   uint64_t cep_rbusy[P2PK_COLL_MAX_RANKS][P2PK_SCE_DEPTH_MAX];
   /* One process under capture, pushes straight into a peer's output
-   * (ce_p2p_mp.c, "direct"): rdy[dst] (at src: 1 once dst's stream reached
+   * (path_ce_direct.c): rdy[dst] (at src: 1 once dst's stream reached
    * the call, so its output is free; set by dst, cleared by src before its
    * first push) and fin[src] (at dst: 1 once src's last push landed; set by
    * src, cleared by dst at the call's end). */
@@ -110,7 +110,7 @@ typedef struct {
    * written by this rank, freed by the receiver. */
   uint64_t p2p_ready[P2PK_COLL_MAX_RANKS][P2PK_STAGE_P2P_BOXES];
   uint64_t p2p_freed[P2PK_COLL_MAX_RANKS][P2PK_STAGE_P2P_BOXES];
-  /* Copy-engine staged all-reduce, process per GPU (ce_staged.c): chunk q
+  /* Copy-engine staged all-reduce, process per GPU (path_ce_staged.c): chunk q
    * sits in this rank's slot q % depth; full[s] = q + 1 once this
    * rank copied it there, read[s][t] = q + 1 once rank t copied it out;
    * hdr[s]: what the call is (count, type, op), which readers compare. */
@@ -145,7 +145,7 @@ typedef struct {
   uint64_t stage_p2p_box;
   uint64_t stage_ce_off;   /* inside a part: [depth] x stage_ce_slot (process per GPU) */
   uint64_t stage_ce_slot;  /* 0: no copy-engine slots */
-  /* Copy engines over P2P (ce_p2p_mp.c): landing slots [n-1 peer
+  /* Copy engines over P2P (path_ce_slots.c): landing slots [n-1 peer
    * slots][cep_depth] x cep_slot at cep_off of the scratch (0: none). */
   uint64_t cep_off, cep_slot, cep_depth;
 } p2pk_layout;
@@ -229,7 +229,7 @@ typedef struct {
 
 #define P2PK_READY_DIRECT (1ULL << 63) /* all-gather share already in the output */
 
-/* The staged transport's chunk stream (staged_kernels.cu has the picture).
+/* The staged transport's chunk stream (kern_staged.cu has the picture).
  * A call's stream is `segs` segments of one share each (B = count x element
  * bytes), cut in chunks; every chunk passes through one outbox mailbox of
  * every rank. Shared by the kernel and the CPU tests that run the stream on
@@ -285,8 +285,6 @@ P2PK_HD uint32_t p2pk_stage_recv_from(int mode, int n, int me, uint32_t recv_mas
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* One launch on `stream`: LL / one-shot / two-shot over P2P (allreduce_kernels.cu)
- * or the host-staged pipeline (staged_kernels.cu, grid = 2 * blocks). */
 /* A local reduce (the copy-engine staged all-reduce's last step): out =
  * reduce over src[0..n) in rank order, src[me] being this rank's own input;
  * bytes a multiple of the element size. */
@@ -298,15 +296,25 @@ typedef struct {
   int32_t pair; /* a capped grid: both sources' loads together (reduce_chunk's PAIR) */
 } p2pk_lr_args;
 cudaError_t p2pk_launch_local_reduce(int dtype, const p2pk_lr_args *a, int blocks, cudaStream_t stream);
+/* One launch on `stream` of every collective but send/recv over P2P, by
+ * a->proto and a->algo (kern_launch.c): LL (kern_ll.cu), LL128
+ * (kern_ll128.cu), chunked one-shot (kern_oneshot.cu), two-shot
+ * (kern_twoshot.cu); `threads` without LL's and LL128's header warp. */
+cudaError_t p2pk_launch_ll(const p2pk_ar_args *a, int blocks, int threads, cudaStream_t stream);
+cudaError_t p2pk_launch_ll128(const p2pk_ar_args *a, int blocks, int threads, cudaStream_t stream);
+cudaError_t p2pk_launch_oneshot(const p2pk_ar_args *a, int blocks, int threads, cudaStream_t stream);
+cudaError_t p2pk_launch_twoshot(const p2pk_ar_args *a, int blocks, int threads, cudaStream_t stream);
 /* Blocks of ll128_kernel (threads + the header warp) one multiprocessor
  * holds at once, the least over data types but uint8; 0 if CUDA cannot say. */
 int p2pk_ll128_per_sm(int threads);
 cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int threads,
                                       cudaStream_t stream);
+/* Every collective but send/recv through host memory (kern_staged.cu,
+ * grid = 2 * blocks). */
 cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int threads,
                                          cudaStream_t stream);
-/* The process-per-GPU copy-engine paths (ce_p2p_mp.c over P2P,
- * ce_staged.c through host memory): one thread on a stream does the steps
+/* The process-per-GPU copy-engine paths (path_ce_slots.c over P2P,
+ * path_ce_staged.c through host memory): one thread on a stream does the steps
  * in order. A wait step waits until *ctr >= v (with
  * the collective kernels' timeout and abort rules; `peer` is who should
  * write it) and, when hdr is set, fails with a mismatch unless *hdr == hv;
@@ -319,7 +327,7 @@ enum {
   P2PK_CEP_SET = 4      /* *ctr = v, a plain store: this rank's own flag, ordered by a later post */
 };
 /* Or'ed into a send/recv call's header when it came straight into the
- * receiver's buffer (ce_p2p_mp.c: the first chunk's flag carries it). */
+ * receiver's buffer (cep_straight.c: the first chunk's flag carries it). */
 #define P2PK_CEP_HDR_DIRECT (1ULL << 63)
 #define P2PK_CEP_STEPS 32
 typedef struct {
@@ -332,17 +340,24 @@ typedef struct {
   p2pk_cep_step s[P2PK_CEP_STEPS];
 } p2pk_cep_steps;
 cudaError_t p2pk_launch_cep_sync(const p2pk_ar_args *a, const p2pk_cep_steps *st, cudaStream_t stream);
-/* Send/recv over P2P (allreduce_kernels.cu); `esize` picks the element width
+/* Send/recv over P2P (kern_sendrecv.cu); `esize` picks the element width
  * of the copy loops (1, 2, 4 or 8: the smallest of the group's types). */
 cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *a, int esize, int blocks, int threads,
                             cudaStream_t stream);
-/* Send/recv through host memory (staged_kernels.cu): each operation's blocks
+/* Send/recv through host memory (kern_staged.cu): each operation's blocks
  * move its chunks through the sender's mailboxes for that receiver. */
 cudaError_t p2pk_launch_p2p_staged(const p2pk_p2p_args *a, int esize, int blocks, int threads,
                                    cudaStream_t stream);
 /* Load every kernel instance on the current device, so none loads lazily
- * inside a caller's CUDA graph capture. */
+ * inside a caller's CUDA graph capture: all over P2P (kern_launch.c, from
+ * each kernel file's own), all through host memory. */
 cudaError_t p2pk_preload_allreduce_p2p(void);
+cudaError_t p2pk_preload_ll(void);
+cudaError_t p2pk_preload_ll128(void);
+cudaError_t p2pk_preload_oneshot(void);
+cudaError_t p2pk_preload_twoshot(void);
+cudaError_t p2pk_preload_sendrecv(void);
+cudaError_t p2pk_preload_reduce(void);
 /* P2PKIT_KTRACE builds: the LL kernel's phase timestamps (globaltimer, ns) of
  * the current device's last two calls, [call parity][entry, dependency
  * resolved, prologue done, lines pushed, header seen, first peer line seen,

@@ -11,8 +11,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "coll/coll.h"
+#include "coll/ce_common.h"
+#include "coll/cep.h"
 #include "coll/ipc.h"
+#include "coll/path.h"
 #include "coll/plan.h"
 #include "core/check.h"
 #include "core/log.h"
@@ -21,163 +23,6 @@
 #include "topo/topo.h"
 #include "xfer/xfer.h"
 
-enum { TAG_INFO = 1, TAG_P2P = 2, TAG_HANDLES = 3, TAG_MAPPED = 4, TAG_REG = 5, TAG_DEREG = 6,
-       TAG_DESTROY = 7 };
-
-/* ------------------------------------------------------------ names ---- */
-
-size_t p2pkit_dtype_size(p2pkit_dtype_t d) {
-  const p2pk_dtype_info *i = p2pk_dtype_info_of(d);
-  return i ? i->size : 0;
-}
-
-const char *p2pkit_dtype_name(p2pkit_dtype_t d) {
-  const p2pk_dtype_info *i = p2pk_dtype_info_of(d);
-  return i ? i->name : "invalid";
-}
-
-const char *p2pkit_redop_name(p2pkit_redop_t op) {
-  static const char *const names[P2PKIT_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
-  return (int)op >= 0 && op < P2PKIT_REDOP_COUNT ? names[op] : "invalid";
-}
-
-void p2pkit_comm_opts_init(p2pkit_comm_opts_t *o) {
-  if (!o) return;
-  o->nranks = o->rank = o->device = -1;
-  o->addr = NULL;
-  o->port = -1;
-  o->secret = NULL;
-  o->timeout_s = -1;
-}
-
-/* ----------------------------------------------------------- layout ---- */
-
-static uint64_t round4k(uint64_t v) { return (v + 4095) & ~(uint64_t)4095; }
-
-void p2pk_layout_add_ce(p2pk_layout *lay, int depth, size_t slot) {
-  if (!slot || depth <= 0) return;
-  lay->stage_ce_off = lay->stage_stride;
-  lay->stage_ce_slot = slot;
-  lay->stage_stride += (uint64_t)depth * slot;
-}
-
-void p2pk_layout_add_cep(p2pk_layout *lay, int n, int depth, size_t slot) {
-  if (!slot || depth <= 0 || n < 2) return;
-  lay->cep_off = round4k(lay->total);
-  lay->cep_slot = slot;
-  lay->cep_depth = (uint64_t)depth;
-  lay->total = lay->cep_off + (uint64_t)(n - 1) * (uint64_t)depth * slot;
-}
-
-int p2pk_mailboxes_for(int sm_count) {
-  int64_t v = p2pk_param_int("P2PKIT_COLL_MAILBOXES");
-  if (v <= 0) v = 4LL * (sm_count > 0 ? sm_count : 1);
-  if (v < 16) v = 16;
-  if (v > P2PK_COLL_MAILBOXES) v = P2PK_COLL_MAILBOXES;
-  return (int)v;
-}
-
-p2pkit_status_t p2pk_layout_compute(int n, size_t buffer, int staged, int want_boxes,
-                                    p2pk_layout *lay, size_t *ll_cap_p) {
-  memset(lay, 0, sizeof *lay);
-  *ll_cap_p = 0;
-  /* P2PKIT_BUFFER_SIZE=0 (the default): 128 MiB of device scratch over P2P
-   * per peer, at most 512 MiB, so 4 mailboxes per multiprocessor (two
-   * blocks per SM, see p2pk_coll_launch) keep ~120 KiB each on 2 to 4 GPUs
-   * (the mailboxes are split among the peers); 64 MiB of host memory per
-   * rank staged. On 4x H200 128 MiB left 40 KiB mailboxes, and 384 MiB took
-   * a two-shot all-reduce of 1 GiB in 4901 us against 5823
-   * (docs/decisions/scratch-per-peer.md). More than 4 GPUs: the 512 MiB
-   * cap, not measured. */
-  if (buffer == 0) {
-    const size_t peers = n > 1 ? (size_t)n - 1 : 1;
-    buffer = staged ? (size_t)64 << 20 : ((size_t)128 << 20) * (peers < 4 ? peers : 4);
-  }
-  if (n < 1 || n > P2PK_COLL_MAX_RANKS)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%d ranks; p2pkit handles 1..%d", n,
-                     P2PK_COLL_MAX_RANKS);
-  uint64_t off = round4k(sizeof(p2pk_dev_ctrl));
-  uint64_t counters = (uint64_t)P2PK_COLL_SETS * n * P2PK_COLL_MAILBOXES * sizeof(uint64_t);
-  lay->ready_off = off, off += counters;
-  lay->freed_off = off, off += counters;
-  lay->sent_off = off, off += counters;
-  lay->recvd_off = off, off += counters;
-  lay->agtok_off = off, off += (uint64_t)n * P2PK_COLL_MAILBOXES * sizeof(uint64_t);
-  off = round4k(off);
-  if (staged) {
-    lay->total = off;
-    uint64_t head = round4k(sizeof(p2pk_stage_ctrl));
-    /* A rank's part of the host region is P2PKIT_BUFFER_SIZE: the header,
-     * send/recv mailboxes for every receiver (128 KiB pieces, the size the
-     * knob runs found best at mid sizes, within an eighth of the buffer),
-     * and the collectives' outbox in what is left. */
-    uint64_t pbox = buffer / 8 / ((uint64_t)n * P2PK_STAGE_P2P_BOXES);
-    if (pbox > (128u << 10)) pbox = 128u << 10;
-    pbox &= ~(uint64_t)4095;
-    if (pbox < 4096) pbox = 4096;
-    uint64_t p2p = (uint64_t)n * P2PK_STAGE_P2P_BOXES * pbox;
-    uint64_t box = buffer > head + p2p ? ((buffer - head - p2p) / P2PK_STAGE_MAILBOXES) & ~(uint64_t)4095 : 0;
-    if (box < 4096)
-      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_BUFFER_SIZE=%zu is too small for the "
-                       "staged transport with %d ranks (at least %llu bytes)", buffer, n,
-                       (unsigned long long)(head + p2p + 4096ULL * P2PK_STAGE_MAILBOXES));
-    lay->stage_data_off = head;
-    lay->stage_mailbox = box;
-    lay->stage_p2p_off = head + box * P2PK_STAGE_MAILBOXES;
-    lay->stage_p2p_box = pbox;
-    lay->stage_stride = lay->stage_p2p_off + p2p;
-    return P2PKIT_SUCCESS;
-  }
-  if (n == 1) {
-    lay->total = off;
-    return P2PKIT_SUCCESS;
-  }
-  uint64_t peers = (uint64_t)n - 1;
-  /* LL: a quarter of the buffer at most (16 = 2 slots x 2 bytes per byte x 4). */
-  uint64_t ll_cap = (buffer / (16 * peers)) & ~(uint64_t)4095;
-  if (ll_cap > (1u << 20)) ll_cap = 1u << 20;
-  if (ll_cap < (16u << 10)) ll_cap = 16u << 10;
-  lay->ll_off = off;
-  lay->ll_bytes = 2 * ll_cap;
-  off += 2 * peers * lay->ll_bytes;
-  lay->p2p_ll_off = off;
-  off += peers * 2 * 2 * (uint64_t)P2PK_P2P_LL_MAX;
-  /* Fewer, larger mailboxes when many peers share the buffer (a block needs
-   * P2PK_COLL_SLOTS of them, so this also bounds the grid). */
-  uint64_t nboxes = want_boxes >= 16 && want_boxes <= P2PK_COLL_MAILBOXES ? (uint64_t)want_boxes
-                                                                         : P2PK_COLL_MAILBOXES;
-  uint64_t boxes = 0, box = 0;
-  for (;;) {
-    boxes = (uint64_t)P2PK_COLL_SETS * peers * nboxes;
-    box = buffer > off ? ((buffer - off) / boxes) & ~(uint64_t)4095 : 0;
-    if (box >= (16u << 10) || nboxes <= 16) break;
-    nboxes /= 2;
-  }
-  if (box < 4096)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_BUFFER_SIZE=%zu is too small for %d "
-                     "ranks (at least %llu bytes)", buffer, n,
-                     (unsigned long long)(off + boxes * 4096));
-  lay->data_off = off;
-  lay->mailbox = box;
-  lay->nboxes = nboxes;
-  lay->total = off + boxes * box;
-  /* LL128 (mid sizes): a whole message per (slot, peer), on top of the
-   * buffer so the mailboxes keep their size. P2PKIT_LL128_MAX is the largest
-   * message in bytes summed over peers (default 32 MiB, what the 2-GPU
-   * table uses: ~68 MiB of scratch whatever the rank count); 0 turns LL128
-   * off. */
-  uint64_t l128 = p2pk_param_size("P2PKIT_LL128_MAX");
-  if (l128 > ((uint64_t)1 << 30)) l128 = (uint64_t)1 << 30;
-  uint64_t per = (l128 + peers - 1) / peers;
-  uint64_t lines = (per + P2PK_LL128_DATA - 1) / P2PK_LL128_DATA;
-  if (lines) {
-    lay->ll128_off = round4k(lay->total);
-    lay->ll128_bytes = round4k(lines * P2PK_LL128_LINE);
-    lay->total = lay->ll128_off + 2 * peers * lay->ll128_bytes;
-  }
-  *ll_cap_p = ll_cap;
-  return P2PKIT_SUCCESS;
-}
 
 /* ----------------------------------------------------------- config ---- */
 
@@ -300,16 +145,15 @@ static p2pkit_status_t comm_alloc(struct p2pkit_comm *c) {
   P2PK_CUDA_CHECK(cudaHostAlloc((void **)&c->host_err, 64, cudaHostAllocMapped | cudaHostAllocPortable));
   memset(c->host_err, 0, 64);
   P2PK_CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->tmpl.host_err, c->host_err, 0));
-  /* The landing-slot path's streams and events now: a call being captured
-   * must not create them. */
-  if (c->lay.cep_slot) P2PK_CUDA_CHECK(p2pk_cep_prepare(c));
-  return P2PKIT_SUCCESS;
+  return p2pk_ce_init(c);
 }
 
-static void reg_free(struct p2pkit_comm *c, p2pk_reg *r) {
-  for (int p = 0; p < c->nranks; p++)
-    if (r->ipc_base[p]) cudaIpcCloseMemHandle(r->ipc_base[p]);
-  free(r);
+/* Every path's state, once the scratch, the peers' mappings and the
+ * kernel template exist (c's GPU current). */
+static p2pkit_status_t paths_init(struct p2pkit_comm *c) {
+  for (int i = 0; i < P2PK_PATHS; i++)
+    if (p2pk_paths[i]->init) P2PK_CHECK(p2pk_paths[i]->init(c));
+  return P2PKIT_SUCCESS;
 }
 
 /* Frees what this rank owns (the group's shared region is the group's). */
@@ -319,30 +163,14 @@ static void comm_free(struct p2pkit_comm *c) {
   int cur = -1;
   cudaGetDevice(&cur);
   cudaSetDevice(c->device);
-  while (c->regs) {
-    p2pk_reg *r = c->regs;
-    c->regs = r->next;
-    reg_free(c, r);
-  }
-  p2pk_map_free(c);
+  p2pk_reg_free_all(c);
+  for (int i = 0; i < P2PK_PATHS; i++)
+    if (p2pk_paths[i]->fini) p2pk_paths[i]->fini(c);
   for (int p = 0; p < c->nranks; p++)
     if (c->peer_ipc[p]) cudaIpcCloseMemHandle(c->peer_ipc[p]);
   if (c->scratch) cudaFree(c->scratch);
   if (c->host_err) cudaFreeHost(c->host_err);
-  if (c->ce_side) cudaStreamDestroy(c->ce_side);
-  for (int i = 0; i < 3; i++)
-    if (c->ce_ev[i]) cudaEventDestroy(c->ce_ev[i]);
-  if (c->sce_h2d) cudaStreamDestroy(c->sce_h2d);
-  for (int i = 0; i < P2PK_SCE_EVENTS; i++)
-    if (c->sce_ev[i]) cudaEventDestroy(c->sce_ev[i]);
-  if (c->sce_buf) cudaFree(c->sce_buf);
-  for (int i = 0; i < P2PK_CEP_STREAMS; i++)
-    if (c->cep_stream[i]) cudaStreamDestroy(c->cep_stream[i]);
-  for (int i = 0; i < P2PK_CEP_EVKINDS; i++)
-    for (int s = 0; s < P2PK_SCE_DEPTH_MAX; s++)
-      if (c->cep_ev[i][s]) cudaEventDestroy(c->cep_ev[i][s]);
-  for (int i = 0; i < P2PK_CEP_TRACE_MAX; i++)
-    if (c->cep_tr_ev[i]) cudaEventDestroy(c->cep_tr_ev[i]);
+  p2pk_ce_fini(c);
   if (c->stage_registered) cudaHostUnregister(c->stage);
   if (c->stage && c->multiproc) munmap(c->stage, c->stage_bytes);
   if (c->dmb) munmap(c->dmb, c->dmb_bytes);
@@ -366,7 +194,7 @@ static void fill_tmpl(struct p2pkit_comm *c, char *stage_dev) {
   for (int p = 0; p < c->nranks; p++) a->peer[p] = c->staged ? NULL : c->peer[p];
   a->stage = c->staged ? stage_dev : NULL;
   a->direct = c->staged ? 0 : c->multiproc ? 2 : 1;
-  /* All-reduce: every peer both ways, reduced (p2pk_coll_launch sets these
+  /* All-reduce: every peer both ways, reduced (kern_args.c sets these
    * per call for the other collectives). */
   a->send_mask = a->recv_mask = p2pk_peer_mask(c->nranks, c->rank);
   a->send2_mask = a->recv2_mask = a->send_mask;
@@ -377,24 +205,50 @@ static void fill_tmpl(struct p2pkit_comm *c, char *stage_dev) {
   int major = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
   a->pdl = !c->staged && major >= 9 && p2pk_param_int("P2PKIT_PDL") > 0;
-  c->logged = 0;
 }
 
-static void log_comm(const struct p2pkit_comm *c, char labels[][64], const int *devs) {
-  if (!p2pk_log_enabled(P2PK_LEVEL_INFO, P2PK_LOG_COLL)) return;
+/* The table rows this communicator's all-reduce reads, for the log. */
+static void table_plan(const struct p2pkit_comm *c, char *plan, size_t len) {
+  const p2pk_sel *s = &c->sel;
   int tr = c->staged ? P2PK_TRANSPORT_SHM : P2PK_TRANSPORT_P2P;
-  char plan[512] = "";
   size_t used = 0;
-  for (int i = 0; i < c->table.nrows && used < sizeof plan - 64; i++) {
-    const p2pk_algo_row *r = &c->table.rows[i];
+  plan[0] = '\0';
+  for (int i = 0; i < s->table.nrows && used < len - 64; i++) {
+    const p2pk_algo_row *r = &s->table.rows[i];
     if (r->transport != tr || c->nranks < r->min_ranks || c->nranks > r->max_ranks) continue;
     char lim[32];
     if (r->max_bytes == SIZE_MAX) snprintf(lim, sizeof lim, "above");
     else snprintf(lim, sizeof lim, "<=%zu B", r->max_bytes);
-    used += (size_t)snprintf(plan + used, sizeof plan - used, "%s%s %s/%s", used ? ", " : "", lim,
+    used += (size_t)snprintf(plan + used, len - used, "%s%s %s/%s", used ? ", " : "", lim,
                              p2pk_algo_name(r->algo), p2pk_proto_name(r->proto));
   }
-  const p2pk_algo_force *f = &c->force;
+}
+
+/* Say so when too few hardware queues keep the copy engines off, or under
+ * capture more than 2 ranks. */
+static void log_queues(const struct p2pkit_comm *c) {
+  const p2pk_sel *s = &c->sel;
+  const int q = s->queues, spins = c->multiproc || !c->staged;
+  int any_ce = 0; /* a copy-engine path taken eagerly */
+  for (int k = 0; k < P2PK_KINDS; k++)
+    any_ce |= s->from[P2PK_FROM_EVENTS][k] != 0 || s->from[P2PK_FROM_SLOTS][k] != 0;
+  if (c->nranks >= 2 && spins && q < P2PK_CE_QUEUES)
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): CUDA_DEVICE_MAX_CONNECTIONS=%d: the copy-engine "
+              "paths%s wait on the peers on several streams at once and need %d hardware queues; "
+              "the kernels carry every size", c->rank, c->device, q,
+              c->multiproc ? "" : " under capture", P2PK_CE_QUEUES);
+  else if (c->nranks > 2 && !c->staged && !p2pk_sel_waits_ok(s, 1) && any_ce)
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): under a CUDA graph the copy-engine paths of more "
+              "than 2 ranks are off (a graph may queue their waits behind one another); there "
+              "the kernels carry every size", c->rank, c->device);
+}
+
+static void log_comm(const struct p2pkit_comm *c, char labels[][64], const int *devs) {
+  if (!p2pk_log_enabled(P2PK_LEVEL_INFO, P2PK_LOG_COLL)) return;
+  log_queues(c);
+  char plan[512];
+  table_plan(c, plan, sizeof plan);
+  const p2pk_algo_force *f = &c->sel.force;
   for (int p = 0; p < c->nranks; p++) {
     if (p == c->rank) continue;
     /* Staged says why: this pair's own verdict ("off (P2PKIT_P2P_LEVEL=LOC)"),
@@ -407,25 +261,52 @@ static void log_comm(const struct p2pkit_comm *c, char labels[][64], const int *
               "comm rank %d/%d on GPU %d -> rank %d (GPU %d): transport %s; all-reduce table %s: "
               "%s%s%s%s%s (LL up to %zu B, mailbox %llu B)",
               c->rank, c->nranks, c->device, p, devs ? devs[p] : -1,
-              tlabel, c->table.source, plan,
+              tlabel, c->sel.table.source, plan,
               f->algo >= 0 ? "; forced algorithm " : "", f->algo >= 0 ? p2pk_algo_name(f->algo) : "",
               f->proto >= 0 ? "; forced protocol " : "", f->proto >= 0 ? p2pk_proto_name(f->proto) : "",
-              c->geom.ll_cap, (unsigned long long)(c->staged ? c->lay.stage_mailbox : c->lay.mailbox));
+              c->sel.geom.ll_cap, (unsigned long long)(c->staged ? c->lay.stage_mailbox : c->lay.mailbox));
   }
 }
 
 static void set_geom(struct p2pkit_comm *c, int sm_count, size_t ll_cap) {
-  c->geom.nranks = c->nranks;
-  c->geom.staged = c->staged;
-  c->geom.sm_count = sm_count;
-  c->geom.ll_cap = ll_cap;
-  c->geom.ll128_cap = c->lay.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA;
-  c->geom.ll128_x2 = p2pk_param_int("P2PKIT_LL128_X2") != 0;
-  if (c->geom.ll128_cap)
-    for (int t = 2; t < P2PK_ALGO_THREAD_STEPS; t++) c->geom.ll128_per_sm[t] = p2pk_ll128_per_sm(32 * t);
-  c->geom.mailbox = c->lay.mailbox;
-  c->geom.mailboxes = (int)c->lay.nboxes;
-  c->geom.stage_mailbox = c->lay.stage_mailbox;
+  p2pk_algo_geom *g = &c->sel.geom;
+  g->nranks = c->nranks;
+  g->staged = c->staged;
+  g->sm_count = sm_count;
+  g->ll_cap = ll_cap;
+  g->ll128_cap = c->lay.ll128_bytes / P2PK_LL128_LINE * P2PK_LL128_DATA;
+  g->ll128_x2 = p2pk_param_int("P2PKIT_LL128_X2") != 0;
+  g->mailbox = c->lay.mailbox;
+  g->mailboxes = (int)c->lay.nboxes;
+  g->stage_mailbox = c->lay.stage_mailbox;
+  c->sel.stage_p2p_box = c->lay.stage_p2p_box;
+}
+
+/* LL128's occupancy per thread count, from CUDA (the GPU current). */
+static void set_ll128_occupancy(struct p2pkit_comm *c) {
+  p2pk_algo_geom *g = &c->sel.geom;
+  if (g->ll128_cap)
+    for (int t = 2; t < P2PK_ALGO_THREAD_STEPS; t++) g->ll128_per_sm[t] = p2pk_ll128_per_sm(32 * t);
+}
+
+p2pkit_status_t p2pk_comm_derive(struct p2pkit_comm *c, int sms, size_t buffer,
+                                 const p2pk_algo_table *table, const p2pk_algo_force *force) {
+  const int n = c->nranks;
+  p2pk_algo_force env;
+  if (!force) {
+    P2PK_CHECK(p2pk_algo_force_from_env(&env));
+    force = &env;
+  }
+  p2pk_sel_init(&c->sel, n, c->multiproc, c->staged, c->group ? c->group->n : 0, table, force);
+  size_t ll_cap = 0;
+  P2PK_CHECK(p2pk_layout_compute(n, buffer, c->staged, p2pk_mailboxes_for(sms), &c->lay, &ll_cap));
+  /* Each path's scratch (landing slots, copy-engine slots in the staging
+   * parts), from the settings every rank shares. */
+  for (int i = 0; i < P2PK_PATHS; i++)
+    if (p2pk_paths[i]->scratch) p2pk_paths[i]->scratch(c, &c->lay);
+  p2pk_sel_fill(&c->sel, c->lay.cep_slot != 0, c->lay.stage_ce_slot != 0);
+  set_geom(c, sms, ll_cap);
+  return P2PKIT_SUCCESS;
 }
 
 /* The GPUs this process sees, or why none (topo's words, as every entry point). */
@@ -455,8 +336,11 @@ static void group_free(p2pk_group *g) {
   free(g);
 }
 
-static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const coll_cfg *cfg) {
-  const int n = g->n;
+/* One process: the transport every pair can take (staged when some pair
+ * has no P2P), with each pair's label for the log; peer access between
+ * every two GPUs (a GPU listed twice, P2PKIT_SHARE_GPUS: none needed). */
+static p2pkit_status_t all_transport(int n, const int *devs, const coll_cfg *cfg,
+                                     char labels[][P2PK_COLL_MAX_RANKS][64], int *staged) {
   p2pkit_topo_t topo = NULL;
   if (want_topology(cfg) && p2pkit_topo_discover(&topo) != P2PKIT_SUCCESS) topo = NULL;
   char busid[P2PK_COLL_MAX_RANKS][32];
@@ -465,80 +349,99 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
       cudaGetLastError();
       snprintf(busid[i], sizeof busid[i], "?%d", devs[i]);
     }
-  char labels[P2PK_COLL_MAX_RANKS][P2PK_COLL_MAX_RANKS][64];
-  int staged = cfg->force.algo == P2PK_ALGO_STAGED;
+  *staged = cfg->force.algo == P2PK_ALGO_STAGED;
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++)
-      if (i != j && !pair_p2p(cfg, topo, devs[i], busid[i], busid[j], labels[i][j], 64)) staged = 1;
+      if (i != j && !pair_p2p(cfg, topo, devs[i], busid[i], busid[j], labels[i][j], 64)) *staged = 1;
   p2pkit_topo_destroy(topo);
-  if (!staged)
+  if (!*staged)
     for (int i = 0; i < n; i++)
       for (int j = 0; j < n; j++)
-        if (i != j) P2PK_CHECK(enable_peer(devs[i], devs[j]));
-  int sms = 1 << 30;
+        if (devs[i] != devs[j]) P2PK_CHECK(enable_peer(devs[i], devs[j]));
+  return P2PKIT_SUCCESS;
+}
+
+/* The multiprocessors every rank's choices count with: the fewest of any
+ * GPU; with k ranks on one GPU (P2PKIT_SHARE_GPUS) a 2k-th of them, so the
+ * kernels of every rank sharing it stay resident together (one process:
+ * they run at once, and each waits for the others). */
+static p2pkit_status_t all_sms(int n, const int *devs, int *sms) {
+  *sms = 1 << 30;
+  int most = 1;
   for (int i = 0; i < n; i++) {
-    int s = 0;
+    int s = 0, same = 0;
     P2PK_CHECK(sm_count_of(devs[i], &s));
-    if (s < sms) sms = s;
+    if (s < *sms) *sms = s;
+    for (int j = 0; j < n; j++) same += devs[j] == devs[i];
+    if (same > most) most = same;
   }
-  p2pk_layout lay;
-  size_t ll_cap = 0;
-  P2PK_CHECK(p2pk_layout_compute(n, cfg->buffer, staged, p2pk_mailboxes_for(sms), &lay, &ll_cap));
-  for (int i = 0; i < n; i++) {
-    struct p2pkit_comm *c = calloc(1, sizeof *c);
-    if (!c) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of memory for communicator %d", i);
-    g->comms[i] = c;
-    c->rank = i;
-    c->nranks = n;
-    c->device = devs[i];
-    c->staged = staged;
-    c->sce_depth = p2pk_sce_depth();
-    c->group = g;
-    c->timeout_ns = (uint64_t)cfg->timeout_s * 1000000000ULL;
-    c->buffer_bytes = cfg->buffer;
-    c->table = cfg->table;
-    c->force = cfg->force;
-    c->max_blocks = cfg->max_blocks;
-    c->launch_threads = p2pk_param_int("P2PKIT_LAUNCH_THREADS") != 0;
-    /* Over P2P the scratch ends with landing slots for the calls captured
-     * in graphs (ce_p2p_mp.c), when any of them is on: every rank the same
-     * settings, decided once. */
-    if (i == 0 && !staged && p2pk_cep_wanted(c)) {
-      const int depth = p2pk_cep_depth();
-      p2pk_layout_add_cep(&lay, n, depth, p2pk_cep_slot_bytes(n, depth, 1));
-    }
-    c->lay = lay;
-    p2pk_ce_min_fill(c);
-    p2pk_cep_settings(c);
-    P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
-    /* Every rank makes the same choices (the header checks the grid): one
-     * geometry, the occupancy queries made once, on the first GPU. */
-    if (i == 0) set_geom(c, sms, ll_cap);
-    else c->geom = g->comms[0]->geom;
-    P2PK_CHECK(comm_alloc(c));
+  if (most > 1) {
+    *sms = *sms / (2 * most) > 0 ? *sms / (2 * most) : 1;
+    P2PK_WARN("init_all: %d ranks share a GPU (P2PKIT_SHARE_GPUS=1): each rank's kernels take "
+              "%d multiprocessors' grids, so results are checked but no time means anything",
+              most, *sms);
   }
-  if (staged && n > 1) {
-    size_t bytes = lay.stage_stride * (size_t)n;
-    cudaError_t e = cudaHostAlloc((void **)&g->stage, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      g->stage = NULL;
-      return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "pinning %zu bytes of host memory for staging: %s",
-                       bytes, cudaGetErrorString(e));
-    }
-    memset(g->stage, 0, bytes);
+  return P2PKIT_SUCCESS;
+}
+
+/* Rank i of a one-process communicator: its settings, layout, choices
+ * and memory (its GPU current after). */
+static p2pkit_status_t all_comm(p2pk_group *g, int i, const int *devs, const coll_cfg *cfg,
+                                int staged, int sms) {
+  struct p2pkit_comm *c = calloc(1, sizeof *c);
+  if (!c) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of memory for communicator %d", i);
+  g->comms[i] = c;
+  c->rank = i;
+  c->nranks = g->n;
+  c->device = devs[i];
+  c->staged = staged;
+  c->group = g;
+  c->timeout_ns = (uint64_t)cfg->timeout_s * 1000000000ULL;
+  c->buffer_bytes = cfg->buffer;
+  P2PK_CHECK(p2pk_comm_derive(c, sms, cfg->buffer, &cfg->table, &cfg->force));
+  c->sel.max_blocks = cfg->max_blocks;
+  P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
+  /* Every rank makes the same choices (the header checks the grid): one
+   * geometry, the occupancy queries made once, on the first GPU. */
+  if (i == 0) set_ll128_occupancy(c);
+  else c->sel.geom = g->comms[0]->sel.geom;
+  return comm_alloc(c);
+}
+
+/* Staged: the group's pinned, mapped host region. */
+static p2pkit_status_t all_stage(p2pk_group *g) {
+  size_t bytes = g->comms[0]->lay.stage_stride * (size_t)g->n;
+  cudaError_t e = cudaHostAlloc((void **)&g->stage, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    g->stage = NULL;
+    return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "pinning %zu bytes of host memory for staging: %s",
+                     bytes, cudaGetErrorString(e));
   }
+  memset(g->stage, 0, bytes);
+  return P2PKIT_SUCCESS;
+}
+
+static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const coll_cfg *cfg) {
+  const int n = g->n;
+  char labels[P2PK_COLL_MAX_RANKS][P2PK_COLL_MAX_RANKS][64];
+  int staged = 0, sms = 0;
+  P2PK_CHECK(all_transport(n, devs, cfg, labels, &staged));
+  P2PK_CHECK(all_sms(n, devs, &sms));
+  for (int i = 0; i < n; i++) P2PK_CHECK(all_comm(g, i, devs, cfg, staged, sms));
+  if (staged && n > 1) P2PK_CHECK(all_stage(g));
   for (int i = 0; i < n; i++) {
     struct p2pkit_comm *c = g->comms[i];
     for (int p = 0; p < n; p++) c->peer[p] = g->comms[p]->scratch;
     char *stage_dev = NULL;
+    P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
     if (g->stage) {
-      P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
       P2PK_CUDA_CHECK(cudaHostGetDevicePointer((void **)&stage_dev, g->stage, 0));
       c->stage = g->stage;
-      c->stage_bytes = lay.stage_stride * (size_t)n;
+      c->stage_bytes = c->lay.stage_stride * (size_t)n;
     }
     fill_tmpl(c, stage_dev);
+    P2PK_CHECK(paths_init(c));
   }
   for (int i = 0; i < n; i++) {
     P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
@@ -555,15 +458,18 @@ p2pkit_status_t p2pkit_comm_init_all(p2pkit_comm_t *comms, int ndev, const int *
                      P2PK_COLL_MAX_RANKS);
   int count = 0;
   P2PK_CHECK(device_count(&count));
-  int devs[P2PK_COLL_MAX_RANKS];
+  int devs[P2PK_COLL_MAX_RANKS] = {0};
   for (int i = 0; i < ndev; i++) {
     devs[i] = devs_in ? devs_in[i] : i;
     if (devs[i] < 0 || devs[i] >= count)
       return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_all: device %d does not exist (%d GPUs)",
                        devs[i], count);
-    for (int j = 0; j < i; j++)
+    /* P2PKIT_SHARE_GPUS=1 (correctness tests): a GPU may be listed more
+     * than once, so one GPU runs the one-process paths of several ranks. */
+    for (int j = 0; j < i && !p2pk_param_int("P2PKIT_SHARE_GPUS"); j++)
       if (devs[j] == devs[i])
-        return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_all: GPU %d is listed twice", devs[i]);
+        return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_all: GPU %d is listed twice "
+                         "(P2PKIT_SHARE_GPUS=1 allows it, for correctness tests only)", devs[i]);
   }
   coll_cfg *cfg = malloc(sizeof *cfg);
   p2pk_group *g = calloc(1, sizeof *g);
@@ -670,7 +576,7 @@ typedef struct {
   char busid[32];
   char host[64];
   uint64_t buffer, table_hash, chunk, ce_min, ce_slot, ce_depth;
-  uint64_t cep_slot, cep_depth, cep_mins; /* copy engines over P2P (ce_p2p_mp.c) */
+  uint64_t cep_slot, cep_depth, cep_mins; /* copy engines over P2P (path_ce_slots.c) */
   uint64_t rooted_min; /* P2PKIT_ROOTED_TWOSHOT_MIN: broadcast's and reduce's form by size */
   int32_t algo, proto, blocks, threads, boxes, max_blocks;
   int32_t share_gpus; /* P2PKIT_SHARE_GPUS: ranks may share a GPU (tests) */
@@ -729,6 +635,155 @@ typedef struct {
   char shm[P2PK_SHM_NAME];
 } handles_t;
 
+/* This rank's part of the settings every rank must share, and what it is. */
+static p2pkit_status_t rank_mine(struct p2pkit_comm *c, const coll_cfg *cfg, rank_info *mine) {
+  const int n = c->nranks;
+  memset(mine, 0, sizeof *mine);
+  mine->rank = c->rank;
+  mine->device = c->device;
+  mine->pid = (int32_t)getpid();
+  P2PK_CHECK(sm_count_of(c->device, &mine->sm_count));
+  P2PK_CUDA_CHECK(cudaDeviceGetPCIBusId(mine->busid, sizeof mine->busid, c->device));
+  gethostname(mine->host, sizeof mine->host - 1);
+  mine->buffer = cfg->buffer;
+  mine->table_hash = p2pk_algo_table_hash(&cfg->table);
+  mine->algo = cfg->force.algo;
+  mine->proto = cfg->force.proto;
+  mine->blocks = cfg->force.blocks;
+  mine->threads = cfg->force.threads;
+  mine->max_blocks = cfg->max_blocks;
+  mine->chunk = cfg->force.chunk;
+  mine->boxes = (int32_t)p2pk_param_int("P2PKIT_COLL_MAILBOXES");
+  mine->share_gpus = p2pk_param_int("P2PKIT_SHARE_GPUS") != 0;
+  mine->queues = p2pk_ce_queues();
+  mine->ce_min = p2pk_param_size("P2PKIT_STAGED_CE_MIN");
+  mine->ce_slot = p2pk_sce_slot_bytes();
+  mine->ce_depth = (uint64_t)p2pk_sce_depth();
+  /* Copy engines over P2P: decided with the settings as if P2P held
+   * (staged is not known yet); dropped later if it does not. */
+  p2pk_sel s;
+  p2pk_sel_init(&s, n, 1, 0, 0, &cfg->table, &cfg->force);
+  const int cep = p2pk_sel_wants_slots(&s);
+  mine->cep_depth = cep ? (uint64_t)p2pk_cep_depth() : 0;
+  mine->cep_slot = p2pk_cep_slot_bytes(n, (int)mine->cep_depth, cep);
+  mine->rooted_min = p2pk_param_size("P2PKIT_ROOTED_TWOSHOT_MIN");
+  mine->cep_mins = p2pk_sel_setting(&s, P2PK_SENDRECV, P2PK_FROM_SLOTS);
+  for (int k = 0; k < P2PK_COLL_KINDS; k++)
+    mine->cep_mins = mine->cep_mins * 1000003ULL + p2pk_sel_setting(&s, k, P2PK_FROM_SLOTS);
+  return P2PKIT_SUCCESS;
+}
+
+/* Every rank judges its own pairs; P2P only if every pair has it. */
+static p2pkit_status_t rank_transport(struct p2pkit_comm *c, const coll_cfg *cfg,
+                                      const rank_info *all, int32_t *rows, char (*labels)[64]) {
+  const int n = c->nranks;
+  p2pkit_topo_t topo = NULL;
+  if (want_topology(cfg) && p2pkit_topo_discover(&topo) != P2PKIT_SUCCESS) topo = NULL;
+  int32_t *row = &rows[(size_t)c->rank * n];
+  for (int p = 0; p < n; p++)
+    row[p] = p == c->rank ? 1
+                          : pair_p2p(cfg, topo, c->device, all[c->rank].busid, all[p].busid,
+                                     labels[p], 64);
+  p2pkit_topo_destroy(topo);
+  P2PK_CHECK(p2pk_boot_allgather(c->boot, P2PK_TAG_P2P, row, rows, (size_t)n * sizeof *rows));
+  c->staged = cfg->force.algo == P2PK_ALGO_STAGED;
+  for (int i = 0; i < n * n; i++)
+    if (!rows[i]) c->staged = 1;
+  return P2PKIT_SUCCESS;
+}
+
+/* Host memory rank 0 creates and every rank maps: the staging region
+ * (staged), the send/recv descriptions (over P2P, dmbox.h); with the
+ * scratch's IPC handle, exchanged into hs[]. */
+static p2pkit_status_t rank_shared(struct p2pkit_comm *c, handles_t *hs, char *shm_name) {
+  const int n = c->nranks;
+  handles_t h;
+  memset(&h, 0, sizeof h);
+  if (!c->staged) P2PK_CUDA_CHECK(cudaIpcGetMemHandle(&h.scratch, c->scratch));
+  c->stage_bytes = c->staged ? c->lay.stage_stride * (size_t)n : 0;
+  if (c->staged && c->rank == 0) {
+    P2PK_CHECK(p2pk_shm_create(c->stage_bytes, shm_name, (void **)&c->stage));
+    snprintf(h.shm, sizeof h.shm, "%s", shm_name);
+  }
+  c->dmb_bytes = c->staged ? 0 : p2pk_dmb_bytes(n);
+  if (c->dmb_bytes && c->rank == 0) {
+    P2PK_CHECK(p2pk_shm_create(c->dmb_bytes, shm_name, &c->dmb));
+    memset(c->dmb, 0, c->dmb_bytes);
+    snprintf(h.shm, sizeof h.shm, "%s", shm_name);
+  }
+  P2PK_CHECK(p2pk_boot_allgather(c->boot, P2PK_TAG_HANDLES, &h, hs, sizeof h));
+  if (c->dmb_bytes && c->rank != 0) P2PK_CHECK(p2pk_shm_attach(hs[0].shm, c->dmb_bytes, &c->dmb));
+  return P2PKIT_SUCCESS;
+}
+
+/* The staging region registered with CUDA (*stage_dev as the GPU sees it),
+ * or every peer's scratch mapped through CUDA IPC. */
+static p2pkit_status_t rank_map(struct p2pkit_comm *c, const handles_t *hs, const rank_info *all,
+                                char **stage_dev) {
+  if (c->staged) {
+    if (c->rank != 0) P2PK_CHECK(p2pk_shm_attach(hs[0].shm, c->stage_bytes, (void **)&c->stage));
+    P2PK_CUDA_CHECK(cudaHostRegister(c->stage, c->stage_bytes,
+                                     cudaHostRegisterMapped | cudaHostRegisterPortable));
+    c->stage_registered = 1;
+    P2PK_CUDA_CHECK(cudaHostGetDevicePointer((void **)stage_dev, c->stage, 0));
+    return P2PKIT_SUCCESS;
+  }
+  for (int p = 0; p < c->nranks; p++) {
+    if (p == c->rank) {
+      c->peer[p] = c->scratch;
+      continue;
+    }
+    void *ptr = NULL;
+    cudaError_t e = cudaIpcOpenMemHandle(&ptr, hs[p].scratch, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return p2pk_fail(P2PKIT_ERR_CUDA, "rank %d (GPU %d) cannot map rank %d's memory (GPU %s) "
+                       "through CUDA IPC: %s", c->rank, c->device, p, all[p].busid,
+                       cudaGetErrorString(e));
+    }
+    c->peer_ipc[p] = ptr;
+    c->peer[p] = ptr;
+  }
+  return P2PKIT_SUCCESS;
+}
+
+/* After the rendezvous: the settings compared, the transport, the layout
+ * and choices, the memory, the mappings, the paths. */
+static p2pkit_status_t rank_setup(struct p2pkit_comm *c, const coll_cfg *cfg, char *shm_name,
+                                  rank_info *all, handles_t *hs, int32_t *rows,
+                                  char (*labels)[64], int *devs) {
+  const int n = c->nranks;
+  rank_info mine;
+  P2PK_CHECK(rank_mine(c, cfg, &mine));
+  P2PK_CHECK(p2pk_boot_allgather(c->boot, P2PK_TAG_INFO, &mine, all, sizeof mine));
+  P2PK_CHECK(check_infos(c, all));
+  int sms = 1 << 30;
+  for (int r = 0; r < n; r++) {
+    devs[r] = all[r].device;
+    if (all[r].sm_count < sms) sms = all[r].sm_count;
+  }
+  P2PK_CHECK(rank_transport(c, cfg, all, rows, labels));
+  /* The layout from the settings every rank shares (checked above). */
+  P2PK_CHECK(p2pk_comm_derive(c, sms, cfg->buffer, &cfg->table, &cfg->force));
+  c->sel.max_blocks = cfg->max_blocks;
+  set_ll128_occupancy(c);
+  P2PK_CHECK(comm_alloc(c));
+  P2PK_CHECK(rank_shared(c, hs, shm_name));
+  char *stage_dev = NULL;
+  P2PK_CHECK(rank_map(c, hs, all, &stage_dev));
+  P2PK_CUDA_CHECK(cudaDeviceSynchronize());
+  /* Everyone has mapped everything: the shared-memory name can go. */
+  P2PK_CHECK(p2pk_boot_barrier(c->boot, P2PK_TAG_MAPPED));
+  if (c->rank == 0 && shm_name[0]) {
+    p2pk_shm_unlink(shm_name);
+    shm_name[0] = '\0';
+  }
+  fill_tmpl(c, stage_dev);
+  P2PK_CHECK(paths_init(c));
+  log_comm(c, labels, devs);
+  return P2PKIT_SUCCESS;
+}
+
 static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg, char *shm_name) {
   const int n = c->nranks;
   rank_info *all = calloc((size_t)n, sizeof *all);
@@ -736,128 +791,9 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   int32_t *rows = calloc((size_t)n * n, sizeof *rows);
   char (*labels)[64] = calloc((size_t)n, 64);
   int *devs = calloc((size_t)n, sizeof *devs);
-  p2pkit_status_t st = P2PKIT_SUCCESS;
-  p2pkit_topo_t topo = NULL;
-  if (!all || !hs || !rows || !labels || !devs) {
-    st = p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of memory");
-    goto out;
-  }
-  rank_info mine;
-  memset(&mine, 0, sizeof mine);
-  mine.rank = c->rank;
-  mine.device = c->device;
-  mine.pid = (int32_t)getpid();
-  P2PK_CHECK_GOTO(sm_count_of(c->device, &mine.sm_count), st, out);
-  P2PK_CUDA_CHECK_GOTO(cudaDeviceGetPCIBusId(mine.busid, sizeof mine.busid, c->device), st, out);
-  gethostname(mine.host, sizeof mine.host - 1);
-  mine.buffer = cfg->buffer;
-  mine.table_hash = p2pk_algo_table_hash(&cfg->table);
-  mine.algo = cfg->force.algo;
-  mine.proto = cfg->force.proto;
-  mine.blocks = cfg->force.blocks;
-  mine.threads = cfg->force.threads;
-  mine.max_blocks = cfg->max_blocks;
-  mine.chunk = cfg->force.chunk;
-  mine.boxes = (int32_t)p2pk_param_int("P2PKIT_COLL_MAILBOXES");
-  mine.share_gpus = p2pk_param_int("P2PKIT_SHARE_GPUS") != 0;
-  mine.queues = p2pk_ce_queues();
-  mine.ce_min = p2pk_param_size("P2PKIT_STAGED_CE_MIN");
-  mine.ce_slot = p2pk_sce_slot_bytes();
-  mine.ce_depth = (uint64_t)p2pk_sce_depth();
-  /* Copy engines over P2P: decided with the settings as if P2P held
-   * (c->staged is still 0); dropped below if it does not. */
-  const int cep = p2pk_cep_wanted(c);
-  mine.cep_depth = cep ? (uint64_t)p2pk_cep_depth() : 0;
-  mine.cep_slot = p2pk_cep_slot_bytes(n, (int)mine.cep_depth, cep);
-  mine.rooted_min = p2pk_param_size("P2PKIT_ROOTED_TWOSHOT_MIN");
-  mine.cep_mins = p2pk_cep_p2p_min(c);
-  for (int k = 0; k < P2PK_COLL_KINDS; k++)
-    mine.cep_mins = mine.cep_mins * 1000003ULL + p2pk_ce_min_setting(c, k);
-  P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_INFO, &mine, all, sizeof mine), st, out);
-  P2PK_CHECK_GOTO(check_infos(c, all), st, out);
-  int sms = 1 << 30;
-  for (int r = 0; r < n; r++) {
-    devs[r] = all[r].device;
-    if (all[r].sm_count < sms) sms = all[r].sm_count;
-  }
-  /* Every rank judges its own pairs; P2P only if every pair has it. */
-  if (want_topology(cfg) && p2pkit_topo_discover(&topo) != P2PKIT_SUCCESS) topo = NULL;
-  int32_t *row = &rows[(size_t)c->rank * n];
-  for (int p = 0; p < n; p++)
-    row[p] = p == c->rank ? 1 : pair_p2p(cfg, topo, c->device, mine.busid, all[p].busid, labels[p], 64);
-  P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_P2P, row, rows, (size_t)n * sizeof *rows), st, out);
-  c->staged = cfg->force.algo == P2PK_ALGO_STAGED;
-  for (int i = 0; i < n * n; i++)
-    if (!rows[i]) c->staged = 1;
-  size_t ll_cap = 0;
-  P2PK_CHECK_GOTO(p2pk_layout_compute(n, cfg->buffer, c->staged, p2pk_mailboxes_for(sms), &c->lay,
-                                      &ll_cap), st, out);
-  /* Process per GPU, staged: each part ends with the copy-engine slots
-   * (ce_staged.c), apart from the staged kernels' mailboxes. */
-  c->sce_depth = (int)mine.ce_depth;
-  if (c->staged) p2pk_layout_add_ce(&c->lay, c->sce_depth, mine.ce_slot);
-  else p2pk_layout_add_cep(&c->lay, n, (int)mine.cep_depth, mine.cep_slot);
-  p2pk_ce_min_fill(c);
-  p2pk_cep_settings(c);
-  set_geom(c, sms, ll_cap);
-  P2PK_CHECK_GOTO(comm_alloc(c), st, out);
-  handles_t h;
-  memset(&h, 0, sizeof h);
-  if (!c->staged) P2PK_CUDA_CHECK_GOTO(cudaIpcGetMemHandle(&h.scratch, c->scratch), st, out);
-  c->stage_bytes = c->staged ? c->lay.stage_stride * (size_t)n : 0;
-  if (c->staged && c->rank == 0) {
-    P2PK_CHECK_GOTO(p2pk_shm_create(c->stage_bytes, shm_name, (void **)&c->stage), st, out);
-    snprintf(h.shm, sizeof h.shm, "%s", shm_name);
-  }
-  /* Over P2P: the receivers' descriptions for send/recv straight into
-   * registered buffers (dmbox.h), in host memory shared the same way. */
-  c->dmb_bytes = c->staged ? 0 : p2pk_dmb_bytes(n);
-  if (c->dmb_bytes && c->rank == 0) {
-    P2PK_CHECK_GOTO(p2pk_shm_create(c->dmb_bytes, shm_name, &c->dmb), st, out);
-    memset(c->dmb, 0, c->dmb_bytes);
-    snprintf(h.shm, sizeof h.shm, "%s", shm_name);
-  }
-  P2PK_CHECK_GOTO(p2pk_boot_allgather(c->boot, TAG_HANDLES, &h, hs, sizeof h), st, out);
-  if (c->dmb_bytes && c->rank != 0)
-    P2PK_CHECK_GOTO(p2pk_shm_attach(hs[0].shm, c->dmb_bytes, &c->dmb), st, out);
-  char *stage_dev = NULL;
-  if (c->staged) {
-    if (c->rank != 0)
-      P2PK_CHECK_GOTO(p2pk_shm_attach(hs[0].shm, c->stage_bytes, (void **)&c->stage), st, out);
-    P2PK_CUDA_CHECK_GOTO(cudaHostRegister(c->stage, c->stage_bytes,
-                                          cudaHostRegisterMapped | cudaHostRegisterPortable), st, out);
-    c->stage_registered = 1;
-    P2PK_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&stage_dev, c->stage, 0), st, out);
-  } else {
-    for (int p = 0; p < n; p++) {
-      if (p == c->rank) {
-        c->peer[p] = c->scratch;
-        continue;
-      }
-      void *ptr = NULL;
-      cudaError_t e = cudaIpcOpenMemHandle(&ptr, hs[p].scratch, cudaIpcMemLazyEnablePeerAccess);
-      if (e != cudaSuccess) {
-        cudaGetLastError();
-        st = p2pk_fail(P2PKIT_ERR_CUDA, "rank %d (GPU %d) cannot map rank %d's memory (GPU %s) "
-                       "through CUDA IPC: %s", c->rank, c->device, p, all[p].busid,
-                       cudaGetErrorString(e));
-        goto out;
-      }
-      c->peer_ipc[p] = ptr;
-      c->peer[p] = ptr;
-    }
-  }
-  P2PK_CUDA_CHECK_GOTO(cudaDeviceSynchronize(), st, out);
-  /* Everyone has mapped everything: the shared-memory name can go. */
-  P2PK_CHECK_GOTO(p2pk_boot_barrier(c->boot, TAG_MAPPED), st, out);
-  if (c->rank == 0 && shm_name[0]) {
-    p2pk_shm_unlink(shm_name);
-    shm_name[0] = '\0';
-  }
-  fill_tmpl(c, stage_dev);
-  log_comm(c, labels, devs);
-out:
-  p2pkit_topo_destroy(topo);
+  p2pkit_status_t st = all && hs && rows && labels && devs
+                           ? rank_setup(c, cfg, shm_name, all, hs, rows, labels, devs)
+                           : p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of memory");
   free(all);
   free(hs);
   free(rows);
@@ -900,9 +836,6 @@ p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int liste
   c->multiproc = 1;
   c->timeout_ns = (uint64_t)cfg->timeout_s * 1000000000ULL;
   c->buffer_bytes = cfg->buffer;
-  c->table = cfg->table;
-  c->force = cfg->force;
-  c->max_blocks = cfg->max_blocks;
   int cur = -1;
   cudaGetDevice(&cur);
   char shm_name[P2PK_SHM_NAME] = "";
@@ -940,22 +873,6 @@ p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t c) {
     st = p2pk_fail(P2PKIT_ERR_CUDA, "destroy: rank %d, GPU %d: %s", c->rank, c->device,
                    cudaGetErrorString(e));
   }
-  if (st == P2PKIT_SUCCESS && c->cep_trace) p2pk_cep_trace_flush(c);
-  if (c->dmb_direct || c->dmb_rhow[1] || c->dmb_missed)
-    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): send/recv over the copy engines: %llu sends "
-              "straight in (%llu into buffers mapped on demand, %d peer allocations mapped), %llu "
-              "through the slots; %llu receives into registered (or shared) buffers straight "
-              "in, %llu through the slots; host waits for peers: %.3f ms in all, the longest "
-              "%.3f ms, %llu in vain; sends through the slots as not asked %llu, late %llu, "
-              "overwritten %llu, not registered %llu, sizes differ %llu, not mapped %llu, the "
-              "receiver chose first %llu", c->rank, c->device, (unsigned long long)c->dmb_direct,
-              (unsigned long long)c->dmb_mapped, p2pk_map_count(c), (unsigned long long)c->dmb_slots,
-              (unsigned long long)c->dmb_rhow[1], (unsigned long long)c->dmb_rhow[0],
-              c->dmb_wait_ns_sum / 1e6, c->dmb_wait_max_ns / 1e6,
-              (unsigned long long)c->dmb_missed, (unsigned long long)c->dmb_why[0],
-              (unsigned long long)c->dmb_why[1], (unsigned long long)c->dmb_why[2],
-              (unsigned long long)c->dmb_why[3], (unsigned long long)c->dmb_why[4],
-              (unsigned long long)c->dmb_why[5], (unsigned long long)c->dmb_why[6]);
   if (c->group) {
     p2pk_group *g = c->group;
     pthread_mutex_lock(&g->lock);
@@ -967,17 +884,13 @@ p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t c) {
     /* Close my mappings of the peers' memory, then wait until every peer has
      * closed its mappings of mine before freeing it. A dead peer fails the
      * barrier at once (its socket is closed); everything is freed anyway. */
-    while (c->regs) {
-      p2pk_reg *r = c->regs;
-      c->regs = r->next;
-      reg_free(c, r);
-    }
+    p2pk_reg_free_all(c);
     for (int p = 0; p < c->nranks; p++)
       if (c->peer_ipc[p]) {
         cudaIpcCloseMemHandle(c->peer_ipc[p]);
         c->peer_ipc[p] = NULL;
       }
-    p2pkit_status_t bs = p2pk_boot_barrier(c->boot, TAG_DESTROY);
+    p2pkit_status_t bs = p2pk_boot_barrier(c->boot, P2PK_TAG_DESTROY);
     if (st == P2PKIT_SUCCESS) st = bs;
     comm_free(c);
   }
@@ -998,153 +911,53 @@ p2pkit_status_t p2pkit_comm_set_max_blocks(p2pkit_comm_t c, int max_blocks) {
   if (p2pk_group_open())
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "comm_set_max_blocks: rank %d: called inside a "
                      "group; set it before p2pkit_group_start or after p2pkit_group_end", c->rank);
-  c->max_blocks = max_blocks > P2PK_COLL_MAX_BLOCKS ? P2PK_COLL_MAX_BLOCKS : max_blocks;
+  c->sel.max_blocks = max_blocks > P2PK_COLL_MAX_BLOCKS ? P2PK_COLL_MAX_BLOCKS : max_blocks;
   P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): collective kernels take at most %d blocks%s", c->rank,
-            c->device, c->max_blocks, c->max_blocks ? "" : " (0: no cap)");
+            c->device, c->sel.max_blocks, c->sel.max_blocks ? "" : " (0: no cap)");
   return P2PKIT_SUCCESS;
 }
 
-int p2pkit_comm_max_blocks(p2pkit_comm_t c) { return c ? c->max_blocks : -1; }
-
-/* -------------------------------------------------------- registration ---- */
-
-typedef struct {
-  int32_t valid, pad;
-  uint64_t offset, bytes;
-  cudaIpcMemHandle_t handle;
-} reg_info;
-
-static p2pkit_status_t check_device_buffer(const struct p2pkit_comm *c, const void *buf,
-                                           const char *what) {
-  struct cudaPointerAttributes at;
-  if (cudaPointerGetAttributes(&at, buf) != cudaSuccess) {
-    cudaGetLastError();
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s %p is not memory CUDA knows", what, buf);
-  }
-  if (at.type != cudaMemoryTypeDevice || at.device != c->device)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s %p is not device memory of GPU %d (rank %d)",
-                     what, buf, c->device, c->rank);
-  return P2PKIT_SUCCESS;
-}
-
-p2pkit_status_t p2pkit_comm_register(p2pkit_comm_t c, void *buf, size_t bytes, void **handle_p) {
-  if (!c || !handle_p)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "register: communicator or handle_p is NULL");
-  int cur = -1;
-  cudaGetDevice(&cur);
-  cudaSetDevice(c->device);
-  reg_info mine;
-  memset(&mine, 0, sizeof mine);
-  p2pkit_status_t st = P2PKIT_SUCCESS;
-  if (!buf || bytes == 0)
-    st = p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "register: rank %d gave buffer %p of %zu bytes",
-                   c->rank, buf, bytes);
-  if (st == P2PKIT_SUCCESS) st = check_device_buffer(c, buf, "register: buffer");
-  char *base = NULL;
-  size_t size = 0;
-  if (st == P2PKIT_SUCCESS && c->multiproc) {
-    st = p2pk_alloc_range(buf, &base, &size);
-    if (st == P2PKIT_SUCCESS && (char *)buf + bytes > base + size)
-      st = p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "register: %zu bytes at %p run past the end of "
-                     "their allocation", bytes, buf);
-    if (st == P2PKIT_SUCCESS && cudaIpcGetMemHandle(&mine.handle, base) != cudaSuccess) {
-      cudaError_t e = cudaGetLastError();
-      st = p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "register: buffer %p cannot be shared through CUDA "
-                     "IPC: %s", buf, cudaGetErrorString(e));
-    }
-  }
-  mine.valid = st == P2PKIT_SUCCESS;
-  mine.offset = (uint64_t)((char *)buf - base);
-  mine.bytes = bytes;
-  p2pk_reg *r = calloc(1, sizeof *r);
-  reg_info all[P2PK_COLL_MAX_RANKS];
-  if (!r && st == P2PKIT_SUCCESS) {
-    st = p2pk_fail(P2PKIT_ERR_NO_MEMORY, "register: out of memory");
-    mine.valid = 0;
-  }
-  /* Every rank takes part in the exchange, even after a local failure, so
-   * registration numbers stay aligned across ranks. */
-  if (c->multiproc) {
-    p2pkit_status_t bs = p2pk_boot_allgather(c->boot, TAG_REG, &mine, all, sizeof mine);
-    if (st == P2PKIT_SUCCESS) st = bs;
-  }
-  int id = c->next_reg_id++;
-  if (st == P2PKIT_SUCCESS) {
-    r->id = id;
-    r->buf = buf;
-    r->bytes = bytes;
-    r->peer[c->rank] = buf;
-    for (int p = 0; c->multiproc && p < c->nranks && st == P2PKIT_SUCCESS; p++) {
-      if (p == c->rank || !all[p].valid) continue;
-      void *ptr = NULL;
-      cudaError_t e = cudaIpcOpenMemHandle(&ptr, all[p].handle, cudaIpcMemLazyEnablePeerAccess);
-      if (e != cudaSuccess) {
-        cudaGetLastError();
-        st = p2pk_fail(P2PKIT_ERR_CUDA, "register: rank %d cannot map rank %d's buffer: %s",
-                       c->rank, p, cudaGetErrorString(e));
-        break;
-      }
-      r->ipc_base[p] = ptr;
-      r->peer[p] = (char *)ptr + all[p].offset;
-    }
-  }
-  if (st != P2PKIT_SUCCESS) {
-    if (r) reg_free(c, r);
-    if (cur >= 0) cudaSetDevice(cur);
-    return st;
-  }
-  r->next = c->regs;
-  c->regs = r;
-  if (cur >= 0) cudaSetDevice(cur);
-  *handle_p = r;
-  return P2PKIT_SUCCESS;
-}
-
-const p2pk_reg *p2pk_reg_holding(const struct p2pkit_comm *c, const char *buf, size_t bytes) {
-  for (const p2pk_reg *g = c->regs; g; g = g->next)
-    if (buf >= g->buf && bytes <= g->bytes && (size_t)(buf - g->buf) <= g->bytes - bytes) return g;
-  return NULL;
-}
-
-const p2pk_reg *p2pk_reg_numbered(const struct p2pkit_comm *c, uint64_t id) {
-  for (const p2pk_reg *g = c->regs; g; g = g->next)
-    if ((uint64_t)g->id == id) return g;
-  return NULL;
-}
-
-p2pkit_status_t p2pkit_comm_deregister(p2pkit_comm_t c, void *handle) {
-  if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "deregister: communicator is NULL");
-  p2pk_reg **pp = &c->regs;
-  while (*pp && *pp != handle) pp = &(*pp)->next;
-  if (!*pp)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "deregister: %p is not a registration of rank %d",
-                     handle, c->rank);
-  p2pk_reg *r = *pp;
-  *pp = r->next;
-  int cur = -1;
-  cudaGetDevice(&cur);
-  cudaSetDevice(c->device);
-  /* Kernels that write into peers' registered buffers must be done, and every
-   * peer must have closed its mapping before the caller frees the buffer. */
-  p2pkit_status_t st = P2PKIT_SUCCESS;
-  if (c->multiproc) {
-    if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
-    reg_free(c, r);
-    st = p2pk_boot_barrier(c->boot, TAG_DEREG);
-  } else {
-    free(r);
-  }
-  if (cur >= 0) cudaSetDevice(cur);
-  return st;
-}
+int p2pkit_comm_max_blocks(p2pkit_comm_t c) { return c ? c->sel.max_blocks : -1; }
 
 void p2pk_comm_set_force(struct p2pkit_comm *c, const p2pk_algo_force *f) {
   if (c && f) {
-    c->force = *f;
-    p2pk_ce_min_fill(c);
+    c->sel.force = *f;
+    p2pk_sel_fill(&c->sel, c->lay.cep_slot != 0, c->lay.stage_ce_slot != 0);
   }
 }
 
-void p2pk_comm_choose(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_choice *out) {
-  p2pk_coll_choose(c, P2PK_COLL_ALL_REDUCE, bytes, out);
+void p2pk_comm_explain(const struct p2pkit_comm *c, const char *kind, const size_t *bytes, int n,
+                       int capture, FILE *f) {
+  p2pk_sel_explain(&c->sel, f);
+  const int k = kind ? p2pk_kind_parse(kind) : -1;
+  if (k < 0) return;
+  fprintf(f, "decisions for %s, %s (bytes: one rank's share):\n", p2pk_kind_name(k),
+          capture ? "under capture" : "eager");
+  fprintf(f, "  %12s  %-46s  %-46s  %-46s  %s\n", "bytes", "alone", "in a group", "alone, in place",
+          "in a group, in place");
+  for (int i = 0; i < n; i++) {
+    fprintf(f, "  %12zu", bytes[i]);
+    for (int j = 0; j < 4; j++) {
+      p2pk_sel_key key = {.kind = k, .capture = capture, .grouped = j & 1,
+                          .in_place = k != P2PK_SENDRECV && (j & 2), .bytes = bytes[i]};
+      p2pk_decision d;
+      char t[96];
+      p2pk_select(&c->sel, &key, &d);
+      p2pk_decision_text(&d, t, sizeof t);
+      char cell[112];
+      snprintf(cell, sizeof cell, "%s (%d)", t, d.rule + 1);
+      fprintf(f, j < 3 ? "  %-46s" : "  %s\n", cell);
+    }
+  }
+  fprintf(f, "(n): the rule that decided, numbered as above\n");
 }
+
+void p2pk_comm_choose(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_choice *out) {
+  p2pk_sel_choose(&c->sel, P2PK_COLL_ALL_REDUCE, bytes, p2pk_sel_cap(&c->sel, 0), out);
+}
+
+int p2pk_comm_half_grid(const struct p2pkit_comm *c) {
+  const int h = (c->sel.geom.sm_count / 2) & ~7;
+  return h < 8 ? 8 : h;
+}
+

@@ -1,6 +1,6 @@
 /* Send/recv with a process per GPU straight into the receiver's buffer:
  * where each receive lands, told by the receiver's host to the sender's
- * through host shared memory (ce_p2p_mp.c says how a call uses it).
+ * through host shared memory (cep_straight.c says how a call uses it).
  *
  * One ring of P2PK_DMB_RING entries per ordered pair (sender, receiver).
  * The receiver's call number q (its receives from that sender over the

@@ -538,21 +538,21 @@ __device__ void copy_multi(char *dst, const char *src, char *const *also, int na
 // (p2pk_ce_local_reduce says why not uncapped). The chunked kernels over
 // P2P and the staged ones gained nothing from it (on 2x H200, 32 MiB under
 // 16 and 64 blocks and uncapped within 1%; it made twoshot_kernel spill).
-// The paired loop stays its own copy: folded into the loop below it lost
-// the whole gain (16 blocks, 256 MiB: 1675 us against 1333.5).
+// The paired loop stays its own copy (the same operations in the same
+// order as the other, so the same bits): folded into the loop below it lost
+// the whole gain (16 blocks, 256 MiB: 1675 us against 1333.5). The
+// function's text is as compact as it is because any change of its
+// statements changes its PTX (scripts/ptx_check.sh).
 template <class T, bool HOST, bool PAIR = false>
 __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const *src,
                              char *const *also, int nalso, uint64_t len) {
-  typedef typename T::bits B;
-  typedef typename T::acc A;
-  typedef Pack16<T> P;
+  typedef typename T::bits B; typedef typename T::acc A; typedef Pack16<T> P;
   enum { U = P::N >= 8 ? 2 : UNROLL }; /* 1- and 2-byte types: keep the accumulators in registers */
   bool vec = aligned16(out);
   for (int r = 0; r < n; r++) vec = vec && aligned16(src[r]);
   for (int k = 0; k < nalso; k++) vec = vec && aligned16(also[k]);
   uint64_t done = 0;
   if (PAIR && vec && n == 2) {
-    // The same operations in the same order as below: the same bits.
     const uint64_t nv = len / 16;
     for (uint64_t base = threadIdx.x; base < nv; base += (uint64_t)blockDim.x * U) {
       P v0[U], v1[U];
@@ -573,8 +573,7 @@ __device__ void reduce_chunk(int op, int n, int me, char *out, const char *const
 #pragma unroll
         for (int e = 0; e < P::N; e++)
           v0[u].e[e] = T::st(finish<T>(op, apply<T>(op, T::ld(v0[u].e[e]), T::ld(v1[u].e[e])), 2));
-        *(uint4 *)(out + i * 16) = v0[u].u;
-        for (int k = 0; k < nalso; k++) *(uint4 *)(also[k] + i * 16) = v0[u].u;
+        *(uint4 *)(out + i * 16) = v0[u].u; for (int k = 0; k < nalso; k++) *(uint4 *)(also[k] + i * 16) = v0[u].u;
       }
     }
     done = nv * 16;

@@ -9,8 +9,8 @@
  *
  * What: inside a group, the kernel launches of a one-process communicator
  * wait (as NCCL allows: work in a group may be enqueued at its outermost
- * end; p2pk_group_job_ok in p2p.c says which) and are made when the group
- * ends, or earlier when something must follow them in order (p2p.c). Then
+ * end; the selector says which) and are made when the group ends, or
+ * earlier when something must follow them in order (group.c). Then
  * the calling thread makes the first communicator's launches and a worker
  * each other communicator's, at once, and the caller waits for all of them
  * before it returns: the work is on the streams when p2pkit_group_end
@@ -56,7 +56,6 @@ struct p2pk_worker {
 
 static _Thread_local p2pk_job jobs[P2PK_JOBS];
 static _Thread_local int njobs;
-static _Thread_local int running; /* p2pk_jobs_run is making this thread's jobs */
 
 static void relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -151,14 +150,13 @@ void p2pk_worker_stop(struct p2pkit_comm *c) {
 }
 
 int p2pk_jobs_ok(const struct p2pkit_comm *c) {
-  return !running && c->launch_threads && !c->multiproc && c->group && c->group->n >= 2;
+  return c->sel.launch_threads && !c->multiproc && c->group && c->group->n >= 2;
 }
 
 int p2pk_jobs_pending(void) { return njobs; }
 int p2pk_worker_state(const struct p2pkit_comm *c) {
   return c->worker ? atomic_load(&c->worker->sleeping) : -1;
 }
-int p2pk_jobs_running(void) { return running; }
 
 p2pkit_status_t p2pk_job_defer(const p2pk_job *j) {
   p2pkit_status_t st = P2PKIT_SUCCESS;
@@ -168,8 +166,7 @@ p2pkit_status_t p2pk_job_defer(const p2pk_job *j) {
 }
 
 p2pkit_status_t p2pk_jobs_run(void) {
-  if (!njobs || running) return P2PKIT_SUCCESS;
-  running = 1;
+  if (!njobs) return P2PKIT_SUCCESS;
   int n = njobs;
   /* The communicators in order of first appearance (job i's is number
    * ki[i]); communicator k's jobs, in queue order, are list[at[k] ..
@@ -222,7 +219,6 @@ p2pkit_status_t p2pk_jobs_run(void) {
     }
   }
   njobs = 0;
-  running = 0;
   if (st == P2PKIT_SUCCESS && wst != P2PKIT_SUCCESS) st = p2pk_fail(wst, "%s", msg);
   return st;
 }

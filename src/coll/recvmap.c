@@ -2,7 +2,7 @@
  *
  * Send/recv, out-of-place all-to-all and all-gather over the copy engines
  * go straight into a receive buffer only when the sender maps it
- * (ce_p2p_mp.c, "straight in"). A registration (p2pkit_comm_register) maps
+ * (cep_straight.c, "straight in"). A registration (p2pkit_comm_register) maps
  * it collectively, once. With this setting a receive into a buffer that
  * is not registered describes its whole allocation instead: the receiver
  * looks up the allocation (base, size, the driver's process-wide buffer
@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/coll.h"
+#include "coll/cep.h"
 #include "coll/ipc.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -65,12 +65,12 @@ struct p2pk_map {
 };
 
 static struct p2pk_map *map_of(struct p2pkit_comm *c) {
-  if (!c->dmb_map_state) c->dmb_map_state = calloc(1, sizeof(struct p2pk_map));
-  return c->dmb_map_state;
+  if (!SI(c)->map_state) SI(c)->map_state = calloc(1, sizeof(struct p2pk_map));
+  return SI(c)->map_state;
 }
 
 int p2pk_map_describe(struct p2pkit_comm *c, const char *buf, size_t bytes, p2pk_dmb_desc *d) {
-  struct p2pk_map *m = c->dmb_map ? map_of(c) : NULL;
+  struct p2pk_map *m = SI(c)->map ? map_of(c) : NULL;
   if (!m) return 0;
   char *base = NULL;
   size_t size = 0;
@@ -105,7 +105,7 @@ int p2pk_map_describe(struct p2pkit_comm *c, const char *buf, size_t bytes, p2pk
 }
 
 char *p2pk_map_peer(struct p2pkit_comm *c, int t, const p2pk_dmb_desc *d, size_t bytes) {
-  struct p2pk_map *m = c->dmb_map && d->bufid ? map_of(c) : NULL;
+  struct p2pk_map *m = SI(c)->map && d->bufid ? map_of(c) : NULL;
   if (!m || d->reg || d->bytes != bytes || d->off > d->size || bytes > d->size - d->off) return NULL;
   for (int i = 0; i < m->nimp; i++)
     if (m->imp[i].peer == t && m->imp[i].bufid == d->bufid)
@@ -147,17 +147,17 @@ char *p2pk_map_peer(struct p2pkit_comm *c, int t, const p2pk_dmb_desc *d, size_t
 }
 
 int p2pk_map_count(const struct p2pkit_comm *c) {
-  const struct p2pk_map *m = c->dmb_map_state;
+  const struct p2pk_map *m = SI(c)->map_state;
   int n = 0;
   for (int i = 0; m && i < m->nimp; i++) n += m->imp[i].ptr != NULL;
   return n;
 }
 
 void p2pk_map_free(struct p2pkit_comm *c) {
-  struct p2pk_map *m = c->dmb_map_state;
+  struct p2pk_map *m = SI(c)->map_state;
   if (!m) return;
   for (int i = 0; i < m->nimp; i++)
     if (m->imp[i].ptr) cudaIpcCloseMemHandle(m->imp[i].ptr);
   free(m);
-  c->dmb_map_state = NULL;
+  SI(c)->map_state = NULL;
 }

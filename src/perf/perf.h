@@ -111,6 +111,7 @@ typedef struct {
   int nalgos;            /* --sweep-algos: one pass per NAME[/PROTO] */
   char algos[P2PK_PERF_MAX_ALGOS][32];
   const char *algo_table; /* --algo-table: write the sweep's winners here */
+  int explain;            /* --explain: print the selector instead of measuring */
 } perf_args;
 
 enum { PERF_PARSE_OK = 0, PERF_PARSE_HELP = 1, PERF_PARSE_ERROR = -1 };

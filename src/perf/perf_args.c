@@ -45,6 +45,8 @@ void p2pk_perf_usage(FILE *out) {
           "      --max-blocks N     cap every collective kernel at N thread blocks, p2pkit's\n"
           "                         (P2PKIT_MAX_BLOCKS) and NCCL's (NCCL_MAX_CTAS, unless set):\n"
           "                         both as they run beside compute that keeps the other SMs\n"
+          "      --explain          print the selector's rules and table for this machine and\n"
+          "                         mode, and its decision per size, instead of measuring\n"
           "  -h, --help             this text\n\n"
           "Columns: time is microseconds per call (median of the repeats, max over GPUs);\n"
           "algbw = size / time; busbw = algbw x factor (all_reduce 2(n-1)/n; all_gather,\n"
@@ -160,7 +162,7 @@ int p2pk_perf_sizes(const perf_args *a, size_t *out, int max) {
 /* The options: getopt_long's table; the long-only ones get values past
  * the characters. */
 enum { OPT_REPEATS = 256, OPT_VS_NCCL, OPT_NCCL_ONLY, OPT_JSON, OPT_JSON_FILE, OPT_ALGO,
-       OPT_SWEEP_ALGOS, OPT_ALGO_TABLE, OPT_MAX_BLOCKS };
+       OPT_SWEEP_ALGOS, OPT_ALGO_TABLE, OPT_MAX_BLOCKS, OPT_EXPLAIN };
 static const char short_opts[] = ":b:e:f:i:n:w:c:G:d:o:r:g:p:R:h";
 static const struct option long_opts[] = {
     {"minbytes", required_argument, NULL, 'b'},     {"maxbytes", required_argument, NULL, 'e'},
@@ -175,7 +177,8 @@ static const struct option long_opts[] = {
     {"json-file", required_argument, NULL, OPT_JSON_FILE}, {"algo", required_argument, NULL, OPT_ALGO},
     {"sweep-algos", required_argument, NULL, OPT_SWEEP_ALGOS},
     {"algo-table", required_argument, NULL, OPT_ALGO_TABLE},
-    {"max-blocks", required_argument, NULL, OPT_MAX_BLOCKS}, {"help", no_argument, NULL, 'h'},
+    {"max-blocks", required_argument, NULL, OPT_MAX_BLOCKS}, {"explain", no_argument, NULL, OPT_EXPLAIN},
+    {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
@@ -280,6 +283,7 @@ static int apply(FILE *err, int c, const char *flag, const char *v, perf_args *a
     case OPT_VS_NCCL: a->vs_nccl = 1; return 0;
     case OPT_NCCL_ONLY: a->nccl_only = 1; return 0;
     case OPT_JSON: a->json = 1; return 0;
+    case OPT_EXPLAIN: a->explain = 1; return 0;
     case OPT_JSON_FILE: return file_arg(err, flag, v, &a->json_file);
     case OPT_ALGO_TABLE: return file_arg(err, flag, v, &a->algo_table);
     case OPT_SWEEP_ALGOS: return split_algos(err, v, a);
@@ -317,6 +321,8 @@ static int validate(FILE *err, perf_args *a) {
     return bad(err, "--sweep-algos cannot be combined with --vs-nccl, --nccl-only or --algo");
   if (a->algo && a->nccl_only) return bad(err, "--algo chooses p2pkit's algorithm; not with --nccl-only");
   if (a->algo_table && !a->nalgos) return bad(err, "--algo-table needs --sweep-algos");
+  if (a->explain && (a->vs_nccl || a->nccl_only || a->nalgos))
+    return bad(err, "--explain prints p2pkit's selector; not with --vs-nccl, --nccl-only or --sweep-algos");
   if (a->nalgos && a->coll->id != PERF_ALL_REDUCE)
     return bad(err, "--sweep-algos sweeps p2pkit's all-reduce algorithms; not for %s", a->coll->name);
   /* Broadcast and reduce: twoshot is their rooted two-shot, oneshot the push. */

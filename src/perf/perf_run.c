@@ -848,6 +848,25 @@ static p2pkit_status_t outputs(perf_ctx *c) {
   return P2PKIT_SUCCESS;
 }
 
+/* --explain: the communicator, then (process 0) its selector and its
+ * decision for the collective at each size; nothing measured. */
+static p2pkit_status_t explain(perf_ctx *c) {
+  P2PK_CHECK(p2pkit_init(c, 0));
+  if (c->proc == 0) {
+    size_t bytes[P2PK_PERF_MAX_SIZES];
+    c->nsizes = p2pk_perf_sizes(c->a, c->sizes, P2PK_PERF_MAX_SIZES);
+    for (int s = 0; s < c->nsizes; s++) {
+      perf_counts k;
+      p2pk_perf_counts(c->a->coll, c->sizes[s], c->ts, c->nranks, &k);
+      bytes[s] = k.param * c->ts;
+    }
+    progress_clear(c);
+    p2pk_comm_explain(c->pcomm[0], c->a->coll->name, bytes, c->nsizes, c->a->graph > 0, stdout);
+    fflush(stdout);
+  }
+  return p2pkit_fini(c);
+}
+
 static p2pkit_status_t run(perf_ctx *c) {
   const perf_args *a = c->a;
   if (c->proc == 0) P2PK_CHECK(open_outputs(c));
@@ -867,6 +886,7 @@ static p2pkit_status_t run(perf_ctx *c) {
   }
   phase(c, "finding GPUs");
   P2PK_CHECK(find_gpus(c));
+  if (a->explain) return explain(c);
   phase(c, "allocating buffers");
   P2PK_CHECK(alloc(c));
   P2PK_CHECK(describe(c));

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "coll/algo.h"
-#include "coll/coll.h"
+#include "coll/ce_common.h"
 #include "core/param.h"
 #include "test.h"
 
@@ -484,91 +484,153 @@ TEST(layout_fits_and_does_not_overlap) {
   CHECK_EQ(p2pk_layout_compute(2, 64 << 10, 1, 512, &l, &ll), P2PKIT_ERR_INVALID_ARGUMENT);
 }
 
-/* A 2-rank P2P communicator as p2pk_coll_choose sees it: the built-in
- * table, no settings, the default buffer's geometry (rank 0). */
-static void comm2_default(struct p2pkit_comm *c) {
-  memset(c, 0, sizeof *c);
-  c->nranks = 2;
-  p2pk_algo_table_default(&c->table);
-  c->force = no_force;
+/* A 2-rank P2P communicator's selector as its kernel choices see it: the
+ * built-in table, no settings, the default buffer's geometry (rank 0). */
+static int call_cap; /* the call's grid cap (p2pk_all_reduce_capped) */
+static void sel2_default(p2pk_sel *c) {
+  p2pk_sel_init(c, 2, 0, 0, 2, NULL, &no_force);
+  c->max_blocks = 0;
+  c->rooted_min = 0;
   c->geom = geom2_default_buffer();
+  call_cap = 0;
 }
 
-/* The grid rule on top of the table (p2pk_coll_choose): two blocks per SM,
+static void choose(const p2pk_sel *c, int kind, size_t block, p2pk_algo_choice *ch) {
+  p2pk_sel_choose(c, kind, block, p2pk_sel_cap(c, call_cap), ch);
+}
+
+/* The copy-engine thresholds a communicator resolves, as the tests below
+ * name them: one process eagerly (ce_min) or a process per GPU (ce_min,
+ * once its slots exist); the landing slots' (cep_min, per kind: process
+ * per GPU as eagerly, but the broadcast's under capture; one process
+ * under capture); send/recv through the slots (cep_p2p_min) and straight
+ * in (cep_direct_p2p_min); under capture at all (cep_cap_ok). */
+typedef struct {
+  size_t ce_min[P2PK_COLL_KINDS], cep_min[P2PK_COLL_KINDS];
+  size_t cep_p2p_min, cep_direct_p2p_min;
+  int cep_cap_ok;
+} thresholds_t;
+
+static p2pk_sel sel_of(const struct p2pkit_comm *c) {
+  p2pk_sel s;
+  p2pk_sel_init(&s, c->nranks, c->multiproc, c->staged, 2, NULL, &c->sel.force);
+  p2pk_sel_fill(&s, c->lay.cep_slot != 0, c->lay.stage_ce_slot != 0);
+  return s;
+}
+
+static size_t ce_min_setting(const struct p2pkit_comm *c, int k) {
+  p2pk_sel s = sel_of(c);
+  return p2pk_sel_setting(&s, k, c->multiproc ? P2PK_FROM_SLOTS : P2PK_FROM_EVENTS);
+}
+
+static size_t ce_min(const struct p2pkit_comm *c, int k) {
+  p2pk_sel s = sel_of(c);
+  return s.from[c->multiproc ? P2PK_FROM_SLOTS : P2PK_FROM_EVENTS][k];
+}
+
+static size_t cep_min_setting(const struct p2pkit_comm *c, int k) {
+  p2pk_sel s = sel_of(c);
+  if (c->staged) return 0;
+  const int graph = !c->multiproc || k == P2PK_COLL_BROADCAST;
+  return p2pk_sel_setting(&s, k, graph ? P2PK_FROM_GRAPH : P2PK_FROM_SLOTS);
+}
+
+static size_t cep_p2p_min(const struct p2pkit_comm *c) {
+  p2pk_sel s = sel_of(c);
+  return p2pk_sel_setting(&s, P2PK_SENDRECV, c->multiproc ? P2PK_FROM_SLOTS : P2PK_FROM_GRAPH);
+}
+
+static int cep_wanted(const struct p2pkit_comm *c) {
+  p2pk_sel s = sel_of(c);
+  return p2pk_sel_wants_slots(&s);
+}
+
+static void ce_min_fill(const struct p2pkit_comm *c, thresholds_t *t) {
+  p2pk_sel s = sel_of(c);
+  for (int k = 0; k < P2PK_COLL_KINDS; k++) {
+    t->ce_min[k] = ce_min(c, k);
+    t->cep_min[k] = c->lay.cep_slot ? cep_min_setting(c, k) : 0;
+  }
+  t->cep_p2p_min = c->lay.cep_slot ? cep_p2p_min(c) : 0;
+  t->cep_direct_p2p_min = c->multiproc ? 0 : s.from[P2PK_FROM_DIRECT][P2PK_SENDRECV];
+  t->cep_cap_ok = p2pk_sel_waits_ok(&s, 1);
+}
+
+/* The grid rule on top of the table (p2pk_sel_choose): two blocks per SM,
  * as far as the mailboxes allow, for all-reduces from 32 MiB and the other
  * chunked collectives' shares from 16 MiB; never for broadcast, staged
  * calls, or when a setting or the table row names a grid. */
 TEST(large_calls_get_two_blocks_per_sm) {
-  struct p2pkit_comm c;
-  comm2_default(&c);
+  p2pk_sel c;
+  sel2_default(&c);
   p2pk_algo_choice ch;
   /* LL128 rows (to 32 MiB on 2 GPUs) keep their own grid. */
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)16 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)16 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
   CHECK_EQ(ch.threads, 256);
   CHECK_EQ(ch.blocks, 4 * 132);
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)32 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)32 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
   CHECK_EQ(ch.threads, 512);
   CHECK_EQ(ch.blocks, 4 * 132);
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)64 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)64 << 20, &ch);
   CHECK_EQ(ch.algo, P2PK_ALGO_TWOSHOT);
   CHECK_EQ(ch.blocks, 256); /* 512 mailboxes, 2 per block */
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 30, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 30, &ch);
   CHECK_EQ(ch.blocks, 256);
   /* Without the LL128 area a 32 MiB all-reduce is two-shot, two per SM. */
   c.geom.ll128_cap = 0;
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)32 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)32 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
   CHECK_EQ(ch.blocks, 256);
-  p2pk_coll_choose(&c, P2PK_COLL_REDUCE_SCATTER, (size_t)16 << 20, &ch);
+  choose(&c, P2PK_COLL_REDUCE_SCATTER, (size_t)16 << 20, &ch);
   CHECK_EQ(ch.algo, P2PK_ALGO_ONESHOT);
   CHECK_EQ(ch.blocks, 256);
   c.geom = geom2_default_buffer();
-  p2pk_coll_choose(&c, P2PK_COLL_REDUCE_SCATTER, (size_t)16 << 20, &ch);
+  choose(&c, P2PK_COLL_REDUCE_SCATTER, (size_t)16 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, (size_t)8 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_GATHER, (size_t)8 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_LL128); /* the table's one-shot row */
   CHECK_EQ(ch.blocks, 4 * 132);
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, (size_t)48 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_GATHER, (size_t)48 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
   CHECK_EQ(ch.blocks, 256);
   /* Reduce: LL128 to 8 MiB, then simple (two per SM from 16 MiB). */
-  p2pk_coll_choose(&c, P2PK_COLL_REDUCE, (size_t)8 << 20, &ch);
+  choose(&c, P2PK_COLL_REDUCE, (size_t)8 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
-  p2pk_coll_choose(&c, P2PK_COLL_REDUCE, (size_t)12 << 20, &ch);
+  choose(&c, P2PK_COLL_REDUCE, (size_t)12 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
   CHECK_EQ(ch.blocks, 132);
-  p2pk_coll_choose(&c, P2PK_COLL_REDUCE, (size_t)16 << 20, &ch);
+  choose(&c, P2PK_COLL_REDUCE, (size_t)16 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
   CHECK_EQ(ch.blocks, 256);
   c.force.proto = P2PK_PROTO_LL128; /* unless a setting says otherwise */
-  p2pk_coll_choose(&c, P2PK_COLL_REDUCE, (size_t)16 << 20, &ch);
+  choose(&c, P2PK_COLL_REDUCE, (size_t)16 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
   c.force.proto = -1;
-  p2pk_coll_choose(&c, P2PK_COLL_BROADCAST, (size_t)512 << 20, &ch);
+  choose(&c, P2PK_COLL_BROADCAST, (size_t)512 << 20, &ch);
   CHECK_EQ(ch.blocks, 132);
   /* Fewer mailboxes bound it. */
   c.geom.mailboxes = 264;
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_TO_ALL, (size_t)64 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_TO_ALL, (size_t)64 << 20, &ch);
   CHECK_EQ(ch.blocks, 132);
   c.geom.mailboxes = 512;
   /* A setting wins. */
   c.force.blocks = 66;
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 30, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 30, &ch);
   CHECK_EQ(ch.blocks, 66);
   c.force.blocks = 0;
   /* A table row with a grid wins. */
   p2pk_algo_table t;
   CHECK_OK(p2pk_algo_table_parse("t", "p2pkit-algo-table 1\np2p 2 2 inf twoshot simple 100 0 0\n", &t));
   c.table = t;
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 30, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 30, &ch);
   CHECK_EQ(ch.blocks, 100);
   p2pk_algo_table_default(&c.table);
   /* Staged calls keep the staged grid. */
   c.staged = 1;
   c.geom.staged = 1;
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 30, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 30, &ch);
   CHECK_EQ(ch.algo, P2PK_ALGO_STAGED);
   CHECK(ch.blocks <= p2pk_algo_staged_blocks_max(&c.geom));
 }
@@ -579,17 +641,17 @@ TEST(large_calls_get_two_blocks_per_sm) {
  * algorithm rules it out; the other collectives, staged calls and 2 ranks
  * keep their choice. */
 TEST(rooted_twoshot_choice) {
-  struct p2pkit_comm c;
-  comm2_default(&c);
+  p2pk_sel c;
+  sel2_default(&c);
   c.nranks = c.geom.nranks = 4;
-  c.ts_rooted_min = (size_t)4 << 20;
+  c.rooted_min = (size_t)4 << 20;
   p2pk_algo_choice ch;
   for (int kind = 0; kind < P2PK_COLL_KINDS; kind++) {
     const int rooted = kind == P2PK_COLL_BROADCAST || kind == P2PK_COLL_REDUCE;
-    p2pk_coll_choose(&c, kind, ((size_t)4 << 20) - 16, &ch);
+    choose(&c, kind, ((size_t)4 << 20) - 16, &ch);
     if (kind != P2PK_COLL_ALL_REDUCE) CHECK_EQ(ch.algo, P2PK_ALGO_ONESHOT);
-    CHECK_EQ(p2pk_coll_rooted_twoshot(&c, kind, (size_t)4 << 20), rooted);
-    p2pk_coll_choose(&c, kind, (size_t)4 << 20, &ch);
+    CHECK_EQ(p2pk_sel_rooted(&c, kind, (size_t)4 << 20), rooted);
+    choose(&c, kind, (size_t)4 << 20, &ch);
     if (rooted) {
       CHECK_EQ(ch.algo, P2PK_ALGO_TWOSHOT);
       CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
@@ -598,30 +660,30 @@ TEST(rooted_twoshot_choice) {
       CHECK_EQ(ch.algo, P2PK_ALGO_ONESHOT);
     }
   }
-  p2pk_coll_choose(&c, P2PK_COLL_REDUCE, (size_t)1 << 30, &ch);
+  choose(&c, P2PK_COLL_REDUCE, (size_t)1 << 30, &ch);
   CHECK_EQ(ch.algo, P2PK_ALGO_TWOSHOT);
-  c.ts_rooted_min = 0; /* never */
-  CHECK_EQ(p2pk_coll_rooted_twoshot(&c, P2PK_COLL_BROADCAST, (size_t)1 << 30), 0);
-  p2pk_coll_choose(&c, P2PK_COLL_BROADCAST, (size_t)1 << 30, &ch);
+  c.rooted_min = 0; /* never */
+  CHECK_EQ(p2pk_sel_rooted(&c, P2PK_COLL_BROADCAST, (size_t)1 << 30), 0);
+  choose(&c, P2PK_COLL_BROADCAST, (size_t)1 << 30, &ch);
   CHECK_EQ(ch.algo, P2PK_ALGO_ONESHOT);
-  c.ts_rooted_min = (size_t)4 << 20;
+  c.rooted_min = (size_t)4 << 20;
   c.force.algo = P2PK_ALGO_ONESHOT; /* another forced algorithm */
-  CHECK_EQ(p2pk_coll_rooted_twoshot(&c, P2PK_COLL_REDUCE, (size_t)1 << 30), 0);
+  CHECK_EQ(p2pk_sel_rooted(&c, P2PK_COLL_REDUCE, (size_t)1 << 30), 0);
   c.force.algo = P2PK_ALGO_TWOSHOT; /* forced: any size, any rank count */
-  CHECK_EQ(p2pk_coll_rooted_twoshot(&c, P2PK_COLL_BROADCAST, 1), 1);
-  p2pk_coll_choose(&c, P2PK_COLL_BROADCAST, 8, &ch);
+  CHECK_EQ(p2pk_sel_rooted(&c, P2PK_COLL_BROADCAST, 1), 1);
+  choose(&c, P2PK_COLL_BROADCAST, 8, &ch);
   CHECK_EQ(ch.algo, P2PK_ALGO_TWOSHOT);
   CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, (size_t)64 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_GATHER, (size_t)64 << 20, &ch);
   CHECK_EQ(ch.algo, P2PK_ALGO_ONESHOT);
   c.nranks = c.geom.nranks = 2;
-  CHECK_EQ(p2pk_coll_rooted_twoshot(&c, P2PK_COLL_REDUCE, 3), 1);
+  CHECK_EQ(p2pk_sel_rooted(&c, P2PK_COLL_REDUCE, 3), 1);
   c.force.algo = -1; /* 2 ranks: one-shot by default at any size */
-  CHECK_EQ(p2pk_coll_rooted_twoshot(&c, P2PK_COLL_REDUCE, (size_t)1 << 30), 0);
+  CHECK_EQ(p2pk_sel_rooted(&c, P2PK_COLL_REDUCE, (size_t)1 << 30), 0);
   c.nranks = c.geom.nranks = 4;
   c.staged = c.geom.staged = 1; /* staged: never */
-  CHECK_EQ(p2pk_coll_rooted_twoshot(&c, P2PK_COLL_BROADCAST, (size_t)1 << 30), 0);
-  p2pk_coll_choose(&c, P2PK_COLL_BROADCAST, (size_t)1 << 30, &ch);
+  CHECK_EQ(p2pk_sel_rooted(&c, P2PK_COLL_BROADCAST, (size_t)1 << 30), 0);
+  choose(&c, P2PK_COLL_BROADCAST, (size_t)1 << 30, &ch);
   CHECK_EQ(ch.algo, P2PK_ALGO_STAGED);
 }
 
@@ -629,18 +691,18 @@ TEST(rooted_twoshot_choice) {
  * other collectives take 256 threads there, unless a setting names the
  * threads or another protocol (docs/decisions/allreduce-algorithm-table.md). */
 TEST(mid_ll128_threads_by_collective) {
-  struct p2pkit_comm c;
-  comm2_default(&c);
+  p2pk_sel c;
+  sel2_default(&c);
   p2pk_algo_choice ch;
   static const size_t mid[] = {(256 << 10) + 16, 512 << 10, 1 << 20};
   int others = 0;
   for (size_t i = 0; i < sizeof mid / sizeof mid[0]; i++) {
-    p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, mid[i], &ch);
+    choose(&c, P2PK_COLL_ALL_REDUCE, mid[i], &ch);
     CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
     CHECK_EQ(ch.threads, mid[i] <= (512 << 10) ? 96 : 128);
     for (int kind = 0; kind < P2PK_COLL_KINDS; kind++) {
       if (kind == P2PK_COLL_ALL_REDUCE) continue;
-      p2pk_coll_choose(&c, kind, mid[i], &ch);
+      choose(&c, kind, mid[i], &ch);
       if (ch.proto != P2PK_PROTO_LL128) continue;
       others++;
       CHECK_EQ(ch.threads, 256);
@@ -650,28 +712,28 @@ TEST(mid_ll128_threads_by_collective) {
   }
   CHECK_EQ(others, 3 * (P2PK_COLL_KINDS - 1)); /* every one took LL128 there */
   /* Either side of the row: 256 threads for every collective. */
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, 256 << 10, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, 256 << 10, &ch);
   CHECK_EQ(ch.threads, 256);
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (1 << 20) + 16, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (1 << 20) + 16, &ch);
   CHECK_EQ(ch.threads, 256);
   /* A setting wins: threads named, or another protocol. */
   c.force.threads = 128;
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, 1 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_GATHER, 1 << 20, &ch);
   CHECK_EQ(ch.threads, 128);
   c.force.threads = 0;
   c.force.proto = P2PK_PROTO_SIMPLE;
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, 1 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_GATHER, 1 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_SIMPLE);
   CHECK_EQ(ch.threads, 512);
   c.force.proto = -1;
   /* Under a cap within one block per SM, LL128 takes 512 threads for
    * every collective, as before. */
   c.max_blocks = 40;
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_GATHER, 1 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_GATHER, 1 << 20, &ch);
   CHECK_EQ(ch.proto, P2PK_PROTO_LL128);
   CHECK_EQ(ch.threads, 512);
   CHECK_EQ(ch.blocks, 40);
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, 1 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, 1 << 20, &ch);
   CHECK_EQ(ch.threads, 512);
 }
 
@@ -680,16 +742,16 @@ TEST(mid_ll128_threads_by_collective) {
  * LL128 take 512 threads a block under it; calls the cap does not reach
  * keep their grid; the staged transport ignores it. */
 TEST(grid_cap_bounds_every_choice) {
-  struct p2pkit_comm c;
-  comm2_default(&c);
+  p2pk_sel c;
+  sel2_default(&c);
   p2pk_algo_choice free_ch, ch;
   static const size_t sizes[] = {8, 4096, 100000, 1 << 20, 16 << 20, 32 << 20, 64 << 20, 1 << 30};
   for (int kind = 0; kind < P2PK_COLL_KINDS; kind++)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
       c.max_blocks = 0;
-      p2pk_coll_choose(&c, kind, sizes[i], &free_ch);
+      choose(&c, kind, sizes[i], &free_ch);
       c.max_blocks = 40;
-      p2pk_coll_choose(&c, kind, sizes[i], &ch);
+      choose(&c, kind, sizes[i], &ch);
       CHECK(ch.blocks >= 1 && ch.blocks <= 40);
       CHECK_EQ(ch.proto, free_ch.proto);
       CHECK_EQ(ch.algo, free_ch.algo);
@@ -712,41 +774,41 @@ TEST(grid_cap_bounds_every_choice) {
    * than one (40 blocks x 512 threads hold 2560 lines of 120 bytes), and
    * not with P2PKIT_LL128_X2=0 (geom.ll128_x2). */
   c.max_blocks = 40;
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)2560 * 120, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)2560 * 120, &ch);
   CHECK(ch.proto == P2PK_PROTO_LL128 && ch.blocks == 40 && !ch.ll128_x2);
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)2560 * 120 + 1, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)2560 * 120 + 1, &ch);
   CHECK(ch.proto == P2PK_PROTO_LL128 && ch.blocks == 40 && ch.ll128_x2);
   c.geom.ll128_x2 = 0;
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)4 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)4 << 20, &ch);
   CHECK(ch.proto == P2PK_PROTO_LL128 && !ch.ll128_x2);
   c.geom.ll128_x2 = 1;
   /* Above one block per SM the one-pass loop stays. */
   c.max_blocks = 200;
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)16 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)16 << 20, &ch);
   CHECK(ch.proto == P2PK_PROTO_LL128 && ch.blocks == 200 && !ch.ll128_x2);
   /* The smaller of the call's cap and the communicator's. */
   c.max_blocks = 40;
-  c.grid_cap = 24;
-  CHECK_EQ(p2pk_comm_grid_cap(&c), 24);
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)16 << 20, &ch);
+  call_cap = 24;
+  CHECK_EQ(p2pk_sel_cap(&c, call_cap), 24);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)16 << 20, &ch);
   CHECK_EQ(ch.blocks, 24);
-  c.grid_cap = 64;
-  CHECK_EQ(p2pk_comm_grid_cap(&c), 40);
+  call_cap = 64;
+  CHECK_EQ(p2pk_sel_cap(&c, call_cap), 40);
   c.max_blocks = 0;
-  CHECK_EQ(p2pk_comm_grid_cap(&c), 64);
-  c.grid_cap = 0;
-  CHECK_EQ(p2pk_comm_grid_cap(&c), 0);
+  CHECK_EQ(p2pk_sel_cap(&c, call_cap), 64);
+  call_cap = 0;
+  CHECK_EQ(p2pk_sel_cap(&c, call_cap), 0);
   /* A thread count from the settings stays. */
   c.max_blocks = 40;
   c.force.threads = 128;
-  p2pk_coll_choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 20, &ch);
+  choose(&c, P2PK_COLL_ALL_REDUCE, (size_t)1 << 20, &ch);
   CHECK_EQ(ch.threads, 128);
   CHECK_EQ(ch.blocks, 40);
   c.force.threads = 0;
   /* Staged: no cap. */
   c.staged = 1;
   c.geom.staged = 1;
-  CHECK_EQ(p2pk_comm_grid_cap(&c), 0);
+  CHECK_EQ(p2pk_sel_cap(&c, call_cap), 0);
 }
 
 TEST(default_buffer_is_128m_p2p_and_64m_staged) {
@@ -921,46 +983,48 @@ TEST(copy_engine_shards_and_thresholds) {
   /* Which calls wait in a group for the copy engines: one process only,
    * per collective and transport, not when a kernel setting is forced. */
   struct p2pkit_comm c;
+  thresholds_t th;
   memset(&c, 0, sizeof c);
+  memset(&th, 0, sizeof th);
   c.nranks = 2;
-  c.force.algo = c.force.proto = -1;
+  c.sel.force.algo = c.sel.force.proto = -1;
   p2pk_param_reset();
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)32 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)64 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_REDUCE), (size_t)64 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)32 << 20);
   /* Under capture all-to-all goes straight into the peers' outputs. */
-  CHECK_EQ(p2pk_cep_min_setting(&c, P2PK_COLL_ALL_TO_ALL), (size_t)32 << 20);
-  p2pk_ce_min_fill(&c);
-  CHECK_EQ(c.ce_min[P2PK_COLL_ALL_GATHER], (size_t)64 << 20);
-  CHECK_EQ(c.ce_min[P2PK_COLL_ALL_TO_ALL], (size_t)32 << 20);
+  CHECK_EQ(cep_min_setting(&c, P2PK_COLL_ALL_TO_ALL), (size_t)32 << 20);
+  ce_min_fill(&c, &th);
+  CHECK_EQ(th.ce_min[P2PK_COLL_ALL_GATHER], (size_t)64 << 20);
+  CHECK_EQ(th.ce_min[P2PK_COLL_ALL_TO_ALL], (size_t)32 << 20);
   setenv("P2PKIT_CE_ALLREDUCE_MIN", "1", 1);
   p2pk_param_reset();
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 1);
-  c.force.proto = P2PK_PROTO_SIMPLE;
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
-  c.force.proto = -1;
-  c.force.blocks = 4;
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), 0);
-  c.force.blocks = 0;
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), 1);
+  c.sel.force.proto = P2PK_PROTO_SIMPLE;
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
+  c.sel.force.proto = -1;
+  c.sel.force.blocks = 4;
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_GATHER), 0);
+  c.sel.force.blocks = 0;
   c.staged = 1; /* no P2P: all-reduce through host memory only */
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), 0);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), 0);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_REDUCE_SCATTER), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_REDUCE), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_BROADCAST), 0);
   c.staged = 0;
   c.multiproc = 1;
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
   /* All-to-all with a process per GPU: the landing slots from 256 MiB per
    * peer, eagerly and under capture. */
-  CHECK_EQ(p2pk_ce_min_setting(&c, P2PK_COLL_ALL_TO_ALL), (size_t)256 << 20);
-  CHECK_EQ(p2pk_cep_min_setting(&c, P2PK_COLL_ALL_TO_ALL), (size_t)256 << 20);
+  CHECK_EQ(ce_min_setting(&c, P2PK_COLL_ALL_TO_ALL), (size_t)256 << 20);
+  CHECK_EQ(cep_min_setting(&c, P2PK_COLL_ALL_TO_ALL), (size_t)256 << 20);
   c.multiproc = 0;
   c.nranks = 1;
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
   /* More than 2 ranks over P2P: only when the setting is given (the
    * defaults were measured on 2 GPUs), but for one process eagerly the
    * all-gather and all-to-all from 64 MiB a share (measured on 4); the
@@ -968,25 +1032,25 @@ TEST(copy_engine_shards_and_thresholds) {
    * engines would push the message once per peer; the rooted two-shot
    * kernel carries it once). */
   c.nranks = 4;
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 1); /* P2PKIT_CE_ALLREDUCE_MIN=1 is set */
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), 0);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), 0);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), 1); /* P2PKIT_CE_ALLREDUCE_MIN=1 is set */
+  CHECK_EQ(ce_min(&c, P2PK_COLL_REDUCE_SCATTER), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_REDUCE), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)64 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)64 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_BROADCAST), 0);
   setenv("P2PKIT_BCAST_CE_MIN", "48M", 1);
   p2pk_param_reset();
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)48 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_BROADCAST), (size_t)48 << 20);
   unsetenv("P2PKIT_BCAST_CE_MIN");
   p2pk_param_reset();
   /* Under capture (the landing slots) and with a process per GPU: off. */
-  CHECK_EQ(p2pk_cep_min_setting(&c, P2PK_COLL_ALL_GATHER), 0);
+  CHECK_EQ(cep_min_setting(&c, P2PK_COLL_ALL_GATHER), 0);
   c.multiproc = 1;
-  CHECK_EQ(p2pk_ce_min_setting(&c, P2PK_COLL_ALL_GATHER), 0);
-  CHECK_EQ(p2pk_ce_min_setting(&c, P2PK_COLL_ALL_TO_ALL), 0);
+  CHECK_EQ(ce_min_setting(&c, P2PK_COLL_ALL_GATHER), 0);
+  CHECK_EQ(ce_min_setting(&c, P2PK_COLL_ALL_TO_ALL), 0);
   c.multiproc = 0;
   c.staged = 1;
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
   c.staged = 0;
   unsetenv("P2PKIT_CE_ALLREDUCE_MIN");
   setenv("P2PKIT_CE_DEPTH", "0", 1);
@@ -1018,7 +1082,7 @@ TEST(copy_engine_shards_and_thresholds) {
 }
 
 TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
-  /* Process per GPU over P2P (ce_p2p_mp.c): the landing slots end the
+  /* Process per GPU over P2P (path_ce_slots.c): the landing slots end the
    * scratch, 4 KiB aligned, after everything else, and the (n - 1) x depth
    * slots stay within p2pk_ce_land_max(). */
   p2pk_param_reset();
@@ -1080,95 +1144,98 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
    * setting when given, nothing without landing slots, with a kernel
    * setting forced, with more than 2 ranks unless given, or staged. */
   struct p2pkit_comm c;
+  thresholds_t th;
   memset(&c, 0, sizeof c);
+  memset(&th, 0, sizeof th);
   c.nranks = 2;
   c.multiproc = 1;
-  c.force.algo = c.force.proto = -1;
-  CHECK(p2pk_cep_wanted(&c));
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0); /* no slots yet */
+  c.sel.force.algo = c.sel.force.proto = -1;
+  CHECK(cep_wanted(&c));
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), 0); /* no slots yet */
   c.lay.cep_slot = (size_t)64 << 20;
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)256 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)16 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)256 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)256 << 20);
-  CHECK_EQ(p2pk_cep_p2p_min(&c), (size_t)256 << 20);
-  p2pk_ce_min_fill(&c);
-  CHECK_EQ(c.cep_p2p_min, (size_t)256 << 20);
-  CHECK_EQ(c.cep_direct_p2p_min, 0); /* a peer's buffers are not mapped */
-  CHECK_EQ(c.cep_min[P2PK_COLL_BROADCAST], (size_t)128 << 20); /* under capture */
-  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], (size_t)256 << 20);
-  CHECK_EQ(c.ce_min[P2PK_COLL_BROADCAST], (size_t)16 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)256 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_REDUCE_SCATTER), (size_t)64 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_REDUCE), (size_t)64 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_BROADCAST), (size_t)16 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_GATHER), (size_t)256 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_TO_ALL), (size_t)256 << 20);
+  CHECK_EQ(cep_p2p_min(&c), (size_t)256 << 20);
+  ce_min_fill(&c, &th);
+  CHECK_EQ(th.cep_p2p_min, (size_t)256 << 20);
+  CHECK_EQ(th.cep_direct_p2p_min, 0); /* a peer's buffers are not mapped */
+  CHECK_EQ(th.cep_min[P2PK_COLL_BROADCAST], (size_t)128 << 20); /* under capture */
+  CHECK_EQ(th.cep_min[P2PK_COLL_ALL_REDUCE], (size_t)256 << 20);
+  CHECK_EQ(th.ce_min[P2PK_COLL_BROADCAST], (size_t)16 << 20);
   /* grad sync's default grid cap: half the SMs, rounded down to 8. */
-  c.geom.sm_count = 132;
+  c.sel.geom.sm_count = 132;
   CHECK_EQ(p2pk_comm_half_grid(&c), 64);
-  c.geom.sm_count = 20;
+  c.sel.geom.sm_count = 20;
   CHECK_EQ(p2pk_comm_half_grid(&c), 8);
-  c.geom.sm_count = 0;
+  c.sel.geom.sm_count = 0;
   CHECK_EQ(p2pk_comm_half_grid(&c), 8);
   /* The one-process defaults stay where they were; under capture one
    * process takes the copy engines from its own defaults. */
   c.multiproc = 0;
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
-  CHECK(p2pk_cep_wanted(&c));
-  CHECK_EQ(p2pk_cep_p2p_min(&c), (size_t)256 << 20);
-  p2pk_ce_min_fill(&c);
-  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], (size_t)512 << 20);
-  CHECK_EQ(c.cep_min[P2PK_COLL_REDUCE_SCATTER], (size_t)128 << 20);
-  CHECK_EQ(c.cep_min[P2PK_COLL_REDUCE], (size_t)128 << 20);
-  CHECK_EQ(c.cep_min[P2PK_COLL_BROADCAST], (size_t)128 << 20); /* straight into the outputs */
-  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_GATHER], (size_t)64 << 20); /* straight into the outputs */
-  CHECK_EQ(c.ce_min[P2PK_COLL_ALL_REDUCE], (size_t)64 << 20);
-  CHECK_EQ(c.cep_direct_p2p_min, (size_t)64 << 20); /* send/recv straight in, both ends in a group */
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_BROADCAST), (size_t)32 << 20);
+  CHECK(cep_wanted(&c));
+  /* One process: send/recv only straight in under capture (64 MiB). */
+  CHECK_EQ(cep_p2p_min(&c), (size_t)64 << 20);
+  ce_min_fill(&c, &th);
+  CHECK_EQ(th.cep_min[P2PK_COLL_ALL_REDUCE], (size_t)512 << 20);
+  CHECK_EQ(th.cep_min[P2PK_COLL_REDUCE_SCATTER], (size_t)128 << 20);
+  CHECK_EQ(th.cep_min[P2PK_COLL_REDUCE], (size_t)128 << 20);
+  CHECK_EQ(th.cep_min[P2PK_COLL_BROADCAST], (size_t)128 << 20); /* straight into the outputs */
+  CHECK_EQ(th.cep_min[P2PK_COLL_ALL_GATHER], (size_t)64 << 20); /* straight into the outputs */
+  CHECK_EQ(th.ce_min[P2PK_COLL_ALL_REDUCE], (size_t)64 << 20);
+  CHECK_EQ(th.cep_direct_p2p_min, (size_t)64 << 20); /* send/recv straight in, both ends in a group */
   setenv("P2PKIT_BCAST_CE_MIN", "2M", 1); /* a setting given wins under capture too */
   setenv("P2PKIT_CE_REDUCE_MIN", "0", 1);
   p2pk_param_reset();
-  p2pk_ce_min_fill(&c);
-  CHECK_EQ(c.cep_min[P2PK_COLL_BROADCAST], (size_t)2 << 20);
-  CHECK_EQ(c.cep_min[P2PK_COLL_REDUCE], 0);
-  CHECK_EQ(c.ce_min[P2PK_COLL_REDUCE], 0);
-  c.force.proto = 1; /* a kernel setting: no copy engines under capture, broadcast too */
-  p2pk_ce_min_fill(&c);
-  CHECK_EQ(c.cep_min[P2PK_COLL_BROADCAST], 0);
-  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], 0);
-  CHECK_EQ(c.cep_direct_p2p_min, 0);
-  c.force.proto = -1;
+  ce_min_fill(&c, &th);
+  CHECK_EQ(th.cep_min[P2PK_COLL_BROADCAST], (size_t)2 << 20);
+  CHECK_EQ(th.cep_min[P2PK_COLL_REDUCE], 0);
+  CHECK_EQ(th.ce_min[P2PK_COLL_REDUCE], 0);
+  c.sel.force.proto = 1; /* a kernel setting: no copy engines under capture, broadcast too */
+  ce_min_fill(&c, &th);
+  CHECK_EQ(th.cep_min[P2PK_COLL_BROADCAST], 0);
+  CHECK_EQ(th.cep_min[P2PK_COLL_ALL_REDUCE], 0);
+  CHECK_EQ(th.cep_direct_p2p_min, 0);
+  c.sel.force.proto = -1;
   unsetenv("P2PKIT_BCAST_CE_MIN");
   unsetenv("P2PKIT_CE_REDUCE_MIN");
   p2pk_param_reset();
   c.lay.cep_slot = 0; /* no slots: never */
-  p2pk_ce_min_fill(&c);
-  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], 0);
-  CHECK_EQ(c.cep_p2p_min, 0);
+  ce_min_fill(&c, &th);
+  CHECK_EQ(th.cep_min[P2PK_COLL_ALL_REDUCE], 0);
+  CHECK_EQ(th.cep_p2p_min, 0);
   c.lay.cep_slot = (size_t)64 << 20;
   c.multiproc = 1;
   setenv("P2PKIT_BCAST_CE_MIN", "1M", 1);
   setenv("P2PKIT_SENDRECV_CE_MIN", "0", 1);
   p2pk_param_reset();
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)1 << 20);
-  CHECK_EQ(p2pk_cep_p2p_min(&c), 0);
-  c.force.blocks = 8; /* a kernel setting: the kernels, broadcast too */
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), 0);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
-  CHECK_EQ(p2pk_cep_p2p_min(&c), 0);
-  c.force.blocks = 0;
+  CHECK_EQ(ce_min(&c, P2PK_COLL_BROADCAST), (size_t)1 << 20);
+  CHECK_EQ(cep_p2p_min(&c), 0);
+  c.sel.force.blocks = 8; /* a kernel setting: the kernels, broadcast too */
+  CHECK_EQ(ce_min(&c, P2PK_COLL_BROADCAST), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  CHECK_EQ(cep_p2p_min(&c), 0);
+  c.sel.force.blocks = 0;
   c.nranks = 4; /* only the settings given */
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), (size_t)1 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_BROADCAST), (size_t)1 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
   c.nranks = 2;
   c.staged = 1; /* no P2P: the all-reduce through host memory, once its slots exist */
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
   c.lay.stage_ce_slot = 4096;
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_BROADCAST), 0);
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_REDUCE_SCATTER), 0);
-  c.force.blocks = 8; /* the staged path never minded kernel settings */
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
-  c.force.blocks = 0;
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_BROADCAST), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_REDUCE_SCATTER), 0);
+  c.sel.force.blocks = 8; /* the staged path never minded kernel settings */
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
+  c.sel.force.blocks = 0;
   c.lay.stage_ce_slot = 0;
-  CHECK(!p2pk_cep_wanted(&c));
+  CHECK(!cep_wanted(&c));
   c.staged = 0;
   setenv("P2PKIT_CE_ALLREDUCE_MIN", "0", 1);
   setenv("P2PKIT_CE_REDUCE_SCATTER_MIN", "0", 1);
@@ -1177,7 +1244,7 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   setenv("P2PKIT_CE_ALL_TO_ALL_MIN", "0", 1);
   setenv("P2PKIT_CE_ALL_GATHER_MIN", "0", 1);
   p2pk_param_reset();
-  CHECK(!p2pk_cep_wanted(&c)); /* everything off: no landing slots */
+  CHECK(!cep_wanted(&c)); /* everything off: no landing slots */
   unsetenv("P2PKIT_CE_ALL_GATHER_MIN");
   unsetenv("P2PKIT_CE_ALL_TO_ALL_MIN");
   unsetenv("P2PKIT_CE_ALLREDUCE_MIN");
@@ -1202,52 +1269,54 @@ TEST(copy_engine_paths_need_hardware_queues) {
    * size, eagerly and under capture; one process keeps its eager event
    * path (no such waits) but not the landing slots under capture. */
   struct p2pkit_comm c;
+  thresholds_t th;
   memset(&c, 0, sizeof c);
+  memset(&th, 0, sizeof th);
   c.nranks = 2;
   c.multiproc = 1;
-  c.force.algo = c.force.proto = -1;
+  c.sel.force.algo = c.sel.force.proto = -1;
   c.lay.cep_slot = (size_t)64 << 20;
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
   p2pk_param_reset();
-  CHECK(!p2pk_cep_wanted(&c));
-  p2pk_ce_min_fill(&c);
+  CHECK(!cep_wanted(&c));
+  ce_min_fill(&c, &th);
   for (int k = 0; k < P2PK_COLL_KINDS; k++) {
-    CHECK_EQ(c.ce_min[k], 0);
-    CHECK_EQ(c.cep_min[k], 0);
+    CHECK_EQ(th.ce_min[k], 0);
+    CHECK_EQ(th.cep_min[k], 0);
   }
-  CHECK_EQ(c.cep_p2p_min, 0);
-  CHECK_EQ(c.cep_cap_ok, 0);
-  c.staged = 1; /* without P2P: ce_staged.c's process-per-GPU half waits the same way */
+  CHECK_EQ(th.cep_p2p_min, 0);
+  CHECK_EQ(th.cep_cap_ok, 0);
+  c.staged = 1; /* without P2P: path_ce_staged.c's process-per-GPU half waits the same way */
   c.lay.stage_ce_slot = (size_t)8 << 20;
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), 0);
   c.multiproc = 0; /* one process without P2P: events only */
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
   c.staged = 0;
-  CHECK_EQ(p2pk_ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
-  CHECK_EQ(p2pk_cep_min_setting(&c, P2PK_COLL_ALL_REDUCE), 0);
-  CHECK_EQ(p2pk_cep_p2p_min(&c), 0);
+  CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)64 << 20);
+  CHECK_EQ(cep_min_setting(&c, P2PK_COLL_ALL_REDUCE), 0);
+  CHECK_EQ(cep_p2p_min(&c), 0);
   /* 8 queues: every path on 2 ranks; with more, none under capture
    * (a graph may queue the waits behind one another), whatever the queues. */
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "8", 1);
   setenv("P2PKIT_CE_ALLREDUCE_MIN", "1", 1);
   p2pk_param_reset();
-  p2pk_ce_min_fill(&c);
-  CHECK_EQ(c.cep_cap_ok, 1);
-  CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], 1);
+  ce_min_fill(&c, &th);
+  CHECK_EQ(th.cep_cap_ok, 1);
+  CHECK_EQ(th.cep_min[P2PK_COLL_ALL_REDUCE], 1);
   c.nranks = 4;
   static const char *const many[] = {"8", "32"};
   for (size_t i = 0; i < sizeof many / sizeof many[0]; i++) {
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", many[i], 1);
     c.multiproc = 0;
-    p2pk_ce_min_fill(&c);
-    CHECK_EQ(c.cep_cap_ok, 0);
-    CHECK_EQ(c.ce_min[P2PK_COLL_ALL_REDUCE], 1);  /* eagerly, by events */
-    CHECK_EQ(c.cep_min[P2PK_COLL_ALL_REDUCE], 0); /* under capture: the kernels */
-    CHECK_EQ(c.cep_direct_p2p_min, 0);
+    ce_min_fill(&c, &th);
+    CHECK_EQ(th.cep_cap_ok, 0);
+    CHECK_EQ(th.ce_min[P2PK_COLL_ALL_REDUCE], 1);  /* eagerly, by events */
+    CHECK_EQ(th.cep_min[P2PK_COLL_ALL_REDUCE], 0); /* under capture: the kernels */
+    CHECK_EQ(th.cep_direct_p2p_min, 0);
     c.multiproc = 1;
-    p2pk_ce_min_fill(&c);
-    CHECK_EQ(c.ce_min[P2PK_COLL_ALL_REDUCE], 1); /* eagerly; allreduce.c asks cep_cap_ok under capture */
-    CHECK_EQ(c.cep_cap_ok, 0);
+    ce_min_fill(&c, &th);
+    CHECK_EQ(th.ce_min[P2PK_COLL_ALL_REDUCE], 1); /* eagerly; under capture the selector asks p2pk_sel_waits_ok */
+    CHECK_EQ(th.cep_cap_ok, 0);
   }
   unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
   unsetenv("P2PKIT_CE_ALLREDUCE_MIN");

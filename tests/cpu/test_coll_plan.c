@@ -96,7 +96,7 @@ TEST(plans_match_nccl_semantics) {
 }
 
 /* The staged transport's chunk stream (coll_dev.h's p2pk_stage_* helpers, as
- * staged_kernels.cu runs them) on host memory: for each chunk every writer
+ * kern_staged.cu runs them) on host memory: for each chunk every writer
  * fills its outbox (poison where it sends nothing), then every reader
  * reduces or copies, and its own writer of that chunk is done first (the
  * kernel's in-place wait). Chunks in increasing and in decreasing order: a

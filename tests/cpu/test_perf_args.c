@@ -96,6 +96,9 @@ TEST(every_flag) {
   CHECK(a.nccl_only && !p2pk_perf_uses_p2pkit(&a) && p2pk_perf_uses_nccl(&a));
   CHECK_EQ(a.root, 1);
   CHECK_EQ(p2pk_perf_primary(&a), PERF_LIB_NCCL);
+
+  CHECK_EQ(parse(&a, "all_gather", "--explain", "-p", "2", NULL), PERF_PARSE_OK);
+  CHECK(a.explain && a.nprocs == 2);
 }
 
 TEST(dtype_and_op_names) {
@@ -213,6 +216,7 @@ TEST(bad_inputs) {
   bad_case(__LINE__, "cannot be combined with --vs-nccl", 0, "all_reduce", "--sweep-algos", "oneshot",
            "--vs-nccl", NULL);
   bad_case(__LINE__, "not with --nccl-only", 0, "all_reduce", "--nccl-only", "--algo", "oneshot", NULL);
+  bad_case(__LINE__, "--explain prints p2pkit's selector", 0, "all_reduce", "--explain", "--vs-nccl", NULL);
 }
 
 TEST(help) {

@@ -315,7 +315,7 @@ int main(int argc, char **argv) {
   printf("# %d GPUs, %s, P2PKIT_BUFFER_SIZE=%s, NCCL %s, mailbox %llu B, LL up to %zu B\n", B.n,
          staged ? "P2P disabled (staged / NCCL SHM)" : "P2P", p2pk_param_str("P2PKIT_BUFFER_SIZE"),
          ver, (unsigned long long)(staged ? B.comm[0]->lay.stage_mailbox : B.comm[0]->lay.mailbox),
-         B.comm[0]->geom.ll_cap);
+         B.comm[0]->sel.geom.ll_cap);
   printf("# %12s  %-5s  %-36s %13s %13s\n", "bytes", "mode", "implementation", "time", "algbw");
   summary_t sum[16][2];
   variant_t *v = malloc(256 * sizeof *v);

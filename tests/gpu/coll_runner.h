@@ -351,7 +351,7 @@ typedef struct {
   const char *var;
 } logcap_t;
 
-static void logcap_begin(logcap_t *L, const char *var, const char *value) {
+static inline void logcap_begin(logcap_t *L, const char *var, const char *value) {
   snprintf(L->path, sizeof L->path, "/tmp/p2pk_ce_log_XXXXXX");
   L->var = var;
   int fd = mkstemp(L->path);
@@ -369,19 +369,19 @@ static void logcap_begin(logcap_t *L, const char *var, const char *value) {
  * call of that collective takes the copy engines) and 64 KiB chunks two
  * deep, so every landing slot is reused many times; ce_settings_end()
  * unsets them. */
-static void ce_settings_begin(const char *const *vars, int n) {
+static inline void ce_settings_begin(const char *const *vars, int n) {
   setenv("P2PKIT_CE_CHUNK", "64K", 1);
   setenv("P2PKIT_CE_DEPTH", "2", 1);
   for (int i = 0; i < n; i++) setenv(vars[i], "1", 1);
 }
-static void ce_settings_end(const char *const *vars, int n) {
+static inline void ce_settings_end(const char *const *vars, int n) {
   unsetenv("P2PKIT_CE_CHUNK");
   unsetenv("P2PKIT_CE_DEPTH");
   for (int i = 0; i < n; i++) unsetenv(vars[i]);
 }
 
 /* Lines of the log so far that hold both needles (printed too with echo). */
-static int logcap_scan(const logcap_t *L, const char *needle1, const char *needle2, int echo) {
+static inline int logcap_scan(const logcap_t *L, const char *needle1, const char *needle2, int echo) {
   FILE *f = fopen(L->path, "r");
   CHECK(f != NULL);
   char line[512];
@@ -394,19 +394,19 @@ static int logcap_scan(const logcap_t *L, const char *needle1, const char *needl
   if (f) fclose(f);
   return hits;
 }
-static int logcap_count(const logcap_t *L, const char *needle1, const char *needle2) {
+static inline int logcap_count(const logcap_t *L, const char *needle1, const char *needle2) {
   return logcap_scan(L, needle1, needle2, 0);
 }
 
 /* A capture's copy-engine line on nr ranks: with more than 2 the copy
  * engines are off under a CUDA graph (p2pk_ce_waits_ok) and the log says
  * that once instead. */
-static int logcap_capture_ce(const logcap_t *L, int nr, const char *needle1, const char *needle2) {
+static inline int logcap_capture_ce(const logcap_t *L, int nr, const char *needle1, const char *needle2) {
   if (nr > 2) return logcap_count(L, "copy-engine paths of more than 2 ranks are off", "");
   return logcap_count(L, needle1, needle2);
 }
 
-static int logcap_end(logcap_t *L, const char *needle1, const char *needle2) {
+static inline int logcap_end(logcap_t *L, const char *needle1, const char *needle2) {
   unsetenv(L->var);
   unsetenv("P2PKIT_DEBUG");
   unsetenv("P2PKIT_DEBUG_SUBSYS");

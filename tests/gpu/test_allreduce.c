@@ -314,7 +314,7 @@ static void graph_replay(runner_t *R, int reps) {
 
 /* Graph replays on the default settings: with the copy-engine thresholds
  * set, the copy engines under capture (replay-safe slot flags,
- * ce_p2p_mp.c), with a process per GPU and with one. */
+ * path_ce_slots.c), with a process per GPU and with one. */
 static void graph_replay_auto(runner_t *R, int reps) {
   static const gop_t ops[3] = {
       {&V_AUTO, P2PKIT_FLOAT32, P2PKIT_SUM, MAXCOUNT, 0, 1},
@@ -378,7 +378,7 @@ TEST(one_process_copy_engine_p2p) {
    * (ce_settings_begin: 64 KiB chunks, 2 in flight, so each landing slot is
    * reused many times): every type, op and count, in and out of place,
    * unaligned; graph replay with a kernel setting takes the kernel, on the
-   * default settings the landing slots (ce_p2p_mp.c, replay-safe flags: 64
+   * default settings the landing slots (path_ce_slots.c, replay-safe flags: 64
    * KiB slots here, so each is reused many times a replay); a matrix with a
    * kernel setting forced takes the kernel. The log shows the copy engines
    * were used, eagerly and under capture. */

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "coll/cep.h"
 #include "coll/coll.h"
 #include "coll/plan.h"
 #include "coll_util.h"
@@ -30,14 +31,16 @@
 #include "test.h"
 #include "test_net.h"
 #include "coll_runner.h"
+#include "coll_calls.h"
 
-#define MAXR P2PK_COLL_MAX_RANKS
-#define PAD 256
+/* What send/recv straight in did on a communicator (the landing-slot
+ * path's record). */
+#define STRAIGHT(c) p2pk_cep_straight(c)
+
 #define MAXCOUNT ((size_t)300001)
 static const size_t COUNTS[] = {1, 3, 1023, 4097, MAXCOUNT};
 #define NCOUNTS (sizeof COUNTS / sizeof COUNTS[0])
 static const p2pkit_redop_t ALL_OPS[] = {P2PKIT_SUM, P2PKIT_PROD, P2PKIT_MIN, P2PKIT_MAX, P2PKIT_AVG};
-enum { SENDRECV = P2PK_COLL_KINDS }; /* send/recv pairs at a shift, as nccl-tests' ring */
 
 
 static const variant_t V_AUTO = {"auto", -1, -1, 0, 0, 0};
@@ -57,206 +60,6 @@ static const variant_t V_TWOSHOT_SMALL = {"twoshot-3x4K", P2PK_ALGO_TWOSHOT, P2P
 
 static size_t runner_cap(int nr) {
   return (size_t)nr * MAXCOUNT * 8 + 2 * PAD + 16; /* n shares + the largest misalignment */
-}
-
-/* --- one call ------------------------------------------------------------------ */
-
-typedef struct {
-  int kind, root, inplace, misalign; /* send/recv: root picks the shift (sr_shift) */
-  p2pkit_dtype_t dt;
-  p2pkit_redop_t op;
-  size_t count;
-} call_t;
-
-/* Send/recv of n ranks: rank r sends to r + shift and receives from r - shift
- * (mod n), shift 1..n-1 from k->root (root 0: the ring, shift 1); one rank
- * sends to itself (shift 0). */
-static int sr_shift(const call_t *k, int n) { return n < 2 ? 0 : k->root % (n - 1) + 1; }
-
-/* Where rank r's buffers sit, in elements from the start of its user region
- * (PAD + misalignment into dout / din): the send share(s) and the output. */
-typedef struct {
-  size_t in_elems, out_elems; /* lengths */
-  size_t in_at, out_at;       /* offsets inside the one buffer when in place */
-  size_t span;                /* elements of dout the call may touch */
-  int writes;                 /* 0: this rank's recvbuf is not written */
-} shape_t;
-
-static shape_t shape_of(const call_t *k, int n, int rank) {
-  shape_t s = {k->count, k->count, 0, 0, k->count, 1};
-  switch (k->kind) {
-    case P2PK_COLL_ALL_GATHER:
-      s.out_elems = n * k->count;
-      s.in_at = k->inplace ? rank * k->count : 0;
-      break;
-    case P2PK_COLL_REDUCE_SCATTER:
-      s.in_elems = n * k->count;
-      s.out_at = k->inplace ? rank * k->count : 0;
-      break;
-    case P2PK_COLL_ALL_TO_ALL: s.in_elems = s.out_elems = n * k->count; break;
-    case P2PK_COLL_REDUCE: s.writes = rank == k->root; break;
-    default: break;
-  }
-  s.span = s.in_elems > s.out_elems ? s.in_elems : s.out_elems;
-  if (!k->inplace) s.span = s.out_elems;
-  return s;
-}
-
-static size_t misalign_of(int rank, size_t es, int misalign) {
-  return misalign ? ((size_t)(rank + 1) * es) % 16 : 0;
-}
-
-/* Rank r's pointers for the call, after uploading its input. */
-static void prepare(runner_t *R, char **dout, char **din, const call_t *k, uint64_t seed,
-                    const void **in, void **out, size_t *off) {
-  size_t es = p2pkit_dtype_size(k->dt);
-  for (int r = 0; r < R->nr; r++)
-    cu_fill(R->hin[r], shape_of(k, R->nr, r).in_elems, k->dt, k->op, seed + (uint64_t)r);
-  for (int l = 0; l < R->nloc; l++) {
-    int g = R->rank0 + l;
-    shape_t s = shape_of(k, R->nr, g);
-    off[l] = misalign_of(g, es, k->misalign);
-    T_CUDA(cudaSetDevice(R->dev[l]));
-    T_CUDA(cudaMemset(dout[l], 0xA5, R->cap));
-    T_CUDA(cudaMemset(din[l], 0x5A, R->cap));
-    char *base = dout[l] + PAD + off[l];
-    out[l] = base + s.out_at * es;
-    in[l] = k->inplace ? base + s.in_at * es : din[l] + PAD + off[l];
-    T_CUDA(cudaMemcpy((void *)in[l], R->hin[g], s.in_elems * es, cudaMemcpyHostToDevice));
-    T_CUDA(cudaDeviceSynchronize());
-  }
-}
-
-static p2pkit_status_t issue(runner_t *R, const call_t *k, const void **in, void **out) {
-  p2pkit_status_t st = p2pkit_group_start();
-  for (int l = 0; l < R->nloc && st == P2PKIT_SUCCESS; l++) {
-    p2pkit_comm_t c = R->comm[l];
-    cudaStream_t s = R->s[l];
-    int n = R->nr, g = R->rank0 + l;
-    switch (k->kind) {
-      case P2PK_COLL_ALL_REDUCE: st = p2pkit_all_reduce(in[l], out[l], k->count, k->dt, k->op, c, s); break;
-      case P2PK_COLL_BROADCAST: st = p2pkit_broadcast(in[l], out[l], k->count, k->dt, k->root, c, s); break;
-      case P2PK_COLL_REDUCE: st = p2pkit_reduce(in[l], out[l], k->count, k->dt, k->op, k->root, c, s); break;
-      case P2PK_COLL_ALL_GATHER: st = p2pkit_all_gather(in[l], out[l], k->count, k->dt, c, s); break;
-      case P2PK_COLL_REDUCE_SCATTER: st = p2pkit_reduce_scatter(in[l], out[l], k->count, k->dt, k->op, c, s); break;
-      case P2PK_COLL_ALL_TO_ALL: st = p2pkit_all_to_all(in[l], out[l], k->count, k->dt, c, s); break;
-      default: { /* send to the rank `shift` ahead, receive from the one `shift` behind */
-        int sh = sr_shift(k, n);
-        st = p2pkit_send(in[l], k->count, k->dt, (g + sh) % n, c, s);
-        if (st == P2PKIT_SUCCESS) st = p2pkit_recv(out[l], k->count, k->dt, (g + n - sh) % n, c, s);
-        break;
-      }
-    }
-  }
-  p2pkit_status_t end = p2pkit_group_end();
-  return st != P2PKIT_SUCCESS ? st : end;
-}
-
-static int untouched(const unsigned char *p, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (p[i] != 0xA5) return 0;
-  return 1;
-}
-
-static const char *kind_name(int kind) { return kind == SENDRECV ? "sendrecv" : p2pk_coll_name(kind); }
-
-/* Rank q's expected output of a copying collective into R->want; the
- * reductions go through cu_check instead. */
-static void expect_copy(runner_t *R, const call_t *k, int q) {
-  size_t es = p2pkit_dtype_size(k->dt), b = k->count * es;
-  int n = R->nr;
-  switch (k->kind) {
-    case P2PK_COLL_BROADCAST: memcpy(R->want, R->hin[k->root], b); break;
-    case P2PK_COLL_ALL_GATHER:
-      for (int r = 0; r < n; r++) memcpy(R->want + r * b, R->hin[r], b);
-      break;
-    case P2PK_COLL_ALL_TO_ALL:
-      for (int r = 0; r < n; r++) memcpy(R->want + r * b, (char *)R->hin[r] + q * b, b);
-      break;
-    default: memcpy(R->want, R->hin[(q + n - sr_shift(k, n)) % n], b); break; /* sendrecv */
-  }
-}
-
-static int verify(runner_t *R, char **dout, const char *what, const call_t *k, size_t *off) {
-  size_t es = p2pkit_dtype_size(k->dt);
-  int ok = 1, n = R->nr;
-  for (int l = 0; l < R->nloc; l++) {
-    int q = R->rank0 + l;
-    shape_t s = shape_of(k, n, q);
-    T_CUDA(cudaSetDevice(R->dev[l]));
-    T_CUDA(cudaStreamSynchronize(R->s[l]));
-    p2pkit_status_t as = P2PKIT_SUCCESS;
-    CHECK_OK(p2pkit_comm_get_async_error(R->comm[l], &as));
-    if (as != P2PKIT_SUCCESS) {
-      T_FAIL("%s: rank %d: async error %s: %s", what, q, p2pkit_strerror(as), p2pkit_last_error());
-      ok = 0;
-      continue;
-    }
-    size_t span = s.span * es;
-    T_CUDA(cudaMemcpy(R->hout[l], dout[l], PAD + off[l] + span + PAD, cudaMemcpyDeviceToHost));
-    if (!untouched(R->hout[l], PAD + off[l]) || !untouched(R->hout[l] + PAD + off[l] + span, PAD)) {
-      T_FAIL("%s: rank %d wrote outside its buffer", what, q);
-      ok = 0;
-    }
-    const unsigned char *got = R->hout[l] + PAD + off[l] + s.out_at * es;
-    if (!s.writes) {
-      /* A reduce's non-root: recvbuf untouched (out of place), the input
-       * as it was (in place). */
-      int same = k->inplace ? memcmp(got, R->hin[q], k->count * es) == 0 : untouched(got, k->count * es);
-      if (!same) {
-        T_FAIL("%s: rank %d is not the root but its recvbuf changed", what, q);
-        ok = 0;
-      }
-      continue;
-    }
-    if (k->kind == P2PK_COLL_REDUCE || k->kind == P2PK_COLL_REDUCE_SCATTER ||
-        k->kind == P2PK_COLL_ALL_REDUCE) {
-      const void *ins[MAXR];
-      size_t sh = k->kind == P2PK_COLL_REDUCE_SCATTER ? (size_t)q * k->count * es : 0;
-      for (int r = 0; r < n; r++) ins[r] = (const char *)R->hin[r] + sh;
-      double g = 0, w = 0;
-      size_t bad = cu_check(got, ins, n, k->count, k->dt, k->op, &g, &w);
-      if (bad < k->count) {
-        T_FAIL("%s: rank %d: element %zu of %zu is %.17g, expected %.17g", what, q, bad, k->count, g, w);
-        ok = 0;
-      }
-      continue;
-    }
-    expect_copy(R, k, q);
-    size_t ob = s.out_elems * es;
-    if (memcmp(got, R->want, ob) != 0) {
-      size_t i = 0;
-      while (i < ob && got[i] == R->want[i]) i++;
-      T_FAIL("%s: rank %d: byte %zu of %zu is 0x%02x, expected 0x%02x", what, q, i, ob, got[i],
-             R->want[i]);
-      ok = 0;
-    }
-  }
-  return ok;
-}
-
-static void describe(char *buf, size_t len, const char *vname, const call_t *k, int n) {
-  int sr = k->kind == SENDRECV;
-  snprintf(buf, len, "[%s %s %s %d %s %s count %zu %s%s]", vname, kind_name(k->kind),
-           sr ? "shift" : "root", sr ? sr_shift(k, n) : k->root, p2pkit_dtype_name(k->dt),
-           p2pkit_redop_name(k->op), k->count, k->inplace ? "in-place" : "out-of-place",
-           k->misalign ? " unaligned" : "");
-}
-
-static int run_case(runner_t *R, const char *vname, const call_t *k) {
-  char what[200];
-  describe(what, sizeof what, vname, k, R->nr);
-  const void *in[MAXR];
-  void *out[MAXR];
-  size_t off[MAXR];
-  uint64_t seed = cu_hash(what, strlen(what));
-  prepare(R, R->dout, R->din, k, seed, in, out, off);
-  p2pkit_status_t st = issue(R, k, in, out);
-  if (st != P2PKIT_SUCCESS) {
-    T_FAIL("%s: %s: %s", what, p2pkit_strerror(st), p2pkit_last_error());
-    return 0;
-  }
-  return verify(R, R->dout, what, k, off);
 }
 
 /* Every type (x op where it applies) x in place / out of place x count x
@@ -551,7 +354,7 @@ TEST(one_process_p2p_disabled) {
  * copy engine from P2PKIT_SENDRECV_CE_MIN on (here every size), ordered by
  * events; the INFO log says so, and every shift, type and count checks out,
  * also next to kernel send/recv of other sizes and under graph capture
- * (where it goes through the landing slots, ce_p2p_mp.c). */
+ * (where it goes through the landing slots, path_ce_slots.c). */
 TEST(one_process_sendrecv_copy_engine) {
   logcap_t L;
   logcap_begin(&L, "P2PKIT_SENDRECV_CE_MIN", "1");
@@ -659,7 +462,7 @@ TEST(one_process_copy_engine_collectives) {
    * group with the copy engines moving every byte (ce_settings_begin: 64
    * KiB chunks, 2 in flight): every type, op, root and count, in and out
    * of place (all-to-all in place takes the kernel), unaligned; graph
-   * replay takes the landing slots (ce_p2p_mp.c) for the reduce and
+   * replay takes the landing slots (path_ce_slots.c) for the reduce and
    * reduce-scatter, straight into the peers' outputs for all-gather and
    * all-to-all, the kernels for the rest; all of them mixed with the kernels'
    * collectives. The log shows the copy engines were used for each. */
@@ -694,7 +497,7 @@ TEST(one_process_copy_engine_collectives) {
 
 /* Copy-engine reduces, reduce-scatters and all-reduces of one process back
  * to back with no host sync between them, so a call's first copies run
- * beside the last call's reduces (chunks numbered across calls, ce_p2p.c),
+ * beside the last call's reduces (chunks numbered across calls, path_ce_events.c),
  * including calls whose chunk size differs from the last one's
  * (P2PKIT_CE_CHUNK is read per call: the slots' layout changes). Inputs and
  * poisoned outputs are uploaded first; every output is checked after one
@@ -886,8 +689,8 @@ TEST(process_per_gpu_sendrecv_straight_in) { spawn_ranks("cep-direct", 0, 580); 
  * is read once, at init: p2pk_cep_settings, so a change of the forced
  * settings does not undo a wait set here). */
 static void set_wait(struct p2pkit_comm *c, uint64_t us) {
-  c->dmb_wait_ns = us * 1000u;
-  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) c->dmb_rest[p] = c->dmb_rrest[p] = 0;
+  STRAIGHT(c)->wait_ns = us * 1000u;
+  for (int p = 0; p < P2PK_COLL_MAX_RANKS; p++) STRAIGHT(c)->rest[p] = STRAIGHT(c)->rrest[p] = 0;
 }
 
 static void no_waiting(struct p2pkit_comm *c) { set_wait(c, 0); }
@@ -934,7 +737,7 @@ static void straight_in_mismatch(runner_t *R) {
   /* Ranks past 1 take no part: nothing fails for them. */
   CHECK(c->rank > 1 ? as == P2PKIT_SUCCESS : as != P2PKIT_SUCCESS);
   CHECK(cu_now() - t0 < MM_TIMEOUT_S);
-  CHECK_EQ(c->dmb_direct, 0);
+  CHECK_EQ(STRAIGHT(c)->direct, 0);
   if (c->rank == 1) {
     unsigned char back[4096];
     T_CUDA(cudaMemcpy(back, R->dout[0] + n * sizeof(float), sizeof back, cudaMemcpyDeviceToHost));
@@ -978,96 +781,96 @@ static void blocks_straight_in(runner_t *R) {
   struct p2pkit_comm *c = R->comm[0];
   /* All-to-all: out of place each block goes straight in, in place through
    * the slots. */
-  const uint64_t a0 = c->dmb_direct, a1 = c->dmb_slots;
+  const uint64_t a0 = STRAIGHT(c)->direct, a1 = STRAIGHT(c)->slots;
   matrix(R, &V_AUTO, P2PK_COLL_ALL_TO_ALL, ALL_OPS, 1);
   printf("rank %d, all-to-all: blocks straight in %llu, through the slots %llu (so far by why: "
          "not asked %llu, late %llu, overwritten %llu, not registered %llu, size %llu, not mapped "
          "%llu, receiver first %llu; calls numbered: sent %llu, received %llu)\n", c->rank,
-         (unsigned long long)(c->dmb_direct - a0), (unsigned long long)(c->dmb_slots - a1),
-         (unsigned long long)c->dmb_why[0], (unsigned long long)c->dmb_why[1],
-         (unsigned long long)c->dmb_why[2], (unsigned long long)c->dmb_why[3],
-         (unsigned long long)c->dmb_why[4], (unsigned long long)c->dmb_why[5],
-         (unsigned long long)c->dmb_why[6], (unsigned long long)c->dmb_sent[1 - c->rank],
-         (unsigned long long)c->dmb_recvd[1 - c->rank]);
-  CHECK(c->dmb_direct > a0);
-  CHECK(c->dmb_slots > a1);
+         (unsigned long long)(STRAIGHT(c)->direct - a0), (unsigned long long)(STRAIGHT(c)->slots - a1),
+         (unsigned long long)STRAIGHT(c)->why[0], (unsigned long long)STRAIGHT(c)->why[1],
+         (unsigned long long)STRAIGHT(c)->why[2], (unsigned long long)STRAIGHT(c)->why[3],
+         (unsigned long long)STRAIGHT(c)->why[4], (unsigned long long)STRAIGHT(c)->why[5],
+         (unsigned long long)STRAIGHT(c)->why[6], (unsigned long long)STRAIGHT(c)->sent[1 - c->rank],
+         (unsigned long long)STRAIGHT(c)->recvd[1 - c->rank]);
+  CHECK(STRAIGHT(c)->direct > a0);
+  CHECK(STRAIGHT(c)->slots > a1);
   /* All-gather: every block straight in, in place too (no rank's output
    * block is one it sends). */
-  const uint64_t g0 = c->dmb_direct, g1 = c->dmb_slots;
+  const uint64_t g0 = STRAIGHT(c)->direct, g1 = STRAIGHT(c)->slots;
   matrix(R, &V_AUTO, P2PK_COLL_ALL_GATHER, ALL_OPS, 1);
   printf("rank %d, all-gather: blocks straight in %llu, through the slots %llu\n", c->rank,
-         (unsigned long long)(c->dmb_direct - g0), (unsigned long long)(c->dmb_slots - g1));
-  CHECK(c->dmb_direct > g0);
-  CHECK_EQ(c->dmb_slots, g1);
+         (unsigned long long)(STRAIGHT(c)->direct - g0), (unsigned long long)(STRAIGHT(c)->slots - g1));
+  CHECK(STRAIGHT(c)->direct > g0);
+  CHECK_EQ(STRAIGHT(c)->slots, g1);
 }
 
 static void straight_in_suite(runner_t *R) {
   struct p2pkit_comm *c = R->comm[0];
-  const uint64_t wait = c->dmb_wait_ns;
+  const uint64_t wait = STRAIGHT(c)->wait_ns;
   void *h = NULL;
   CHECK_OK(p2pkit_comm_register(c, R->dout[0], R->cap, &h));
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
   printf("rank %d: straight in %llu, through the slots %llu (waiting up to %llu us; the longest "
-         "host wait %.3f ms, %llu in vain)\n", c->rank, (unsigned long long)c->dmb_direct,
-         (unsigned long long)c->dmb_slots, (unsigned long long)(wait / 1000),
-         c->dmb_wait_max_ns / 1e6, (unsigned long long)c->dmb_missed);
+         "host wait %.3f ms, %llu in vain)\n", c->rank, (unsigned long long)STRAIGHT(c)->direct,
+         (unsigned long long)STRAIGHT(c)->slots, (unsigned long long)(wait / 1000),
+         STRAIGHT(c)->wait_max_ns / 1e6, (unsigned long long)STRAIGHT(c)->missed);
   /* With a wait no host drift here reaches (10 s), every call goes
    * straight in. */
   set_wait(c, 10000000);
-  c->dmb_wait_max_ns = 0;
-  const uint64_t m0 = c->dmb_slots, m1 = c->dmb_direct, m2 = c->dmb_rhow[1];
+  STRAIGHT(c)->wait_max_ns = 0;
+  const uint64_t m0 = STRAIGHT(c)->slots, m1 = STRAIGHT(c)->direct, m2 = STRAIGHT(c)->rhow[1];
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
   printf("rank %d, waiting up to 10 s: straight in %llu, through the slots %llu; the longest "
-         "host wait %.3f ms\n", c->rank, (unsigned long long)(c->dmb_direct - m1),
-         (unsigned long long)(c->dmb_slots - m0), c->dmb_wait_max_ns / 1e6);
-  CHECK_EQ(c->dmb_slots, m0);
-  CHECK(c->dmb_direct > m1);
-  CHECK_EQ(c->dmb_rhow[1] - m2, c->dmb_direct - m1); /* 2 ranks: one send, one receive a call */
+         "host wait %.3f ms\n", c->rank, (unsigned long long)(STRAIGHT(c)->direct - m1),
+         (unsigned long long)(STRAIGHT(c)->slots - m0), STRAIGHT(c)->wait_max_ns / 1e6);
+  CHECK_EQ(STRAIGHT(c)->slots, m0);
+  CHECK(STRAIGHT(c)->direct > m1);
+  CHECK_EQ(STRAIGHT(c)->rhow[1] - m2, STRAIGHT(c)->direct - m1); /* 2 ranks: one send, one receive a call */
   blocks_straight_in(R);
   /* The receiver (rank 1) 0.5 ms late: rank 0's sends wait for it (still
    * up to 10 s). */
-  uint64_t d0 = c->dmb_direct;
+  uint64_t d0 = STRAIGHT(c)->direct;
   for (int it = 0; it < 4; it++) {
     if (c->rank == 1) usleep(500);
     const call_t k = {SENDRECV, 0, 0, it % 2, P2PKIT_FLOAT32, P2PKIT_SUM, 300001 + (size_t)it};
     CHECK(run_case(R, "receiver late", &k));
   }
-  if (c->rank == 0) CHECK_EQ(c->dmb_direct - d0, 4);
+  if (c->rank == 0) CHECK_EQ(STRAIGHT(c)->direct - d0, 4);
   /* The sender (rank 0) 3 ms late, rank 1 not waiting: rank 1's receives
    * choose the slots, and rank 0's sends take them although described. */
-  const uint64_t r0 = c->dmb_rhow[0], s0 = c->dmb_slots;
+  const uint64_t r0 = STRAIGHT(c)->rhow[0], s0 = STRAIGHT(c)->slots;
   if (c->rank == 1) no_waiting(c);
   for (int it = 0; it < 4; it++) {
     if (c->rank == 0) usleep(3000);
     const call_t k = {SENDRECV, 0, 0, it % 2, P2PKIT_FLOAT32, P2PKIT_SUM, 300001 + (size_t)it};
     CHECK(run_case(R, "sender late", &k));
   }
-  if (c->rank == 1) CHECK_EQ(c->dmb_rhow[0] - r0, 4);
-  if (c->rank == 0) CHECK_EQ(c->dmb_slots - s0, 4);
+  if (c->rank == 1) CHECK_EQ(STRAIGHT(c)->rhow[0] - r0, 4);
+  if (c->rank == 0) CHECK_EQ(STRAIGHT(c)->slots - s0, 4);
   /* No waiting anywhere. */
   no_waiting(c);
-  d0 = c->dmb_direct;
-  const uint64_t s1 = c->dmb_slots;
+  d0 = STRAIGHT(c)->direct;
+  const uint64_t s1 = STRAIGHT(c)->slots;
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
   printf("rank %d, no waiting: straight in %llu, through the slots %llu\n", c->rank,
-         (unsigned long long)(c->dmb_direct - d0), (unsigned long long)(c->dmb_slots - s1));
+         (unsigned long long)(STRAIGHT(c)->direct - d0), (unsigned long long)(STRAIGHT(c)->slots - s1));
   /* Under a CUDA graph: decided once, at capture (waiting up to 10 s), and
    * replayed as it is; more than 2 ranks take the kernels there
    * (p2pk_ce_waits_ok), so nothing goes straight in. */
   const uint64_t cap_in = c->nranks == 2 ? 1 : 0;
   set_wait(c, 10000000);
-  d0 = c->dmb_direct;
+  d0 = STRAIGHT(c)->direct;
   graph_straight_in(R, 3);
-  CHECK_EQ(c->dmb_direct - d0, cap_in);
+  CHECK_EQ(STRAIGHT(c)->direct - d0, cap_in);
   graph_replay(R, 2); /* its own, unregistered buffers: the slots */
-  CHECK_EQ(c->dmb_direct - d0, cap_in);
+  CHECK_EQ(STRAIGHT(c)->direct - d0, cap_in);
   mixed_calls(R, "mixed-straight-in");
   CHECK_OK(p2pkit_comm_deregister(c, h));
-  const uint64_t d2 = c->dmb_direct, s2 = c->dmb_slots;
+  const uint64_t d2 = STRAIGHT(c)->direct, s2 = STRAIGHT(c)->slots;
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
-  CHECK_EQ(c->dmb_direct, d2);
-  CHECK(c->dmb_slots > s2);
-  c->dmb_wait_ns = wait;
+  CHECK_EQ(STRAIGHT(c)->direct, d2);
+  CHECK(STRAIGHT(c)->slots > s2);
+  STRAIGHT(c)->wait_ns = wait;
 }
 
 /* P2PKIT_SENDRECV_MAP: send/recv with a process per GPU into receive
@@ -1093,17 +896,17 @@ static void sendrecv_into(runner_t *R, char **outs, const char *what, uint64_t s
 
 static void map_suite(runner_t *R) {
   struct p2pkit_comm *c = R->comm[0];
-  const uint64_t wait = c->dmb_wait_ns;
+  const uint64_t wait = STRAIGHT(c)->wait_ns;
   set_wait(c, 10000000);
-  uint64_t d0 = c->dmb_direct, s0 = c->dmb_slots, m0 = c->dmb_mapped;
+  uint64_t d0 = STRAIGHT(c)->direct, s0 = STRAIGHT(c)->slots, m0 = STRAIGHT(c)->mapped;
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
   printf("rank %d, mapping on demand: straight in %llu (mapped %llu), through the slots %llu; "
-         "peer allocations mapped %d\n", c->rank, (unsigned long long)(c->dmb_direct - d0),
-         (unsigned long long)(c->dmb_mapped - m0), (unsigned long long)(c->dmb_slots - s0),
+         "peer allocations mapped %d\n", c->rank, (unsigned long long)(STRAIGHT(c)->direct - d0),
+         (unsigned long long)(STRAIGHT(c)->mapped - m0), (unsigned long long)(STRAIGHT(c)->slots - s0),
          p2pk_map_count(c));
-  CHECK_EQ(c->dmb_slots, s0);
-  CHECK(c->dmb_direct > d0);
-  CHECK_EQ(c->dmb_mapped - m0, c->dmb_direct - d0);
+  CHECK_EQ(STRAIGHT(c)->slots, s0);
+  CHECK(STRAIGHT(c)->direct > d0);
+  CHECK_EQ(STRAIGHT(c)->mapped - m0, STRAIGHT(c)->direct - d0);
   /* Every shift: each peer's R->dout mapped once. */
   const int n = c->nranks;
   CHECK_EQ(p2pk_map_count(c), n - 1);
@@ -1111,49 +914,49 @@ static void map_suite(runner_t *R) {
    * to), then reused. */
   char *alt[MAXR] = {NULL};
   T_CUDA(cudaMalloc((void **)&alt[0], R->cap));
-  d0 = c->dmb_mapped;
+  d0 = STRAIGHT(c)->mapped;
   sendrecv_into(R, alt, "send/recv into a second allocation", 71);
   sendrecv_into(R, alt, "send/recv into a second allocation again", 72);
-  CHECK_EQ(c->dmb_mapped - d0, 2);
+  CHECK_EQ(STRAIGHT(c)->mapped - d0, 2);
   CHECK_EQ(p2pk_map_count(c), n);
   blocks_straight_in(R);
   /* Under a CUDA graph, into R->dout (mapped, not registered); more than 2
    * ranks take the kernels there (p2pk_ce_waits_ok). */
-  d0 = c->dmb_direct;
+  d0 = STRAIGHT(c)->direct;
   graph_straight_in(R, 3);
-  CHECK_EQ(c->dmb_direct - d0, n == 2 ? 1 : 0);
+  CHECK_EQ(STRAIGHT(c)->direct - d0, n == 2 ? 1 : 0);
   mixed_calls(R, "mixed-map");
   /* Registered, the registration takes the call; deregistered (its
    * mapping of the same allocation closed), the on-demand mapping still
    * works. */
   void *h = NULL;
   CHECK_OK(p2pkit_comm_register(c, R->dout[0], R->cap, &h));
-  m0 = c->dmb_mapped, d0 = c->dmb_direct;
+  m0 = STRAIGHT(c)->mapped, d0 = STRAIGHT(c)->direct;
   sendrecv_into(R, R->dout, "send/recv into a registered buffer also mapped", 73);
-  CHECK_EQ(c->dmb_mapped, m0);
-  CHECK_EQ(c->dmb_direct - d0, 1);
+  CHECK_EQ(STRAIGHT(c)->mapped, m0);
+  CHECK_EQ(STRAIGHT(c)->direct - d0, 1);
   CHECK_OK(p2pkit_comm_deregister(c, h));
   sendrecv_into(R, R->dout, "send/recv into a mapped buffer after deregistering", 74);
-  CHECK_EQ(c->dmb_mapped - m0, 1);
+  CHECK_EQ(STRAIGHT(c)->mapped - m0, 1);
   CHECK_EQ(p2pk_map_count(c), n);
   /* The setting off: nothing described, every call through the slots. */
-  c->dmb_map = 0;
-  d0 = c->dmb_direct, s0 = c->dmb_slots;
-  const uint64_t w0 = c->dmb_why[P2PK_DMB_WHY_NOT_REGISTERED];
+  STRAIGHT(c)->map = 0;
+  d0 = STRAIGHT(c)->direct, s0 = STRAIGHT(c)->slots;
+  const uint64_t w0 = STRAIGHT(c)->why[P2PK_DMB_WHY_NOT_REGISTERED];
   matrix(R, &V_AUTO, SENDRECV, ALL_OPS, 1);
-  CHECK_EQ(c->dmb_direct, d0);
-  CHECK(c->dmb_slots > s0);
-  CHECK_EQ(c->dmb_why[P2PK_DMB_WHY_NOT_REGISTERED] - w0, c->dmb_slots - s0);
-  c->dmb_map = 1;
+  CHECK_EQ(STRAIGHT(c)->direct, d0);
+  CHECK(STRAIGHT(c)->slots > s0);
+  CHECK_EQ(STRAIGHT(c)->why[P2PK_DMB_WHY_NOT_REGISTERED] - w0, STRAIGHT(c)->slots - s0);
+  STRAIGHT(c)->map = 1;
   T_CUDA(cudaFree(alt[0]));
-  c->dmb_wait_ns = wait;
+  STRAIGHT(c)->wait_ns = wait;
 }
 
 /* Process per GPU: a copy-engine broadcast and, with no sync between, a run
  * of kernel-path reduces on the same streams whose grids (programmatic
  * dependent launches stacking up) can fill every multiprocessor. The
  * broadcast's last posts to its peer run on their own stream; unless the
- * caller's stream waits for them (ce_p2p_mp.c, join_side), the kernels can
+ * caller's stream waits for them (cep_join_side, cep_core.c), the kernels can
  * hold the GPU while the peer, still in the broadcast, waits for a post that
  * cannot be scheduled: both hang until the timeout (seen under a CUDA
  * graph after eager copy-engine calls). Every output checked. */
@@ -1315,10 +1118,10 @@ static int child_main(int argc, char **argv) {
     runner_free(&R);
     runner_destroy_after_kill(&R); /* the communicator is broken: destroy, timed */
   } else if (straight) {
-    CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->dmb_on);
+    CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && STRAIGHT(R.comm[0])->on);
     straight_in_suite(&R);
   } else if (map) {
-    CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->dmb_on && R.comm[0]->dmb_map);
+    CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && STRAIGHT(R.comm[0])->on && STRAIGHT(R.comm[0])->map);
     map_suite(&R);
   } else if (cep) {
     CHECK(R.comm[0]->lay.cep_slot == (64u << 10) && R.comm[0]->lay.cep_depth == 2);

@@ -36,20 +36,24 @@
  * call's START covers the host slots and device buffers. */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "coll/coll.h"
+#include "coll/ce_common.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/param.h"
 
 enum { E_START = P2PK_CE_EV_START, E_D2H = 1, E_H2D = 1 + P2PK_SCE_DEPTH_MAX, E_RED = 1 + 2 * P2PK_SCE_DEPTH_MAX };
 
-size_t p2pk_sce_chunk_elems(size_t chunk_bytes, size_t es) {
-  if (es == 0) return 1;
-  size_t k = (chunk_bytes & ~(size_t)15) / es;
-  return k ? k : 1;
-}
+/* This path's state: logged once; process per GPU: chunks so far (the
+ * same on every rank); chunks in flight (P2PKIT_STAGED_CE_DEPTH). */
+typedef struct {
+  int logged;
+  uint64_t seq;
+  int depth;
+} staged_ce;
+#define ST(c) ((staged_ce *)(c)->path_state[P2PK_PATH_CE_STAGED])
 
 /* Elements per chunk: P2PKIT_STAGED_CE_CHUNK, at most `cap` bytes. */
 static size_t chunk_within(size_t cap, size_t es) {
@@ -58,96 +62,27 @@ static size_t chunk_within(size_t cap, size_t es) {
   return k < kmax ? k : kmax;
 }
 
-cudaError_t p2pk_ce_prepare(struct p2pkit_comm *c, size_t need) {
-  cudaError_t e = cudaSetDevice(c->device);
-  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->ce_side);
-  if (e == cudaSuccess) e = p2pk_lazy_stream(&c->sce_h2d);
-  for (int i = 0; i < P2PK_SCE_EVENTS && e == cudaSuccess; i++) e = p2pk_lazy_event(&c->sce_ev[i]);
-  if (e == cudaSuccess && c->sce_buf_bytes < need) {
-    /* cudaFree waits for the device: the old buffer is no longer read. */
-    if (c->sce_buf) e = cudaFree(c->sce_buf);
-    c->sce_buf = NULL;
-    c->sce_buf_bytes = 0;
-    if (e == cudaSuccess) e = cudaMalloc((void **)&c->sce_buf, need);
-    if (e == cudaSuccess) c->sce_buf_bytes = need;
-  }
-  return e;
-}
-
-cudaError_t p2pk_ce_start(p2pk_ce_pending *const *set, int n, size_t need, int side_own, int *bad) {
-  cudaError_t e = cudaSuccess;
-  for (int r = 0; r < n && e == cudaSuccess; r++) {
-    *bad = r;
-    e = p2pk_ce_prepare(set[r]->c, need);
-    if (e == cudaSuccess) e = cudaEventRecord(set[r]->c->sce_ev[P2PK_CE_EV_START], (cudaStream_t)set[r]->stream);
-  }
-  for (int r = 0; r < n && e == cudaSuccess; r++) {
-    *bad = r;
-    struct p2pkit_comm *c = set[r]->c;
-    e = cudaSetDevice(c->device);
-    for (int t = 0; t < n && e == cudaSuccess; t++) {
-      cudaEvent_t start = set[t]->c->sce_ev[P2PK_CE_EV_START];
-      if (!side_own || t == r) e = cudaStreamWaitEvent(c->ce_side, start, 0);
-      if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, start, 0);
-    }
-  }
-  return e;
-}
-
-cudaError_t p2pk_ce_local_reduce(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
-                                 const p2pk_lr_args *la, int cap, cudaStream_t stream) {
-  size_t blocks = (la->bytes + (64u << 10) - 1) / (64u << 10);
-  int sms = c->geom.sm_count > 0 ? c->geom.sm_count : 1;
-  if (blocks > (size_t)sms) blocks = (size_t)sms;
-  const size_t free_grid = blocks;
-  if (cap > 0 && blocks > (size_t)cap) blocks = (size_t)cap;
-  const int mb = p2pk_comm_grid_cap(c);
-  if (mb > 0 && blocks > (size_t)mb) blocks = (size_t)mb;
-  /* A capped grid moves what each block can: its loads go out two sources
-   * at a time (2x H200, process per GPU, 256 MiB all-reduce over the
-   * copy engines: 16 blocks 1659 -> 1316 us, 64 blocks 811
-   * -> 791). Uncapped the reduce runs beside the copies and the paired
-   * loads took HBM from them (one process under a graph, 1 GiB: 2914 ->
-   * 2956 us), so the whole grid keeps the plain loop. */
-  p2pk_lr_args a = *la;
-  a.pair = blocks < free_grid;
-  return p2pk_launch_local_reduce(dtype, &a, blocks ? (int)blocks : 1, stream);
-}
-
-cudaError_t p2pk_ce_reduce_chunk(const struct p2pkit_comm *c, p2pkit_dtype_t dtype,
-                                p2pkit_redop_t op, const char *const *src, char *out, size_t lb,
-                                cudaStream_t stream) {
-  p2pk_lr_args la;
-  memset(&la, 0, sizeof la);
-  for (int r = 0; r < c->nranks; r++) la.src[r] = src[r];
-  la.out = out;
-  la.bytes = lb;
-  la.n = c->nranks;
-  la.me = c->rank;
-  la.op = op;
-  return p2pk_ce_local_reduce(c, dtype, &la, 0, stream);
-}
-
 static void log_once(struct p2pkit_comm *c, size_t bytes, size_t nch, size_t cb, const char *how) {
-  if (c->sce_logged) return;
-  c->sce_logged = 1;
+  if (ST(c)->logged) return;
+  ST(c)->logged = 1;
   P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): all_reduce of %zu B uses the copy engines through "
             "host memory, %zu chunks of %zu B (%s; P2PKIT_STAGED_CE_MIN=%zu)", c->rank, c->device,
             bytes, nch, cb, how, p2pk_param_size("P2PKIT_STAGED_CE_MIN"));
 }
 
-p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
-  const p2pk_ce_pending *a0 = set[0];
+static p2pkit_status_t launch_group(p2pk_call *const *set, int n) {
+  for (int r = 0; r < n; r++) set[r]->c->ce->cap = set[r]->grid_cap;
+  const p2pk_call *a0 = set[0];
   const struct p2pkit_comm *c0 = a0->c;
   const size_t es = p2pkit_dtype_size(a0->dtype), count = a0->count;
   const size_t area = (size_t)c0->lay.stage_mailbox * P2PK_STAGE_MAILBOXES;
-  const int D = c0->sce_depth;
+  const int D = ST(c0)->depth;
   const size_t K = chunk_within(area / (size_t)D, es);
   const size_t CB = K * es, nch = (count + K - 1) / K;
   const size_t need = (size_t)(n - 1) * (size_t)D * CB;
   int bad = 0;
   cudaError_t e = p2pk_ce_start(set, n, need, 0, &bad);
-#define EV(r, i) (set[r]->c->sce_ev[i])
+#define EV(r, i) (set[r]->c->ce->sev[i])
 #define STREAM(r) ((cudaStream_t)set[r]->stream)
 #define HOST(r, s) (c0->stage + (size_t)(r) * c0->lay.stage_stride + c0->lay.stage_data_off + (size_t)(s) * CB)
 #define BUF(t, r, s) p2pk_ce_land(set[t]->c, r, D, s, CB)
@@ -160,25 +95,25 @@ p2pkit_status_t p2pk_staged_ce_allreduce(p2pk_ce_pending *const *set, int n) {
       struct p2pkit_comm *c = set[r]->c;
       e = cudaSetDevice(c->device);
       for (int t = 0; k >= (size_t)D && t < n && e == cudaSuccess; t++)
-        if (t != r) e = cudaStreamWaitEvent(c->ce_side, EV(t, E_H2D + s), 0);
+        if (t != r) e = cudaStreamWaitEvent(c->ce->side, EV(t, E_H2D + s), 0);
       if (e == cudaSuccess)
         e = cudaMemcpyAsync(HOST(r, s), (const char *)set[r]->send + off * es, lb,
-                            cudaMemcpyDeviceToHost, c->ce_side);
-      if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_D2H + s), c->ce_side);
+                            cudaMemcpyDeviceToHost, c->ce->side);
+      if (e == cudaSuccess) e = cudaEventRecord(EV(r, E_D2H + s), c->ce->side);
     }
     /* Every rank takes its peers' chunks in and reduces. */
     for (int t = 0; t < n && e == cudaSuccess; t++) {
       bad = t;
       struct p2pkit_comm *c = set[t]->c;
       e = cudaSetDevice(c->device);
-      if (e == cudaSuccess && k >= (size_t)D) e = cudaStreamWaitEvent(c->sce_h2d, EV(t, E_RED + s), 0);
+      if (e == cudaSuccess && k >= (size_t)D) e = cudaStreamWaitEvent(c->ce->h2d, EV(t, E_RED + s), 0);
       for (int r = 0; r < n && e == cudaSuccess; r++) {
         if (r == t) continue;
-        e = cudaStreamWaitEvent(c->sce_h2d, EV(r, E_D2H + s), 0);
+        e = cudaStreamWaitEvent(c->ce->h2d, EV(r, E_D2H + s), 0);
         if (e == cudaSuccess)
-          e = cudaMemcpyAsync(BUF(t, r, s), HOST(r, s), lb, cudaMemcpyHostToDevice, c->sce_h2d);
+          e = cudaMemcpyAsync(BUF(t, r, s), HOST(r, s), lb, cudaMemcpyHostToDevice, c->ce->h2d);
       }
-      if (e == cudaSuccess) e = cudaEventRecord(EV(t, E_H2D + s), c->sce_h2d);
+      if (e == cudaSuccess) e = cudaEventRecord(EV(t, E_H2D + s), c->ce->h2d);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(STREAM(t), EV(t, E_H2D + s), 0);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(STREAM(t), EV(t, E_D2H + s), 0);
       if (e == cudaSuccess) {
@@ -235,7 +170,7 @@ size_t p2pk_sce_slot_bytes(void) {
  * counters in the host region, waited for by one-thread kernels with the
  * kernels' timeout and posted by stream memory operations (p2pk_cep_run of
  * ce_p2p_mp.c, which falls back to the kernels).
- * Chunks are numbered q = c->sce_seq + k across calls, the same on every
+ * Chunks are numbered q = ST(c)->seq + k across calls, the same on every
  * rank; chunk q uses slot q % D. Per chunk:
  *   W stream:     wait until every peer read chunk q - D from my slot; record CR[s]
  *   side stream:  wait CR[s]; my chunk -> my slot (D2H); record D2H[s]
@@ -246,16 +181,16 @@ size_t p2pk_sce_slot_bytes(void) {
  *   P2 stream:    wait H2D[s]; post read = q + 1 at every peer
  *   my stream:    wait H2D[s] and D2H[s]; reduce into out; record RED[s]
  * The copy streams hold only copies and event waits; the waits and posts
- * run beside them on their own streams (c->cep_stream, unused without P2P
- * otherwise), as in ce_p2p_mp.c: a kernel between two copies on one stream
+ * run beside them on their own streams (the step lists', ce_common.h), as
+ * through the landing slots (cep_core.c): a kernel between two copies on one stream
  * leaves the copy engine idle for microseconds each time (~14 us a chunk
  * over P2P; here a process per GPU went from 1.19-1.29x NCCL at 128 MiB to
  * 1.51-1.62x on 2x H200). The
  * stream's last reduce waited for the last D2H and H2D, so once it ends the
  * input is no longer read; a later call's copies wait on the counters. */
 enum { CE_WAIT_FULL, CE_WAIT_READ, CE_POST_FULL, CE_POST_READ };
-enum { SS_POST = 0, SS_POST2 = 1, SS_WAIT = 2, SS_WAIT2 = 3 }; /* c->cep_stream[] */
-enum { SV_CR = 0, SV_FULL = 1, SV_POST = 2, SV_POST2 = 3 };       /* c->cep_ev[][slot] */
+enum { SS_POST = 0, SS_POST2 = 1, SS_WAIT = 2, SS_WAIT2 = 3 }; /* c->ce->step[] */
+enum { SV_CR = 0, SV_FULL = 1, SV_POST = 2, SV_POST2 = 3 };       /* c->ce->step_ev[][slot] */
 
 /* Rank r's part of the host region, as the GPU sees it. */
 static p2pk_stage_ctrl *sctrl(const struct p2pkit_comm *c, int r) {
@@ -296,9 +231,9 @@ static cudaError_t ce_sync(struct p2pkit_comm *c, int kind, int slot, uint64_t v
  * copies: `copies` waits for the event it records. */
 static cudaError_t ce_wait_ahead(struct p2pkit_comm *c, int kind, int slot, uint64_t v, uint64_t hdr,
                                  int ws, int ev, cudaStream_t copies) {
-  cudaError_t e = ce_sync(c, kind, slot, v, hdr, c->cep_stream[ws]);
-  if (e == cudaSuccess) e = cudaEventRecord(c->cep_ev[ev][slot], c->cep_stream[ws]);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(copies, c->cep_ev[ev][slot], 0);
+  cudaError_t e = ce_sync(c, kind, slot, v, hdr, c->ce->step[ws]);
+  if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[ev][slot], c->ce->step[ws]);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(copies, c->ce->step_ev[ev][slot], 0);
   return e;
 }
 
@@ -306,67 +241,67 @@ static cudaError_t ce_wait_ahead(struct p2pkit_comm *c, int kind, int slot, uint
  * recorded `done`. */
 static cudaError_t ce_post_after(struct p2pkit_comm *c, int kind, int slot, uint64_t v, uint64_t hdr,
                                  int ps, cudaEvent_t done) {
-  cudaError_t e = cudaStreamWaitEvent(c->cep_stream[ps], done, 0);
-  if (e == cudaSuccess) e = ce_sync(c, kind, slot, v, hdr, c->cep_stream[ps]);
+  cudaError_t e = cudaStreamWaitEvent(c->ce->step[ps], done, 0);
+  if (e == cudaSuccess) e = ce_sync(c, kind, slot, v, hdr, c->ce->step[ps]);
   return e;
 }
 
-cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send, void *recv,
-                                        size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op,
-                                        cudaStream_t stream) {
+static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *recv,
+                                size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op,
+                                cudaStream_t stream) {
   const int n = c->nranks, me = c->rank;
   const size_t es = p2pkit_dtype_size(dtype);
   const size_t K = chunk_within(c->lay.stage_ce_slot, es);
   const size_t CB = K * es, nch = (count + K - 1) / K;
-  const int D = c->sce_depth;
+  const int D = ST(c)->depth;
   /* What the call is, for the peers to compare (a count, type or op that
    * differs fails the call as a mismatch instead of pairing wrong chunks). */
   const uint64_t hdr = ((uint64_t)count << 8) ^ ((uint64_t)dtype << 4) ^ (uint64_t)op ^ 0x5ce0000000000000ULL;
   cudaError_t e = p2pk_ce_prepare(c, (size_t)(n - 1) * (size_t)D * CB);
-  for (int i = 0; i <= SS_WAIT2 && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->cep_stream[i]);
+  for (int i = 0; i <= SS_WAIT2 && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->ce->step[i]);
   for (int s = 0; s < D && e == cudaSuccess; s++) {
-    e = p2pk_lazy_event(&c->cep_ev[SV_CR][s]);
-    if (e == cudaSuccess) e = p2pk_lazy_event(&c->cep_ev[SV_FULL][s]);
+    e = p2pk_lazy_event(&c->ce->step_ev[SV_CR][s]);
+    if (e == cudaSuccess) e = p2pk_lazy_event(&c->ce->step_ev[SV_FULL][s]);
   }
-  if (e == cudaSuccess) e = p2pk_lazy_event(&c->cep_ev[SV_POST][0]);
-  if (e == cudaSuccess) e = p2pk_lazy_event(&c->cep_ev[SV_POST2][0]);
-  if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_START], stream);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(c->ce_side, c->sce_ev[E_START], 0);
+  if (e == cudaSuccess) e = p2pk_lazy_event(&c->ce->step_ev[SV_POST][0]);
+  if (e == cudaSuccess) e = p2pk_lazy_event(&c->ce->step_ev[SV_POST2][0]);
+  if (e == cudaSuccess) e = cudaEventRecord(c->ce->sev[E_START], stream);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(c->ce->side, c->ce->sev[E_START], 0);
   /* This call's chunk size may differ from the last one's, so its slots of
    * buf overlap other slots of the last call: wait for all of its reduces. */
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_START], 0);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(c->ce->h2d, c->ce->sev[E_START], 0);
 #define HOST(r, s) (c->stage + (size_t)(r) * c->lay.stage_stride + c->lay.stage_ce_off + (size_t)(s) * c->lay.stage_ce_slot)
 #define BUF(r, s) p2pk_ce_land(c, r, D, s, CB)
-  const uint64_t q0 = c->sce_seq;
+  const uint64_t q0 = ST(c)->seq;
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
     const uint64_t q = q0 + k;
     const int s = (int)(q % (uint64_t)D);
     const size_t off = k * K, len = count - off < K ? count - off : K, lb = len * es;
     /* Mine to my slot once every peer read what it held; tell the peers. */
     if (q >= (uint64_t)D)
-      e = ce_wait_ahead(c, CE_WAIT_READ, s, q - (uint64_t)D + 1, hdr, SS_WAIT, SV_CR, c->ce_side);
+      e = ce_wait_ahead(c, CE_WAIT_READ, s, q - (uint64_t)D + 1, hdr, SS_WAIT, SV_CR, c->ce->side);
     if (e == cudaSuccess)
-      e = cudaMemcpyAsync(HOST(me, s), (const char *)send + off * es, lb, cudaMemcpyDeviceToHost, c->ce_side);
-    if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_D2H + s], c->ce_side);
-    if (e == cudaSuccess) e = ce_post_after(c, CE_POST_FULL, s, q + 1, hdr, SS_POST, c->sce_ev[E_D2H + s]);
+      e = cudaMemcpyAsync(HOST(me, s), (const char *)send + off * es, lb, cudaMemcpyDeviceToHost, c->ce->side);
+    if (e == cudaSuccess) e = cudaEventRecord(c->ce->sev[E_D2H + s], c->ce->side);
+    if (e == cudaSuccess) e = ce_post_after(c, CE_POST_FULL, s, q + 1, hdr, SS_POST, c->ce->sev[E_D2H + s]);
     /* The peers' slots to buf once they are full and my reduce of chunk
      * q - D (which read buf's slot s) is done; tell the peers. */
     if (e == cudaSuccess && q >= (uint64_t)D)
-      e = cudaStreamWaitEvent(c->sce_h2d, c->sce_ev[E_RED + s], 0);
-    if (e == cudaSuccess) e = ce_wait_ahead(c, CE_WAIT_FULL, s, q + 1, hdr, SS_WAIT2, SV_FULL, c->sce_h2d);
+      e = cudaStreamWaitEvent(c->ce->h2d, c->ce->sev[E_RED + s], 0);
+    if (e == cudaSuccess) e = ce_wait_ahead(c, CE_WAIT_FULL, s, q + 1, hdr, SS_WAIT2, SV_FULL, c->ce->h2d);
     for (int r = 0; r < n && e == cudaSuccess; r++)
-      if (r != me) e = cudaMemcpyAsync(BUF(r, s), HOST(r, s), lb, cudaMemcpyHostToDevice, c->sce_h2d);
-    if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_H2D + s], c->sce_h2d);
-    if (e == cudaSuccess) e = ce_post_after(c, CE_POST_READ, s, q + 1, hdr, SS_POST2, c->sce_ev[E_H2D + s]);
+      if (r != me) e = cudaMemcpyAsync(BUF(r, s), HOST(r, s), lb, cudaMemcpyHostToDevice, c->ce->h2d);
+    if (e == cudaSuccess) e = cudaEventRecord(c->ce->sev[E_H2D + s], c->ce->h2d);
+    if (e == cudaSuccess) e = ce_post_after(c, CE_POST_READ, s, q + 1, hdr, SS_POST2, c->ce->sev[E_H2D + s]);
     /* The reduce. */
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_H2D + s], 0);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->sce_ev[E_D2H + s], 0);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->ce->sev[E_H2D + s], 0);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->ce->sev[E_D2H + s], 0);
     if (e == cudaSuccess) {
       const char *src[P2PK_COLL_MAX_RANKS];
       for (int r = 0; r < n; r++) src[r] = r == me ? (const char *)send + off * es : BUF(r, s);
       e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + off * es, lb, stream);
     }
-    if (e == cudaSuccess) e = cudaEventRecord(c->sce_ev[E_RED + s], stream);
+    if (e == cudaSuccess) e = cudaEventRecord(c->ce->sev[E_RED + s], stream);
   }
 #undef HOST
 #undef BUF
@@ -375,12 +310,56 @@ cudaError_t p2pk_staged_ce_allreduce_mp(struct p2pkit_comm *c, const void *send,
    * waiting for a peer that still waits for one of them (ce_p2p_mp.c's
    * join_side). */
   for (int i = 0; i < 2 && e == cudaSuccess && !p2pk_cep_memops(c); i++) {
-    e = cudaEventRecord(c->cep_ev[SV_POST + i][0], c->cep_stream[i ? SS_POST2 : SS_POST]);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->cep_ev[SV_POST + i][0], 0);
+    e = cudaEventRecord(c->ce->step_ev[SV_POST + i][0], c->ce->step[i ? SS_POST2 : SS_POST]);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->ce->step_ev[SV_POST + i][0], 0);
   }
   /* Numbered chunks were (partly) launched: keep the count in step with the
    * peers even on an error (the communicator is then broken anyway). */
-  c->sce_seq += nch;
+  ST(c)->seq += nch;
   if (e == cudaSuccess) log_once(c, count * es, nch, CB, "process per GPU");
   return e;
 }
+
+
+/* Process per GPU: one rank's call, its GPU current (not under capture:
+ * the selector sends those to the kernel, whose chunk numbers a graph can
+ * replay). */
+static p2pkit_status_t launch(const p2pk_call *call) {
+  struct p2pkit_comm *c = call->c;
+  c->ce->cap = call->grid_cap;
+  cudaError_t e = allreduce_mp(c, call->send, call->recv, call->count, call->dtype, call->op,
+                               (cudaStream_t)call->stream);
+  return p2pk_cuda_status(c, p2pk_call_name(call), e);
+}
+
+/* Process per GPU: each rank's part of the host region ends with its
+ * copy-engine slots, apart from the staged kernels' mailboxes. */
+static void scratch(const struct p2pkit_comm *c, p2pk_layout *lay) {
+  if (c->staged && c->multiproc) p2pk_layout_add_ce(lay, p2pk_sce_depth(), p2pk_sce_slot_bytes());
+}
+
+static p2pkit_status_t init(struct p2pkit_comm *c) {
+  staged_ce *s = calloc(1, sizeof *s);
+  if (!s) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "rank %d: out of memory", c->rank);
+  s->depth = p2pk_sce_depth();
+  c->path_state[P2PK_PATH_CE_STAGED] = s;
+  return P2PKIT_SUCCESS;
+}
+
+static void fini(struct p2pkit_comm *c) {
+  free(c->path_state[P2PK_PATH_CE_STAGED]);
+  c->path_state[P2PK_PATH_CE_STAGED] = NULL;
+}
+
+const p2pk_path p2pk_path_ce_staged = {
+    .name = "ce-staged",
+    .id = P2PK_PATH_CE_STAGED,
+    .kinds = 1u << P2PK_COLL_ALL_REDUCE,
+    .modes = P2PK_MODE_ONE | P2PK_MODE_PER_GPU,
+    .transports = P2PK_XPORT_SHM,
+    .scratch = scratch,
+    .init = init,
+    .fini = fini,
+    .launch = launch,
+    .launch_group = launch_group,
+};

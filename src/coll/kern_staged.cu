@@ -5,7 +5,7 @@
 // the peers' outboxes (host-to-GPU) and reduces them with the local input in
 // rank order, or copies them to their place in the output. Writers run ahead
 // of readers, so both PCIe directions carry data at once. Counters and flags
-// work like the P2P mailboxes (see allreduce_kernels.cu), with the shared
+// work like the P2P mailboxes (see prim_simple.cuh), with the shared
 // ones in host memory.
 //
 // The handshake is the same for every collective and every chunk: each chunk
@@ -27,6 +27,42 @@
 #include "coll/kern_common.cuh"
 
 namespace p2pk {
+
+// Thread 0 of a writer: wait until every peer has read mailbox m's
+// previous use (*usedp uses so far).
+__device__ __forceinline__ bool stage_wait_freed(const p2pk_ar_args &a, Waiter &w,
+                                                 int n, int me, p2pk_stage_ctrl *mine, int m,
+                                                 const uint64_t *usedp) {
+  bool ok = true;
+  for (int q = 0; q < n && ok; q++)
+    if (q != me) ok = wait_geq(a, w, &mine->freed[m][q], *usedp, q);
+  return ok;
+}
+
+// Thread 0 of a reader: wait until every peer's mailbox m holds its next
+// use; the mailboxes' addresses to src.
+__device__ __forceinline__ bool stage_wait_ready(const p2pk_ar_args &a, Waiter &w, int n, int me,
+                                                 int m, const char **src) {
+  bool ok = true;
+  for (int q = 0; q < n && ok; q++) {
+    if (q == me) continue;
+    uint64_t want = *counter(a.local, a.lay.recvd_off, 0, q, n, m) + 1;
+    ok = wait_geq(a, w, &stage_ctrl(a, q)->ready[m], want, q);
+    src[q] = outbox(a, q, m);
+  }
+  return ok;
+}
+
+// Thread 0 of a reader: every peer's mailbox m read, counted and freed.
+__device__ __forceinline__ void stage_free(const p2pk_ar_args &a, int n, int me, int m) {
+  for (int q = 0; q < n; q++) {
+    if (q == me) continue;
+    uint64_t *rc = counter(a.local, a.lay.recvd_off, 0, q, n, m);
+    uint64_t r = *rc + 1;
+    *rc = r;
+    st_rel(&stage_ctrl(a, q)->freed[m][me], r);
+  }
+}
 
 template <class T>
 __global__ void __launch_bounds__(512) staged_kernel(const __grid_constant__ p2pk_ar_args a) {
@@ -69,12 +105,7 @@ __global__ void __launch_bounds__(512) staged_kernel(const __grid_constant__ p2p
     if (writer) {
       const int blk = p2pk_stage_send_block(mode, n, me, a.send_mask, t);
       uint64_t *usedp = counter(a.local, a.lay.sent_off, 0, me, n, m);
-      if (threadIdx.x == 0) {
-        bool ok = true;
-        for (int q = 0; q < n && ok; q++)
-          if (q != me) ok = wait_geq(a, w, &mine->freed[m][q], *usedp, q);
-        s_ok = ok;
-      }
+      if (threadIdx.x == 0) s_ok = stage_wait_freed(a, w, n, me, mine, m, usedp);
       __syncthreads();
       if (!s_ok) return;
       if (blk >= 0) copy_chunk<T>(outbox(a, me, m), in + (uint64_t)blk * a.in_stride + x, len);
@@ -87,13 +118,7 @@ __global__ void __launch_bounds__(512) staged_kernel(const __grid_constant__ p2p
       }
     } else {
       if (threadIdx.x == 0) {
-        bool ok = true;
-        for (int q = 0; q < n && ok; q++) {
-          if (q == me) continue;
-          uint64_t want = *counter(a.local, a.lay.recvd_off, 0, q, n, m) + 1;
-          ok = wait_geq(a, w, &stage_ctrl(a, q)->ready[m], want, q);
-          s_src[q] = outbox(a, q, m);
-        }
+        bool ok = stage_wait_ready(a, w, n, me, m, s_src);
         s_src[me] = in + (uint64_t)t * a.in_stride + x;  // reduce: t is 0 or me
         // In place: this rank's writer must have copied the chunk out before
         // the output overwrites it (all-to-all: the round robin swaps one
@@ -113,15 +138,7 @@ __global__ void __launch_bounds__(512) staged_kernel(const __grid_constant__ p2p
       if (a.self_copy && t == 0)
         copy_chunk<T>(out + (uint64_t)me * a.out_stride + x, in + (uint64_t)me * a.in_stride + x, len);
       __syncthreads();
-      if (threadIdx.x == 0) {
-        for (int q = 0; q < n; q++) {
-          if (q == me) continue;
-          uint64_t *rc = counter(a.local, a.lay.recvd_off, 0, q, n, m);
-          uint64_t r = *rc + 1;
-          *rc = r;
-          st_rel(&stage_ctrl(a, q)->freed[m][me], r);
-        }
-      }
+      if (threadIdx.x == 0) stage_free(a, n, me, m);
     }
   }
 }

@@ -1,0 +1,95 @@
+/* The path interface. A path is one way a call's data moves (the kernels
+ * over P2P, the kernels through host memory, the copy engines by events,
+ * through landing slots, straight into the outputs, through host memory;
+ * one rank's own copy): one module, one p2pk_path of functions, its own
+ * state in c->path_state[id], which only it reads. The selector (select.h)
+ * picks the path of each call; group.c hands the call to it. To add a
+ * path: a module defining a p2pk_path, its id in select.h, its entry in
+ * paths.c, and the selector's rules (and thresholds) that choose it. */
+#ifndef P2PK_PATH_H
+#define P2PK_PATH_H
+
+#include "coll/coll.h"
+
+enum { P2PK_MODE_ONE = 1, P2PK_MODE_PER_GPU = 2 };
+#define P2PK_GROUP_OPS 64 /* calls one thread's group holds */
+enum { P2PK_XPORT_P2P = 1, P2PK_XPORT_SHM = 2 };
+
+/* One call, checked and planned: a collective of one rank, or one send or
+ * receive. */
+typedef struct p2pk_call {
+  struct p2pkit_comm *c;
+  int kind;        /* P2PK_COLL_* or P2PK_SENDRECV */
+  const void *send;
+  void *recv;      /* send/recv: the buffer (send: read, receive: written) */
+  size_t count;    /* elements */
+  size_t bytes;    /* one rank's share (send/recv: the message) */
+  size_t esize;    /* element bytes */
+  p2pkit_dtype_t dtype;
+  p2pkit_redop_t op; /* P2PKIT_SUM where the collective has none */
+  int root;        /* broadcast, reduce; send/recv: the peer */
+  int is_send;     /* send/recv: 1 send, 0 receive */
+  int grid_cap;    /* the call's grid cap (p2pk_all_reduce_capped), else 0 */
+  int direct_ok;   /* recvbuf is plain device memory (peers may write it) */
+  int capture;     /* its stream is being captured (-1: not asked) */
+  p2pkit_stream_t stream;
+  p2pk_coll_plan plan; /* collectives: what moves where (plan.h) */
+  p2pk_decision d;     /* the selector's */
+  char *peer_buf;  /* send/recv, one process: the other end's buffer when
+                      the copy engines push straight into it */
+} p2pk_call;
+
+typedef struct p2pk_path {
+  const char *name;
+  int id;              /* P2PK_PATH_* */
+  uint32_t kinds;      /* bit per P2PK_COLL_* and P2PK_SENDRECV it carries */
+  uint32_t modes;      /* P2PK_MODE_* it serves */
+  uint32_t transports; /* P2PK_XPORT_* it serves */
+  /* The scratch it needs beyond the kernels' areas, added to c->lay from
+   * the selector's settings (NULL: none). */
+  void (*scratch)(const struct p2pkit_comm *c, p2pk_layout *lay);
+  /* Its state, on c's GPU (current), after the scratch exists; and back
+   * (NULL: none). fini also runs after a failed init. */
+  p2pkit_status_t (*init)(struct p2pkit_comm *c);
+  void (*fini)(struct p2pkit_comm *c);
+  /* One rank's collective, on its stream (NULL: only whole groups). */
+  p2pkit_status_t (*launch)(const p2pk_call *call);
+  /* Every rank's call of one collective (one process; set[r] rank r's,
+   * all checked alike): NULL when the path takes calls one by one. */
+  p2pkit_status_t (*launch_group)(p2pk_call *const *set, int n);
+  /* One communicator's sends and receives of a group that this path
+   * carries, on one stream (NULL: none). */
+  p2pkit_status_t (*sendrecv)(struct p2pkit_comm *c, const p2pk_call *ops, int n);
+  /* Sends with their receives, both in this process (snd[k] with
+   * rcv[k]; NULL: none). */
+  p2pkit_status_t (*sendrecv_pairs)(const p2pk_call *const *snd, const p2pk_call *const *rcv,
+                                    int n);
+  /* After a wait gave up: what the path can say about it (NULL: nothing). */
+  void (*on_error)(struct p2pkit_comm *c);
+} p2pk_path;
+
+/* paths.c: every path, by id. */
+extern const p2pk_path *const p2pk_paths[P2PK_PATHS];
+/* The paths, one by one (their modules). */
+extern const p2pk_path p2pk_path_local, p2pk_path_p2p, p2pk_path_staged, p2pk_path_ce_events,
+    p2pk_path_ce_slots, p2pk_path_ce_direct, p2pk_path_ce_staged;
+
+/* group.c: queue a checked call in this thread's group (outside one: a
+ * group of its own, launched now). */
+p2pkit_status_t p2pk_group_add(const p2pk_call *call);
+
+/* call.c: make the communicator's GPU current (*prev: the caller's), and
+ * back, turning a launch error into a status. */
+p2pkit_status_t p2pk_coll_enter(struct p2pkit_comm *c, const char *name, int *prev);
+p2pkit_status_t p2pk_coll_leave(struct p2pkit_comm *c, const char *name, int prev, cudaError_t e);
+/* A launch error as a status (SUCCESS for cudaSuccess). */
+p2pkit_status_t p2pk_cuda_status(const struct p2pkit_comm *c, const char *name, cudaError_t e);
+/* The capture status of `stream` (of c's GPU), -1 when it cannot be told;
+ * leaves c's GPU current. */
+int p2pk_capture_of(const struct p2pkit_comm *c, p2pkit_stream_t stream);
+/* The selector's key of a checked call. */
+void p2pk_call_key(const p2pk_call *call, p2pk_sel_key *k);
+/* The call's name for messages ("all_reduce", "send", "recv"). */
+const char *p2pk_call_name(const p2pk_call *call);
+
+#endif
