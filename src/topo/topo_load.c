@@ -110,6 +110,28 @@ p2pkit_status_t p2pk_topo_read_any(const char *name, const char *text, size_t le
 
 /* A recorded machine without a GPU is nothing p2pkit can work with: say so
  * in the terms of the source, as discovery does for a live machine. */
+/* Text a file gave (names, bus ids, notes) is printed and written as it is:
+ * control characters in it become '?', so a file cannot send a terminal
+ * escape sequence through `p2pkit topo`. */
+static void scrub(char *s, size_t len) {
+  for (size_t i = 0; i < len && s[i]; i++)
+    if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) s[i] = '?';
+}
+
+static void scrub_model(struct p2pkit_topo *t) {
+#define SCRUB(f) scrub((f), sizeof(f))
+  SCRUB(t->format), SCRUB(t->source), SCRUB(t->hostname), SCRUB(t->driver), SCRUB(t->nvml_version);
+  for (int g = 0; g < t->ngpus; g++) {
+    SCRUB(t->gpus[g].name), SCRUB(t->gpus[g].busid), SCRUB(t->gpus[g].uuid);
+    for (int k = 0; k < t->gpus[g].ngroups; k++) SCRUB(t->gpus[g].groups[k].peer_busid);
+  }
+  for (int i = 0; i < t->npci; i++) SCRUB(t->pci[i].busid);
+  for (int i = 0; i < t->nnuma; i++) SCRUB(t->numa[i].cpus);
+  for (int i = 0; i < t->nnics; i++) SCRUB(t->nics[i].name);
+  for (int i = 0; i < t->nnotes; i++) SCRUB(t->notes[i]);
+#undef SCRUB
+}
+
 static p2pkit_status_t require_gpu(const char *path, const struct p2pkit_topo *t) {
   if (t->ngpus > 0) return P2PKIT_SUCCESS;
   const char *why = strcmp(t->format, "nccl-xml") == 0
@@ -130,6 +152,7 @@ p2pkit_status_t p2pkit_topo_load(const char *path, p2pkit_topo_t *topo_p) {
   p2pkit_status_t st = p2pk_topo_read_any(path, text, len, &t);
   free(text);
   if (st != P2PKIT_SUCCESS) return st;
+  scrub_model(t);
   st = p2pk_topo_validate(t);
   if (st == P2PKIT_SUCCESS) st = require_gpu(path, t);
   if (st != P2PKIT_SUCCESS) {

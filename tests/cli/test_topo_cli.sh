@@ -142,6 +142,17 @@ for f in vendor8.nccl.xml nics.p2pkit hwloc_nics.xml; do
   done
 done
 
+# Text from a file reaches the terminal without its control characters: a
+# NIC's name and a GPU's name carrying escape sequences print as '?'.
+sed "0,/^nic \(.*\)name=mlx5_0/s//nic \1name=mlx5_0$(printf '\033')[2J/" "$data/nics.p2pkit" |
+  sed "0,/name=\"\([^\"]*\)\"/s//name=\"\1$(printf '\033')]0;x$(printf '\007')\"/" > "$tmp/esc.p2pkit"
+grep -q "$(printf '\033')" "$tmp/esc.p2pkit" || { echo "FAIL the escape fixture has no escape"; fail=1; }
+"$bin" topo --from "$tmp/esc.p2pkit" > "$tmp/esc.txt" 2>&1
+"$bin" topo --from "$tmp/esc.p2pkit" --paths -m -p >> "$tmp/esc.txt" 2>&1
+if grep -q "$(printf '[\033\007]')" "$tmp/esc.txt" || ! grep -q "mlx5_0?\[2J" "$tmp/esc.txt"; then
+  echo "FAIL control characters from a file reach the output"; fail=1
+else echo "ok   control characters from a file print as '?'"; fi
+
 # Golden outputs: tests/data/golden/FILE.txt is `p2pkit topo --from FILE`;
 # regenerate with scripts/golden.sh after a reviewed change.
 for g in "$data"/golden/*.txt; do
