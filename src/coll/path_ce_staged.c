@@ -169,7 +169,7 @@ size_t p2pk_sce_slot_bytes(void) {
  * mailboxes), and what a peer did reaches this rank through the slot
  * counters in the host region, waited for by one-thread kernels with the
  * kernels' timeout and posted by stream memory operations (p2pk_cep_run of
- * ce_p2p_mp.c, which falls back to the kernels).
+ * path_ce_slots.c, which falls back to the kernels).
  * Chunks are numbered q = ST(c)->seq + k across calls, the same on every
  * rank; chunk q uses slot q % D. Per chunk:
  *   W stream:     wait until every peer read chunk q - D from my slot; record CR[s]
@@ -307,7 +307,7 @@ static cudaError_t allreduce_mp(struct p2pkit_comm *c, const void *send, void *r
 #undef BUF
   /* The caller's stream ends after the posts too when they are kernels: a
    * kernel launched next on it could fill every multiprocessor while
-   * waiting for a peer that still waits for one of them (ce_p2p_mp.c's
+   * waiting for a peer that still waits for one of them (path_ce_slots.c's
    * join_side). */
   for (int i = 0; i < 2 && e == cudaSuccess && !p2pk_cep_memops(c); i++) {
     e = cudaEventRecord(c->ce->step_ev[SV_POST + i][0], c->ce->step[i ? SS_POST2 : SS_POST]);
