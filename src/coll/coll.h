@@ -12,6 +12,8 @@
 #include "coll/algo.h"
 #include "coll/bootstrap.h"
 #include "coll/coll_dev.h"
+#include "coll/hosts.h"
+#include "coll/nccl_use.h"
 #include "coll/plan.h"
 #include "coll/select.h"
 #include "p2pkit.h"
@@ -88,6 +90,8 @@ struct p2pkit_comm {
   struct p2pk_worker *worker; /* launch_pool.c: its launch thread, or NULL */
   struct p2pk_ce *ce;         /* the copy engines' streams and events (ce_common.h) */
   void *path_state[P2PK_PATHS]; /* each path's own, made by its init (path.h) */
+  p2pk_hosts hosts; /* which host each rank is on (comm_hosts.c) */
+  int nccl_mode;    /* P2PK_NCCL_*: what NCCL may carry, alike on every rank */
 };
 
 /* The bootstrap's message tags of comm.c and reg.c. */
@@ -121,6 +125,18 @@ int p2pk_mailboxes_for(int sm_count);
  * the environment's. */
 p2pkit_status_t p2pk_comm_derive(struct p2pkit_comm *c, int sms, size_t buffer,
                                  const p2pk_algo_table *table, const p2pk_algo_force *force);
+/* comm_hosts.c: this rank's host ids and NCCL setting, loading NCCL
+ * when the setting allows it (`why`: the reason it does not load) and
+ * handing NCCL P2PKIT_HOSTID as NCCL_HOSTID when that is unset. */
+p2pkit_status_t p2pk_host_info_mine(p2pk_host_info *m, char *why, size_t len);
+/* comm_hosts.c: from every rank's (infos[r], its GPU busids[r]): c->hosts
+ * and c->nccl_mode, logged at INFO; fails with one line when the
+ * communicator spans hosts and NCCL cannot carry it, or P2PKIT_NCCL=1
+ * cannot be honoured (nccl_use.h). `why`: this rank's reason NCCL does not
+ * load. */
+p2pkit_status_t p2pk_comm_hosts(struct p2pkit_comm *c, const p2pk_host_info *const *infos,
+                                const char *const *busids, const char *why);
+
 /* errors.c: the error a kernel left behind, as a status (SUCCESS if none). */
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *comm);
 /* Tests and the sweep: replace the environment's overrides for this comm

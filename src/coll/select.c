@@ -210,6 +210,7 @@ void p2pk_sel_init(p2pk_sel *s, int nranks, int per_gpu, int staged, int group_n
   else s->force = (p2pk_algo_force){-1, -1, 0, 0, 0};
   s->rooted_min = staged ? 0 : p2pk_param_size("P2PKIT_ROOTED_TWOSHOT_MIN");
   s->self_ce = staged ? 0 : p2pk_param_size("P2PKIT_BCAST_SELF_CE");
+  s->hosts = 1;
 }
 
 /* ---------------------------------------------------------------- rules -- */
@@ -549,11 +550,13 @@ void p2pk_sel_explain(const p2pk_sel *s, FILE *f) {
 /* ----------------------------------------------------------- decisions -- */
 
 int p2pk_sel_key_text(const p2pk_sel *s, const p2pk_sel_key *k, char *o, size_t len) {
-  return snprintf(o, len, "%s of %zu B, %d ranks, %s, %s, %s, %s, %s%s", p2pk_kind_name(k->kind),
+  char hosts[32] = "";
+  if (s->hosts > 1) snprintf(hosts, sizeof hosts, ", %d hosts", s->hosts);
+  return snprintf(o, len, "%s of %zu B, %d ranks, %s, %s, %s, %s, %s%s%s", p2pk_kind_name(k->kind),
                   k->bytes, s->nranks, s->per_gpu ? "process per GPU" : "one process",
                   k->capture ? "under capture" : "eager", k->grouped ? "in a group" : "alone",
                   s->staged ? "staged" : "P2P", k->in_place ? "in place" : "out of place",
-                  k->grid_cap > 0 ? ", grid cap" : "");
+                  k->grid_cap > 0 ? ", grid cap" : "", hosts);
 }
 
 void p2pk_sel_log(const p2pk_sel *s, int rank, const p2pk_sel_key *k, const p2pk_decision *d) {

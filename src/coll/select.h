@@ -64,6 +64,7 @@ typedef struct {
   size_t rooted_min;    /* P2PKIT_ROOTED_TWOSHOT_MIN (0 staged) */
   size_t self_ce;       /* P2PKIT_BCAST_SELF_CE (0 staged) */
   size_t from[P2PK_FROM_N][P2PK_KINDS];
+  int hosts; /* hosts the communicator spans (1: one machine) */
 } p2pk_sel;
 
 /* One call as the selector sees it. */
