@@ -360,6 +360,36 @@ P2PKIT_API p2pkit_status_t p2pkit_send(const void *sendbuf, size_t count, p2pkit
 P2PKIT_API p2pkit_status_t p2pkit_recv(void *recvbuf, size_t count, p2pkit_dtype_t dtype,
                                        int peer, p2pkit_comm_t comm, p2pkit_stream_t stream);
 
+/* --------------------------------------------------------------- NCCL ---- */
+/* NCCL as the engine underneath (libnccl.so.2, loaded at run time;
+ * P2PKIT_NCCL_LIB names another). P2PKIT_NCCL picks what it carries:
+ *   auto (default)  where no measured p2pkit path beats NCCL: 3-4 ranks
+ *                   from the sizes measured slower (all-reduce from 2 MiB,
+ *                   broadcast, reduce and reduce-scatter from 4 MiB a
+ *                   rank), more than 4 ranks on one host, the types only
+ *                   NCCL has (P2PKIT_INT8 ...), communicators spanning
+ *                   hosts; without NCCL, p2pkit's own paths (one INFO line);
+ *   0               never: p2pkit's own paths, NCCL's types refused,
+ *                   communicators spanning hosts refused at init;
+ *   1               every call.
+ * A communicator of 3 ranks or more, spanning hosts, or under
+ * P2PKIT_NCCL=1 makes its NCCL communicator at init, the unique id passed
+ * over p2pkit's own rendezvous; one of 2 ranks at the first call that needs
+ * it (not under capture). Ranks sharing a GPU need a host id each (NCCL
+ * refuses two ranks on one GPU of one host): P2PKIT_HOSTID, which p2pkit
+ * hands NCCL as NCCL_HOSTID unless that is set. One process driving
+ * several GPUs: NCCL's calls need every rank's call in one group (a call
+ * alone takes p2pkit's kernels) and are enqueued at the group's end.
+ * P2PKIT_DEBUG=INFO names each call's path and the rule that chose it. */
+
+/* Hand p2pkit the caller's NCCL communicator (an ncclComm_t over the same
+ * ranks, rank for rank, on the same GPU) for the calls that go through
+ * NCCL, instead of p2pkit's own (destroyed if made). p2pkit never destroys
+ * or aborts it; it must outlive `comm`. Each rank
+ * adopts its own; every rank must, or none. P2PKIT_ERR_UNSUPPORTED when
+ * NCCL is off on `comm`. */
+P2PKIT_API p2pkit_status_t p2pkit_comm_adopt_nccl(p2pkit_comm_t comm, void *nccl_comm);
+
 /* ----------------------------------------------------------------- ddp ---- */
 /* Gradient sync for data-parallel training (src/ddp/README.md). Register every
  * gradient once, in the model's parameter order (as model.parameters()); p2pkit

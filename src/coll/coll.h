@@ -96,7 +96,8 @@ struct p2pkit_comm {
 
 /* The bootstrap's message tags of comm.c and reg.c. */
 enum { P2PK_TAG_INFO = 1, P2PK_TAG_P2P = 2, P2PK_TAG_HANDLES = 3, P2PK_TAG_MAPPED = 4,
-       P2PK_TAG_REG = 5, P2PK_TAG_DEREG = 6, P2PK_TAG_DESTROY = 7 };
+       P2PK_TAG_REG = 5, P2PK_TAG_DEREG = 6, P2PK_TAG_DESTROY = 7, P2PK_TAG_NCCL_ID = 8,
+       P2PK_TAG_NCCL_CROSS = 9, P2PK_TAG_SPLIT = 10, P2PK_TAG_SPLIT_ID = 11 };
 /* reg.c: close and free every registration of c (destroy). */
 void p2pk_reg_free_all(struct p2pkit_comm *c);
 /* reg.c: this rank's registration holding [buf, buf + bytes), or the one
@@ -136,6 +137,13 @@ p2pkit_status_t p2pk_host_info_mine(p2pk_host_info *m, char *why, size_t len);
  * load. */
 p2pkit_status_t p2pk_comm_hosts(struct p2pkit_comm *c, const p2pk_host_info *const *infos,
                                 const char *const *busids, const char *why);
+
+/* nccl_comm.c: an NCCL communicator (ncclComm_t into *out) over a group of
+ * c's ranks: every rank of c calls it at once (an all-gather over c's
+ * rendezvous with `tag`); the group's `leader` (a rank of c) makes the
+ * NCCL unique id, each member joins as rank `subrank` of `nsub`. */
+p2pkit_status_t p2pk_nccl_comm_among(struct p2pkit_comm *c, unsigned tag, int leader, int nsub,
+                                     int subrank, void **out);
 
 /* errors.c: the error a kernel left behind, as a status (SUCCESS if none). */
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *comm);

@@ -129,6 +129,14 @@ static p2pkit_status_t enable_peer(int dev, int peer) {
 
 /* -------------------------------------------------- one rank's memory ---- */
 
+/* The kernels' error words (host memory the GPU writes). */
+static p2pkit_status_t comm_alloc_err(struct p2pkit_comm *c) {
+  P2PK_CUDA_CHECK(cudaHostAlloc((void **)&c->host_err, 64, cudaHostAllocMapped | cudaHostAllocPortable));
+  memset(c->host_err, 0, 64);
+  P2PK_CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->tmpl.host_err, c->host_err, 0));
+  return P2PKIT_SUCCESS;
+}
+
 /* Scratch and error words of one rank; the current device is its GPU. */
 static p2pkit_status_t comm_alloc(struct p2pkit_comm *c) {
   cudaError_t e = cudaMalloc((void **)&c->scratch, c->lay.total);
@@ -142,9 +150,7 @@ static p2pkit_status_t comm_alloc(struct p2pkit_comm *c) {
   P2PK_CUDA_CHECK(cudaMemset(c->scratch, 0, c->lay.total));
   P2PK_CUDA_CHECK(p2pk_preload_allreduce_p2p());
   P2PK_CUDA_CHECK(p2pk_preload_allreduce_staged());
-  P2PK_CUDA_CHECK(cudaHostAlloc((void **)&c->host_err, 64, cudaHostAllocMapped | cudaHostAllocPortable));
-  memset(c->host_err, 0, 64);
-  P2PK_CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->tmpl.host_err, c->host_err, 0));
+  P2PK_CHECK(comm_alloc_err(c));
   return p2pk_ce_init(c);
 }
 
@@ -299,7 +305,8 @@ p2pkit_status_t p2pk_comm_derive(struct p2pkit_comm *c, int sms, size_t buffer,
     force = &env;
   }
   p2pk_sel_init(&c->sel, n, c->multiproc, c->staged, c->group ? c->group->n : 0, table, force);
-  c->sel.hosts = c->hosts.nhosts > 1 ? c->hosts.nhosts : 1;
+  const p2pk_hosts *h = &c->hosts;
+  p2pk_sel_set_hosts(&c->sel, c->nccl_mode, h->nhosts, h->regular && h->local_max > 1);
   size_t ll_cap = 0;
   P2PK_CHECK(p2pk_layout_compute(n, buffer, c->staged, p2pk_mailboxes_for(sms), &c->lay, &ll_cap));
   /* Each path's scratch (landing slots, copy-engine slots in the staging
@@ -656,10 +663,20 @@ static p2pkit_status_t rank_hosts(struct p2pkit_comm *c, const rank_info *all, c
   const char *bus[P2PK_COLL_MAX_RANKS];
   for (int r = 0; r < c->nranks; r++) hi[r] = &all[r].hi, bus[r] = all[r].busid;
   P2PK_CHECK(p2pk_comm_hosts(c, hi, bus, why));
-  if (c->hosts.nhosts > 1)
-    return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "rank %d: the communicator spans %d hosts; p2pkit's "
-                     "NCCL path, which carries them, is not in this build", c->rank,
-                     c->hosts.nhosts);
+  return P2PKIT_SUCCESS;
+}
+
+/* Spanning hosts: no p2pkit transport of its own (its calls go through
+ * the paths that serve such a communicator: NCCL, the hierarchical one);
+ * the selector, the error words, those paths. */
+static p2pkit_status_t span_setup(struct p2pkit_comm *c, const coll_cfg *cfg, int sms) {
+  P2PK_CHECK(p2pk_comm_derive(c, sms, cfg->buffer, &cfg->table, &cfg->force));
+  c->sel.max_blocks = cfg->max_blocks;
+  P2PK_CHECK(comm_alloc_err(c));
+  P2PK_CHECK(p2pk_ce_init(c));
+  for (int i = 0; i < P2PK_PATHS; i++)
+    if ((p2pk_paths[i]->modes & P2PK_MODE_SPAN) && p2pk_paths[i]->init)
+      P2PK_CHECK(p2pk_paths[i]->init(c));
   return P2PKIT_SUCCESS;
 }
 
@@ -799,6 +816,7 @@ static p2pkit_status_t rank_setup(struct p2pkit_comm *c, const coll_cfg *cfg, ch
     devs[r] = all[r].device;
     if (all[r].sm_count < sms) sms = all[r].sm_count;
   }
+  if (c->hosts.nhosts > 1) return span_setup(c, cfg, sms);
   P2PK_CHECK(rank_transport(c, cfg, all, rows, labels));
   /* The layout from the settings every rank shares (checked above). */
   P2PK_CHECK(p2pk_comm_derive(c, sms, cfg->buffer, &cfg->table, &cfg->force));
