@@ -500,6 +500,41 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_init_rank_config(p2pkit_comm_t *comm, int
                                                         const p2pkit_unique_id_t *id, int rank,
                                                         const p2pkit_config_t *config);
 
+/* ------------------------------------------------- split and abort ---- */
+
+/* NCCL_SPLIT_NOCOLOR: the rank joins no new communicator. */
+#define P2PKIT_SPLIT_NOCOLOR (-1)
+
+/* Split `comm` as ncclCommSplit does: collective over every rank of
+ * `comm`; the ranks that give the same `color` (0 or more) form one new
+ * communicator on their same GPUs, ranked by `key` (equal keys by their
+ * rank in `comm`); P2PKIT_SPLIT_NOCOLOR joins none (*newcomm NULL).
+ * `config` (NULL: the defaults): timeout_s and max_blocks, -1 for the
+ * parent's; device must be -1 or the parent's. With a process per GPU the
+ * new communicator's rendezvous is arranged over the parent's: each new
+ * communicator's rank 0 listens on a port its kernel picks (on loopback
+ * when all its ranks share its machine) with a fresh secret, announced over
+ * the parent's authenticated rendezvous; nothing comes from the launcher's
+ * environment, so the parent's job may hold any number of them. A new
+ * communicator spanning hosts is hierarchical or NCCL's like any other;
+ * one on one host takes p2pkit's own paths. One process driving every GPU
+ * (p2pkit_comm_init_all): call it for each rank in turn; each newcomm is
+ * set when the last rank's call returns. The new communicators are
+ * independent of `comm` (destroy each; either may go first). */
+P2PKIT_API p2pkit_status_t p2pkit_comm_split(p2pkit_comm_t comm, int color, int key,
+                                             const p2pkit_config_t *config,
+                                             p2pkit_comm_t *newcomm);
+
+/* Give `comm` up without waiting for anyone, as ncclCommAbort: returns
+ * within about a second even when peers are dead or hang. The ranks
+ * waiting on this one fail at once (their kernels see its abort word: the
+ * call's error is P2PKIT_ERR_REMOTE, "gave up"), or at their timeout where
+ * they cannot see it; NCCL's communicators under it are aborted. Frees
+ * `comm` (do not use it after), its memory once its GPU is idle (never, on
+ * a GPU that does not become idle). For a failed job, not for teardown:
+ * p2pkit_comm_destroy waits for the peers. */
+P2PKIT_API p2pkit_status_t p2pkit_comm_abort(p2pkit_comm_t comm);
+
 #ifdef __cplusplus
 }
 #endif

@@ -180,6 +180,9 @@ static void comm_free(struct p2pkit_comm *c) {
   if (c->stage_registered) cudaHostUnregister(c->stage);
   if (c->stage && c->multiproc) munmap(c->stage, c->stage_bytes);
   if (c->dmb) munmap(c->dmb, c->dmb_bytes);
+  /* A spanning communicator's per-host one (every rank destroys it with
+   * its parent, so its barrier meets every member). */
+  if (c->intra) p2pkit_comm_destroy(c->intra);
   p2pk_boot_destroy(c->boot);
   p2pk_hosts_free(&c->hosts);
   cudaGetLastError();
@@ -661,7 +664,10 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
 static p2pkit_status_t rank_hosts(struct p2pkit_comm *c, const rank_info *all, const char *why) {
   const p2pk_host_info *hi[P2PK_COLL_MAX_RANKS];
   const char *bus[P2PK_COLL_MAX_RANKS];
-  for (int r = 0; r < c->nranks; r++) hi[r] = &all[r].hi, bus[r] = all[r].busid;
+  for (int r = 0; r < c->nranks; r++) {
+    hi[r] = &all[r].hi, bus[r] = all[r].busid;
+    c->same_machine[r] = strcmp(all[r].hi.machine, all[c->rank].hi.machine) == 0;
+  }
   P2PK_CHECK(p2pk_comm_hosts(c, hi, bus, why));
   return P2PKIT_SUCCESS;
 }
@@ -692,6 +698,7 @@ static p2pkit_status_t rank_mine(struct p2pkit_comm *c, const coll_cfg *cfg, ran
   const int n = c->nranks;
   memset(mine, 0, sizeof *mine);
   P2PK_CHECK(p2pk_host_info_mine(&mine->hi, why, wlen));
+  if (c->nested) mine->hi.nccl_setting = P2PK_NCCL_OFF; /* a host's part of a spanning one */
   mine->rank = c->rank;
   mine->device = c->device;
   mine->pid = (int32_t)getpid();
@@ -857,12 +864,8 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   return st;
 }
 
-p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts, p2pkit_comm_t *comm_p) {
-  return p2pk_comm_init_rank_fd(opts, 0, comm_p);
-}
-
 p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int listen_fd,
-                                       p2pkit_comm_t *comm_p) {
+                                       unsigned flags, p2pkit_comm_t *comm_p) {
   if (!comm_p) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_rank: comm_p is NULL");
   p2pkit_comm_opts_t o;
   if (opts) o = *opts;
@@ -889,6 +892,7 @@ p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int liste
   c->nranks = r.nranks;
   c->device = r.device;
   c->multiproc = 1;
+  c->nested = (flags & P2PK_INIT_NESTED) != 0;
   c->timeout_ns = (uint64_t)cfg->timeout_s * 1000000000ULL;
   c->buffer_bytes = cfg->buffer;
   int cur = -1;
@@ -916,6 +920,18 @@ p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int liste
 }
 
 /* ------------------------------------------------------------ teardown ---- */
+
+void p2pk_comm_release(struct p2pkit_comm *c) {
+  if (!c->group) {
+    comm_free(c);
+    return;
+  }
+  p2pk_group *g = c->group;
+  pthread_mutex_lock(&g->lock);
+  const int last = --g->live == 0;
+  pthread_mutex_unlock(&g->lock);
+  if (last) group_free(g);
+}
 
 p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t c) {
   if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "destroy: communicator is NULL");

@@ -4,11 +4,12 @@
 #include "core/check.h"
 #include "core/log.h"
 
-/* What a path's engine reports on its own (NCCL's asynchronous error). */
+/* What a path's engine reports on its own (NCCL's asynchronous error),
+ * and a spanning communicator's per-host one's errors. */
 static p2pkit_status_t engines_status(struct p2pkit_comm *c) {
   for (int i = 0; i < P2PK_PATHS; i++)
     if (p2pk_paths[i]->async_status) P2PK_CHECK(p2pk_paths[i]->async_status(c));
-  return P2PKIT_SUCCESS;
+  return c->intra ? p2pk_comm_async_status(c->intra) : P2PKIT_SUCCESS;
 }
 
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {

@@ -99,6 +99,7 @@ static p2pkit_status_t make_comm_all(struct p2pkit_comm *c) {
 }
 
 static p2pkit_status_t make_comm(struct p2pkit_comm *c) {
+  P2PK_CHECK(make_state(c));
   nccl_state *s = state_of(c);
   if (!s) return p2pk_fail(P2PKIT_ERR_INTERNAL, "rank %d: the NCCL path without NCCL", c->rank);
   if (s->comm) return P2PKIT_SUCCESS;
@@ -267,7 +268,7 @@ static p2pkit_status_t group_close(void) {
   return r == P2PK_NCCL_SUCCESS ? P2PKIT_SUCCESS : p2pk_nccl_check(loaded_api, r, "ncclGroupEnd");
 }
 
-p2pkit_status_t p2pk_nccl_type_check(const struct p2pkit_comm *c, const char *who,
+p2pkit_status_t p2pk_nccl_type_check(struct p2pkit_comm *c, const char *who,
                                      p2pkit_dtype_t dtype, int has_op, p2pkit_redop_t op) {
   if (p2pk_dtype_native(dtype) && c->nccl_mode == P2PK_NCCL_OFF) return P2PKIT_SUCCESS;
   if (c->nccl_mode == P2PK_NCCL_OFF) return p2pk_dtype_check_native(who, c->rank, dtype);
@@ -276,7 +277,17 @@ p2pkit_status_t p2pk_nccl_type_check(const struct p2pkit_comm *c, const char *wh
   const nccl_state *s = state_of(c);
   char what[64];
   snprintf(what, sizeof what, "%s: rank %d", who, c->rank);
-  return p2pk_dtype_check_nccl(what, dtype, has_op, op, api->version, s ? s->cc : 0);
+  P2PK_CHECK(p2pk_dtype_check_nccl(what, dtype, has_op, op, api->version, s ? s->cc : 0));
+  /* One process on 2 ranks: NCCL's communicators now, outside the NCCL
+   * group the call will go in at its group's end. */
+  if (c->group && c->nranks > 1 && (!s || !s->comm)) {
+    int prev = -1;
+    cudaGetDevice(&prev);
+    const p2pkit_status_t st = make_comm(c);
+    if (prev >= 0) cudaSetDevice(prev);
+    return st;
+  }
+  return P2PKIT_SUCCESS;
 }
 
 p2pkit_status_t p2pkit_comm_adopt_nccl(p2pkit_comm_t c, void *nccl_comm) {

@@ -13,7 +13,7 @@
 
 static const char *const path_names[P2PK_PATHS] = {
     "local", "p2p-kernel", "staged-kernel", "ce-events", "ce-slots", "ce-direct", "ce-staged",
-    "nccl"};
+    "nccl", "hierarchical"};
 
 const char *p2pk_path_name(int path) {
   return path >= 0 && path < P2PK_PATHS ? path_names[path] : "?";
@@ -291,6 +291,11 @@ enum { H_ANY = 0, H_ONE = 1, H_SPAN = 2, H_HIER = 3 };   /* hosts */
 #define R_NCCL_TYPE                                                                             \
   {.kinds = ALL, .from = P2PK_FROM_ALWAYS, .path = P2PK_PATH_NCCL, .nccl = NC_ON, .nccl_type = 1, \
    .why = "a data type only NCCL carries"}
+#define R_HIER                                                                                  \
+  {.kinds = K(P2PK_COLL_ALL_REDUCE) | K(P2PK_COLL_REDUCE_SCATTER) | K(P2PK_COLL_ALL_GATHER),    \
+   .from = P2PK_FROM_ALWAYS, .path = P2PK_PATH_HIER, .hosts = H_HIER,                           \
+   .why = "spanning hosts: p2pkit inside each host, NCCL across hosts among the ranks of one "  \
+          "local index"}
 #define R_SPAN                                                                                  \
   {.kinds = ALL, .from = P2PK_FROM_ALWAYS, .path = P2PK_PATH_NCCL, .hosts = H_SPAN,             \
    .why = "spanning hosts: NCCL over every rank (the collectives without a hierarchical form, "  \
@@ -307,6 +312,7 @@ static const rule_t rules[] = {
      "one rank: its own copy", ANYWHERE},
     R_NCCL_ALL,
     R_NCCL_TYPE,
+    R_HIER,
     R_SPAN,
     R_NCCL_MANY,
     R_NCCL_34,

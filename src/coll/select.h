@@ -35,6 +35,7 @@ enum {
   P2PK_PATH_CE_DIRECT,  /* one process under capture, in a group: copy engines into the outputs */
   P2PK_PATH_CE_STAGED,  /* without P2P: all-reduce on the copy engines through host memory */
   P2PK_PATH_NCCL,       /* NCCL's communicator over every rank (path_nccl.c) */
+  P2PK_PATH_HIER,       /* spanning hosts: p2pkit inside each host, NCCL across (path_hier.c) */
   P2PK_PATHS
 };
 const char *p2pk_path_name(int path);

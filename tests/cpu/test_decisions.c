@@ -96,7 +96,8 @@ static int make_comm(struct p2pkit_comm *c, int n, int staged, int multiproc) {
 /* A decision in the dump's words. */
 static void text(char *o, size_t len, const p2pk_decision *d, int kind) {
   static const char *const names[P2PK_PATHS] = {"local", "kernel", "kernel", "ce-events",
-                                                "ce-slots", "ce-direct", "ce-staged", "nccl"};
+                                                "ce-slots", "ce-direct", "ce-staged", "nccl",
+                                                "hierarchical"};
   const p2pk_algo_choice *ch = &d->ch;
   if (d->path != P2PK_PATH_P2P && d->path != P2PK_PATH_STAGED) {
     snprintf(o, len, "%s", names[d->path]);
