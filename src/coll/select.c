@@ -19,6 +19,16 @@ const char *p2pk_path_name(int path) {
   return path >= 0 && path < P2PK_PATHS ? path_names[path] : "?";
 }
 
+const char *p2pk_path_family(int path) {
+  static const char *const families[P2PK_PATHS] = {
+      [P2PK_PATH_LOCAL] = "local copy",          [P2PK_PATH_P2P] = "kernel",
+      [P2PK_PATH_STAGED] = "staged kernel",      [P2PK_PATH_CE_EVENTS] = "copy engine",
+      [P2PK_PATH_CE_SLOTS] = "copy engine",      [P2PK_PATH_CE_DIRECT] = "copy engine",
+      [P2PK_PATH_CE_STAGED] = "staged copy engine", [P2PK_PATH_NCCL] = "NCCL",
+      [P2PK_PATH_HIER] = "hierarchical"};
+  return path >= 0 && path < P2PK_PATHS ? families[path] : "?";
+}
+
 const char *p2pk_kind_name(int kind) {
   return kind == P2PK_SENDRECV ? "send_recv" : p2pk_coll_name(kind);
 }
@@ -670,6 +680,7 @@ void p2pk_sel_log(const p2pk_sel *s, int rank, const p2pk_sel_key *k, const p2pk
   p2pk_sel_key_text(s, k, key, sizeof key);
   p2pk_decision_text(d, dec, sizeof dec);
   const char *set = p2pk_sel_rule_setting(s, d->rule, k->kind);
-  P2PK_INFO(P2PK_LOG_COLL, "rank %d: %s -> %s (rule %d: %s%s%s)", rank, key, dec, d->rule + 1,
-            p2pk_sel_rule_text(d->rule), set ? "; moved by " : "", set ? set : "");
+  P2PK_INFO(P2PK_LOG_COLL, "rank %d: %s -> %s (%s; rule %d: %s%s%s)", rank, key, dec,
+            p2pk_path_family(d->path), d->rule + 1, p2pk_sel_rule_text(d->rule),
+            set ? "; moved by " : "", set ? set : "");
 }

@@ -39,6 +39,9 @@ enum {
   P2PK_PATHS
 };
 const char *p2pk_path_name(int path);
+/* What moves the data, in words for the INFO log: "kernel", "copy engine",
+ * "staged kernel", "staged copy engine", "NCCL", "hierarchical", "local copy". */
+const char *p2pk_path_family(int path);
 const char *p2pk_kind_name(int kind); /* collectives as plan.c's names, "send_recv" */
 int p2pk_kind_parse(const char *name);  /* the kind so named, underscores optional; -1 */
 

@@ -469,21 +469,41 @@ static void info_logs_each_decision(void) {
   p2pk_decision d;
   p2pk_select(&c.sel, &k, &d);
   p2pk_sel_log(&c.sel, 1, &k, &d);
+  /* NCCL available: 8 ranks on 2 hosts, an all-reduce goes hierarchical,
+   * a broadcast through NCCL, each naming the rule that chose it */
+  sim_nccl = 1, sim_hosts = 2;
+  struct p2pkit_comm s;
+  CHECK_EQ(make_comm(&s, 8, 0, 1), 0);
+  sim_nccl = 0, sim_hosts = 1;
+  p2pk_sel_key ka = {.kind = P2PK_COLL_ALL_REDUCE, .bytes = 4096},
+               kb = {.kind = P2PK_COLL_BROADCAST, .bytes = 64};
+  p2pk_decision da, db;
+  p2pk_select(&s.sel, &ka, &da);
+  p2pk_sel_log(&s.sel, 5, &ka, &da);
+  p2pk_select(&s.sel, &kb, &db);
+  p2pk_sel_log(&s.sel, 5, &kb, &db);
   unsetenv("P2PKIT_DEBUG");
   unsetenv("P2PKIT_DEBUG_FILE");
   p2pk_log_reset();
   FILE *f = fopen(path, "r");
   CHECK(f != NULL);
-  char line[512] = "";
+  char line[512] = "", l2[512] = "", l3[512] = "";
   if (f) {
     if (!fgets(line, sizeof line, f)) line[0] = 0;
+    if (!fgets(l2, sizeof l2, f)) l2[0] = 0;
+    if (!fgets(l3, sizeof l3, f)) l3[0] = 0;
     fclose(f);
   }
   unlink(path);
+  if (!strstr(l2, "rank 5: all_reduce of 4096 B, 8 ranks, process per GPU, eager, alone, P2P, out "
+              "of place, 2 hosts -> hierarchical (hierarchical; rule 4: spanning hosts: p2pkit "
+              "inside each host, NCCL across hosts"))
+    T_FAIL("logged '%s'", l2);
+  if (!strstr(l3, "-> nccl (NCCL; rule 5: spanning hosts: NCCL over every rank")) T_FAIL("logged '%s'", l3);
   char want[256], dec[96];
   p2pk_decision_text(&d, dec, sizeof dec);
   snprintf(want, sizeof want, "rank 1: broadcast of 1000 B, 2 ranks, process per GPU, eager, alone, "
-           "P2P, out of place -> %s (rule %d: ", dec, d.rule + 1);
+           "P2P, out of place -> %s (%s; rule %d: ", dec, p2pk_path_family(d.path), d.rule + 1);
   if (!strstr(line, want)) T_FAIL("logged '%s', wanted '%s'", line, want);
 }
 
