@@ -47,7 +47,8 @@ static p2pkit_status_t make_intra(struct p2pkit_comm *c) {
  * host); else every call goes through NCCL over every rank. */
 static p2pkit_status_t span_finish(struct p2pkit_comm *c) {
   const p2pk_hosts *h = &c->hosts;
-  if (h->nhosts < 2 || !c->sel.hier || c->intra) return P2PKIT_SUCCESS;
+  if (h->nhosts < 2 || !c->sel.hier || c->intra || c->nccl_mode == P2PK_NCCL_ALL)
+    return P2PKIT_SUCCESS; /* P2PKIT_NCCL=1: every call NCCL's */
   int cur = -1;
   cudaGetDevice(&cur);
   cudaSetDevice(c->device);
