@@ -150,8 +150,8 @@ static p2pkit_status_t split_color(p2pk_group *g, const p2pk_split_in *in, int f
 
 /* Every rank has called: each color's communicator, the records cleared. */
 static p2pkit_status_t split_all(p2pk_group *g) {
-  p2pk_split_in in[P2PK_COLL_MAX_RANKS];
-  p2pk_split_out out[P2PK_COLL_MAX_RANKS];
+  p2pk_split_in in[P2PK_COLL_MAX_RANKS] = {{0, 0}};
+  p2pk_split_out out[P2PK_COLL_MAX_RANKS] = {{0, 0}};
   for (int r = 0; r < g->n; r++) in[r] = (p2pk_split_in){g->split[r].color, g->split[r].key};
   p2pkit_status_t st = p2pk_split_compute(in, g->n, out);
   int done[P2PK_COLL_MAX_RANKS] = {0};
