@@ -360,6 +360,36 @@ P2PKIT_API p2pkit_status_t p2pkit_send(const void *sendbuf, size_t count, p2pkit
 P2PKIT_API p2pkit_status_t p2pkit_recv(void *recvbuf, size_t count, p2pkit_dtype_t dtype,
                                        int peer, p2pkit_comm_t comm, p2pkit_stream_t stream);
 
+/* --------------------------------------------------------------- NCCL ---- */
+/* NCCL as the engine underneath (libnccl.so.2, loaded at run time;
+ * P2PKIT_NCCL_LIB names another). P2PKIT_NCCL picks what it carries:
+ *   auto (default)  where no measured p2pkit path beats NCCL: 3-4 ranks
+ *                   from the sizes measured slower (all-reduce from 2 MiB,
+ *                   broadcast, reduce and reduce-scatter from 4 MiB a
+ *                   rank), more than 4 ranks on one host, the types only
+ *                   NCCL has (P2PKIT_INT8 ...), communicators spanning
+ *                   hosts; without NCCL, p2pkit's own paths (one INFO line);
+ *   0               never: p2pkit's own paths, NCCL's types refused,
+ *                   communicators spanning hosts refused at init;
+ *   1               every call.
+ * A communicator of 3 ranks or more, spanning hosts, or under
+ * P2PKIT_NCCL=1 makes its NCCL communicator at init, the unique id passed
+ * over p2pkit's own rendezvous; one of 2 ranks at the first call that needs
+ * it (not under capture). Ranks sharing a GPU need a host id each (NCCL
+ * refuses two ranks on one GPU of one host): P2PKIT_HOSTID, which p2pkit
+ * hands NCCL as NCCL_HOSTID unless that is set. One process driving
+ * several GPUs: NCCL's calls need every rank's call in one group (a call
+ * alone takes p2pkit's kernels) and are enqueued at the group's end.
+ * P2PKIT_DEBUG=INFO names each call's path and the rule that chose it. */
+
+/* Hand p2pkit the caller's NCCL communicator (an ncclComm_t over the same
+ * ranks, rank for rank, on the same GPU) for the calls that go through
+ * NCCL, instead of p2pkit's own (destroyed if made). p2pkit never destroys
+ * or aborts it; it must outlive `comm`. Each rank
+ * adopts its own; every rank must, or none. P2PKIT_ERR_UNSUPPORTED when
+ * NCCL is off on `comm`. */
+P2PKIT_API p2pkit_status_t p2pkit_comm_adopt_nccl(p2pkit_comm_t comm, void *nccl_comm);
+
 /* ----------------------------------------------------------------- ddp ---- */
 /* Gradient sync for data-parallel training (src/ddp/README.md). Register every
  * gradient once, in the model's parameter order (as model.parameters()); p2pkit
@@ -469,6 +499,41 @@ typedef struct {
 P2PKIT_API p2pkit_status_t p2pkit_comm_init_rank_config(p2pkit_comm_t *comm, int nranks,
                                                         const p2pkit_unique_id_t *id, int rank,
                                                         const p2pkit_config_t *config);
+
+/* ------------------------------------------------- split and abort ---- */
+
+/* NCCL_SPLIT_NOCOLOR: the rank joins no new communicator. */
+#define P2PKIT_SPLIT_NOCOLOR (-1)
+
+/* Split `comm` as ncclCommSplit does: collective over every rank of
+ * `comm`; the ranks that give the same `color` (0 or more) form one new
+ * communicator on their same GPUs, ranked by `key` (equal keys by their
+ * rank in `comm`); P2PKIT_SPLIT_NOCOLOR joins none (*newcomm NULL).
+ * `config` (NULL: the defaults): timeout_s and max_blocks, -1 for the
+ * parent's; device must be -1 or the parent's. With a process per GPU the
+ * new communicator's rendezvous is arranged over the parent's: each new
+ * communicator's rank 0 listens on a port its kernel picks (on loopback
+ * when all its ranks share its machine) with a fresh secret, announced over
+ * the parent's authenticated rendezvous; nothing comes from the launcher's
+ * environment, so the parent's job may hold any number of them. A new
+ * communicator spanning hosts is hierarchical or NCCL's like any other;
+ * one on one host takes p2pkit's own paths. One process driving every GPU
+ * (p2pkit_comm_init_all): call it for each rank in turn; each newcomm is
+ * set when the last rank's call returns. The new communicators are
+ * independent of `comm` (destroy each; either may go first). */
+P2PKIT_API p2pkit_status_t p2pkit_comm_split(p2pkit_comm_t comm, int color, int key,
+                                             const p2pkit_config_t *config,
+                                             p2pkit_comm_t *newcomm);
+
+/* Give `comm` up without waiting for anyone, as ncclCommAbort: returns
+ * within about a second even when peers are dead or hang. The ranks
+ * waiting on this one fail at once (their kernels see its abort word: the
+ * call's error is P2PKIT_ERR_REMOTE, "gave up"), or at their timeout where
+ * they cannot see it; NCCL's communicators under it are aborted. Frees
+ * `comm` (do not use it after), its memory once its GPU is idle (never, on
+ * a GPU that does not become idle). For a failed job, not for teardown:
+ * p2pkit_comm_destroy waits for the peers. */
+P2PKIT_API p2pkit_status_t p2pkit_comm_abort(p2pkit_comm_t comm);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 
 #include "coll/path.h"
 #include "core/check.h"
+#include "nccl/dtype.h"
 
 p2pkit_status_t p2pk_coll_enter(struct p2pkit_comm *c, const char *name, int *prev) {
   *prev = -1;
@@ -46,6 +47,7 @@ void p2pk_call_key(const p2pk_call *call, p2pk_sel_key *k) {
   k->in_place = call->kind != P2PK_SENDRECV && call->plan.in_place;
   k->grid_cap = call->grid_cap;
   k->bytes = call->bytes;
+  k->nccl_type = !p2pk_dtype_native(call->dtype);
 }
 
 const char *p2pk_call_name(const p2pk_call *call) {

@@ -12,6 +12,8 @@
 #include "coll/algo.h"
 #include "coll/bootstrap.h"
 #include "coll/coll_dev.h"
+#include "coll/hosts.h"
+#include "coll/nccl_use.h"
 #include "coll/plan.h"
 #include "coll/select.h"
 #include "p2pkit.h"
@@ -32,10 +34,20 @@ typedef struct {
   const char *secret;
 } p2pk_rank_opts;
 p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r);
-/* p2pkit_comm_init_rank, with rank 0 accepting on `listen_fd` when it is
- * > 0 (a socket p2pkit_get_unique_id opened; the caller closes it). */
+/* comm.c: a communicator of one process per GPU, with rank 0 accepting on
+ * `listen_fd` when it is > 0 (a socket p2pkit_get_unique_id or a split
+ * opened; the caller closes it). Spanning hosts, it is not finished yet:
+ * comm_init.c's p2pk_comm_create adds its per-host communicator.
+ * P2PK_INIT_NESTED: a spanning communicator's per-host one (p2pkit's own
+ * paths only). */
+#define P2PK_INIT_NESTED 1u
 p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int listen_fd,
-                                       p2pkit_comm_t *comm_p);
+                                       unsigned flags, p2pkit_comm_t *comm_p);
+/* comm_init.c: p2pk_comm_init_rank_fd, then (spanning hosts) the per-host
+ * communicator and the hierarchical path's: what every public init and
+ * p2pkit_comm_split make. */
+p2pkit_status_t p2pk_comm_create(const p2pkit_comm_opts_t *opts, int listen_fd,
+                                 p2pkit_comm_t *comm_p);
 
 /* A registered user buffer: id is its position in the collective order of
  * registrations, the same on every rank. */
@@ -55,12 +67,19 @@ typedef struct p2pk_group {
   int n, live;
   struct p2pkit_comm *comms[P2PK_COLL_MAX_RANKS];
   char *stage; /* staged: cudaHostAlloc'ed region, portable and mapped */
+  /* p2pkit_comm_split in one process: each rank's call so far (comm_init.c). */
+  struct {
+    int seen, color, key, max_blocks;
+    p2pkit_comm_t *out;
+  } split[P2PK_COLL_MAX_RANKS];
+  int split_n;
 } p2pk_group;
 
 #define P2PK_PTR_CACHE 8
 
 struct p2pk_worker;
 struct p2pk_ce;
+struct p2pk_call;
 struct p2pkit_comm {
   int rank, nranks, device;
   int multiproc; /* 1: process per GPU (bootstrap + IPC) */
@@ -88,11 +107,22 @@ struct p2pkit_comm {
   struct p2pk_worker *worker; /* launch_pool.c: its launch thread, or NULL */
   struct p2pk_ce *ce;         /* the copy engines' streams and events (ce_common.h) */
   void *path_state[P2PK_PATHS]; /* each path's own, made by its init (path.h) */
+  p2pk_hosts hosts; /* which host each rank is on (comm_hosts.c) */
+  int nccl_mode;    /* P2PK_NCCL_*: what NCCL may carry, alike on every rank */
+  unsigned char same_machine[P2PK_COLL_MAX_RANKS]; /* rank r runs on this rank's machine */
+  int nested;       /* a spanning communicator's per-host one: p2pkit's own paths */
+  /* Spanning hosts: this rank's host's communicator (comm_init.c), and how
+   * a path runs one call on it (subcall.c's p2pk_sub_launch, set with it:
+   * the hierarchical path reaches the paths' table only through it). */
+  struct p2pkit_comm *intra;
+  p2pkit_status_t (*sub_launch)(struct p2pk_call *call);
+  volatile int aborted; /* p2pkit_comm_abort ran: every later call fails at once */
 };
 
 /* The bootstrap's message tags of comm.c and reg.c. */
 enum { P2PK_TAG_INFO = 1, P2PK_TAG_P2P = 2, P2PK_TAG_HANDLES = 3, P2PK_TAG_MAPPED = 4,
-       P2PK_TAG_REG = 5, P2PK_TAG_DEREG = 6, P2PK_TAG_DESTROY = 7 };
+       P2PK_TAG_REG = 5, P2PK_TAG_DEREG = 6, P2PK_TAG_DESTROY = 7, P2PK_TAG_NCCL_ID = 8,
+       P2PK_TAG_NCCL_CROSS = 9, P2PK_TAG_SPLIT = 10, P2PK_TAG_SPLIT_ID = 11 };
 /* reg.c: close and free every registration of c (destroy). */
 void p2pk_reg_free_all(struct p2pkit_comm *c);
 /* reg.c: this rank's registration holding [buf, buf + bytes), or the one
@@ -121,6 +151,49 @@ int p2pk_mailboxes_for(int sm_count);
  * the environment's. */
 p2pkit_status_t p2pk_comm_derive(struct p2pkit_comm *c, int sms, size_t buffer,
                                  const p2pk_algo_table *table, const p2pk_algo_force *force);
+/* comm.c: free c as p2pkit_comm_destroy does but without waiting for its
+ * GPU or its peers (p2pkit_comm_abort's reaper calls it once the GPU is
+ * idle): one process, the group's share; else everything the rank owns. */
+void p2pk_comm_release(struct p2pkit_comm *c);
+/* comm_init.c: p2pkit_comm_split of a one-process communicator. */
+p2pkit_status_t p2pk_split_one_process(p2pkit_comm_t comm, int color, int key,
+                                       const p2pkit_config_t *cfg, p2pkit_comm_t *newcomm);
+
+/* comm_hosts.c: this rank's host ids and NCCL setting, loading NCCL
+ * when the setting allows it (`why`: the reason it does not load) and
+ * handing NCCL P2PKIT_HOSTID as NCCL_HOSTID when that is unset. */
+p2pkit_status_t p2pk_host_info_mine(p2pk_host_info *m, char *why, size_t len);
+/* comm_hosts.c: from every rank's (infos[r], its GPU busids[r]): c->hosts
+ * and c->nccl_mode, logged at INFO; fails with one line when the
+ * communicator spans hosts and NCCL cannot carry it, or P2PKIT_NCCL=1
+ * cannot be honoured (nccl_use.h). `why`: this rank's reason NCCL does not
+ * load. */
+p2pkit_status_t p2pk_comm_hosts(struct p2pkit_comm *c, const p2pk_host_info *const *infos,
+                                const char *const *busids, const char *why);
+
+/* nccl_comm.c: an NCCL communicator (ncclComm_t into *out) over a group of
+ * c's ranks: every rank of c calls it at once (an all-gather over c's
+ * rendezvous with `tag`); the group's `leader` (a rank of c) makes the
+ * NCCL unique id, each member joins as rank `subrank` of `nsub`. */
+p2pkit_status_t p2pk_nccl_comm_among(struct p2pkit_comm *c, unsigned tag, int leader, int nsub,
+                                     int subrank, void **out);
+
+/* subcomm.c: a child communicator's rendezvous over its parent's
+ * bootstrap `b` (p2pkit_comm_split, a spanning communicator's per-host
+ * one): collective over every parent rank. `out`: this rank's new rank and
+ * size (rank -1 for P2PKIT_SPLIT_NOCOLOR), its child's leader (the parent
+ * rank that is new rank 0), the child's unique id, and on the leader the
+ * listening socket for its rendezvous (the caller closes it; else -1).
+ * same_machine[r] (NULL: all): parent rank r shares this rank's machine, so
+ * a leader whose members all do listens on loopback. */
+typedef struct {
+  int rank, nranks, leader;
+  p2pkit_unique_id_t id;
+  int listen_fd;
+} p2pk_split_rdv;
+p2pkit_status_t p2pk_split_rendezvous(p2pk_boot *b, int color, int key,
+                                      const unsigned char *same_machine, p2pk_split_rdv *out);
+
 /* errors.c: the error a kernel left behind, as a status (SUCCESS if none). */
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *comm);
 /* Tests and the sweep: replace the environment's overrides for this comm

@@ -129,6 +129,14 @@ static p2pkit_status_t enable_peer(int dev, int peer) {
 
 /* -------------------------------------------------- one rank's memory ---- */
 
+/* The kernels' error words (host memory the GPU writes). */
+static p2pkit_status_t comm_alloc_err(struct p2pkit_comm *c) {
+  P2PK_CUDA_CHECK(cudaHostAlloc((void **)&c->host_err, 64, cudaHostAllocMapped | cudaHostAllocPortable));
+  memset(c->host_err, 0, 64);
+  P2PK_CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->tmpl.host_err, c->host_err, 0));
+  return P2PKIT_SUCCESS;
+}
+
 /* Scratch and error words of one rank; the current device is its GPU. */
 static p2pkit_status_t comm_alloc(struct p2pkit_comm *c) {
   cudaError_t e = cudaMalloc((void **)&c->scratch, c->lay.total);
@@ -142,9 +150,7 @@ static p2pkit_status_t comm_alloc(struct p2pkit_comm *c) {
   P2PK_CUDA_CHECK(cudaMemset(c->scratch, 0, c->lay.total));
   P2PK_CUDA_CHECK(p2pk_preload_allreduce_p2p());
   P2PK_CUDA_CHECK(p2pk_preload_allreduce_staged());
-  P2PK_CUDA_CHECK(cudaHostAlloc((void **)&c->host_err, 64, cudaHostAllocMapped | cudaHostAllocPortable));
-  memset(c->host_err, 0, 64);
-  P2PK_CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->tmpl.host_err, c->host_err, 0));
+  P2PK_CHECK(comm_alloc_err(c));
   return p2pk_ce_init(c);
 }
 
@@ -174,7 +180,11 @@ static void comm_free(struct p2pkit_comm *c) {
   if (c->stage_registered) cudaHostUnregister(c->stage);
   if (c->stage && c->multiproc) munmap(c->stage, c->stage_bytes);
   if (c->dmb) munmap(c->dmb, c->dmb_bytes);
+  /* A spanning communicator's per-host one (every rank destroys it with
+   * its parent, so its barrier meets every member). */
+  if (c->intra) p2pkit_comm_destroy(c->intra);
   p2pk_boot_destroy(c->boot);
+  p2pk_hosts_free(&c->hosts);
   cudaGetLastError();
   if (cur >= 0) cudaSetDevice(cur);
   free(c);
@@ -298,6 +308,8 @@ p2pkit_status_t p2pk_comm_derive(struct p2pkit_comm *c, int sms, size_t buffer,
     force = &env;
   }
   p2pk_sel_init(&c->sel, n, c->multiproc, c->staged, c->group ? c->group->n : 0, table, force);
+  const p2pk_hosts *h = &c->hosts;
+  p2pk_sel_set_hosts(&c->sel, c->nccl_mode, h->nhosts, h->regular && h->local_max > 1);
   size_t ll_cap = 0;
   P2PK_CHECK(p2pk_layout_compute(n, buffer, c->staged, p2pk_mailboxes_for(sms), &c->lay, &ll_cap));
   /* Each path's scratch (landing slots, copy-engine slots in the staging
@@ -384,6 +396,24 @@ static p2pkit_status_t all_sms(int n, const int *devs, int *sms) {
   return P2PKIT_SUCCESS;
 }
 
+/* One process, one host: every rank's host ids are this process's; NCCL's
+ * mode from them and the GPUs (a GPU listed twice: no NCCL). */
+static p2pkit_status_t all_hosts(struct p2pkit_comm *c, const int *devs) {
+  static _Thread_local p2pk_host_info mine; /* large: not on the stack */
+  char why[400], bus[P2PK_COLL_MAX_RANKS][32];
+  const p2pk_host_info *hi[P2PK_COLL_MAX_RANKS];
+  const char *bp[P2PK_COLL_MAX_RANKS];
+  P2PK_CHECK(p2pk_host_info_mine(&mine, why, sizeof why));
+  for (int r = 0; r < c->nranks; r++) {
+    if (cudaDeviceGetPCIBusId(bus[r], sizeof bus[r], devs[r]) != cudaSuccess) {
+      cudaGetLastError();
+      snprintf(bus[r], sizeof bus[r], "?%d", devs[r]);
+    }
+    hi[r] = &mine, bp[r] = bus[r];
+  }
+  return p2pk_comm_hosts(c, hi, bp, why);
+}
+
 /* Rank i of a one-process communicator: its settings, layout, choices
  * and memory (its GPU current after). */
 static p2pkit_status_t all_comm(p2pk_group *g, int i, const int *devs, const coll_cfg *cfg,
@@ -398,6 +428,7 @@ static p2pkit_status_t all_comm(p2pk_group *g, int i, const int *devs, const col
   c->group = g;
   c->timeout_ns = (uint64_t)cfg->timeout_s * 1000000000ULL;
   c->buffer_bytes = cfg->buffer;
+  P2PK_CHECK(all_hosts(c, devs));
   P2PK_CHECK(p2pk_comm_derive(c, sms, cfg->buffer, &cfg->table, &cfg->force));
   c->sel.max_blocks = cfg->max_blocks;
   P2PK_CUDA_CHECK(cudaSetDevice(devs[i]));
@@ -574,7 +605,7 @@ p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r
 typedef struct {
   int32_t rank, device, sm_count, pid;
   char busid[32];
-  char host[64];
+  p2pk_host_info hi; /* host ids and P2PKIT_NCCL (comm_hosts.c) */
   uint64_t buffer, table_hash, chunk, ce_min, ce_slot, ce_depth;
   uint64_t cep_slot, cep_depth, cep_mins; /* copy engines over P2P (path_ce_slots.c) */
   uint64_t rooted_min; /* P2PKIT_ROOTED_TWOSHOT_MIN: broadcast's and reduce's form by size */
@@ -588,10 +619,8 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
   int shares = -1; /* the first rank on this rank's GPU (P2PKIT_SHARE_GPUS) */
   for (int r = 0; r < c->nranks; r++) {
     const rank_info *o = &all[r];
-    if (strcmp(o->host, me->host) != 0)
-      return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "rank %d runs on host %s and rank %d on %s: a "
-                       "communicator spans one machine", r, o->host, c->rank, me->host);
-    if (r != c->rank && strcasecmp(o->busid, me->busid) == 0) {
+    if (r != c->rank && strcmp(o->hi.machine, me->hi.machine) == 0 &&
+        strcasecmp(o->busid, me->busid) == 0) {
       if (!(me->share_gpus && o->share_gpus))
         return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "ranks %d and %d both use GPU %s: one GPU "
                          "per rank (P2PKIT_SHARE_GPUS=1 allows sharing, for correctness tests only)",
@@ -608,6 +637,7 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
                        : o->chunk != me->chunk ? "P2PKIT_COLL_CHUNK"
                        : o->boxes != me->boxes ? "P2PKIT_COLL_MAILBOXES"
                        : o->share_gpus != me->share_gpus ? "P2PKIT_SHARE_GPUS"
+                       : o->hi.nccl_setting != me->hi.nccl_setting ? "P2PKIT_NCCL"
                        : o->queues != me->queues ? "CUDA_DEVICE_MAX_CONNECTIONS (the copy engines' "
                                                    "paths depend on it)"
                        : o->ce_min != me->ce_min ? "P2PKIT_STAGED_CE_MIN"
@@ -630,21 +660,50 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
   return P2PKIT_SUCCESS;
 }
 
+/* The hosts and NCCL's mode from every rank's info (comm_hosts.c). */
+static p2pkit_status_t rank_hosts(struct p2pkit_comm *c, const rank_info *all, const char *why) {
+  const p2pk_host_info *hi[P2PK_COLL_MAX_RANKS];
+  const char *bus[P2PK_COLL_MAX_RANKS];
+  for (int r = 0; r < c->nranks; r++) {
+    hi[r] = &all[r].hi, bus[r] = all[r].busid;
+    c->same_machine[r] = strcmp(all[r].hi.machine, all[c->rank].hi.machine) == 0;
+  }
+  P2PK_CHECK(p2pk_comm_hosts(c, hi, bus, why));
+  return P2PKIT_SUCCESS;
+}
+
+/* Spanning hosts: no p2pkit transport of its own (its calls go through
+ * the paths that serve such a communicator: NCCL, the hierarchical one);
+ * the selector, the error words, those paths. */
+static p2pkit_status_t span_setup(struct p2pkit_comm *c, const coll_cfg *cfg, int sms) {
+  P2PK_CHECK(p2pk_comm_derive(c, sms, cfg->buffer, &cfg->table, &cfg->force));
+  c->sel.max_blocks = cfg->max_blocks;
+  P2PK_CHECK(comm_alloc_err(c));
+  P2PK_CHECK(p2pk_ce_init(c));
+  for (int i = 0; i < P2PK_PATHS; i++)
+    if ((p2pk_paths[i]->modes & P2PK_MODE_SPAN) && p2pk_paths[i]->init)
+      P2PK_CHECK(p2pk_paths[i]->init(c));
+  return P2PKIT_SUCCESS;
+}
+
 typedef struct {
   cudaIpcMemHandle_t scratch;
   char shm[P2PK_SHM_NAME];
 } handles_t;
 
-/* This rank's part of the settings every rank must share, and what it is. */
-static p2pkit_status_t rank_mine(struct p2pkit_comm *c, const coll_cfg *cfg, rank_info *mine) {
+/* This rank's part of the settings every rank must share, and what it is
+ * (`why`: the reason NCCL does not load here). */
+static p2pkit_status_t rank_mine(struct p2pkit_comm *c, const coll_cfg *cfg, rank_info *mine,
+                                 char *why, size_t wlen) {
   const int n = c->nranks;
   memset(mine, 0, sizeof *mine);
+  P2PK_CHECK(p2pk_host_info_mine(&mine->hi, why, wlen));
+  if (c->nested) mine->hi.nccl_setting = P2PK_NCCL_OFF; /* a host's part of a spanning one */
   mine->rank = c->rank;
   mine->device = c->device;
   mine->pid = (int32_t)getpid();
   P2PK_CHECK(sm_count_of(c->device, &mine->sm_count));
   P2PK_CUDA_CHECK(cudaDeviceGetPCIBusId(mine->busid, sizeof mine->busid, c->device));
-  gethostname(mine->host, sizeof mine->host - 1);
   mine->buffer = cfg->buffer;
   mine->table_hash = p2pk_algo_table_hash(&cfg->table);
   mine->algo = cfg->force.algo;
@@ -754,14 +813,17 @@ static p2pkit_status_t rank_setup(struct p2pkit_comm *c, const coll_cfg *cfg, ch
                                   char (*labels)[64], int *devs) {
   const int n = c->nranks;
   rank_info mine;
-  P2PK_CHECK(rank_mine(c, cfg, &mine));
+  char why[400];
+  P2PK_CHECK(rank_mine(c, cfg, &mine, why, sizeof why));
   P2PK_CHECK(p2pk_boot_allgather(c->boot, P2PK_TAG_INFO, &mine, all, sizeof mine));
   P2PK_CHECK(check_infos(c, all));
+  P2PK_CHECK(rank_hosts(c, all, why));
   int sms = 1 << 30;
   for (int r = 0; r < n; r++) {
     devs[r] = all[r].device;
     if (all[r].sm_count < sms) sms = all[r].sm_count;
   }
+  if (c->hosts.nhosts > 1) return span_setup(c, cfg, sms);
   P2PK_CHECK(rank_transport(c, cfg, all, rows, labels));
   /* The layout from the settings every rank shares (checked above). */
   P2PK_CHECK(p2pk_comm_derive(c, sms, cfg->buffer, &cfg->table, &cfg->force));
@@ -802,12 +864,8 @@ static p2pkit_status_t init_rank_body(struct p2pkit_comm *c, const coll_cfg *cfg
   return st;
 }
 
-p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts, p2pkit_comm_t *comm_p) {
-  return p2pk_comm_init_rank_fd(opts, 0, comm_p);
-}
-
 p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int listen_fd,
-                                       p2pkit_comm_t *comm_p) {
+                                       unsigned flags, p2pkit_comm_t *comm_p) {
   if (!comm_p) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_rank: comm_p is NULL");
   p2pkit_comm_opts_t o;
   if (opts) o = *opts;
@@ -834,6 +892,7 @@ p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int liste
   c->nranks = r.nranks;
   c->device = r.device;
   c->multiproc = 1;
+  c->nested = (flags & P2PK_INIT_NESTED) != 0;
   c->timeout_ns = (uint64_t)cfg->timeout_s * 1000000000ULL;
   c->buffer_bytes = cfg->buffer;
   int cur = -1;
@@ -861,6 +920,18 @@ p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int liste
 }
 
 /* ------------------------------------------------------------ teardown ---- */
+
+void p2pk_comm_release(struct p2pkit_comm *c) {
+  if (!c->group) {
+    comm_free(c);
+    return;
+  }
+  p2pk_group *g = c->group;
+  pthread_mutex_lock(&g->lock);
+  const int last = --g->live == 0;
+  pthread_mutex_unlock(&g->lock);
+  if (last) group_free(g);
+}
 
 p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t c) {
   if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "destroy: communicator is NULL");

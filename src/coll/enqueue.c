@@ -55,10 +55,9 @@ static p2pkit_status_t check_args(struct p2pkit_comm *c, const char *name, p2pki
   if (!es)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: data type %d is not a "
                      "p2pkit_dtype_t", name, c->rank, (int)dtype);
-  if (!p2pk_dtype_native(dtype)) { /* the types only NCCL carries: refused in one line */
-    p2pkit_status_t st = p2pk_dtype_check_native(name, c->rank, dtype);
-    return st != P2PKIT_SUCCESS ? st : P2PKIT_ERR_INTERNAL;
-  }
+  /* The types only NCCL carries: through NCCL (its version and the GPU
+   * allowing), refused in one line when P2PKIT_NCCL=0. */
+  if (!p2pk_dtype_native(dtype)) P2PK_CHECK(p2pk_nccl_type_check(c, name, dtype, has_op, op));
   if (has_op && ((int)op < 0 || op >= P2PKIT_REDOP_COUNT))
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: operation %d is not a "
                      "p2pkit_redop_t", name, c->rank, (int)op);

@@ -4,10 +4,18 @@
 #include "core/check.h"
 #include "core/log.h"
 
+/* What a path's engine reports on its own (NCCL's asynchronous error),
+ * and a spanning communicator's per-host one's errors. */
+static p2pkit_status_t engines_status(struct p2pkit_comm *c) {
+  for (int i = 0; i < P2PK_PATHS; i++)
+    if (p2pk_paths[i]->async_status) P2PK_CHECK(p2pk_paths[i]->async_status(c));
+  return c->intra ? p2pk_comm_async_status(c->intra) : P2PKIT_SUCCESS;
+}
+
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
   volatile int32_t *he = c->host_err;
   int32_t code = he[0];
-  if (code == P2PK_DERR_NONE) return P2PKIT_SUCCESS;
+  if (code == P2PK_DERR_NONE) return engines_status(c);
   int32_t peer = he[1];
   unsigned secs = (unsigned)(c->timeout_ns / 1000000000ULL);
   if (he[2]) {

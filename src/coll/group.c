@@ -14,6 +14,8 @@
 
 #include "coll/path.h"
 #include "core/check.h"
+#include "core/log.h"
+#include "nccl/dtype.h"
 
 static _Thread_local int depth;  /* the caller's groups, nested */
 static _Thread_local int ncoll, nops;
@@ -55,10 +57,32 @@ static p2pkit_status_t launch(const p2pk_call *call) {
 
 static p2pkit_status_t launch_job(const p2pk_job *j) { return launch((const p2pk_call *)j->arg); }
 
+/* One process, one rank's call to NCCL on its own: NCCL needs every
+ * rank's call of it in one group (one thread driving several GPUs), so the
+ * kernels carry it, or, for a type only NCCL has, it is refused. */
+static p2pkit_status_t nccl_alone(p2pk_call *call) {
+  struct p2pkit_comm *c = call->c;
+  if (!c->group || c->nranks < 2 || call->d.path != P2PK_PATH_NCCL) return P2PKIT_SUCCESS;
+  if (!p2pk_dtype_native(call->dtype))
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: %s goes through NCCL, which, with "
+                     "one process driving every GPU, needs every rank's call in one group "
+                     "(p2pkit_group_start / _end), all eager or all under capture",
+                     p2pk_call_name(call), c->rank, p2pkit_dtype_name(call->dtype));
+  p2pk_sel_key k;
+  p2pk_call_key(call, &k);
+  k.capture = call->capture > 0;
+  p2pk_select_kernel(&c->sel, &k, &call->d);
+  P2PK_INFO(P2PK_LOG_COLL, "rank %d: one process, this call without its peers' in one group: NCCL "
+            "needs them together, so the kernels carry it", c->rank);
+  p2pk_sel_log(&c->sel, c->rank, &k, &call->d);
+  return P2PKIT_SUCCESS;
+}
+
 /* One collective on its own: a launch thread's job when the selector says
  * so (one process in a group), else now. */
 static p2pkit_status_t launch_one(p2pk_call *call, int grouped) {
   P2PK_CHECK(decide(call, grouped));
+  P2PK_CHECK(nccl_alone(call));
   if (call->d.flags & P2PK_SEL_LAUNCH_THREAD) {
     p2pk_job j = {.c = call->c, .run = launch_job, .arg = call};
     return p2pk_job_defer(&j);
@@ -122,6 +146,10 @@ static p2pkit_status_t launch_set(p2pk_call *const *set, int nr, int cap, int in
       continue;
     }
     p2pk_call_key(set[r], &k);
+    if (k.nccl_type)
+      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: %s goes through NCCL, and some "
+                       "ranks' streams capture while others' do not", p2pk_call_name(set[r]),
+                       set[r]->c->rank, p2pkit_dtype_name(set[r]->dtype));
     k.capture = set[r]->capture != (int)cudaStreamCaptureStatusNone;
     p2pk_select_kernel(&set[r]->c->sel, &k, &set[r]->d);
     p2pk_sel_log(&set[r]->c->sel, set[r]->c->rank, &k, &set[r]->d);
@@ -157,11 +185,20 @@ static p2pkit_status_t launch_waiting(p2pk_call *const *q, int n) {
 
 /* Does a collective wait for its peers' calls (one process, in the
  * caller's group, from the size where the copy engines may carry every
- * rank's call at once)? */
+ * rank's call at once, or where NCCL carries it: NCCL takes every rank's
+ * call in one group of its own)? */
 static int waits(const p2pk_call *call, int grouped) {
   const struct p2pkit_comm *c = call->c;
+  if (!grouped || c->multiproc || !c->group) return 0;
   const size_t from = c->sel.from[P2PK_FROM_EVENTS][call->kind];
-  return grouped && !c->multiproc && c->group && from && call->bytes >= from;
+  if (from && call->bytes >= from) return 1;
+  if (c->nccl_mode == P2PK_NCCL_OFF) return 0;
+  p2pk_sel_key k;
+  p2pk_call_key(call, &k);
+  k.grouped = 1;
+  p2pk_decision d;
+  p2pk_select(&c->sel, &k, &d);
+  return d.path == P2PK_PATH_NCCL;
 }
 
 /* The queued collectives, in order. */
@@ -287,8 +324,8 @@ static p2pkit_status_t pair_ops(int *done) {
  * its own copy, the copy engines' share (through the slots, or straight
  * into the other end's buffer), one kernel for the rest, in that order. */
 static p2pkit_status_t launch_comm(struct p2pkit_comm *c, p2pk_call *const *mine, int n) {
-  p2pk_call self[2], ce[P2PK_P2P_MAX_OPS], kern[P2PK_P2P_MAX_OPS];
-  int ns = 0, nc = 0, nk = 0, ce_path = P2PK_PATH_CE_SLOTS;
+  p2pk_call self[2], ce[P2PK_P2P_MAX_OPS], kern[P2PK_P2P_MAX_OPS], nccl[P2PK_P2P_MAX_OPS];
+  int ns = 0, nc = 0, nk = 0, nn = 0, ce_path = P2PK_PATH_CE_SLOTS;
   p2pkit_status_t st = P2PKIT_SUCCESS;
   for (int i = 0; i < n && st == P2PKIT_SUCCESS; i++) {
     p2pk_call *o = mine[i];
@@ -303,6 +340,7 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, p2pk_call *const *mine
     }
     st = decide(o, 0);
     if (o->d.path == P2PK_PATH_CE_SLOTS && nc < P2PK_P2P_MAX_OPS) ce[nc++] = *o;
+    else if (o->d.path == P2PK_PATH_NCCL && nn < P2PK_P2P_MAX_OPS) nccl[nn++] = *o;
     else if (nk < P2PK_P2P_MAX_OPS) kern[nk++] = *o;
   }
   int prev = -1;
@@ -310,6 +348,7 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, p2pk_call *const *mine
   if (st != P2PKIT_SUCCESS) return st;
   if (ns) st = p2pk_paths[P2PK_PATH_LOCAL]->sendrecv(c, self, ns);
   if (st == P2PKIT_SUCCESS && nc) st = p2pk_paths[ce_path]->sendrecv(c, ce, nc);
+  if (st == P2PKIT_SUCCESS && nn) st = p2pk_paths[P2PK_PATH_NCCL]->sendrecv(c, nccl, nn);
   if (st == P2PKIT_SUCCESS && nk) st = p2pk_paths[kern[0].d.path]->sendrecv(c, kern, nk);
   p2pk_coll_leave(c, "send/recv", prev, cudaSuccess);
   return st;
@@ -357,10 +396,29 @@ p2pkit_status_t p2pkit_group_start(void) {
   return P2PKIT_SUCCESS;
 }
 
+/* One process driving several GPUs with NCCL on: the group's NCCL calls
+ * of every rank go in one NCCL group (NCCL's rule for one thread driving
+ * several GPUs), enqueued at its end, after the group's other calls. */
+static int nccl_grouped(int grouped) {
+  for (int i = 0; grouped && i < ncoll + nops; i++) {
+    const struct p2pkit_comm *c = i < ncoll ? colls[i].c : ops[i - ncoll].c;
+    if (!c->multiproc && c->nranks > 1 && c->nccl_mode != P2PK_NCCL_OFF) return 1;
+  }
+  return 0;
+}
+
 /* The collectives, then the sends and receives. */
 static p2pkit_status_t run_group(int grouped) {
+  const int ng = nccl_grouped(grouped);
+  for (int i = 0; ng && i < P2PK_PATHS; i++)
+    if (p2pk_paths[i]->group_open) p2pk_paths[i]->group_open();
   p2pkit_status_t st = run_colls(grouped);
   p2pkit_status_t s = run_ops(grouped);
+  for (int i = 0; ng && i < P2PK_PATHS; i++)
+    if (p2pk_paths[i]->group_close) {
+      const p2pkit_status_t e = p2pk_paths[i]->group_close();
+      if (s == P2PKIT_SUCCESS) s = e;
+    }
   return st != P2PKIT_SUCCESS ? st : s;
 }
 

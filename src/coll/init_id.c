@@ -190,6 +190,34 @@ static int listen_any_port(const char *host, p2pk_uid *u, char *why, size_t wlen
   return fd;
 }
 
+/* A fresh secret and this process's pid into u. */
+static p2pkit_status_t uid_secret(p2pk_uid *u, const char *who) {
+  memset(u, 0, sizeof *u);
+  for (size_t got = 0; got < sizeof u->secret;) {
+    ssize_t n = getrandom(u->secret + got, sizeof u->secret - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return p2pk_fail(P2PKIT_ERR_SYSTEM, "%s: getrandom: %s", who, strerror(errno));
+    got += (size_t)n;
+  }
+  u->pid = (uint32_t)getpid();
+  return P2PKIT_SUCCESS;
+}
+
+p2pkit_status_t p2pk_uid_make(const char *host, p2pkit_unique_id_t *id, int *listen_fd) {
+  p2pk_uid u;
+  P2PK_CHECK(uid_secret(&u, "unique id"));
+  char why[128] = "";
+  const int fd = listen_any_port(host, &u, why, sizeof why);
+  if (fd < 0) return p2pk_fail(P2PKIT_ERR_SYSTEM, "unique id: cannot listen on %s: %s", host, why);
+  const p2pkit_status_t st = p2pk_uid_encode(&u, id);
+  if (st != P2PKIT_SUCCESS) {
+    close(fd);
+    return st;
+  }
+  *listen_fd = fd;
+  return P2PKIT_SUCCESS;
+}
+
 p2pkit_status_t p2pkit_get_unique_id(p2pkit_unique_id_t *id) {
   if (!id) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "get_unique_id: id is NULL");
   if (p2pk_uid_open_count() >= P2PK_UID_MAX_OPEN)
@@ -197,14 +225,7 @@ p2pkit_status_t p2pkit_get_unique_id(p2pkit_unique_id_t *id) {
                      "their rank 0 init (each holds a listening socket): init with them first",
                      P2PK_UID_MAX_OPEN);
   p2pk_uid u;
-  memset(&u, 0, sizeof u);
-  for (size_t got = 0; got < sizeof u.secret;) {
-    ssize_t n = getrandom(u.secret + got, sizeof u.secret - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return p2pk_fail(P2PKIT_ERR_SYSTEM, "get_unique_id: getrandom: %s", strerror(errno));
-    got += (size_t)n;
-  }
-  u.pid = (uint32_t)getpid();
+  P2PK_CHECK(uid_secret(&u, "get_unique_id"));
   /* Where rank 0 listens: MASTER_ADDR (the launcher's host for rank 0), this
    * host's name, or loopback, the first one this process can bind. */
   char host[256] = "";
@@ -299,37 +320,4 @@ p2pkit_status_t p2pk_uid_comm_opts(const p2pk_uid *u, int nranks, int rank,
   o->secret = u->secret_hex;
   o->timeout_s = cfg->timeout_s;
   return P2PKIT_SUCCESS;
-}
-
-p2pkit_status_t p2pkit_comm_init_rank_config(p2pkit_comm_t *comm, int nranks,
-                                             const p2pkit_unique_id_t *id, int rank,
-                                             const p2pkit_config_t *config) {
-  if (!comm || !id)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_rank_config: %s is NULL",
-                     !comm ? "comm" : "id");
-  p2pkit_config_t cfg;
-  P2PK_CHECK(p2pk_config_check(config, &cfg));
-  p2pk_uid u;
-  P2PK_CHECK(p2pk_uid_decode(id, &u));
-  p2pkit_comm_opts_t o;
-  P2PK_CHECK(p2pk_uid_comm_opts(&u, nranks, rank, &cfg, &o));
-  if (o.device < 0) {
-    cudaError_t e = cudaGetDevice(&o.device);
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      return p2pk_fail(e == cudaErrorNoDevice ? P2PKIT_ERR_NO_DEVICE : P2PKIT_ERR_NO_DRIVER,
-                       "init_rank_config: rank %d: no current CUDA device: %s", rank,
-                       cudaGetErrorString(e));
-    }
-  }
-  int lfd = rank == 0 ? p2pk_uid_take_listen_fd(&u) : -1;
-  p2pkit_comm_t c = NULL;
-  p2pkit_status_t st = p2pk_comm_init_rank_fd(&o, lfd, &c);
-  if (lfd >= 0) close(lfd); /* the rendezvous is over: nobody else joins */
-  if (st == P2PKIT_SUCCESS && cfg.max_blocks >= 0) {
-    st = p2pkit_comm_set_max_blocks(c, cfg.max_blocks);
-    if (st != P2PKIT_SUCCESS) p2pkit_comm_destroy(c);
-  }
-  if (st == P2PKIT_SUCCESS) *comm = c;
-  return st;
 }

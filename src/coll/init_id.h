@@ -36,6 +36,10 @@ p2pkit_status_t p2pk_uid_decode(const p2pkit_unique_id_t *id, p2pk_uid *u);
 int p2pk_uid_take_listen_fd(const p2pk_uid *u);
 /* How many ids of this process still hold a socket. */
 int p2pk_uid_open_count(void);
+/* An id whose rank 0 listens on `host` (numeric or a name; any free port)
+ * with a fresh secret, the listening socket in *listen_fd for the caller
+ * (not kept in this process's table): a split's child rendezvous. */
+p2pkit_status_t p2pk_uid_make(const char *host, p2pkit_unique_id_t *id, int *listen_fd);
 
 /* The caller's config checked (NULL: the defaults) and copied to `out`. */
 p2pkit_status_t p2pk_config_check(const p2pkit_config_t *in, p2pkit_config_t *out);

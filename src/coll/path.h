@@ -11,7 +11,9 @@
 
 #include "coll/coll.h"
 
-enum { P2PK_MODE_ONE = 1, P2PK_MODE_PER_GPU = 2 };
+/* P2PK_MODE_SPAN: a communicator spanning hosts (process per GPU, no
+ * p2pkit transport of its own: only the paths that serve it are made). */
+enum { P2PK_MODE_ONE = 1, P2PK_MODE_PER_GPU = 2, P2PK_MODE_SPAN = 4 };
 #define P2PK_GROUP_OPS 64 /* calls one thread's group holds */
 enum { P2PK_XPORT_P2P = 1, P2PK_XPORT_SHM = 2 };
 
@@ -66,13 +68,41 @@ typedef struct p2pk_path {
                                     int n);
   /* After a wait gave up: what the path can say about it (NULL: nothing). */
   void (*on_error)(struct p2pkit_comm *c);
+  /* An error the path's engine reports on its own (NCCL's asynchronous
+   * error), as a status; NULL or SUCCESS: none. */
+  p2pkit_status_t (*async_status)(struct p2pkit_comm *c);
+  /* p2pkit_comm_abort: stop whatever the path has in flight without
+   * waiting for any peer (NULL: nothing to stop). */
+  void (*abort)(struct p2pkit_comm *c);
+  /* One process: around a whole group whose calls may go through this
+   * path on several ranks (NCCL's group, one thread driving several GPUs). */
+  void (*group_open)(void);
+  p2pkit_status_t (*group_close)(void);
 } p2pk_path;
 
 /* paths.c: every path, by id. */
 extern const p2pk_path *const p2pk_paths[P2PK_PATHS];
 /* The paths, one by one (their modules). */
 extern const p2pk_path p2pk_path_local, p2pk_path_p2p, p2pk_path_staged, p2pk_path_ce_events,
-    p2pk_path_ce_slots, p2pk_path_ce_direct, p2pk_path_ce_staged;
+    p2pk_path_ce_slots, p2pk_path_ce_direct, p2pk_path_ce_staged, p2pk_path_nccl, p2pk_path_hier;
+
+/* path_nccl.c: whether NCCL (as loaded, on c's GPU) carries `dtype` (with
+ * `op` when has_op) for `who`; the types p2pkit's own paths lack need the
+ * NCCL path (refused in one line when P2PKIT_NCCL=0). */
+p2pkit_status_t p2pk_nccl_type_check(struct p2pkit_comm *c, const char *who,
+                                     p2pkit_dtype_t dtype, int has_op, p2pkit_redop_t op);
+/* path_hier.c: the hierarchical path's state of a spanning communicator
+ * whose per-host communicator (c->intra) exists: NCCL across hosts among
+ * the ranks of each local index (collective over every rank of c). */
+p2pkit_status_t p2pk_hier_attach(struct p2pkit_comm *c);
+/* path_nccl.c: one collective through NCCL's communicator over every rank
+ * (the hierarchical path's way for what it has no form of). */
+p2pkit_status_t p2pk_nccl_launch(const p2pk_call *call);
+
+/* subcall.c: one collective (plan made here, buffers the caller's) on
+ * call->c from inside another call: decided, logged, launched on its
+ * stream (set as p2pkit_comm's sub_launch). */
+p2pkit_status_t p2pk_sub_launch(p2pk_call *call);
 
 /* group.c: queue a checked call in this thread's group (outside one: a
  * group of its own, launched now). */

@@ -45,6 +45,10 @@ void p2pk_reg_free_all(struct p2pkit_comm *c) {
 p2pkit_status_t p2pkit_comm_register(p2pkit_comm_t c, void *buf, size_t bytes, void **handle_p) {
   if (!c || !handle_p)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "register: communicator or handle_p is NULL");
+  /* Shared through CUDA IPC with a process per GPU on one host; a
+   * communicator spanning hosts keeps the record only (its calls go
+   * through NCCL and the hierarchical path, which map nothing). */
+  const int share = c->multiproc && c->hosts.nhosts < 2;
   int cur = -1;
   cudaGetDevice(&cur);
   cudaSetDevice(c->device);
@@ -57,7 +61,7 @@ p2pkit_status_t p2pkit_comm_register(p2pkit_comm_t c, void *buf, size_t bytes, v
   if (st == P2PKIT_SUCCESS) st = check_device_buffer(c, buf, "register: buffer");
   char *base = NULL;
   size_t size = 0;
-  if (st == P2PKIT_SUCCESS && c->multiproc) {
+  if (st == P2PKIT_SUCCESS && share) {
     st = p2pk_alloc_range(buf, &base, &size);
     if (st == P2PKIT_SUCCESS && (char *)buf + bytes > base + size)
       st = p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "register: %zu bytes at %p run past the end of "
@@ -79,7 +83,7 @@ p2pkit_status_t p2pkit_comm_register(p2pkit_comm_t c, void *buf, size_t bytes, v
   }
   /* Every rank takes part in the exchange, even after a local failure, so
    * registration numbers stay aligned across ranks. */
-  if (c->multiproc) {
+  if (share) {
     p2pkit_status_t bs = p2pk_boot_allgather(c->boot, P2PK_TAG_REG, &mine, all, sizeof mine);
     if (st == P2PKIT_SUCCESS) st = bs;
   }
@@ -89,7 +93,7 @@ p2pkit_status_t p2pkit_comm_register(p2pkit_comm_t c, void *buf, size_t bytes, v
     r->buf = buf;
     r->bytes = bytes;
     r->peer[c->rank] = buf;
-    for (int p = 0; c->multiproc && p < c->nranks && st == P2PKIT_SUCCESS; p++) {
+    for (int p = 0; share && p < c->nranks && st == P2PKIT_SUCCESS; p++) {
       if (p == c->rank || !all[p].valid) continue;
       void *ptr = NULL;
       cudaError_t e = cudaIpcOpenMemHandle(&ptr, all[p].handle, cudaIpcMemLazyEnablePeerAccess);
@@ -142,7 +146,7 @@ p2pkit_status_t p2pkit_comm_deregister(p2pkit_comm_t c, void *handle) {
   /* Kernels that write into peers' registered buffers must be done, and every
    * peer must have closed its mapping before the caller frees the buffer. */
   p2pkit_status_t st = P2PKIT_SUCCESS;
-  if (c->multiproc) {
+  if (c->multiproc && c->hosts.nhosts < 2) {
     if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
     reg_free(c, r);
     st = p2pk_boot_barrier(c->boot, P2PK_TAG_DEREG);

@@ -12,10 +12,21 @@
 #define PARAM SIZE_MAX /* the setting's own default (core/param.c) */
 
 static const char *const path_names[P2PK_PATHS] = {
-    "local", "p2p-kernel", "staged-kernel", "ce-events", "ce-slots", "ce-direct", "ce-staged"};
+    "local", "p2p-kernel", "staged-kernel", "ce-events", "ce-slots", "ce-direct", "ce-staged",
+    "nccl", "hierarchical"};
 
 const char *p2pk_path_name(int path) {
   return path >= 0 && path < P2PK_PATHS ? path_names[path] : "?";
+}
+
+const char *p2pk_path_family(int path) {
+  static const char *const families[P2PK_PATHS] = {
+      [P2PK_PATH_LOCAL] = "local copy",          [P2PK_PATH_P2P] = "kernel",
+      [P2PK_PATH_STAGED] = "staged kernel",      [P2PK_PATH_CE_EVENTS] = "copy engine",
+      [P2PK_PATH_CE_SLOTS] = "copy engine",      [P2PK_PATH_CE_DIRECT] = "copy engine",
+      [P2PK_PATH_CE_STAGED] = "staged copy engine", [P2PK_PATH_NCCL] = "NCCL",
+      [P2PK_PATH_HIER] = "hierarchical"};
+  return path >= 0 && path < P2PK_PATHS ? families[path] : "?";
 }
 
 const char *p2pk_kind_name(int kind) {
@@ -95,6 +106,20 @@ static const threshold_row thresholds[] = {
 };
 #undef KQ
 
+/* P2PKIT_NCCL=auto on one host: NCCL from these sizes (one rank's share)
+ * where 3-4 ranks were measured slower than NCCL (4x H200, NCCL 2.28.3,
+ * bench/baselines/h200x4.json; docs/decisions/nccl-path-rows.md): the
+ * all-reduce from 2 MiB (0.81-0.96x), broadcast and reduce from 4 MiB
+ * (0.34-0.65x from 8 MiB; 2 MiB still 1.01-2.04x), reduce-scatter from
+ * 4 MiB shares (0.89-0.99x from 8 MiB shares; 2 MiB shares 1.35-1.45x).
+ * All-gather and all-to-all tied NCCL (0.95-1.29x), send/recv beat it
+ * eagerly: p2pkit keeps them. Two ranks: p2pkit was faster everywhere
+ * (h200x2.json, 1.03x and up), so no row. More than 4 ranks on one host:
+ * never measured, NCCL for every size. */
+static const size_t nccl_34[P2PK_KINDS] = {
+    [P2PK_COLL_ALL_REDUCE] = MIB(2), [P2PK_COLL_BROADCAST] = MIB(4), [P2PK_COLL_REDUCE] = MIB(4),
+    [P2PK_COLL_REDUCE_SCATTER] = MIB(4)};
+
 static const threshold_row *threshold_of(int kind, int ctx, int staged) {
   const int x = staged ? X_SHM : X_P2P;
   for (size_t i = 0; i < sizeof thresholds / sizeof thresholds[0]; i++)
@@ -128,6 +153,15 @@ int p2pk_sel_waits_ok(const p2pk_sel *s, int capture) {
 
 static int kernel_forced(const p2pk_algo_force *f) {
   return f->algo >= 0 || f->proto >= 0 || f->blocks > 0 || f->threads > 0 || f->chunk > 0;
+}
+
+/* P2PKIT_NCCL=auto on one host: where NCCL takes over (0: never). A
+ * kernel setting (P2PKIT_ALGO, _PROTO, _COLL_*) asks for the kernels:
+ * the rows step aside. */
+static size_t nccl_from(const p2pk_sel *s, int kind) {
+  if (s->nccl != P2PK_NCCL_AUTO || s->hosts > 1 || s->nranks < 3 || kernel_forced(&s->force))
+    return 0;
+  return s->nranks > 4 ? 1 : nccl_34[kind];
 }
 
 size_t p2pk_sel_setting(const p2pk_sel *s, int kind, int ctx) {
@@ -191,7 +225,14 @@ void p2pk_sel_fill(p2pk_sel *s, int slots, int stage_slots) {
     s->from[P2PK_FROM_DIRECT][k] = s->per_gpu ? 0
                                    : k == P2PK_SENDRECV ? sl
                                    : direct && ev && sl ? larger(ev, sl) : 0;
+    s->from[P2PK_FROM_NCCL][k] = nccl_from(s, k);
   }
+}
+
+void p2pk_sel_set_hosts(p2pk_sel *s, int nccl, int hosts, int hier) {
+  s->nccl = nccl;
+  s->hosts = hosts > 1 ? hosts : 1;
+  s->hier = s->hosts > 1 && hier;
 }
 
 void p2pk_sel_init(p2pk_sel *s, int nranks, int per_gpu, int staged, int group_n,
@@ -210,6 +251,7 @@ void p2pk_sel_init(p2pk_sel *s, int nranks, int per_gpu, int staged, int group_n
   else s->force = (p2pk_algo_force){-1, -1, 0, 0, 0};
   s->rooted_min = staged ? 0 : p2pk_param_size("P2PKIT_ROOTED_TWOSHOT_MIN");
   s->self_ce = staged ? 0 : p2pk_param_size("P2PKIT_BCAST_SELF_CE");
+  s->hosts = 1;
 }
 
 /* ---------------------------------------------------------------- rules -- */
@@ -238,35 +280,88 @@ typedef struct {
   int path;
   unsigned flags;
   const char *why;
+  uint8_t nccl;       /* NC_*: what P2PKIT_NCCL must allow (NC_ANY: whatever) */
+  uint8_t hosts;      /* H_*: one host, spanning hosts, spanning in the hierarchical layout */
+  uint8_t nccl_type;  /* only a data type that NCCL alone carries */
+  uint8_t rmin, rmax; /* rank counts (0: any) */
 } rule_t;
+
+enum { NC_ANY = 0, NC_AUTO = 1, NC_ALL = 2, NC_ON = 3 }; /* nccl */
+/* p2pkit's own rows: any NCCL setting, hosts, type and rank count (the
+ * NCCL rules before them take what is NCCL's). */
+#define ANYWHERE 0, 0, 0, 0, 0
+enum { H_ANY = 0, H_ONE = 1, H_SPAN = 2, H_HIER = 3 };   /* hosts */
+
+/* NCCL's rules: every call (P2PKIT_NCCL=1), a type only NCCL carries,
+ * spanning hosts, and P2PKIT_NCCL=auto where no measured p2pkit row beats
+ * NCCL (docs/decisions/nccl-path-rows.md). */
+#define R_NCCL_ALL                                                                              \
+  {.kinds = ALL, .from = P2PK_FROM_ALWAYS, .path = P2PK_PATH_NCCL, .nccl = NC_ALL,              \
+   .why = "P2PKIT_NCCL=1: every call through NCCL"}
+#define R_NCCL_TYPE                                                                             \
+  {.kinds = ALL, .from = P2PK_FROM_ALWAYS, .path = P2PK_PATH_NCCL, .nccl = NC_ON, .nccl_type = 1, \
+   .why = "a data type only NCCL carries"}
+#define R_HIER                                                                                  \
+  {.kinds = K(P2PK_COLL_ALL_REDUCE) | K(P2PK_COLL_REDUCE_SCATTER) | K(P2PK_COLL_ALL_GATHER),    \
+   .from = P2PK_FROM_ALWAYS, .path = P2PK_PATH_HIER, .hosts = H_HIER,                           \
+   .why = "spanning hosts: p2pkit inside each host, NCCL across hosts among the ranks of one "  \
+          "local index"}
+#define R_SPAN                                                                                  \
+  {.kinds = ALL, .from = P2PK_FROM_ALWAYS, .path = P2PK_PATH_NCCL, .hosts = H_SPAN,             \
+   .why = "spanning hosts: NCCL over every rank (the collectives without a hierarchical form, "  \
+          "uneven hosts, one rank per host)"}
+#define R_NCCL_MANY                                                                             \
+  {.kinds = ALL, .from = P2PK_FROM_NCCL, .path = P2PK_PATH_NCCL, .nccl = NC_AUTO, .hosts = H_ONE, \
+   .rmin = 5, .why = "more than 4 ranks on one host: p2pkit never measured there against NCCL"}
+#define R_NCCL_34                                                                               \
+  {.kinds = ALL, .from = P2PK_FROM_NCCL, .path = P2PK_PATH_NCCL, .nccl = NC_AUTO, .hosts = H_ONE, \
+   .rmin = 3, .rmax = 4, .why = "3-4 ranks: NCCL measured faster from this size (4x H200)"}
 
 static const rule_t rules[] = {
     {ALL, ANY, ANY, ANY, ANY, ANY, P2PK_FROM_ALWAYS, 1, P2PK_PATH_LOCAL, 0,
-     "one rank: its own copy"},
+     "one rank: its own copy", ANYWHERE},
+    R_NCCL_ALL,
+    R_NCCL_TYPE,
+    R_HIER,
+    R_SPAN,
+    R_NCCL_MANY,
+    R_NCCL_34,
     {K(P2PK_COLL_ALL_TO_ALL), ONE, ANY, GROUP, ANY, IN, P2PK_FROM_EVENTS, 0, KERNEL, R_NO_LT,
-     "all-to-all in place: the copy engines would overwrite blocks not yet sent"},
+     "all-to-all in place: the copy engines would overwrite blocks not yet sent", ANYWHERE},
     {COLLS | K(P2PK_SENDRECV), ONE, EAGER, GROUP, P2P, ANY, P2PK_FROM_EVENTS, 0, P2PK_PATH_CE_EVENTS, 0,
-     "one process, every rank's call in the group: copy engines ordered by events"},
+     "one process, every rank's call in the group: copy engines ordered by events", ANYWHERE},
     {K(P2PK_COLL_ALL_REDUCE), ONE, EAGER, GROUP, SHM, ANY, P2PK_FROM_EVENTS, 0, P2PK_PATH_CE_STAGED, 0,
-     "no P2P, one process, every rank's call in the group: copy engines through host memory"},
+     "no P2P, one process, every rank's call in the group: copy engines through host memory", ANYWHERE},
     {K(P2PK_COLL_ALL_REDUCE) | K(P2PK_COLL_BROADCAST) | K(P2PK_COLL_ALL_TO_ALL) |
          K(P2PK_COLL_ALL_GATHER) | K(P2PK_SENDRECV),
      ONE, GRAPH, GROUP, P2P, ANY, P2PK_FROM_DIRECT, 0, P2PK_PATH_CE_DIRECT, 0,
-     "one process under capture, every rank's call in the group: copy engines into the outputs"},
+     "one process under capture, every rank's call in the group: copy engines into the outputs", ANYWHERE},
     {ALL, PER_GPU, EAGER, ANY, P2P, ANY, P2PK_FROM_SLOTS, 0, P2PK_PATH_CE_SLOTS, 0,
-     "process per GPU: copy engines through the peers' landing slots"},
+     "process per GPU: copy engines through the peers' landing slots", ANYWHERE},
     {K(P2PK_COLL_ALL_REDUCE), PER_GPU, EAGER, ANY, SHM, ANY, P2PK_FROM_SLOTS, 0, P2PK_PATH_CE_STAGED, 0,
-     "no P2P, process per GPU: copy engines through host memory"},
+     "no P2P, process per GPU: copy engines through host memory", ANYWHERE},
     {ALL, ANY, GRAPH, ANY, P2P, ANY, P2PK_FROM_GRAPH, 0, P2PK_PATH_CE_SLOTS, 0,
-     "under capture: copy engines through the landing slots, handshakes a graph replays"},
-    {ALL, ANY, ANY, ANY, ANY, ANY, P2PK_FROM_ALWAYS, 0, KERNEL, 0, "the kernels"},
+     "under capture: copy engines through the landing slots, handshakes a graph replays", ANYWHERE},
+    {ALL, ANY, ANY, ANY, ANY, ANY, P2PK_FROM_ALWAYS, 0, KERNEL, 0, "the kernels", ANYWHERE},
 };
 #define NRULES ((int)(sizeof rules / sizeof rules[0]))
 
 static int pick(int want, int have) { return want == ANY || want == have; }
 
+/* The rule's NCCL, hosts, type and rank-count columns. */
+static int nccl_cols(const p2pk_sel *s, const rule_t *r, const p2pk_sel_key *k) {
+  const int nc = s->nccl == P2PK_NCCL_ALL ? NC_ALL : s->nccl == P2PK_NCCL_AUTO ? NC_AUTO : 0;
+  if (r->nccl && (!nc || (r->nccl != NC_ON && r->nccl != nc))) return 0;
+  if (r->hosts == H_ONE && s->hosts > 1) return 0;
+  if ((r->hosts == H_SPAN || r->hosts == H_HIER) && s->hosts < 2) return 0;
+  if (r->hosts == H_HIER && !s->hier) return 0;
+  if (r->nccl_type && !k->nccl_type) return 0;
+  return (!r->rmin || s->nranks >= r->rmin) && (!r->rmax || s->nranks <= r->rmax);
+}
+
 static int rule_matches(const p2pk_sel *s, const rule_t *r, const p2pk_sel_key *k) {
   if (!(r->kinds & K(k->kind)) || (r->one_rank && s->nranks != 1)) return 0;
+  if (!nccl_cols(s, r, k)) return 0;
   if (!pick(r->mode, s->per_gpu ? PER_GPU : ONE) || !pick(r->capture, k->capture ? GRAPH : EAGER) ||
       !pick(r->grouped, k->grouped ? GROUP : ALONE) || !pick(r->xport, s->staged ? SHM : P2P) ||
       !pick(r->in_place, k->in_place ? IN : OUT))
@@ -510,10 +605,24 @@ static const char *const ip_words[] = {"", ", out of place", ", in place"};
 static void explain_rule(const p2pk_sel *s, int i, FILE *f) {
   const rule_t *r = &rules[i];
   const int path = r->path == KERNEL ? (s->staged ? P2PK_PATH_STAGED : P2PK_PATH_P2P) : r->path;
-  fprintf(f, "%2d. %s -> %s\n    when %s%s%s%s%s%s\n", i + 1, r->why, p2pk_path_name(path),
+  static const char *const nc_words[] = {"", ", P2PKIT_NCCL=auto", ", P2PKIT_NCCL=1",
+                                          ", NCCL on (auto or 1)"};
+  static const char *const h_words[] = {"", ", one host", ", spanning hosts",
+                                        ", spanning hosts evenly, 2+ ranks each"};
+  char ranks[32] = "";
+  if (r->rmin || r->rmax) {
+    if (r->rmax) snprintf(ranks, sizeof ranks, ", %d-%d ranks", r->rmin, r->rmax);
+    else snprintf(ranks, sizeof ranks, ", %d+ ranks", r->rmin);
+  }
+  fprintf(f, "%2d. %s -> %s\n    when %s%s%s%s%s%s%s%s%s%s\n", i + 1, r->why, p2pk_path_name(path),
           mode_words[r->mode], cap_words[r->capture], grp_words[r->grouped], xport_words[r->xport],
-          ip_words[r->in_place], r->one_rank ? ", one rank" : "");
+          ip_words[r->in_place], r->one_rank ? ", one rank" : "", nc_words[r->nccl],
+          h_words[r->hosts], r->nccl_type ? ", a type only NCCL carries" : "", ranks);
   if (r->from == P2PK_FROM_ALWAYS) return;
+  if ((r->rmin && s->nranks < r->rmin) || (r->rmax && s->nranks > r->rmax)) {
+    fprintf(f, "      not for %d ranks\n", s->nranks);
+    return;
+  }
   for (int k = 0; k < P2PK_KINDS; k++) {
     if (!(r->kinds & K(k))) continue;
     char b[32];
@@ -528,6 +637,12 @@ void p2pk_sel_explain(const p2pk_sel *s, FILE *f) {
   fprintf(f, "selector: %d ranks, %s, %s; the first rule that matches a call decides%s\n",
           s->nranks, s->per_gpu ? "process per GPU" : "one process", s->staged ? "staged" : "P2P",
           s->launch_threads && s->group_n >= 2 ? " (kernels in a group made by launch threads)" : "");
+  fprintf(f, "NCCL: %s; %d host%s%s\n",
+          s->nccl == P2PK_NCCL_ALL    ? "every call (P2PKIT_NCCL=1)"
+          : s->nccl == P2PK_NCCL_AUTO ? "where the rules say (P2PKIT_NCCL=auto)"
+                                      : "off (P2PKIT_NCCL=0, or NCCL not usable)",
+          s->hosts, s->hosts == 1 ? "" : "s",
+          s->hosts > 1 ? (s->hier ? " (hierarchical layout)" : " (uneven or one rank each: NCCL)") : "");
   for (int i = 0; i < NRULES; i++) explain_rule(s, i, f);
   const int tr = s->staged ? P2PK_TRANSPORT_SHM : P2PK_TRANSPORT_P2P;
   fprintf(f, "the kernels' algorithm table (%s), rows for %d ranks:\n", s->table.source, s->nranks);
@@ -549,11 +664,14 @@ void p2pk_sel_explain(const p2pk_sel *s, FILE *f) {
 /* ----------------------------------------------------------- decisions -- */
 
 int p2pk_sel_key_text(const p2pk_sel *s, const p2pk_sel_key *k, char *o, size_t len) {
-  return snprintf(o, len, "%s of %zu B, %d ranks, %s, %s, %s, %s, %s%s", p2pk_kind_name(k->kind),
+  char hosts[32] = "";
+  if (s->hosts > 1) snprintf(hosts, sizeof hosts, ", %d hosts", s->hosts);
+  return snprintf(o, len, "%s of %zu B, %d ranks, %s, %s, %s, %s, %s%s%s%s", p2pk_kind_name(k->kind),
                   k->bytes, s->nranks, s->per_gpu ? "process per GPU" : "one process",
                   k->capture ? "under capture" : "eager", k->grouped ? "in a group" : "alone",
                   s->staged ? "staged" : "P2P", k->in_place ? "in place" : "out of place",
-                  k->grid_cap > 0 ? ", grid cap" : "");
+                  k->grid_cap > 0 ? ", grid cap" : "", hosts,
+                  k->nccl_type ? ", a type only NCCL carries" : "");
 }
 
 void p2pk_sel_log(const p2pk_sel *s, int rank, const p2pk_sel_key *k, const p2pk_decision *d) {
@@ -562,6 +680,7 @@ void p2pk_sel_log(const p2pk_sel *s, int rank, const p2pk_sel_key *k, const p2pk
   p2pk_sel_key_text(s, k, key, sizeof key);
   p2pk_decision_text(d, dec, sizeof dec);
   const char *set = p2pk_sel_rule_setting(s, d->rule, k->kind);
-  P2PK_INFO(P2PK_LOG_COLL, "rank %d: %s -> %s (rule %d: %s%s%s)", rank, key, dec, d->rule + 1,
-            p2pk_sel_rule_text(d->rule), set ? "; moved by " : "", set ? set : "");
+  P2PK_INFO(P2PK_LOG_COLL, "rank %d: %s -> %s (%s; rule %d: %s%s%s)", rank, key, dec,
+            p2pk_path_family(d->path), d->rule + 1, p2pk_sel_rule_text(d->rule),
+            set ? "; moved by " : "", set ? set : "");
 }

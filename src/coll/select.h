@@ -19,6 +19,7 @@
 
 #include "coll/algo.h"
 #include "coll/coll_dev.h"
+#include "coll/nccl_use.h"
 
 /* Send/recv, beside the collectives' P2PK_COLL_* codes. */
 #define P2PK_SENDRECV P2PK_COLL_KINDS
@@ -33,9 +34,14 @@ enum {
   P2PK_PATH_CE_SLOTS,   /* copy engines through landing slots (process per GPU; one process under capture) */
   P2PK_PATH_CE_DIRECT,  /* one process under capture, in a group: copy engines into the outputs */
   P2PK_PATH_CE_STAGED,  /* without P2P: all-reduce on the copy engines through host memory */
+  P2PK_PATH_NCCL,       /* NCCL's communicator over every rank (path_nccl.c) */
+  P2PK_PATH_HIER,       /* spanning hosts: p2pkit inside each host, NCCL across (path_hier.c) */
   P2PK_PATHS
 };
 const char *p2pk_path_name(int path);
+/* What moves the data, in words for the INFO log: "kernel", "copy engine",
+ * "staged kernel", "staged copy engine", "NCCL", "hierarchical", "local copy". */
+const char *p2pk_path_family(int path);
 const char *p2pk_kind_name(int kind); /* collectives as plan.c's names, "send_recv" */
 int p2pk_kind_parse(const char *name);  /* the kind so named, underscores optional; -1 */
 
@@ -46,6 +52,7 @@ enum {
   P2PK_FROM_DIRECT,     /* one process under capture, in one group, straight into the outputs */
   P2PK_FROM_SLOTS,      /* process per GPU, eagerly */
   P2PK_FROM_GRAPH,      /* under capture, through the landing slots */
+  P2PK_FROM_NCCL,       /* P2PKIT_NCCL=auto: NCCL where no measured p2pkit row beats it */
   P2PK_FROM_N
 };
 
@@ -64,6 +71,10 @@ typedef struct {
   size_t rooted_min;    /* P2PKIT_ROOTED_TWOSHOT_MIN (0 staged) */
   size_t self_ce;       /* P2PKIT_BCAST_SELF_CE (0 staged) */
   size_t from[P2PK_FROM_N][P2PK_KINDS];
+  int nccl;  /* P2PK_NCCL_*: what NCCL may carry */
+  int hosts; /* hosts the communicator spans (1: one machine) */
+  int hier;  /* spanning hosts with the same number of ranks (at least 2) on each: the
+                hierarchical path carries all-reduce, reduce-scatter and all-gather */
 } p2pk_sel;
 
 /* One call as the selector sees it. */
@@ -74,6 +85,7 @@ typedef struct {
   int in_place;
   int grid_cap;  /* this call's grid cap (0: none; p2pk_all_reduce_capped) */
   size_t bytes;  /* one rank's share (send/recv: the message) */
+  int nccl_type; /* its data type only NCCL carries (int8, uint32, uint64, fp8) */
 } p2pk_sel_key;
 
 enum {
@@ -97,6 +109,10 @@ typedef struct {
  * alone). */
 void p2pk_sel_init(p2pk_sel *s, int nranks, int per_gpu, int staged, int group_n,
                    const p2pk_algo_table *t, const p2pk_algo_force *f);
+/* What NCCL may carry (P2PK_NCCL_*) and the hosts spanned (hier: the
+ * layout the hierarchical path takes), between p2pk_sel_init and
+ * p2pk_sel_fill (p2pk_sel_init leaves NCCL off, one host). */
+void p2pk_sel_set_hosts(p2pk_sel *s, int nccl, int hosts, int hier);
 int p2pk_sel_wants_slots(const p2pk_sel *s);
 void p2pk_sel_fill(p2pk_sel *s, int slots, int stage_slots);
 /* The size from which a copy-engine threshold of `kind` applies in context

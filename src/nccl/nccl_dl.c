@@ -1,6 +1,7 @@
 #include "nccl/nccl_dl.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@ static const sym_row syms[] = {
     SYM(CommDeregister, 0, 21901), SYM(CommGetAsyncError, 0, 2402),
     SYM(CommAbort, 0, 2402),       SYM(CommInitRankConfig, 0, 21403),
     SYM(CommFinalize, 0, 21403),   SYM(CommSplit, 0, 21801),
+    SYM(RedOpCreatePreMulSum, 0, 21101), SYM(RedOpDestroy, 0, 21101),
 };
 #undef SYM
 #define NSYMS (sizeof syms / sizeof syms[0])
@@ -127,4 +129,23 @@ p2pkit_status_t p2pk_nccl_check(const p2pk_nccl_api *api, p2pk_nccl_result r, co
   if (r == P2PK_NCCL_SUCCESS) return P2PKIT_SUCCESS;
   return p2pk_fail(P2PKIT_ERR_REMOTE, "%s failed: %s (NCCL error %d)", what,
                    api->GetErrorString ? api->GetErrorString(r) : "?", r);
+}
+
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static int shared_tried;
+static p2pk_nccl_api shared_api;
+static char shared_why[400];
+
+p2pkit_status_t p2pk_nccl_shared(const p2pk_nccl_api **api, char *why, size_t len) {
+  pthread_mutex_lock(&shared_lock);
+  if (!shared_tried) {
+    shared_tried = 1;
+    if (p2pk_nccl_load(&shared_api, NULL) != P2PKIT_SUCCESS)
+      snprintf(shared_why, sizeof shared_why, "%s", p2pkit_last_error());
+  }
+  const int ok = shared_api.lib != NULL;
+  pthread_mutex_unlock(&shared_lock);
+  *api = ok ? &shared_api : NULL;
+  if (why && len) snprintf(why, len, "%s", ok ? "" : shared_why);
+  return ok ? P2PKIT_SUCCESS : p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "%s", shared_why);
 }

@@ -129,7 +129,13 @@ typedef struct p2pk_nccl_api_s {
   p2pk_nccl_result (*CommFinalize)(p2pk_nccl_comm_t);
   p2pk_nccl_result (*CommSplit)(p2pk_nccl_comm_t, int, int, p2pk_nccl_comm_t *,
                                 p2pk_nccl_config *);
+  /* ncclRedOpCreatePreMulSum(op, scalar, datatype, residence, comm) and
+   * ncclRedOpDestroy (2.11): the hierarchical average's 1/n. */
+  p2pk_nccl_result (*RedOpCreatePreMulSum)(int *, void *, int, int, p2pk_nccl_comm_t);
+  p2pk_nccl_result (*RedOpDestroy)(int, p2pk_nccl_comm_t);
 } p2pk_nccl_api;
+
+#define P2PK_NCCL_SCALAR_HOST 1 /* ncclScalarHostImmediate */
 
 /* dlopen `path` (NULL: P2PKIT_NCCL_LIB, default libnccl.so.2) and resolve
  * the symbols. P2PKIT_ERR_UNSUPPORTED with the reason (library missing, a
@@ -137,6 +143,11 @@ typedef struct p2pk_nccl_api_s {
  * failure. A missing optional symbol leaves its slot NULL. */
 p2pkit_status_t p2pk_nccl_load(p2pk_nccl_api *api, const char *path);
 void p2pk_nccl_unload(p2pk_nccl_api *api);
+/* The process's NCCL for p2pkit's NCCL path: loaded on the first call
+ * (P2PKIT_NCCL_LIB), kept for the life of the process. *api NULL and the
+ * loader's line in `why` (also recorded as the last error) when it cannot
+ * be loaded; every later call answers the same. */
+p2pkit_status_t p2pk_nccl_shared(const p2pk_nccl_api **api, char *why, size_t len);
 /* P2PKIT_SUCCESS when the loaded library has `symbol` (NCCL's name, e.g.
  * "ncclCommSplit"); else P2PKIT_ERR_UNSUPPORTED with one line naming it, the
  * loaded version and the first version that has it. */

@@ -112,6 +112,7 @@ typedef struct {
   char algos[P2PK_PERF_MAX_ALGOS][32];
   const char *algo_table; /* --algo-table: write the sweep's winners here */
   int explain;            /* --explain: print the selector instead of measuring */
+  int hosts;              /* --hosts H: -p's ranks simulate H hosts (0: one, as they are) */
 } perf_args;
 
 enum { PERF_PARSE_OK = 0, PERF_PARSE_HELP = 1, PERF_PARSE_ERROR = -1 };

@@ -47,6 +47,10 @@ void p2pk_perf_usage(FILE *out) {
           "                         both as they run beside compute that keeps the other SMs\n"
           "      --explain          print the selector's rules and table for this machine and\n"
           "                         mode, and its decision per size, instead of measuring\n"
+          "      --hosts H          with -p: the ranks simulate H hosts, in blocks of ranks\n"
+          "                         (P2PKIT_HOSTID per block; NCCL_HOSTID per block, or per rank\n"
+          "                         with P2PKIT_SHARE_GPUS=1, unless set): the hierarchical path\n"
+          "                         and NCCL across the blocks over loopback\n"
           "  -h, --help             this text\n\n"
           "Columns: time is microseconds per call (median of the repeats, max over GPUs);\n"
           "algbw = size / time; busbw = algbw x factor (all_reduce 2(n-1)/n; all_gather,\n"
@@ -162,7 +166,7 @@ int p2pk_perf_sizes(const perf_args *a, size_t *out, int max) {
 /* The options: getopt_long's table; the long-only ones get values past
  * the characters. */
 enum { OPT_REPEATS = 256, OPT_VS_NCCL, OPT_NCCL_ONLY, OPT_JSON, OPT_JSON_FILE, OPT_ALGO,
-       OPT_SWEEP_ALGOS, OPT_ALGO_TABLE, OPT_MAX_BLOCKS, OPT_EXPLAIN };
+       OPT_SWEEP_ALGOS, OPT_ALGO_TABLE, OPT_MAX_BLOCKS, OPT_EXPLAIN, OPT_HOSTS };
 static const char short_opts[] = ":b:e:f:i:n:w:c:G:d:o:r:g:p:R:h";
 static const struct option long_opts[] = {
     {"minbytes", required_argument, NULL, 'b'},     {"maxbytes", required_argument, NULL, 'e'},
@@ -178,6 +182,7 @@ static const struct option long_opts[] = {
     {"sweep-algos", required_argument, NULL, OPT_SWEEP_ALGOS},
     {"algo-table", required_argument, NULL, OPT_ALGO_TABLE},
     {"max-blocks", required_argument, NULL, OPT_MAX_BLOCKS}, {"explain", no_argument, NULL, OPT_EXPLAIN},
+    {"hosts", required_argument, NULL, OPT_HOSTS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -280,6 +285,7 @@ static int apply(FILE *err, int c, const char *flag, const char *v, perf_args *a
       return 0;
     case OPT_REPEATS: return int_arg(err, flag, v, 1, P2PK_PERF_MAX_REPEATS, &a->repeats);
     case OPT_MAX_BLOCKS: return int_arg(err, flag, v, 1, 1024, &a->max_blocks);
+    case OPT_HOSTS: return int_arg(err, flag, v, 1, P2PK_PERF_MAX_RANKS, &a->hosts);
     case OPT_VS_NCCL: a->vs_nccl = 1; return 0;
     case OPT_NCCL_ONLY: a->nccl_only = 1; return 0;
     case OPT_JSON: a->json = 1; return 0;
@@ -315,6 +321,10 @@ static int validate(FILE *err, perf_args *a) {
   if (a->nprocs > 0 && a->ngpus > 1)
     return bad(err, "-p runs one GPU per process; -g %d cannot be combined with it", a->ngpus);
   if (a->vs_nccl && a->nccl_only) return bad(err, "--vs-nccl and --nccl-only exclude each other");
+  if (a->hosts && a->nprocs <= 0)
+    return bad(err, "--hosts %d simulates hosts among -p's processes; give -p N too", a->hosts);
+  if (a->hosts > a->nprocs && a->nprocs > 0)
+    return bad(err, "--hosts %d: more hosts than the %d processes of -p", a->hosts, a->nprocs);
   if (!a->coll->p2pkit_call && !a->nccl_only)
     return bad(err, "p2pkit has no %s yet; measure NCCL alone with --nccl-only", a->coll->name);
   if (a->nalgos && (a->vs_nccl || a->nccl_only || a->algo))

@@ -11,6 +11,8 @@
 static int child_main(void *arg, perf_shared *sh, int proc, int nprocs) {
   const perf_args *a = arg;
   p2pk_proc_launcher_env(sh, proc, nprocs);
+  if (a->hosts > 1)
+    p2pk_proc_hosts_env(proc, nprocs, a->hosts, p2pk_param_int("P2PKIT_SHARE_GPUS") != 0);
   return p2pk_perf_run(a, sh, proc, nprocs);
 }
 

@@ -336,6 +336,19 @@ void p2pk_perf_random_secret(char *buf, size_t len) {
   if (len) buf[o < len ? o : len - 1] = '\0';
 }
 
+void p2pk_proc_hosts_env(int proc, int nprocs, int hosts, int share_gpus) {
+  if (hosts < 1 || nprocs < 1) return;
+  char v[64];
+  const int h = proc * hosts / nprocs;
+  snprintf(v, sizeof v, "perf-host%d", h);
+  setenv("P2PKIT_HOSTID", v, 1);
+  /* Ranks sharing a GPU need an NCCL host id each (NCCL refuses two ranks
+   * on one GPU of one host). */
+  if (share_gpus) snprintf(v, sizeof v, "perf-host%d.rank%d", h, proc);
+  setenv("NCCL_HOSTID", v, 0);
+  p2pk_param_reset();
+}
+
 void p2pk_proc_launcher_env(const perf_shared *sh, int proc, int nprocs) {
   char v[32];
   snprintf(v, sizeof v, "%d", proc);

@@ -77,6 +77,11 @@ typedef int (*perf_child_fn)(void *arg, perf_shared *sh, int proc, int nprocs);
  * LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT = the first shared
  * port, P2PKIT_JOB_SECRET), then settings are read afresh. */
 void p2pk_proc_launcher_env(const perf_shared *sh, int proc, int nprocs);
+/* `p2pkit perf --hosts H`, in rank `proc` of `nprocs`: the ranks in H
+ * blocks (rank r on host r * H / nprocs), P2PKIT_HOSTID=perf-host<h>, and
+ * unless the caller set it NCCL_HOSTID the same, or, ranks sharing GPUs
+ * (share_gpus), perf-host<h>.rank<r>; settings read afresh. */
+void p2pk_proc_hosts_env(int proc, int nprocs, int hosts, int share_gpus);
 int p2pk_perf_spawn(perf_shared *sh, int nprocs, int timeout_s, perf_child_fn fn, void *arg,
                     FILE *err);
 

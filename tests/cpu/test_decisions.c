@@ -7,9 +7,17 @@
  * with tests/data/decisions.txt.gz. A change of behaviour shows as a diff;
  * an intended one regenerates the file:
  *   build/test_decisions --write tests/data/decisions.txt.gz
- * and its commit names the change. `--explain N one|per-gpu KIND` prints
- * the selector of N H200s over P2P as p2pkit perf --explain does. One process: every rank's call of a
- * collective alike, in one group or none. */
+ * and its commit names the change. `--explain N one|per-gpu KIND [--nccl]
+ * [--hosts H]` prints the selector of N H200s over P2P as p2pkit perf
+ * --explain does (--nccl: NCCL available; --hosts: N ranks on H hosts). One
+ * process: every rank's call of a collective alike, in one group or none.
+ *
+ * NCCL: the defaults and every setting are dumped as a machine without
+ * NCCL sees them (P2PKIT_NCCL=auto then means p2pkit's own paths); then,
+ * NCCL available, what differs under auto (the default), under
+ * P2PKIT_NCCL=1, for a type only NCCL carries, and for communicators
+ * spanning hosts. With NCCL available and P2PKIT_NCCL=0 every decision must
+ * equal the defaults' (checked, not dumped). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +42,31 @@ static int ll128_per_sm(int threads) {
 }
 
 static p2pk_group one_group; /* one process: only its rank count is read */
+
+/* What the communicators below are made with: NCCL loadable on every rank
+ * (sim_nccl), the hosts their ranks sit on (in blocks: rank r on host
+ * r * H / n), and the calls' type (sim_ntype: one only NCCL carries). */
+static int sim_nccl, sim_hosts = 1, sim_ntype;
+
+/* c->hosts and c->nccl_mode as init derives them (comm_hosts.c) from
+ * P2PKIT_NCCL and every rank's view: one machine, a GPU each, NCCL loaded
+ * or not. -1 (the reason recorded) when init would fail. */
+static int sim_hosts_of(struct p2pkit_comm *c, int n) {
+  char ids[P2PK_COLL_MAX_RANKS][8], bus[P2PK_COLL_MAX_RANKS][8];
+  const char *idp[P2PK_COLL_MAX_RANKS];
+  p2pk_nccl_rank r[P2PK_COLL_MAX_RANKS];
+  for (int i = 0; i < n; i++) {
+    snprintf(ids[i], sizeof ids[i], "h%d", i * sim_hosts / n);
+    snprintf(bus[i], sizeof bus[i], "g%d", i);
+    idp[i] = ids[i];
+    r[i] = (p2pk_nccl_rank){sim_nccl, "machine", bus[i], ids[i]};
+  }
+  if (p2pk_hosts_group(idp, n, 0, &c->hosts) != P2PKIT_SUCCESS) return -1;
+  char info[512];
+  const int setting = p2pk_nccl_setting(p2pk_param_str("P2PKIT_NCCL"));
+  return p2pk_nccl_comm_mode(setting, r, n, 0, &c->hosts, sim_nccl ? "" : "not installed",
+                             &c->nccl_mode, info, sizeof info) == P2PKIT_SUCCESS ? 0 : -1;
+}
 /* The dump's words for a send/recv of one process in a group: both ends
  * there (the selector's `grouped`). */
 
@@ -43,14 +76,18 @@ static int make_comm(struct p2pkit_comm *c, int n, int staged, int multiproc) {
   c->staged = staged;
   c->multiproc = multiproc;
   p2pk_algo_force f;
-  if (p2pk_algo_force_from_env(&f) != P2PKIT_SUCCESS) return -1;
+  if (sim_hosts_of(c, n) != 0 || p2pk_algo_force_from_env(&f) != P2PKIT_SUCCESS) {
+    p2pk_hosts_free(&c->hosts);
+    return -1;
+  }
   if (f.algo == P2PK_ALGO_STAGED) c->staged = 1;
   if (!multiproc) {
     one_group.n = n;
     c->group = &one_group;
   }
-  if (p2pk_comm_derive(c, SMS, p2pk_param_size("P2PKIT_BUFFER_SIZE"), NULL, &f) != P2PKIT_SUCCESS)
-    return -1;
+  const p2pkit_status_t st = p2pk_comm_derive(c, SMS, p2pk_param_size("P2PKIT_BUFFER_SIZE"), NULL, &f);
+  p2pk_hosts_free(&c->hosts); /* the selector keeps what it reads */
+  if (st != P2PKIT_SUCCESS) return -1;
   if (c->sel.geom.ll128_cap)
     for (int t = 2; t < P2PK_ALGO_THREAD_STEPS; t++) c->sel.geom.ll128_per_sm[t] = ll128_per_sm(32 * t);
   return 0;
@@ -59,7 +96,8 @@ static int make_comm(struct p2pkit_comm *c, int n, int staged, int multiproc) {
 /* A decision in the dump's words. */
 static void text(char *o, size_t len, const p2pk_decision *d, int kind) {
   static const char *const names[P2PK_PATHS] = {"local", "kernel", "kernel", "ce-events",
-                                                "ce-slots", "ce-direct", "ce-staged"};
+                                                "ce-slots", "ce-direct", "ce-staged", "nccl",
+                                                "hierarchical"};
   const p2pk_algo_choice *ch = &d->ch;
   if (d->path != P2PK_PATH_P2P && d->path != P2PK_PATH_STAGED) {
     snprintf(o, len, "%s", names[d->path]);
@@ -80,7 +118,7 @@ static void text(char *o, size_t len, const p2pk_decision *d, int kind) {
  * both ends in the group). */
 static void decide(char *o, size_t len, const struct p2pkit_comm *c, int kind, size_t bytes,
                    int cap, int grouped, int in_place) {
-  const p2pk_sel_key k = {kind, cap, grouped, in_place, 0, bytes};
+  const p2pk_sel_key k = {kind, cap, grouped, in_place, 0, bytes, sim_ntype};
   p2pk_decision d;
   p2pk_select(&c->sel, &k, &d);
   text(o, len, &d, kind);
@@ -196,7 +234,7 @@ static void print_key(FILE *f, const char *prefix, int kind, keyruns_t *k, keyru
 
 static void print(FILE *f, table_t *t, table_t *base, int n0, int n1) {
   for (int staged = 0; staged < 2; staged++)
-    for (int mp = 0; mp < 2; mp++)
+    for (int mp = sim_hosts > 1; mp < 2; mp++) /* one process is one host */
       for (int kind = 0; kind < KINDS; kind++)
         for (int cap = 0; cap < 2; cap++) {
           char prefix[96];
@@ -243,6 +281,35 @@ static void clear_env(void) {
   p2pk_param_reset();
 }
 
+/* NCCL available: what differs from the defaults (made without it) for
+ * every rank count. */
+static const struct {
+  const char *title, *setting;
+  int hosts, ntype;
+} nccl_dumps[] = {
+    {"NCCL available, P2PKIT_NCCL=auto (the default)", NULL, 1, 0},
+    {"NCCL available, P2PKIT_NCCL=1", "1", 1, 0},
+    {"NCCL available, a type only NCCL carries (int8, uint32, uint64, fp8)", NULL, 1, 1},
+    {"NCCL available, 2 hosts (ranks 0..n/2-1 on the first)", NULL, 2, 0},
+    {"NCCL available, 3 hosts (ranks in thirds)", NULL, 3, 0},
+};
+
+static void dump_nccl(FILE *f, table_t *base) {
+  static table_t t;
+  for (size_t i = 0; i < sizeof nccl_dumps / sizeof nccl_dumps[0]; i++) {
+    if (nccl_dumps[i].setting) setenv("P2PKIT_NCCL", nccl_dumps[i].setting, 1);
+    p2pk_param_reset();
+    sim_nccl = 1, sim_hosts = nccl_dumps[i].hosts, sim_ntype = nccl_dumps[i].ntype;
+    fprintf(f, "# %s: what differs\n", nccl_dumps[i].title);
+    fill(&t, 1, P2PK_COLL_MAX_RANKS);
+    print(f, &t, base, 1, P2PK_COLL_MAX_RANKS);
+    release(&t);
+    sim_nccl = 0, sim_hosts = 1, sim_ntype = 0;
+    unsetenv("P2PKIT_NCCL");
+    p2pk_param_reset();
+  }
+}
+
 static void dump_all(FILE *f) {
   fill_sizes();
   clear_env();
@@ -267,6 +334,7 @@ static void dump_all(FILE *f) {
     unsetenv(name);
     p2pk_param_reset();
   }
+  dump_nccl(f, &base);
   release(&base);
 }
 
@@ -325,6 +393,29 @@ TEST(decisions_match_the_golden_file) {
   free(mine);
 }
 
+/* NCCL available but P2PKIT_NCCL=0, and NCCL missing under auto: every
+ * decision as the defaults' (what the golden file's first part pins). */
+static void nccl_off_changes_nothing(void) {
+  fill_sizes();
+  clear_env();
+  static table_t base, t;
+  fill(&base, 1, P2PK_COLL_MAX_RANKS);
+  setenv("P2PKIT_NCCL", "0", 1);
+  p2pk_param_reset();
+  sim_nccl = 1;
+  fill(&t, 1, P2PK_COLL_MAX_RANKS);
+  sim_nccl = 0;
+  unsetenv("P2PKIT_NCCL");
+  p2pk_param_reset();
+  char **a = &base[0][0][0][0][0][0][0], **b = &t[0][0][0][0][0][0][0];
+  size_t diffs = 0;
+  for (size_t i = 0; i < sizeof base / sizeof(char *); i++)
+    if ((a[i] || b[i]) && !same(a[i], b[i])) diffs++;
+  CHECK_EQ(diffs, 0);
+  release(&base);
+  release(&t);
+}
+
 /* p2pkit perf --explain's text: every rule numbered, the thresholds with
  * their settings, the table's rows, and per size the decision p2pk_select
  * makes, with the rule's number. */
@@ -378,21 +469,41 @@ static void info_logs_each_decision(void) {
   p2pk_decision d;
   p2pk_select(&c.sel, &k, &d);
   p2pk_sel_log(&c.sel, 1, &k, &d);
+  /* NCCL available: 8 ranks on 2 hosts, an all-reduce goes hierarchical,
+   * a broadcast through NCCL, each naming the rule that chose it */
+  sim_nccl = 1, sim_hosts = 2;
+  struct p2pkit_comm s;
+  CHECK_EQ(make_comm(&s, 8, 0, 1), 0);
+  sim_nccl = 0, sim_hosts = 1;
+  p2pk_sel_key ka = {.kind = P2PK_COLL_ALL_REDUCE, .bytes = 4096},
+               kb = {.kind = P2PK_COLL_BROADCAST, .bytes = 64};
+  p2pk_decision da, db;
+  p2pk_select(&s.sel, &ka, &da);
+  p2pk_sel_log(&s.sel, 5, &ka, &da);
+  p2pk_select(&s.sel, &kb, &db);
+  p2pk_sel_log(&s.sel, 5, &kb, &db);
   unsetenv("P2PKIT_DEBUG");
   unsetenv("P2PKIT_DEBUG_FILE");
   p2pk_log_reset();
   FILE *f = fopen(path, "r");
   CHECK(f != NULL);
-  char line[512] = "";
+  char line[512] = "", l2[512] = "", l3[512] = "";
   if (f) {
     if (!fgets(line, sizeof line, f)) line[0] = 0;
+    if (!fgets(l2, sizeof l2, f)) l2[0] = 0;
+    if (!fgets(l3, sizeof l3, f)) l3[0] = 0;
     fclose(f);
   }
   unlink(path);
+  if (!strstr(l2, "rank 5: all_reduce of 4096 B, 8 ranks, process per GPU, eager, alone, P2P, out "
+              "of place, 2 hosts -> hierarchical (hierarchical; rule 4: spanning hosts: p2pkit "
+              "inside each host, NCCL across hosts"))
+    T_FAIL("logged '%s'", l2);
+  if (!strstr(l3, "-> nccl (NCCL; rule 5: spanning hosts: NCCL over every rank")) T_FAIL("logged '%s'", l3);
   char want[256], dec[96];
   p2pk_decision_text(&d, dec, sizeof dec);
   snprintf(want, sizeof want, "rank 1: broadcast of 1000 B, 2 ranks, process per GPU, eager, alone, "
-           "P2P, out of place -> %s (rule %d: ", dec, d.rule + 1);
+           "P2P, out of place -> %s (%s; rule %d: ", dec, p2pk_path_family(d.path), d.rule + 1);
   if (!strstr(line, want)) T_FAIL("logged '%s', wanted '%s'", line, want);
 }
 
@@ -408,9 +519,16 @@ int main(int argc, char **argv) {
     dump_all(f);
     return pclose(f) == 0 ? 0 : 1;
   }
-  if (argc == 5 && strcmp(argv[1], "--explain") == 0) {
-    /* --explain N one|per-gpu KIND: the selector of an H200 machine
-     * (SMS multiprocessors, P2P) as p2pkit perf --explain prints it. */
+  if (argc >= 5 && strcmp(argv[1], "--explain") == 0) {
+    /* --explain N one|per-gpu KIND [--nccl] [--hosts H]: the selector of
+     * an H200 machine (SMS multiprocessors, P2P) as p2pkit perf --explain
+     * prints it; --nccl: NCCL available (P2PKIT_NCCL as set); --hosts:
+     * the ranks on H hosts. */
+    for (int a = 5; a < argc; a++) {
+      if (strcmp(argv[a], "--nccl") == 0) sim_nccl = 1;
+      else if (strcmp(argv[a], "--hosts") == 0 && a + 1 < argc) sim_hosts = atoi(argv[++a]);
+      else return 2;
+    }
     struct p2pkit_comm c;
     if (make_comm(&c, atoi(argv[2]), 0, strcmp(argv[3], "per-gpu") == 0) != 0) return 1;
     for (size_t b = 1; b <= ((size_t)1 << 32); b *= 8) sizes[nsizes++] = b;
@@ -422,6 +540,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   static const t_case cases[] = {T_CASE(decisions_match_the_golden_file),
+                                 T_CASE(nccl_off_changes_nothing),
                                  T_CASE(explain_prints_the_rules_and_each_decision),
                                  T_CASE(info_logs_each_decision)};
   return t_main_cases(argc, argv, cases, sizeof cases / sizeof cases[0]);

@@ -99,6 +99,8 @@ TEST(every_flag) {
 
   CHECK_EQ(parse(&a, "all_gather", "--explain", "-p", "2", NULL), PERF_PARSE_OK);
   CHECK(a.explain && a.nprocs == 2);
+  CHECK_EQ(parse(&a, "all_reduce", "-p", "4", "--hosts", "2", NULL), PERF_PARSE_OK);
+  CHECK(a.hosts == 2 && a.nprocs == 4);
 }
 
 TEST(dtype_and_op_names) {
@@ -217,6 +219,10 @@ TEST(bad_inputs) {
            "--vs-nccl", NULL);
   bad_case(__LINE__, "not with --nccl-only", 0, "all_reduce", "--nccl-only", "--algo", "oneshot", NULL);
   bad_case(__LINE__, "--explain prints p2pkit's selector", 0, "all_reduce", "--explain", "--vs-nccl", NULL);
+  bad_case(__LINE__, "--hosts 2 simulates hosts among -p's processes; give -p N too", 0, "all_reduce",
+           "--hosts", "2", NULL);
+  bad_case(__LINE__, "--hosts 3: more hosts than the 2 processes of -p", 0, "all_reduce", "-p", "2",
+           "--hosts", "3", NULL);
 }
 
 TEST(help) {

@@ -179,7 +179,27 @@ TEST(ports_and_secrets) {
   CHECK(strcmp(a, b) != 0);
 }
 
+/* --hosts: the ranks in blocks, each block a host to p2pkit and NCCL (a
+ * host id per rank for NCCL when ranks share GPUs); NCCL_HOSTID the
+ * caller set stands. */
+TEST(hosts_env) {
+  unsetenv("NCCL_HOSTID");
+  p2pk_proc_hosts_env(3, 4, 2, 0);
+  CHECK_STR(getenv("P2PKIT_HOSTID"), "perf-host1");
+  CHECK_STR(getenv("NCCL_HOSTID"), "perf-host1");
+  unsetenv("NCCL_HOSTID");
+  p2pk_proc_hosts_env(1, 3, 3, 1);
+  CHECK_STR(getenv("P2PKIT_HOSTID"), "perf-host1");
+  CHECK_STR(getenv("NCCL_HOSTID"), "perf-host1.rank1");
+  setenv("NCCL_HOSTID", "mine", 1);
+  p2pk_proc_hosts_env(0, 4, 2, 1);
+  CHECK_STR(getenv("P2PKIT_HOSTID"), "perf-host0");
+  CHECK_STR(getenv("NCCL_HOSTID"), "mine");
+  unsetenv("NCCL_HOSTID");
+  unsetenv("P2PKIT_HOSTID");
+}
+
 T_MAIN(T_CASE(barrier_across_processes), T_CASE(failure_is_reported_once_and_others_killed),
        T_CASE(first_error_is_the_cause), T_CASE(crash_is_reported), T_CASE(hung_child_is_killed),
        T_CASE(watchdog_ends_a_stuck_process), T_CASE(watchdog_stops_cleanly),
-       T_CASE(barrier_gives_up), T_CASE(ports_and_secrets))
+       T_CASE(barrier_gives_up), T_CASE(ports_and_secrets), T_CASE(hosts_env))

@@ -332,11 +332,14 @@ static inline int cu_run_cases(const cu_case *cases, size_t n, int argc, char **
 
 /* main() of a collective GPU test: a child of a process-per-GPU job
  * (`--child ...`) runs the test's child_main(); else at least one GPU, then
- * the case table (cu_case entries) through cu_run_cases. */
+ * the case table (cu_case entries) through cu_run_cases. The tests check
+ * p2pkit's own paths: P2PKIT_NCCL=0 unless the caller (or a case: the
+ * conformance suite's NCCL and hosts cases) says otherwise. */
 #define CU_MAIN(...)                                                                  \
   int t_failed;                                                                       \
   const char *t_current;                                                              \
   int main(int argc, char **argv) {                                                   \
+    setenv("P2PKIT_NCCL", "0", 0);                                                    \
     if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main(argc, argv);   \
     T_REQUIRE_GPUS(1);                                                                \
     static const cu_case cases[] = {__VA_ARGS__};                                     \

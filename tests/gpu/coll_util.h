@@ -106,6 +106,31 @@ static inline uint16_t cu_f2bf(float f) {
   return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
 }
 
+/* fp8 (CUDA's __nv_fp8_e4m3 and __nv_fp8_e5m2) on the host: e5m2 is the
+ * top byte of a half; e4m3 (bias 7, no infinity, 0x7f NaN) decoded by hand,
+ * encoded by the nearest of its 256 values. */
+static inline float cu_e5m2_to_f(uint8_t b) { return cu_h2f((uint16_t)(b << 8)); }
+static inline uint8_t cu_f_to_e5m2(float f) {
+  const uint16_t h = cu_f2h(f);
+  const uint16_t r = (uint16_t)(h + 0x7f + ((h >> 8) & 1)); /* to nearest even byte */
+  return (uint8_t)(r >> 8);
+}
+static inline float cu_e4m3_to_f(uint8_t b) {
+  const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+  if (e == 15 && m == 7) return NAN;
+  const float v = e ? ldexpf(1.0f + (float)m / 8.0f, e - 7) : ldexpf((float)m / 8.0f, -6);
+  return s ? -v : v;
+}
+static inline uint8_t cu_f_to_e4m3(float f) {
+  uint8_t best = 0;
+  float err = INFINITY;
+  for (int b = 0; b < 256; b++) {
+    const float v = cu_e4m3_to_f((uint8_t)b);
+    if (!isnan(v) && fabsf(v - f) < err) err = fabsf(v - f), best = (uint8_t)b;
+  }
+  return best;
+}
+
 /* --- inputs -------------------------------------------------------------------- */
 
 static inline uint64_t cu_rand(uint64_t *s) {
@@ -133,6 +158,18 @@ static inline void cu_fill(void *buf, size_t count, p2pkit_dtype_t dt, p2pkit_re
       case P2PKIT_INT32: ((int32_t *)buf)[i] = (int32_t)((uint32_t)(r >> 17) - (op == P2PKIT_PROD ? 0u : 0x20000000u)); break;
       case P2PKIT_INT64: ((int64_t *)buf)[i] = (int64_t)(r >> 3) - (int64_t)(1ULL << 59); break;
       case P2PKIT_UINT8: ((uint8_t *)buf)[i] = (uint8_t)(r >> 40); break;
+      /* The types only NCCL carries: fp8 small multiples of 1/4 (products:
+       * powers of two within +-2, so n of them stay in range). */
+      case P2PKIT_INT8: ((int8_t *)buf)[i] = (int8_t)(uint8_t)(r >> 40); break;
+      case P2PKIT_UINT32: ((uint32_t *)buf)[i] = (uint32_t)(r >> 21); break;
+      case P2PKIT_UINT64: ((uint64_t *)buf)[i] = r >> 2; break;
+      case P2PKIT_FLOAT8_E4M3:
+      case P2PKIT_FLOAT8_E5M2: {
+        static const float prod[] = {-2.0f, -1.0f, -0.5f, 0.5f, 1.0f, 2.0f};
+        const float v = op == P2PKIT_PROD ? prod[r % 6] : (float)(k % 17) / 4.0f;
+        ((uint8_t *)buf)[i] = dt == P2PKIT_FLOAT8_E4M3 ? cu_f_to_e4m3(v) : cu_f_to_e5m2(v);
+        break;
+      }
       default: break;
     }
   }
@@ -144,12 +181,15 @@ static inline double cu_get_f(const void *buf, size_t i, p2pkit_dtype_t dt) {
     case P2PKIT_FLOAT16: return cu_h2f(((const uint16_t *)buf)[i]);
     case P2PKIT_BFLOAT16: return cu_bf2f(((const uint16_t *)buf)[i]);
     case P2PKIT_FLOAT64: return ((const double *)buf)[i];
+    case P2PKIT_FLOAT8_E4M3: return cu_e4m3_to_f(((const uint8_t *)buf)[i]);
+    case P2PKIT_FLOAT8_E5M2: return cu_e5m2_to_f(((const uint8_t *)buf)[i]);
     default: return 0;
   }
 }
 
 static inline int cu_is_float(p2pkit_dtype_t dt) {
-  return dt == P2PKIT_FLOAT32 || dt == P2PKIT_FLOAT16 || dt == P2PKIT_BFLOAT16 || dt == P2PKIT_FLOAT64;
+  return dt == P2PKIT_FLOAT32 || dt == P2PKIT_FLOAT16 || dt == P2PKIT_BFLOAT16 ||
+         dt == P2PKIT_FLOAT64 || dt == P2PKIT_FLOAT8_E4M3 || dt == P2PKIT_FLOAT8_E5M2;
 }
 
 /* Relative tolerance of one rounding to the type (n small). */
@@ -159,6 +199,8 @@ static inline double cu_tol(p2pkit_dtype_t dt) {
     case P2PKIT_FLOAT16: return 1e-3;
     case P2PKIT_BFLOAT16: return 8e-3;
     case P2PKIT_FLOAT64: return 1e-14;
+    case P2PKIT_FLOAT8_E4M3: return 0.0625; /* 3 mantissa bits */
+    case P2PKIT_FLOAT8_E5M2: return 0.125;  /* 2 */
     default: return 0;
   }
 }
@@ -172,6 +214,8 @@ static inline double cu_tiny(p2pkit_dtype_t dt) {
     case P2PKIT_FLOAT16: return ldexp(1.0, -24);
     case P2PKIT_BFLOAT16: return ldexp(1.0, -133);
     case P2PKIT_FLOAT64: return ldexp(1.0, -1074);
+    case P2PKIT_FLOAT8_E4M3: return ldexp(1.0, -9);
+    case P2PKIT_FLOAT8_E5M2: return ldexp(1.0, -16);
     default: return 0;
   }
 }
@@ -194,6 +238,34 @@ static inline uint64_t cu_int_ref(const void *const *in, int n, size_t i, p2pkit
 #undef CU_X
     if (op == P2PKIT_AVG) acc /= n;
     return is64 ? (uint64_t)acc : (uint64_t)(uint32_t)(int32_t)acc;
+  }
+  if (dt == P2PKIT_INT8) {
+    int8_t acc = ((const int8_t *)in[0])[i];
+    for (int r = 1; r < n; r++) {
+      const int8_t x = ((const int8_t *)in[r])[i];
+      if (op == P2PKIT_SUM || op == P2PKIT_AVG) acc = (int8_t)(uint8_t)((uint8_t)acc + (uint8_t)x);
+      else if (op == P2PKIT_PROD) acc = (int8_t)(uint8_t)((unsigned)(uint8_t)acc * (uint8_t)x);
+      else if (op == P2PKIT_MIN) acc = x < acc ? x : acc;
+      else acc = x > acc ? x : acc;
+    }
+    if (op == P2PKIT_AVG) acc = (int8_t)(acc / n);
+    return (uint64_t)(uint8_t)acc;
+  }
+  if (dt == P2PKIT_UINT32 || dt == P2PKIT_UINT64) {
+    const int is64 = dt == P2PKIT_UINT64;
+    const uint64_t mask = is64 ? ~0ULL : 0xffffffffULL;
+#define CU_U(r) (is64 ? ((const uint64_t *)in[r])[i] : (uint64_t)((const uint32_t *)in[r])[i])
+    uint64_t acc = CU_U(0);
+    for (int r = 1; r < n; r++) {
+      const uint64_t x = CU_U(r);
+      if (op == P2PKIT_SUM || op == P2PKIT_AVG) acc = (acc + x) & mask;
+      else if (op == P2PKIT_PROD) acc = (acc * x) & mask;
+      else if (op == P2PKIT_MIN) acc = x < acc ? x : acc;
+      else acc = x > acc ? x : acc;
+    }
+#undef CU_U
+    if (op == P2PKIT_AVG) acc /= (uint64_t)n;
+    return acc;
   }
   uint32_t acc = ((const uint8_t *)in[0])[i];
   for (int r = 1; r < n; r++) {

@@ -58,29 +58,37 @@ typedef struct {
   unsigned kinds;
   int modes, p2p_off;
   const char *want[3][2]; /* [ONE_PROC or PER_GPU][graph] */
+  int ntypes;   /* the data types it runs: the first ntypes of p2pkit_dtype_t */
+  int nccl_ids; /* a process per GPU: each rank an NCCL_HOSTID of its own (NCCL refuses two
+                   ranks on one GPU of one host) */
 } conf_t;
 
 #define CE_ALL "P2PKIT_CE_ALLREDUCE_MIN=1", "P2PKIT_CE_REDUCE_SCATTER_MIN=1", \
     "P2PKIT_CE_ALL_GATHER_MIN=1", "P2PKIT_CE_ALL_TO_ALL_MIN=1", "P2PKIT_CE_REDUCE_MIN=1", \
     "P2PKIT_BCAST_CE_MIN=1", "P2PKIT_SENDRECV_CE_MIN=1", "P2PKIT_CE_CHUNK=64K", "P2PKIT_CE_DEPTH=2"
 #define KERNEL_WANT {{NULL, NULL}, {"p2p-kernel", "p2p-kernel"}, {"p2p-kernel", "p2p-kernel"}}
+#define NATIVE P2PK_DTYPE_NATIVE_COUNT, 0 /* p2pkit's own types; no NCCL host ids */
 
 static const conf_t CONFS[] = {
-    {"kernel-ll", {"P2PKIT_ALGO=oneshot", "P2PKIT_PROTO=ll"}, ALL_KINDS, ONE_PROC | PER_GPU, 0, KERNEL_WANT},
-    {"kernel-ll128", {"P2PKIT_ALGO=oneshot", "P2PKIT_PROTO=ll128"}, ALL_KINDS, ONE_PROC | PER_GPU, 0,
-     KERNEL_WANT},
-    {"kernel-simple", {"P2PKIT_ALGO=oneshot", "P2PKIT_PROTO=simple"}, ALL_KINDS, ONE_PROC | PER_GPU, 0,
-     KERNEL_WANT},
+    {"kernel-ll", {"P2PKIT_NCCL=0", "P2PKIT_ALGO=oneshot", "P2PKIT_PROTO=ll"}, ALL_KINDS, ONE_PROC | PER_GPU, 0, KERNEL_WANT, NATIVE},
+    {"kernel-ll128", {"P2PKIT_NCCL=0", "P2PKIT_ALGO=oneshot", "P2PKIT_PROTO=ll128"}, ALL_KINDS, ONE_PROC | PER_GPU, 0,
+     KERNEL_WANT, NATIVE},
+    {"kernel-simple", {"P2PKIT_NCCL=0", "P2PKIT_ALGO=oneshot", "P2PKIT_PROTO=simple"}, ALL_KINDS, ONE_PROC | PER_GPU, 0,
+     KERNEL_WANT, NATIVE},
     /* all-reduce's two-shot; broadcast's and reduce's rooted two-shot */
-    {"kernel-twoshot", {"P2PKIT_ALGO=twoshot", "P2PKIT_PROTO=simple"},
+    {"kernel-twoshot", {"P2PKIT_NCCL=0", "P2PKIT_ALGO=twoshot", "P2PKIT_PROTO=simple"},
      K(P2PK_COLL_ALL_REDUCE) | K(P2PK_COLL_BROADCAST) | K(P2PK_COLL_REDUCE), ONE_PROC | PER_GPU, 0,
-     KERNEL_WANT},
-    {"kernel-staged", {"P2PKIT_P2P_DISABLE=1"}, ALL_KINDS, ONE_PROC | PER_GPU, 1,
-     {{NULL, NULL}, {"staged-kernel", "staged-kernel"}, {"staged-kernel", "staged-kernel"}}},
-    {"copy-engines", {CE_ALL}, ALL_KINDS, ONE_PROC | PER_GPU, 0,
-     {{NULL, NULL}, {"ce-events", "ce-direct"}, {"ce-slots", "ce-slots"}}},
-    {"copy-engines-staged", {"P2PKIT_P2P_DISABLE=1", "P2PKIT_STAGED_CE_MIN=1"}, K(P2PK_COLL_ALL_REDUCE),
-     ONE_PROC | PER_GPU, 1, {{NULL, NULL}, {"ce-staged", "staged-kernel"}, {"ce-staged", "staged-kernel"}}},
+     KERNEL_WANT, NATIVE},
+    {"kernel-staged", {"P2PKIT_NCCL=0", "P2PKIT_P2P_DISABLE=1"}, ALL_KINDS, ONE_PROC | PER_GPU, 1,
+     {{NULL, NULL}, {"staged-kernel", "staged-kernel"}, {"staged-kernel", "staged-kernel"}}, NATIVE},
+    {"copy-engines", {"P2PKIT_NCCL=0", CE_ALL}, ALL_KINDS, ONE_PROC | PER_GPU, 0,
+     {{NULL, NULL}, {"ce-events", "ce-direct"}, {"ce-slots", "ce-slots"}}, NATIVE},
+    {"copy-engines-staged", {"P2PKIT_NCCL=0", "P2PKIT_P2P_DISABLE=1", "P2PKIT_STAGED_CE_MIN=1"}, K(P2PK_COLL_ALL_REDUCE),
+     ONE_PROC | PER_GPU, 1, {{NULL, NULL}, {"ce-staged", "staged-kernel"}, {"ce-staged", "staged-kernel"}}, NATIVE},
+    /* NCCL for every call (P2PKIT_NCCL=1), every type (its own too). One
+     * process needs a GPU a rank (NCCL: one host id a process). */
+    {"nccl", {"P2PKIT_NCCL=1"}, ALL_KINDS, ONE_PROC | PER_GPU, 0,
+     {{NULL, NULL}, {"nccl", "nccl"}, {"nccl", "nccl"}}, P2PKIT_DTYPE_COUNT, 1},
 };
 #define NCONFS (sizeof CONFS / sizeof CONFS[0])
 
@@ -219,7 +227,7 @@ static int run_call(runner_t *R, const conf_t *c, const call_t *k, int graph) {
 static void conf_calls(runner_t *R, const conf_t *c, int graph) {
   static const p2pkit_dtype_t quick_types[] = {P2PKIT_FLOAT32, P2PKIT_BFLOAT16, P2PKIT_INT64};
   const int quick = getenv("P2PKIT_CONF_QUICK") != NULL, full = getenv("P2PKIT_CONF_FULL") != NULL;
-  const int ntypes = quick ? 3 : P2PK_DTYPE_NATIVE_COUNT; /* the rest go through NCCL */
+  const int ntypes = quick ? 3 : c->ntypes; /* past the native ones: NCCL's own */
   int turn = 0;
   for (int kind = 0; kind <= SENDRECV; kind++) {
     if (!(c->kinds & K(kind))) continue;
@@ -248,7 +256,8 @@ static int conf_run(runner_t *R, const conf_t *c, int mode, const char *log) {
     const char *want = R->nr == 1 ? "local" : R->nr == 2 ? c->want[mode][graph] : NULL;
     char counts[256] = "";
     static const char *const names[] = {"local", "p2p-kernel", "staged-kernel", "ce-events",
-                                        "ce-slots", "ce-direct", "ce-staged"};
+                                        "ce-slots", "ce-direct", "ce-staged", "nccl",
+                                        "hierarchical"};
     for (size_t p = 0; p < sizeof names / sizeof names[0]; p++) {
       const int hits = path_count(log, names[p], skip);
       if (hits) snprintf(counts + strlen(counts), sizeof counts - strlen(counts), " %s %d", names[p], hits);
@@ -290,6 +299,11 @@ TEST(one_process) {
     for (size_t i = 0; i < NCONFS; i++) {
       const conf_t *c = &CONFS[i];
       if (!(c->modes & ONE_PROC) || !conf_wanted(c->name)) continue;
+      if (c->nccl_ids && n > ngpu && n > 1) {
+        printf("  %s, %d ranks, one process: SKIP: NCCL takes one GPU a rank in one process\n",
+               c->name, n);
+        continue;
+      }
       char log[64];
       conf_begin(c, log, sizeof log);
       runner_t R;
@@ -302,14 +316,24 @@ TEST(one_process) {
 
 /* --- a process per rank --------------------------------------------------------- */
 
-/* A child: `--child CONF RANK PORT NRANKS`. */
+static int hosts_child(const char *mode, int rank, int port, int nranks);
+static int abort_child(const char *mode, int rank, int port, int nranks);
+
+/* A child: `--child CONF RANK PORT NRANKS` (CONF also hosts-HxL, abort-...). */
 static int child_main(int argc, char **argv) {
   const char *mode = NULL;
   int rank = 0, port = 0, nranks = 0;
   const int bad = cu_child_args(argc, argv, &mode, &rank, &port, &nranks);
   if (bad) return bad;
+  if (strncmp(mode, "hosts-", 6) == 0) return hosts_child(mode, rank, port, nranks);
+  if (strncmp(mode, "abort-", 6) == 0) return abort_child(mode, rank, port, nranks);
   const conf_t *c = conf_named(mode);
   if (!c) return 2;
+  if (c->nccl_ids) { /* NCCL refuses two ranks on one GPU of one host */
+    char v[32];
+    snprintf(v, sizeof v, "conf.r%d", rank);
+    setenv("NCCL_HOSTID", v, 0);
+  }
   char log[64];
   conf_begin(c, log, sizeof log);
   runner_t R;
@@ -351,4 +375,163 @@ TEST(process_per_gpu) {
   }
 }
 
-CU_MAIN({T_CASE(one_process), 1, CU_GPU1}, {T_CASE(process_per_gpu), 1, CU_GPU1})
+
+/* --- hosts simulated on one machine ---------------------------------------------- */
+
+/* Every collective x every type (NCCL's own too) x op on a communicator
+ * spanning hosts: P2PKIT_HOSTID per host, NCCL_HOSTID per rank (ranks
+ * sharing a GPU), P2PKIT_NCCL=auto: all-reduce, reduce-scatter and
+ * all-gather hierarchical where hosts hold 2 ranks or more, the rest (and
+ * one rank per host) NCCL over every rank. */
+static const conf_t HOSTS_CONF = {"hosts", {NULL}, ALL_KINDS, PER_GPU, 0, {{NULL, NULL}},
+                                  P2PKIT_DTYPE_COUNT, 0};
+
+/* Sum over the ranks r of n with pick(r) of (r + 1) * scale. */
+static float rank_sum(int n, int want, int div, int mod, float scale) {
+  float s = 0;
+  for (int r = 0; r < n; r++)
+    if ((mod ? r % mod : r / div) == want) s += (float)(r + 1) * scale;
+  return s;
+}
+
+static int check_all(const float *h, size_t n, float want, const char *what, int rank) {
+  for (size_t i = 0; i < n; i++)
+    if (h[i] != want) {
+      T_FAIL("%s: rank %d: element %zu is %g, expected %g", what, rank, i, h[i], want);
+      return 0;
+    }
+  return 1;
+}
+
+/* Split into even/odd and per-host communicators, both alive at once, an
+ * all-reduce on each queued before either is waited for. */
+static void split_check(runner_t *R, int L) {
+  const int rank = R->rank0, n = R->nr, host = rank / L;
+  const size_t count = 4097;
+  p2pkit_comm_t eo = NULL, hc = NULL;
+  CHECK_OK(p2pkit_comm_split(R->comm[0], rank % 2, rank, NULL, &eo));
+  CHECK_OK(p2pkit_comm_split(R->comm[0], host, -rank, NULL, &hc)); /* keys reversed */
+  if (!eo || !hc) return;
+  CHECK_EQ(p2pkit_comm_size(eo), (n + 1 - rank % 2) / 2);
+  CHECK_EQ(p2pkit_comm_rank(hc), L - 1 - rank % L);
+  float *a = NULL, *b = NULL, *h = malloc(count * sizeof *h);
+  cudaStream_t s2;
+  T_CUDA(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  T_CUDA(cudaMalloc((void **)&a, count * sizeof *a));
+  T_CUDA(cudaMalloc((void **)&b, count * sizeof *b));
+  for (size_t i = 0; i < count; i++) h[i] = (float)(rank + 1);
+  T_CUDA(cudaMemcpy(a, h, count * sizeof *h, cudaMemcpyHostToDevice));
+  for (size_t i = 0; i < count; i++) h[i] = (float)(rank + 1) * 10;
+  T_CUDA(cudaMemcpy(b, h, count * sizeof *h, cudaMemcpyHostToDevice));
+  CHECK_OK(p2pkit_all_reduce(a, a, count, P2PKIT_FLOAT32, P2PKIT_SUM, eo, R->s[0]));
+  CHECK_OK(p2pkit_all_reduce(b, b, count, P2PKIT_FLOAT32, P2PKIT_SUM, hc, s2));
+  T_CUDA(cudaStreamSynchronize(R->s[0]));
+  T_CUDA(cudaStreamSynchronize(s2));
+  T_CUDA(cudaMemcpy(h, a, count * sizeof *h, cudaMemcpyDeviceToHost));
+  check_all(h, count, rank_sum(n, rank % 2, 1, 2, 1), "split even/odd all_reduce", rank);
+  T_CUDA(cudaMemcpy(h, b, count * sizeof *h, cudaMemcpyDeviceToHost));
+  check_all(h, count, rank_sum(n, host, L, 0, 10), "split per host all_reduce", rank);
+  cudaFree(a);
+  cudaFree(b);
+  cudaStreamDestroy(s2);
+  free(h);
+  CHECK_OK(p2pkit_comm_destroy(hc));
+  CHECK_OK(p2pkit_comm_destroy(eo));
+}
+
+/* A rank of `hosts-HxL`: its host's ids, a torchrun-style environment of
+ * a larger job (the explicit rank and size must win over it), the
+ * collectives, the split. */
+static int hosts_child(const char *mode, int rank, int port, int nranks) {
+  int H = 0, L = 0;
+  if (sscanf(mode, "hosts-%dx%d", &H, &L) != 2 || H * L != nranks) return 2;
+  char v[32];
+  snprintf(v, sizeof v, "sim%d", rank / L);
+  setenv("P2PKIT_HOSTID", v, 1);
+  snprintf(v, sizeof v, "sim%d.r%d", rank / L, rank);
+  setenv("NCCL_HOSTID", v, 1);
+  setenv("RANK", "7", 1), setenv("WORLD_SIZE", "8", 1), setenv("LOCAL_RANK", "5", 1);
+  setenv("LOCAL_WORLD_SIZE", "8", 1), setenv("MASTER_PORT", "1", 1);
+  unsetenv("P2PKIT_NCCL");
+  char log[64];
+  conf_begin(&HOSTS_CONF, log, sizeof log);
+  runner_t R;
+  if (runner_join(&R, rank, nranks, port, (int)p2pk_param_int("P2PKIT_TIMEOUT")) == 0) {
+    conf_run(&R, &HOSTS_CONF, PER_GPU, log);
+    const char *want = L >= 2 ? "hierarchical" : "nccl";
+    if (path_count(log, want, 0) == 0) T_FAIL("%s: rank %d: no call took %s", mode, rank, want);
+    if (R.failures == 0) split_check(&R, L);
+  }
+  runner_destroy(&R);
+  conf_end(&HOSTS_CONF, log);
+  fflush(NULL);
+  return t_failed ? 1 : 0;
+}
+
+TEST(hosts) {
+  static const char *const layouts[] = {"hosts-2x2", "hosts-3x1"};
+  for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+    if (!conf_wanted(layouts[i]) && !conf_wanted("hosts")) continue;
+    int H = 0, L = 0, status[MAXR];
+    pid_t pid[MAXR];
+    sscanf(layouts[i], "hosts-%dx%d", &H, &L);
+    if (cu_spawn_ranks("test_conformance", layouts[i], H * L, free_port(), 0, 400, status, pid))
+      T_FAIL("%s: children still running after 400 s: a hang", layouts[i]);
+    for (int r = 0; r < H * L; r++) runner_expect_clean_exit(layouts[i], r, H * L, status[r]);
+  }
+}
+
+/* --- abort beside a dead peer ---------------------------------------------------- */
+
+/* `abort-kernel` (P2PKIT_NCCL=0) or `abort-nccl` (=1), 3 ranks: rank 2 dies
+ * after init; ranks 0 and 1 start an all-reduce that waits for it; rank 0
+ * aborts after 1 s, which must return within 3 s and end its call. Rank 1
+ * (the kernels) fails at once on rank 0's abort word, long before its
+ * timeout; with NCCL (no such word) it aborts too after 5 s, as an
+ * application's watchdog would, and that must return within 3 s. */
+static int abort_child(const char *mode, int rank, int port, int nranks) {
+  const int nccl = strcmp(mode, "abort-nccl") == 0;
+  setenv("P2PKIT_NCCL", nccl ? "1" : "0", 1);
+  char v[32];
+  snprintf(v, sizeof v, "abort.r%d", rank);
+  setenv("NCCL_HOSTID", v, 1);
+  p2pk_param_reset();
+  runner_t R;
+  if (runner_join(&R, rank, nranks, port, 30) != 0) return 1;
+  if (rank == 2) _exit(0); /* dead, without a word */
+  const size_t count = 16384; /* within the runner's buffers */
+  CHECK_OK(p2pkit_all_reduce(R.din[0], R.dout[0], count, P2PKIT_FLOAT32, P2PKIT_SUM, R.comm[0], R.s[0]));
+  const double t0 = cu_now();
+  if (rank == 1 && !nccl) {
+    cudaStreamSynchronize(R.s[0]);
+    p2pkit_status_t as = P2PKIT_SUCCESS;
+    CHECK_OK(p2pkit_comm_get_async_error(R.comm[0], &as));
+    CHECK(as != P2PKIT_SUCCESS);
+    if (cu_now() - t0 > 15) T_FAIL("%s: rank 1 failed only after %.1f s", mode, cu_now() - t0);
+  }
+  usleep(rank == 0 ? 1000000 : 5000000);
+  const double t1 = cu_now();
+  CHECK_OK(p2pkit_comm_abort(R.comm[0]));
+  if (cu_now() - t1 > 3) T_FAIL("%s: rank %d: abort took %.1f s", mode, rank, cu_now() - t1);
+  if (cudaStreamSynchronize(R.s[0]) != cudaSuccess) cudaGetLastError();
+  if (cu_now() - t1 > 8) T_FAIL("%s: rank %d: its call ended %.1f s after abort", mode, rank, cu_now() - t1);
+  printf("  %s: rank %d: abort returned after %.2f s\n", mode, rank, cu_now() - t1);
+  R.comm[0] = NULL;
+  runner_free(&R);
+  fflush(NULL);
+  return t_failed ? 1 : 0;
+}
+
+TEST(abort_dead_peer) {
+  static const char *const modes[] = {"abort-kernel", "abort-nccl"};
+  for (int i = 0; i < 2; i++) {
+    int status[MAXR];
+    pid_t pid[MAXR];
+    if (cu_spawn_ranks("test_conformance", modes[i], 3, free_port(), 0, 120, status, pid))
+      T_FAIL("%s: children still running after 120 s: a hang", modes[i]);
+    for (int r = 0; r < 3; r++) runner_expect_clean_exit(modes[i], r, 3, status[r]);
+  }
+}
+
+CU_MAIN({T_CASE(one_process), 1, CU_GPU1}, {T_CASE(process_per_gpu), 1, CU_GPU1},
+        {T_CASE(hosts), 1, CU_PROCS}, {T_CASE(abort_dead_peer), 1, CU_PROCS})

@@ -1,0 +1,103 @@
+/* p2pkit_comm_abort: a communicator given up without waiting for anyone.
+ * Every rank's abort word (the kernels' and copy-engine steps' waits poll
+ * it) says this rank gave up, so peers waiting on it fail at once with
+ * P2PK_DERR_ABORTED, and this rank's own waits end; NCCL's communicators
+ * are aborted (ncclCommAbort), the per-host one too, the rendezvous
+ * sockets closed (peers in a rendezvous operation fail at once). The
+ * memory is freed by a thread of its own once the GPU is idle; abort waits
+ * for it at most P2PK_ABORT_WAIT_MS and leaves it to finish (or not, on a
+ * GPU that never quiesces: the memory then stays until the process ends). */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll/path.h"
+#include "core/check.h"
+#include "core/clock.h"
+#include "core/log.h"
+
+#define P2PK_ABORT_WAIT_MS 1000
+
+static int64_t ms_now(void) { return (int64_t)(p2pk_now_ns() / 1000000u); }
+
+/* Device scratch (over P2P): a copy on a stream of its own, which a stuck
+ * kernel does not hold up; staged: the host region, written directly. */
+static void raise_abort(struct p2pkit_comm *c) {
+  const int32_t v = 1 + c->rank;
+  if (c->staged) {
+    for (int p = 0; c->stage && p < c->nranks; p++) {
+      volatile p2pk_stage_ctrl *s = (p2pk_stage_ctrl *)(c->stage + (size_t)p * c->lay.stage_stride);
+      s->abort = v;
+    }
+    __sync_synchronize();
+    return;
+  }
+  cudaStream_t s = NULL;
+  if (!c->scratch || cudaSetDevice(c->device) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  for (int p = 0; p < c->nranks; p++)
+    if (c->peer[p])
+      cudaMemcpyAsync(c->peer[p] + offsetof(p2pk_dev_ctrl, abort), &v, sizeof v, cudaMemcpyDefault, s);
+  for (const int64_t until = ms_now() + 200; cudaStreamQuery(s) == cudaErrorNotReady && ms_now() < until;)
+    usleep(200);
+  cudaStreamDestroy(s);
+  cudaGetLastError();
+}
+
+typedef struct {
+  struct p2pkit_comm *c;
+  int done; /* __atomic */
+} reaper_t;
+
+static void *reap(void *arg) {
+  reaper_t *r = arg;
+  if (cudaSetDevice(r->c->device) == cudaSuccess) cudaDeviceSynchronize();
+  cudaGetLastError();
+  p2pk_comm_release(r->c);
+  __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+/* The reaper, waited for at most P2PK_ABORT_WAIT_MS. */
+static void free_later(struct p2pkit_comm *c) {
+  reaper_t *r = calloc(1, sizeof *r);
+  pthread_t t;
+  if (r) r->c = c;
+  if (!r || pthread_create(&t, NULL, reap, r) != 0) {
+    free(r); /* no thread: the memory stays */
+    return;
+  }
+  const int64_t until = ms_now() + P2PK_ABORT_WAIT_MS;
+  while (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE) && ms_now() < until) usleep(500);
+  if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
+    pthread_join(t, NULL);
+    free(r);
+  } else {
+    pthread_detach(t); /* r is the thread's, leaked with what it holds */
+  }
+}
+
+p2pkit_status_t p2pkit_comm_abort(p2pkit_comm_t c) {
+  if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "comm_abort: communicator is NULL");
+  int cur = -1;
+  cudaGetDevice(&cur);
+  c->aborted = 1;
+  raise_abort(c);
+  for (int i = 0; i < P2PK_PATHS; i++)
+    if (p2pk_paths[i]->abort) p2pk_paths[i]->abort(c);
+  if (c->intra) p2pkit_comm_abort(c->intra);
+  c->intra = NULL;
+  if (c->boot) p2pk_boot_destroy(c->boot);
+  c->boot = NULL;
+  P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): communicator aborted", c->rank, c->device);
+  free_later(c);
+  if (cur >= 0) cudaSetDevice(cur);
+  cudaGetLastError();
+  return P2PKIT_SUCCESS;
+}
