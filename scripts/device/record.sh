@@ -4,10 +4,12 @@
 # cases one per process; every collective against NCCL (one process and a
 # process per GPU, eager and under a graph, P2P and P2P off); the copy bench
 # against cudaMemcpyPeerAsync and the driver's fallback; the data-parallel
-# example with both backends. About 9 minutes on 2 GPUs.
+# example with both backends; PyTorch's symmetric-memory all-reduces and the
+# training example (DDP, FSDP2) against NCCL. Over 9 minutes on 2 GPUs: split
+# it over two calls with RECORD_SKIP.
 # Usage: RECORD_COMMIT=<sha> scripts/device/record.sh LOG_DIR
 #   then: scripts/baseline.py --machine h200x2 LOG_DIR > bench/baselines/h200x2.json
-#   RECORD_SKIP="cases perf graph nop2p bench ddp" leaves parts out;
+#   RECORD_SKIP="cases perf graph nop2p bench ddp torch" leaves parts out;
 #   BUDGET_S (default 560) is the whole suite's time.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -53,6 +55,13 @@ if want bench; then
 fi
 if want ddp && [ -x "$build/examples/ddp_mlp" ]; then
   fit mlp 150 "$build/examples/ddp_mlp" -p "$n" --backend both
+fi
+if want torch && [ "$n" -ge 2 ]; then
+  export P2PKIT_LIB=$PWD/$build/libp2pkit.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
+  fit symm_mem 150 python3 -m torch.distributed.run --standalone --nproc_per_node="$n" \
+    examples/allreduce_vs_symm_mem.py --json "$log/symm_mem.json"
+  fit train 300 python3 -m torch.distributed.run --standalone --nproc_per_node="$n" \
+    examples/train.py --backend both --config both
 fi
 step_summary "$n GPUs; logs in $log"
 exit $status
