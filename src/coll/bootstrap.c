@@ -456,7 +456,7 @@ static void admit(server_t *s, int i) {
   l->fd = p->fd;
   l->seal.on = s->b->auth;
   if (s->b->auth)
-    p2pk_boot_session_key(s->o->secret, p->hello.nonce, p->ns, p->hello.nranks, p->hello.rank,
+    p2pk_boot_link_key(s->o->secret, p->hello.nonce, p->ns, p->hello.nranks, p->hello.rank,
                           l->seal.key);
   s->missing--;
   P2PK_INFO(P2PK_LOG_BOOT, "bootstrap: rank %u (pid %u) arrived from %s; %d to go", p->hello.rank,
@@ -729,7 +729,7 @@ static p2pkit_status_t handshake(p2pk_boot *b, const p2pk_boot_opts *o, int64_t 
   memset(proof, 0, sizeof proof);
   if (b->auth &&
       (p2pk_boot_proof(o->secret, P2PK_TO_ROOT, me.nonce, ns, me.nranks, me.rank, proof) != 0 ||
-       p2pk_boot_session_key(o->secret, me.nonce, ns, me.nranks, me.rank, l->seal.key) != 0))
+       p2pk_boot_link_key(o->secret, me.nonce, ns, me.nranks, me.rank, l->seal.key) != 0))
     return p2pk_fail(P2PKIT_ERR_SYSTEM, "bootstrap: computing this rank's proof failed");
   l->seal.on = b->auth;
   return send_frame(b, l, P2PK_MSG_PROOF, 0, proof, sizeof proof, deadline, "rank 0");
@@ -897,7 +897,7 @@ void p2pk_boot_destroy(p2pk_boot *b) {
   if (!b) return;
   for (int i = 0; i < b->nranks; i++)
     if (b->links[i].fd >= 0) close(b->links[i].fd);
-  memset(b->links, 0, (size_t)b->nranks * sizeof *b->links); /* the session keys */
+  memset(b->links, 0, (size_t)b->nranks * sizeof *b->links); /* the link keys */
   free(b->links);
   free(b);
 }

@@ -8,7 +8,7 @@
 #include "core/text.h"
 
 #define LABEL "p2pkit rendezvous 2"
-enum { ROLE_ROOT_PROOF = 1, ROLE_RANK_PROOF = 2, ROLE_SESSION = 3, ROLE_FRAME = 4 };
+enum { ROLE_ROOT_PROOF = 1, ROLE_RANK_PROOF = 2, ROLE_LINK = 3, ROLE_FRAME = 4 };
 
 void p2pk_boot_put32(unsigned char *p, uint32_t v) {
   uint32_t n = htonl(v);
@@ -120,10 +120,10 @@ int p2pk_boot_proof(const char *secret, int dir, const unsigned char nc[P2PK_BOO
                rank, out);
 }
 
-int p2pk_boot_session_key(const char *secret, const unsigned char nc[P2PK_BOOT_NONCE],
+int p2pk_boot_link_key(const char *secret, const unsigned char nc[P2PK_BOOT_NONCE],
                           const unsigned char ns[P2PK_BOOT_NONCE], uint32_t nranks, uint32_t rank,
                           unsigned char key[P2PK_MAC_BYTES]) {
-  return keyed(secret, ROLE_SESSION, nc, ns, nranks, rank, key);
+  return keyed(secret, ROLE_LINK, nc, ns, nranks, rank, key);
 }
 
 int p2pk_boot_frame_mac(const p2pk_boot_seal *s, int dir, uint64_t seq,

@@ -1,7 +1,7 @@
 /* The rendezvous's messages, packed and parsed without sockets (so a fuzzer
  * and the unit tests reach every parser): a 12-byte header (type, tag,
  * payload length; network byte order), the payload, and for the sealed
- * types a 32-byte HMAC-SHA256 of the frame under the link's session key.
+ * types a 32-byte HMAC-SHA256 of the frame under the link's key.
  * docs/rendezvous.md describes the exchange. */
 #ifndef P2PK_BOOTSTRAP_WIRE_H
 #define P2PK_BOOTSTRAP_WIRE_H
@@ -76,16 +76,16 @@ size_t p2pk_boot_verdict_pack(unsigned char out[P2PK_BOOT_VERDICT_MAX], uint32_t
 
 /* What rank 0 (P2PK_TO_RANK) or a rank (P2PK_TO_ROOT) proves with the job
  * secret: HMAC(secret, label, direction, the two nonces, the rank count and
- * the rank). And the session key of the link the exchange opened. 0 ok, -1
+ * the rank). And the key of the link the exchange opened. 0 ok, -1
  * when libcrypto cannot compute it. */
 int p2pk_boot_proof(const char *secret, int dir, const unsigned char nc[P2PK_BOOT_NONCE],
                     const unsigned char ns[P2PK_BOOT_NONCE], uint32_t nranks, uint32_t rank,
                     unsigned char out[P2PK_MAC_BYTES]);
-int p2pk_boot_session_key(const char *secret, const unsigned char nc[P2PK_BOOT_NONCE],
+int p2pk_boot_link_key(const char *secret, const unsigned char nc[P2PK_BOOT_NONCE],
                           const unsigned char ns[P2PK_BOOT_NONCE], uint32_t nranks, uint32_t rank,
                           unsigned char key[P2PK_MAC_BYTES]);
 
-/* One link's seal: the session key and each direction's message count. */
+/* One link's seal: the link key and each direction's message count. */
 typedef struct {
   int on; /* 0: no secret, no MACs (the frames still carry a zeroed one) */
   unsigned char key[P2PK_MAC_BYTES];

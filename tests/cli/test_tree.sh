@@ -11,10 +11,8 @@ git rev-parse --git-dir > /dev/null 2>&1 || { echo "SKIP: not a git checkout"; e
 fail=0
 all=$(git ls-files --cached --others --exclude-standard)
 files=$(echo "$all" | grep -v '^tests/data/')
-# Words that date a line to the project's history. A session in another
-# sense (the rendezvous's session keys) is listed in the second grep.
-hits=$(grep -niE 'session|\bs[0-9]{1,2}\b run|\brun [0-9]+\b|bench/results' $(echo "$files" | grep -vx 'tests/cli/test_tree.sh') 2>/dev/null |
-  grep -viE 'session[ _]keys?|ROLE_SESSION')
+# Words that date a line to the project's history.
+hits=$(grep -niE 'session|\bs[0-9]{1,2}\b run|\brun [0-9]+\b|bench/results' $(echo "$files" | grep -vx 'tests/cli/test_tree.sh') 2>/dev/null)
 [ -z "$hits" ] || { echo "FAIL lines citing the project's history:"; echo "$hits" | head -n 20; fail=1; }
 names=$(echo "$files" | grep -E '(^|/)s[0-9]{1,2}[_-]|run[0-9]+|session')
 [ -z "$names" ] || { echo "FAIL file names citing the project's history:"; echo "$names"; fail=1; }

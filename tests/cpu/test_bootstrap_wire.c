@@ -124,7 +124,7 @@ TEST(proofs_bind_direction_rank_and_secret) {
   CHECK(memcmp(root, other, 32) != 0);
   CHECK_EQ(p2pk_boot_proof("s", P2PK_TO_RANK, nc, ns, 4, 1, other), 0);
   CHECK(memcmp(root, other, 32) == 0);
-  CHECK_EQ(p2pk_boot_session_key("s", nc, ns, 4, 1, key), 0);
+  CHECK_EQ(p2pk_boot_link_key("s", nc, ns, 4, 1, key), 0);
   CHECK(memcmp(key, root, 32) != 0 && memcmp(key, rank, 32) != 0);
 }
 
