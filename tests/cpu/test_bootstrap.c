@@ -102,41 +102,31 @@ static void child(const who_t *w, int port, int timeout_ms, int fd) {
   _exit(0);
 }
 
+typedef struct {
+  const who_t *w;
+  int port, timeout_ms;
+} run_arg;
+
+static void run_child(int k, void *arg, int fd) {
+  const run_arg *a = arg;
+  child(&a->w[k], a->port, a->timeout_ms, fd);
+}
+
 /* Start one child per entry; collect their reports (killing any that is
  * still running after `limit_ms`: a hang is a failure). */
 static void run_on(int port, const who_t *w, int n, int timeout_ms, int limit_ms, report_t *rep) {
-  pid_t pid[MAXP];
-  int fds[MAXP];
-  for (int i = 0; i < n; i++) {
-    int p[2];
-    if (pipe(p) != 0) {
-      T_FAIL("pipe: %s", strerror(errno));
-      return;
-    }
-    fflush(NULL);
-    pid[i] = fork();
-    if (pid[i] == 0) {
-      close(p[0]);
-      child(&w[i], port, timeout_ms, p[1]);
-    }
-    close(p[1]);
-    fds[i] = p[0];
+  run_arg a = {w, port, timeout_ms};
+  const long long missing = t_run_children(n, run_child, &a, rep, sizeof *rep, limit_ms);
+  if (missing < 0) {
+    T_FAIL("pipe: %s", strerror(errno));
+    return;
   }
-  int64_t deadline = now_ms() + limit_ms;
   for (int i = 0; i < n; i++) {
-    memset(&rep[i], 0, sizeof rep[i]);
+    if (!(missing >> i & 1)) continue;
     rep[i].status = -1;
-    struct pollfd pf = {fds[i], POLLIN, 0};
-    int64_t left = deadline - now_ms();
-    if (left > 0 && poll(&pf, 1, (int)left) == 1 && read(fds[i], &rep[i], sizeof rep[i]) == sizeof rep[i]) {
-      /* reported */
-    } else if (!w[i].die_after_init) {
+    if (!w[i].die_after_init)
       T_FAIL("process %d (rank %d) did not report within %d ms: a hang", i, w[i].rank, limit_ms);
-      kill(pid[i], SIGKILL);
-    }
-    close(fds[i]);
   }
-  for (int i = 0; i < n; i++) waitpid(pid[i], NULL, 0);
 }
 
 static void run(const who_t *w, int n, int timeout_ms, int limit_ms, report_t *rep) {

@@ -110,32 +110,25 @@ static void split_child(int rank, int n, int port, int color, int key, int out) 
   _exit(0);
 }
 
+typedef struct {
+  int n, port;
+  const int *color, *key;
+} split_arg;
+
+static void run_split_child(int k, void *arg, int fd) {
+  const split_arg *a = arg;
+  split_child(k, a->n, a->port, a->color[k], a->key[k], fd);
+}
+
 static void run_split(int n, const int *color, const int *key, int port, report_t *rep) {
-  pid_t pid[MAXP];
-  int fds[MAXP];
-  for (int i = 0; i < n; i++) {
-    int p[2];
-    CHECK_EQ(pipe(p), 0);
-    fflush(NULL);
-    pid[i] = fork();
-    if (pid[i] == 0) {
-      close(p[0]);
-      split_child(i, n, port, color[i], key[i], p[1]);
-    }
-    close(p[1]);
-    fds[i] = p[0];
-  }
-  for (int i = 0; i < n; i++) {
-    memset(&rep[i], 0, sizeof rep[i]);
-    rep[i].status = -1;
-    struct pollfd pf = {fds[i], POLLIN, 0};
-    if (!(poll(&pf, 1, 20000) == 1 && read(fds[i], &rep[i], sizeof rep[i]) == sizeof rep[i])) {
+  split_arg a = {n, port, color, key};
+  const long long missing = t_run_children(n, run_split_child, &a, rep, sizeof *rep, 20000);
+  CHECK(missing >= 0);
+  for (int i = 0; i < n; i++)
+    if (missing > 0 && (missing >> i & 1)) {
+      rep[i].status = -1;
       T_FAIL("rank %d did not report within 20 s: a hang", i);
-      kill(pid[i], SIGKILL);
     }
-    close(fds[i]);
-  }
-  for (int i = 0; i < n; i++) waitpid(pid[i], NULL, 0);
 }
 
 TEST(split_meets_over_the_parent) {

@@ -20,6 +20,7 @@
 #include "coll/init_id.h"
 #include "core/param.h"
 #include "test.h"
+#include "test_net.h"
 
 /* The status and the last error's line contain `want` (and no newline). */
 static void refused_with(p2pkit_status_t got, p2pkit_status_t want_st, const char *want) {
@@ -276,32 +277,26 @@ static void rank_child(const p2pkit_unique_id_t *id, int rank, int nranks, int d
   _exit(0);
 }
 
+typedef struct {
+  const p2pkit_unique_id_t *id;
+  int nranks;
+  const int *delay_ms;
+} ranks_arg;
+
+static void run_rank_child(int k, void *arg, int fd) {
+  const ranks_arg *a = arg;
+  rank_child(a->id, k, a->nranks, a->delay_ms[k], fd);
+}
+
 static void run_ranks(const p2pkit_unique_id_t *id, int nranks, const int *delay_ms, report_t *rep) {
-  pid_t pid[8];
-  int fds[8];
-  for (int i = 0; i < nranks; i++) {
-    int p[2];
-    CHECK_EQ(pipe(p), 0);
-    fflush(NULL);
-    pid[i] = fork();
-    if (pid[i] == 0) {
-      close(p[0]);
-      rank_child(id, i, nranks, delay_ms[i], p[1]);
-    }
-    close(p[1]);
-    fds[i] = p[0];
-  }
-  for (int i = 0; i < nranks; i++) {
-    memset(&rep[i], 0, sizeof rep[i]);
-    rep[i].status = -1;
-    struct pollfd pf = {fds[i], POLLIN, 0};
-    if (!(poll(&pf, 1, 20000) == 1 && read(fds[i], &rep[i], sizeof rep[i]) == sizeof rep[i])) {
+  ranks_arg a = {id, nranks, delay_ms};
+  const long long missing = t_run_children(nranks, run_rank_child, &a, rep, sizeof *rep, 20000);
+  CHECK(missing >= 0);
+  for (int i = 0; i < nranks; i++)
+    if (missing > 0 && (missing >> i & 1)) {
+      rep[i].status = -1;
       T_FAIL("rank %d did not report within 20 s: a hang", i);
-      kill(pid[i], SIGKILL);
     }
-    close(fds[i]);
-  }
-  for (int i = 0; i < nranks; i++) waitpid(pid[i], NULL, 0);
 }
 
 TEST(ranks_meet_through_an_id) {
