@@ -17,9 +17,7 @@ export P2PKIT_TIMEOUT=${P2PKIT_TIMEOUT:-30}
 export P2PKIT_SHARE_GPUS=1 P2PKIT_CONF_RANKS=${CONF_RANKS:-1-8}
 t=$build/tests/test_conformance
 machine_info
-step build 200 bash -c "cmake -S . -B $build -DCMAKE_BUILD_TYPE=Release -DP2PKIT_WERROR=OFF > /dev/null \
-  && cmake --build $build -j\$(nproc) --target test_conformance"
-[ -x "$t" ] || { step_summary "build failed; logs in $log"; exit 1; }
+BUILD_SECS=200 build_tree test_conformance
 # One process takes ~50 s for 1-8 ranks on one H200; a process per rank is
 # time-sliced, so there the quick matrix (3 types, 2 ops) by default
 # (CONF_MP_FULL=1: the whole matrix, ranks as CONF_RANKS says).

@@ -33,6 +33,7 @@ machine_info() {
 
 # step NAME LIMIT_S CMD...: stdout and stderr -> $log/NAME.txt, its tail
 # shown, a summary line kept; a failure sets status=1 and the suite goes on.
+# Returns the command's exit status.
 step() {
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS rc=0
@@ -41,6 +42,7 @@ step() {
   tail -n "${STEP_TAIL:-20}" "$log/$name.txt"
   summary+=("$(printf '%-26s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
   [ "$rc" = 0 ] || status=1
+  return "$rc"
 }
 
 # fit NAME LIMIT CMD...: step, when LIMIT fits in what is left of `budget`
@@ -55,12 +57,13 @@ fit() {
   step "$name" "$limit" "$@"
 }
 
-# build_tree: configure and build build-dev; the suite stops when it fails.
+# build_tree [TARGET...]: configure and build build-dev (only the targets
+# named, if any) within BUILD_SECS (default 400); the suite stops when it fails.
 build_tree() {
-  step build 400 bash -c "cmake -S . -B $build -DCMAKE_BUILD_TYPE=Release -DP2PKIT_WERROR=OFF \
-    && cmake --build $build -j\$(nproc)"
+  local targets=${*:+--target $*}
+  step build "${BUILD_SECS:-400}" bash -c "cmake -S . -B $build -DCMAKE_BUILD_TYPE=Release -DP2PKIT_WERROR=OFF \
+    && cmake --build $build -j\$(nproc) $targets" || { step_summary "build failed; logs in $log"; exit 1; }
   echo "compiler warnings: $(grep -c 'warning:' "$log/build.txt")"
-  [ -x "$bin" ] || { step_summary "build failed; logs in $log"; exit 1; }
 }
 
 # run_cases DIR ITEM...: each case of the collective GPU tests as its own

@@ -27,9 +27,7 @@ export P2PKIT_SHARE_GPUS=1 P2PKIT_TIMEOUT=30 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISAB
 want() { [[ " ${MH_SKIP:-} " != *" $1 "* ]]; }
 machine_info
 t=$build/tests/test_conformance
-step build 240 bash -c "cmake -S . -B $build -DCMAKE_BUILD_TYPE=Release -DP2PKIT_WERROR=OFF > /dev/null \
-  && cmake --build $build -j\$(nproc) --target test_conformance two_hosts p2pkit_cli"
-[ -x "$t" ] || { step_summary "build failed; logs in $log"; exit 1; }
+BUILD_SECS=240 build_tree test_conformance two_hosts p2pkit_cli
 # The issue's own checks first, so a short budget loses the extras.
 if want hosts; then
   fit hosts 240 "$t" hosts
