@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/text.h"
 #include "topo/topo.h"
 
 #define MAX_TOPO_FILE (64u << 20)
@@ -108,18 +109,11 @@ p2pkit_status_t p2pk_topo_read_any(const char *name, const char *text, size_t le
                    name);
 }
 
-/* A recorded machine without a GPU is nothing p2pkit can work with: say so
- * in the terms of the source, as discovery does for a live machine. */
 /* Text a file gave (names, bus ids, notes) is printed and written as it is:
- * control characters in it become '?', so a file cannot send a terminal
- * escape sequence through `p2pkit topo`. */
-static void scrub(char *s, size_t len) {
-  for (size_t i = 0; i < len && s[i]; i++)
-    if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) s[i] = '?';
-}
-
+ * p2pk_text_printable replaces what a terminal would act on, so a file
+ * cannot send an escape sequence through `p2pkit topo`. */
 static void scrub_model(struct p2pkit_topo *t) {
-#define SCRUB(f) scrub((f), sizeof(f))
+#define SCRUB(f) ((f)[sizeof(f) - 1] = 0, p2pk_text_printable(f)) /* fixed arrays, ended */
   SCRUB(t->format), SCRUB(t->source), SCRUB(t->hostname), SCRUB(t->driver), SCRUB(t->nvml_version);
   for (int g = 0; g < t->ngpus; g++) {
     SCRUB(t->gpus[g].name), SCRUB(t->gpus[g].busid), SCRUB(t->gpus[g].uuid);
@@ -132,6 +126,8 @@ static void scrub_model(struct p2pkit_topo *t) {
 #undef SCRUB
 }
 
+/* A recorded machine without a GPU is nothing p2pkit can work with: say so
+ * in the terms of the source, as discovery does for a live machine. */
 static p2pkit_status_t require_gpu(const char *path, const struct p2pkit_topo *t) {
   if (t->ngpus > 0) return P2PKIT_SUCCESS;
   const char *why = strcmp(t->format, "nccl-xml") == 0
