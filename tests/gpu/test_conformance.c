@@ -484,11 +484,11 @@ TEST(hosts) {
 /* --- abort beside a dead peer ---------------------------------------------------- */
 
 /* `abort-kernel` (P2PKIT_NCCL=0) or `abort-nccl` (=1), 3 ranks: rank 2 dies
- * after init; ranks 0 and 1 start an all-reduce that waits for it; rank 0
- * aborts after 1 s, which must return within 3 s and end its call. Rank 1
- * (the kernels) fails at once on rank 0's abort word, long before its
- * timeout; with NCCL (no such word) it aborts too after 5 s, as an
- * application's watchdog would, and that must return within 3 s. */
+ * after a first all-reduce of all three; ranks 0 and 1 start another that
+ * waits for it; rank 0 aborts after 1 s, which must return within 3 s and
+ * end its call. Rank 1 (the kernels) fails at once on rank 0's abort word,
+ * long before its timeout; with NCCL (no such word) it aborts too after
+ * 5 s, as an application's watchdog would, and that must return within 3 s. */
 static int abort_child(const char *mode, int rank, int port, int nranks) {
   const int nccl = strcmp(mode, "abort-nccl") == 0;
   setenv("P2PKIT_NCCL", nccl ? "1" : "0", 1);
@@ -498,10 +498,22 @@ static int abort_child(const char *mode, int rank, int port, int nranks) {
   p2pk_param_reset();
   runner_t R;
   if (runner_join(&R, rank, nranks, port, 30) != 0) return 1;
-  if (rank == 2) _exit(0); /* dead, without a word */
   const size_t count = 16384; /* within the runner's buffers */
+  /* One all-reduce of all three first, so every path has connected its
+   * peers (NCCL does so at its first collective) before rank 2 dies. */
   CHECK_OK(p2pkit_all_reduce(R.din[0], R.dout[0], count, P2PKIT_FLOAT32, P2PKIT_SUM, R.comm[0], R.s[0]));
+  CHECK(cudaStreamSynchronize(R.s[0]) == cudaSuccess);
+  if (rank == 2) _exit(0); /* dead, without a word */
   const double t0 = cu_now();
+  const p2pkit_status_t st =
+      p2pkit_all_reduce(R.din[0], R.dout[0], count, P2PKIT_FLOAT32, P2PKIT_SUM, R.comm[0], R.s[0]);
+  /* NCCL may see the dead rank's closed sockets at the call itself
+   * (ncclRemoteError; without the first all-reduce it did so on the
+   * one-H200 machine after 0.5 s): a prompt failure, as wanted. */
+  if (st != P2PKIT_SUCCESS && !(nccl && st == P2PKIT_ERR_REMOTE))
+    T_FAIL("%s: rank %d: all_reduce returned %s", mode, rank, p2pkit_strerror(st));
+  if (st == P2PKIT_ERR_REMOTE && cu_now() - t0 > 15)
+    T_FAIL("%s: rank %d: all_reduce failed only after %.1f s", mode, rank, cu_now() - t0);
   if (rank == 1 && !nccl) {
     cudaStreamSynchronize(R.s[0]);
     p2pkit_status_t as = P2PKIT_SUCCESS;
