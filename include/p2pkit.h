@@ -526,7 +526,9 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_split(p2pkit_comm_t comm, int color, int 
                                              p2pkit_comm_t *newcomm);
 
 /* Give `comm` up without waiting for anyone, as ncclCommAbort: returns
- * within about a second even when peers are dead or hang. The ranks
+ * within about two seconds even when peers are dead or hang, leaving what
+ * has not finished by then (NCCL's own abort among it) to finish on a
+ * thread of its own. The ranks
  * waiting on this one fail at once (their kernels see its abort word: the
  * call's error is P2PKIT_ERR_REMOTE, "gave up"), or at their timeout where
  * they cannot see it; NCCL's communicators under it are aborted. Frees

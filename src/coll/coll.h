@@ -117,6 +117,7 @@ struct p2pkit_comm {
   struct p2pkit_comm *intra;
   p2pkit_status_t (*sub_launch)(struct p2pk_call *call);
   volatile int aborted; /* p2pkit_comm_abort ran: every later call fails at once */
+  uint64_t abort_until_ns; /* p2pkit_comm_abort: when its waits end (p2pk_now_ns) */
 };
 
 /* The bootstrap's message tags of comm.c and reg.c. */

@@ -4,9 +4,11 @@
  * P2PK_DERR_ABORTED, and this rank's own waits end; NCCL's communicators
  * are aborted (ncclCommAbort), the per-host one too, the rendezvous
  * sockets closed (peers in a rendezvous operation fail at once). The
- * memory is freed by a thread of its own once the GPU is idle; abort waits
- * for it at most P2PK_ABORT_WAIT_MS and leaves it to finish (or not, on a
- * GPU that never quiesces: the memory then stays until the process ends). */
+ * memory is freed by a thread of its own once the GPU is idle. Every wait
+ * of the abort (the abort word's copy, NCCL's aborts, the memory's
+ * thread) ends at one deadline, P2PK_ABORT_WAIT_MS after the call; what
+ * has not finished by then is left to finish on its own (or not, on a GPU
+ * that never quiesces: the memory then stays until the process ends). */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -19,9 +21,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 
-#define P2PK_ABORT_WAIT_MS 1000
-
-static int64_t ms_now(void) { return (int64_t)(p2pk_now_ns() / 1000000u); }
+#define P2PK_ABORT_WAIT_MS 2000
 
 /* Device scratch (over P2P): a copy on a stream of its own, which a stuck
  * kernel does not hold up; staged: the host region, written directly. */
@@ -44,7 +44,8 @@ static void raise_abort(struct p2pkit_comm *c) {
   for (int p = 0; p < c->nranks; p++)
     if (c->peer[p])
       cudaMemcpyAsync(c->peer[p] + offsetof(p2pk_dev_ctrl, abort), &v, sizeof v, cudaMemcpyDefault, s);
-  for (const int64_t until = ms_now() + 200; cudaStreamQuery(s) == cudaErrorNotReady && ms_now() < until;)
+  const uint64_t until = p2pk_now_ns() + 200000000u; /* 200 ms, within the deadline */
+  while (cudaStreamQuery(s) == cudaErrorNotReady && p2pk_now_ns() < until && p2pk_now_ns() < c->abort_until_ns)
     usleep(200);
   cudaStreamDestroy(s);
   cudaGetLastError();
@@ -64,8 +65,9 @@ static void *reap(void *arg) {
   return NULL;
 }
 
-/* The reaper, waited for at most P2PK_ABORT_WAIT_MS. */
+/* The reaper, waited for until the abort's deadline. */
 static void free_later(struct p2pkit_comm *c) {
+  const uint64_t until = c->abort_until_ns;
   reaper_t *r = calloc(1, sizeof *r);
   pthread_t t;
   if (r) r->c = c;
@@ -73,8 +75,7 @@ static void free_later(struct p2pkit_comm *c) {
     free(r); /* no thread: the memory stays */
     return;
   }
-  const int64_t until = ms_now() + P2PK_ABORT_WAIT_MS;
-  while (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE) && ms_now() < until) usleep(500);
+  while (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE) && p2pk_now_ns() < until) usleep(500);
   if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
     pthread_join(t, NULL);
     free(r);
@@ -83,20 +84,26 @@ static void free_later(struct p2pkit_comm *c) {
   }
 }
 
-p2pkit_status_t p2pkit_comm_abort(p2pkit_comm_t c) {
-  if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "comm_abort: communicator is NULL");
-  int cur = -1;
-  cudaGetDevice(&cur);
+/* c and its per-host communicator, every wait ending at `until`. */
+static void abort_until(struct p2pkit_comm *c, uint64_t until) {
   c->aborted = 1;
+  c->abort_until_ns = until;
   raise_abort(c);
   for (int i = 0; i < P2PK_PATHS; i++)
     if (p2pk_paths[i]->abort) p2pk_paths[i]->abort(c);
-  if (c->intra) p2pkit_comm_abort(c->intra);
+  if (c->intra) abort_until(c->intra, until);
   c->intra = NULL;
   if (c->boot) p2pk_boot_destroy(c->boot);
   c->boot = NULL;
   P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): communicator aborted", c->rank, c->device);
   free_later(c);
+}
+
+p2pkit_status_t p2pkit_comm_abort(p2pkit_comm_t c) {
+  if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "comm_abort: communicator is NULL");
+  int cur = -1;
+  cudaGetDevice(&cur);
+  abort_until(c, p2pk_now_ns() + (uint64_t)P2PK_ABORT_WAIT_MS * 1000000u);
   if (cur >= 0) cudaSetDevice(cur);
   cudaGetLastError();
   return P2PKIT_SUCCESS;

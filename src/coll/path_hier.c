@@ -76,8 +76,9 @@ static p2pkit_status_t async_status(struct p2pkit_comm *c) {
 static void hier_abort(struct p2pkit_comm *c) {
   hier_state *s = state_of(c);
   if (!s || !s->cross) return;
-  if (s->api->CommAbort) s->api->CommAbort(s->cross);
-  else s->api->CommDestroy(s->cross);
+  if (p2pk_nccl_abort_until(s->api, s->cross, c->abort_until_ns) == 0)
+    P2PK_WARN("rank %d (GPU %d): NCCL's abort of the communicator across hosts has not returned; "
+              "left to finish on a thread of its own", c->rank, c->device);
   s->cross = NULL;
 }
 

@@ -249,12 +249,14 @@ static p2pkit_status_t async_status(struct p2pkit_comm *c) {
 }
 
 /* ncclCommAbort: NCCL's kernels stop, its threads end, nothing waits for
- * a peer. The caller's adopted communicator is the caller's to abort. */
+ * a peer; waited for until the abort's deadline (p2pk_nccl_abort_until).
+ * The caller's adopted communicator is the caller's to abort. */
 static void nccl_abort(struct p2pkit_comm *c) {
   nccl_state *s = state_of(c);
   if (!s || !s->comm || !s->owned) return;
-  if (s->api->CommAbort) s->api->CommAbort(s->comm);
-  else s->api->CommDestroy(s->comm);
+  if (p2pk_nccl_abort_until(s->api, s->comm, c->abort_until_ns) == 0)
+    P2PK_WARN("rank %d (GPU %d): NCCL's abort has not returned; left to finish on a thread of its own",
+              c->rank, c->device);
   s->comm = NULL;
 }
 

@@ -8,6 +8,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "nccl/dtype.h"
 #include "p2pkit.h"
@@ -154,6 +155,14 @@ p2pkit_status_t p2pk_nccl_shared(const p2pk_nccl_api **api, char *why, size_t le
 p2pkit_status_t p2pk_nccl_require(const p2pk_nccl_api *api, const char *symbol);
 /* "2.28.3" from a NCCL_VERSION_CODE (both encodings NCCL has used). */
 void p2pk_nccl_version_str(int code, char *buf, size_t len);
+/* ncclCommAbort (ncclCommDestroy where the library lacks it) on a thread
+ * of its own, waited for until `until_ns` (p2pk_now_ns's clock): 1 when it
+ * returned by then, 0 when it is left to finish on its own (the thread
+ * holds nothing of the caller's), -1 when no thread could be started (the
+ * abort then ran on the caller's). NCCL's abort raises its kernels' abort
+ * flag first, then joins its proxy threads, which can stay blocked in a
+ * socket's poll (NVIDIA/nccl issue 1777): p2pkit_comm_abort must return. */
+int p2pk_nccl_abort_until(const p2pk_nccl_api *api, p2pk_nccl_comm_t comm, uint64_t until_ns);
 /* P2PKIT_SUCCESS, or P2PKIT_ERR_REMOTE with "what: NCCL's error string". */
 p2pkit_status_t p2pk_nccl_check(const p2pk_nccl_api *api, p2pk_nccl_result r, const char *what);
 

@@ -1,9 +1,11 @@
 /* NCCL loaded at run time: a missing or wrong library fails cleanly with a
  * message naming it; the real one (when this machine has it) resolves; a
  * call the loaded library lacks is named with its version; our own
- * declarations agree with NCCL's header wherever this machine has one. */
+ * declarations agree with NCCL's header wherever this machine has one;
+ * an abort that NCCL does not end is left behind at its deadline. */
 #include <stddef.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #if defined(__has_include)
 #if __has_include(<nccl.h>)
@@ -12,6 +14,7 @@
 #endif
 #endif
 
+#include "core/clock.h"
 #include "core/param.h"
 #include "nccl/nccl_dl.h"
 #include "test.h"
@@ -106,6 +109,49 @@ TEST(missing_optional_call_is_named) {
   CHECK_OK(p2pk_nccl_require(&api, "ncclCommSplit"));
   CHECK_EQ(p2pk_nccl_require(&api, "ncclCommShrink"), P2PKIT_ERR_INTERNAL);
   CHECK(strstr(p2pkit_last_error(), "ncclCommShrink is not an NCCL call p2pkit loads") != NULL);
+}
+
+/* Fake NCCL aborts: one that returns at once, one that blocks until the
+ * test lets it go (as NCCL's joining a proxy thread stuck in poll). */
+static int fake_release; /* __atomic */
+static int fake_calls;   /* __atomic */
+static p2pk_nccl_result fake_quick(p2pk_nccl_comm_t comm) {
+  (void)comm;
+  __atomic_add_fetch(&fake_calls, 1, __ATOMIC_ACQ_REL);
+  return P2PK_NCCL_SUCCESS;
+}
+static p2pk_nccl_result fake_stuck(p2pk_nccl_comm_t comm) {
+  (void)comm;
+  while (!__atomic_load_n(&fake_release, __ATOMIC_ACQUIRE)) usleep(1000);
+  __atomic_add_fetch(&fake_calls, 1, __ATOMIC_ACQ_REL);
+  return P2PK_NCCL_SUCCESS;
+}
+
+TEST(abort_is_bounded) {
+  p2pk_nccl_api api;
+  memset(&api, 0, sizeof api);
+  p2pk_nccl_comm_t comm = (p2pk_nccl_comm_t)&api; /* never dereferenced */
+  /* One that returns: waited for, whole. */
+  api.CommAbort = fake_quick;
+  CHECK_EQ(p2pk_nccl_abort_until(&api, comm, p2pk_now_ns() + 5000000000u), 1);
+  CHECK_EQ(__atomic_load_n(&fake_calls, __ATOMIC_ACQUIRE), 1);
+  /* No ncclCommAbort (before NCCL 2.4.2): ncclCommDestroy in its place. */
+  api.CommAbort = NULL;
+  api.CommDestroy = fake_quick;
+  CHECK_EQ(p2pk_nccl_abort_until(&api, comm, p2pk_now_ns() + 5000000000u), 1);
+  CHECK_EQ(__atomic_load_n(&fake_calls, __ATOMIC_ACQUIRE), 2);
+  /* One that does not return: left at the deadline, not waited for. */
+  api.CommAbort = fake_stuck;
+  const uint64_t t0 = p2pk_now_ns();
+  CHECK_EQ(p2pk_nccl_abort_until(&api, comm, t0 + 100000000u), 0);
+  const double waited = (double)(p2pk_now_ns() - t0) / 1e9;
+  CHECK(waited >= 0.1 && waited < 30);
+  CHECK_EQ(__atomic_load_n(&fake_calls, __ATOMIC_ACQUIRE), 2);
+  /* Let it go: it ends on its own thread, the job freed there (ASan). */
+  __atomic_store_n(&fake_release, 1, __ATOMIC_RELEASE);
+  for (int i = 0; i < 5000 && __atomic_load_n(&fake_calls, __ATOMIC_ACQUIRE) < 3; i++) usleep(1000);
+  CHECK_EQ(__atomic_load_n(&fake_calls, __ATOMIC_ACQUIRE), 3);
+  usleep(20000); /* its last step, the job's release, after the count */
 }
 
 TEST(config_initializer) {
@@ -248,5 +294,5 @@ TEST(real_nccl_when_present) {
 
 T_MAIN(T_CASE(missing_library), T_CASE(setting_names_the_library), T_CASE(library_that_is_not_nccl),
        T_CASE(version_strings), T_CASE(type_and_op_mapping), T_CASE(missing_optional_call_is_named),
-       T_CASE(config_initializer), T_CASE(declarations_match_nccl_h),
+       T_CASE(config_initializer), T_CASE(abort_is_bounded), T_CASE(declarations_match_nccl_h),
        T_CASE(real_nccl_when_present))
