@@ -496,6 +496,7 @@ static int abort_child(const char *mode, int rank, int port, int nranks) {
   snprintf(v, sizeof v, "abort.r%d", rank);
   setenv("NCCL_HOSTID", v, 1);
   p2pk_param_reset();
+  setvbuf(stdout, NULL, _IOLBF, 0); /* each step's line out before a hang's kill */
   runner_t R;
   if (runner_join(&R, rank, nranks, port, 30) != 0) return 1;
   const size_t count = 16384; /* within the runner's buffers */
@@ -521,15 +522,19 @@ static int abort_child(const char *mode, int rank, int port, int nranks) {
     CHECK(as != P2PKIT_SUCCESS);
     if (cu_now() - t0 > 15) T_FAIL("%s: rank 1 failed only after %.1f s", mode, cu_now() - t0);
   }
+  printf("  %s: rank %d: all_reduce returned %s after %.2f s\n", mode, rank, p2pkit_strerror(st),
+         cu_now() - t0);
   usleep(rank == 0 ? 1000000 : 5000000);
   const double t1 = cu_now();
   CHECK_OK(p2pkit_comm_abort(R.comm[0]));
   if (cu_now() - t1 > 3) T_FAIL("%s: rank %d: abort took %.1f s", mode, rank, cu_now() - t1);
+  printf("  %s: rank %d: abort returned after %.2f s; waiting for its stream\n", mode, rank, cu_now() - t1);
   if (cudaStreamSynchronize(R.s[0]) != cudaSuccess) cudaGetLastError();
   if (cu_now() - t1 > 8) T_FAIL("%s: rank %d: its call ended %.1f s after abort", mode, rank, cu_now() - t1);
-  printf("  %s: rank %d: abort returned after %.2f s\n", mode, rank, cu_now() - t1);
+  printf("  %s: rank %d: its stream done %.2f s after abort\n", mode, rank, cu_now() - t1);
   R.comm[0] = NULL;
   runner_free(&R);
+  printf("  %s: rank %d: buffers freed\n", mode, rank);
   fflush(NULL);
   return t_failed ? 1 : 0;
 }
