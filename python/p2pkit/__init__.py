@@ -79,6 +79,7 @@ def _declare(lib):
         "p2pkit_comm_opts_init": (None, [c_void_p]),
         "p2pkit_comm_init_rank": (c_int, [c_void_p, ctypes.POINTER(c_void_p)]),
         "p2pkit_comm_destroy": (c_int, [c_void_p]),
+        "p2pkit_comm_abort": (c_int, [c_void_p]),
         "p2pkit_comm_rank": (c_int, [c_void_p]),
         "p2pkit_comm_size": (c_int, [c_void_p]),
         "p2pkit_comm_device": (c_int, [c_void_p]),
@@ -280,6 +281,15 @@ class Comm:
         if self._h is not None:
             h, self._h = self._h, None
             _check("p2pkit_comm_destroy", load_library().p2pkit_comm_destroy(h))
+
+    def abort(self):
+        """Give the communicator up without waiting for any peer, as
+        ncclCommAbort: for a failed job (a peer died or hangs), not for
+        teardown. Not collective; returns within about two seconds. The
+        ranks waiting on this one fail at once or at their timeout."""
+        if self._h is not None:
+            h, self._h = self._h, None
+            _check("p2pkit_comm_abort", load_library().p2pkit_comm_abort(h))
 
     def async_error(self):
         """None, or the P2PKitError a collective left on the device."""

@@ -700,7 +700,23 @@ class ProcessGroupP2PKit(dist.ProcessGroup):
         self._nccl = self._gloo = None
 
     def abort(self):
-        self._comm = None  # the process is going away; no collective destroy
+        """A failed job (torch's _abort_process_group, a watchdog): the
+        communicator is given up without waiting for any peer
+        (p2pkit_comm_abort), and the NCCL group beside it aborted too."""
+        if self._comm is not None:
+            comm, self._comm = self._comm, None
+            try:
+                comm.abort()
+            except p2pkit.P2PKitError as e:
+                warnings.warn(f"p2pkit backend: aborting the communicator: {e}")
+        other = self._nccl
+        stop = getattr(other, "abort", None) or getattr(other, "_abort", None)
+        if stop is not None:
+            try:
+                stop()
+            except RuntimeError:
+                pass
+        self._nccl = self._gloo = None
 
 
 def create(store, rank, size, timeout):

@@ -101,6 +101,30 @@ class Errors(unittest.TestCase):
         self.assertEqual(lib.p2pkit_comm_set_max_blocks(None, 4), 1)  # INVALID_ARGUMENT
         self.assertIn("NULL", lib.p2pkit_last_error().decode())
 
+    def test_abort_reaches_the_library_once(self):
+        lib = p2pkit.load_library()
+        self.assertEqual(lib.p2pkit_comm_abort(None), 1)  # INVALID_ARGUMENT
+        self.assertIn("comm_abort: communicator is NULL", lib.p2pkit_last_error().decode())
+
+        class Lib:
+            handles = []
+
+            def p2pkit_comm_abort(self, h):
+                self.handles.append(h)
+                return 0
+        comm = object.__new__(p2pkit.Comm)
+        comm._h = 1234
+        real = p2pkit.load_library
+        p2pkit.load_library = Lib
+        try:
+            comm.abort()
+            comm.abort()  # once given up, nothing more to do
+        finally:
+            p2pkit.load_library = real
+        self.assertEqual(Lib.handles, [1234])
+        with self.assertRaisesRegex(ValueError, "closed"):
+            comm.handle
+
     def test_all_reduce_needs_comm_and_known_op(self):
         with self.assertRaisesRegex(ValueError, "needs a p2pkit.Comm"):
             p2pkit.all_reduce(FakeTensor(), comm=None)
@@ -239,6 +263,16 @@ class OneRankGPU(unittest.TestCase):
                 p2pkit.all_reduce(t.view(10, 100).t(), comm=comm)
         finally:
             comm.close()
+
+    def test_abort_one_rank(self):
+        comm = p2pkit.Comm(rank=0, world_size=1, device=0, addr="127.0.0.1", port=29612,
+                           secret="test")
+        t = torch.ones(1000, device="cuda:0")
+        p2pkit.all_reduce(t, comm=comm)
+        comm.abort()
+        torch.cuda.synchronize()
+        with self.assertRaisesRegex(ValueError, "closed"):
+            p2pkit.all_reduce(t, comm=comm)
 
 
 if __name__ == "__main__":
