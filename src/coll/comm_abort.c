@@ -10,13 +10,11 @@
  * has not finished by then is left to finish on its own (or not, on a GPU
  * that never quiesces: the memory then stays until the process ends). */
 #include <cuda_runtime_api.h>
-#include <pthread.h>
 #include <stddef.h>
-#include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "coll/path.h"
+#include "core/bounded.h"
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -44,44 +42,25 @@ static void raise_abort(struct p2pkit_comm *c) {
   for (int p = 0; p < c->nranks; p++)
     if (c->peer[p])
       cudaMemcpyAsync(c->peer[p] + offsetof(p2pk_dev_ctrl, abort), &v, sizeof v, cudaMemcpyDefault, s);
-  const uint64_t until = p2pk_now_ns() + 200000000u; /* 200 ms, within the deadline */
-  while (cudaStreamQuery(s) == cudaErrorNotReady && p2pk_now_ns() < until && p2pk_now_ns() < c->abort_until_ns)
-    usleep(200);
+  uint64_t until = p2pk_now_ns() + 200000000u; /* 200 ms at most, within the deadline */
+  if (until > c->abort_until_ns) until = c->abort_until_ns;
+  while (cudaStreamQuery(s) == cudaErrorNotReady && p2pk_now_ns() < until) usleep(200);
   cudaStreamDestroy(s);
   cudaGetLastError();
 }
 
-typedef struct {
-  struct p2pkit_comm *c;
-  int done; /* __atomic */
-} reaper_t;
-
-static void *reap(void *arg) {
-  reaper_t *r = arg;
-  if (cudaSetDevice(r->c->device) == cudaSuccess) cudaDeviceSynchronize();
+/* The memory, once the GPU is idle; arg: the communicator's pointer. */
+static void reap(void *arg) {
+  struct p2pkit_comm *c = *(struct p2pkit_comm **)arg;
+  if (cudaSetDevice(c->device) == cudaSuccess) cudaDeviceSynchronize();
   cudaGetLastError();
-  p2pk_comm_release(r->c);
-  __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
-  return NULL;
+  p2pk_comm_release(c);
 }
 
-/* The reaper, waited for until the abort's deadline. */
+/* The reaper, waited for until the abort's deadline; without a thread
+ * (-1) the memory stays. */
 static void free_later(struct p2pkit_comm *c) {
-  const uint64_t until = c->abort_until_ns;
-  reaper_t *r = calloc(1, sizeof *r);
-  pthread_t t;
-  if (r) r->c = c;
-  if (!r || pthread_create(&t, NULL, reap, r) != 0) {
-    free(r); /* no thread: the memory stays */
-    return;
-  }
-  while (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE) && p2pk_now_ns() < until) usleep(500);
-  if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
-    pthread_join(t, NULL);
-    free(r);
-  } else {
-    pthread_detach(t); /* r is the thread's, leaked with what it holds */
-  }
+  p2pk_run_until(reap, &c, sizeof c, c->abort_until_ns);
 }
 
 /* c and its per-host communicator, every wait ending at `until`. */

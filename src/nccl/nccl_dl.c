@@ -3,12 +3,10 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "core/bounded.h"
 #include "core/check.h"
-#include "core/clock.h"
 #include "core/param.h"
 
 /* NCCL 2.12 is the oldest with ncclSend/ncclRecv, ncclAvg and bfloat16 together. */
@@ -156,45 +154,17 @@ p2pkit_status_t p2pk_nccl_shared(const p2pk_nccl_api **api, char *why, size_t le
 typedef struct {
   const p2pk_nccl_api *api;
   p2pk_nccl_comm_t comm;
-  int done; /* __atomic: the abort returned */
-  int refs; /* __atomic: the thread's and the waiter's; the last frees */
-} abort_job;
+} abort_args;
 
-static void abort_job_drop(abort_job *j) {
-  if (__atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) == 0) free(j);
-}
-
-static void abort_now(const p2pk_nccl_api *api, p2pk_nccl_comm_t comm) {
-  if (api->CommAbort) api->CommAbort(comm);
-  else api->CommDestroy(comm);
-}
-
-static void *abort_thread(void *arg) {
-  abort_job *j = arg;
-  abort_now(j->api, j->comm);
-  __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
-  abort_job_drop(j);
-  return NULL;
+static void abort_now(void *arg) {
+  const abort_args *a = arg;
+  if (a->api->CommAbort) a->api->CommAbort(a->comm);
+  else a->api->CommDestroy(a->comm);
 }
 
 int p2pk_nccl_abort_until(const p2pk_nccl_api *api, p2pk_nccl_comm_t comm, uint64_t until_ns) {
-  abort_job *j = calloc(1, sizeof *j);
-  pthread_t t;
-  pthread_attr_t attr;
-  int started = 0;
-  if (j && pthread_attr_init(&attr) == 0) {
-    *j = (abort_job){.api = api, .comm = comm, .refs = 2};
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    started = pthread_create(&t, &attr, abort_thread, j) == 0;
-    pthread_attr_destroy(&attr);
-  }
-  if (!started) {
-    free(j);
-    abort_now(api, comm);
-    return -1;
-  }
-  while (!__atomic_load_n(&j->done, __ATOMIC_ACQUIRE) && p2pk_now_ns() < until_ns) usleep(500);
-  const int done = __atomic_load_n(&j->done, __ATOMIC_ACQUIRE);
-  abort_job_drop(j);
-  return done;
+  abort_args a = {api, comm};
+  const int r = p2pk_run_until(abort_now, &a, sizeof a, until_ns);
+  if (r < 0) abort_now(&a); /* no thread: on the caller's */
+  return r;
 }
