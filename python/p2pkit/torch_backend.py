@@ -377,10 +377,13 @@ class ProcessGroupP2PKit(dist.ProcessGroup):
                 back.copy_(d)
         return enqueue
 
-    def _check_rs(self, name, out, inp):
-        if inp.numel() != out.numel() * self._size:
-            raise ValueError(f"p2pkit backend: {name}: the input has {inp.numel()} elements, "
-                             f"expected {self._size} x {out.numel()} (the output's)")
+    def _check_whole(self, name, out, inp, whole):
+        """One tensor (`whole`: "input" of a reduce-scatter, "output" of an
+        all-gather) holds the group's size times the other, of one type."""
+        big, small, part = (inp, out, "output") if whole == "input" else (out, inp, "input")
+        if big.numel() != small.numel() * self._size:
+            raise ValueError(f"p2pkit backend: {name}: the {whole} has {big.numel()} elements, "
+                             f"expected {self._size} x {small.numel()} (the {part}'s)")
         if inp.dtype != out.dtype:
             raise ValueError(f"p2pkit backend: {name}: input {inp.dtype}, output {out.dtype}")
 
@@ -391,7 +394,7 @@ class ProcessGroupP2PKit(dist.ProcessGroup):
         other = self._route("reduce_scatter_tensor", [output, input], plan)
         if other is not None:
             return other._reduce_scatter_base(output, input, opts)
-        self._check_rs("reduce_scatter_tensor", output, input)
+        self._check_whole("reduce_scatter_tensor", output, input, "input")
         enqueue = self._reduce_scatter_flat("reduce_scatter_tensor", output, input, opname, factor)
         return self._launch("reduce_scatter_tensor", [output, input], enqueue, [output])
 
@@ -425,7 +428,7 @@ class ProcessGroupP2PKit(dist.ProcessGroup):
             return other.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
         steps = []
         for o, i in zip(outputs, inputs):
-            self._check_rs("reduce_scatter_tensor_coalesced", o, i)
+            self._check_whole("reduce_scatter_tensor_coalesced", o, i, "input")
             steps.append(self._reduce_scatter_flat("reduce_scatter_tensor_coalesced", o, i, opname,
                                                    factor))
 
@@ -474,18 +477,11 @@ class ProcessGroupP2PKit(dist.ProcessGroup):
         other = self._route("all_gather_into_tensor", [output, input])
         if other is not None:
             return other._allgather_base(output, input, opts)
-        self._check_ag("all_gather_into_tensor", output, input)
+        self._check_whole("all_gather_into_tensor", output, input, "output")
         return self._launch("all_gather_into_tensor", [output, input],
                             lambda s: self._gather_flat(s, output, input), [output])
 
     all_gather_single = _allgather_base
-
-    def _check_ag(self, name, out, inp):
-        if out.numel() != inp.numel() * self._size:
-            raise ValueError(f"p2pkit backend: {name}: the output has {out.numel()} elements, "
-                             f"expected {self._size} x {inp.numel()} (the input's)")
-        if inp.dtype != out.dtype:
-            raise ValueError(f"p2pkit backend: {name}: input {inp.dtype}, output {out.dtype}")
 
     def allgather(self, output_lists, input_tensors, opts=None):
         opts = opts if opts is not None else dist.AllgatherOptions()
@@ -511,7 +507,7 @@ class ProcessGroupP2PKit(dist.ProcessGroup):
         if other is not None:
             return other.allgather_into_tensor_coalesced(outputs, inputs, opts)
         for o, i in zip(outputs, inputs):
-            self._check_ag("all_gather_into_tensor_coalesced", o, i)
+            self._check_whole("all_gather_into_tensor_coalesced", o, i, "output")
 
         def enqueue(s):
             for o, i in zip(outputs, inputs):
