@@ -18,6 +18,7 @@
  *   P2PKIT_CONF_QUICK=1 a few types, ops and counts (compute-sanitizer)
  *   P2PKIT_CONF_FULL=1  every count with every type and op */
 #include <cuda_runtime_api.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -489,6 +490,31 @@ TEST(hosts) {
  * end its call. Rank 1 (the kernels) fails at once on rank 0's abort word,
  * long before its timeout; with NCCL (no such word) it aborts too after
  * 5 s, as an application's watchdog would, and that must return within 3 s. */
+static int stream_done_within(cudaStream_t s, double secs) {
+  const double t0 = cu_now();
+  cudaError_t e;
+  while ((e = cudaStreamQuery(s)) == cudaErrorNotReady && cu_now() - t0 < secs) usleep(1000);
+  return e == cudaSuccess;
+}
+
+/* Ranks 0 and 1 each leave a mark (a file named by the run's port) and go
+ * on; rank 2 waits until it sees both, at most `secs`, then removes them. */
+static int abort_marks(int port, int rank, double secs) {
+  char path[2][96];
+  for (int r = 0; r < 2; r++) snprintf(path[r], sizeof path[r], "%s/p2pkit-abort-test.%d.r%d", P_tmpdir, port, r);
+  if (rank < 2) {
+    int fd = open(path[rank], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return -1;
+    close(fd);
+    return 0;
+  }
+  const double t0 = cu_now();
+  while ((access(path[0], F_OK) != 0 || access(path[1], F_OK) != 0) && cu_now() - t0 < secs) usleep(1000);
+  const int seen = access(path[0], F_OK) == 0 && access(path[1], F_OK) == 0;
+  unlink(path[0]), unlink(path[1]);
+  return seen ? 0 : -1;
+}
+
 static int abort_child(const char *mode, int rank, int port, int nranks) {
   const int nccl = strcmp(mode, "abort-nccl") == 0;
   setenv("P2PKIT_NCCL", nccl ? "1" : "0", 1);
@@ -503,7 +529,16 @@ static int abort_child(const char *mode, int rank, int port, int nranks) {
   /* One all-reduce of all three first, so every path has connected its
    * peers (NCCL does so at its first collective) before rank 2 dies. */
   CHECK_OK(p2pkit_all_reduce(R.din[0], R.dout[0], count, P2PKIT_FLOAT32, P2PKIT_SUM, R.comm[0], R.s[0]));
-  CHECK(cudaStreamSynchronize(R.s[0]) == cudaSuccess);
+  if (!stream_done_within(R.s[0], 30)) {
+    T_FAIL("%s: rank %d: the first all-reduce, with all three alive, not done after 30 s", mode, rank);
+    p2pkit_comm_abort(R.comm[0]);
+    return 1;
+  }
+  /* A rank's kernel can end before NCCL's proxy has sent its last chunk
+   * over the socket; rank 2 leaving then would starve rank 0's first call
+   * (the one-H200 machine hung so). Rank 2 dies only once both others have
+   * seen their first call end. */
+  if (abort_marks(port, rank, 30) != 0) T_FAIL("%s: rank %d: the others' marks not seen in 30 s", mode, rank);
   if (rank == 2) _exit(0); /* dead, without a word */
   const double t0 = cu_now();
   const p2pkit_status_t st =
