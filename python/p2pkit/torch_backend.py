@@ -116,6 +116,7 @@ class ProcessGroupP2PKit(dist.ProcessGroup):
         self._store, self._rank, self._size = store, rank, size
         self._timeout = timeout if timeout is not None else datetime.timedelta(minutes=10)
         self._comm = None
+        self._ended = None  # "aborted" or "shut down": no communicator is made again
         self._device = None
         self._streams = {}
         self._nccl = None
@@ -165,6 +166,7 @@ class ProcessGroupP2PKit(dist.ProcessGroup):
     # --- the communicator and the fallbacks -------------------------------
     def _ensure(self, device, name):
         """The communicator of `device` (made on first use: collective)."""
+        self._check_open(name)
         if self._comm is not None:
             if device.index != self._device.index:
                 raise ValueError(f"p2pkit backend: {name}: the tensor is on {device}, but this "
@@ -182,7 +184,12 @@ class ProcessGroupP2PKit(dist.ProcessGroup):
         self._device = torch.device("cuda", idx)
         return self._comm
 
+    def _check_open(self, name):
+        if self._ended is not None:
+            raise ValueError(f"p2pkit backend: {name}: this group was {self._ended}")
+
     def _nccl_pg(self, name, reason):
+        self._check_open(name)
         key = (name, reason)
         if key not in _WARNED:
             _WARNED.add(key)
@@ -680,6 +687,7 @@ class ProcessGroupP2PKit(dist.ProcessGroup):
         """Collective: the group's communicator goes, and the NCCL group
         made for what p2pkit cannot do (destroy_process_group calls this on
         every rank from torch 2.9 on)."""
+        self._ended = self._ended or "shut down"
         if self._comm is not None:
             comm, self._comm = self._comm, None
             try:
@@ -699,6 +707,7 @@ class ProcessGroupP2PKit(dist.ProcessGroup):
         """A failed job (torch's _abort_process_group, a watchdog): the
         communicator is given up without waiting for any peer
         (p2pkit_comm_abort), and the NCCL group beside it aborted too."""
+        self._ended = "aborted"
         if self._comm is not None:
             comm, self._comm = self._comm, None
             try:

@@ -16,7 +16,8 @@ printing one line per case: "CASE <name> rank <r>: PASS" or "... FAIL: why".
            ddp        DDP for 5 steps: losses and parameters as DDP on gloo/CPU
            fsdp2      fully_shard for 5 steps: as one process on the whole batch
            async_error  ranks disagree (float32 vs int32): work.wait() and the
-                      next call raise P2PKitError naming the call
+                      next call raise P2PKitError naming the call; abort()
+                      ends the group and later calls are refused
   4 ranks  mesh       a 2x2 DeviceMesh: all-reduce and all-gather in each
                       dimension's sub-group, new_group of ranks {1, 3}
                       (init_process_group with device_id=, torch's eager form)
@@ -498,6 +499,18 @@ def case_async_error(rank, ws, dev, ck):
         if "broadcast" not in str(e):
             ck.bad.append(f"the next call's error does not name it: {e}")
         print(f"  next call raised: {e}")
+    # A watchdog's way out: abort gives the broken group up without its
+    # peers, ends what it queued, and later calls on it are refused.
+    t0 = time.time()
+    g.abort()
+    torch.cuda.synchronize()
+    print(f"  abort() and the stream's end took {time.time() - t0:.2f} s")
+    try:
+        dist.all_reduce(t, group=g)
+        ck.bad.append("a call after abort() returned normally")
+    except ValueError as e:
+        if "aborted" not in str(e):
+            ck.bad.append(f"the call after abort() raised, but not naming the abort: {e}")
     # The default group is untouched.
     t = torch.ones(10, device=dev)
     dist.all_reduce(t)

@@ -136,6 +136,48 @@ class Registration(unittest.TestCase):
         self.assertEqual((name, factor), ("premul_sum", 0.25))
 
 
+@unittest.skipIf(dist is None, "torch is not installed here: checked on the device "
+                               "(scripts/device/torch.sh)")
+class Ending(unittest.TestCase):
+    """After abort() or shutdown() a group refuses every call, in place of
+    making a new communicator (abort leaves the peers' state unknown)."""
+
+    class FakeComm:
+        def __init__(self):
+            self.calls = []
+
+        def abort(self):
+            self.calls.append("abort")
+
+        def close(self):
+            self.calls.append("close")
+
+    def _group(self):
+        from p2pkit.torch_backend import ProcessGroupP2PKit
+        pg = ProcessGroupP2PKit(None, 0, 2, None)
+        pg._comm = self.FakeComm()
+        return pg, pg._comm
+
+    def test_abort_gives_the_communicator_up_and_refuses_later_calls(self):
+        pg, comm = self._group()
+        pg.abort()
+        self.assertEqual(comm.calls, ["abort"])
+        self.assertIsNone(pg._comm)
+        for call in (lambda: pg._ensure(torch.device("cuda", 0), "all_reduce"),
+                     lambda: pg._nccl_pg("all_reduce", "int8")):
+            with self.assertRaisesRegex(ValueError, "all_reduce: this group was aborted"):
+                call()
+        pg.abort()  # nothing more to give up
+        self.assertEqual(comm.calls, ["abort"])
+
+    def test_shutdown_closes_and_refuses_later_calls(self):
+        pg, comm = self._group()
+        pg.shutdown()
+        self.assertEqual(comm.calls, ["close"])
+        with self.assertRaisesRegex(ValueError, "broadcast: this group was shut down"):
+            pg._ensure(torch.device("cuda", 0), "broadcast")
+
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 

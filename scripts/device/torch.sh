@@ -9,6 +9,8 @@
 #   import     from outside the tree: the wheel's own libp2pkit.so, the
 #              backend registered, `p2pkit` on PATH
 #   cpu        python/tests/test_torch_backend_cpu.py against the wheel
+#   binding    python/tests/test_binding.py against the wheel, with its GPU
+#              case (a one-rank communicator's abort)
 #   ops        every op x dtype x async_op against gloo on CPU copies
 #   misc       NCCL fallback (int8, uneven all-to-all), functional
 #              collectives eager and under torch.compile, CUDA graph capture
@@ -56,7 +58,7 @@ export -f make_venv; export venv py
 fit wheel 300 bash -c "make_venv && \
   $py -m pip install --no-build-isolation --no-deps -C build-dir=build-wheel -v . && ls -l $venv/bin/p2pkit"
 [ -x "$venv/bin/p2pkit" ] || { step_summary "the wheel did not install; see $log/wheel.txt"; exit 1; }
-cp python/tests/test_torch_backend_cpu.py python/tests/test_torch_backend.py "$work/"
+cp python/tests/test_torch_backend_cpu.py python/tests/test_torch_backend.py python/tests/test_binding.py "$work/"
 fit import 60 bash -c "cd $work && $py -c \"
 import os, p2pkit, torch.distributed as d
 lib = p2pkit.library_path()
@@ -65,6 +67,7 @@ assert os.path.dirname(lib) == os.path.dirname(p2pkit.__file__), 'not the bundle
 assert 'P2PKIT' in d.Backend._plugins, 'backend not registered'
 print('backend registered:', d.Backend._plugins['P2PKIT'])\" && PATH=$venv/bin:\$PATH p2pkit topo"
 fit cpu 60 bash -c "cd $work && $py -m unittest -v test_torch_backend_cpu"
+want binding && fit binding 90 bash -c "cd $work && $py -m unittest -v test_binding"
 t() { (cd "$work" && "$py" -m unittest -v "test_torch_backend.$1"); }
 export -f t; export work
 want ops && fit ops 300 bash -c 't TwoRanks.test_ops_against_gloo'
