@@ -484,12 +484,8 @@ TEST(hosts) {
 
 /* --- abort beside a dead peer ---------------------------------------------------- */
 
-/* `abort-kernel` (P2PKIT_NCCL=0) or `abort-nccl` (=1), 3 ranks: rank 2 dies
- * after a first all-reduce of all three; ranks 0 and 1 start another that
- * waits for it; rank 0 aborts after 1 s, which must return within 3 s and
- * end its call. Rank 1 (the kernels) fails at once on rank 0's abort word,
- * long before its timeout; with NCCL (no such word) it aborts too after
- * 5 s, as an application's watchdog would, and that must return within 3 s. */
+/* The stream's work ended, well, within `secs` (a cudaStreamSynchronize
+ * that cannot hang the test). */
 static int stream_done_within(cudaStream_t s, double secs) {
   const double t0 = cu_now();
   cudaError_t e;
@@ -509,12 +505,19 @@ static int abort_marks(int port, int rank, double secs) {
     return 0;
   }
   const double t0 = cu_now();
-  while ((access(path[0], F_OK) != 0 || access(path[1], F_OK) != 0) && cu_now() - t0 < secs) usleep(1000);
-  const int seen = access(path[0], F_OK) == 0 && access(path[1], F_OK) == 0;
+  int seen;
+  while (!(seen = access(path[0], F_OK) == 0 && access(path[1], F_OK) == 0) && cu_now() - t0 < secs)
+    usleep(1000);
   unlink(path[0]), unlink(path[1]);
   return seen ? 0 : -1;
 }
 
+/* `abort-kernel` (P2PKIT_NCCL=0) or `abort-nccl` (=1), 3 ranks: rank 2 dies
+ * once a first all-reduce of all three has ended everywhere; ranks 0 and 1
+ * start another that waits for it; rank 0 aborts after 1 s, which must return within 3 s and
+ * end its call. Rank 1 (the kernels) fails at once on rank 0's abort word,
+ * long before its timeout; with NCCL (no such word) it aborts too after
+ * 5 s, as an application's watchdog would, and that must return within 3 s. */
 static int abort_child(const char *mode, int rank, int port, int nranks) {
   const int nccl = strcmp(mode, "abort-nccl") == 0;
   setenv("P2PKIT_NCCL", nccl ? "1" : "0", 1);
