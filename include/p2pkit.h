@@ -360,6 +360,37 @@ P2PKIT_API p2pkit_status_t p2pkit_send(const void *sendbuf, size_t count, p2pkit
 P2PKIT_API p2pkit_status_t p2pkit_recv(void *recvbuf, size_t count, p2pkit_dtype_t dtype,
                                        int peer, p2pkit_comm_t comm, p2pkit_stream_t stream);
 
+/* Uneven all-to-all, NCCL-based libraries' shape: this rank sends
+ * sendcounts[p] elements from sendbuf + sdispls[p] to rank p, which
+ * receives them at recvbuf + rdispls[this rank] (its recvcounts[this rank]
+ * must be the same number). Counts and displacements are in elements,
+ * arrays of the communicator's size; zeros are allowed, and each rank's
+ * counts may differ from every other's. The blocks this rank sends to
+ * itself and receives from itself are one size; no send block may overlap
+ * a receive block. A group of sends and receives inside the library: each
+ * pair of ranks takes the path its one message size selects, whatever the
+ * other ranks' sizes. Stream-ordered and capturable like send/recv; one
+ * process driving several GPUs: every rank's call inside one group. */
+P2PKIT_API p2pkit_status_t p2pkit_all_to_allv(const void *sendbuf, const size_t *sendcounts,
+                                              const size_t *sdispls, void *recvbuf,
+                                              const size_t *recvcounts, const size_t *rdispls,
+                                              p2pkit_dtype_t dtype, p2pkit_comm_t comm,
+                                              p2pkit_stream_t stream);
+/* Rooted gather and scatter, moving only what each rank needs (a group of
+ * sends and receives, as above). gather: every rank's `count` elements of
+ * sendbuf land in the root's recvbuf at rank * count (recvbuf: nranks *
+ * count elements on the root, unused and may be NULL elsewhere). scatter:
+ * the root's sendbuf (nranks * count elements, unused elsewhere) is cut in
+ * rank order, block r into rank r's recvbuf (count elements). In place on
+ * the root: sendbuf == recvbuf + root * count elements (gather) or recvbuf
+ * == sendbuf + root * count elements (scatter). */
+P2PKIT_API p2pkit_status_t p2pkit_gather(const void *sendbuf, void *recvbuf, size_t count,
+                                         p2pkit_dtype_t dtype, int root, p2pkit_comm_t comm,
+                                         p2pkit_stream_t stream);
+P2PKIT_API p2pkit_status_t p2pkit_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                                          p2pkit_dtype_t dtype, int root, p2pkit_comm_t comm,
+                                          p2pkit_stream_t stream);
+
 /* --------------------------------------------------------------- NCCL ---- */
 /* NCCL as the engine underneath (libnccl.so.2, loaded at run time;
  * P2PKIT_NCCL_LIB names another). P2PKIT_NCCL picks what it carries:
