@@ -60,6 +60,11 @@ P2PKIT_API const char *p2pkit_strerror(p2pkit_status_t status);
 P2PKIT_API const char *p2pkit_last_error(void);
 /* Runtime version, comparable to P2PKIT_VERSION_CODE. */
 P2PKIT_API int p2pkit_version(void);
+/* An integer setting of the registry (`p2pkit env` lists them) as the
+ * library reads it, for code built on p2pkit: *value_p the value in force,
+ * *is_set_p (may be NULL) 1 when the environment sets it. A name that is
+ * no integer setting, or a value outside its range: an error naming it. */
+P2PKIT_API p2pkit_status_t p2pkit_setting_int(const char *name, int64_t *value_p, int *is_set_p);
 
 /* CUDA stream without pulling in CUDA headers; same type as cudaStream_t. */
 typedef struct CUstream_st *p2pkit_stream_t;

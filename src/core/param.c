@@ -81,6 +81,7 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_BCAST_SELF_CE", "8M", "under a CUDA graph, a broadcast root out of place whose call takes the kernels copies its own buffer by copy engine beside the kernel from this size (0: the kernel copies it; eagerly it always does)", .kind = P2PK_PARAM_SIZE},
     {"P2PKIT_BUCKET_SIZE", "25M", "gradient sync: bytes per bucket (as DDP's bucket_cap_mb)", .kind = P2PK_PARAM_SIZE},
     {"P2PKIT_FIRST_BUCKET_SIZE", "1M", "gradient sync: bytes of the first bucket (launched earliest)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_TORCH_ASYNC_ERROR_HANDLING", "2", "the PyTorch backend's watchdog, when a collective fails on the GPU or outlives the group's timeout (as TORCH_NCCL_ASYNC_ERROR_HANDLING): 0 records the error (work.wait() and the next call raise it), 1 aborts the communicator and ends the process, 2 aborts the communicator (the default; later calls on the group raise), 3 ends the process without an abort", .kind = P2PK_PARAM_INT, RANGE(0, 3)},
     {"P2PKIT_GRAD_SYNC_BLOCKS", "0", "gradient sync: most thread blocks of a bucket's all-reduce kernel, which shares the GPU with the backward pass (0: half the multiprocessors, rounded down to 8; -1: no cap)", .kind = P2PK_PARAM_INT},
 };
 
