@@ -1,6 +1,6 @@
-"""p2pkit for PyTorch: a thin ctypes layer over libp2pkit.so (no compiled
-extension). The C library does all the work; this module finds it, checks
-tensors, and turns statuses into exceptions.
+"""p2pkit for PyTorch: a thin ctypes layer over libp2pkit.so. The C library
+does all the work; this module finds it, checks tensors, and turns statuses
+into exceptions.
 
     import p2pkit
     comm = p2pkit.Comm()                      # torchrun's RANK/WORLD_SIZE/...
@@ -14,8 +14,9 @@ tensors, and turns statuses into exceptions.
     comm = p2pkit.Comm(unique_id=uid, rank=r, world_size=n)  # every rank joins
 
 With torch installed, importing p2pkit also registers the torch.distributed
-backend "p2pkit": dist.init_process_group("cpu:gloo,cuda:p2pkit")
-(p2pkit/torch_backend.py, docs/pytorch.md).
+backend "p2pkit": dist.init_process_group("cpu:gloo,cuda:p2pkit"), a C++
+backend (p2pkit/csrc) built into the wheel against the torch present at
+build time (p2pkit/torch_backend.py, docs/pytorch.md).
 
 The library is found at $P2PKIT_LIB, inside this package (a wheel from
 `pip install .`), in the source tree's build directories, or by the dynamic
