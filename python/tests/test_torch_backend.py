@@ -11,17 +11,20 @@ printing one line per case: "CASE <name> rank <r>: PASS" or "... FAIL: why".
 Inputs are a function of (rank, size, type), so every rank computes the
 host reference of every call itself.
 
-  1-4 ranks  ops       every op x type x in place / out of place x
+  1-4 ranks (OneToFourRanks, one run per rank count)
+             ops       every op x type x in place / out of place x
                        async_op, against the host reference
              graph     the ops captured in one CUDA graph, replayed with new
-                       inputs (the capture adds no copy of its own)
+                       inputs; a captured all_reduce holds the nodes of the
+                       same call made through p2pkit's C API, no more
              uneven    all_to_all_single with splits that differ on every
                        rank, zeros among them; a rank giving no splits beside
                        ranks giving equal ones; all_to_all of lists
              p2p       isend/irecv ring and pairs of large messages both ways,
                        batch_isend_irecv (one group), gather, scatter, barrier
              seq       sequence numbers: one per collective, equal on every rank
-  2 ranks    groups    split_group, new_group of all ranks (a split of the
+  2 ranks (TwoRanks, one run)
+             groups    split_group, new_group of all ranks (a split of the
                        default group) and of some, pg_options
              error     ranks disagree: work.wait() raises naming the call, the
                        watchdog has aborted the group, later calls raise, the
@@ -104,28 +107,18 @@ def run_ranks(case, n, cases, timeout=300, device_id=False, env=None):
 
 @needs_gpu
 class OneToFourRanks(unittest.TestCase):
-    def test_ops(self):
+    def test_matrix(self):
         for n in (1, 2, 3, 4):
-            run_ranks(self, n, ["ops"], timeout=240)
-
-    def test_graph_uneven_p2p_seq(self):
-        for n in (1, 2, 3, 4):
-            run_ranks(self, n, ["graph", "uneven", "p2p", "seq"], timeout=180, device_id=True)
+            run_ranks(self, n, ["ops", "graph", "graph_nodes", "uneven", "p2p", "seq"], timeout=240,
+                      device_id=True)
 
 
 @needs_gpu
 class TwoRanks(unittest.TestCase):
-    def test_groups(self):
-        run_ranks(self, 2, ["groups"], device_id=True)
-
-    def test_error_and_timeout(self):
-        run_ranks(self, 2, ["error", "timeout"], timeout=120)
-
-    def test_funcol_compile(self):
-        run_ranks(self, 2, ["funcol", "compile"])
-
-    def test_ddp_and_fsdp2(self):
-        run_ranks(self, 2, ["ddp", "fsdp2"])
+    def test_groups_training_watchdog(self):
+        # error and timeout last: they abort groups of their own
+        run_ranks(self, 2, ["groups", "funcol", "compile", "ddp", "fsdp2", "error", "timeout"],
+                  timeout=300, device_id=True)
 
 
 @needs_gpu
@@ -359,6 +352,59 @@ def case_graph(rank, ws, dev, ck):
         ck.eq(f"graph replay {k}: broadcast", b, torch.full((n,), val(ws - 1)))
         want = torch.cat([torch.full(((p + rank) % 3, 5), val(p) * 100 + rank) for p in range(ws)])
         ck.eq(f"graph replay {k}: uneven all_to_all_single", a2a_out, want)
+
+
+def graph_node_types(graph):
+    """The node types (cudaGraphNodeType) of a kept CUDAGraph, in order,
+    read with the CUDA runtime torch loaded."""
+    import ctypes
+    with open("/proc/self/maps") as f:
+        path = next(ln.split()[-1] for ln in f if "libcudart.so" in ln)
+    rt = ctypes.CDLL(path)
+    g = ctypes.c_void_p(graph.raw_cuda_graph())
+    n = ctypes.c_size_t(0)
+    assert rt.cudaGraphGetNodes(g, None, ctypes.byref(n)) == 0
+    nodes = (ctypes.c_void_p * n.value)()
+    assert rt.cudaGraphGetNodes(g, nodes, ctypes.byref(n)) == 0
+    types = []
+    for i in range(n.value):
+        t = ctypes.c_int(-1)
+        assert rt.cudaGraphNodeGetType(ctypes.c_void_p(nodes[i]), ctypes.byref(t)) == 0
+        types.append(t.value)
+    return sorted(types)
+
+
+def case_graph_nodes(rank, ws, dev, ck):
+    """An all_reduce captured through the backend holds exactly the nodes
+    of one captured through p2pkit's C API (p2pkit.all_reduce on a
+    communicator of the same ranks): no copy, event or launch of its own."""
+    import torch.distributed as dist
+    import p2pkit
+    box = [p2pkit.get_unique_id() if rank == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    comm = p2pkit.Comm(unique_id=box[0], rank=rank, world_size=ws, device=dev.index)
+    t = torch.ones(1 << 16, device=dev)
+    dist.all_reduce(t)
+    p2pkit.all_reduce(t, op="sum", comm=comm)
+    torch.cuda.synchronize()
+    types = []
+    for how in ("backend", "C API"):
+        graph, s = torch.cuda.CUDAGraph(keep_graph=True), torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            graph.capture_begin()
+            if how == "backend":
+                dist.all_reduce(t)
+            else:
+                p2pkit.all_reduce(t, op="sum", comm=comm, stream=s.cuda_stream)
+            graph.capture_end()
+        torch.cuda.current_stream().wait_stream(s)
+        types.append(graph_node_types(graph))
+    if types[0] != types[1] or not types[0]:
+        ck.bad.append(f"captured all_reduce: the backend's graph has nodes {types[0]}, the C "
+                      f"API's {types[1]}")
+    print(f"  captured all_reduce: {len(types[0])} node(s) either way (types {types[0]})")
+    comm.close()
 
 
 def case_uneven(rank, ws, dev, ck):
@@ -674,7 +720,8 @@ def case_mesh(rank, ws, dev, ck):
     ck.eq("world all_reduce after sub-groups", t, torch.full((5,), float(ws)))
 
 
-CASES = {"ops": case_ops, "graph": case_graph, "uneven": case_uneven, "p2p": case_p2p,
+CASES = {"ops": case_ops, "graph": case_graph, "graph_nodes": case_graph_nodes,
+         "uneven": case_uneven, "p2p": case_p2p,
          "seq": case_seq, "groups": case_groups, "error": case_error, "timeout": case_timeout,
          "funcol": case_funcol, "compile": case_compile, "ddp": case_ddp, "fsdp2": case_fsdp2,
          "mesh": case_mesh}
