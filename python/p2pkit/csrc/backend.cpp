@@ -114,7 +114,8 @@ void ProcessGroupP2PKit::ensure_comm(at::Device device, const char* call) {
               "capture: make one call before capturing (as with NCCL)");
   p2pkit_unique_id_t id;
   if (getRank() == 0) {
-    if (p2pkit_get_unique_id(&id) != P2PKIT_SUCCESS) fail_status(*g_, call, P2PKIT_ERR_SYSTEM);
+    const p2pkit_status_t st = p2pkit_get_unique_id(&id);
+    if (st != P2PKIT_SUCCESS) fail_status(*g_, c10::str(call, " (making a unique id)").c_str(), st);
     store_->set(kUidKey, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
   } else {
     const std::vector<uint8_t> got = store_->get(kUidKey);

@@ -51,7 +51,8 @@ void premul(const char* call, at::ScalarType t, const ReduceOp& rop, Red* r) {
   TORCH_CHECK_TYPE(at::isFloatingType(t) || at::isComplexType(t), "p2pkit: ", call,
                    ": PREMUL_SUM of ", t, " tensors: the factor scales floating-point types "
                    "only (as ProcessGroupNCCL's)");
-  const auto* sup = dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(rop.supplement_.get());
+  // torch makes PREMUL_SUM only with this supplement (_make_nccl_premul_sum)
+  const auto* sup = static_cast<const c10d::NCCLPreMulSumSupplement*>(rop.supplement_.get());
   TORCH_CHECK_VALUE(sup, "p2pkit: ", call, ": PREMUL_SUM without its factor");
   r->scale = true;
   r->factor = sup->double_factor;
@@ -92,11 +93,16 @@ Red reduction(const char* call, at::ScalarType t, const ReduceOp& rop) {
 }
 
 // The memory an in-place call reads and writes: the tensor's own when it is
-// non-overlapping and dense (any strides: an elementwise reduction needs no
-// order), else a contiguous copy made on the call's stream and copied back.
+// contiguous in its own memory format (ProcessGroupNCCL's rule: every rank
+// then lays the elements out alike), else a contiguous copy made on the
+// call's stream and copied back.
+bool in_place_ok(const at::Tensor& t) {
+  return t.is_contiguous() || t.is_contiguous(t.suggest_memory_format());
+}
+
 struct Dense {
   Dense(const at::Tensor& t, cudaStream_t s) : orig(t) {
-    if (t.is_non_overlapping_and_dense()) {
+    if (in_place_ok(t)) {
       d = t;
       return;
     }

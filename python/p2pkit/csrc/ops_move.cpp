@@ -47,7 +47,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::broadcast(std::vector<at::Ten
             tensors, tensors};
   return run(call, [&](cudaStream_t s) {
     at::Tensor d = t;
-    if (!t.is_non_overlapping_and_dense()) {
+    if (!t.is_contiguous() && !t.is_contiguous(t.suggest_memory_format())) {
       OnStream on(s, t);
       d = t.contiguous();
     }
@@ -312,24 +312,30 @@ void ProcessGroupP2PKit::startCoalescing() {
   deferred_.clear();
 }
 
-// One batch_isend_irecv: every send and receive of the batch as one group
-// of p2pkit calls on the group's stream, one Work.
+// The end of a coalescing block: its sends and receives (one
+// batch_isend_irecv) as one group of p2pkit calls on the group's stream,
+// one Work. That Work also answers for the collectives called inside the
+// block (torch returns it in their place: _coalescing_manager with a
+// device): its stream follows every call the group made before it.
 c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::endCoalescing() {
   TORCH_CHECK(coalescing_, "p2pkit: end_coalescing: ", g_->desc, ": no batch was started");
   coalescing_ = false;
   std::vector<Deferred> ops;
   ops.swap(deferred_);
-  if (ops.empty()) return c10::make_intrusive<Work>(g_, c10d::OpType::COALESCED, "coalesced", 0,
-                                                    nullptr);
+  if (ops.empty() && !made_.load())  // nothing was ever issued: nothing to wait for
+    return c10::make_intrusive<Work>(g_, c10d::OpType::COALESCED, "coalesced", 0, nullptr);
   std::vector<at::Tensor> sends, recvs;
   std::vector<int> to, from;
   for (const Deferred& d : ops) {
     (d.send ? sends : recvs).push_back(d.t);
     (d.send ? to : from).push_back(d.peer);
   }
-  Call call{"send/recv (coalesced)", c10d::OpType::COALESCED, kColl, true, on_cuda("send/recv",
-            ops[0].t), recvs, sends};
-  auto w = run(call, [&](cudaStream_t s) { return grouped(sends, to, recvs, from, comm(), s); });
+  const at::Device dev = ops.empty() ? at::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(g_->device))
+                                     : ops[0].t.device();
+  Call call{"send/recv (coalesced)", c10d::OpType::COALESCED, kColl, true, dev, recvs, sends};
+  auto w = run(call, [&](cudaStream_t s) {
+    return ops.empty() ? P2PKIT_SUCCESS : grouped(sends, to, recvs, from, comm(), s);
+  });
   auto batch = c10::static_intrusive_pointer_cast<Work>(w);
   for (Deferred& d : ops) {
     d.work->batch_ = batch;
