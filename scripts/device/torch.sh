@@ -46,7 +46,7 @@ repo=$PWD
 fit env 60 python3 -c "import sys, torch, torch.distributed as d, scikit_build_core as s
 print('python', sys.version.split()[0], '| torch', torch.__version__, '| CUDA', torch.version.cuda,
       '| GPUs', torch.cuda.device_count(), '| NCCL', torch.cuda.nccl.version(), '| gloo', d.is_gloo_available(),
-      '| scikit-build-core', s.__version__)"
+      '| scikit-build-core', s.__version__)" && nvcc --version | tail -n 1
 # A venv that sees the machine's torch: --system-site-packages, and where the
 # machine's python3 is itself a venv (torch in its site-packages, which a
 # venv made from it does not see), a .pth naming that folder.

@@ -176,6 +176,7 @@ c10::intrusive_ptr<Work> ProcessGroupP2PKit::finish(Call& call, Lane lane, cudaS
   if (capturing) return w;
   w->end_ = g_->take_event();
   w->stream_ = s;
+  w->timeout_ = call.timeout;
   C10_CUDA_CHECK(cudaEventRecord(w->end_, s));
   g_->inflight[lane].push_back(w);
   g_->last[lane] = w;

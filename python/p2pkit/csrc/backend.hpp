@@ -122,6 +122,7 @@ class ProcessGroupP2PKit : public c10d::Backend {
     bool async;  // the caller's asyncOp: on the group's stream, a Work returned
     at::Device device;
     c10::ArrayRef<at::Tensor> outs, ins;
+    std::chrono::milliseconds timeout{-1};  // the call's own timeout= (-1: the group's)
   };
 
  private:

@@ -244,9 +244,11 @@ std::string retire(Group& g, std::chrono::milliseconds timeout) {
     if (q.empty()) continue;
     const Work& w = *q.front();
     const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(now - w.t0_);
-    if (ran > timeout)
+    const bool own = w.timeout_.count() > 0;
+    if (ran > (own ? w.timeout_ : timeout))
       return c10::str(w.name_, " (call ", w.seq_, ") has not finished after ", ran.count(),
-                      " ms, past the group's timeout of ", timeout.count(), " ms");
+                      " ms, past ", own ? "its" : "the group's", " timeout of ",
+                      (own ? w.timeout_ : timeout).count(), " ms");
   }
   return "";
 }

@@ -109,6 +109,7 @@ class Work : public c10d::Work {
   cudaEvent_t end_ = nullptr;
   cudaStream_t stream_ = nullptr;  // where end_ is recorded
   Clock::time_point t0_;
+  std::chrono::milliseconds timeout_{-1};  // the call's own (-1: the group's)
   c10::SmallVector<at::Tensor, 2> keep_;  // outputs first: keep_[0, nout_)
   size_t nout_ = 0;
   bool blocking_ = false;                 // barrier: wait() waits on the host too

@@ -132,7 +132,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::allreduce(std::vector<at::Ten
                                                              const c10d::AllreduceOptions& opts) {
   const at::Tensor& t = one(tensors, "all_reduce");
   Call call{"all_reduce", c10d::OpType::ALLREDUCE, kColl, opts.asyncOp,
-            on_cuda("all_reduce", t), tensors, tensors};
+            on_cuda("all_reduce", t), tensors, tensors,
+            opts.timeout};
   const Red r = reduction("all_reduce", t.scalar_type(), opts.reduceOp);
   return run(call, [&](cudaStream_t s) {
     Dense d(t, s);
@@ -157,7 +158,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::allreduce_coalesced(
     reds.push_back(reduction("all_reduce_coalesced", t.scalar_type(), opts.reduceOp));
   }
   Call call{"all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, kColl, opts.asyncOp,
-            tensors[0].device(), tensors, tensors};
+            tensors[0].device(), tensors, tensors,
+            opts.timeout};
   return run(call, [&](cudaStream_t s) {
     std::vector<Dense> ds;
     GroupScope grp;
@@ -184,7 +186,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::reduce(std::vector<at::Tensor
                                                           const c10d::ReduceOptions& opts) {
   const at::Tensor& t = one(tensors, "reduce");
   Call call{"reduce", c10d::OpType::REDUCE, kColl, opts.asyncOp, on_cuda("reduce", t), tensors,
-            tensors};
+            tensors,
+            opts.timeout};
   const Red r = reduction("reduce", t.scalar_type(), opts.reduceOp);
   return run(call, [&](cudaStream_t s) {
     Dense d(t, s);
@@ -208,7 +211,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::_reduce_scatter_base(
   const Red r = reduction(name, input.scalar_type(), opts.reduceOp);
   at::Tensor outs[1] = {output}, ins[1] = {input};
   Call call{name, c10d::OpType::_REDUCE_SCATTER_BASE, kColl, opts.asyncOp,
-            on_cuda(name, output), outs, ins};
+            on_cuda(name, output), outs, ins,
+            opts.timeout};
   return run(call, [&](cudaStream_t s) {
     const at::Tensor src = scaled(input, r, s);
     return p2pkit_reduce_scatter(src.data_ptr(), output.data_ptr(), output.numel() * r.per,
@@ -234,7 +238,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::reduce_scatter_tensor_coalesc
     reds.push_back(reduction(name, inputs[i].scalar_type(), opts.reduceOp));
   }
   Call call{name, c10d::OpType::COALESCED, kColl, opts.asyncOp, outputs[0].device(), outputs,
-            inputs};
+            inputs,
+            opts.timeout};
   return run(call, [&](cudaStream_t s) {
     GroupScope grp;
     p2pkit_status_t st = P2PKIT_SUCCESS;
@@ -271,7 +276,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::reduce_scatter(
                     "share has ", ins[getRank()].numel(), " elements, its output ", out.numel());
   const Red r = reduction(name, out.scalar_type(), opts.reduceOp);
   Call call{name, c10d::OpType::REDUCE_SCATTER, kColl, opts.asyncOp, on_cuda(name, out),
-            outputs, ins};
+            outputs, ins,
+            opts.timeout};
   return run(call, [&](cudaStream_t s) {
         if (equal) {
       at::Tensor flat;

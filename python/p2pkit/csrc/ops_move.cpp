@@ -44,7 +44,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::broadcast(std::vector<at::Ten
                                                              const c10d::BroadcastOptions& opts) {
   const at::Tensor& t = one(tensors, "broadcast");
   Call call{"broadcast", c10d::OpType::BROADCAST, kColl, opts.asyncOp, on_cuda("broadcast", t),
-            tensors, tensors};
+            tensors, tensors,
+            opts.timeout};
   return run(call, [&](cudaStream_t s) {
     at::Tensor d = t;
     if (!t.is_contiguous() && !t.is_contiguous(t.suggest_memory_format())) {
@@ -71,7 +72,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::_allgather_base(
                     "has ", output.numel(), " elements, expected ", getSize(), " x ", input.numel());
   at::Tensor outs[1] = {output}, ins[1] = {input};
   Call call{name, c10d::OpType::_ALLGATHER_BASE, kColl, opts.asyncOp, on_cuda(name, output), outs,
-            ins};
+            ins,
+            opts.timeout};
   return run(call, [&](cudaStream_t s) {
     return p2pkit_all_gather(input.data_ptr(), output.data_ptr(), bytes(input), P2PKIT_UINT8,
                              comm(), s);
@@ -94,7 +96,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::allgather_into_tensor_coalesc
                       getSize(), " x ", inputs[i].numel());
   }
   Call call{name, c10d::OpType::COALESCED, kColl, opts.asyncOp, outputs[0].device(), outputs,
-            inputs};
+            inputs,
+            opts.timeout};
   return run(call, [&](cudaStream_t s) {
     GroupScope grp;
     p2pkit_status_t st = P2PKIT_SUCCESS;
@@ -121,7 +124,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::allgather(
   for (const at::Tensor& o : outs) equal &= o.numel() == in.numel();
   TORCH_CHECK_VALUE(outs[getRank()].numel() == in.numel(), "p2pkit: ", name, ": this rank's "
                     "output has ", outs[getRank()].numel(), " elements, its input ", in.numel());
-  Call call{name, c10d::OpType::ALLGATHER, kColl, opts.asyncOp, on_cuda(name, in), outs, inputs};
+  Call call{name, c10d::OpType::ALLGATHER, kColl, opts.asyncOp, on_cuda(name, in), outs, inputs,
+            opts.timeout};
   return run(call, [&](cudaStream_t s) {
     OnStream on(s, in);
     const at::Tensor src = in.contiguous();
@@ -167,7 +171,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::gather(
     TORCH_CHECK_VALUE(outputs.empty() || outputs[0].empty(), "p2pkit: ", name, ": only the root "
                       "(rank ", root, ") takes outputs");
   }
-  Call call{name, c10d::OpType::GATHER, kColl, opts.asyncOp, on_cuda(name, in), recvs, sends};
+  Call call{name, c10d::OpType::GATHER, kColl, opts.asyncOp, on_cuda(name, in), recvs, sends,
+            opts.timeout};
   return run(call, [&](cudaStream_t s) { return grouped(sends, to, recvs, from, comm(), s); });
 }
 
@@ -194,7 +199,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::scatter(
     TORCH_CHECK_VALUE(inputs.empty() || inputs[0].empty(), "p2pkit: ", name, ": only the root "
                       "(rank ", root, ") takes inputs");
   }
-  Call call{name, c10d::OpType::SCATTER, kColl, opts.asyncOp, on_cuda(name, out), recvs, sends};
+  Call call{name, c10d::OpType::SCATTER, kColl, opts.asyncOp, on_cuda(name, out), recvs, sends,
+            opts.timeout};
   return run(call, [&](cudaStream_t s) { return grouped(sends, to, recvs, from, comm(), s); });
 }
 
@@ -239,7 +245,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::alltoall_base(
   split_bytes(name, output, output_splits, getSize(), "output", &rc, &rd);
   at::Tensor outs[1] = {output}, ins[1] = {input};
   Call call{name, c10d::OpType::ALLTOALL_BASE, kColl, opts.asyncOp, on_cuda(name, output), outs,
-            ins};
+            ins,
+            opts.timeout};
   return run(call, [&](cudaStream_t s) {
     return p2pkit_all_to_allv(input.data_ptr(), sc.data(), sd.data(), output.data_ptr(), rc.data(),
                               rd.data(), P2PKIT_UINT8, comm(), s);
@@ -259,7 +266,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::alltoall(std::vector<at::Tens
   std::vector<int> peers;
   for (int p = 0; p < getSize(); p++) peers.push_back(p);
   Call call{name, c10d::OpType::ALLTOALL, kColl, opts.asyncOp, on_cuda(name, inputs[0]), outputs,
-            inputs};
+            inputs,
+            opts.timeout};
   return run(call,
              [&](cudaStream_t s) { return grouped(inputs, peers, outputs, peers, comm(), s); });
 }
@@ -357,6 +365,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::barrier(const c10d::BarrierOp
   std::vector<at::Tensor> ts{barrier_tensor_};
   c10d::AllreduceOptions ar;
   ar.asyncOp = true;
+  ar.timeout = opts.timeout;
   auto w = c10::static_intrusive_pointer_cast<Work>(allreduce(ts, ar));
   w->blocking_ = true;
   return w;
