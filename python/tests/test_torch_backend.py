@@ -400,7 +400,7 @@ def case_graph_nodes(rank, ws, dev, ck):
             graph.capture_end()
         torch.cuda.current_stream().wait_stream(s)
         types.append(graph_node_types(graph))
-    if types[0] != types[1] or not types[0]:
+    if types[0] != types[1] or (ws > 1 and not types[0]):  # one rank in place: nothing to do
         ck.bad.append(f"captured all_reduce: the backend's graph has nodes {types[0]}, the C "
                       f"API's {types[1]}")
     print(f"  captured all_reduce: {len(types[0])} node(s) either way (types {types[0]})")
