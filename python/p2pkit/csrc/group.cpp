@@ -180,9 +180,8 @@ namespace {
 class Watchdog {
  public:
   static Watchdog& get() {
-    // Never destroyed: the thread may be inside CUDA when the process
-    // exits, and joining it from a static destructor could wait on a
-    // runtime already unloaded.
+    // Never destroyed (a static destructor could run while the thread is
+    // inside CUDA); the thread itself is stopped and joined at exit.
     static Watchdog* w = new Watchdog();
     return *w;
   }
@@ -190,25 +189,34 @@ class Watchdog {
   void add(const c10::intrusive_ptr<Group>& g) {
     std::lock_guard<std::mutex> lock(mu_);
     groups_.push_back(g);
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    if (thread_.joinable() || stop_) return;
+    thread_ = std::thread([this] { loop(); });
+    std::atexit([] { get().stop(); });
   }
 
  private:
-  void loop() {
-    for (;;) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      std::vector<c10::intrusive_ptr<Group>> now;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        now = groups_;
-      }
-      for (auto& g : now) sweep(*g);
+  void stop() {
+    {
       std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; })) {
+      std::vector<c10::intrusive_ptr<Group>> now = groups_;
+      lock.unlock();
+      for (auto& g : now) sweep(*g);
+      now.clear();
+      lock.lock();
       forget_idle();
     }
   }
 
-  // Groups whose backend is gone and with nothing in flight.
+  // Groups whose backend is gone and with nothing in flight (mu_ held).
   void forget_idle() {
     std::vector<c10::intrusive_ptr<Group>> keep;
     for (auto& g : groups_) {
@@ -222,6 +230,8 @@ class Watchdog {
   }
 
   std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
   std::vector<c10::intrusive_ptr<Group>> groups_;
   std::thread thread_;
 };
