@@ -128,6 +128,7 @@ class FourRanks(unittest.TestCase):
 
 
 @needs_gpu
+@unittest.skipUnless(os.environ.get("CASES"), "runs the cases named by CASES (and NRANKS)")
 class Custom(unittest.TestCase):
     """CASES and NRANKS from the environment."""
 
