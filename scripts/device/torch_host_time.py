@@ -18,7 +18,9 @@ percentile per call are reported with p2pkit / NCCL of the medians (below
 afterwards (its output against the value the inputs give).
 
     python3 scripts/device/torch_host_time.py --json out.json   (both world sizes)
-    --world-sizes 1 | 2 | 1,2; --iters N (200); --repeats R (30); --warmup W (5)
+    --world-sizes 1 | 2 | 1,2; --iters N (200); --repeats R (30); --warmup W (5);
+    world size 2: --iters-2 (20), --repeats-2 (10), 2 warm-up repeats (ranks
+    sharing one GPU take turns on it, so each call waits for a switch)
 
 The JSON ("tool": "p2pkit torch_host_time") is what scripts/baseline.py
 --merge folds into bench/baselines/<machine>.json."""
@@ -44,6 +46,8 @@ def args_of(argv):
     ap.add_argument("--iters", type=int, default=200, help="calls per repeat")
     ap.add_argument("--repeats", type=int, default=30, help="timed repeats per backend")
     ap.add_argument("--warmup", type=int, default=5, help="untimed repeats first")
+    ap.add_argument("--iters-2", type=int, default=20, help="calls per repeat, world size 2")
+    ap.add_argument("--repeats-2", type=int, default=10, help="timed repeats, world size 2")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--timeout", type=int, default=240, help="seconds per world size")
     a = ap.parse_args(argv)
@@ -53,7 +57,7 @@ def args_of(argv):
         ap.error(f"--world-sizes {a.world_sizes!r}: a comma list of 1 and 2")
     if not a.sizes or any(n not in (1, 2) for n in a.sizes):
         ap.error(f"--world-sizes {a.world_sizes!r}: a comma list of 1 and 2")
-    if min(a.iters, a.repeats) < 1 or a.warmup < 0:
+    if min(a.iters, a.repeats, a.iters_2, a.repeats_2) < 1 or a.warmup < 0:
         ap.error("--iters and --repeats must be 1 or more, --warmup 0 or more")
     return a
 
@@ -144,22 +148,25 @@ def worker(a):
     benches = {"p2pkit": Bench(dist.group.WORLD, rank, ws, dev),
                "nccl": Bench(dist.new_group(backend="nccl"), rank, ws, dev)}
     ref = dist.new_group(backend="gloo")
+    iters, repeats, warmup = (a.iters, a.repeats, a.warmup) if ws == 1 else \
+        (a.iters_2, a.repeats_2, min(a.warmup, 2))
     rows, bad = [], []
     for b in benches.values():
         bad += [e for e in [b.verify_sum()] if e]
     for name in CALLS:
         for mode in MODES:
             us = {k: [] for k in benches}
-            for rep in range(a.warmup + a.repeats):
+            for rep in range(warmup + repeats):
                 for k, b in benches.items():
                     dist.barrier(group=ref)
-                    t = time_repeat(b.call(name), a.iters, mode)
-                    if rep >= a.warmup:
+                    t = time_repeat(b.call(name), iters, mode)
+                    if rep >= warmup:
                         us[k].append(t)
             checked = [f"{k}: {e}" for k, e in ((k, b.check(name)) for k, b in benches.items()) if e]
             bad += checked
             p, n = summary(us["p2pkit"]), summary(us["nccl"])
-            rows.append({"world_size": ws, "call": name, "mode": mode, "p2pkit_us": p, "nccl_us": n,
+            rows.append({"world_size": ws, "call": name, "mode": mode, "iters": iters,
+                         "repeats": repeats, "p2pkit_us": p, "nccl_us": n,
                          "p2pkit_over_nccl": round(p["median"] / n["median"], 3),
                          "checked": not checked})
     meta = {"torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
@@ -238,8 +245,10 @@ def main(argv):
     doc = {"tool": "p2pkit torch_host_time",
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            **meta, "bytes": BYTES, "iters": a.iters, "repeats": a.repeats, "warmup": a.warmup,
-           "timing": "host time per call, time.perf_counter() around each repeat of the calls; "
-                     "rank 0's median, 10th and 90th percentile over the repeats",
+           "iters_2": a.iters_2, "repeats_2": a.repeats_2,
+           "timing": f"host time per call, time.perf_counter() around each repeat of the calls; "
+                     f"rank 0's median, 10th and 90th percentile over the repeats; world size 2: "
+                     f"{a.iters_2} calls a repeat, {a.repeats_2} repeats (2 ranks share one GPU)",
            "rows": rows}
     if a.json:
         with open(a.json, "w") as f:
