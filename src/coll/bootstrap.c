@@ -37,6 +37,7 @@ struct p2pk_boot {
   int rank, nranks;
   int timeout_ms;
   int auth;      /* a job secret: proofs and MACs */
+  int strong;    /* and one of P2PK_BOOT_SECRET_MIN_BITS: a user that cannot be told may join */
   link_t *links; /* rank 0: links[r] for r >= 1; others: links[0] is the link to rank 0 */
   char where[160];
 };
@@ -211,30 +212,7 @@ static p2pkit_status_t recv_frame(p2pk_boot *b, link_t *l, uint32_t type, uint32
   return P2PKIT_SUCCESS;
 }
 
-/* --- addresses and users ------------------------------------------------------ */
-
-static int sa_loopback(const struct sockaddr *sa) {
-  if (sa->sa_family == AF_INET)
-    return ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24 == 127;
-  if (sa->sa_family != AF_INET6) return 0;
-  const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-  return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-}
-
-/* *loop = 1 when every address `addr` names is a loopback one. */
-static p2pkit_status_t addr_loopback(const char *addr, int *loop) {
-  struct addrinfo hints, *res = NULL;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_socktype = SOCK_STREAM;
-  int g = getaddrinfo(addr, NULL, &hints, &res);
-  if (g != 0)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "bootstrap: cannot resolve address '%s': %s",
-                     addr, gai_strerror(g));
-  *loop = res != NULL;
-  for (struct addrinfo *ai = res; ai; ai = ai->ai_next) *loop &= sa_loopback(ai->ai_addr);
-  freeaddrinfo(res);
-  return P2PKIT_SUCCESS;
-}
+/* --- addresses --------------------------------------------------------------- */
 
 static void describe_addr(const struct sockaddr_storage *sa, char *out, size_t len) {
   char host[INET6_ADDRSTRLEN] = "?";
@@ -345,14 +323,16 @@ static void evict(server_t *s) {
 
 /* Whether the user at the other end may join. Read at accept, before a
  * byte of it: a job's ranks run as one user, whatever secret another
- * presents; without a secret, a peer whose user cannot be told cannot join. */
+ * presents; without a secret of P2PK_BOOT_SECRET_MIN_BITS, a peer whose user
+ * cannot be told cannot join. */
 static int user_ok(server_t *s, int fd, const char *from, char *why, size_t len) {
   long uid = p2pk_sock_peer_uid(fd);
   if (uid >= 0 && (uid_t)uid != geteuid())
     snprintf(why, len, "a process of another user (uid %ld) may not join", uid);
-  else if (uid < 0 && !s->b->auth)
-    snprintf(why, len, "whose process this is cannot be told, and without a job secret "
-             "(P2PKIT_JOB_SECRET) only this user's processes may join");
+  else if (uid < 0 && !s->b->strong)
+    snprintf(why, len, "whose process this is cannot be told, and without a job secret of %d "
+             "bits (P2PKIT_JOB_SECRET) only this user's processes may join",
+             P2PK_BOOT_SECRET_MIN_BITS);
   else
     return 1;
   if (!s->warned_user++) P2PK_WARN("bootstrap: refused a connection from %s: %s", from, why);
@@ -639,7 +619,8 @@ static int connect_root(const struct addrinfo *res, int64_t deadline) {
 }
 
 /* The process at the other end is of this user (when that can be told; it
- * must be without a secret). */
+ * must be without a secret of P2PK_BOOT_SECRET_MIN_BITS, since this rank's
+ * PROOF is a value to test guesses of a weaker one against). */
 static p2pkit_status_t check_root_user(const p2pk_boot *b, int fd) {
   long uid = p2pk_sock_peer_uid(fd);
   /* connect() returns once rank 0's kernel answered; its socket may be
@@ -652,10 +633,11 @@ static p2pkit_status_t check_root_user(const p2pk_boot *b, int fd) {
     return p2pk_fail(P2PKIT_ERR_REMOTE, "bootstrap: the process listening at %s belongs to another "
                      "user (uid %ld), not this job's (uid %ld): it is not this job's rank 0",
                      b->where, uid, (long)geteuid());
-  if (uid < 0 && !b->auth)
+  if (uid < 0 && !b->strong)
     return p2pk_fail(P2PKIT_ERR_REMOTE, "bootstrap: whose process listens at %s cannot be told, "
-                     "and without a job secret a rank trusts only a rank 0 of its own user: set "
-                     "P2PKIT_JOB_SECRET on every rank", b->where);
+                     "and without a job secret of %d bits a rank trusts only a rank 0 of its own "
+                     "user: set P2PKIT_JOB_SECRET on every rank (`p2pkit env --new-secret`)",
+                     b->where, P2PK_BOOT_SECRET_MIN_BITS);
   return P2PKIT_SUCCESS;
 }
 
@@ -792,7 +774,8 @@ static p2pkit_status_t check_opts(const p2pk_boot_opts *o) {
   return P2PKIT_SUCCESS;
 }
 
-/* A secret needs libcrypto; no secret needs a loopback address. */
+/* A secret needs libcrypto; the address and the secret must suit each other
+ * (p2pk_boot_judge_secret). */
 static p2pkit_status_t check_security(const p2pk_boot_opts *o, int auth) {
   char why[400];
   if (auth && p2pk_crypto_load(why, sizeof why) != 0)
@@ -802,14 +785,7 @@ static p2pkit_status_t check_security(const p2pk_boot_opts *o, int auth) {
                      "install libssl3 or set P2PKIT_CRYPTO_LIB, or, all ranks on this machine "
                      "(MASTER_ADDR on loopback), unset P2PKIT_JOB_SECRET to rely on the same-user "
                      "check (%s)", why);
-  int loop = 0;
-  if (!auth) P2PK_CHECK(addr_loopback(o->addr, &loop));
-  if (!auth && !loop)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
-                     "bootstrap: rank 0's address %s is not a loopback address and there is no job "
-                     "secret, so any host that reaches it could join: give every rank the same "
-                     "secret in P2PKIT_JOB_SECRET (or p2pkit_comm_opts_t.secret)", o->addr);
-  return P2PKIT_SUCCESS;
+  return p2pk_boot_judge_secret(o->addr, o->secret);
 }
 
 p2pkit_status_t p2pk_boot_init(const p2pk_boot_opts *o, p2pk_boot **boot_p) {
@@ -829,6 +805,7 @@ p2pkit_status_t p2pk_boot_init(const p2pk_boot_opts *o, p2pk_boot **boot_p) {
   b->nranks = o->nranks;
   b->timeout_ms = o->timeout_ms;
   b->auth = auth;
+  b->strong = auth && p2pk_boot_secret_bits(o->secret) >= P2PK_BOOT_SECRET_MIN_BITS;
   b->links = links;
   snprintf(b->where, sizeof b->where, "%s:%d", o->addr, o->port);
   p2pkit_status_t st = P2PKIT_SUCCESS;
