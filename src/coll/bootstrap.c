@@ -373,17 +373,27 @@ static void accept_all(server_t *s, int lfd) {
   }
 }
 
-/* The CHALLENGE: rank 0's nonce and its proof of the secret. */
+/* The CHALLENGE: rank 0's nonce and nothing else. Nothing derived from the
+ * secret leaves rank 0 before the rank has proved it knows it, so a
+ * connection gets nothing to test guesses against offline. */
 static int send_challenge(server_t *s, pending_t *p) {
   unsigned char msg[P2PK_BOOT_HDR + P2PK_BOOT_CHALLENGE_BYTES];
-  memset(msg, 0, sizeof msg);
   p2pk_boot_hdr_pack(msg, P2PK_MSG_CHALLENGE, 0, P2PK_BOOT_CHALLENGE_BYTES);
-  if (s->b->auth &&
-      (p2pk_random_bytes(p->ns, sizeof p->ns) != 0 ||
-       p2pk_boot_proof(s->o->secret, P2PK_TO_RANK, p->hello.nonce, p->ns, p->hello.nranks,
-                       p->hello.rank, msg + P2PK_BOOT_HDR + P2PK_BOOT_NONCE) != 0))
-    return -1;
+  memset(p->ns, 0, sizeof p->ns);
+  if (s->b->auth && p2pk_random_bytes(p->ns, sizeof p->ns) != 0) return -1;
   memcpy(msg + P2PK_BOOT_HDR, p->ns, sizeof p->ns);
+  return send(p->fd, msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof msg ? 0 : -1;
+}
+
+/* Rank 0's PROOF, sent once the rank's own checked out (zeroes without a
+ * secret). */
+static int send_root_proof(server_t *s, const pending_t *p) {
+  unsigned char msg[P2PK_BOOT_HDR + P2PK_MAC_BYTES];
+  p2pk_boot_hdr_pack(msg, P2PK_MSG_PROOF, 0, P2PK_MAC_BYTES);
+  memset(msg + P2PK_BOOT_HDR, 0, P2PK_MAC_BYTES);
+  if (s->b->auth && p2pk_boot_proof(s->o->secret, P2PK_TO_RANK, p->hello.nonce, p->ns,
+                                    p->hello.nranks, p->hello.rank, msg + P2PK_BOOT_HDR) != 0)
+    return -1;
   return send(p->fd, msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof msg ? 0 : -1;
 }
 
@@ -449,6 +459,8 @@ static void abort_all(p2pk_boot *b, uint32_t status, const char *text) {
     if (b->links[r].fd >= 0) send_verdict(b, &b->links[r], P2PK_MSG_ABORT, status, text);
 }
 
+/* The rank's PROOF: checked (constant time) before anything derived from the
+ * secret goes back; then rank 0's own proof, and the rank's claims judged. */
 static void on_proof(server_t *s, int i) {
   pending_t *p = &s->pend[i];
   unsigned char want[P2PK_MAC_BYTES];
@@ -457,6 +469,11 @@ static void on_proof(server_t *s, int i) {
                        p->hello.rank, want) != 0 ||
        !p2pk_ct_equal(want, p->buf + P2PK_BOOT_HDR, sizeof want))) {
     refuse(s, i, P2PK_REJ_SECRET, "the job secret does not match (a rank of another job?)");
+    return;
+  }
+  if (send_root_proof(s, p) != 0) {
+    P2PK_INFO(P2PK_LOG_BOOT, "bootstrap: could not answer %s's proof; dropped", p->from);
+    drop(s, i);
     return;
   }
   char why[256];
@@ -647,29 +664,46 @@ static p2pkit_status_t not_root(const p2pk_boot *b, const char *what) {
                    "holds the port", b->where, what);
 }
 
-/* Rank 0's CHALLENGE (or its verdict), its proof checked. *retry: rank 0
- * closed the connection before answering (it had no room): try again. */
-static p2pkit_status_t recv_challenge(p2pk_boot *b, const p2pk_boot_opts *o,
-                                      const p2pk_boot_hello *me, int64_t deadline,
+/* The header of rank 0's next message, which must be `type` or a REJECT
+ * (read whole and turned into its status). */
+static p2pkit_status_t recv_step(p2pk_boot *b, uint32_t type, int64_t deadline) {
+  link_t *l = &b->links[0];
+  unsigned char h[P2PK_BOOT_HDR];
+  P2PK_CHECK(recv_all(l->fd, h, sizeof h, deadline, "rank 0"));
+  p2pk_boot_hdr hd;
+  if (p2pk_boot_hdr_parse(h, &hd) != 0 || (hd.type != type && hd.type != P2PK_MSG_REJECT))
+    return not_root(b, "did not answer as a p2pkit rank 0");
+  if (hd.type == P2PK_MSG_REJECT) return recv_verdict(b, l, h, &hd, deadline, "rank 0");
+  return P2PKIT_SUCCESS;
+}
+
+/* Rank 0's CHALLENGE (or its verdict): its nonce. *retry: rank 0 closed the
+ * connection before answering (it had no room): try again. */
+static p2pkit_status_t recv_challenge(p2pk_boot *b, int64_t deadline,
                                       unsigned char ns[P2PK_BOOT_NONCE], int *retry) {
   link_t *l = &b->links[0];
-  unsigned char h[P2PK_BOOT_HDR], c[P2PK_BOOT_CHALLENGE_BYTES], want[P2PK_MAC_BYTES];
+  unsigned char c;
   P2PK_CHECK(wait_fd(l->fd, POLLIN, deadline, "rank 0"));
-  if (recv(l->fd, h, 1, MSG_PEEK) <= 0) {
+  if (recv(l->fd, &c, 1, MSG_PEEK) <= 0) {
     *retry = 1;
     return p2pk_fail(P2PKIT_ERR_REMOTE, "bootstrap: rank 0 at %s closed the connection", b->where);
   }
-  P2PK_CHECK(recv_all(l->fd, h, sizeof h, deadline, "rank 0"));
-  p2pk_boot_hdr hd;
-  if (p2pk_boot_hdr_parse(h, &hd) != 0 || (hd.type != P2PK_MSG_CHALLENGE && hd.type != P2PK_MSG_REJECT))
-    return not_root(b, "did not answer as a p2pkit rank 0");
-  if (hd.type == P2PK_MSG_REJECT) return recv_verdict(b, l, h, &hd, deadline, "rank 0");
-  P2PK_CHECK(recv_all(l->fd, c, sizeof c, deadline, "rank 0"));
-  memcpy(ns, c, P2PK_BOOT_NONCE);
+  P2PK_CHECK(recv_step(b, P2PK_MSG_CHALLENGE, deadline));
+  return recv_all(l->fd, ns, P2PK_BOOT_NONCE, deadline, "rank 0");
+}
+
+/* Rank 0's PROOF (or its verdict), checked in constant time: a process that
+ * merely holds the port fails here. */
+static p2pkit_status_t recv_root_proof(p2pk_boot *b, const p2pk_boot_opts *o,
+                                       const p2pk_boot_hello *me,
+                                       const unsigned char ns[P2PK_BOOT_NONCE], int64_t deadline) {
+  unsigned char got[P2PK_MAC_BYTES], want[P2PK_MAC_BYTES];
+  P2PK_CHECK(recv_step(b, P2PK_MSG_PROOF, deadline));
+  P2PK_CHECK(recv_all(b->links[0].fd, got, sizeof got, deadline, "rank 0"));
   if (!b->auth) return P2PKIT_SUCCESS;
   if (p2pk_boot_proof(o->secret, P2PK_TO_RANK, me->nonce, ns, me->nranks, me->rank, want) != 0)
     return p2pk_fail(P2PKIT_ERR_SYSTEM, "bootstrap: computing rank 0's proof failed");
-  if (!p2pk_ct_equal(want, c + P2PK_BOOT_NONCE, sizeof want))
+  if (!p2pk_ct_equal(want, got, sizeof want))
     return not_root(b, "could not prove that it knows the job secret");
   return P2PKIT_SUCCESS;
 }
@@ -688,8 +722,8 @@ static p2pkit_status_t early_verdict(p2pk_boot *b) {
   return recv_verdict(b, l, h, &hd, now_ms() + 100, "rank 0");
 }
 
-/* One attempt: HELLO, rank 0's CHALLENGE checked, this rank's PROOF, the
- * link's key. *retry as recv_challenge says. */
+/* One attempt: HELLO, rank 0's CHALLENGE (a nonce), this rank's PROOF, rank
+ * 0's PROOF checked, the link's key. *retry as recv_challenge says. */
 static p2pkit_status_t handshake(p2pk_boot *b, const p2pk_boot_opts *o, int64_t deadline,
                                  int *retry) {
   link_t *l = &b->links[0];
@@ -707,14 +741,17 @@ static p2pkit_status_t handshake(p2pk_boot *b, const p2pk_boot_opts *o, int64_t 
     p2pkit_status_t v = early_verdict(b);
     return v != P2PKIT_SUCCESS ? v : st;
   }
-  P2PK_CHECK(recv_challenge(b, o, &me, deadline, ns, retry));
+  P2PK_CHECK(recv_challenge(b, deadline, ns, retry));
   memset(proof, 0, sizeof proof);
   if (b->auth &&
-      (p2pk_boot_proof(o->secret, P2PK_TO_ROOT, me.nonce, ns, me.nranks, me.rank, proof) != 0 ||
-       p2pk_boot_link_key(o->secret, me.nonce, ns, me.nranks, me.rank, l->seal.key) != 0))
+      p2pk_boot_proof(o->secret, P2PK_TO_ROOT, me.nonce, ns, me.nranks, me.rank, proof) != 0)
     return p2pk_fail(P2PKIT_ERR_SYSTEM, "bootstrap: computing this rank's proof failed");
+  P2PK_CHECK(send_frame(b, l, P2PK_MSG_PROOF, 0, proof, sizeof proof, deadline, "rank 0"));
+  P2PK_CHECK(recv_root_proof(b, o, &me, ns, deadline));
+  if (b->auth && p2pk_boot_link_key(o->secret, me.nonce, ns, me.nranks, me.rank, l->seal.key) != 0)
+    return p2pk_fail(P2PKIT_ERR_SYSTEM, "bootstrap: computing the link's key failed");
   l->seal.on = b->auth;
-  return send_frame(b, l, P2PK_MSG_PROOF, 0, proof, sizeof proof, deadline, "rank 0");
+  return P2PKIT_SUCCESS;
 }
 
 static p2pkit_status_t client_rendezvous(p2pk_boot *b, const p2pk_boot_opts *o) {

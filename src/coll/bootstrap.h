@@ -2,9 +2,11 @@
  * others connect (retrying until the timeout). With a job secret the two
  * ends of each connection prove to each other that they know it, without
  * sending it (HMAC-SHA256 challenges, OpenSSL's libcrypto loaded at run
- * time), and every later message carries a MAC under a key of that link;
- * off loopback the secret must hold P2PK_BOOT_SECRET_MIN_BITS; without one
- * (loopback only) both ends must belong to the same user. Rank 0
+ * time; the joining rank proves first, so rank 0 gives nothing derived from
+ * the secret to a process that does not know it), and every later message
+ * carries a MAC under a key of that link; off loopback the secret must hold
+ * P2PK_BOOT_SECRET_MIN_BITS; without one (loopback only) both ends must
+ * belong to the same user. Rank 0
  * admits each rank once, refuses strangers without letting them hold up the
  * job, and answers every admitted rank once all have arrived. After that the
  * star of sockets carries small all-gathers and barriers. Every socket
