@@ -589,9 +589,8 @@ p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r
    * job and is often guessable ("none", a small number): never a secret. */
   r->secret = o->secret ? o->secret : p2pk_param_str("P2PKIT_JOB_SECRET");
   if (!r->secret[0] && r->nranks > 1)
-    P2PK_INFO(P2PK_LOG_BOOT, "no job secret (P2PKIT_JOB_SECRET): only this user's processes on "
-              "this machine may join the rendezvous at %s:%d, and only on loopback", r->addr,
-              r->port);
+    P2PK_INFO(P2PK_LOG_BOOT, "no job secret (P2PKIT_JOB_SECRET): the rendezvous at %s:%d must "
+              "be on loopback and admits only this user's processes", r->addr, r->port);
   r->timeout_s = o->timeout_s;
   return P2PKIT_SUCCESS;
 }
