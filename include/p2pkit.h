@@ -242,18 +242,21 @@ P2PKIT_API const char *p2pkit_redop_name(p2pkit_redop_t op);
 /* Rendezvous for one process per GPU. Unset fields (-1 / NULL) come from the
  * launcher's environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
  * MASTER_PORT (torchrun) or OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK
- * (mpirun); the secret from P2PKIT_JOB_SECRET, else TORCHELASTIC_RUN_ID.
- * A launcher variable that is set but malformed is an error naming it. Ranks
- * prove the secret to each other (HMAC-SHA256, OpenSSL's libcrypto loaded at
- * run time) and never send it; without one, addr must be a loopback address
- * and only this user's processes may join (docs/rendezvous.md). */
+ * (mpirun); the secret from P2PKIT_JOB_SECRET only (a launcher's run id,
+ * such as TORCHELASTIC_RUN_ID, is never one). A launcher variable that is
+ * set but malformed is an error naming it. Ranks prove the secret to each
+ * other (HMAC-SHA256, OpenSSL's libcrypto loaded at run time) and never send
+ * it. Off loopback the secret must hold 128 bits: 32 hex digits or 22 other
+ * characters (`openssl rand -hex 16`, `p2pkit env --new-secret`); without
+ * one, addr must be a loopback address and only this user's processes may
+ * join (docs/rendezvous.md). */
 typedef struct {
   int nranks;
   int rank;
   int device;          /* CUDA device of this rank; -1: LOCAL_RANK */
   const char *addr;    /* address rank 0 listens on; NULL: MASTER_ADDR or 127.0.0.1 */
   int port;            /* -1: MASTER_PORT */
-  const char *secret;  /* per-job secret every rank knows; NULL: from env */
+  const char *secret;  /* per-job secret every rank knows; NULL: P2PKIT_JOB_SECRET */
   int timeout_s;       /* -1: P2PKIT_TIMEOUT */
 } p2pkit_comm_opts_t;
 

@@ -194,7 +194,9 @@ class Comm:
 
     Without: unset arguments come from the launcher's environment (torchrun:
     RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; secret
-    P2PKIT_JOB_SECRET or TORCHELASTIC_RUN_ID); what is passed always wins.
+    P2PKIT_JOB_SECRET, never TORCHELASTIC_RUN_ID); what is passed always
+    wins. Off loopback the secret must hold 128 bits (32 hex digits:
+    `p2pkit env --new-secret`).
     Next to torch.distributed: torchrun's store already listens on
     MASTER_PORT, so port=None means MASTER_PORT + 1 here (the C library's
     default is MASTER_PORT itself); pass port= to choose.

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "coll/init_id.h"
 #include "core/json.h"
 #include "core/opts.h"
 #include "core/param.h"
@@ -24,11 +25,13 @@ static int verdict(void) {
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: p2pkit env [--json]\n\nLists every P2PKIT_* setting: its value now, whether it "
-          "came from the\nenvironment or the default, and what it does. A secret setting shows "
-          "only that\nit is set.\n\n"
-          "  --json      the list as JSON\n"
-          "  -h, --help  this text\n\n"
+          "usage: p2pkit env [--json | --new-secret]\n\nLists every P2PKIT_* setting: its value "
+          "now, whether it came from the\nenvironment or the default, and what it does. A secret "
+          "setting shows only that\nit is set.\n\n"
+          "  --json        the list as JSON\n"
+          "  --new-secret  print a fresh job secret (32 hex digits, 128 bits) for\n"
+          "                P2PKIT_JOB_SECRET instead\n"
+          "  -h, --help    this text\n\n"
           "Exit codes: 0 every setting given is valid; 1 one is a value p2pkit would refuse\n"
           "(not its kind, out of its range, not one of its words), named on stderr; 2 a bad\n"
           "command line (docs/cli.md).\n");
@@ -36,20 +39,34 @@ static void usage(FILE *out) {
 
 int cmd_env(int argc, char **argv) {
   static const struct option long_opts[] = {
-      {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-  int json = 0;
+      {"json", no_argument, NULL, 'j'}, {"new-secret", no_argument, NULL, 's'},
+      {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  int json = 0, secret = 0;
   p2pk_opts_begin();
   for (int c; (c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1;) {
     if (c == 'h') {
       usage(stdout);
       return CLI_EXIT_OK;
     }
-    if (c != 'j') return cli_opt_error("env", c, argv, usage);
-    json = 1;
+    if (c != 'j' && c != 's') return cli_opt_error("env", c, argv, usage);
+    *(c == 'j' ? &json : &secret) = 1;
   }
   if (optind < argc) {
     cli_error("env", "unexpected argument '%s'", argv[optind]);
     return CLI_EXIT_USAGE;
+  }
+  if (json && secret) {
+    cli_error("env", "--json and --new-secret: one or the other");
+    return CLI_EXIT_USAGE;
+  }
+  if (secret) {
+    char hex[P2PK_SECRET_HEX + 1];
+    if (p2pk_secret_new(hex) != P2PKIT_SUCCESS) {
+      cli_error("env", "%s", p2pkit_last_error());
+      return CLI_EXIT_FAIL;
+    }
+    printf("%s\n", hex);
+    return CLI_EXIT_OK;
   }
   if (json) {
     p2pk_json j;

@@ -22,9 +22,9 @@
  * the caller's options where set, else from the launcher's environment
  * (torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, or
  * mpirun's OMPI_COMM_WORLD_*), else the defaults (127.0.0.1:29500); the
- * secret from the options, P2PKIT_JOB_SECRET, TORCHELASTIC_RUN_ID,
- * PMIX_NAMESPACE or OMPI_MCA_ess_base_jobid, in that order, else none (a
- * warning above one rank). What the options set always wins over the
+ * secret from the options, else P2PKIT_JOB_SECRET, else none ("": loopback
+ * only); a launcher's run id (TORCHELASTIC_RUN_ID, PMIX_NAMESPACE,
+ * OMPI_MCA_ess_base_jobid) never is one. What the options set always wins over the
  * launcher. Fails, naming the field, when the rank or count is unknown or
  * out of range, or the rank is unset while the count set is not the
  * launcher's (its RANK would be a rank of another communicator). */

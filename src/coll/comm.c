@@ -584,20 +584,13 @@ p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r
     if (rc < 0) return P2PKIT_ERR_INVALID_ARGUMENT;
     if (rc == 0) r->port = 29500;
   }
-  r->secret = o->secret;
-  const char *from[] = {"TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"};
-  if (!r->secret && p2pk_param_str("P2PKIT_JOB_SECRET")[0]) r->secret = p2pk_param_str("P2PKIT_JOB_SECRET");
-  for (size_t i = 0; !r->secret && i < sizeof from / sizeof from[0]; i++) {
-    const char *id = getenv(from[i]);
-    if (id && *id) r->secret = id;
-  }
-  if (!r->secret) {
-    r->secret = "";
-    if (r->nranks > 1)
-      P2PK_WARN("no job secret (P2PKIT_JOB_SECRET, TORCHELASTIC_RUN_ID): any process of this "
-                "user on this machine that knows %s:%d can join this rendezvous", r->addr,
-                r->port);
-  }
+  /* The secret: the caller's, else P2PKIT_JOB_SECRET. A launcher's run id
+   * (TORCHELASTIC_RUN_ID, PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid) names the
+   * job and is often guessable ("none", a small number): never a secret. */
+  r->secret = o->secret ? o->secret : p2pk_param_str("P2PKIT_JOB_SECRET");
+  if (!r->secret[0] && r->nranks > 1)
+    P2PK_INFO(P2PK_LOG_BOOT, "no job secret (P2PKIT_JOB_SECRET): the rendezvous at %s:%d must "
+              "be on loopback and admits only this user's processes", r->addr, r->port);
   r->timeout_s = o->timeout_s;
   return P2PKIT_SUCCESS;
 }
