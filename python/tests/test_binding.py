@@ -1,6 +1,7 @@
 """The Python binding's CPU-side parts (CI, no GPU): loading libp2pkit,
 statuses turned into exceptions with the library's sentence, tensor checks on
-fake tensor-like objects. Written with unittest so it runs with or without
+fake tensor-like objects, every integer and text argument checked before
+ctypes, the reductions' default (a sum). Written with unittest so it runs with or without
 pytest (python3 -m pytest python/tests/test_binding.py, or python3 FILE).
 A GPU case at the end skips itself without torch or a GPU."""
 import ctypes
