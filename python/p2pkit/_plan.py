@@ -6,6 +6,7 @@ reinterpretation of the bytes), or NCCL, with the reason.
 Data type names are torch's without "torch." ("float32", "bool",
 "complex64"); operation names are torch.distributed.ReduceOp's, lower case
 ("sum", "avg", "premul_sum", "band"...)."""
+from . import INT_MAX, _int_arg
 
 # p2pkit_dtype_t values (p2pkit.h), by torch's name for the type.
 NATIVE = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3, "int32": 4, "int64": 5,
@@ -75,8 +76,14 @@ def movement(dtype):
 
 def all_to_all(nranks, in_numel, out_numel, in_splits, out_splits):
     """all_to_all_single: p2pkit for equal blocks, NCCL for uneven splits.
-    ValueError for arguments no backend could take."""
+    ValueError for arguments no backend could take; a split size that is
+    not a whole number (bool included) is a TypeError, one below 0 a
+    ValueError, as p2pkit.Comm's integer arguments."""
+    nranks = _int_arg("all_to_all", "nranks", nranks, 1, INT_MAX)
     in_splits, out_splits = list(in_splits or []), list(out_splits or [])
+    for name, splits in (("input", in_splits), ("output", out_splits)):
+        splits[:] = [_int_arg("all_to_all", f"{name}_splits[{i}]", v, 0, 2**63 - 1)
+                     for i, v in enumerate(splits)]
     for name, splits, numel in (("input", in_splits, in_numel), ("output", out_splits, out_numel)):
         if splits and len(splits) != nranks:
             raise ValueError(f"all_to_all: {len(splits)} {name} splits for {nranks} ranks")

@@ -58,7 +58,7 @@ if want cases; then
     test_allreduce test_allreduce_errors test_collectives
 fi
 if want ctest; then
-  fit ctest 150 ctest --test-dir "$build" -L gpu -E 'test_allreduce|test_collectives|shared_ranks' --timeout 120 --output-on-failure
+  ctest_gpu ctest 150 -L gpu -E 'test_allreduce|test_collectives|shared_ranks' --timeout 120 --output-on-failure
 fi
 if want shared; then
   fit shared 300 bash tests/gpu/test_shared_ranks.sh "$bin"

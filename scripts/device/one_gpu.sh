@@ -5,7 +5,8 @@
 #             hwloc and NCCL files) and test_topo_smi.sh against nvidia-smi
 #   refuse    `p2pkit bench` must refuse, non-zero, with a one-line reason
 #   doctor    `p2pkit doctor`, table and JSON
-#   ctest     the GPU tests (cases that need 2 GPUs skip and say why)
+#   ctest     the GPU tests; a case that skips fails unless it needs more
+#             GPUs than one (scripts/device/skips.py judges each SKIP line)
 #   perf      every collective on a communicator of one rank against NCCL's
 #   ddp       examples/ddp_mlp on one rank, both backends
 #   sanitize  compute-sanitizer memcheck on the one-rank cases
@@ -40,7 +41,7 @@ if want doctor; then
   fit doctor_json 90 bash -c "$bin doctor --json > $log/doctor.json; rc=\$?; python3 -m json.tool $log/doctor.json > /dev/null && echo \"JSON parses; exit \$rc\""
 fi
 if want ctest; then
-  fit ctest 300 ctest --test-dir "$build" -L gpu -E shared_ranks --timeout 280 --output-on-failure
+  ctest_gpu ctest 300 -L gpu -E shared_ranks --timeout 280 --output-on-failure
 fi
 if want perf; then
   for c in all_reduce broadcast reduce all_gather reduce_scatter sendrecv alltoall; do

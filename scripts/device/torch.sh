@@ -11,6 +11,11 @@
 #   cpu        python/tests/test_torch_backend_cpu.py against the wheel
 #   binding    python/tests/test_binding.py against the wheel, with its GPU
 #              case (a one-rank communicator's abort)
+#   binding_mp python/tests/test_collectives_mp.py: every collective of the
+#              Python binding against torch's arithmetic, 2 ranks
+#   ddp_hook   python/tests/test_ddp_hook.py: DDP with p2pkit.ddp_comm_hook
+#              on a Comm of its own against DDP on NCCL, 2 ranks
+#              (binding, binding_mp, ddp_hook: a case that skips fails)
 #   ops        every op x dtype x async_op against gloo on CPU copies
 #   misc       NCCL fallback (int8, uneven all-to-all), functional
 #              collectives eager and under torch.compile, CUDA graph capture
@@ -58,7 +63,8 @@ export -f make_venv; export venv py
 fit wheel 300 bash -c "make_venv && \
   $py -m pip install --no-build-isolation --no-deps -C build-dir=build-wheel -v . && ls -l $venv/bin/p2pkit"
 [ -x "$venv/bin/p2pkit" ] || { step_summary "the wheel did not install; see $log/wheel.txt"; exit 1; }
-cp python/tests/test_torch_backend_cpu.py python/tests/test_torch_backend.py python/tests/test_binding.py "$work/"
+cp python/tests/test_torch_backend_cpu.py python/tests/test_torch_backend.py python/tests/test_binding.py \
+  python/tests/test_collectives_mp.py python/tests/test_ddp_hook.py python/tests/torchrun_case.py "$work/"
 fit import 60 bash -c "cd $work && $py -c \"
 import os, p2pkit, torch.distributed as d
 lib = p2pkit.library_path()
@@ -66,8 +72,19 @@ print('package', os.path.dirname(p2pkit.__file__)); print('library', lib)
 assert os.path.dirname(lib) == os.path.dirname(p2pkit.__file__), 'not the bundled library'
 assert 'P2PKIT' in d.Backend._plugins, 'backend not registered'
 print('backend registered:', d.Backend._plugins['P2PKIT'])\" && PATH=$venv/bin:\$PATH p2pkit topo"
-fit cpu 60 bash -c "cd $work && $py -m unittest -v test_torch_backend_cpu"
-want binding && fit binding 90 bash -c "cd $work && $py -m unittest -v test_binding"
+# unit NAME LIMIT MODULE: its unittest cases against the wheel; on this
+# machine (torch, a GPU) a case that skips fails the step.
+unit() {
+  fit "$1" "$2" bash -c "cd $work && $py -m unittest -v $3" || return
+  if grep -E -- '\.\.\. skipped|\(skipped=' "$log/$1.txt"; then
+    summary+=("$(printf '%-26s a case skipped (this machine has torch and %s GPU(s))' "$1" "$ngpu")")
+    status=1
+  fi
+}
+fit cpu 60 bash -c "cd $work && $py -m unittest -v test_torch_backend_cpu"  # its source-tree case skips here
+want binding && unit binding 90 test_binding
+want binding_mp && unit binding_mp 200 test_collectives_mp
+want ddp_hook && unit ddp_hook 150 test_ddp_hook
 t() { (cd "$work" && "$py" -m unittest -v "test_torch_backend.$1"); }
 export -f t; export work
 want ops && fit ops 300 bash -c 't TwoRanks.test_ops_against_gloo'
