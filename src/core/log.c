@@ -19,6 +19,7 @@ int p2pk_log_level_cached = -1;
 static int log_subsys = P2PK_LOG_ALL;
 static FILE *log_file;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char pending[256]; /* a word on P2PKIT_DEBUG or _SUBSYS for the first line logged */
 static const struct { const char *name; int bit; } subsys_names[] = {
     {"INIT", P2PK_LOG_INIT}, {"TOPO", P2PK_LOG_TOPO}, {"XFER", P2PK_LOG_XFER},
     {"COLL", P2PK_LOG_COLL}, {"BOOT", P2PK_LOG_BOOT}, {"BENCH", P2PK_LOG_BENCH},
@@ -42,6 +43,13 @@ int p2pk_log_parse_subsys(const char *list) {
     mask |= subsys_names[i].bit;
   }
   return invert ? (P2PK_LOG_ALL & ~mask) : mask;
+}
+
+int p2pk_log_subsys_check(const char *list, char *why, size_t len) {
+  if (strlen(list) < 255 && p2pk_log_parse_subsys(list) >= 0) return 0;
+  snprintf(why, len, "not a list of INIT, TOPO, XFER, COLL, BOOT, BENCH, ENV, ALL (comma "
+           "separated, a leading ^ excludes)");
+  return -1;
 }
 
 /* `pattern` with %h (this host) and %p (this process) expanded into `path`;
@@ -120,12 +128,15 @@ static void log_init_locked(void) {
   if (file[0] && !(log_file = open_log_file(file, why, sizeof why)))
     fprintf(stderr, "p2pkit WARN P2PKIT_DEBUG_FILE='%.300s': %s; logging to stderr instead\n", file, why);
   p2pk_log_level_cached = level;
+  /* Said with the first line logged: an entry point refuses these values
+   * itself (the settings registry), and its error must stay one line. */
+  pending[0] = '\0';
   if (strcasecmp(lvl, "WARN") != 0 && level == P2PK_LEVEL_WARN)
-    fprintf(log_file ? log_file : stderr,
-            "p2pkit WARN P2PKIT_DEBUG=%s is not one of NONE, WARN, INFO, TRACE; using WARN\n", lvl);
+    snprintf(pending, sizeof pending, "p2pkit WARN P2PKIT_DEBUG=%.64s is not one of NONE, WARN, "
+             "INFO, TRACE; using WARN\n", lvl);
   if (mask < 0)
-    fprintf(log_file ? log_file : stderr,
-            "p2pkit WARN P2PKIT_DEBUG_SUBSYS has an unknown name; logging ALL\n");
+    snprintf(pending + strlen(pending), sizeof pending - strlen(pending),
+             "p2pkit WARN P2PKIT_DEBUG_SUBSYS has an unknown name; logging ALL\n");
 }
 
 void p2pk_log_reset(void) {
@@ -133,6 +144,7 @@ void p2pk_log_reset(void) {
   if (log_file) fclose(log_file);
   log_file = NULL;
   p2pk_log_level_cached = -1;
+  pending[0] = '\0';
   pthread_mutex_unlock(&log_lock);
 }
 
@@ -158,6 +170,8 @@ void p2pk_log(int level, int subsys, const char *file, int line, const char *fmt
   va_end(ap);
   pthread_mutex_lock(&log_lock);
   FILE *out = log_file ? log_file : stderr;
+  if (pending[0]) fputs(pending, out);
+  pending[0] = '\0';
   if (level == P2PK_LEVEL_TRACE) {
     const char *base = strrchr(file, '/');
     fprintf(out, "%s:%d:%ld p2pkit TRACE %s:%d %s\n", host, (int)getpid(),

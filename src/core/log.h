@@ -27,6 +27,8 @@ void p2pk_log(int level, int subsys, const char *file, int line, const char *fmt
 int p2pk_log_enabled(int level, int subsys);
 /* Parse a subsystem list ("TOPO,XFER", "^COLL", "ALL"); -1 on an unknown name. */
 int p2pk_log_parse_subsys(const char *list);
+/* P2PKIT_DEBUG_SUBSYS's check for the settings registry: 0, or -1 and why. */
+int p2pk_log_subsys_check(const char *list, char *why, size_t len);
 /* P2PKIT_DEBUG_FILE's check for the settings registry: 0 when the pattern,
  * %h and %p expanded, is a path that fits; else -1 and why. The file itself
  * is opened at the first log line: to append, created 0600, never through a

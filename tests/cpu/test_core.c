@@ -114,15 +114,15 @@ TEST(settings_check_refuses_malformed_values) {
       {"P2PKIT_P2P_DISABLE", "yes", "P2PKIT_P2P_DISABLE='yes' must be a whole number from 0 to 1"},
       {"P2PKIT_TIMEOUT", "abc", "P2PKIT_TIMEOUT='abc' must be a whole number from 1 to 86400"},
       {"P2PKIT_TIMEOUT", "30s", "P2PKIT_TIMEOUT='30s' must be a whole number from 1 to 86400"},
-      {"P2PKIT_BUFFER_SIZE", "64Q", "P2PKIT_BUFFER_SIZE='64Q' is not a size"},
+      {"P2PKIT_BUFFER_SIZE", "64Q", "P2PKIT_BUFFER_SIZE='64Q' is not a size (bytes, with K, M, G or T): it must be a size from 0 to 16G"},
       {"P2PKIT_CE_ALLREDUCE_MIN", "-1", "P2PKIT_CE_ALLREDUCE_MIN='-1' is not a size"},
-      {"P2PKIT_PDL", "on", "P2PKIT_PDL='on' is not a whole number"},
+      {"P2PKIT_PDL", "on", "P2PKIT_PDL='on' must be a whole number from 0 to 1"},
       /* Values the library's readers refuse (or misread) are refused here,
        * for `p2pkit env` and every entry point alike. */
       {"P2PKIT_LAUNCH_SPIN_US", "-1", "P2PKIT_LAUNCH_SPIN_US='-1' must be a whole number from 0 to 3600000000"},
       {"P2PKIT_P2P_DISABLE", "-1", "P2PKIT_P2P_DISABLE='-1' must be a whole number from 0 to 1"},
       {"P2PKIT_STAGE_DEPTH", "-1", "P2PKIT_STAGE_DEPTH='-1' must be a whole number from 2 to 16"},
-      {"P2PKIT_STAGE_CHUNK", "1K", "P2PKIT_STAGE_CHUNK='1K' is out of range (4096 to 1073741824 bytes)"},
+      {"P2PKIT_STAGE_CHUNK", "1K", "P2PKIT_STAGE_CHUNK='1K' is out of range: it must be a size from 4K to 1G"},
       {"P2PKIT_P2P_LEVEL", "garbage", "P2PKIT_P2P_LEVEL='garbage' is not one of LOC, NVL, PIX, PXB, PHB, SYS"},
       {"P2PKIT_SM_COPY_CONFIG", "garbage", "P2PKIT_SM_COPY_CONFIG='garbage': 'garbage' is not key=value"},
       {"P2PKIT_ALGO", "ring", "P2PKIT_ALGO='ring' is not one of oneshot, twoshot, staged"},
@@ -153,16 +153,40 @@ TEST(settings_check_refuses_malformed_values) {
   p2pk_param_reset();
 }
 
-/* A value the check refuses reads as the default: a launch thread given
- * P2PKIT_LAUNCH_SPIN_US=-1 spins 1 ms, not for ever. */
+/* A value the check refuses reads as the default, never as itself: a launch
+ * thread given P2PKIT_LAUNCH_SPIN_US=-1 spins 1 ms, not for ever. Entry
+ * points refuse such a value first; a reader that runs before any check is
+ * told, once per setting, on the log. */
 TEST(refused_values_read_as_the_default) {
+  char errpath[] = "/tmp/p2pkit_stderrXXXXXX";
+  const int efd = mkstemp(errpath), saved = dup(2);
+  fflush(stderr);
+  dup2(efd, 2);
   setenv("P2PKIT_LAUNCH_SPIN_US", "-1", 1);
   setenv("P2PKIT_STAGE_CHUNK", "1K", 1);
   setenv("P2PKIT_TIMEOUT", "0", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_param_int("P2PKIT_LAUNCH_SPIN_US"), 1000);
+  CHECK_EQ(p2pk_param_int("P2PKIT_LAUNCH_SPIN_US"), 1000);
   CHECK_EQ(p2pk_param_size("P2PKIT_STAGE_CHUNK"), 8u << 20);
-  CHECK_EQ(p2pk_param_int("P2PKIT_TIMEOUT"), 60);
+  const char *tdef = NULL;
+  for (size_t i = 0; i < p2pk_param_count(); i++)
+    if (strcmp(p2pk_param_at(i)->name, "P2PKIT_TIMEOUT") == 0) tdef = p2pk_param_at(i)->def;
+  CHECK_EQ(p2pk_param_int("P2PKIT_TIMEOUT"), tdef ? strtoll(tdef, NULL, 10) : -1);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  char log[4096] = "";
+  const ssize_t got = pread(efd, log, sizeof log - 1, 0);
+  log[got > 0 ? got : 0] = '\0';
+  close(efd);
+  unlink(errpath);
+  const char *w = "p2pkit WARN P2PKIT_LAUNCH_SPIN_US='-1' must be a whole number from 0 to "
+                  "3600000000; read as its default, 1000\n";
+  CHECK(strstr(log, w) != NULL);
+  CHECK(strstr(strstr(log, w) ? strstr(log, w) + 1 : log, w) == NULL); /* once */
+  CHECK(strstr(log, "P2PKIT_STAGE_CHUNK='1K' is out of range: it must be a size from 4K to 1G; "
+                    "read as its default, 8M") != NULL);
   setenv("P2PKIT_LAUNCH_SPIN_US", "0", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_param_int("P2PKIT_LAUNCH_SPIN_US"), 0);
