@@ -83,28 +83,56 @@ int p2pk_log_file_check(const char *pattern, char *why, size_t len) {
   return -1;
 }
 
-/* The log file, opened to append: created 0600 when new, never through a
- * symbolic link, never a file with other names (a hard link planted to make
- * a privileged process write elsewhere). NULL with the reason in `why`. */
+/* Why the file open on `fd` (named `path`) is not one p2pkit appends its
+ * log to, or NULL when it is: a regular file (a FIFO would block every
+ * thread that logs, a device is no log), this user's (another's file, made
+ * 0666 for us to write into, is theirs to read), that no one else may read
+ * or write (one who can may already hold it open: fixing the mode now
+ * would not stop them), with no other name (a hard link planted to make us
+ * write elsewhere). */
+static const char *refusal(int fd, const char *path, char *why, size_t len) {
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    snprintf(why, len, "cannot inspect %s: %s", path, strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    snprintf(why, len, "%s is not a regular file (a %s); p2pkit logs only to a file", path,
+             S_ISFIFO(st.st_mode) ? "FIFO" : S_ISDIR(st.st_mode) ? "directory"
+             : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device" : "socket or special file");
+  else if (st.st_uid != geteuid())
+    snprintf(why, len, "%s belongs to another user (uid %u); p2pkit does not append to it",
+             path, (unsigned)st.st_uid);
+  else if (st.st_nlink > 1)
+    snprintf(why, len, "%s has other names (hard links); p2pkit does not append to it", path);
+  else if (st.st_mode & 077)
+    snprintf(why, len, "%s may be read or written by others (mode %04o); p2pkit's log is "
+             "private: chmod 600 it, or remove it", path, (unsigned)(st.st_mode & 07777));
+  else
+    return NULL;
+  return why;
+}
+
+/* The log file, opened to append without ever blocking: created new (0600,
+ * O_EXCL), or an existing file refusal() accepts; never through a symbolic
+ * link. NULL with the reason in `why`. */
 static FILE *open_log_file(const char *pattern, char *why, size_t len) {
   char path[PATH_MAX];
   if (p2pk_log_file_check(pattern, why, len) != 0 || expand_path(pattern, path, sizeof path) != 0)
     return NULL;
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  struct stat st;
+  const int flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
+  int fd = open(path, flags | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 && errno == EEXIST) fd = open(path, flags); /* O_NONBLOCK: a FIFO never waits */
   if (fd < 0) {
     snprintf(why, len, "cannot open %s: %s", path,
-             errno == ELOOP ? "it is a symbolic link, which p2pkit does not follow" : strerror(errno));
+             errno == ELOOP ? "it is a symbolic link, which p2pkit does not follow"
+             : errno == ENXIO ? "it is a FIFO or socket (p2pkit logs only to a file)"
+                              : strerror(errno));
     return NULL;
   }
-  if (fstat(fd, &st) != 0 || (S_ISREG(st.st_mode) && st.st_nlink > 1)) {
-    snprintf(why, len, "%s has other names (hard links); p2pkit does not append to it", path);
-    close(fd);
-    return NULL;
-  }
-  FILE *f = fdopen(fd, "a");
-  if (!f) {
+  FILE *f = NULL;
+  if (!refusal(fd, path, why, len) &&
+      (fcntl(fd, F_SETFL, O_APPEND) != 0 || !(f = fdopen(fd, "a")))) /* blocking again */
     snprintf(why, len, "cannot open %s: %s", path, strerror(errno));
+  if (!f) {
     close(fd);
     return NULL;
   }

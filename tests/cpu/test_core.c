@@ -4,7 +4,9 @@
 #include <ftw.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/json.h"
@@ -378,6 +380,94 @@ TEST(debug_file_is_private_and_never_a_link) {
   CHECK(strstr(err, "hard links") != NULL);
 }
 
+/* A new file, `name` in the cases' directory, of this mode (umask aside). */
+static void make_file(const char *name, mode_t mode, char *path, size_t len) {
+  need_log_dir();
+  snprintf(path, len, "%s/%s", log_dir, name);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 || fchmod(fd, mode) != 0) T_FAIL("cannot make %s", path);
+  if (fd >= 0) close(fd);
+}
+
+/* `err` says the file was refused for `why`, and the line went to stderr. */
+static void want_refused(const char *err, const char *why) {
+  if (!strstr(err, why) || !strstr(err, "logging to stderr instead") ||
+      !strstr(err, "a line for the log file"))
+    T_FAIL("wanted '%s' and the line on stderr; stderr: %s", why, err);
+}
+
+/* An existing file is appended to only when it is this user's, private and
+ * a regular file: one another user planted (0666, so that they read our
+ * log), or one of ours that others may read, gets nothing, and the log goes
+ * to stderr with one line saying why. */
+TEST(debug_file_planted_or_shared_is_refused) {
+  char path[256], err[4096];
+  make_file("ours.log", 0600, path, sizeof path);
+  log_with_file(path, err, sizeof err);
+  CHECK(file_size(path) > 0); /* ours and private: appended to */
+  if (err[0]) T_FAIL("stderr: %s", err);
+  make_file("shared.log", 0666, path, sizeof path);
+  log_with_file(path, err, sizeof err);
+  CHECK_EQ(file_size(path), 0);
+  want_refused(err, "may be read or written by others (mode 0666)");
+  make_file("group.log", 0640, path, sizeof path);
+  log_with_file(path, err, sizeof err);
+  CHECK_EQ(file_size(path), 0);
+  want_refused(err, "(mode 0640)");
+  /* Another user's: only root can make one here (chown). */
+  make_file("planted.log", 0666, path, sizeof path);
+  if (geteuid() != 0) {
+    printf("  (not root: the case of another user's file needs chown, not run)\n");
+  } else {
+    CHECK_EQ(chown(path, 65534, 65534), 0);
+    log_with_file(path, err, sizeof err);
+    CHECK_EQ(file_size(path), 0);
+    want_refused(err, "belongs to another user (uid 65534)");
+  }
+  /* Not a file at all. */
+  snprintf(path, sizeof path, "%s/dir.log", log_dir);
+  CHECK_EQ(mkdir(path, 0700), 0);
+  log_with_file(path, err, sizeof err);
+  want_refused(err, "dir.log");
+}
+
+/* A FIFO planted at the path never blocks the thread that logs (and every
+ * other thread behind the log's lock): without a reader the open would wait
+ * for one, with one the writes would wait once it stops reading. Refused at
+ * once either way; each case runs in a child given 10 s. */
+TEST(debug_file_fifo_never_blocks) {
+  char path[256];
+  need_log_dir();
+  snprintf(path, sizeof path, "%s/fifo.log", log_dir);
+  CHECK_EQ(mkfifo(path, 0600), 0);
+  for (int reader = 0; reader < 2; reader++) {
+    const int rfd = reader ? open(path, O_RDONLY | O_NONBLOCK) : -1;
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      char err[4096];
+      log_with_file(path, err, sizeof err);
+      _exit(strstr(err, "FIFO") && strstr(err, "logging to stderr instead") ? 0 : 3);
+    }
+    int status = 0, done = 0;
+    for (int ms = 0; pid > 0 && ms < 10000 && !done; ms += 10)
+      if (!(done = waitpid(pid, &status, WNOHANG) == pid)) usleep(10000);
+    if (pid > 0 && !done) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      T_FAIL("logging to a FIFO %s a reader blocked for 10 s", reader ? "with" : "without");
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      T_FAIL("logging to a FIFO %s a reader was not refused (child status %d)",
+             reader ? "with" : "without", status);
+    }
+    if (rfd >= 0) {
+      char buf[256];
+      CHECK(read(rfd, buf, sizeof buf) <= 0); /* nothing reached the reader */
+      close(rfd);
+    }
+  }
+}
+
 /* Text from files, logs and peers loses what a terminal would act on. */
 TEST(text_made_printable) {
   static const struct { const char *in, *out; int replaced; } cases[] = {
@@ -436,5 +526,7 @@ T_MAIN(T_CASE(strerror_names_every_status), T_CASE(parse_size_accepts_suffixes),
        T_CASE(log_subsystems_parse),
        T_CASE(log_level_and_file), T_CASE(debug_file_long_path_is_used_whole),
        T_CASE(debug_file_that_cannot_be_opened_says_so),
-       T_CASE(debug_file_is_private_and_never_a_link), T_CASE(text_made_printable),
+       T_CASE(debug_file_is_private_and_never_a_link),
+       T_CASE(debug_file_planted_or_shared_is_refused), T_CASE(debug_file_fifo_never_blocks),
+       T_CASE(text_made_printable),
        T_CASE(json_writer_quotes_and_nests))
