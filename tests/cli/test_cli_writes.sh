@@ -40,6 +40,7 @@ topo --json --from $h200
 topo -m --from $h200
 env
 env --json
+env --new-secret
 bench --dry-run --from $h200
 doctor --from $h200 --no-nccl
 doctor --from $h200 --no-nccl --json
