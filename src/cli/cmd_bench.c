@@ -24,6 +24,8 @@ static void close_files(out_files *of, int discard) {
   for (int i = 0; i < OUT_COUNT; i++) p2pk_outfile_close(&of->out[i], discard);
 }
 
+/* 0, or the exit code after one line: 1 a file that cannot be written (as in
+ * every command), 2 two options naming the same file (a bad command line). */
 static int open_files(const p2pk_bench_opts *o, out_files *of) {
   memset(of, 0, sizeof *of);
   const char *path[OUT_COUNT] = {o->json == 2 ? o->json_path : NULL,
@@ -34,14 +36,14 @@ static int open_files(const p2pk_bench_opts *o, out_files *of) {
     if (p2pk_outfile_open(&of->out[i], path[i]) != 0) {
       cli_error("bench", "cannot write %s: %s", path[i], strerror(errno));
       close_files(of, 1);
-      return -1;
+      return CLI_EXIT_FAIL;
     }
     for (int k = 0; k < i; k++)
       if (p2pk_outfile_same(&of->out[i], &of->out[k])) {
         cli_error("bench", "%s and %s name the same file", path[k], path[i]);
         of->out[i].created = 0; /* the first one's; remove it once */
         close_files(of, 1);
-        return -1;
+        return CLI_EXIT_USAGE;
       }
   }
   return 0;
@@ -104,9 +106,9 @@ int cmd_bench(int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
   out_files files;
-  if (open_files(&o, &files) != 0) {
+  if ((rc = open_files(&o, &files)) != 0) {
     p2pk_bench_opts_free(&o);
-    return CLI_EXIT_USAGE;
+    return rc;
   }
   p2pkit_topo_t topo = NULL;
   p2pkit_ctx_t ctx = NULL;

@@ -487,6 +487,7 @@ p2pkit_status_t p2pkit_comm_init_all(p2pkit_comm_t *comms, int ndev, const int *
   if (ndev < 1 || ndev > P2PK_COLL_MAX_RANKS)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_all: %d GPUs; expected 1..%d", ndev,
                      P2PK_COLL_MAX_RANKS);
+  P2PK_CHECK(p2pk_param_check()); /* before the first setting is read (P2PKIT_SHARE_GPUS) */
   int count = 0;
   P2PK_CHECK(device_count(&count));
   int devs[P2PK_COLL_MAX_RANKS] = {0};

@@ -44,6 +44,12 @@ int p2pk_perf_main(int argc, char **argv) {
     setenv("NCCL_MAX_CTAS", v, 0);
     p2pk_param_reset();
   }
+  /* A setting the library would refuse is a bad input, found before any
+   * process, file or GPU (P2PKIT_TIMEOUT below is read from it). */
+  if (p2pk_param_check() != P2PKIT_SUCCESS) {
+    fprintf(stderr, "p2pkit perf: error: %s\n", p2pkit_last_error());
+    return P2PK_PERF_EXIT_USAGE;
+  }
   perf_shared *sh = p2pk_perf_shared_new();
   if (!sh) {
     fprintf(stderr, "p2pkit perf: error: cannot map the region shared by the ranks\n");

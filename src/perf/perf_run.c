@@ -791,9 +791,11 @@ static p2pkit_status_t run_pass(perf_ctx *c, int pass) {
 
 /* ---- output files ------------------------------------------------------- */
 
+/* A file that cannot be written is exit 1, as in every command (docs/cli.md). */
 static p2pkit_status_t open_output(perf_ctx *c, const char *path, p2pk_outfile *o) {
+  (void)c;
   if (p2pk_outfile_open(o, path) != 0)
-    return usage_fail(c, P2PKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    return p2pk_fail(P2PKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
   return P2PKIT_SUCCESS;
 }
 

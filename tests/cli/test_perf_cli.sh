@@ -57,14 +57,15 @@ one_line "missing NCCL" "cannot load NCCL ($tmp/libnccl-missing.so)"
 
 # Output files are opened before NCCL and any GPU: a bad path fails at once, named, exit 2;
 # with -p only process 0 (the one that writes them) opens them, and the others never start.
-expect "bad --json-file" 2 "$bin" perf all_reduce --json-file /nonexistent/dir/x.json
+# A file that cannot be written: exit 1, as every write that fails (docs/cli.md).
+expect "bad --json-file" 1 "$bin" perf all_reduce --json-file /nonexistent/dir/x.json
 one_line "bad --json-file" "cannot write /nonexistent/dir/x.json: No such file or directory"
-expect "bad --json-file, -p 3" 2 "$bin" perf all_reduce -p 3 --json-file /nonexistent/dir/x.json
+expect "bad --json-file, -p 3" 1 "$bin" perf all_reduce -p 3 --json-file /nonexistent/dir/x.json
 one_line "bad --json-file, -p 3" "^p2pkit perf: error: rank 0: cannot write /nonexistent/dir/x.json"
-expect "bad --algo-table" 2 "$bin" perf all_reduce --sweep-algos oneshot/ll,twoshot/simple \
+expect "bad --algo-table" 1 "$bin" perf all_reduce --sweep-algos oneshot/ll,twoshot/simple \
   --algo-table /nonexistent/dir/t.txt
 one_line "bad --algo-table" "cannot write /nonexistent/dir/t.txt: No such file or directory"
-expect "--json-file before NCCL" 2 env P2PKIT_NCCL_LIB="$tmp/libnccl-missing.so" "$bin" perf \
+expect "--json-file before NCCL" 1 env P2PKIT_NCCL_LIB="$tmp/libnccl-missing.so" "$bin" perf \
   all_reduce --vs-nccl --json-file "$tmp"
 one_line "--json-file before NCCL" "cannot write $tmp: Is a directory"
 expect "one file twice" 2 "$bin" perf all_reduce --sweep-algos oneshot/ll,twoshot/simple \
