@@ -430,6 +430,7 @@ TEST(refused_nccl_tests_flags) {
   bad_case(__LINE__, "--from x.p2pkit: a recorded machine has no GPU to measure", 0, "all_reduce",
            "--from", "x.p2pkit", NULL);
   bad_case(__LINE__, "unknown collective 'gather'", 0, "gather", NULL);
+  bad_case(__LINE__, "-m 2: hypercube's steps depend on each other", 0, "hypercube", "-m", "2", NULL);
 }
 
 /* -d all, -o all, -r all: every combination once, nccl-tests' order
