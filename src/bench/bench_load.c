@@ -151,9 +151,8 @@ static int report_of(const json_api *j, const jobj *doc, p2pk_bench_report *r, c
 }
 
 int p2pk_bench_load_json(const char *path, p2pk_bench_report *r, char *err, size_t len) {
-  json_api j;
+  static json_api j; /* filled by load_api on every call, as nvml_dl.c's table */
   void *lib = NULL;
-  memset(&j, 0, sizeof j);
   int rc = load_api(&j, &lib, err, len);
   jobj *doc = rc ? NULL : j.from_file(path);
   if (!rc && !doc) {
