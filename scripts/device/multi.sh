@@ -33,8 +33,8 @@ if want perf; then
     PERF_SECS=90 perf_table "g${n}_$c" -- "$c" --vs-nccl -g "$n" -b 8 -e 1G -f 4
     PERF_SECS=90 perf_table "g${n}_G_$c" -- "$c" --vs-nccl -g "$n" -G 1 -b 8 -e 1G -f 4
   done
-  PERF_SECS=90 perf_table "p${n}_all_reduce" -- all_reduce --vs-nccl -p "$n" -b 8 -e 1G -f 4
-  PERF_SECS=90 perf_table "p${n}_G_all_reduce" -- all_reduce --vs-nccl -p "$n" -G 1 -b 8 -e 1G -f 4
+  PERF_SECS=90 perf_table "p${n}_all_reduce" -- all_reduce --vs-nccl --procs "$n" -b 8 -e 1G -f 4
+  PERF_SECS=90 perf_table "p${n}_G_all_reduce" -- all_reduce --vs-nccl --procs "$n" -G 1 -b 8 -e 1G -f 4
 fi
 if want sweep; then
   # The copy-engine collectives (off by default beyond 2 ranks except one

@@ -90,6 +90,22 @@ static int check_results(const p2pk_bench_report *r) {
   return CLI_EXIT_OK;
 }
 
+/* --plot-from: the saved run's plot, no GPU. */
+static int replot(const p2pk_bench_opts *o, out_files *files) {
+  p2pk_bench_report r;
+  p2pk_bench_report_init(&r);
+  char err[1024];
+  int rc = CLI_EXIT_OK;
+  if (p2pk_bench_load_json(o->plot_from, &r, err, sizeof err) != 0) {
+    cli_error("bench", "%s", err);
+    rc = CLI_EXIT_USAGE;
+  } else if (write_to(files, OUT_PLOT, p2pk_bench_write_svg, &r)) {
+    rc = CLI_EXIT_FAIL;
+  }
+  p2pk_bench_report_free(&r);
+  return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
   p2pk_bench_opts o;
   p2pk_bench_opts_init(&o);
@@ -107,6 +123,12 @@ int cmd_bench(int argc, char **argv) {
   }
   out_files files;
   if ((rc = open_files(&o, &files)) != 0) {
+    p2pk_bench_opts_free(&o);
+    return rc;
+  }
+  if (o.plot_from[0]) {
+    rc = replot(&o, &files);
+    close_files(&files, 1);
     p2pk_bench_opts_free(&o);
     return rc;
   }
