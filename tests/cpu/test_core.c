@@ -162,7 +162,7 @@ TEST(refused_values_read_as_the_default) {
   p2pk_param_reset();
   CHECK_EQ(p2pk_param_int("P2PKIT_LAUNCH_SPIN_US"), 1000);
   CHECK_EQ(p2pk_param_size("P2PKIT_STAGE_CHUNK"), 8u << 20);
-  CHECK_EQ(p2pk_param_int("P2PKIT_TIMEOUT"), 60);
+  CHECK_EQ(p2pk_param_int("P2PKIT_TIMEOUT"), 600);
   setenv("P2PKIT_LAUNCH_SPIN_US", "0", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_param_int("P2PKIT_LAUNCH_SPIN_US"), 0);
