@@ -28,10 +28,14 @@ typedef struct {
   p2pk_nccl_result r;
 } init_job;
 
-static void init_now(void *arg) {
-  init_job *j = *(init_job **)arg;
+static void init_call(init_job *j) {
   if (j->device >= 0 && cudaSetDevice(j->device) != cudaSuccess) cudaGetLastError();
   j->r = j->api->CommInitRank(&j->comm, j->nranks, j->id, j->rank);
+}
+
+static void init_thread(void *arg) {
+  init_job *j = *(init_job **)arg;
+  init_call(j);
   int running = 0;
   if (__atomic_compare_exchange_n(&j->state, &running, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return;
@@ -45,9 +49,11 @@ p2pkit_status_t p2pk_nccl_init_rank_until(const p2pk_nccl_api *api, int device, 
   init_job *j = calloc(1, sizeof *j);
   if (!j) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "ncclCommInitRank: out of memory");
   *j = (init_job){.api = api, .device = device, .nranks = nranks, .rank = rank, .id = *id};
-  if (p2pk_run_until(init_now, &j, sizeof j, until_ns) < 0) init_now(&j); /* no thread */
+  const int ran = p2pk_run_until(init_thread, &j, sizeof j, until_ns);
+  if (ran < 0) init_call(j); /* no thread: here, however long it takes */
   int running = 0;
-  if (__atomic_compare_exchange_n(&j->state, &running, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+  if (ran >= 0 &&
+      __atomic_compare_exchange_n(&j->state, &running, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return P2PKIT_ERR_TIMEOUT; /* the thread's now */
   *comm = j->comm;
   *r = j->r;
