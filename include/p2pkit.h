@@ -257,7 +257,7 @@ typedef struct {
   const char *addr;    /* address rank 0 listens on; NULL: MASTER_ADDR or 127.0.0.1 */
   int port;            /* -1: MASTER_PORT */
   const char *secret;  /* per-job secret every rank knows; NULL: P2PKIT_JOB_SECRET */
-  int timeout_s;       /* -1: P2PKIT_TIMEOUT */
+  int timeout_s;       /* 1..86400 s for every wait for a peer; -1: P2PKIT_TIMEOUT, else 600 */
 } p2pkit_comm_opts_t;
 
 /* Fill `opts` with "take it from the environment" (-1 / NULL everywhere). */
@@ -487,7 +487,7 @@ typedef struct {
   size_t size;          /* sizeof(p2pkit_config_t) as the caller compiled it */
   unsigned int version; /* P2PKIT_CONFIG_VERSION */
   int device;           /* CUDA device of this rank; -1: the calling thread's current one */
-  int timeout_s;        /* rendezvous and collectives; -1: P2PKIT_TIMEOUT */
+  int timeout_s;        /* 1..86400 s for every wait for a peer; -1: P2PKIT_TIMEOUT, else 600 */
   int max_blocks;       /* grid cap (p2pkit_comm_set_max_blocks); -1: P2PKIT_MAX_BLOCKS */
   int reserved[11];     /* 0 */
 } p2pkit_config_t;

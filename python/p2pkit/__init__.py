@@ -259,6 +259,10 @@ class Comm:
     MASTER_PORT, so port=None means MASTER_PORT + 1 here (the C library's
     default is MASTER_PORT itself); pass port= to choose.
 
+    timeout_s: seconds this communicator waits for a peer (the rendezvous,
+    exchanges, every wait of a call) before failing; None: P2PKIT_TIMEOUT,
+    else 600 (PyTorch's default for NCCL).
+
     max_blocks: the most thread blocks each collective kernel takes (see
     set_max_blocks); None: P2PKIT_MAX_BLOCKS, else no cap.
 

@@ -34,8 +34,23 @@ typedef struct {
   p2pk_algo_table table;
   p2pk_algo_force force;
   int max_blocks; /* P2PKIT_MAX_BLOCKS */
+  const int *rank_timeout_s; /* one process: each rank's own (a split's), or NULL: timeout_s */
 } coll_cfg;
 
+p2pkit_status_t p2pk_comm_timeout_s(int asked, const char *what, int *out) {
+  if (asked == -1) {
+    /* The registry refuses a value outside 1..86400 (p2pk_param_check). */
+    *out = (int)p2pk_param_int("P2PKIT_TIMEOUT");
+    return P2PKIT_SUCCESS;
+  }
+  if (asked < 1 || asked > P2PK_TIMEOUT_MAX_S)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s %d: expected -1 (P2PKIT_TIMEOUT, else 600 s) "
+                     "or 1..%d seconds", what, asked, P2PK_TIMEOUT_MAX_S);
+  *out = asked;
+  return P2PKIT_SUCCESS;
+}
+
+/* `timeout_s`: the options' (-1: P2PKIT_TIMEOUT). */
 static p2pkit_status_t read_cfg(coll_cfg *cfg, int timeout_s) {
   memset(cfg, 0, sizeof *cfg);
   /* Every P2PKIT_* value parses, or the communicator is refused: a typo in
@@ -43,11 +58,7 @@ static p2pkit_status_t read_cfg(coll_cfg *cfg, int timeout_s) {
   P2PK_CHECK(p2pk_param_check());
   p2pk_param_warn_unknown();
   cfg->buffer = p2pk_param_size("P2PKIT_BUFFER_SIZE");
-  if (timeout_s <= 0) timeout_s = (int)p2pk_param_int("P2PKIT_TIMEOUT");
-  if (timeout_s <= 0 || timeout_s > 86400)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "timeout %d s: expected 1..86400 (P2PKIT_TIMEOUT)",
-                     timeout_s);
-  cfg->timeout_s = timeout_s;
+  P2PK_CHECK(p2pk_comm_timeout_s(timeout_s, "opts.timeout_s", &cfg->timeout_s));
   cfg->p2p_disable = p2pk_param_int("P2PKIT_P2P_DISABLE") != 0;
   /* The copy path's reader: one vocabulary (NCCL_P2P_LEVEL's, PHB covering
    * nvidia-smi's NODE) and one message for both. */
@@ -426,7 +437,8 @@ static p2pkit_status_t all_comm(p2pk_group *g, int i, const int *devs, const col
   c->device = devs[i];
   c->staged = staged;
   c->group = g;
-  c->timeout_ns = (uint64_t)cfg->timeout_s * 1000000000ULL;
+  const int secs = cfg->rank_timeout_s ? cfg->rank_timeout_s[i] : cfg->timeout_s;
+  c->timeout_ns = (uint64_t)secs * 1000000000ULL;
   c->buffer_bytes = cfg->buffer;
   P2PK_CHECK(all_hosts(c, devs));
   P2PK_CHECK(p2pk_comm_derive(c, sms, cfg->buffer, &cfg->table, &cfg->force));
@@ -483,6 +495,11 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
 }
 
 p2pkit_status_t p2pkit_comm_init_all(p2pkit_comm_t *comms, int ndev, const int *devs_in) {
+  return p2pk_comm_init_all_timeouts(comms, ndev, devs_in, NULL);
+}
+
+p2pkit_status_t p2pk_comm_init_all_timeouts(p2pkit_comm_t *comms, int ndev, const int *devs_in,
+                                            const int *timeout_s) {
   if (!comms) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_all: comms is NULL");
   if (ndev < 1 || ndev > P2PK_COLL_MAX_RANKS)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_all: %d GPUs; expected 1..%d", ndev,
@@ -514,7 +531,11 @@ p2pkit_status_t p2pkit_comm_init_all(p2pkit_comm_t *comms, int ndev, const int *
   g->n = g->live = ndev;
   int cur = -1;
   cudaGetDevice(&cur);
+  int secs[P2PK_COLL_MAX_RANKS];
   p2pkit_status_t st = read_cfg(cfg, -1);
+  for (int i = 0; timeout_s && i < ndev && st == P2PKIT_SUCCESS; i++)
+    st = p2pk_comm_timeout_s(timeout_s[i], "config.timeout_s", &secs[i]);
+  cfg->rank_timeout_s = timeout_s ? secs : NULL;
   if (st == P2PKIT_SUCCESS) st = init_all_locked(g, devs, cfg);
   free(cfg);
   if (cur >= 0) cudaSetDevice(cur);
@@ -594,6 +615,12 @@ p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r
               "be on loopback and admits only this user's processes", r->addr, r->port);
   r->timeout_s = o->timeout_s;
   return P2PKIT_SUCCESS;
+}
+
+p2pkit_status_t p2pk_rank_boot(const p2pk_rank_opts *r, int timeout_s, int listen_fd,
+                               p2pk_boot **out) {
+  p2pk_boot_opts bo = {r->rank, r->nranks, r->addr, r->port, r->secret, timeout_s * 1000, listen_fd};
+  return p2pk_boot_init(&bo, out);
 }
 
 typedef struct {
@@ -895,11 +922,7 @@ p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int liste
   st = cudaSetDevice(c->device) == cudaSuccess
            ? P2PKIT_SUCCESS
            : p2pk_fail(P2PKIT_ERR_CUDA, "rank %d: cannot use GPU %d", c->rank, c->device);
-  if (st == P2PKIT_SUCCESS) {
-    p2pk_boot_opts bo = {r.rank, r.nranks, r.addr, r.port, r.secret, cfg->timeout_s * 1000,
-                         listen_fd};
-    st = p2pk_boot_init(&bo, &c->boot);
-  }
+  if (st == P2PKIT_SUCCESS) st = p2pk_rank_boot(&r, cfg->timeout_s, listen_fd, &c->boot);
   if (st == P2PKIT_SUCCESS) st = init_rank_body(c, cfg, shm_name);
   free(cfg);
   if (shm_name[0]) p2pk_shm_unlink(shm_name);

@@ -49,7 +49,7 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_SM_COPY_CONFIG", "", "SM copy kernel, e.g. kind=chunk,hint=cs,bps=2,threads=512,unroll=4 or kind=tma,bps=1,tile=16K,stages=4 (empty: built-in default)", .kind = P2PK_PARAM_STR, .valid = p2pk_sm_config_check},
     {"P2PKIT_SHARE_GPUS", "0", "testing: let several ranks of a process-per-GPU job share one GPU (their kernels take turns on it: for checking results with more ranks than GPUs, never for speed); every rank the same (1: on)", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
     {"P2PKIT_HOSTID", "", "this rank's host id for communicators spanning hosts (empty: hostname and boot id, as NCCL's host hash); ranks with different ids count as different hosts, so one machine can simulate several; the NCCL path hands NCCL the same value as NCCL_HOSTID unless that is set", .kind = P2PK_PARAM_STR},
-    {"P2PKIT_TIMEOUT", "60", "seconds to wait for a peer rank before failing", .kind = P2PK_PARAM_INT, RANGE(1, 86400)},
+    {"P2PKIT_TIMEOUT", "600", "seconds a communicator waits for a peer rank before failing: its rendezvous and exchanges, p2pkit's waits on the host and in kernels, NCCL's init (600 as PyTorch's for NCCL, so a rank minutes late, writing a checkpoint, does not break the job); a communicator's own timeout_s wins (p2pkit_config_t, p2pkit_comm_opts_t, Comm(timeout_s=), the torch group's timeout=)", .kind = P2PK_PARAM_INT, RANGE(1, 86400)},
     {"P2PKIT_ALGO", "", "force the all-reduce algorithm: oneshot, twoshot or staged (twoshot: broadcast and reduce take their rooted two-shot too)", .kind = P2PK_PARAM_STR, .words = "oneshot|twoshot|staged"},
     {"P2PKIT_ROOTED_TWOSHOT_MIN", "4M", "broadcast and reduce on more than 2 ranks over P2P take the rooted two-shot from this size: the root scatters (gathers) n - 1 shards and their owners forward them to each other (reduce them), so the root's links carry the message once, not once per peer; P2PKIT_ALGO=twoshot forces it at any size and rank count; every rank the same (0: never)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
     {"P2PKIT_BUFFER_SIZE", "0", "per-rank collective buffer: device scratch over P2P, host staging part without (0: 128M per peer over P2P, at most 512M; 64M staged)", .kind = P2PK_PARAM_SIZE, RANGE(0, GiB(16))},
@@ -328,7 +328,7 @@ p2pkit_status_t p2pk_param_check(void) {
 static const char *const tool_vars[] = {
     "P2PKIT_CMAKE_ARGS", "P2PKIT_SANITIZE",  "P2PKIT_FUZZ_BUILD", "P2PKIT_NO_FUZZ",
     "P2PKIT_NO_TSAN",    "P2PKIT_NO_ANALYZE", "P2PKIT_TEST_BUILD", "P2PKIT_TEST_NRANKS",
-    "P2PKIT_CONF_ONLY",  "P2PKIT_CONF_QUICK", "P2PKIT_CONF_RANKS", "P2PKIT_CONF_FULL"};
+    "P2PKIT_CONF_ONLY",  "P2PKIT_CONF_QUICK", "P2PKIT_CONF_RANKS", "P2PKIT_CONF_FULL", "P2PKIT_TEST_LATE"};
 
 /* Edit distance of a and b, stopping early above `cap`. */
 static size_t distance(const char *a, const char *b, size_t cap) {
