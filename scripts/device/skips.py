@@ -31,6 +31,9 @@ COUNT_FAILED = re.compile(r"needs \d+ GPU\(s\); (?!this machine has fewer)")  # 
 # What ranks sharing a GPU (P2PKIT_SHARE_GPUS=1) do not lift: one process
 # driving several GPUs (coll_runner.h), NCCL's one GPU a rank (test_conformance.c).
 NOT_SHARED = re.compile(r"one process driving several|NCCL takes one GPU a rank")
+# A case that runs only when asked (test_timeouts' three-minute late ranks):
+# its skip is the suite's choice, not the machine's.
+OPT_IN = re.compile(r"\bSKIP: opt-in\b")
 SKIP = re.compile(r"\bSKIP\b")
 TEST_START = re.compile(r"^\d+/\d+ Test: (\S+)$")
 DID_NOT_RUN = re.compile(r"^\s*\d+ - (\S+) \(Skipped\)\s*$")
@@ -39,6 +42,8 @@ DID_NOT_RUN = re.compile(r"^\s*\d+ - (\S+) \(Skipped\)\s*$")
 def verdict(line, ngpu, shared=False):
     """None when the skip `line` is expected on a machine of `ngpu` GPUs,
     else why not (a few words)."""
+    if OPT_IN.search(line):
+        return None
     need = next((int(m.group(1)) for m in (r.search(line) for r in NEED) if m), None)
     if need is None:
         return "its reason names no GPU count"

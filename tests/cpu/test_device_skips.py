@@ -83,6 +83,11 @@ FORMATS = [
     ("SKIP: needs 2 GPUs\\n", [("SKIP: needs 2 GPUs", 1, False, None)]),
     ("SKIP: nvidia-smi not found", [("SKIP: nvidia-smi not found", 1, False, "names no GPU count")]),
     ("SKIP: nvidia-smi sees no GPU", [("SKIP: nvidia-smi sees no GPU", 8, False, "names no GPU count")]),
+    ("%-40s SKIP: opt-in, over 3 minutes (P2PKIT_TEST_LATE=1 or its name runs it)\\n", [
+        ("late_ranks_under_default_timeouts        SKIP: opt-in, over 3 minutes (P2PKIT_TEST_LATE=1 or "
+         "its name runs it)", 1, False, None),
+        ("late_ranks_under_default_timeouts        SKIP: opt-in, over 3 minutes (P2PKIT_TEST_LATE=1 or "
+         "its name runs it)", 8, True, None)]),
     ("SKIP: python3 needed to compare tables", [
         ("SKIP: python3 needed to compare tables", 1, False, "names no GPU count")]),
 ]
