@@ -200,24 +200,28 @@ static int fill(struct p2pk_trace *t, const char *reason, p2pkit_status_t st, p2
 }
 
 /* The dump as text into a new file of the directory: 0 (msg: its path),
- * -2 dumps are off, -1 failed (msg: why). */
+ * -2 dumps are off, -1 failed (msg: why). A communicator's files are
+ * numbered from 1, at most MAX_DUMPS of them. */
 static int dump_file(struct p2pk_trace *t, const p2pk_tdump *d, char *msg, size_t mlen) {
+  char dir[4096], name[128];
+  const int dfd = p2pk_trace_dir_open(dir, sizeof dir, msg, mlen);
+  if (dfd < 0) return dfd;
   const size_t cap = p2pk_tdump_max_bytes(d->nranks, d->ncalls);
-  char *buf = malloc(cap), dir[4096], name[128];
+  char *buf = malloc(cap);
   const size_t len = buf ? p2pk_tdump_write(d, buf, cap) : 0;
-  int rc = -1, k = 0;
+  const int k = len ? atomic_fetch_add(&t->ndumps, 1) : 0;
+  int rc = -1;
   if (!len) {
     snprintf(msg, mlen, "out of memory for the report");
-  } else if ((k = atomic_fetch_add(&t->ndumps, 1)) >= MAX_DUMPS) {
+  } else if (k >= MAX_DUMPS) {
     snprintf(msg, mlen, "this communicator wrote its %d reports already", MAX_DUMPS);
   } else {
-    const int dfd = p2pk_trace_dir_open(dir, sizeof dir, msg, mlen);
     snprintf(name, sizeof name, "p2pkit-trace-%s-r%d-p%lld-%d.txt", d->comm, d->rank,
              (long long)d->pid, k + 1);
-    rc = dfd < 0 ? dfd : p2pk_trace_file_write(dfd, name, buf, len, msg, mlen);
+    rc = p2pk_trace_file_write(dfd, name, buf, len, msg, mlen);
     if (rc == 0) snprintf(msg, mlen, "%s/%s", dir, name);
-    if (dfd >= 0) close(dfd);
   }
+  close(dfd);
   free(buf);
   return rc;
 }
@@ -313,18 +317,8 @@ static int signal_of(const char **name) {
   return strcasecmp(v, "USR1") == 0 ? SIGUSR1 : strcasecmp(v, "USR2") == 0 ? SIGUSR2 : 0;
 }
 
-/* The handler and the thread that dumps, once per process, when the
- * setting names a signal the application does not handle already. */
-static void sig_setup(void) {
-  const char *name = NULL;
-  const int sig = signal_of(&name);
-  struct sigaction old;
-  if (!sig || sigaction(sig, NULL, &old) != 0) return;
-  if (old.sa_handler != SIG_DFL) {
-    P2PK_WARN("P2PKIT_TRACE_SIGNAL=%s: the application handles %s already (or ignores it); "
-              "p2pkit leaves it so: no report on that signal", name, name);
-    return;
-  }
+/* The pipe, its thread, then the handler. */
+static void sig_install(int sig, const char *name) {
   sigset_t all, prev;
   sigfillset(&all);
   pthread_t th;
@@ -344,6 +338,26 @@ static void sig_setup(void) {
   sigaction(sig, &sa, NULL);
   P2PK_INFO(P2PK_LOG_COLL, "%s makes every communicator of this process write its desync report",
             name);
+}
+
+/* The handler and the thread that dumps, when the setting names a signal
+ * the application does not handle already: decided once per process, at
+ * the first communicator made while the setting names one. */
+static void sig_setup(void) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static int decided;
+  const char *name = NULL;
+  pthread_mutex_lock(&lock);
+  const int sig = decided ? 0 : signal_of(&name);
+  struct sigaction old;
+  if (sig && sigaction(sig, NULL, &old) == 0) {
+    decided = 1;
+    if (old.sa_handler != SIG_DFL)
+      P2PK_WARN("P2PKIT_TRACE_SIGNAL=%s: the application handles %s already (or ignores it); "
+                "p2pkit leaves it so: no report on that signal", name, name);
+    else sig_install(sig, name);
+  }
+  pthread_mutex_unlock(&lock);
 }
 
 /* -------------------------------------------------------- lifecycle ---- */
@@ -381,7 +395,6 @@ static struct p2pk_trace *trace_new(struct p2pkit_comm *c, const p2pk_trace_rank
 }
 
 void p2pk_trace_attach(struct p2pkit_comm *c, uint64_t id, const p2pk_trace_rank *ranks) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
   if (c->nested || c->trace) return;
   struct p2pk_trace *t = trace_new(c, ranks);
   if (!t) {
@@ -404,7 +417,7 @@ void p2pk_trace_attach(struct p2pkit_comm *c, uint64_t id, const p2pk_trace_rank
   reg_head = t;
   c->trace = t;
   pthread_mutex_unlock(&reg_lock);
-  pthread_once(&once, sig_setup);
+  sig_setup();
 }
 
 void p2pk_trace_detach(struct p2pkit_comm *c) {

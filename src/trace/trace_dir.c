@@ -42,14 +42,27 @@ static void add_bad(loaded *l, const char *file, const char *why) {
 }
 
 /* The file `name` of dirfd, whole, up to `most` bytes: its bytes (and
- * length), or NULL with why. */
-static char *slurp(int dirfd, const char *name, size_t most, size_t *len, char *why, size_t wlen) {
+ * length), or NULL with why; NULL and why "" when it is no report (not
+ * named as p2pkit's, and not a regular file, or one whose first bytes are
+ * neither p2pkit's nor a pickle's). */
+static char *slurp(int dirfd, const char *name, int ours, size_t most, size_t *len, char *why,
+                   size_t wlen) {
   const int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    snprintf(why, wlen, "%s", fd < 0 && errno == ELOOP ? "a symbolic link: not read"
-                              : fd < 0 ? strerror(errno) : "not a regular file: not read");
+    if (ours)
+      snprintf(why, wlen, "%s", fd < 0 && errno == ELOOP ? "a symbolic link: not read"
+                                : fd < 0 ? strerror(errno) : "not a regular file: not read");
+    else why[0] = '\0'; /* a link, a folder, ... of another name: not a report */
     if (fd >= 0) close(fd);
+    return NULL;
+  }
+  char head[16] = "";
+  const ssize_t h = pread(fd, head, sizeof head, 0);
+  if (!ours && (h < 1 || ((unsigned char)head[0] != 0x80 &&
+                          (h < 13 || memcmp(head, P2PK_TRACE_MAGIC " ", 13) != 0)))) {
+    why[0] = '\0';
+    close(fd);
     return NULL;
   }
   char *buf = malloc(most + 2);
@@ -85,9 +98,11 @@ static p2pkit_status_t one_file(loaded *l, int dirfd, const char *dir, const cha
   snprintf(path, sizeof path, "%s/%s", dir, name);
   const int ours = strncmp(name, PREFIX, strlen(PREFIX)) == 0;
   size_t len = 0;
-  char *buf = slurp(dirfd, name, P2PK_TRACE_MAX_FR_FILE, &len, why, sizeof why);
+  char *buf = slurp(dirfd, name, ours, P2PK_TRACE_MAX_FR_FILE, &len, why, sizeof why);
   if (!buf) {
-    if (ours) add_bad(l, path, why);
+    char msg[sizeof path + sizeof why];
+    snprintf(msg, sizeof msg, "%s: %s", path, why);
+    if (ours || why[0]) add_bad(l, path, msg);
     return P2PKIT_SUCCESS;
   }
   p2pkit_status_t st = P2PKIT_SUCCESS;

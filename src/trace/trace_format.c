@@ -182,11 +182,11 @@ static p2pkit_status_t fields(reader *r, const char *key, int want, int rest_las
   }
   if (strcmp(r->field[0], key) != 0)
     return bad(r, "expected a `%s` line, found `%.40s`", key, r->field[0]);
+  for (int i = 1; i < r->nfield; i++)
+    if (!*r->field[i]) return bad(r, "an empty field in the `%s` line (two spaces?)", key);
   if (r->nfield != want)
     return bad(r, "`%s` takes %d field%s, not %d", key, want - 1, want == 2 ? "" : "s",
                r->nfield - 1);
-  for (int i = 1; i < r->nfield; i++)
-    if (!*r->field[i]) return bad(r, "an empty field in the `%s` line (two spaces?)", key);
   return P2PKIT_SUCCESS;
 }
 

@@ -38,26 +38,28 @@ static void comm_title(const p2pk_tcomm *c, FILE *out) {
           source_name(c->source));
 }
 
+/* A rank: who and where, its last collective; why it dumped and its
+ * error; its file. */
 static void print_rank(const p2pk_tcomm *c, int r, FILE *out) {
   const p2pk_tdump *d = c->rank[r];
+  const int gone = c->verdict == P2PK_TV_GONE && c->culprits[r];
   if (!d) {
-    fprintf(out, "  rank %lld: no dump%s%s%s\n", global_of(c, r),
-            c->verdict == P2PK_TV_GONE && c->culprits[r] ? " (" : "",
-            c->verdict == P2PK_TV_GONE && c->culprits[r] ? c->gone_pid : "",
-            c->verdict == P2PK_TV_GONE && c->culprits[r] ? ")" : "");
+    fprintf(out, "  rank %lld: no dump%s%s%s\n", global_of(c, r), gone ? " (" : "",
+            gone ? c->gone_pid : "", gone ? ")" : "");
     return;
   }
   fprintf(out, "  rank %lld: ", global_of(c, r));
   if (d->source == P2PK_TSRC_P2PKIT)
-    fprintf(out, "host %s pid %lld GPU %d (%s); ", d->host, (long long)d->pid, d->device, d->gpu);
+    fprintf(out, "pid %lld on %s, GPU %d (%s); ", (long long)d->pid, d->host, d->device, d->gpu);
   const p2pk_tcall *l = last_coll(d);
-  if (l) fprintf(out, "last call seq %llu %s (%s)", (unsigned long long)l->seq, l->kind, l->state);
-  else fprintf(out, "no collective call");
+  if (l) fprintf(out, "last call seq %llu %s (%s)\n", (unsigned long long)l->seq, l->kind, l->state);
+  else fprintf(out, "no collective call\n");
   if (d->source == P2PK_TSRC_P2PKIT) {
-    fprintf(out, "; dumped on: %s", d->reason);
-    if (d->error_peer >= 0) fprintf(out, " [error: %s, rank %d]", d->error, d->error_peer);
+    fprintf(out, "    dumped on: %s\n", d->reason);
+    if (d->error_peer >= 0) fprintf(out, "    its error: %s, naming rank %d\n", d->error, d->error_peer);
+    else if (strcmp(d->error, "none") != 0) fprintf(out, "    its error: %s\n", d->error);
   }
-  fprintf(out, "\n    %s\n", d->file);
+  fprintf(out, "    file: %s\n", d->file);
 }
 
 static void print_call(const p2pk_tcall *k, FILE *out) {
