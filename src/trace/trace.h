@@ -19,7 +19,8 @@
  * P2PKIT_TRACE_RING's 65536 calls, fits), a flight recorder dump. */
 #define P2PK_TRACE_MAX_FILE (16u << 20)
 #define P2PK_TRACE_MAX_FR_FILE (64u << 20)
-#define P2PK_TRACE_MAX_RANKS 65536
+#define P2PK_TRACE_MAX_RANKS 65536      /* a flight recorder's group */
+#define P2PK_TRACE_MAX_P2PKIT_RANKS 4096 /* a p2pkit communicator (16 today) */
 #define P2PK_TRACE_MAX_CALLS 65536
 
 enum { P2PK_TSRC_P2PKIT = 1, P2PK_TSRC_TORCH = 2 };

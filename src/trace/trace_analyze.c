@@ -153,7 +153,7 @@ static int calls_of(const p2pk_tcomm *c, rank_calls *rc) {
 /* Did a peer see rank r's process gone when it dumped? How, into
  * c->gone_pid. */
 static int seen_gone(p2pk_tcomm *c, int r) {
-  for (int o = 0; o < c->nranks; o++) {
+  for (int o = 0; c->source == P2PK_TSRC_P2PKIT && o < c->nranks; o++) {
     const p2pk_tdump *d = c->rank[o];
     if (!d || !d->peers || d->peers[r].alive != 'n') continue;
     snprintf(c->gone_pid, sizeof c->gone_pid, "pid %lld, gone when rank %lld dumped",
@@ -273,27 +273,32 @@ static void value_text(const p2pk_tcall *k, int f, int first, char *out, size_t 
 }
 
 /* Ranks grouped by the value of field f: grp[r] the first rank of r's
- * group; returns the largest group's first rank (ties: the lowest). */
+ * group; returns the largest group's first rank (ties: the lowest). Work
+ * grows with ranks times groups, not ranks squared. */
 static int group_by(const p2pk_tcall *const *k, int n, int f, int *grp) {
-  int best = -1, best_n = 0;
-  for (int r = 0; r < n; r++) {
+  int *lead = malloc(sizeof *lead * (size_t)(n + 1)), *size = calloc((size_t)n + 1, sizeof *size);
+  int nl = 0, best = -1;
+  for (int r = 0; lead && size && r < n; r++) {
     grp[r] = -1;
     if (!k[r]) continue;
-    for (int q = 0; q < r && grp[r] < 0; q++)
-      if (k[q] && grp[q] == q && same_field(k[q], k[r], f)) grp[r] = q;
-    if (grp[r] < 0) grp[r] = r;
+    int g = 0;
+    while (g < nl && !same_field(k[lead[g]], k[r], f)) g++;
+    if (g == nl) lead[nl++] = r;
+    grp[r] = lead[g];
+    size[g]++;
   }
-  for (int r = 0; r < n; r++) {
-    int size = 0;
-    for (int q = 0; q < n && grp[r] == r; q++) size += grp[q] == r;
-    if (size > best_n) best = r, best_n = size;
-  }
-  return best;
+  for (int g = 0; g < nl; g++) /* groups in the order of their first rank */
+    if (best < 0 || size[g] > size[best]) best = g;
+  const int out = best < 0 ? -1 : lead[best];
+  free(lead);
+  free(size);
+  return out;
 }
 
 static void mismatch(p2pk_tcomm *c, const p2pk_tcall *const *k, uint64_t s, int f) {
   int *grp = calloc((size_t)c->nranks, sizeof *grp), *set = calloc((size_t)c->nranks, sizeof *set);
-  if (!grp || !set) {
+  const int ref = grp && set ? group_by(k, c->nranks, f, grp) : -1;
+  if (ref < 0) {
     free(grp);
     free(set);
     snprintf(c->line, sizeof c->line, "ranks disagree at seq %llu (out of memory to say how)",
@@ -302,7 +307,6 @@ static void mismatch(p2pk_tcomm *c, const p2pk_tcall *const *k, uint64_t s, int 
     c->seq = s;
     return;
   }
-  const int ref = group_by(k, c->nranks, f, grp);
   size_t o = 0;
   char who[256], val[96];
   for (int g = 0; g < c->nranks && o < sizeof c->line; g++) {

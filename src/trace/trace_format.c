@@ -253,7 +253,7 @@ static p2pkit_status_t read_identity(reader *r, p2pk_tdump *d) {
   P2PK_CHECK(copy_token(r, r->field[1], d->comm, sizeof d->comm));
   P2PK_CHECK(next_line(r));
   P2PK_CHECK(fields(r, "rank", 3, 0));
-  P2PK_CHECK(num(r, r->field[2], P2PK_TRACE_MAX_RANKS, &w));
+  P2PK_CHECK(num(r, r->field[2], P2PK_TRACE_MAX_P2PKIT_RANKS, &w));
   if (w < 1) return bad(r, "a communicator of 0 ranks");
   P2PK_CHECK(num(r, r->field[1], w - 1, &v));
   d->rank = (int)v;

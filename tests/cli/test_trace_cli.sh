@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # p2pkit trace: every recorded job in tests/data/trace against its golden
-# output (tests/data/golden/trace-NAME.txt; scripts/golden.sh writes them),
+# output (tests/data/golden/trace/NAME.txt; scripts/golden.sh writes them),
 # the JSON; then bad command lines and bad directories: one line each,
 # exit 2, no hang on a FIFO, no link followed, the readable reports still
 # judged.
@@ -23,11 +23,11 @@ bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 for d in "$data"/trace/*/; do
   name=$(basename "$d")
   (cd "$data/trace" && "$bin" trace "$name") > "$tmp/out" 2>&1
-  if diff -u "$data/golden/trace-$name.txt" "$tmp/out" > "$tmp/diff"; then echo "ok   trace $name"
+  if diff -u "$data/golden/trace/$name.txt" "$tmp/out" > "$tmp/diff"; then echo "ok   trace $name"
   else echo "FAIL trace $name differs from its golden output:"; head -40 "$tmp/diff"; fail=1; fi
 done
 (cd "$data/trace" && "$bin" trace --json skip) > "$tmp/out" 2>&1
-diff -u "$data/golden/trace-skip.json" "$tmp/out" > "$tmp/diff" && echo "ok   trace --json skip" \
+diff -u "$data/golden/trace/skip.json" "$tmp/out" > "$tmp/diff" && echo "ok   trace --json skip" \
   || { echo "FAIL trace --json skip differs:"; head -40 "$tmp/diff"; fail=1; }
 if command -v python3 >/dev/null; then
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["schema_version"]==1 and j["verdict"]=="mismatch" and j["comms"][0]["ranks"][1]["culprit"] and j["comms"][0]["seq"]==42' \

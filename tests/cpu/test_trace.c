@@ -526,6 +526,47 @@ TEST(the_worst_communicator_comes_first) {
   unload(&b);
 }
 
+/* n dumps of one communicator, rank r's last call (42) from kinds[r] and
+ * counts[r]; kinds[r] NULL: rank r stopped at 41. */
+static p2pk_tdump *job_of(int n, const char *const *kinds, const uint64_t *counts) {
+  p2pk_tdump *d = calloc((size_t)n, sizeof *d);
+  for (int r = 0; r < n; r++) {
+    sample(&d[r], 0, 41);
+    d[r].nranks = n, d[r].rank = r;
+    free(d[r].peers);
+    d[r].peers = NULL;
+    d[r].ncalls = 41;
+    if (kinds[r]) d[r].calls[d[r].ncalls++] = call_of(42, kinds[r], counts ? counts[r] : 1024);
+  }
+  return d;
+}
+
+static void verdict_of(int n, const char *const *kinds, const uint64_t *counts, const char *want) {
+  p2pk_tdump *d = job_of(n, kinds, counts);
+  p2pk_tjob job;
+  CHECK_OK(p2pk_trace_analyze(d, (size_t)n, NULL, NULL, &job));
+  if (job.ncomms != 1 || strcmp(job.comms[0].line, want) != 0)
+    T_FAIL("\"%s\", wanted \"%s\"", job.ncomms ? job.comms[0].line : "(none)", want);
+  p2pk_tjob_free(&job);
+  for (int r = 0; r < n; r++) p2pk_tdump_free(&d[r]);
+  free(d);
+}
+
+TEST(a_verdict_names_every_group_of_ranks) {
+  const char *ar = "all_reduce", *ag = "all_gather", *bc = "broadcast";
+  verdict_of(4, (const char *[]){ar, ag, ar, bc}, NULL,
+             "rank 1 called all_gather, rank 3 called broadcast where ranks 0,2 called all_reduce at seq 42");
+  /* Two against two: the group of the lowest rank is the reference. */
+  verdict_of(4, (const char *[]){ag, ar, ar, ag}, NULL,
+             "ranks 1,2 called all_reduce where ranks 0,3 called all_gather at seq 42");
+  verdict_of(10, (const char *[]){ar, ar, ar, ar, ar, ar, ar, ar, ar, ar},
+             (const uint64_t[]){8, 8, 8, 8, 8, 8, 8, 8, 9, 8},
+             "rank 8 passed count 9 where ranks 0-7,9 passed 8 at seq 42 (all_reduce)");
+  verdict_of(5, (const char *[]){ar, NULL, ar, NULL, NULL}, NULL,
+             "ranks 1,3,4 never arrived at seq 42 (all_reduce); their last call was seq 41 "
+             "(all_reduce, launched)");
+}
+
 T_MAIN(T_CASE(a_dump_reads_back_to_the_same_bytes), T_CASE(a_dump_cut_at_any_byte_is_refused),
        T_CASE(every_malformed_line_is_refused_by_name), T_CASE(a_gloo_flight_recorder_dump_reads),
        T_CASE(an_nccl_shaped_dump_reads_every_group),
@@ -536,4 +577,4 @@ T_MAIN(T_CASE(a_dump_reads_back_to_the_same_bytes), T_CASE(a_dump_cut_at_any_byt
        T_CASE(a_rank_without_a_dump_is_gone_only_as_seen_then),
        T_CASE(the_newest_dump_of_a_rank_counts),
        T_CASE(dumps_that_disagree_on_their_communicator_are_refused),
-       T_CASE(the_worst_communicator_comes_first))
+       T_CASE(the_worst_communicator_comes_first), T_CASE(a_verdict_names_every_group_of_ranks))
