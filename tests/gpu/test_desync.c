@@ -150,7 +150,8 @@ static void wait_job(const char *mode, const char *dir, pid_t *pid, int *status,
     p2pk_tdump *d = NULL;
     p2pk_tbad *bad = NULL;
     size_t n = 0, nbad = 0;
-    if (signalled && p2pk_trace_load_dir(dir, &d, &n, &bad, &nbad) == P2PKIT_SUCCESS && n + nbad == NR)
+    /* Every report whole (one being written reads as cut: wait on). */
+    if (signalled && p2pk_trace_load_dir(dir, &d, &n, &bad, &nbad) == P2PKIT_SUCCESS && n == NR)
       for (int r = 0; r < NR; r++) kill(pid[r], SIGKILL);
     for (size_t i = 0; i < n; i++) p2pk_tdump_free(&d[i]);
     free(d);
@@ -240,8 +241,8 @@ static void job(const char *mode, int verdict, int culprit, const char *head, co
   judge(mode, dir, verdict, culprit, verdict == P2PK_TV_GONE ? pid2 : head, tail);
   char cmd[1200];
   const char *keep = getenv("DESYNC_KEEP_DIR");
-  if (keep) snprintf(cmd, sizeof cmd, "mkdir -p %s/%s && rm -f %s/*.r[0-9] && cp %s/* %s/%s/", keep,
-                     mode, dir, dir, keep, mode);
+  if (keep) snprintf(cmd, sizeof cmd, "mkdir -p %s/%s && rm -f %s/*.r[0-9] && cp %s/* %s/%s/ && rm -rf %s",
+                     keep, mode, dir, dir, keep, mode, dir);
   else snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) T_FAIL("%s failed", cmd);
 }
