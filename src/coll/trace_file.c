@@ -31,6 +31,8 @@ int p2pk_trace_dir_open(char *path, size_t plen, char *why, size_t wlen) {
   } else {
     snprintf(path, plen, "%s", v);
     fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && mkdir(path, 0700) == 0) /* one level, the user's name */
+      fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   }
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {

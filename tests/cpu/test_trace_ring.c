@@ -264,6 +264,18 @@ TEST(the_directory_and_the_file_are_checked) {
   struct p2pkit_comm *c = comm_of(0, 1, NULL);
   set("P2PKIT_TRACE_DIR", "off");
   CHECK_EQ(p2pkit_comm_dump_trace(c, NULL), P2PKIT_ERR_UNSUPPORTED);
+  /* A folder that does not exist is made (0700), one level only. */
+  snprintf(dir, sizeof dir, "%s/new/deeper", tmp);
+  set("P2PKIT_TRACE_DIR", dir);
+  CHECK_EQ(p2pkit_comm_dump_trace(c, NULL), P2PKIT_ERR_IO);
+  CHECK(strstr(p2pkit_last_error(), "No such file or directory") != NULL);
+  snprintf(dir, sizeof dir, "%s/new", tmp);
+  set("P2PKIT_TRACE_DIR", dir);
+  CHECK_OK(p2pkit_comm_dump_trace(c, NULL));
+  struct stat nd;
+  CHECK(stat(dir, &nd) == 0 && (nd.st_mode & 0777) == 0700);
+  empty_dir(dir);
+  rmdir(dir);
   /* Open to every user without the sticky bit: refused; with it: taken. */
   snprintf(dir, sizeof dir, "%s/open", tmp);
   mkdir(dir, 0700);
@@ -296,7 +308,7 @@ TEST(the_directory_and_the_file_are_checked) {
   snprintf(victim, sizeof victim, "%s/open/victim", tmp);
   FILE *v = fopen(victim, "w");
   if (v) fclose(v);
-  snprintf(path, sizeof path, "%s/p2pkit-trace-abcdef0123456789-r0-p%d-2.txt", tmp, (int)getpid());
+  snprintf(path, sizeof path, "%s/p2pkit-trace-abcdef0123456789-r0-p%d-3.txt", tmp, (int)getpid());
   CHECK_EQ(symlink(victim, path), 0);
   CHECK_EQ(p2pkit_comm_dump_trace(c, NULL), P2PKIT_ERR_IO);
   CHECK(strstr(p2pkit_last_error(), "File exists") != NULL);
@@ -304,7 +316,7 @@ TEST(the_directory_and_the_file_are_checked) {
   CHECK(stat(victim, &st) == 0 && st.st_size == 0);
   unlink(path);
   CHECK_OK(p2pkit_comm_dump_trace(c, NULL));
-  snprintf(path, sizeof path, "%s/p2pkit-trace-abcdef0123456789-r0-p%d-3.txt", tmp, (int)getpid());
+  snprintf(path, sizeof path, "%s/p2pkit-trace-abcdef0123456789-r0-p%d-4.txt", tmp, (int)getpid());
   CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
   unlink(victim);
   comm_free(c);
