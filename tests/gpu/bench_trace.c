@@ -69,8 +69,9 @@ static int cmp(const void *a, const void *b) {
 
 static void setup(bt_t *B) {
   int ngpu = 0;
-  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
-    printf("SKIP: no GPU\n");
+  const cudaError_t e = cudaGetDeviceCount(&ngpu);
+  if (e != cudaSuccess || ngpu < 1) {
+    printf("SKIP: needs %d GPU(s); %s\n", 1, e != cudaSuccess ? cudaGetErrorString(e) : "this machine has fewer");
     exit(77);
   }
   const char *share = getenv("P2PKIT_SHARE_GPUS");
