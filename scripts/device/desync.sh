@@ -5,8 +5,8 @@
 #             (P2PKIT_SHARE_GPUS=1), a process each; a rank skips a call, one
 #             passes another count, one dies, one hangs and a signal dumps
 #             them; each job's reports judged by the library and by
-#             `p2pkit trace`, which must name the rank and the call; a
-#             case that skipped fails (scripts/device/skips.py)
+#             `p2pkit trace`, which must name the rank and the call; each
+#             case its own process and log (run_cases: a skip is judged)
 #   verdicts  `p2pkit trace` on each job's reports (kept under LOG_DIR/jobs:
 #             recordings of real dumps to replace tests/data/trace's)
 #   cost      bench_trace: the host time per 8-byte all-reduce (two ranks
@@ -26,8 +26,8 @@ machine_info
 BUILD_SECS=300 build_tree test_desync bench_trace p2pkit_cli
 if want jobs; then
   rm -rf "$log/jobs"
-  fit jobs 150 env DESYNC_KEEP_DIR="$log/jobs" "$build/tests/test_desync"
-  fit jobs_skips 20 bash -c 'skips_judged --output "$1"' _ "$log/jobs.txt"
+  fit jobs 240 env DESYNC_KEEP_DIR="$log/jobs" CASE_SECS=100 bash -c 'run_cases "$@"' _ "$log/cases" \
+    test_desync
 fi
 if want verdicts; then
   for j in skip count die hang; do
