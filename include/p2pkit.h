@@ -540,6 +540,24 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_split(p2pkit_comm_t comm, int color, int 
  * p2pkit_comm_destroy waits for the peers. */
 P2PKIT_API p2pkit_status_t p2pkit_comm_abort(p2pkit_comm_t comm);
 
+/* Write this rank's desync report of `comm` now: its last calls
+ * (P2PKIT_TRACE_RING of them: each one's number, collective, type, count,
+ * root or peer, operation, path, stream, enqueue time, whether it was
+ * launched), its host, process, GPU and communicator, its asynchronous
+ * error, and which of its peers' processes on this machine are alive, as
+ * a new file (0600) in P2PKIT_TRACE_DIR; `p2pkit trace DIR` reads every
+ * rank's and names the rank and the call that went wrong
+ * (docs/desync.md). `reason` (NULL: none) is written with it. For a
+ * watchdog that found the job stuck or failed: safe while another thread
+ * makes calls on `comm` (never while one destroys it); no wait on the GPU
+ * or on any peer. p2pkit itself writes one on a timeout, an asynchronous
+ * error or p2pkit_comm_abort, and on P2PKIT_TRACE_SIGNAL.
+ * P2PKIT_ERR_UNSUPPORTED when P2PKIT_TRACE_DIR=off; P2PKIT_ERR_IO naming
+ * the directory or file when it cannot be written (another user's
+ * directory, one every user may write without the sticky bit, a full
+ * disk), with nothing left behind. */
+P2PKIT_API p2pkit_status_t p2pkit_comm_dump_trace(p2pkit_comm_t comm, const char *reason);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,7 @@ int cmd_env(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_perf(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 
 /* "p2pkit CMD: error: ..." on stderr, one line. */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -18,6 +18,7 @@ static const command commands[] = {
     {"bench", cmd_bench, "measure copies between GPUs: every method and pair, verified"},
     {"perf", cmd_perf, "time a collective like nccl-tests, checked, optionally against NCCL"},
     {"doctor", cmd_doctor, "is data moving between the GPUs as fast as it can, and if not, why"},
+    {"trace", cmd_trace, "a failed or hung job: which rank and which call went wrong"},
 };
 
 static void usage(FILE *out) {

@@ -97,6 +97,7 @@ typedef struct p2pk_group {
 struct p2pk_worker;
 struct p2pk_ce;
 struct p2pk_call;
+struct p2pk_trace;
 struct p2pkit_comm {
   int rank, nranks, device;
   int multiproc; /* 1: process per GPU (bootstrap + IPC) */
@@ -133,6 +134,7 @@ struct p2pkit_comm {
    * the hierarchical path reaches the paths' table only through it). */
   struct p2pkit_comm *intra;
   p2pkit_status_t (*sub_launch)(struct p2pk_call *call);
+  struct p2pk_trace *trace; /* its last calls and identity, for the desync report (trace.h) */
   volatile int aborted; /* p2pkit_comm_abort ran: every later call fails at once */
   uint64_t abort_until_ns; /* p2pkit_comm_abort: when its waits end (p2pk_now_ns) */
 };

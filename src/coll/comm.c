@@ -16,6 +16,7 @@
 #include "coll/ipc.h"
 #include "coll/path.h"
 #include "coll/plan.h"
+#include "coll/trace.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -176,6 +177,7 @@ static p2pkit_status_t paths_init(struct p2pkit_comm *c) {
 /* Frees what this rank owns (the group's shared region is the group's). */
 static void comm_free(struct p2pkit_comm *c) {
   if (!c) return;
+  p2pk_trace_detach(c); /* first: a signal's dump reads the error words */
   p2pk_worker_stop(c);
   int cur = -1;
   cudaGetDevice(&cur);
@@ -491,6 +493,10 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
     P2PK_CUDA_CHECK(cudaDeviceSynchronize());
   }
   for (int i = 0; i < n; i++) log_comm(g->comms[i], labels[i], devs);
+  p2pk_trace_rank tr[P2PK_COLL_MAX_RANKS];
+  for (int i = 0; i < n; i++) tr[i] = (p2pk_trace_rank){getpid(), p2pk_trace_pidns(), 1};
+  const uint64_t id = p2pk_trace_new_id();
+  for (int i = 0; i < n; i++) p2pk_trace_attach(g->comms[i], id, tr);
   return P2PKIT_SUCCESS;
 }
 
@@ -633,6 +639,7 @@ typedef struct {
   int32_t algo, proto, blocks, threads, boxes, max_blocks;
   int32_t share_gpus; /* P2PKIT_SHARE_GPUS: ranks may share a GPU (tests) */
   int32_t queues;     /* CUDA_DEVICE_MAX_CONNECTIONS as CUDA reads it (p2pk_ce_queues) */
+  uint64_t trace_id, pidns; /* the ring's communicator id (rank 0's wins), pid namespace (trace.h) */
 } rank_info;
 
 static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info *all) {
@@ -685,10 +692,13 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
 static p2pkit_status_t rank_hosts(struct p2pkit_comm *c, const rank_info *all, const char *why) {
   const p2pk_host_info *hi[P2PK_COLL_MAX_RANKS];
   const char *bus[P2PK_COLL_MAX_RANKS];
+  p2pk_trace_rank tr[P2PK_COLL_MAX_RANKS];
   for (int r = 0; r < c->nranks; r++) {
     hi[r] = &all[r].hi, bus[r] = all[r].busid;
     c->same_machine[r] = strcmp(all[r].hi.machine, all[c->rank].hi.machine) == 0;
+    tr[r] = (p2pk_trace_rank){all[r].pid, all[r].pidns, c->same_machine[r]};
   }
+  p2pk_trace_attach(c, all[0].trace_id, tr);
   P2PK_CHECK(p2pk_comm_hosts(c, hi, bus, why));
   return P2PKIT_SUCCESS;
 }
@@ -723,6 +733,8 @@ static p2pkit_status_t rank_mine(struct p2pkit_comm *c, const coll_cfg *cfg, ran
   mine->rank = c->rank;
   mine->device = c->device;
   mine->pid = (int32_t)getpid();
+  mine->trace_id = p2pk_trace_new_id();
+  mine->pidns = p2pk_trace_pidns();
   P2PK_CHECK(sm_count_of(c->device, &mine->sm_count));
   P2PK_CUDA_CHECK(cudaDeviceGetPCIBusId(mine->busid, sizeof mine->busid, c->device));
   mine->buffer = cfg->buffer;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "coll/path.h"
+#include "coll/trace.h"
 #include "core/bounded.h"
 #include "core/check.h"
 #include "core/clock.h"
@@ -81,6 +82,7 @@ static void abort_until(struct p2pkit_comm *c, uint64_t until) {
 
 p2pkit_status_t p2pkit_comm_abort(p2pkit_comm_t c) {
   if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "comm_abort: communicator is NULL");
+  p2pk_trace_on_abort(c);
   int cur = -1;
   cudaGetDevice(&cur);
   uint64_t wait_ns = (uint64_t)P2PK_ABORT_WAIT_MS * 1000000u;
