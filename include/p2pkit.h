@@ -247,19 +247,22 @@ P2PKIT_API const char *p2pkit_redop_name(p2pkit_redop_t op);
 /* Rendezvous for one process per GPU. Unset fields (-1 / NULL) come from the
  * launcher's environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
  * MASTER_PORT (torchrun) or OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK
- * (mpirun); the secret from P2PKIT_JOB_SECRET, else TORCHELASTIC_RUN_ID.
- * A launcher variable that is set but malformed is an error naming it. Ranks
- * prove the secret to each other (HMAC-SHA256, OpenSSL's libcrypto loaded at
- * run time) and never send it; without one, addr must be a loopback address
- * and only this user's processes may join (docs/rendezvous.md). */
+ * (mpirun); the secret from P2PKIT_JOB_SECRET only (a launcher's run id,
+ * such as TORCHELASTIC_RUN_ID, is never one). A launcher variable that is
+ * set but malformed is an error naming it. Ranks prove the secret to each
+ * other (HMAC-SHA256, OpenSSL's libcrypto loaded at run time) and never send
+ * it. Off loopback the secret must hold 128 bits: 32 hex digits or 22 other
+ * characters (`openssl rand -hex 16`, `p2pkit env --new-secret`); without
+ * one, addr must be a loopback address and only this user's processes may
+ * join (docs/rendezvous.md). */
 typedef struct {
   int nranks;
   int rank;
   int device;          /* CUDA device of this rank; -1: LOCAL_RANK */
   const char *addr;    /* address rank 0 listens on; NULL: MASTER_ADDR or 127.0.0.1 */
   int port;            /* -1: MASTER_PORT */
-  const char *secret;  /* per-job secret every rank knows; NULL: from env */
-  int timeout_s;       /* -1: P2PKIT_TIMEOUT */
+  const char *secret;  /* per-job secret every rank knows; NULL: P2PKIT_JOB_SECRET */
+  int timeout_s;       /* 1..86400 s for every wait for a peer; -1: P2PKIT_TIMEOUT, else 600 */
 } p2pkit_comm_opts_t;
 
 /* Fill `opts` with "take it from the environment" (-1 / NULL everywhere). */
@@ -520,7 +523,7 @@ typedef struct {
   size_t size;          /* sizeof(p2pkit_config_t) as the caller compiled it */
   unsigned int version; /* P2PKIT_CONFIG_VERSION */
   int device;           /* CUDA device of this rank; -1: the calling thread's current one */
-  int timeout_s;        /* rendezvous and collectives; -1: P2PKIT_TIMEOUT */
+  int timeout_s;        /* 1..86400 s for every wait for a peer; -1: P2PKIT_TIMEOUT, else 600 */
   int max_blocks;       /* grid cap (p2pkit_comm_set_max_blocks); -1: P2PKIT_MAX_BLOCKS */
   int reserved[11];     /* 0 */
 } p2pkit_config_t;
@@ -572,6 +575,24 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_split(p2pkit_comm_t comm, int color, int 
  * a GPU that does not become idle). For a failed job, not for teardown:
  * p2pkit_comm_destroy waits for the peers. */
 P2PKIT_API p2pkit_status_t p2pkit_comm_abort(p2pkit_comm_t comm);
+
+/* Write this rank's desync report of `comm` now: its last calls
+ * (P2PKIT_TRACE_RING of them: each one's number, collective, type, count,
+ * root or peer, operation, path, stream, enqueue time, whether it was
+ * launched), its host, process, GPU and communicator, its asynchronous
+ * error, and which of its peers' processes on this machine are alive, as
+ * a new file (0600) in P2PKIT_TRACE_DIR; `p2pkit trace DIR` reads every
+ * rank's and names the rank and the call that went wrong
+ * (docs/desync.md). `reason` (NULL: none) is written with it. For a
+ * watchdog that found the job stuck or failed: safe while another thread
+ * makes calls on `comm` (never while one destroys it); no wait on the GPU
+ * or on any peer. p2pkit itself writes one on a timeout, an asynchronous
+ * error or p2pkit_comm_abort, and on P2PKIT_TRACE_SIGNAL.
+ * P2PKIT_ERR_UNSUPPORTED when P2PKIT_TRACE_DIR=off; P2PKIT_ERR_IO naming
+ * the directory or file when it cannot be written (another user's
+ * directory, one every user may write without the sticky bit, a full
+ * disk), with nothing left behind. */
+P2PKIT_API p2pkit_status_t p2pkit_comm_dump_trace(p2pkit_comm_t comm, const char *reason);
 
 #ifdef __cplusplus
 }

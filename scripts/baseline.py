@@ -17,11 +17,13 @@ PATH is a log folder (read recursively) or one file. Recognised:
     nvidia-smi lines): the nearest one naming a commit, in a file's folder
     or above, dates the file; a data file without one is refused.
 A perf table is a headline table when NCCL ran beside p2pkit with no tuning
-variable set and no algorithm forced; others are left out, each with a note
-on stderr. Two tables of one kind: the one with more sizes is kept (then the
-newer). Every number comes from the files. Exit 2, one line on stderr: a table
-with wrong results, a copy that did not verify, a path with nothing
-recognisable."""
+variable set; others are left out, each with a note on stderr. Two tables of
+one kind: the one with more sizes is kept (then the newer). Every number
+comes from the files. Exit 2, one line on stderr: a table with wrong results,
+one whose results were not checked (perf -c 0), one with a forced algorithm
+or protocol (--algo, --sweep-algos, P2PKIT_ALGO, P2PKIT_PROTO,
+P2PKIT_ALGO_TABLE, NCCL_ALGO, NCCL_PROTO), a time, rate or ratio that is not
+positive, a copy that did not verify, a path with nothing recognisable."""
 import argparse
 import json
 import os
@@ -38,6 +40,9 @@ BENCH_MODES = ("oneway", "both", "all")
 # timeout, the version NCCL reports, and P2P off for both libraries.
 PLAIN_ENV = {"NCCL_NVLS_ENABLE", "NCCL_VERSION", "P2PKIT_TIMEOUT", "CUDA_VISIBLE_DEVICES",
              "P2PKIT_P2P_DISABLE", "NCCL_P2P_DISABLE"}
+# Settings that force p2pkit's or NCCL's algorithm or protocol: a table made
+# under one measures that choice, not the library's.
+FORCING_ENV = ("P2PKIT_ALGO", "P2PKIT_PROTO", "P2PKIT_ALGO_TABLE", "NCCL_ALGO", "NCCL_PROTO")
 TABLE_SIZES = (8, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30)
 DDP_FIRST = re.compile(r"^ddp_mlp: (\d+) ranks?, ")
 DDP_ROW = re.compile(r"^(\S.*?)\s{2,}([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$")
@@ -55,10 +60,17 @@ def note(msg):
     NOTES.append(f"baseline.py: {msg}")
 
 
+def positive(where, what, *values):
+    """The schema's rule: every time, rate and ratio above 0 (NaN refused)."""
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+        raise Refused(f"{where}: a {what} that is not positive ({', '.join(map(str, values))})")
+
+
 def ratio(nccl, p2pkit, where):
-    if not p2pkit > 0 or not nccl > 0:
-        raise Refused(f"{where}: a time that is not positive")
-    return round(nccl / p2pkit, 3)
+    positive(where, "time", p2pkit, nccl)
+    r = round(nccl / p2pkit, 3)
+    positive(where, "ratio (to 3 decimals)", r)
+    return r
 
 
 def order(seq, x):
@@ -115,14 +127,38 @@ def wrong_count(doc):
     return n
 
 
+def unchecked(doc):
+    """Why the table's results cannot be trusted to have been checked, or
+    None: perf -c 0 records check false and every `wrong` as null."""
+    if doc["settings"].get("check") is not True:
+        return "perf -c 0"
+    for p in doc["passes"]:
+        for r in p["results"]:
+            for place in ("out_of_place", "in_place"):
+                for lib in ("p2pkit", "nccl"):
+                    side = (r.get(place) or {}).get(lib)
+                    if side and side.get("wrong") is None:
+                        return f"size {r['size']} {place} {lib}: no count of wrong results"
+    return None
+
+
+def forced(doc):
+    """What forced the table's algorithm or protocol, or None."""
+    algos = [p.get("algo") for p in doc["passes"]]
+    if len(algos) > 1:
+        why = ["--sweep-algos " + ",".join(map(str, algos))]
+    else:
+        why = [f"--algo {a}" for a in algos if a]
+    why += [f"{k}={v}" for k, v in sorted(doc.get("env", {}).items()) if k in FORCING_ENV and v is not None]
+    return ", ".join(why) or None
+
+
 def perf_table(doc, where):
     """(key, table) for a headline table, or (None, why it is left out)."""
     m, s = doc["mode"], doc["settings"]
     if m.get("libraries") != "p2pkit+nccl":
         return None, f"libraries {m.get('libraries')}, not p2pkit beside NCCL"
     passes = doc["passes"]
-    if len(passes) != 1 or passes[0].get("algo"):
-        return None, "algorithm forced (" + ", ".join(str(p.get("algo")) for p in passes) + ")"
     tuned = sorted(f"{k}={v}" for k, v in doc.get("env", {}).items() if v is not None and k not in PLAIN_ENV)
     if tuned:
         return None, "tuning variables " + " ".join(tuned)
@@ -174,6 +210,8 @@ def bench_entry(doc, where):
         if r.get("status") != "ok":
             note(f"{where}: {r['method']} {r['mode']} {r['src']}->{r['dst']} left out (status {r.get('status')})")
             continue
+        positive(f"{where}: {r['method']} {r['mode']} {r['src']}->{r['dst']}", "rate or time",
+                 r["median_gbps"], r["median_us"])
         pair = "all" if r["total"] and r["src"] < 0 else \
             f"{r['src']}<->{r['dst']}" if r["total"] else f"{r['src']}->{r['dst']}"
         rows.append((order(METHODS, r["method"]), order(BENCH_MODES, r["mode"]), r["bytes"], r["total"],
@@ -337,6 +375,14 @@ def build(machine, args):
                     wrong = wrong_count(doc)
                     if wrong:
                         raise Refused(f"{where}: {doc.get('collective')} table has {wrong} wrong results")
+                    why = unchecked(doc)
+                    if why:
+                        raise Refused(f"{where}: {doc.get('collective')} table whose results were not "
+                                      f"checked ({why}); record it with -c 1")
+                    why = forced(doc)
+                    if why:
+                        raise Refused(f"{where}: {doc.get('collective')} table with a forced algorithm "
+                                      f"or protocol ({why}); a baseline holds the library's own choice")
                     key, item = perf_table(doc, where)
                 elif kind == "bench":
                     key, item = bench_entry(doc, where)

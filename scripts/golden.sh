@@ -12,3 +12,13 @@ for f in tests/data/*.p2pkit tests/data/*.xml; do
   (cd tests/data && "$bin" topo --from "$name" 2>&1) > "tests/data/golden/$name.txt"
   echo "wrote tests/data/golden/$name.txt"
 done
+# p2pkit trace on every recorded job (tests/data/trace/NAME: each rank's
+# desync report), from the folder above them so the files print as NAME/...
+mkdir -p tests/data/golden/trace
+for d in tests/data/trace/*/; do
+  name=$(basename "$d")
+  (cd tests/data/trace && "$bin" trace "$name" 2>&1) > "tests/data/golden/trace/$name.txt"
+  echo "wrote tests/data/golden/trace/$name.txt"
+done
+(cd tests/data/trace && "$bin" trace --json skip) > tests/data/golden/trace/skip.json
+echo "wrote tests/data/golden/trace/skip.json"

@@ -22,7 +22,7 @@ fi
 # mailbox rings against a racing receiver, the bootstrap, perf's ranks),
 # again under ThreadSanitizer in build-tsan/ (P2PKIT_NO_TSAN=1 skips it).
 if [ "$rc" = 0 ] && [ -z "${P2PKIT_NO_TSAN:-}" ]; then
-  tsan=(test_launch_pool test_dmbox test_bootstrap test_perf_proc test_comm_split)
+  tsan=(test_launch_pool test_dmbox test_bootstrap test_perf_proc test_comm_split test_comm_timeout test_trace_ring)
   probe=$(mktemp -d)
   echo 'int main(void) { return 0; }' > "$probe/t.c"
   if cc -fsanitize=thread "$probe/t.c" -o "$probe/t" 2>/dev/null && "$probe/t" 2>/dev/null; then

@@ -4,7 +4,7 @@ into exceptions.
 
     import p2pkit
     comm = p2pkit.Comm()                      # torchrun's RANK/WORLD_SIZE/...
-    p2pkit.all_reduce(t, op="avg", comm=comm) # on torch.cuda.current_stream()
+    p2pkit.all_reduce(t, comm=comm)           # a sum, on torch.cuda.current_stream()
     p2pkit.all_gather(out, t, comm=comm)      # and broadcast, reduce,
     with p2pkit.group():                      # reduce_scatter, all_to_all,
         p2pkit.send(t, 1, comm=comm)          # all_to_allv, gather,
@@ -32,6 +32,8 @@ __all__ = ["P2PKitError", "load_library", "version", "Comm", "all_reduce", "broa
            "DTYPES", "OPS", "check_tensor", "get_unique_id", "UNIQUE_ID_BYTES", "library_path"]
 
 UNIQUE_ID_BYTES = 128  # P2PKIT_UNIQUE_ID_BYTES
+INT_MAX = 2**31 - 1  # a C int: rank, device, root, peer, max_blocks
+PTR_MAX = 2**64 - 1  # a pointer: stream
 
 # p2pkit_dtype_t, keyed by the name torch gives the dtype (str(torch.float32)
 # is "torch.float32"); value: (enum value, element bytes). From int8 on they go
@@ -153,6 +155,51 @@ def _check(call, status):
         raise P2PKitError(call, status, name, detail)
 
 
+def _int_arg(where, name, value, lo, hi, hint=""):
+    """`value` as a whole number in lo..hi, checked before it reaches ctypes,
+    which would keep only its low bits (2**32 + 5 reaches a C int as 5).
+    TypeError for what is not an integer, bool included (as torch refuses
+    True for an int); ValueError naming the argument, its value and the
+    range. `hint` follows the range in the message."""
+    if isinstance(value, bool):
+        raise TypeError(f"p2pkit: {where}: {name} must be an int, got bool ({value})")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"p2pkit: {where}: {name} must be an int, got "
+                        f"{type(value).__name__}") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"p2pkit: {where}: {name}={v} is out of range: expected {lo} to {hi}"
+                         + (f" ({hint})" if hint else ""))
+    return v
+
+
+def _text_arg(where, name, value):
+    """A str argument as the C string ctypes passes: TypeError for bytes or
+    anything else, ValueError for a NUL, which would cut the C string short.
+    The message does not repeat the value (it may be a secret)."""
+    if not isinstance(value, str):
+        raise TypeError(f"p2pkit: {where}: {name} must be a str, got {type(value).__name__}")
+    if "\0" in value:
+        raise ValueError(f"p2pkit: {where}: {name} holds a NUL character")
+    return value.encode()
+
+
+def _next_to_master_port():
+    """MASTER_PORT + 1 (torchrun's store listens on MASTER_PORT itself), or
+    None when MASTER_PORT is unset or empty. ValueError naming MASTER_PORT
+    when it is not a decimal port below 65535."""
+    v = os.environ.get("MASTER_PORT", "")
+    if not v:
+        return None
+    if not (v.isascii() and v.isdigit() and len(v) <= 10 and 1 <= int(v) <= 65534):
+        shown = v if len(v) <= 32 else v[:32] + "..."
+        raise ValueError(f"p2pkit: Comm: MASTER_PORT={shown!r} is not a port p2pkit can follow: "
+                         f"expected a decimal number from 1 to 65534 (p2pkit listens on "
+                         f"MASTER_PORT + 1); fix it or pass port=")
+    return int(v) + 1
+
+
 def version():
     """The library's version code (MAJOR*10000 + MINOR*100 + PATCH)."""
     return load_library().p2pkit_version()
@@ -190,6 +237,16 @@ def _unique_id_buffer(uid):
     return ctypes.create_string_buffer(bytes(uid), UNIQUE_ID_BYTES)
 
 
+def _comm_ints(rank, world_size, device, timeout_s, max_blocks):
+    """Comm's integer arguments, each None (the default) or checked."""
+    def opt(name, v, lo, hi, hint=""):
+        return None if v is None else _int_arg("Comm", name, v, lo, hi, hint)
+    return (opt("rank", rank, 0, INT_MAX), opt("world_size", world_size, 1, INT_MAX),
+            opt("device", device, 0, INT_MAX, "None: LOCAL_RANK, or the current device"),
+            opt("timeout_s", timeout_s, 1, 86400, "None: P2PKIT_TIMEOUT"),
+            opt("max_blocks", max_blocks, 0, INT_MAX, "0: no cap"))
+
+
 class Comm:
     """One rank of a process-per-GPU communicator. Collective: every rank
     constructs it.
@@ -200,16 +257,29 @@ class Comm:
 
     Without: unset arguments come from the launcher's environment (torchrun:
     RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; secret
-    P2PKIT_JOB_SECRET or TORCHELASTIC_RUN_ID); what is passed always wins.
+    P2PKIT_JOB_SECRET, never TORCHELASTIC_RUN_ID); what is passed always
+    wins. Off loopback the secret must hold 128 bits (32 hex digits:
+    `p2pkit env --new-secret`).
     Next to torch.distributed: torchrun's store already listens on
     MASTER_PORT, so port=None means MASTER_PORT + 1 here (the C library's
     default is MASTER_PORT itself); pass port= to choose.
 
+    timeout_s: seconds this communicator waits for a peer (the rendezvous,
+    exchanges, every wait of a call) before failing; None: P2PKIT_TIMEOUT,
+    else 600 (PyTorch's default for NCCL).
+
     max_blocks: the most thread blocks each collective kernel takes (see
-    set_max_blocks); None: P2PKIT_MAX_BLOCKS, else no cap."""
+    set_max_blocks); None: P2PKIT_MAX_BLOCKS, else no cap.
+
+    Integer arguments must be ints (not bool, not float) within their range,
+    else TypeError / ValueError naming the argument, before anything reaches
+    the C library; addr and secret must be str (bytes are refused, not
+    guessed at), without a NUL."""
 
     def __init__(self, rank=None, world_size=None, device=None, addr=None, port=None,
                  secret=None, timeout_s=None, max_blocks=None, unique_id=None):
+        rank, world_size, device, timeout_s, max_blocks = _comm_ints(
+            rank, world_size, device, timeout_s, max_blocks)
         lib = load_library()
         if unique_id is not None:
             self._init_from_id(lib, unique_id, rank, world_size, device, timeout_s, max_blocks,
@@ -218,21 +288,23 @@ class Comm:
         o = _CommOpts()
         lib.p2pkit_comm_opts_init(ctypes.byref(o))
         if rank is not None:
-            o.rank = int(rank)
+            o.rank = rank
         if world_size is not None:
-            o.nranks = int(world_size)
+            o.nranks = world_size
         if device is not None:
-            o.device = int(device)
+            o.device = device
         if addr is not None:
-            o.addr = addr.encode()
-        if port is None and os.environ.get("MASTER_PORT", "").isdigit():
-            port = int(os.environ["MASTER_PORT"]) + 1
+            o.addr = _text_arg("Comm", "addr", addr)
+        if port is None:
+            port = _next_to_master_port()
+        else:
+            port = _int_arg("Comm", "port", port, 1, 65535)
         if port is not None:
-            o.port = int(port)
+            o.port = port
         if secret is not None:
-            o.secret = secret.encode()
+            o.secret = _text_arg("Comm", "secret", secret)
         if timeout_s is not None:
-            o.timeout_s = int(timeout_s)
+            o.timeout_s = timeout_s
         h = ctypes.c_void_p()
         _check("p2pkit_comm_init_rank", lib.p2pkit_comm_init_rank(ctypes.byref(o), ctypes.byref(h)))
         self._h = h
@@ -251,12 +323,12 @@ class Comm:
         buf = _unique_id_buffer(uid)
         cfg = _Config()
         cfg.size, cfg.version = ctypes.sizeof(_Config), 1
-        cfg.device = -1 if device is None else int(device)
-        cfg.timeout_s = -1 if timeout_s is None else int(timeout_s)
-        cfg.max_blocks = -1 if max_blocks is None else int(max_blocks)
+        cfg.device = -1 if device is None else device
+        cfg.timeout_s = -1 if timeout_s is None else timeout_s
+        cfg.max_blocks = -1 if max_blocks is None else max_blocks
         h = ctypes.c_void_p()
         _check("p2pkit_comm_init_rank_config",
-               lib.p2pkit_comm_init_rank_config(ctypes.byref(h), int(world_size), buf, int(rank),
+               lib.p2pkit_comm_init_rank_config(ctypes.byref(h), world_size, buf, rank,
                                                 ctypes.byref(cfg)))
         self._h = h
         self.rank = lib.p2pkit_comm_rank(h)
@@ -268,8 +340,8 @@ class Comm:
         blocks (0: no cap), so all-reduces running beside the backward pass
         (ddp_comm_hook) leave it multiprocessors. Every rank must set the
         same value at the same point; not inside a group."""
-        _check("p2pkit_comm_set_max_blocks",
-               load_library().p2pkit_comm_set_max_blocks(self.handle, int(n)))
+        n = _int_arg("set_max_blocks", "n", n, 0, INT_MAX, "0: no cap")
+        _check("p2pkit_comm_set_max_blocks", load_library().p2pkit_comm_set_max_blocks(self.handle, n))
 
     @property
     def max_blocks(self):
@@ -365,20 +437,31 @@ def _tensors(name, comm, *tensors):
     return kinds[0][0], [n for _, n in kinds]
 
 
+def _rank_arg(name, what, value, comm):
+    """A peer's rank (root, peer): one of the communicator's ranks."""
+    return _int_arg(name, what, value, 0, comm.size - 1, f"a rank of the communicator's {comm.size}")
+
+
 def _run(name, stream, comm, *args):
     """Call libp2pkit's `name` with args + (comm, stream); stream None: the
-    current torch stream of the communicator's GPU."""
+    current torch stream of the communicator's GPU, else a cudaStream_t as
+    an int (0: the legacy default stream)."""
     if stream is None:
         stream = _current_stream(comm.device)
+    else:
+        stream = _int_arg(name.replace("p2pkit_", ""), "stream", stream, 0, PTR_MAX,
+                          "a cudaStream_t as an int")
     _check(name, getattr(load_library(), name)(*args, comm.handle, stream))
 
 
-def all_reduce(tensor, op="avg", comm=None, stream=None):
-    """Reduce `tensor` in place over the communicator's ranks, ordered on
-    `stream` (a raw cudaStream_t as int; None: torch.cuda.current_stream of
-    the tensor's GPU). Returns the tensor. Asynchronous like NCCL: the result
-    is there for later work on that stream. The other collectives below take
-    `comm` and `stream` the same way."""
+def all_reduce(tensor, op="sum", comm=None, stream=None):
+    """Reduce `tensor` in place over the communicator's ranks (op: "sum",
+    the default as in NCCL and torch.distributed, "prod", "min", "max",
+    "avg"), ordered on `stream` (a raw cudaStream_t as int; None:
+    torch.cuda.current_stream of the tensor's GPU). Returns the tensor.
+    Asynchronous like NCCL: the result is there for later work on that
+    stream. The other collectives below take `comm` and `stream` the same
+    way, and every reduction sums unless `op` says otherwise."""
     dtype, (count,) = _tensors("all_reduce", comm, tensor)
     code = _op("all_reduce", op)
     if count:
@@ -390,9 +473,10 @@ def all_reduce(tensor, op="avg", comm=None, stream=None):
 def broadcast(tensor, root, comm=None, stream=None):
     """Every rank's `tensor` becomes rank `root`'s, in place. Returns it."""
     dtype, (count,) = _tensors("broadcast", comm, tensor)
+    root = _rank_arg("broadcast", "root", root, comm)
     if count:
         ptr = tensor.data_ptr()
-        _run("p2pkit_broadcast", stream, comm, ptr, ptr, count, dtype, int(root))
+        _run("p2pkit_broadcast", stream, comm, ptr, ptr, count, dtype, root)
     return tensor
 
 
@@ -401,9 +485,10 @@ def reduce(tensor, root, op="sum", comm=None, stream=None):
     place; the other ranks' tensors are left as they were. Returns it."""
     dtype, (count,) = _tensors("reduce", comm, tensor)
     code = _op("reduce", op)
+    root = _rank_arg("reduce", "root", root, comm)
     if count:
         ptr = tensor.data_ptr()
-        _run("p2pkit_reduce", stream, comm, ptr, ptr, count, dtype, code, int(root))
+        _run("p2pkit_reduce", stream, comm, ptr, ptr, count, dtype, code, root)
     return tensor
 
 
@@ -449,26 +534,21 @@ def all_to_all(output, input, comm=None, stream=None):
 
 def _splits(name, what, counts, displs, size, numel):
     """(counts, displacements) as C arrays of `size` size_t: whole numbers
-    0 or more, displacements packed in rank order when None; every block
-    inside the tensor's `numel` elements."""
-    def whole(v):
-        try:
-            v = operator.index(v)
-        except TypeError:
-            v = -1
-        return v
-    counts = [whole(c) for c in counts]
-    displs = None if displs is None else [whole(d) for d in displs]
+    0 or more (a bool or float a TypeError, as every integer argument),
+    displacements packed in rank order when None; every block inside the
+    tensor's `numel` elements."""
+    arg = "send" if what == "send" else "recv"  # send_counts, recv_counts, send_displs...
+    counts = [_int_arg(name, f"{arg}_counts[{i}]", v, 0, 2**63 - 1) for i, v in enumerate(counts)]
+    if displs is not None:
+        displs = [_int_arg(name, f"{arg}_displs[{i}]", v, 0, 2**63 - 1)
+                  for i, v in enumerate(displs)]
     if len(counts) != size or (displs is not None and len(displs) != size):
         raise ValueError(f"p2pkit: {name}: {what} counts and displacements need {size} entries "
                          f"(one per rank), got {len(counts)} and "
                          f"{size if displs is None else len(displs)}")
     if displs is None:
-        displs = [sum(max(c, 0) for c in counts[:p]) for p in range(size)]
+        displs = [sum(counts[:p]) for p in range(size)]
     for p, (c, d) in enumerate(zip(counts, displs)):
-        if c < 0 or d < 0:
-            raise ValueError(f"p2pkit: {name}: the {what} block of rank {p}: counts and "
-                             f"displacements must be whole numbers, 0 or more")
         if c and d + c > numel:
             raise ValueError(f"p2pkit: {name}: the {what} block of rank {p} (elements {d} to "
                              f"{d + c}) lies beyond the tensor's {numel} elements")
@@ -495,31 +575,29 @@ def all_to_allv(output, input, send_counts, recv_counts, send_displs=None, recv_
 def _rooted(name, big, small, root, comm):
     """The root's whole tensor (`big`: comm.size times `small`'s elements;
     may be None off the root) and every rank's share: (dtype, count, big's
-    pointer or None)."""
+    pointer or None, root)."""
     if comm is None:
         raise ValueError(f"p2pkit: {name} needs a p2pkit.Comm")
-    root = int(root)
-    if not 0 <= root < comm.size:
-        raise ValueError(f"p2pkit: {name}: root {root} is not a rank of {comm.size}")
+    root = _rank_arg(name, "root", root, comm)
     if comm.rank != root:
         dtype, (count,) = _tensors(name, comm, small)
-        return dtype, count, None
+        return dtype, count, None, root
     if big is None:
         raise ValueError(f"p2pkit: {name}: the root needs its tensor of {comm.size} shares")
     dtype, (nbig, count) = _tensors(name, comm, big, small)
     if nbig != comm.size * count:
         raise ValueError(f"p2pkit: {name}: the root's tensor has {nbig} elements, expected "
                          f"{comm.size} x {count}")
-    return dtype, count, big.data_ptr()
+    return dtype, count, big.data_ptr(), root
 
 
 def gather(output, input, root, comm=None, stream=None):
     """Every rank's `input` lands in rank `root`'s `output` (comm.size times
     its elements, in rank order; None on the other ranks), moving only
     what the root needs (p2pkit_gather). Returns `output`."""
-    dtype, count, out = _rooted("gather", output, input, root, comm)
+    dtype, count, out, root = _rooted("gather", output, input, root, comm)
     if count:
-        _run("p2pkit_gather", stream, comm, input.data_ptr(), out, count, dtype, int(root))
+        _run("p2pkit_gather", stream, comm, input.data_ptr(), out, count, dtype, root)
     return output
 
 
@@ -527,9 +605,9 @@ def scatter(output, input, root, comm=None, stream=None):
     """Rank `root`'s `input` (comm.size blocks of `output`'s elements; None
     on the other ranks) is cut in rank order, block r into rank r's
     `output` (p2pkit_scatter). Returns `output`."""
-    dtype, count, inp = _rooted("scatter", input, output, root, comm)
+    dtype, count, inp, root = _rooted("scatter", input, output, root, comm)
     if count:
-        _run("p2pkit_scatter", stream, comm, inp, output.data_ptr(), count, dtype, int(root))
+        _run("p2pkit_scatter", stream, comm, inp, output.data_ptr(), count, dtype, root)
     return output
 
 
@@ -537,16 +615,18 @@ def send(tensor, peer, comm=None, stream=None):
     """Send `tensor` to rank `peer`, whose matching recv takes it. A rank
     that sends and receives at once puts both inside one `with group():`."""
     dtype, (count,) = _tensors("send", comm, tensor)
+    peer = _rank_arg("send", "peer", peer, comm)
     if count:
-        _run("p2pkit_send", stream, comm, tensor.data_ptr(), count, dtype, int(peer))
+        _run("p2pkit_send", stream, comm, tensor.data_ptr(), count, dtype, peer)
     return tensor
 
 
 def recv(tensor, peer, comm=None, stream=None):
     """Receive into `tensor` what rank `peer` sends (the same element count)."""
     dtype, (count,) = _tensors("recv", comm, tensor)
+    peer = _rank_arg("recv", "peer", peer, comm)
     if count:
-        _run("p2pkit_recv", stream, comm, tensor.data_ptr(), count, dtype, int(peer))
+        _run("p2pkit_recv", stream, comm, tensor.data_ptr(), count, dtype, peer)
     return tensor
 
 

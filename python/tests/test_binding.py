@@ -1,8 +1,10 @@
 """The Python binding's CPU-side parts (CI, no GPU): loading libp2pkit,
 statuses turned into exceptions with the library's sentence, tensor checks on
-fake tensor-like objects. Written with unittest so it runs with or without
+fake tensor-like objects, every integer and text argument checked before
+ctypes, the reductions' default (a sum). Written with unittest so it runs with or without
 pytest (python3 -m pytest python/tests/test_binding.py, or python3 FILE).
 A GPU case at the end skips itself without torch or a GPU."""
+import ctypes
 import os
 import sys
 import unittest
@@ -196,10 +198,9 @@ class Collectives(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "all_to_allv: send counts and displacements need "
                                                 "2 entries \\(one per rank\\), got 3 and 2"):
             p2pkit.all_to_allv(FakeTensor(n=8), FakeTensor(n=8), [1, 1, 1], [1, 1], comm=c)
-        with self.assertRaisesRegex(ValueError, "all_to_allv: the receive block of rank 1: counts "
-                                                "and displacements must be whole numbers"):
+        with self.assertRaisesRegex(ValueError, "all_to_allv: recv_counts\\[1\\]=-1 is out of range"):
             p2pkit.all_to_allv(FakeTensor(n=8), FakeTensor(n=8), [1, 1], [1, -1], comm=c)
-        with self.assertRaisesRegex(ValueError, "whole numbers"):
+        with self.assertRaisesRegex(TypeError, "send_counts\\[1\\] must be an int, got float"):
             p2pkit.all_to_allv(FakeTensor(n=8), FakeTensor(n=8), [1, 1.5], [1, 1], comm=c)
         with self.assertRaisesRegex(ValueError, "the send block of rank 1 \\(elements 3 to 9\\) "
                                                 "lies beyond the tensor's 8 elements"):
@@ -214,7 +215,7 @@ class Collectives(unittest.TestCase):
 
     def test_rooted_shapes_are_checked(self):
         c = FakeComm()
-        with self.assertRaisesRegex(ValueError, "gather: root 2 is not a rank of 2"):
+        with self.assertRaisesRegex(ValueError, "gather: root=2 is out of range: expected 0 to 1"):
             p2pkit.gather(FakeTensor(n=8), FakeTensor(n=4), 2, comm=c)
         with self.assertRaisesRegex(ValueError, "scatter: the root needs its tensor of 2 shares"):
             p2pkit.scatter(FakeTensor(n=4), None, 0, comm=c)
@@ -258,6 +259,179 @@ class Collectives(unittest.TestCase):
         # Every group was ended: one more end has no start to match.
         self.assertEqual(lib.p2pkit_group_end(), 1)
         self.assertIn("without p2pkit_group_start", lib.p2pkit_last_error().decode())
+
+
+class FakeLib:
+    """A stand-in for libp2pkit: records each collective's arguments and
+    succeeds, so a test sees what would have reached ctypes."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        if not name.startswith("p2pkit_"):
+            raise AttributeError(name)
+        return lambda *args: self.calls.append((name, args)) or 0
+
+
+class ReductionDefaults(unittest.TestCase):
+    """Every reduction sums unless told otherwise, as NCCL and torch do."""
+
+    def test_every_reduction_sums_by_default(self):
+        lib, real = FakeLib(), p2pkit.load_library
+        p2pkit.load_library = lambda: lib
+        try:
+            p2pkit.all_reduce(FakeTensor(), comm=FakeComm(), stream=0)
+            p2pkit.reduce(FakeTensor(), 0, comm=FakeComm(), stream=0)
+            p2pkit.reduce_scatter(FakeTensor(n=2), FakeTensor(n=4), comm=FakeComm(), stream=0)
+        finally:
+            p2pkit.load_library = real
+        ops = {name: args[4] for name, args in lib.calls}  # the op follows count and dtype
+        self.assertEqual(ops, {"p2pkit_all_reduce": p2pkit.OPS["sum"],
+                               "p2pkit_reduce": p2pkit.OPS["sum"],
+                               "p2pkit_reduce_scatter": p2pkit.OPS["sum"]})
+
+
+class IntegerArguments(unittest.TestCase):
+    """Every integer argument is checked before ctypes, which keeps only the
+    low bits of a Python int (2**32 + 5 reaches a C int as 5): a ValueError
+    naming the argument, its value and the range; a TypeError for bool or
+    float. Each case would reach the library with a masked value without
+    the check."""
+
+    def setUp(self):
+        self.saved = {k: os.environ.pop(k) for k in ("MASTER_PORT", "RANK", "WORLD_SIZE")
+                      if k in os.environ}
+
+    def tearDown(self):
+        os.environ.pop("MASTER_PORT", None)
+        os.environ.update(self.saved)
+
+    def out_of_range(self, call, words):
+        with self.assertRaises(ValueError) as cm:
+            call()
+        self.assertIn(words, str(cm.exception))
+        self.assertNotIn("\n", str(cm.exception))
+
+    def test_comm_of_the_issue(self):
+        # rank 1 of 2 on port 29600 once masked: it would wait for rank 0
+        self.out_of_range(lambda: p2pkit.Comm(rank=2**32 + 1, world_size=2**32 + 2,
+                                              port=2**32 + 29600, timeout_s=2),
+                          "Comm: rank=4294967297 is out of range: expected 0 to 2147483647")
+
+    def test_comm_each_integer(self):
+        big = 2**32
+        for kw, words in (
+                ({"rank": -1}, "Comm: rank=-1 is out of range: expected 0 to 2147483647"),
+                ({"world_size": big + 1}, "world_size=4294967297 is out of range: expected 1 to "),
+                ({"world_size": 0}, "world_size=0 is out of range"),
+                ({"device": big}, "device=4294967296 is out of range: expected 0 to 2147483647"),
+                ({"device": -1}, "device=-1 is out of range"),
+                ({"port": big + 29600}, "port=4294996896 is out of range: expected 1 to 65535"),
+                ({"port": 0}, "port=0 is out of range: expected 1 to 65535"),
+                ({"timeout_s": big + 5}, "timeout_s=4294967301 is out of range: expected 1 to 86400"),
+                ({"timeout_s": 0}, "timeout_s=0 is out of range"),
+                ({"max_blocks": big}, "max_blocks=4294967296 is out of range: expected 0 to ")):
+            with self.subTest(**kw):
+                self.out_of_range(lambda: p2pkit.Comm(**{"rank": 0, "world_size": 1, **kw}), words)
+
+    def test_comm_from_an_id(self):
+        uid = p2pkit.get_unique_id()
+        self.out_of_range(lambda: p2pkit.Comm(unique_id=uid, rank=0, world_size=2**32 + 1),
+                          "world_size=4294967297 is out of range")
+        self.out_of_range(lambda: p2pkit.Comm(unique_id=uid, rank=2**32, world_size=1),
+                          "rank=4294967296 is out of range")
+        self.out_of_range(lambda: p2pkit.Comm(unique_id=uid, rank=0, world_size=1, device=2**32),
+                          "device=4294967296 is out of range")
+
+    def test_bool_and_float_are_not_ints(self):
+        for kw in ({"rank": True}, {"world_size": True}, {"device": False}, {"port": True},
+                   {"timeout_s": True}, {"max_blocks": False}, {"rank": 0.0}, {"port": 29600.0},
+                   {"rank": "0"}):
+            name, value = next(iter(kw.items()))
+            with self.subTest(**kw), self.assertRaises(TypeError) as cm:
+                p2pkit.Comm(**{"rank": 0, "world_size": 1, **kw})
+            self.assertIn(f"Comm: {name} must be an int, got {type(value).__name__}",
+                          str(cm.exception))
+
+    def test_set_max_blocks(self):
+        comm = object.__new__(p2pkit.Comm)
+        comm._h = ctypes.c_void_p()  # NULL: the library would refuse it, naming the handle
+        self.out_of_range(lambda: comm.set_max_blocks(2**32),
+                          "set_max_blocks: n=4294967296 is out of range: expected 0 to 2147483647 "
+                          "(0: no cap)")
+        self.out_of_range(lambda: comm.set_max_blocks(-1), "n=-1 is out of range")
+        with self.assertRaisesRegex(TypeError, "set_max_blocks: n must be an int, got bool"):
+            comm.set_max_blocks(True)
+
+    def test_root_and_peer_are_ranks(self):
+        c = FakeComm()  # 2 ranks
+        for name, call, arg in (
+                ("broadcast", lambda v: p2pkit.broadcast(FakeTensor(), v, comm=c, stream=0), "root"),
+                ("reduce", lambda v: p2pkit.reduce(FakeTensor(), v, comm=c, stream=0), "root"),
+                ("send", lambda v: p2pkit.send(FakeTensor(), v, comm=c, stream=0), "peer"),
+                ("recv", lambda v: p2pkit.recv(FakeTensor(), v, comm=c, stream=0), "peer")):
+            with self.subTest(call=name):
+                for v in (2**32 + 1, 2, -1):
+                    self.out_of_range(lambda: call(v), f"{name}: {arg}={v} is out of range: "
+                                      f"expected 0 to 1 (a rank of the communicator's 2)")
+                with self.assertRaisesRegex(TypeError, f"{name}: {arg} must be an int, got bool"):
+                    call(True)
+
+    def test_stream_is_a_pointer(self):
+        c = FakeComm()
+        for v, words in ((2**64 + 1, "all_reduce: stream=18446744073709551617 is out of range: "
+                                     "expected 0 to 18446744073709551615"),
+                         (-1, "all_reduce: stream=-1 is out of range")):
+            self.out_of_range(lambda: p2pkit.all_reduce(FakeTensor(), comm=c, stream=v), words)
+        with self.assertRaisesRegex(TypeError, "send: stream must be an int, got float"):
+            p2pkit.send(FakeTensor(), 1, comm=c, stream=0.0)
+
+    def test_split_sizes(self):
+        c = FakeComm()
+        with self.assertRaisesRegex(TypeError, "all_to_allv: send_counts\\[0\\] must be an int, got bool"):
+            p2pkit.all_to_allv(FakeTensor(n=4), FakeTensor(n=4), [True, True], [2, 2], comm=c)
+        self.out_of_range(lambda: p2pkit.all_to_allv(FakeTensor(n=4), FakeTensor(n=4), [2, 2],
+                                                     [-2, -2], comm=c),
+                          "all_to_allv: recv_counts[0]=-2 is out of range: expected 0 to ")
+        with self.assertRaisesRegex(TypeError, "all_to_allv: send_displs\\[1\\] must be an int, got float"):
+            p2pkit.all_to_allv(FakeTensor(n=4), FakeTensor(n=4), [2, 2], [2, 2], [0, 2.0], comm=c)
+
+
+class TextArguments(unittest.TestCase):
+    """addr and secret are str: bytes are refused, not guessed at;
+    MASTER_PORT, when p2pkit follows it, must be a decimal port."""
+
+    def setUp(self):
+        self.saved = os.environ.pop("MASTER_PORT", None)
+
+    def tearDown(self):
+        os.environ.pop("MASTER_PORT", None)
+        if self.saved is not None:
+            os.environ["MASTER_PORT"] = self.saved
+
+    def test_addr_and_secret_must_be_str(self):
+        for kw in ({"addr": b"127.0.0.1"}, {"secret": b"s3cret"}, {"addr": 127}):
+            name, value = next(iter(kw.items()))
+            with self.subTest(**kw), self.assertRaises(TypeError) as cm:
+                p2pkit.Comm(rank=0, world_size=1, **kw)
+            self.assertEqual(str(cm.exception),
+                             f"p2pkit: Comm: {name} must be a str, got {type(value).__name__}")
+
+    def test_nul_is_refused_and_the_secret_not_shown(self):
+        with self.assertRaises(ValueError) as cm:
+            p2pkit.Comm(rank=0, world_size=1, secret="abc\0def")
+        self.assertEqual(str(cm.exception), "p2pkit: Comm: secret holds a NUL character")
+
+    def test_master_port_must_be_a_port(self):
+        for v in ("\u00b2", "29500x", " 29500", "0", "65535", "-1", "9" * 5000):
+            os.environ["MASTER_PORT"] = v
+            with self.subTest(master_port=v[:10]), self.assertRaises(ValueError) as cm:
+                p2pkit.Comm(rank=0, world_size=1)
+            msg = str(cm.exception)
+            self.assertTrue(msg.startswith("p2pkit: Comm: MASTER_PORT="), msg)
+            self.assertIn("expected a decimal number from 1 to 65534", msg)
+            self.assertLess(len(msg), 250)
 
 
 class TensorChecks(unittest.TestCase):

@@ -1,10 +1,11 @@
 """Every collective of the Python binding against torch's own arithmetic,
-with a process per GPU. Needs torch and 2 GPUs.
+with a process per GPU. Needs torch and a GPU (with one, the two ranks share
+it: torchrun_case.py). scripts/device/torch.sh runs it.
 
 As a test (unittest/pytest): launches itself under torchrun with 2 processes;
-skips without torch or with fewer than 2 GPUs. Under torchrun (the __main__
-part): each rank builds every rank's input from the same formula, runs
-all_reduce (sum, min, max), broadcast and reduce from every root,
+skips without torch or a GPU. Under torchrun (the __main__ part): each rank
+builds every rank's input from the same formula, runs all_reduce (sum, the
+default, min, max), broadcast and reduce from every root,
 all_gather, reduce_scatter, all_to_all and a send/recv ring in a group, for
 every data type at an odd count, poisons each output first, and compares
 with the result torch computes from the inputs; then send/recv and
@@ -14,7 +15,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torchrun_case import main, run_two_ranks, torch, two_gpus  # noqa: E402
+from torchrun_case import main, rank_device, run_two_ranks, torch, two_ranks  # noqa: E402
 
 COUNT = 100003  # odd: no multiple of 16 bytes for any type
 BIG = 64 << 20  # float32 elements: 256 MiB, past the copy-engine thresholds
@@ -35,8 +36,7 @@ def worker():
     import p2pkit
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    comm = p2pkit.Comm()
+    comm = p2pkit.Comm(device=rank_device())
     bad = []
 
     def expect(what, got, want):
@@ -55,7 +55,8 @@ def worker():
         for op, ref in (("sum", stack.sum(0).to(dt)), ("min", stack.min(0).values),
                         ("max", stack.max(0).values)):
             t = ins[rank].clone()
-            expect(f"all_reduce {op} {name}", p2pkit.all_reduce(t, op=op, comm=comm), ref)
+            kw = {} if op == "sum" else {"op": op}  # a sum by default
+            expect(f"all_reduce {op} {name}", p2pkit.all_reduce(t, comm=comm, **kw), ref)
         for root in range(world):
             t = ins[rank].clone()
             expect(f"broadcast root {root} {name}", p2pkit.broadcast(t, root, comm=comm), ins[root])
@@ -98,7 +99,7 @@ def worker():
               f"send/recv and broadcast")
 
 
-@two_gpus
+@two_ranks
 class Collectives(unittest.TestCase):
     def test_every_collective_matches_torch(self):
         run_two_ranks(self, __file__)

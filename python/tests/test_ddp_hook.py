@@ -1,8 +1,10 @@
 """DDP with p2pkit's comm hook gives the same parameters as DDP without it
-(within float tolerance) after N steps. Needs torch and 2 GPUs.
+(within float tolerance) after N steps: the hook on a Comm of its own, not
+the torch.distributed backend. Needs torch and a GPU (with one, the two
+ranks share it: torchrun_case.py). scripts/device/torch.sh runs it.
 
 As a test (unittest/pytest): launches itself under torchrun with 2 processes;
-skips without torch or with fewer than 2 GPUs. Under torchrun (the __main__
+skips without torch or a GPU. Under torchrun (the __main__
 part): every rank trains two identical models from the same seed, one DDP
 with the default NCCL all-reduce, one with p2pkit.ddp_comm_hook, on the same
 data, and compares their parameters after every step; rank 0 prints PASS."""
@@ -11,7 +13,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torchrun_case import main, run_two_ranks, torch, two_gpus  # noqa: E402
+from torchrun_case import main, rank_device, run_two_ranks, torch, two_ranks  # noqa: E402
 
 STEPS = 20
 RTOL, ATOL = 1e-5, 1e-6
@@ -31,12 +33,12 @@ def worker():
     from torch.nn.parallel import DistributedDataParallel as DDP
     import p2pkit
 
+    dev = rank_device()
     dist.init_process_group("nccl")
-    rank, local_rank = dist.get_rank(), int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    ref = DDP(make_model(), device_ids=[local_rank])
-    hooked = DDP(make_model(), device_ids=[local_rank])
-    comm = p2pkit.Comm()
+    rank = dist.get_rank()
+    ref = DDP(make_model(), device_ids=[dev])
+    hooked = DDP(make_model(), device_ids=[dev])
+    comm = p2pkit.Comm(device=dev)
     hooked.register_comm_hook(comm, p2pkit.ddp_comm_hook)
     opts = [torch.optim.SGD(m.parameters(), lr=0.05) for m in (ref, hooked)]
     gen = torch.Generator(device="cuda").manual_seed(1234 + rank)
@@ -70,7 +72,7 @@ def worker():
         print(f"PASS: {STEPS} steps, largest difference {worst:.3g}")
 
 
-@two_gpus
+@two_ranks
 class DDPHook(unittest.TestCase):
     def test_hook_matches_nccl(self):
         run_two_ranks(self, __file__)

@@ -28,8 +28,19 @@ machine_info() {
     pkg-config --modversion hwloc
     ls -l /usr/lib/x86_64-linux-gnu/libnccl.so* 2>&1
   } > "$log/machine.txt" 2>&1
-  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  export ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 }
+
+# skips_judged ARGS...: scripts/device/skips.py on a GPU run's output for this
+# machine's $ngpu GPUs (0, when nvidia-smi saw none, is itself a failure):
+# a skip passes only where its reason names more GPUs than the machine has
+# (or, with P2PKIT_SHARE_GPUS=1, only what sharing does not lift).
+skips_judged() {
+  local share=()
+  [ "${P2PKIT_SHARE_GPUS:-0}" = 1 ] && share=(--share-gpus)
+  python3 scripts/device/skips.py --gpus "${ngpu:-0}" ${share[@]+"${share[@]}"} "$@"
+}
+export -f skips_judged
 
 # step NAME LIMIT_S CMD...: stdout and stderr -> $log/NAME.txt, its tail
 # shown, a summary line kept; a failure sets status=1 and the suite goes on.
@@ -69,7 +80,8 @@ build_tree() {
 # run_cases DIR ITEM...: each case of the collective GPU tests as its own
 # process, with its own limit (CASE_SECS, default 150) and log, so a hang
 # names its case. ITEM: a test (every case of it) or test:case. Exit 77
-# (the machine lacks what the case needs; the test says which) is a skip.
+# (the machine lacks what the case needs; the test says which) is a skip,
+# a failure unless skips_judged expects it on this machine.
 run_cases() {
   local dir=$1 rc=0 item t cases c t0 crc args; shift
   mkdir -p "$dir"
@@ -84,13 +96,29 @@ run_cases() {
       timeout --kill-after=5 "${CASE_SECS:-150}" "$build/tests/$t" ${args[@]+"${args[@]}"} > "$dir/$t.$c.txt" 2>&1
       crc=$?
       printf 'ranks %-3s %-24s %-40s rc=%-3s %4ss\n' "${P2PKIT_TEST_NRANKS:-all}" "$t" "$c" "$crc" "$((SECONDS - t0))"
-      if [ "$crc" = 77 ]; then grep -m1 SKIP "$dir/$t.$c.txt" | sed 's/^/    /'
+      if [ "$crc" = 77 ]; then
+        grep -m1 SKIP "$dir/$t.$c.txt" | sed 's/^/    /'
+        skips_judged --output "$dir/$t.$c.txt" | sed 's/^/    /'
+        [ "${PIPESTATUS[0]}" = 0 ] || rc=1
       elif [ "$crc" != 0 ]; then rc=1; tail -n 15 "$dir/$t.$c.txt" | sed 's/^/    /'; fi
     done
   done
   return $rc
 }
 export -f run_cases # steps run it under their time limit: bash -c 'run_cases "$@"' _ DIR ITEM...
+
+# ctest_gpu NAME LIMIT CTEST_ARGS...: the GPU tests through ctest (a fit
+# step), then a step NAME.skips judging every skip they printed, from the
+# run's LastTest.log (kept as $log/NAME.LastTest.log) and ctest's console
+# (CTest counts a skipped test as passed).
+ctest_gpu() {
+  local name=$1 limit=$2 last=$build/Testing/Temporary/LastTest.log; shift 2
+  rm -f "$last"
+  fit "$name" "$limit" ctest --test-dir "$build" "$@"
+  [ -f "$last" ] || return 0 # the step did not run: fit said so
+  cp "$last" "$log/$name.LastTest.log"
+  step "$name.skips" 30 bash -c 'skips_judged "$@"' _ "$log/$name.LastTest.log" "$log/$name.txt"
+}
 
 # perf_table NAME [VAR=VALUE ...] -- PERF_ARGS...: one `p2pkit perf` table
 # into $log/perf/NAME.{txt,json} (the JSON is what scripts/baseline.py reads).

@@ -33,8 +33,8 @@ if want perf; then
     PERF_SECS=90 perf_table "g${n}_$c" -- "$c" --vs-nccl -g "$n" -b 8 -e 1G -f 4
     PERF_SECS=90 perf_table "g${n}_G_$c" -- "$c" --vs-nccl -g "$n" -G 1 -b 8 -e 1G -f 4
   done
-  PERF_SECS=90 perf_table "p${n}_all_reduce" -- all_reduce --vs-nccl -p "$n" -b 8 -e 1G -f 4
-  PERF_SECS=90 perf_table "p${n}_G_all_reduce" -- all_reduce --vs-nccl -p "$n" -G 1 -b 8 -e 1G -f 4
+  PERF_SECS=90 perf_table "p${n}_all_reduce" -- all_reduce --vs-nccl --procs "$n" -b 8 -e 1G -f 4
+  PERF_SECS=90 perf_table "p${n}_G_all_reduce" -- all_reduce --vs-nccl --procs "$n" -G 1 -b 8 -e 1G -f 4
 fi
 if want sweep; then
   # The copy-engine collectives (off by default beyond 2 ranks except one
@@ -58,7 +58,7 @@ if want cases; then
     test_allreduce test_allreduce_errors test_collectives
 fi
 if want ctest; then
-  fit ctest 150 ctest --test-dir "$build" -L gpu -E 'test_allreduce|test_collectives|shared_ranks' --timeout 120 --output-on-failure
+  ctest_gpu ctest 150 -L gpu -E 'test_allreduce|test_collectives|shared_ranks' --timeout 120 --output-on-failure
 fi
 if want shared; then
   fit shared 300 bash tests/gpu/test_shared_ranks.sh "$bin"

@@ -13,7 +13,7 @@
 #                the kernels' survivor fails at once
 #   nccl         P2PKIT_NCCL=1 on one host: the same calls, 2-3 ranks
 #   two_hosts    examples/two_hosts on 2 simulated hosts of 2 ranks
-#   perf_hosts   p2pkit perf -p 4 --hosts 2: the selector (--explain) and a
+#   perf_hosts   p2pkit perf --procs 4 --hosts 2: the selector (--explain) and a
 #                short all-reduce run with each call's path at INFO
 # Usage: RECORD_COMMIT=<sha> scripts/device/multihost.sh LOG_DIR   (e.g. "$OUT")
 #   BUDGET_S (default 530), MH_SKIP="nccl hosts ..." leaves parts out.
@@ -45,9 +45,9 @@ if want two_hosts; then
     rc=0; for j in 1 2 3 4; do wait -n || rc=1; done; exit $rc'
 fi
 if want perf_hosts; then
-  fit perf_explain 60 "$bin" perf all_reduce -p 4 --hosts 2 --explain -b 1K -e 64M -f 64
+  fit perf_explain 60 "$bin" perf all_reduce --procs 4 --hosts 2 --explain -b 1K -e 64M -f 64
   fit perf_hosts 90 env P2PKIT_DEBUG=INFO P2PKIT_DEBUG_SUBSYS=COLL P2PKIT_DEBUG_FILE="$log/perf_hosts.%p.log" \
-    "$bin" perf all_reduce -p 4 --hosts 2 -b 1K -e 16M -f 16 -n 5 -w 2 --repeats 2
+    "$bin" perf all_reduce --procs 4 --hosts 2 -b 1K -e 16M -f 16 -n 5 -w 2 --repeats 2
   grep -h -o -- '-> [a-z0-9-]* ([^;]*;' "$log"/perf_hosts.*.log 2>/dev/null | sort | uniq -c > "$log/perf_hosts_paths.txt"
   cat "$log/perf_hosts_paths.txt"
 fi

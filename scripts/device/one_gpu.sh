@@ -5,7 +5,8 @@
 #             hwloc and NCCL files) and test_topo_smi.sh against nvidia-smi
 #   refuse    `p2pkit bench` must refuse, non-zero, with a one-line reason
 #   doctor    `p2pkit doctor`, table and JSON
-#   ctest     the GPU tests (cases that need 2 GPUs skip and say why)
+#   ctest     the GPU tests; a case that skips fails unless it needs more
+#             GPUs than one (scripts/device/skips.py judges each SKIP line)
 #   perf      every collective on a communicator of one rank against NCCL's
 #   ddp       examples/ddp_mlp on one rank, both backends
 #   sanitize  compute-sanitizer memcheck on the one-rank cases
@@ -14,17 +15,22 @@
 #             all-to-all, gather and scatter on 2, 3 and 4 ranks
 #   kill      the kill cases on 2 ranks sharing the GPU (survivors time out)
 #   shared_perf  tests/gpu/test_shared_ranks.sh on 2 and 4 ranks
+#   late      only when ONE_ONLY names it (over 3 minutes): 2 ranks sharing
+#             the GPU under the default timeouts, each 90 s late once
+#             (tests/gpu/test_timeouts.c)
 # Usage: RECORD_COMMIT=<sha> scripts/device/one_gpu.sh LOG_DIR
-#   ONE_SKIP="topo refuse ..." leaves parts out; BUDGET_S (default 540).
+#   ONE_SKIP="topo refuse ..." leaves parts out; ONE_ONLY="late ..." runs only
+#   those; BUDGET_S (default 540).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=${1:?usage: one_gpu.sh LOG_DIR}
 budget=${BUDGET_S:-540}
 STEP_TAIL=${STEP_TAIL:-6}
 . scripts/device/lib.sh
-want() { [[ " ${ONE_SKIP:-} " != *" $1 "* ]]; }
+named() { [[ " ${ONE_ONLY:-} " == *" $1 "* ]]; }
+want() { [[ " ${ONE_SKIP:-} " != *" $1 "* ]] && { [ -z "${ONE_ONLY:-}" ] || named "$1"; }; }
 machine_info
-build_tree
+if [ "${ONE_ONLY:-}" = late ]; then build_tree test_timeouts; else build_tree; fi
 t=$build/tests
 n=$ngpu
 if want topo; then
@@ -41,7 +47,7 @@ if want doctor; then
   fit doctor_json 90 bash -c "$bin doctor --json > $log/doctor.json; rc=\$?; python3 -m json.tool $log/doctor.json > /dev/null && echo \"JSON parses; exit \$rc\""
 fi
 if want ctest; then
-  fit ctest 300 ctest --test-dir "$build" -L gpu -E shared_ranks --timeout 280 --output-on-failure
+  ctest_gpu ctest 300 -L gpu -E shared_ranks --timeout 280 --output-on-failure
 fi
 if want perf; then
   for c in all_reduce broadcast reduce all_gather reduce_scatter sendrecv alltoall; do
@@ -73,6 +79,9 @@ if want kill; then
 fi
 if want shared_perf; then
   fit shared_perf 200 env SHARED_RANKS="2 4" bash tests/gpu/test_shared_ranks.sh "$bin"
+fi
+if named late; then
+  fit late 300 env -u P2PKIT_TIMEOUT P2PKIT_SHARE_GPUS=1 "$t/test_timeouts" late_ranks_under_default_timeouts
 fi
 step_summary "$n GPU(s); logs in $log"
 exit $status

@@ -29,13 +29,13 @@ fi
 if want perf; then
   for c in $colls; do
     perf_table "g${n}_$c" -- "$c" --vs-nccl -g "$n" -b 8 -e 1G -f 2
-    perf_table "p${n}_$c" -- "$c" --vs-nccl -p "$n" -b 8 -e 1G -f 2
+    perf_table "p${n}_$c" -- "$c" --vs-nccl --procs "$n" -b 8 -e 1G -f 2
   done
 fi
 if want graph; then
   for c in $colls; do
     perf_table "g${n}_G_$c" -- "$c" --vs-nccl -g "$n" -G 1 -b 8 -e 1G -f 4 -n 20 -w 5
-    perf_table "p${n}_G_$c" -- "$c" --vs-nccl -p "$n" -G 1 -b 8 -e 1G -f 4 -n 20 -w 5
+    perf_table "p${n}_G_$c" -- "$c" --vs-nccl --procs "$n" -G 1 -b 8 -e 1G -f 4 -n 20 -w 5
   done
 fi
 if want nop2p; then
@@ -45,7 +45,7 @@ if want nop2p; then
       "$c" --vs-nccl -g "$n" -b 1M -e 256M -f 4 -n 10 -w 2
   done
   perf_table "p${n}_nop2p_all_reduce" P2PKIT_P2P_DISABLE=1 NCCL_P2P_DISABLE=1 -- \
-    all_reduce --vs-nccl -p "$n" -b 1M -e 256M -f 4 -n 10 -w 2
+    all_reduce --vs-nccl --procs "$n" -b 1M -e 256M -f 4 -n 10 -w 2
 fi
 if want bench; then
   fit bench 120 "$bin" bench --methods all --mode oneway,both -b 256M -n 20 -w 5 --json="$log/bench.json"
@@ -54,7 +54,7 @@ if want bench; then
   fit bench_latency 60 "$bin" bench --latency --lat-bytes 8 --lat-iters 1000 -n 20 --json="$log/bench_latency.json"
 fi
 if want ddp && [ -x "$build/examples/ddp_mlp" ]; then
-  fit mlp 150 "$build/examples/ddp_mlp" -p "$n" --backend both
+  fit mlp 150 "$build/examples/ddp_mlp" --procs "$n" --backend both
 fi
 if want torch && [ "$n" -ge 2 ]; then
   export P2PKIT_LIB=$PWD/$build/libp2pkit.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1

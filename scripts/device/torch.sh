@@ -23,7 +23,15 @@
 #   example  examples/train.py --backend both --config small under torchrun:
 #            p2pkit's DDP and FSDP2 losses against NCCL's                  ~60 s
 #   mesh     4 ranks: a 2x2 DeviceMesh, new_group([1, 3])                  ~35 s
-#   binding  python/tests/test_binding.py with its GPU case                 15 s
+#   binding     python/tests/test_binding.py with its GPU case              15 s
+#   binding_mp  python/tests/test_collectives_mp.py: every collective of the
+#               ctypes binding against torch's arithmetic, 2 ranks         ~40 s
+#   ddp_hook    python/tests/test_ddp_hook.py: DDP with p2pkit.ddp_comm_hook
+#               on a Comm of its own against DDP on NCCL, 2 ranks          ~40 s
+#               (binding, binding_mp, ddp_hook: a case that skips fails)
+# On a cold machine the whole run is about 9-10 minutes; steps that no longer
+# fit the budget are skipped and named (TORCH_SKIP leaves some out for a
+# second call, which finds the wheel's build warm).
 # Usage: RECORD_COMMIT=<sha> scripts/device/torch.sh LOG_DIR
 #   TORCH_SKIP="example mesh ..." leaves parts out; BUDGET_S (default 570).
 # Every step's whole output is LOG_DIR/<step>.txt; the summary at the end has
@@ -63,7 +71,8 @@ fit wheel 330 bash -c "make_venv && \
   $py -m pip install --no-build-isolation --no-deps -C build-dir=build-wheel -v . && ls -l $venv/bin/p2pkit"
 grep -E "PyTorch backend|torch not found|is built for CUDA" "$log/wheel.txt" | head -n 3
 [ -x "$venv/bin/p2pkit" ] || { step_summary "the wheel did not install; see $log/wheel.txt"; exit 1; }
-cp python/tests/test_torch_backend_cpu.py python/tests/test_torch_backend.py python/tests/test_binding.py "$work/"
+cp python/tests/test_torch_backend_cpu.py python/tests/test_torch_backend.py python/tests/test_binding.py \
+  python/tests/test_collectives_mp.py python/tests/test_ddp_hook.py python/tests/torchrun_case.py "$work/"
 fit import 60 bash -c "cd $work && $py -c \"
 import os, p2pkit, torch.distributed as d
 from p2pkit import torch_backend as tb
@@ -73,7 +82,16 @@ assert os.path.dirname(lib) == os.path.dirname(p2pkit.__file__), 'not the bundle
 assert 'P2PKIT' in d.Backend._plugins, 'backend not registered'
 assert tb.available(), tb.why_unavailable()
 print('backend:', tb.ProcessGroupP2PKit, 'registered:', d.Backend._plugins['P2PKIT'])\" && PATH=$venv/bin:\$PATH p2pkit topo"
-fit cpu 60 bash -c "cd $work && $py -m unittest -v test_torch_backend_cpu"
+# unit NAME LIMIT MODULE: its unittest cases against the wheel; on this
+# machine (torch, a GPU) a case that skips fails the step.
+unit() {
+  fit "$1" "$2" bash -c "cd $work && $py -m unittest -v $3" || return
+  if grep -E -- '\.\.\. skipped|\(skipped=' "$log/$1.txt"; then
+    summary+=("$(printf '%-26s a case skipped (this machine has torch and %s GPU(s))' "$1" "$ngpu")")
+    status=1
+  fi
+}
+fit cpu 60 bash -c "cd $work && $py -m unittest -v test_torch_backend_cpu"  # its source-tree case skips here
 if want bench; then
   fit bench 150 "$py" scripts/device/torch_host_time.py --json "$log/torch_host_time.json"
 fi
@@ -87,7 +105,9 @@ if want example; then
     $repo/examples/train.py --backend both --config small --steps 12 --warmup 3"
 fi
 want mesh && fit mesh 120 bash -c 't FourRanks.test_device_mesh_2x2'
-want binding && fit binding 90 bash -c "cd $work && $py -m unittest -v test_binding"
+want binding && unit binding 90 test_binding
+want binding_mp && unit binding_mp 200 test_collectives_mp
+want ddp_hook && unit ddp_hook 150 test_ddp_hook
 step_summary "$ngpu GPU(s); logs in $log"
 [ "$status" = 0 ] && echo "ALL PASSED" || echo "SOME STEPS FAILED: read $log/<step>.txt (each case prints CASE <name> rank <r>: PASS/FAIL and why)"
 exit $status

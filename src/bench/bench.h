@@ -72,6 +72,7 @@ typedef struct {
   int json, csv; /* 0 off, 1 stdout, 2 file */
   char json_path[P2PK_BENCH_PATH], csv_path[P2PK_BENCH_PATH], plot_path[P2PK_BENCH_PATH];
   char from[P2PK_BENCH_PATH];
+  char plot_from[P2PK_BENCH_PATH]; /* --plot-from: redraw --plot from this saved --json */
   int dry_run, quiet;
 } p2pk_bench_opts;
 
@@ -243,6 +244,11 @@ p2pkit_status_t p2pk_bench_write_csv(const p2pk_bench_report *r, FILE *out);
 /* Bandwidth against size per method (one way, log x axis) and a heat map of
  * the pair matrix per method at the largest size. */
 p2pkit_status_t p2pk_bench_write_svg(const p2pk_bench_report *r, FILE *out);
+/* bench_load.c: the report's header and rows back from a JSON document that
+ * p2pk_bench_write_json wrote (json-c, loaded at run time): what the plot
+ * draws. 0 ok; -1 with one line in err (json-c missing, the file unreadable,
+ * not JSON, or not bench's document). */
+int p2pk_bench_load_json(const char *path, p2pk_bench_report *r, char *err, size_t len);
 
 /* --- planning and running (GPU) -------------------------------------------- */
 

@@ -105,6 +105,8 @@ void p2pk_bench_usage(FILE *out) {
           "      --json[=FILE]   JSON (to stdout, or to FILE besides the table)\n"
           "      --csv[=FILE]    CSV  (to stdout, or to FILE besides the table)\n"
           "      --plot FILE.svg bandwidth against size per method, and pair heat maps\n"
+          "      --plot-from F.json  with --plot: draw it from a run saved with --json=F.json\n"
+          "                      instead of measuring (no GPU)\n"
           "      --from FILE     plan against a recorded machine (with --dry-run)\n"
           "      --dry-run       print the plan (pairs, links, expected rates, paths) only\n"
           "  -q, --quiet         no table\n"
@@ -314,7 +316,7 @@ static int make_sizes(p2pk_bench_opts *o, int have_e, int have_f, int have_i, ch
 
 enum { OPT_METHODS = 256, OPT_MODE, OPT_GPUS, OPT_PAIRS, OPT_SEED, OPT_LATENCY, OPT_LAT_BYTES,
        OPT_LAT_ITERS, OPT_SM_CONFIG, OPT_SM_SWEEP, OPT_STAGE_SWEEP, OPT_NO_ANCHOR, OPT_NO_GATE,
-       OPT_JSON, OPT_CSV, OPT_PLOT, OPT_FROM, OPT_DRY_RUN };
+       OPT_JSON, OPT_CSV, OPT_PLOT, OPT_FROM, OPT_DRY_RUN, OPT_PLOT_FROM };
 static const char short_opts[] = ":b:e:f:i:n:w:qh";
 static const struct option long_opts[] = {
     {"methods", required_argument, NULL, OPT_METHODS}, {"mode", required_argument, NULL, OPT_MODE},
@@ -332,6 +334,7 @@ static const struct option long_opts[] = {
     {"json", optional_argument, NULL, OPT_JSON},       {"csv", optional_argument, NULL, OPT_CSV},
     {"plot", required_argument, NULL, OPT_PLOT},       {"from", required_argument, NULL, OPT_FROM},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},       {"quiet", no_argument, NULL, 'q'},
+    {"plot-from", required_argument, NULL, OPT_PLOT_FROM},
     {"help", no_argument, NULL, 'h'},                  {NULL, 0, NULL, 0},
 };
 
@@ -412,6 +415,7 @@ static int apply(int c, const char *v, p2pk_bench_opts *o, given_t *g, char *err
     case OPT_CSV: return output_opt("--csv", v, &o->csv, o->csv_path, sizeof o->csv_path, err, len);
     case OPT_PLOT: return path_opt(flag, v, o->plot_path, err, len);
     case OPT_FROM: return path_opt(flag, v, o->from, err, len);
+    case OPT_PLOT_FROM: return path_opt(flag, v, o->plot_from, err, len);
     case OPT_DRY_RUN: o->dry_run = 1; return 0;
     case 'q': o->quiet = 1; return 0;
     default: return number_opt(c, flag, v, o, g, err, len);
@@ -436,6 +440,9 @@ static int settle(p2pk_bench_opts *o, const given_t *g, char *err, size_t len) {
   if (o->dry_run && (o->json || o->csv || o->plot_path[0]))
     return fail(err, len, "--dry-run prints the plan as text; %s needs a run",
                 o->json ? "--json" : o->csv ? "--csv" : "--plot");
+  if (o->plot_from[0] && (!o->plot_path[0] || o->json || o->csv || o->dry_run || o->from[0]))
+    return fail(err, len, "--plot-from redraws a saved run's plot: give --plot FILE.svg with it, and no "
+                "--json, --csv, --dry-run or --from");
   if (o->from[0] && !o->dry_run)
     return fail(err, len, "--from plans against a recorded machine: add --dry-run (a run needs the GPUs here)");
   return make_sizes(o, g->e, g->f, g->i, err, len);

@@ -17,6 +17,7 @@ int cmd_env(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_perf(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 
 /* "p2pkit CMD: error: ..." on stderr, one line. */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -25,9 +26,10 @@ void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(prin
 int cli_discovery_error(const char *cmd, p2pkit_status_t st);
 /* Size with a K/M/G/T suffix; 0 ok, -1 error (message printed, naming `what`). */
 int cli_parse_size(const char *cmd, const char *what, const char *text, size_t *out);
-/* Load the topology from --from FILE (when `from` is set), else
- * P2PKIT_TOPO_FILE, else discover. Prints the error and returns the exit code
- * (0 on success; 2 for a file missing, unreadable or unparsable alike). */
+/* Check the settings (p2pk_param_check), then load the topology from --from
+ * FILE (when `from` is set), else P2PKIT_TOPO_FILE, else discover. Prints
+ * the error and returns the exit code (0 on success; 2 for a setting p2pkit
+ * refuses, and for a file missing, unreadable or unparsable alike). */
 int cli_get_topo(const char *cmd, const char *from, p2pkit_topo_t *topo_p);
 /* getopt_long's complaint as one error line (the usage after an unknown
  * option); returns CLI_EXIT_USAGE. */

@@ -36,6 +36,12 @@ int cli_parse_size(const char *cmd, const char *what, const char *text, size_t *
 }
 
 int cli_get_topo(const char *cmd, const char *from, p2pkit_topo_t *topo_p) {
+  /* A setting the library would refuse is a bad input here too, before the
+   * first one is read. */
+  if (p2pk_param_check() != P2PKIT_SUCCESS) {
+    cli_error(cmd, "%s", p2pkit_last_error());
+    return CLI_EXIT_USAGE;
+  }
   const char *file = from ? from : p2pk_param_str("P2PKIT_TOPO_FILE");
   p2pkit_status_t st;
   if (file && file[0]) {

@@ -24,6 +24,8 @@ static void close_files(out_files *of, int discard) {
   for (int i = 0; i < OUT_COUNT; i++) p2pk_outfile_close(&of->out[i], discard);
 }
 
+/* 0, or the exit code after one line: 1 a file that cannot be written (as in
+ * every command), 2 two options naming the same file (a bad command line). */
 static int open_files(const p2pk_bench_opts *o, out_files *of) {
   memset(of, 0, sizeof *of);
   const char *path[OUT_COUNT] = {o->json == 2 ? o->json_path : NULL,
@@ -34,14 +36,14 @@ static int open_files(const p2pk_bench_opts *o, out_files *of) {
     if (p2pk_outfile_open(&of->out[i], path[i]) != 0) {
       cli_error("bench", "cannot write %s: %s", path[i], strerror(errno));
       close_files(of, 1);
-      return -1;
+      return CLI_EXIT_FAIL;
     }
     for (int k = 0; k < i; k++)
       if (p2pk_outfile_same(&of->out[i], &of->out[k])) {
         cli_error("bench", "%s and %s name the same file", path[k], path[i]);
         of->out[i].created = 0; /* the first one's; remove it once */
         close_files(of, 1);
-        return -1;
+        return CLI_EXIT_USAGE;
       }
   }
   return 0;
@@ -88,6 +90,22 @@ static int check_results(const p2pk_bench_report *r) {
   return CLI_EXIT_OK;
 }
 
+/* --plot-from: the saved run's plot, no GPU. */
+static int replot(const p2pk_bench_opts *o, out_files *files) {
+  p2pk_bench_report r;
+  p2pk_bench_report_init(&r);
+  char err[1024];
+  int rc = CLI_EXIT_OK;
+  if (p2pk_bench_load_json(o->plot_from, &r, err, sizeof err) != 0) {
+    cli_error("bench", "%s", err);
+    rc = CLI_EXIT_USAGE;
+  } else if (write_to(files, OUT_PLOT, p2pk_bench_write_svg, &r)) {
+    rc = CLI_EXIT_FAIL;
+  }
+  p2pk_bench_report_free(&r);
+  return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
   p2pk_bench_opts o;
   p2pk_bench_opts_init(&o);
@@ -104,9 +122,15 @@ int cmd_bench(int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
   out_files files;
-  if (open_files(&o, &files) != 0) {
+  if ((rc = open_files(&o, &files)) != 0) {
     p2pk_bench_opts_free(&o);
-    return CLI_EXIT_USAGE;
+    return rc;
+  }
+  if (o.plot_from[0]) {
+    rc = replot(&o, &files);
+    close_files(&files, 1);
+    p2pk_bench_opts_free(&o);
+    return rc;
   }
   p2pkit_topo_t topo = NULL;
   p2pkit_ctx_t ctx = NULL;

@@ -16,8 +16,9 @@ static void usage(FILE *out) {
           "(libnccl.so.2, one rank per GPU).\n"
           "Each finding is OK, WARN, FAIL or SKIP with a reason and what to do.\n"
           "Exit code: 0 all OK, 1 a WARN, 2 a FAIL (no driver is one), or the doctor could not\n"
-          "run: a bad command line, a --from or --nccl-log file missing or unreadable, a\n"
-          "--save-nccl-log file that cannot be written (docs/cli.md).\n\n"
+          "run: a bad command line, a --from or --nccl-log file missing or unreadable; 1 too\n"
+          "when an output (--dump-nccl, --save-nccl-log, standard output) could not be\n"
+          "written, as in every command (docs/cli.md).\n\n"
           "  --json              the findings as JSON\n"
           "  --from FILE         analyse a recorded machine (p2pkit topo --save, hwloc XML or an\n"
           "                      NCCL topology dump); with P2PKIT_SYSFS_ROOT=DIR its /sys and /proc\n"
@@ -96,11 +97,14 @@ int cmd_doctor(int argc, char **argv) {
   p2pk_findings f;
   p2pk_findings_init(&f);
   char title[512] = "";
-  p2pkit_status_t st = p2pk_doctor_run(&o, &f, title, sizeof title);
+  int output_failed = 0;
+  p2pkit_status_t st = p2pk_doctor_run(&o, &f, title, sizeof title, &output_failed);
   if (st != P2PKIT_SUCCESS) {
     cli_error("doctor", "%s", p2pkit_last_error());
     p2pk_findings_free(&f);
-    return 2; /* the doctor could not vouch for anything: as a FAIL */
+    /* A file that could not be written: 1, as in every command; else the
+     * doctor could not vouch for anything: 2, as a FAIL. */
+    return output_failed ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
   }
   if (json) p2pk_doctor_print_json(&f, title, stdout);
   else p2pk_doctor_print_text(&f, title, stdout);

@@ -1,3 +1,4 @@
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@ static const command commands[] = {
     {"bench", cmd_bench, "measure copies between GPUs: every method and pair, verified"},
     {"perf", cmd_perf, "time a collective like nccl-tests, checked, optionally against NCCL"},
     {"doctor", cmd_doctor, "is data moving between the GPUs as fast as it can, and if not, why"},
+    {"trace", cmd_trace, "a failed or hung job: which rank and which call went wrong"},
 };
 
 static void usage(FILE *out) {
@@ -30,6 +32,10 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+  /* A closed pipe is a write that failed, as a full disk is: exit 1 with one
+   * line (docs/cli.md), not a death by SIGPIPE. Children exec'd by the doctor
+   * are this program again; perf's ranks are forks: each checks its writes. */
+  signal(SIGPIPE, SIG_IGN);
   if (argc < 2) {
     usage(stderr);
     return CLI_EXIT_USAGE;
@@ -46,7 +52,9 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (strcmp(argv[1], commands[i].name) == 0) {
       const int rc = commands[i].fn(argc - 1, argv + 1);
-      return p2pk_stdout_flush(commands[i].name) != 0 && rc == CLI_EXIT_OK ? CLI_EXIT_FAIL : rc;
+      /* Output that did not arrive is exit 1 in every command, whatever the
+       * command found (the doctor's verdict included: it was not delivered). */
+      return p2pk_stdout_flush(commands[i].name) != 0 ? CLI_EXIT_FAIL : rc;
     }
   fprintf(stderr, "p2pkit: error: unknown command '%s'\n", argv[1]);
   usage(stderr);

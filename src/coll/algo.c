@@ -236,15 +236,10 @@ p2pkit_status_t p2pk_algo_force_from_env(p2pk_algo_force *f) {
   const char *p = p2pk_param_str("P2PKIT_PROTO");
   if (p[0] && (f->proto = p2pk_proto_from_name(p)) < 0)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_PROTO=%s: expected ll, ll128 or simple", p);
-  int64_t b = p2pk_param_int("P2PKIT_COLL_BLOCKS"), t = p2pk_param_int("P2PKIT_COLL_THREADS");
-  if (b < 0 || b > P2PK_COLL_MAX_BLOCKS)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_COLL_BLOCKS=%lld: expected 0..%d",
-                     (long long)b, P2PK_COLL_MAX_BLOCKS);
-  if (t < 0 || t > 1024)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "P2PKIT_COLL_THREADS=%lld: expected 0..1024",
-                     (long long)t);
-  f->blocks = (int)b;
-  f->threads = (int)t;
+  /* Within their ranges (0..1024 blocks, 0 or 64..512 threads): the
+   * registry refuses anything else. */
+  f->blocks = (int)p2pk_param_int("P2PKIT_COLL_BLOCKS");
+  f->threads = (int)p2pk_param_int("P2PKIT_COLL_THREADS");
   f->chunk = p2pk_param_size("P2PKIT_COLL_CHUNK");
   return P2PKIT_SUCCESS;
 }

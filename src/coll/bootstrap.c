@@ -37,6 +37,7 @@ struct p2pk_boot {
   int rank, nranks;
   int timeout_ms;
   int auth;      /* a job secret: proofs and MACs */
+  int strong;    /* and one of P2PK_BOOT_SECRET_MIN_BITS: a user that cannot be told may join */
   link_t *links; /* rank 0: links[r] for r >= 1; others: links[0] is the link to rank 0 */
   char where[160];
 };
@@ -211,30 +212,7 @@ static p2pkit_status_t recv_frame(p2pk_boot *b, link_t *l, uint32_t type, uint32
   return P2PKIT_SUCCESS;
 }
 
-/* --- addresses and users ------------------------------------------------------ */
-
-static int sa_loopback(const struct sockaddr *sa) {
-  if (sa->sa_family == AF_INET)
-    return ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24 == 127;
-  if (sa->sa_family != AF_INET6) return 0;
-  const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-  return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-}
-
-/* *loop = 1 when every address `addr` names is a loopback one. */
-static p2pkit_status_t addr_loopback(const char *addr, int *loop) {
-  struct addrinfo hints, *res = NULL;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_socktype = SOCK_STREAM;
-  int g = getaddrinfo(addr, NULL, &hints, &res);
-  if (g != 0)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "bootstrap: cannot resolve address '%s': %s",
-                     addr, gai_strerror(g));
-  *loop = res != NULL;
-  for (struct addrinfo *ai = res; ai; ai = ai->ai_next) *loop &= sa_loopback(ai->ai_addr);
-  freeaddrinfo(res);
-  return P2PKIT_SUCCESS;
-}
+/* --- addresses --------------------------------------------------------------- */
 
 static void describe_addr(const struct sockaddr_storage *sa, char *out, size_t len) {
   char host[INET6_ADDRSTRLEN] = "?";
@@ -345,14 +323,16 @@ static void evict(server_t *s) {
 
 /* Whether the user at the other end may join. Read at accept, before a
  * byte of it: a job's ranks run as one user, whatever secret another
- * presents; without a secret, a peer whose user cannot be told cannot join. */
+ * presents; without a secret of P2PK_BOOT_SECRET_MIN_BITS, a peer whose user
+ * cannot be told cannot join. */
 static int user_ok(server_t *s, int fd, const char *from, char *why, size_t len) {
   long uid = p2pk_sock_peer_uid(fd);
   if (uid >= 0 && (uid_t)uid != geteuid())
     snprintf(why, len, "a process of another user (uid %ld) may not join", uid);
-  else if (uid < 0 && !s->b->auth)
-    snprintf(why, len, "whose process this is cannot be told, and without a job secret "
-             "(P2PKIT_JOB_SECRET) only this user's processes may join");
+  else if (uid < 0 && !s->b->strong)
+    snprintf(why, len, "whose process this is cannot be told, and without a job secret of %d "
+             "bits (P2PKIT_JOB_SECRET) only this user's processes may join",
+             P2PK_BOOT_SECRET_MIN_BITS);
   else
     return 1;
   if (!s->warned_user++) P2PK_WARN("bootstrap: refused a connection from %s: %s", from, why);
@@ -393,17 +373,27 @@ static void accept_all(server_t *s, int lfd) {
   }
 }
 
-/* The CHALLENGE: rank 0's nonce and its proof of the secret. */
+/* The CHALLENGE: rank 0's nonce and nothing else. Nothing derived from the
+ * secret leaves rank 0 before the rank has proved it knows it, so a
+ * connection gets nothing to test guesses against offline. */
 static int send_challenge(server_t *s, pending_t *p) {
   unsigned char msg[P2PK_BOOT_HDR + P2PK_BOOT_CHALLENGE_BYTES];
-  memset(msg, 0, sizeof msg);
   p2pk_boot_hdr_pack(msg, P2PK_MSG_CHALLENGE, 0, P2PK_BOOT_CHALLENGE_BYTES);
-  if (s->b->auth &&
-      (p2pk_random_bytes(p->ns, sizeof p->ns) != 0 ||
-       p2pk_boot_proof(s->o->secret, P2PK_TO_RANK, p->hello.nonce, p->ns, p->hello.nranks,
-                       p->hello.rank, msg + P2PK_BOOT_HDR + P2PK_BOOT_NONCE) != 0))
-    return -1;
+  memset(p->ns, 0, sizeof p->ns);
+  if (s->b->auth && p2pk_random_bytes(p->ns, sizeof p->ns) != 0) return -1;
   memcpy(msg + P2PK_BOOT_HDR, p->ns, sizeof p->ns);
+  return send(p->fd, msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof msg ? 0 : -1;
+}
+
+/* Rank 0's PROOF, sent once the rank's own checked out (zeroes without a
+ * secret). */
+static int send_root_proof(server_t *s, const pending_t *p) {
+  unsigned char msg[P2PK_BOOT_HDR + P2PK_MAC_BYTES];
+  p2pk_boot_hdr_pack(msg, P2PK_MSG_PROOF, 0, P2PK_MAC_BYTES);
+  memset(msg + P2PK_BOOT_HDR, 0, P2PK_MAC_BYTES);
+  if (s->b->auth && p2pk_boot_proof(s->o->secret, P2PK_TO_RANK, p->hello.nonce, p->ns,
+                                    p->hello.nranks, p->hello.rank, msg + P2PK_BOOT_HDR) != 0)
+    return -1;
   return send(p->fd, msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof msg ? 0 : -1;
 }
 
@@ -469,6 +459,8 @@ static void abort_all(p2pk_boot *b, uint32_t status, const char *text) {
     if (b->links[r].fd >= 0) send_verdict(b, &b->links[r], P2PK_MSG_ABORT, status, text);
 }
 
+/* The rank's PROOF: checked (constant time) before anything derived from the
+ * secret goes back; then rank 0's own proof, and the rank's claims judged. */
 static void on_proof(server_t *s, int i) {
   pending_t *p = &s->pend[i];
   unsigned char want[P2PK_MAC_BYTES];
@@ -477,6 +469,11 @@ static void on_proof(server_t *s, int i) {
                        p->hello.rank, want) != 0 ||
        !p2pk_ct_equal(want, p->buf + P2PK_BOOT_HDR, sizeof want))) {
     refuse(s, i, P2PK_REJ_SECRET, "the job secret does not match (a rank of another job?)");
+    return;
+  }
+  if (send_root_proof(s, p) != 0) {
+    P2PK_INFO(P2PK_LOG_BOOT, "bootstrap: could not answer %s's proof; dropped", p->from);
+    drop(s, i);
     return;
   }
   char why[256];
@@ -639,7 +636,8 @@ static int connect_root(const struct addrinfo *res, int64_t deadline) {
 }
 
 /* The process at the other end is of this user (when that can be told; it
- * must be without a secret). */
+ * must be without a secret of P2PK_BOOT_SECRET_MIN_BITS, since this rank's
+ * PROOF is a value to test guesses of a weaker one against). */
 static p2pkit_status_t check_root_user(const p2pk_boot *b, int fd) {
   long uid = p2pk_sock_peer_uid(fd);
   /* connect() returns once rank 0's kernel answered; its socket may be
@@ -652,10 +650,11 @@ static p2pkit_status_t check_root_user(const p2pk_boot *b, int fd) {
     return p2pk_fail(P2PKIT_ERR_REMOTE, "bootstrap: the process listening at %s belongs to another "
                      "user (uid %ld), not this job's (uid %ld): it is not this job's rank 0",
                      b->where, uid, (long)geteuid());
-  if (uid < 0 && !b->auth)
+  if (uid < 0 && !b->strong)
     return p2pk_fail(P2PKIT_ERR_REMOTE, "bootstrap: whose process listens at %s cannot be told, "
-                     "and without a job secret a rank trusts only a rank 0 of its own user: set "
-                     "P2PKIT_JOB_SECRET on every rank", b->where);
+                     "and without a job secret of %d bits a rank trusts only a rank 0 of its own "
+                     "user: set P2PKIT_JOB_SECRET on every rank (`p2pkit env --new-secret`)",
+                     b->where, P2PK_BOOT_SECRET_MIN_BITS);
   return P2PKIT_SUCCESS;
 }
 
@@ -665,29 +664,46 @@ static p2pkit_status_t not_root(const p2pk_boot *b, const char *what) {
                    "holds the port", b->where, what);
 }
 
-/* Rank 0's CHALLENGE (or its verdict), its proof checked. *retry: rank 0
- * closed the connection before answering (it had no room): try again. */
-static p2pkit_status_t recv_challenge(p2pk_boot *b, const p2pk_boot_opts *o,
-                                      const p2pk_boot_hello *me, int64_t deadline,
+/* The header of rank 0's next message, which must be `type` or a REJECT
+ * (read whole and turned into its status). */
+static p2pkit_status_t recv_step(p2pk_boot *b, uint32_t type, int64_t deadline) {
+  link_t *l = &b->links[0];
+  unsigned char h[P2PK_BOOT_HDR];
+  P2PK_CHECK(recv_all(l->fd, h, sizeof h, deadline, "rank 0"));
+  p2pk_boot_hdr hd;
+  if (p2pk_boot_hdr_parse(h, &hd) != 0 || (hd.type != type && hd.type != P2PK_MSG_REJECT))
+    return not_root(b, "did not answer as a p2pkit rank 0");
+  if (hd.type == P2PK_MSG_REJECT) return recv_verdict(b, l, h, &hd, deadline, "rank 0");
+  return P2PKIT_SUCCESS;
+}
+
+/* Rank 0's CHALLENGE (or its verdict): its nonce. *retry: rank 0 closed the
+ * connection before answering (it had no room): try again. */
+static p2pkit_status_t recv_challenge(p2pk_boot *b, int64_t deadline,
                                       unsigned char ns[P2PK_BOOT_NONCE], int *retry) {
   link_t *l = &b->links[0];
-  unsigned char h[P2PK_BOOT_HDR], c[P2PK_BOOT_CHALLENGE_BYTES], want[P2PK_MAC_BYTES];
+  unsigned char c;
   P2PK_CHECK(wait_fd(l->fd, POLLIN, deadline, "rank 0"));
-  if (recv(l->fd, h, 1, MSG_PEEK) <= 0) {
+  if (recv(l->fd, &c, 1, MSG_PEEK) <= 0) {
     *retry = 1;
     return p2pk_fail(P2PKIT_ERR_REMOTE, "bootstrap: rank 0 at %s closed the connection", b->where);
   }
-  P2PK_CHECK(recv_all(l->fd, h, sizeof h, deadline, "rank 0"));
-  p2pk_boot_hdr hd;
-  if (p2pk_boot_hdr_parse(h, &hd) != 0 || (hd.type != P2PK_MSG_CHALLENGE && hd.type != P2PK_MSG_REJECT))
-    return not_root(b, "did not answer as a p2pkit rank 0");
-  if (hd.type == P2PK_MSG_REJECT) return recv_verdict(b, l, h, &hd, deadline, "rank 0");
-  P2PK_CHECK(recv_all(l->fd, c, sizeof c, deadline, "rank 0"));
-  memcpy(ns, c, P2PK_BOOT_NONCE);
+  P2PK_CHECK(recv_step(b, P2PK_MSG_CHALLENGE, deadline));
+  return recv_all(l->fd, ns, P2PK_BOOT_NONCE, deadline, "rank 0");
+}
+
+/* Rank 0's PROOF (or its verdict), checked in constant time: a process that
+ * merely holds the port fails here. */
+static p2pkit_status_t recv_root_proof(p2pk_boot *b, const p2pk_boot_opts *o,
+                                       const p2pk_boot_hello *me,
+                                       const unsigned char ns[P2PK_BOOT_NONCE], int64_t deadline) {
+  unsigned char got[P2PK_MAC_BYTES], want[P2PK_MAC_BYTES];
+  P2PK_CHECK(recv_step(b, P2PK_MSG_PROOF, deadline));
+  P2PK_CHECK(recv_all(b->links[0].fd, got, sizeof got, deadline, "rank 0"));
   if (!b->auth) return P2PKIT_SUCCESS;
   if (p2pk_boot_proof(o->secret, P2PK_TO_RANK, me->nonce, ns, me->nranks, me->rank, want) != 0)
     return p2pk_fail(P2PKIT_ERR_SYSTEM, "bootstrap: computing rank 0's proof failed");
-  if (!p2pk_ct_equal(want, c + P2PK_BOOT_NONCE, sizeof want))
+  if (!p2pk_ct_equal(want, got, sizeof want))
     return not_root(b, "could not prove that it knows the job secret");
   return P2PKIT_SUCCESS;
 }
@@ -706,8 +722,8 @@ static p2pkit_status_t early_verdict(p2pk_boot *b) {
   return recv_verdict(b, l, h, &hd, now_ms() + 100, "rank 0");
 }
 
-/* One attempt: HELLO, rank 0's CHALLENGE checked, this rank's PROOF, the
- * link's key. *retry as recv_challenge says. */
+/* One attempt: HELLO, rank 0's CHALLENGE (a nonce), this rank's PROOF, rank
+ * 0's PROOF checked, the link's key. *retry as recv_challenge says. */
 static p2pkit_status_t handshake(p2pk_boot *b, const p2pk_boot_opts *o, int64_t deadline,
                                  int *retry) {
   link_t *l = &b->links[0];
@@ -725,14 +741,17 @@ static p2pkit_status_t handshake(p2pk_boot *b, const p2pk_boot_opts *o, int64_t 
     p2pkit_status_t v = early_verdict(b);
     return v != P2PKIT_SUCCESS ? v : st;
   }
-  P2PK_CHECK(recv_challenge(b, o, &me, deadline, ns, retry));
+  P2PK_CHECK(recv_challenge(b, deadline, ns, retry));
   memset(proof, 0, sizeof proof);
   if (b->auth &&
-      (p2pk_boot_proof(o->secret, P2PK_TO_ROOT, me.nonce, ns, me.nranks, me.rank, proof) != 0 ||
-       p2pk_boot_link_key(o->secret, me.nonce, ns, me.nranks, me.rank, l->seal.key) != 0))
+      p2pk_boot_proof(o->secret, P2PK_TO_ROOT, me.nonce, ns, me.nranks, me.rank, proof) != 0)
     return p2pk_fail(P2PKIT_ERR_SYSTEM, "bootstrap: computing this rank's proof failed");
+  P2PK_CHECK(send_frame(b, l, P2PK_MSG_PROOF, 0, proof, sizeof proof, deadline, "rank 0"));
+  P2PK_CHECK(recv_root_proof(b, o, &me, ns, deadline));
+  if (b->auth && p2pk_boot_link_key(o->secret, me.nonce, ns, me.nranks, me.rank, l->seal.key) != 0)
+    return p2pk_fail(P2PKIT_ERR_SYSTEM, "bootstrap: computing the link's key failed");
   l->seal.on = b->auth;
-  return send_frame(b, l, P2PK_MSG_PROOF, 0, proof, sizeof proof, deadline, "rank 0");
+  return P2PKIT_SUCCESS;
 }
 
 static p2pkit_status_t client_rendezvous(p2pk_boot *b, const p2pk_boot_opts *o) {
@@ -792,7 +811,8 @@ static p2pkit_status_t check_opts(const p2pk_boot_opts *o) {
   return P2PKIT_SUCCESS;
 }
 
-/* A secret needs libcrypto; no secret needs a loopback address. */
+/* A secret needs libcrypto; the address and the secret must suit each other
+ * (p2pk_boot_judge_secret). */
 static p2pkit_status_t check_security(const p2pk_boot_opts *o, int auth) {
   char why[400];
   if (auth && p2pk_crypto_load(why, sizeof why) != 0)
@@ -802,14 +822,7 @@ static p2pkit_status_t check_security(const p2pk_boot_opts *o, int auth) {
                      "install libssl3 or set P2PKIT_CRYPTO_LIB, or, all ranks on this machine "
                      "(MASTER_ADDR on loopback), unset P2PKIT_JOB_SECRET to rely on the same-user "
                      "check (%s)", why);
-  int loop = 0;
-  if (!auth) P2PK_CHECK(addr_loopback(o->addr, &loop));
-  if (!auth && !loop)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT,
-                     "bootstrap: rank 0's address %s is not a loopback address and there is no job "
-                     "secret, so any host that reaches it could join: give every rank the same "
-                     "secret in P2PKIT_JOB_SECRET (or p2pkit_comm_opts_t.secret)", o->addr);
-  return P2PKIT_SUCCESS;
+  return p2pk_boot_judge_secret(o->addr, o->secret);
 }
 
 p2pkit_status_t p2pk_boot_init(const p2pk_boot_opts *o, p2pk_boot **boot_p) {
@@ -829,6 +842,7 @@ p2pkit_status_t p2pk_boot_init(const p2pk_boot_opts *o, p2pk_boot **boot_p) {
   b->nranks = o->nranks;
   b->timeout_ms = o->timeout_ms;
   b->auth = auth;
+  b->strong = auth && p2pk_boot_secret_bits(o->secret) >= P2PK_BOOT_SECRET_MIN_BITS;
   b->links = links;
   snprintf(b->where, sizeof b->where, "%s:%d", o->addr, o->port);
   p2pkit_status_t st = P2PKIT_SUCCESS;

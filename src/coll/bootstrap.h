@@ -2,8 +2,11 @@
  * others connect (retrying until the timeout). With a job secret the two
  * ends of each connection prove to each other that they know it, without
  * sending it (HMAC-SHA256 challenges, OpenSSL's libcrypto loaded at run
- * time), and every later message carries a MAC under a key of that link;
- * without one (loopback only) both ends must belong to the same user. Rank 0
+ * time; the joining rank proves first, so rank 0 gives nothing derived from
+ * the secret to a process that does not know it), and every later message
+ * carries a MAC under a key of that link; off loopback the secret must hold
+ * P2PK_BOOT_SECRET_MIN_BITS; without one (loopback only) both ends must
+ * belong to the same user. Rank 0
  * admits each rank once, refuses strangers without letting them hold up the
  * job, and answers every admitted rank once all have arrived. After that the
  * star of sockets carries small all-gathers and barriers. Every socket
@@ -17,6 +20,9 @@
 #include "p2pkit.h"
 
 #define P2PK_BOOT_SECRET_MAX 256
+/* Off loopback a job secret must count at least this many bits
+ * (p2pk_boot_secret_bits). */
+#define P2PK_BOOT_SECRET_MIN_BITS 128
 /* A connection to rank 0 that has not proved itself within this long is dropped. */
 #define P2PK_BOOT_HANDSHAKE_MS 3000
 
@@ -27,17 +33,35 @@ typedef struct {
   const char *addr;   /* rank 0 binds to it, the others connect to it */
   int port;           /* 1..65535 */
   const char *secret; /* NULL or "" for none (loopback addresses only); at most
-                         P2PK_BOOT_SECRET_MAX bytes */
+                         P2PK_BOOT_SECRET_MAX bytes; off loopback at least
+                         P2PK_BOOT_SECRET_MIN_BITS (p2pk_boot_judge_secret) */
   int timeout_ms;     /* for the rendezvous and for each later operation */
   int listen_fd;      /* rank 0: > 0 a listening socket to accept on instead of binding
                        * addr:port (p2pkit_get_unique_id's; the caller closes it); 0 none */
 } p2pk_boot_opts;
 
+/* The bits a job secret counts: 4 for each character when every one is a
+ * hex digit, else 6 for each character not counting '=' padding at its end
+ * (base64's alphabet: 6 bits a character; any other text is counted as
+ * generously). So P2PK_BOOT_SECRET_MIN_BITS takes 32 hex digits or 22 other
+ * characters. The count is what the text could hold, never more: a long
+ * word passes it and is still a guessable secret. NULL counts 0. */
+int p2pk_boot_secret_bits(const char *secret);
+/* Whether ranks may meet at `addr` with `secret` (NULL or "": none): any
+ * secret, or none, on an address whose every resolution is loopback; else
+ * a secret of P2PK_BOOT_SECRET_MIN_BITS. INVALID_ARGUMENT otherwise, in one
+ * line naming P2PKIT_JOB_SECRET and how to make a secret, or when `addr`
+ * does not resolve. */
+p2pkit_status_t p2pk_boot_judge_secret(const char *addr, const char *secret);
+/* *loop = 1 when every address `addr` resolves to is a loopback one. */
+p2pkit_status_t p2pk_boot_addr_loopback(const char *addr, int *loop);
+
 /* Collective over all ranks. P2PKIT_ERR_TIMEOUT when a rank never arrives,
  * P2PKIT_ERR_REMOTE when rank 0 refuses this rank, rank 0 cannot prove the
  * secret (or is another user's process), or it aborts the job,
  * P2PKIT_ERR_INVALID_ARGUMENT when ranks disagree on the rank count, a rank
- * appears twice, or there is no secret for an address that is not loopback,
+ * appears twice, or the address is not loopback and the secret is missing
+ * or short of P2PK_BOOT_SECRET_MIN_BITS,
  * P2PKIT_ERR_UNSUPPORTED when a secret is given but libcrypto cannot be
  * loaded, P2PKIT_ERR_SYSTEM when rank 0 cannot listen. */
 p2pkit_status_t p2pk_boot_init(const p2pk_boot_opts *opts, p2pk_boot **boot_p);

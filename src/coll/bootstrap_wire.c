@@ -7,7 +7,7 @@
 
 #include "core/text.h"
 
-#define LABEL "p2pkit rendezvous 2"
+#define LABEL "p2pkit rendezvous 3"
 enum { ROLE_ROOT_PROOF = 1, ROLE_RANK_PROOF = 2, ROLE_LINK = 3, ROLE_FRAME = 4 };
 
 void p2pk_boot_put32(unsigned char *p, uint32_t v) {
@@ -71,8 +71,8 @@ int p2pk_boot_hello_parse(const unsigned char *in, size_t len, p2pk_boot_hello *
   h->flags = p2pk_boot_get32(in + 24);
   memcpy(h->nonce, in + 28, P2PK_BOOT_NONCE);
   if (h->version != P2PK_BOOT_VERSION) {
-    snprintf(why, wlen, "a p2pkit rendezvous of another version (got %u, want %u)", h->version,
-             P2PK_BOOT_VERSION);
+    snprintf(why, wlen, "a p2pkit rendezvous of another version (got %u, want %u): every rank "
+             "must run the same p2pkit", h->version, P2PK_BOOT_VERSION);
     return -1;
   }
   if (h->flags & ~P2PK_HELLO_SECRET) {

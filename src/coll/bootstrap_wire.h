@@ -12,17 +12,18 @@
 #include "core/crypto.h"
 
 #define P2PK_BOOT_MAGIC "P2PKBOOT"
-#define P2PK_BOOT_VERSION 2u
+#define P2PK_BOOT_VERSION 3u
 #define P2PK_BOOT_HDR 12
 #define P2PK_BOOT_NONCE 32
 #define P2PK_BOOT_HELLO_BYTES (8 + 5 * 4 + P2PK_BOOT_NONCE)
-#define P2PK_BOOT_CHALLENGE_BYTES (P2PK_BOOT_NONCE + P2PK_MAC_BYTES)
+#define P2PK_BOOT_CHALLENGE_BYTES P2PK_BOOT_NONCE /* rank 0's nonce, nothing else */
 #define P2PK_BOOT_VERDICT_MAX (4 + 255)
 #define P2PK_BOOT_MAX_PAYLOAD (64u << 20)
 
-/* Unsealed: HELLO (rank -> rank 0), CHALLENGE (rank 0 -> rank), PROOF (rank
- * -> rank 0), REJECT (rank 0 -> rank, before it admits it). Sealed, once a
- * rank is admitted: WELCOME, ABORT, DATA. */
+/* Unsealed: HELLO (rank -> rank 0), CHALLENGE (rank 0 -> rank: a nonce),
+ * PROOF (the rank's, then rank 0's once it has checked the rank's), REJECT
+ * (rank 0 -> rank, before it admits it). Sealed, once a rank is admitted:
+ * WELCOME, ABORT, DATA. */
 enum {
   P2PK_MSG_HELLO = 1,
   P2PK_MSG_WELCOME = 2,

@@ -119,11 +119,8 @@ void p2pk_ce_owned(int kind, size_t count, int n, size_t es, int root, int t, si
   }
 }
 
-size_t p2pk_ce_land_max(void) {
-  const size_t lo = (size_t)16 << 20, hi = (size_t)4 << 30;
-  size_t b = p2pk_param_size("P2PKIT_CE_LAND");
-  return !b ? P2PK_CE_LAND_DEFAULT : b < lo ? lo : b > hi ? hi : b;
-}
+/* 16 MiB .. 4 GiB: the registry refuses anything else. */
+size_t p2pk_ce_land_max(void) { return p2pk_param_size("P2PKIT_CE_LAND"); }
 
 size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth) {
   size_t c = p2pk_param_size("P2PKIT_CE_CHUNK");
@@ -144,10 +141,8 @@ size_t p2pk_ce_chunk_bytes(size_t shard_bytes, int n, int depth) {
   return c;
 }
 
-int p2pk_ce_depth(void) {
-  int64_t d = p2pk_param_int("P2PKIT_CE_DEPTH");
-  return d < 2 ? 2 : d > P2PK_SCE_DEPTH_MAX ? P2PK_SCE_DEPTH_MAX : (int)d;
-}
+/* 2 .. P2PK_SCE_DEPTH_MAX: the registry refuses anything else. */
+int p2pk_ce_depth(void) { return (int)p2pk_param_int("P2PKIT_CE_DEPTH"); }
 
 /* cuStreamWriteValue64 (our own declaration: CUresult, CUstream,
  * CUdeviceptr as the runtime sees them), looked up once through the

@@ -89,9 +89,9 @@ void p2pk_ce_owned(int kind, size_t count, int n, size_t es, int root, int t, si
 static inline size_t p2pk_ce_part(size_t len, size_t k, size_t K) {
   return len <= k * K ? 0 : len - k * K < K ? len - k * K : K;
 }
-/* The landing slots' total per rank: P2PKIT_CE_LAND (16 MiB - 4 GiB), else
- * P2PK_CE_LAND_DEFAULT. 192 MiB: on 2 GPUs two 96 MiB slots. Twice that
- * made send/recv with a process per GPU slower at 256 - 512 MiB and no
+/* The landing slots' total per rank: P2PKIT_CE_LAND (16 MiB - 4 GiB; the
+ * registry refuses others), by default P2PK_CE_LAND_DEFAULT. 192 MiB: on 2
+ * GPUs two 96 MiB slots. Twice that made send/recv with a process per GPU slower at 256 - 512 MiB and no
  * faster at 1 GiB, and only the one-process graph all-reduce at 1 GiB
  * gained (~1.4%, with 128 MiB chunks; docs/decisions/copy-engine-thresholds.md). */
 #define P2PK_CE_LAND_DEFAULT ((size_t)192 << 20)

@@ -122,7 +122,7 @@ void p2pk_cep_trace_flush(struct p2pkit_comm *c) {
  * slot turns, in one WARN line, so every rank's log shows its side of a
  * deadlock (a wait's own report names one word). Read into pinned memory
  * through a stream of its own (the call's streams may still be draining),
- * given up after 2 s. */
+ * given up after 2 s (or the communicator's timeout, when shorter). */
 void p2pk_cep_log_flags(struct p2pkit_comm *c) {
   if (!c->lay.cep_slot || !c->peer[c->rank]) return;
   enum { NF = 5 };
@@ -146,9 +146,10 @@ void p2pk_cep_log_flags(struct p2pkit_comm *c) {
       cudaMemcpyAsync(h, c->peer[c->rank] + off, len, cudaMemcpyDeviceToHost, s) == cudaSuccess) {
     issued = 1;
     const uint64_t t0 = p2pk_now_ns();
+    const uint64_t limit = c->timeout_ns < 2000000000ULL ? c->timeout_ns : 2000000000ULL;
     cudaError_t q;
     const struct timespec ms = {0, 1000000};
-    while ((q = cudaStreamQuery(s)) == cudaErrorNotReady && p2pk_now_ns() - t0 < 2000000000ULL)
+    while ((q = cudaStreamQuery(s)) == cudaErrorNotReady && p2pk_now_ns() - t0 < limit)
       nanosleep(&ms, NULL);
     done = q == cudaSuccess;
   }

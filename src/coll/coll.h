@@ -16,15 +16,16 @@
 #include "coll/nccl_use.h"
 #include "coll/plan.h"
 #include "coll/select.h"
+#include "nccl/nccl_dl.h"
 #include "p2pkit.h"
 
 /* One rank's rendezvous settings (p2pkit_comm_init_rank): each field from
  * the caller's options where set, else from the launcher's environment
  * (torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, or
  * mpirun's OMPI_COMM_WORLD_*), else the defaults (127.0.0.1:29500); the
- * secret from the options, P2PKIT_JOB_SECRET, TORCHELASTIC_RUN_ID,
- * PMIX_NAMESPACE or OMPI_MCA_ess_base_jobid, in that order, else none (a
- * warning above one rank). What the options set always wins over the
+ * secret from the options, else P2PKIT_JOB_SECRET, else none ("": loopback
+ * only); a launcher's run id (TORCHELASTIC_RUN_ID, PMIX_NAMESPACE,
+ * OMPI_MCA_ess_base_jobid) never is one. What the options set always wins over the
  * launcher. Fails, naming the field, when the rank or count is unknown or
  * out of range, or the rank is unset while the count set is not the
  * launcher's (its RANK would be a rank of another communicator). */
@@ -34,6 +35,22 @@ typedef struct {
   const char *secret;
 } p2pk_rank_opts;
 p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r);
+/* comm.c: a communicator's timeout in seconds, which bounds its every wait
+ * for a peer: `asked` (the options' or a config's timeout_s) wins when in
+ * 1..P2PK_TIMEOUT_MAX_S; -1 takes P2PKIT_TIMEOUT (600 when unset, as
+ * PyTorch's default for NCCL); anything else is refused, naming `what`. */
+#define P2PK_TIMEOUT_MAX_S 86400
+p2pkit_status_t p2pk_comm_timeout_s(int asked, const char *what, int *out);
+/* comm.c: rank r's rendezvous (rank 0 accepting on listen_fd when > 0),
+ * bounded by timeout_s: each step after a connection's handshake
+ * (P2PK_BOOT_HANDSHAKE_MS) and every later exchange over it. */
+p2pkit_status_t p2pk_rank_boot(const p2pk_rank_opts *r, int timeout_s, int listen_fd,
+                               p2pk_boot **out);
+/* comm.c: p2pkit_comm_init_all with rank i's timeout timeout_s[i] (-1:
+ * P2PKIT_TIMEOUT; timeout_s NULL: P2PKIT_TIMEOUT for all): a one-process
+ * split's new communicators, each with its caller's timeout. */
+p2pkit_status_t p2pk_comm_init_all_timeouts(p2pkit_comm_t *comms, int ndev, const int *devs,
+                                            const int *timeout_s);
 /* comm.c: a communicator of one process per GPU, with rank 0 accepting on
  * `listen_fd` when it is > 0 (a socket p2pkit_get_unique_id or a split
  * opened; the caller closes it). Spanning hosts, it is not finished yet:
@@ -69,7 +86,7 @@ typedef struct p2pk_group {
   char *stage; /* staged: cudaHostAlloc'ed region, portable and mapped */
   /* p2pkit_comm_split in one process: each rank's call so far (comm_init.c). */
   struct {
-    int seen, color, key, max_blocks;
+    int seen, color, key, max_blocks, timeout_s;
     p2pkit_comm_t *out;
   } split[P2PK_COLL_MAX_RANKS];
   int split_n;
@@ -80,6 +97,7 @@ typedef struct p2pk_group {
 struct p2pk_worker;
 struct p2pk_ce;
 struct p2pk_call;
+struct p2pk_trace;
 struct p2pkit_comm {
   int rank, nranks, device;
   int multiproc; /* 1: process per GPU (bootstrap + IPC) */
@@ -116,6 +134,7 @@ struct p2pkit_comm {
    * the hierarchical path reaches the paths' table only through it). */
   struct p2pkit_comm *intra;
   p2pkit_status_t (*sub_launch)(struct p2pk_call *call);
+  struct p2pk_trace *trace; /* its last calls and identity, for the desync report (trace.h) */
   volatile int aborted; /* p2pkit_comm_abort ran: every later call fails at once */
   uint64_t abort_until_ns; /* p2pkit_comm_abort: when its waits end (p2pk_now_ns) */
 };
@@ -178,6 +197,15 @@ p2pkit_status_t p2pk_comm_hosts(struct p2pkit_comm *c, const p2pk_host_info *con
  * NCCL unique id, each member joins as rank `subrank` of `nsub`. */
 p2pkit_status_t p2pk_nccl_comm_among(struct p2pkit_comm *c, unsigned tag, int leader, int nsub,
                                      int subrank, void **out);
+/* nccl_comm.c: ncclCommInitRank on `device` (-1: none set) on a thread of
+ * its own, waited for until `until_ns` (p2pk_now_ns's clock): then
+ * P2PKIT_SUCCESS with NCCL's result in *r and its communicator in *comm;
+ * P2PKIT_ERR_TIMEOUT (nothing set, no message: the caller's to write) when
+ * it has not returned by then: the thread aborts the communicator if it
+ * ever makes one. */
+p2pkit_status_t p2pk_nccl_init_rank_until(const p2pk_nccl_api *api, int device, int nranks,
+                                          const p2pk_nccl_id *id, int rank, uint64_t until_ns,
+                                          p2pk_nccl_comm_t *comm, p2pk_nccl_result *r);
 
 /* subcomm.c: a child communicator's rendezvous over its parent's
  * bootstrap `b` (p2pkit_comm_split, a spanning communicator's per-host
@@ -192,6 +220,9 @@ typedef struct {
   p2pkit_unique_id_t id;
   int listen_fd;
 } p2pk_split_rdv;
+/* comm_init.c: a split's new communicator's timeout in seconds: cfg's
+ * timeout_s when set (cfg NULL or -1: not), else its parent's. */
+int p2pk_split_timeout_s(const struct p2pkit_comm *parent, const p2pkit_config_t *cfg);
 p2pkit_status_t p2pk_split_rendezvous(p2pk_boot *b, int color, int key,
                                       const unsigned char *same_machine, p2pk_split_rdv *out);
 

@@ -16,6 +16,7 @@
 #include "coll/ipc.h"
 #include "coll/path.h"
 #include "coll/plan.h"
+#include "coll/trace.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -34,8 +35,23 @@ typedef struct {
   p2pk_algo_table table;
   p2pk_algo_force force;
   int max_blocks; /* P2PKIT_MAX_BLOCKS */
+  const int *rank_timeout_s; /* one process: each rank's own (a split's), or NULL: timeout_s */
 } coll_cfg;
 
+p2pkit_status_t p2pk_comm_timeout_s(int asked, const char *what, int *out) {
+  if (asked == -1) {
+    /* The registry refuses a value outside 1..86400 (p2pk_param_check). */
+    *out = (int)p2pk_param_int("P2PKIT_TIMEOUT");
+    return P2PKIT_SUCCESS;
+  }
+  if (asked < 1 || asked > P2PK_TIMEOUT_MAX_S)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s %d: expected -1 (P2PKIT_TIMEOUT, else 600 s) "
+                     "or 1..%d seconds", what, asked, P2PK_TIMEOUT_MAX_S);
+  *out = asked;
+  return P2PKIT_SUCCESS;
+}
+
+/* `timeout_s`: the options' (-1: P2PKIT_TIMEOUT). */
 static p2pkit_status_t read_cfg(coll_cfg *cfg, int timeout_s) {
   memset(cfg, 0, sizeof *cfg);
   /* Every P2PKIT_* value parses, or the communicator is refused: a typo in
@@ -43,11 +59,7 @@ static p2pkit_status_t read_cfg(coll_cfg *cfg, int timeout_s) {
   P2PK_CHECK(p2pk_param_check());
   p2pk_param_warn_unknown();
   cfg->buffer = p2pk_param_size("P2PKIT_BUFFER_SIZE");
-  if (timeout_s <= 0) timeout_s = (int)p2pk_param_int("P2PKIT_TIMEOUT");
-  if (timeout_s <= 0 || timeout_s > 86400)
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "timeout %d s: expected 1..86400 (P2PKIT_TIMEOUT)",
-                     timeout_s);
-  cfg->timeout_s = timeout_s;
+  P2PK_CHECK(p2pk_comm_timeout_s(timeout_s, "opts.timeout_s", &cfg->timeout_s));
   cfg->p2p_disable = p2pk_param_int("P2PKIT_P2P_DISABLE") != 0;
   /* The copy path's reader: one vocabulary (NCCL_P2P_LEVEL's, PHB covering
    * nvidia-smi's NODE) and one message for both. */
@@ -165,6 +177,7 @@ static p2pkit_status_t paths_init(struct p2pkit_comm *c) {
 /* Frees what this rank owns (the group's shared region is the group's). */
 static void comm_free(struct p2pkit_comm *c) {
   if (!c) return;
+  p2pk_trace_detach(c); /* first: a signal's dump reads the error words */
   p2pk_worker_stop(c);
   int cur = -1;
   cudaGetDevice(&cur);
@@ -426,7 +439,8 @@ static p2pkit_status_t all_comm(p2pk_group *g, int i, const int *devs, const col
   c->device = devs[i];
   c->staged = staged;
   c->group = g;
-  c->timeout_ns = (uint64_t)cfg->timeout_s * 1000000000ULL;
+  const int secs = cfg->rank_timeout_s ? cfg->rank_timeout_s[i] : cfg->timeout_s;
+  c->timeout_ns = (uint64_t)secs * 1000000000ULL;
   c->buffer_bytes = cfg->buffer;
   P2PK_CHECK(all_hosts(c, devs));
   P2PK_CHECK(p2pk_comm_derive(c, sms, cfg->buffer, &cfg->table, &cfg->force));
@@ -479,14 +493,24 @@ static p2pkit_status_t init_all_locked(p2pk_group *g, const int *devs, const col
     P2PK_CUDA_CHECK(cudaDeviceSynchronize());
   }
   for (int i = 0; i < n; i++) log_comm(g->comms[i], labels[i], devs);
+  p2pk_trace_rank tr[P2PK_COLL_MAX_RANKS];
+  for (int i = 0; i < n; i++) tr[i] = (p2pk_trace_rank){getpid(), p2pk_trace_pidns(), 1};
+  const uint64_t id = p2pk_trace_new_id();
+  for (int i = 0; i < n; i++) p2pk_trace_attach(g->comms[i], id, tr);
   return P2PKIT_SUCCESS;
 }
 
 p2pkit_status_t p2pkit_comm_init_all(p2pkit_comm_t *comms, int ndev, const int *devs_in) {
+  return p2pk_comm_init_all_timeouts(comms, ndev, devs_in, NULL);
+}
+
+p2pkit_status_t p2pk_comm_init_all_timeouts(p2pkit_comm_t *comms, int ndev, const int *devs_in,
+                                            const int *timeout_s) {
   if (!comms) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_all: comms is NULL");
   if (ndev < 1 || ndev > P2PK_COLL_MAX_RANKS)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_all: %d GPUs; expected 1..%d", ndev,
                      P2PK_COLL_MAX_RANKS);
+  P2PK_CHECK(p2pk_param_check()); /* before the first setting is read (P2PKIT_SHARE_GPUS) */
   int count = 0;
   P2PK_CHECK(device_count(&count));
   int devs[P2PK_COLL_MAX_RANKS] = {0};
@@ -513,7 +537,11 @@ p2pkit_status_t p2pkit_comm_init_all(p2pkit_comm_t *comms, int ndev, const int *
   g->n = g->live = ndev;
   int cur = -1;
   cudaGetDevice(&cur);
+  int secs[P2PK_COLL_MAX_RANKS];
   p2pkit_status_t st = read_cfg(cfg, -1);
+  for (int i = 0; timeout_s && i < ndev && st == P2PKIT_SUCCESS; i++)
+    st = p2pk_comm_timeout_s(timeout_s[i], "config.timeout_s", &secs[i]);
+  cfg->rank_timeout_s = timeout_s ? secs : NULL;
   if (st == P2PKIT_SUCCESS) st = init_all_locked(g, devs, cfg);
   free(cfg);
   if (cur >= 0) cudaSetDevice(cur);
@@ -584,22 +612,21 @@ p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r
     if (rc < 0) return P2PKIT_ERR_INVALID_ARGUMENT;
     if (rc == 0) r->port = 29500;
   }
-  r->secret = o->secret;
-  const char *from[] = {"TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"};
-  if (!r->secret && p2pk_param_str("P2PKIT_JOB_SECRET")[0]) r->secret = p2pk_param_str("P2PKIT_JOB_SECRET");
-  for (size_t i = 0; !r->secret && i < sizeof from / sizeof from[0]; i++) {
-    const char *id = getenv(from[i]);
-    if (id && *id) r->secret = id;
-  }
-  if (!r->secret) {
-    r->secret = "";
-    if (r->nranks > 1)
-      P2PK_WARN("no job secret (P2PKIT_JOB_SECRET, TORCHELASTIC_RUN_ID): any process of this "
-                "user on this machine that knows %s:%d can join this rendezvous", r->addr,
-                r->port);
-  }
+  /* The secret: the caller's, else P2PKIT_JOB_SECRET. A launcher's run id
+   * (TORCHELASTIC_RUN_ID, PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid) names the
+   * job and is often guessable ("none", a small number): never a secret. */
+  r->secret = o->secret ? o->secret : p2pk_param_str("P2PKIT_JOB_SECRET");
+  if (!r->secret[0] && r->nranks > 1)
+    P2PK_INFO(P2PK_LOG_BOOT, "no job secret (P2PKIT_JOB_SECRET): the rendezvous at %s:%d must "
+              "be on loopback and admits only this user's processes", r->addr, r->port);
   r->timeout_s = o->timeout_s;
   return P2PKIT_SUCCESS;
+}
+
+p2pkit_status_t p2pk_rank_boot(const p2pk_rank_opts *r, int timeout_s, int listen_fd,
+                               p2pk_boot **out) {
+  p2pk_boot_opts bo = {r->rank, r->nranks, r->addr, r->port, r->secret, timeout_s * 1000, listen_fd};
+  return p2pk_boot_init(&bo, out);
 }
 
 typedef struct {
@@ -612,6 +639,7 @@ typedef struct {
   int32_t algo, proto, blocks, threads, boxes, max_blocks;
   int32_t share_gpus; /* P2PKIT_SHARE_GPUS: ranks may share a GPU (tests) */
   int32_t queues;     /* CUDA_DEVICE_MAX_CONNECTIONS as CUDA reads it (p2pk_ce_queues) */
+  uint64_t trace_id, pidns; /* the ring's communicator id (rank 0's wins), pid namespace (trace.h) */
 } rank_info;
 
 static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info *all) {
@@ -664,10 +692,13 @@ static p2pkit_status_t check_infos(const struct p2pkit_comm *c, const rank_info 
 static p2pkit_status_t rank_hosts(struct p2pkit_comm *c, const rank_info *all, const char *why) {
   const p2pk_host_info *hi[P2PK_COLL_MAX_RANKS];
   const char *bus[P2PK_COLL_MAX_RANKS];
+  p2pk_trace_rank tr[P2PK_COLL_MAX_RANKS];
   for (int r = 0; r < c->nranks; r++) {
     hi[r] = &all[r].hi, bus[r] = all[r].busid;
     c->same_machine[r] = strcmp(all[r].hi.machine, all[c->rank].hi.machine) == 0;
+    tr[r] = (p2pk_trace_rank){all[r].pid, all[r].pidns, c->same_machine[r]};
   }
+  p2pk_trace_attach(c, all[0].trace_id, tr);
   P2PK_CHECK(p2pk_comm_hosts(c, hi, bus, why));
   return P2PKIT_SUCCESS;
 }
@@ -702,6 +733,8 @@ static p2pkit_status_t rank_mine(struct p2pkit_comm *c, const coll_cfg *cfg, ran
   mine->rank = c->rank;
   mine->device = c->device;
   mine->pid = (int32_t)getpid();
+  mine->trace_id = p2pk_trace_new_id();
+  mine->pidns = p2pk_trace_pidns();
   P2PK_CHECK(sm_count_of(c->device, &mine->sm_count));
   P2PK_CUDA_CHECK(cudaDeviceGetPCIBusId(mine->busid, sizeof mine->busid, c->device));
   mine->buffer = cfg->buffer;
@@ -901,11 +934,7 @@ p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int liste
   st = cudaSetDevice(c->device) == cudaSuccess
            ? P2PKIT_SUCCESS
            : p2pk_fail(P2PKIT_ERR_CUDA, "rank %d: cannot use GPU %d", c->rank, c->device);
-  if (st == P2PKIT_SUCCESS) {
-    p2pk_boot_opts bo = {r.rank, r.nranks, r.addr, r.port, r.secret, cfg->timeout_s * 1000,
-                         listen_fd};
-    st = p2pk_boot_init(&bo, &c->boot);
-  }
+  if (st == P2PKIT_SUCCESS) st = p2pk_rank_boot(&r, cfg->timeout_s, listen_fd, &c->boot);
   if (st == P2PKIT_SUCCESS) st = init_rank_body(c, cfg, shm_name);
   free(cfg);
   if (shm_name[0]) p2pk_shm_unlink(shm_name);

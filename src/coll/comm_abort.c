@@ -6,7 +6,8 @@
  * sockets closed (peers in a rendezvous operation fail at once). The
  * memory is freed by a thread of its own once the GPU is idle. Every wait
  * of the abort (the abort word's copy, NCCL's aborts, the memory's
- * thread) ends at one deadline, P2PK_ABORT_WAIT_MS after the call; what
+ * thread) ends at one deadline, P2PK_ABORT_WAIT_MS after the call (the
+ * communicator's timeout when that is shorter); what
  * has not finished by then is left to finish on its own (or not, on a GPU
  * that never quiesces: the memory then stays until the process ends). */
 #include <cuda_runtime_api.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "coll/path.h"
+#include "coll/trace.h"
 #include "core/bounded.h"
 #include "core/check.h"
 #include "core/clock.h"
@@ -80,9 +82,12 @@ static void abort_until(struct p2pkit_comm *c, uint64_t until) {
 
 p2pkit_status_t p2pkit_comm_abort(p2pkit_comm_t c) {
   if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "comm_abort: communicator is NULL");
+  p2pk_trace_on_abort(c);
   int cur = -1;
   cudaGetDevice(&cur);
-  abort_until(c, p2pk_now_ns() + (uint64_t)P2PK_ABORT_WAIT_MS * 1000000u);
+  uint64_t wait_ns = (uint64_t)P2PK_ABORT_WAIT_MS * 1000000u;
+  if (c->timeout_ns && c->timeout_ns < wait_ns) wait_ns = c->timeout_ns;
+  abort_until(c, p2pk_now_ns() + wait_ns);
   if (cur >= 0) cudaSetDevice(cur);
   cudaGetLastError();
   return P2PKIT_SUCCESS;

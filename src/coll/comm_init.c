@@ -15,6 +15,10 @@
 #include "core/check.h"
 #include "core/log.h"
 
+int p2pk_split_timeout_s(const struct p2pkit_comm *parent, const p2pkit_config_t *cfg) {
+  return cfg && cfg->timeout_s > 0 ? cfg->timeout_s : (int)(parent->timeout_ns / 1000000000ULL);
+}
+
 /* The options of a child whose rendezvous `rdv` arranged, on the
  * parent's GPU, with cfg's timeout and grid cap or the parent's. */
 static p2pkit_status_t child_opts(const struct p2pkit_comm *parent, const p2pk_split_rdv *rdv,
@@ -22,7 +26,7 @@ static p2pkit_status_t child_opts(const struct p2pkit_comm *parent, const p2pk_s
   P2PK_CHECK(p2pk_uid_decode(&rdv->id, u));
   p2pkit_config_t c = *cfg;
   c.device = parent->device;
-  if (c.timeout_s < 0) c.timeout_s = (int)(parent->timeout_ns / 1000000000ULL);
+  c.timeout_s = p2pk_split_timeout_s(parent, cfg);
   return p2pk_uid_comm_opts(u, rdv->nranks, rdv->rank, &c, o);
 }
 
@@ -135,11 +139,14 @@ static p2pkit_status_t split_check(p2pkit_comm_t comm, int color, const p2pkit_c
 /* One process: one color's children over its members' GPUs, in key
  * order, each newcomm set (the callers' pointers, recorded). */
 static p2pkit_status_t split_color(p2pk_group *g, const p2pk_split_in *in, int first) {
-  int members[P2PK_COLL_MAX_RANKS], devs[P2PK_COLL_MAX_RANKS];
+  int members[P2PK_COLL_MAX_RANKS], devs[P2PK_COLL_MAX_RANKS], secs[P2PK_COLL_MAX_RANKS];
   const int m = p2pk_split_members(in, g->n, first, members);
   p2pkit_comm_t kids[P2PK_COLL_MAX_RANKS] = {0};
-  for (int j = 0; j < m; j++) devs[j] = g->comms[members[j]]->device;
-  P2PK_CHECK(p2pkit_comm_init_all(kids, m, devs));
+  for (int j = 0; j < m; j++) {
+    devs[j] = g->comms[members[j]]->device;
+    secs[j] = g->split[members[j]].timeout_s;
+  }
+  P2PK_CHECK(p2pk_comm_init_all_timeouts(kids, m, devs, secs));
   for (int j = 0; j < m; j++) {
     const int mb = g->split[members[j]].max_blocks;
     if (mb > 0) p2pkit_comm_set_max_blocks(kids[j], mb);
@@ -178,6 +185,7 @@ p2pkit_status_t p2pk_split_one_process(p2pkit_comm_t comm, int color, int key,
   g->split[comm->rank].color = color;
   g->split[comm->rank].key = key;
   g->split[comm->rank].max_blocks = cfg->max_blocks >= 0 ? cfg->max_blocks : comm->sel.max_blocks;
+  g->split[comm->rank].timeout_s = p2pk_split_timeout_s(comm, cfg);
   g->split[comm->rank].out = newcomm;
   const p2pkit_status_t st = ++g->split_n == g->n ? split_all(g) : P2PKIT_SUCCESS;
   pthread_mutex_unlock(&g->lock);

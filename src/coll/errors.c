@@ -1,6 +1,7 @@
 /* The error a kernel left behind (host-mapped error words), as a status
  * with what the paths can add (the flags they wait on). */
 #include "coll/path.h"
+#include "coll/trace.h"
 #include "core/check.h"
 #include "core/log.h"
 
@@ -12,7 +13,8 @@ static p2pkit_status_t engines_status(struct p2pkit_comm *c) {
   return c->intra ? p2pk_comm_async_status(c->intra) : P2PKIT_SUCCESS;
 }
 
-p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
+/* The error words' status (a sentence naming the rank when set). */
+static p2pkit_status_t words_status(struct p2pkit_comm *c) {
   volatile int32_t *he = c->host_err;
   int32_t code = he[0];
   if (code == P2PK_DERR_NONE) return engines_status(c);
@@ -47,6 +49,13 @@ p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
                        "rank %d (GPU %d): rank %d gave up on a collective; the communicator is "
                        "unusable", c->rank, c->device, peer);
   }
+}
+
+/* The first time an error shows, every rank's desync report (trace.c). */
+p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *c) {
+  const p2pkit_status_t st = words_status(c);
+  if (st != P2PKIT_SUCCESS) p2pk_trace_on_error(c, st);
+  return st;
 }
 
 p2pkit_status_t p2pkit_comm_get_async_error(p2pkit_comm_t comm, p2pkit_status_t *status_p) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "coll/path.h"
+#include "coll/trace.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "nccl/dtype.h"
@@ -52,6 +53,7 @@ static p2pkit_status_t launch(const p2pk_call *call) {
   P2PK_CHECK(p2pk_coll_enter(call->c, name, &prev));
   p2pkit_status_t st = p2pk_paths[call->d.path]->launch(call);
   p2pk_coll_leave(call->c, name, prev, cudaSuccess);
+  p2pk_trace_launched(call, call->d.path, st);
   return st;
 }
 
@@ -136,7 +138,9 @@ static p2pkit_status_t launch_set(p2pk_call *const *set, int nr, int cap, int in
     if (p2pk_paths[d.path]->launch_group) {
       for (int r = 0; r < nr; r++) set[r]->d = d;
       for (int r = 0; r < nr; r++) p2pk_sel_log(&set[r]->c->sel, set[r]->c->rank, &k, &d);
-      return p2pk_paths[d.path]->launch_group(set, nr);
+      const p2pkit_status_t st = p2pk_paths[d.path]->launch_group(set, nr);
+      for (int r = 0; r < nr; r++) p2pk_trace_launched(set[r], d.path, st);
+      return st;
     }
   }
   p2pkit_status_t st = P2PKIT_SUCCESS;
@@ -317,7 +321,13 @@ static p2pkit_status_t pair_ops(int *done) {
         ops[i].peer_buf = ops[j].recv, ops[j].peer_buf = (char *)ops[i].send;
       }
     }
-  return np ? p2pk_paths[P2PK_PATH_CE_EVENTS]->sendrecv_pairs(snd, rcv, np) : P2PKIT_SUCCESS;
+  if (!np) return P2PKIT_SUCCESS;
+  const p2pkit_status_t st = p2pk_paths[P2PK_PATH_CE_EVENTS]->sendrecv_pairs(snd, rcv, np);
+  for (int k = 0; k < np; k++) {
+    p2pk_trace_launched(snd[k], P2PK_PATH_CE_EVENTS, st);
+    p2pk_trace_launched(rcv[k], P2PK_PATH_CE_EVENTS, st);
+  }
+  return st;
 }
 
 /* One communicator's operations (checked, pairs of this process taken):
@@ -351,6 +361,9 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, p2pk_call *const *mine
   if (st == P2PKIT_SUCCESS && nn) st = p2pk_paths[P2PK_PATH_NCCL]->sendrecv(c, nccl, nn);
   if (st == P2PKIT_SUCCESS && nk) st = p2pk_paths[kern[0].d.path]->sendrecv(c, kern, nk);
   p2pk_coll_leave(c, "send/recv", prev, cudaSuccess);
+  for (int i = 0; i < n; i++)
+    p2pk_trace_launched(mine[i], mine[i]->root == c->rank ? P2PK_PATH_LOCAL
+                                 : mine[i]->peer_buf ? P2PK_PATH_CE_DIRECT : mine[i]->d.path, st);
   return st;
 }
 
@@ -440,8 +453,9 @@ p2pkit_status_t p2pk_group_add(const p2pk_call *call) {
   }
   /* A full group launches its collectives so far (their order kept). */
   if (!op && ncoll == P2PK_GROUP_OPS) P2PK_CHECK(run_colls(depth > 0));
-  if (op) ops[nops++] = *call;
-  else colls[ncoll++] = *call;
+  p2pk_call *q = op ? &ops[nops++] : &colls[ncoll++];
+  *q = *call;
+  p2pk_trace_record(q);
   /* Outside a group: a group of its own. */
   return depth > 0 ? P2PKIT_SUCCESS : run_group(0);
 }

@@ -190,16 +190,30 @@ static int listen_any_port(const char *host, p2pk_uid *u, char *why, size_t wlen
   return fd;
 }
 
-/* A fresh secret and this process's pid into u. */
-static p2pkit_status_t uid_secret(p2pk_uid *u, const char *who) {
-  memset(u, 0, sizeof *u);
-  for (size_t got = 0; got < sizeof u->secret;) {
-    ssize_t n = getrandom(u->secret + got, sizeof u->secret - got, 0);
+/* n bytes from the kernel's generator (getrandom: no libcrypto needed). */
+static p2pkit_status_t fill_random(unsigned char *buf, size_t len, const char *who) {
+  for (size_t got = 0; got < len;) {
+    ssize_t n = getrandom(buf + got, len - got, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return p2pk_fail(P2PKIT_ERR_SYSTEM, "%s: getrandom: %s", who, strerror(errno));
     got += (size_t)n;
   }
+  return P2PKIT_SUCCESS;
+}
+
+/* A fresh secret and this process's pid into u. */
+static p2pkit_status_t uid_secret(p2pk_uid *u, const char *who) {
+  memset(u, 0, sizeof *u);
+  P2PK_CHECK(fill_random(u->secret, sizeof u->secret, who));
   u->pid = (uint32_t)getpid();
+  return P2PKIT_SUCCESS;
+}
+
+p2pkit_status_t p2pk_secret_new(char hex[P2PK_SECRET_HEX + 1]) {
+  unsigned char r[P2PK_SECRET_HEX / 2];
+  P2PK_CHECK(fill_random(r, sizeof r, "new secret"));
+  to_hex(r, sizeof r, hex);
+  memset(r, 0, sizeof r);
   return P2PKIT_SUCCESS;
 }
 

@@ -41,6 +41,12 @@ int p2pk_uid_open_count(void);
  * (not kept in this process's table): a split's child rendezvous. */
 p2pkit_status_t p2pk_uid_make(const char *host, p2pkit_unique_id_t *id, int *listen_fd);
 
+/* A job secret for P2PKIT_JOB_SECRET: 16 bytes from getrandom as 32 hex
+ * digits, the 128 bits the rendezvous asks of a secret off loopback
+ * (`p2pkit env --new-secret`). */
+#define P2PK_SECRET_HEX 32
+p2pkit_status_t p2pk_secret_new(char hex[P2PK_SECRET_HEX + 1]);
+
 /* The caller's config checked (NULL: the defaults) and copied to `out`. */
 p2pkit_status_t p2pk_config_check(const p2pkit_config_t *in, p2pkit_config_t *out);
 /* The rendezvous options of rank `rank` of `nranks` for id `u`: every

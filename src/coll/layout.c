@@ -25,11 +25,12 @@ void p2pk_layout_add_cep(p2pk_layout *lay, int n, int depth, size_t slot) {
 }
 
 int p2pk_mailboxes_for(int sm_count) {
-  int64_t v = p2pk_param_int("P2PKIT_COLL_MAILBOXES");
-  if (v <= 0) v = 4LL * (sm_count > 0 ? sm_count : 1);
-  if (v < 16) v = 16;
-  if (v > P2PK_COLL_MAILBOXES) v = P2PK_COLL_MAILBOXES;
-  return (int)v;
+  /* The setting lies in 16..P2PK_COLL_MAILBOXES (the registry refuses
+   * anything else); its automatic value, 4 per SM, is kept within them. */
+  const int64_t v = p2pk_param_int("P2PKIT_COLL_MAILBOXES");
+  if (v > 0) return (int)v;
+  const int64_t a = 4LL * (sm_count > 0 ? sm_count : 1);
+  return (int)(a < 16 ? 16 : a > P2PK_COLL_MAILBOXES ? P2PK_COLL_MAILBOXES : a);
 }
 
 /* Staged: a rank's part of the host region is P2PKIT_BUFFER_SIZE: the
@@ -62,8 +63,7 @@ static p2pkit_status_t staged_layout(int n, size_t buffer, p2pk_layout *lay) {
  * table uses: ~68 MiB of scratch whatever the rank count); 0 turns LL128
  * off. */
 static void ll128_layout(uint64_t peers, p2pk_layout *lay) {
-  uint64_t l128 = p2pk_param_size("P2PKIT_LL128_MAX");
-  if (l128 > ((uint64_t)1 << 30)) l128 = (uint64_t)1 << 30;
+  const uint64_t l128 = p2pk_param_size("P2PKIT_LL128_MAX"); /* at most 1 GiB (registry) */
   uint64_t per = (l128 + peers - 1) / peers;
   uint64_t lines = (per + P2PK_LL128_DATA - 1) / P2PK_LL128_DATA;
   if (lines) {

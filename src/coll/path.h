@@ -39,6 +39,7 @@ typedef struct p2pk_call {
   p2pk_decision d;     /* the selector's */
   char *peer_buf;  /* send/recv, one process: the other end's buffer when
                       the copy engines push straight into it */
+  uint64_t trace_at; /* its place in the communicator's ring (trace.c) */
 } p2pk_call;
 
 typedef struct p2pk_path {

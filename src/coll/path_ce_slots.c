@@ -673,8 +673,10 @@ static p2pkit_status_t init(struct p2pkit_comm *c) {
   s->trace = c->lay.cep_slot && c->multiproc && p2pk_param_int("P2PKIT_CEP_TRACE") > 0;
   s->st.on = c->multiproc && sr_slots && p2pk_param_int("P2PKIT_SENDRECV_DIRECT") != 0;
   s->st.map = s->st.on && p2pk_param_int("P2PKIT_SENDRECV_MAP") > 0;
+  /* A host wait for a peer, so within the communicator's timeout too. */
   int64_t w = p2pk_param_int("P2PKIT_SENDRECV_DIRECT_WAIT_US");
   s->st.wait_ns = w > 0 ? (uint64_t)w * 1000u : 0;
+  if (s->st.wait_ns > c->timeout_ns) s->st.wait_ns = c->timeout_ns;
   if (c->lay.cep_slot) P2PK_CUDA_CHECK(p2pk_ce_prepare_steps(c, (int)c->lay.cep_depth));
   return P2PKIT_SUCCESS;
 }

@@ -149,17 +149,13 @@ static p2pkit_status_t launch_group(p2pk_call *const *set, int n) {
   return P2PKIT_SUCCESS;
 }
 
-int p2pk_sce_depth(void) {
-  int64_t d = p2pk_param_int("P2PKIT_STAGED_CE_DEPTH");
-  return d < 2 ? 2 : d > P2PK_SCE_DEPTH_MAX ? P2PK_SCE_DEPTH_MAX : (int)d;
-}
+/* 2 .. P2PK_SCE_DEPTH_MAX: the registry refuses anything else. */
+int p2pk_sce_depth(void) { return (int)p2pk_param_int("P2PKIT_STAGED_CE_DEPTH"); }
 
+/* The chunk (4 KiB .. 64 MiB, the registry's range) rounded up to 4 KiB. */
 size_t p2pk_sce_slot_bytes(void) {
   if (!p2pk_param_size("P2PKIT_STAGED_CE_MIN")) return 0;
-  size_t b = p2pk_param_size("P2PKIT_STAGED_CE_CHUNK");
-  if (b > ((size_t)64 << 20)) b = (size_t)64 << 20;
-  if (b < 4096) b = 4096;
-  return (b + 4095) & ~(size_t)4095;
+  return (p2pk_param_size("P2PKIT_STAGED_CE_CHUNK") + 4095) & ~(size_t)4095;
 }
 
 /* ---- process per GPU --------------------------------------------------------

@@ -19,6 +19,7 @@ int p2pk_log_level_cached = -1;
 static int log_subsys = P2PK_LOG_ALL;
 static FILE *log_file;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char pending[256]; /* a word on P2PKIT_DEBUG or _SUBSYS for the first line logged */
 static const struct { const char *name; int bit; } subsys_names[] = {
     {"INIT", P2PK_LOG_INIT}, {"TOPO", P2PK_LOG_TOPO}, {"XFER", P2PK_LOG_XFER},
     {"COLL", P2PK_LOG_COLL}, {"BOOT", P2PK_LOG_BOOT}, {"BENCH", P2PK_LOG_BENCH},
@@ -42,6 +43,13 @@ int p2pk_log_parse_subsys(const char *list) {
     mask |= subsys_names[i].bit;
   }
   return invert ? (P2PK_LOG_ALL & ~mask) : mask;
+}
+
+int p2pk_log_subsys_check(const char *list, char *why, size_t len) {
+  if (strlen(list) < 255 && p2pk_log_parse_subsys(list) >= 0) return 0;
+  snprintf(why, len, "not a list of INIT, TOPO, XFER, COLL, BOOT, BENCH, ENV, ALL (comma "
+           "separated, a leading ^ excludes)");
+  return -1;
 }
 
 /* `pattern` with %h (this host) and %p (this process) expanded into `path`;
@@ -75,28 +83,56 @@ int p2pk_log_file_check(const char *pattern, char *why, size_t len) {
   return -1;
 }
 
-/* The log file, opened to append: created 0600 when new, never through a
- * symbolic link, never a file with other names (a hard link planted to make
- * a privileged process write elsewhere). NULL with the reason in `why`. */
+/* Why the file open on `fd` (named `path`) is not one p2pkit appends its
+ * log to, or NULL when it is: a regular file (a FIFO would block every
+ * thread that logs, a device is no log), this user's (another's file, made
+ * 0666 for us to write into, is theirs to read), that no one else may read
+ * or write (one who can may already hold it open: fixing the mode now
+ * would not stop them), with no other name (a hard link planted to make us
+ * write elsewhere). */
+static const char *refusal(int fd, const char *path, char *why, size_t len) {
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    snprintf(why, len, "cannot inspect %s: %s", path, strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    snprintf(why, len, "%s is not a regular file (a %s); p2pkit logs only to a file", path,
+             S_ISFIFO(st.st_mode) ? "FIFO" : S_ISDIR(st.st_mode) ? "directory"
+             : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device" : "socket or special file");
+  else if (st.st_uid != geteuid())
+    snprintf(why, len, "%s belongs to another user (uid %u); p2pkit does not append to it",
+             path, (unsigned)st.st_uid);
+  else if (st.st_nlink > 1)
+    snprintf(why, len, "%s has other names (hard links); p2pkit does not append to it", path);
+  else if (st.st_mode & 077)
+    snprintf(why, len, "%s may be read or written by others (mode %04o); p2pkit's log is "
+             "private: chmod 600 it, or remove it", path, (unsigned)(st.st_mode & 07777));
+  else
+    return NULL;
+  return why;
+}
+
+/* The log file, opened to append without ever blocking: created new (0600,
+ * O_EXCL), or an existing file refusal() accepts; never through a symbolic
+ * link. NULL with the reason in `why`. */
 static FILE *open_log_file(const char *pattern, char *why, size_t len) {
   char path[PATH_MAX];
   if (p2pk_log_file_check(pattern, why, len) != 0 || expand_path(pattern, path, sizeof path) != 0)
     return NULL;
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  struct stat st;
+  const int flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
+  int fd = open(path, flags | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 && errno == EEXIST) fd = open(path, flags); /* O_NONBLOCK: a FIFO never waits */
   if (fd < 0) {
     snprintf(why, len, "cannot open %s: %s", path,
-             errno == ELOOP ? "it is a symbolic link, which p2pkit does not follow" : strerror(errno));
+             errno == ELOOP ? "it is a symbolic link, which p2pkit does not follow"
+             : errno == ENXIO ? "it is a FIFO or socket (p2pkit logs only to a file)"
+                              : strerror(errno));
     return NULL;
   }
-  if (fstat(fd, &st) != 0 || (S_ISREG(st.st_mode) && st.st_nlink > 1)) {
-    snprintf(why, len, "%s has other names (hard links); p2pkit does not append to it", path);
-    close(fd);
-    return NULL;
-  }
-  FILE *f = fdopen(fd, "a");
-  if (!f) {
+  FILE *f = NULL;
+  if (!refusal(fd, path, why, len) &&
+      (fcntl(fd, F_SETFL, O_APPEND) != 0 || !(f = fdopen(fd, "a")))) /* blocking again */
     snprintf(why, len, "cannot open %s: %s", path, strerror(errno));
+  if (!f) {
     close(fd);
     return NULL;
   }
@@ -120,12 +156,15 @@ static void log_init_locked(void) {
   if (file[0] && !(log_file = open_log_file(file, why, sizeof why)))
     fprintf(stderr, "p2pkit WARN P2PKIT_DEBUG_FILE='%.300s': %s; logging to stderr instead\n", file, why);
   p2pk_log_level_cached = level;
+  /* Said with the first line logged: an entry point refuses these values
+   * itself (the settings registry), and its error must stay one line. */
+  pending[0] = '\0';
   if (strcasecmp(lvl, "WARN") != 0 && level == P2PK_LEVEL_WARN)
-    fprintf(log_file ? log_file : stderr,
-            "p2pkit WARN P2PKIT_DEBUG=%s is not one of NONE, WARN, INFO, TRACE; using WARN\n", lvl);
+    snprintf(pending, sizeof pending, "p2pkit WARN P2PKIT_DEBUG=%.64s is not one of NONE, WARN, "
+             "INFO, TRACE; using WARN\n", lvl);
   if (mask < 0)
-    fprintf(log_file ? log_file : stderr,
-            "p2pkit WARN P2PKIT_DEBUG_SUBSYS has an unknown name; logging ALL\n");
+    snprintf(pending + strlen(pending), sizeof pending - strlen(pending),
+             "p2pkit WARN P2PKIT_DEBUG_SUBSYS has an unknown name; logging ALL\n");
 }
 
 void p2pk_log_reset(void) {
@@ -133,6 +172,7 @@ void p2pk_log_reset(void) {
   if (log_file) fclose(log_file);
   log_file = NULL;
   p2pk_log_level_cached = -1;
+  pending[0] = '\0';
   pthread_mutex_unlock(&log_lock);
 }
 
@@ -158,6 +198,8 @@ void p2pk_log(int level, int subsys, const char *file, int line, const char *fmt
   va_end(ap);
   pthread_mutex_lock(&log_lock);
   FILE *out = log_file ? log_file : stderr;
+  if (pending[0]) fputs(pending, out);
+  pending[0] = '\0';
   if (level == P2PK_LEVEL_TRACE) {
     const char *base = strrchr(file, '/');
     fprintf(out, "%s:%d:%ld p2pkit TRACE %s:%d %s\n", host, (int)getpid(),

@@ -16,14 +16,21 @@
 int p2pk_sm_config_check(const char *text, char *why, size_t len);
 
 #define RANGE(a, b) .ranged = 1, .lo = (a), .hi = (b)
+#define RANGE_OR_0(a, b) RANGE(a, b), .or_zero = 1
+#define KiB(x) ((int64_t)(x) << 10)
+#define MiB(x) ((int64_t)(x) << 20)
+#define GiB(x) ((int64_t)(x) << 30)
+/* The top of a size that is a threshold or a count of bytes with no limit
+ * of its own: more than any GPU holds, so larger would mean the same. */
+#define TiB(x) ((int64_t)(x) << 40)
 
 /* Every setting p2pkit reads. Add new ones here, nowhere else; give each
  * the range, words or grammar its readers accept. */
 static const p2pk_param_def params[] = {
-    {"P2PKIT_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE", .kind = P2PK_PARAM_STR},
+    {"P2PKIT_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE", .kind = P2PK_PARAM_STR, .words = "NONE|WARN|INFO|TRACE"},
     {"P2PKIT_DEBUG_SUBSYS", "ALL",
-     "subsystems to log, comma separated (INIT,TOPO,XFER,COLL,BOOT,BENCH,ENV); ^ excludes", .kind = P2PK_PARAM_STR},
-    {"P2PKIT_DEBUG_FILE", "", "write the log to this file instead of stderr (%h host, %p pid): appended, created 0600, never through a symbolic link", .kind = P2PK_PARAM_STR, .valid = p2pk_log_file_check},
+     "subsystems to log, comma separated (INIT,TOPO,XFER,COLL,BOOT,BENCH,ENV); ^ excludes", .kind = P2PK_PARAM_STR, .valid = p2pk_log_subsys_check},
+    {"P2PKIT_DEBUG_FILE", "", "write the log to this file instead of stderr (%h host, %p pid): a new file is created 0600; an existing one is appended to only when it is a regular file of this user's, mode 0600 or stricter, with no other name (never a link, pipe or device); else one line on stderr says why and the log goes to stderr", .kind = P2PK_PARAM_STR, .valid = p2pk_log_file_check},
     {"P2PKIT_TOPO_FILE", "", "use this recorded topology instead of discovering the machine", .kind = P2PK_PARAM_STR},
     {"P2PKIT_TOPO_DUMP_FILE", "", "write the discovered topology in NCCL's XML format here", .kind = P2PK_PARAM_STR},
     {"P2PKIT_NVML_LIB", "libnvidia-ml.so.1", "NVML library loaded at run time", .kind = P2PK_PARAM_STR},
@@ -35,54 +42,59 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_P2P_LEVEL", "",
      "farthest path P2P may use: LOC (never), NVL, PIX, PXB, PHB (nvidia-smi's NODE too) or "
      "SYS, as NCCL_P2P_LEVEL; copies and communicators alike; empty: any pair the driver allows", .kind = P2PK_PARAM_STR, .words = "LOC|NVL|PIX|PXB|PHB|SYS"},
-    {"P2PKIT_STAGE_CHUNK", "8M", "chunk size of the host-staged pipeline", .kind = P2PK_PARAM_SIZE, RANGE(4 << 10, 1 << 30)},
+    {"P2PKIT_STAGE_CHUNK", "8M", "chunk size of the host-staged pipeline", .kind = P2PK_PARAM_SIZE, RANGE(KiB(4), GiB(1))},
     {"P2PKIT_STAGE_DEPTH", "4", "chunks in flight in the host-staged pipeline (2 or more)", .kind = P2PK_PARAM_INT, RANGE(2, 16)},
     {"P2PKIT_SM_COPY_MAX", "0",
-     "copies up to this size use an SM kernel instead of the copy engine (0: auto)", .kind = P2PK_PARAM_SIZE},
+     "copies up to this size use an SM kernel instead of the copy engine (0: auto)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
     {"P2PKIT_SM_COPY_CONFIG", "", "SM copy kernel, e.g. kind=chunk,hint=cs,bps=2,threads=512,unroll=4 or kind=tma,bps=1,tile=16K,stages=4 (empty: built-in default)", .kind = P2PK_PARAM_STR, .valid = p2pk_sm_config_check},
-    {"P2PKIT_SHARE_GPUS", "0", "testing: let several ranks of a process-per-GPU job share one GPU (their kernels take turns on it: for checking results with more ranks than GPUs, never for speed); every rank the same (1: on)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_SHARE_GPUS", "0", "testing: let several ranks of a process-per-GPU job share one GPU (their kernels take turns on it: for checking results with more ranks than GPUs, never for speed); every rank the same (1: on)", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
     {"P2PKIT_HOSTID", "", "this rank's host id for communicators spanning hosts (empty: hostname and boot id, as NCCL's host hash); ranks with different ids count as different hosts, so one machine can simulate several; the NCCL path hands NCCL the same value as NCCL_HOSTID unless that is set", .kind = P2PK_PARAM_STR},
-    {"P2PKIT_TIMEOUT", "60", "seconds to wait for a peer rank before failing", .kind = P2PK_PARAM_INT, RANGE(1, 86400)},
+    {"P2PKIT_TIMEOUT", "600", "seconds a communicator waits for a peer rank before failing: its rendezvous and exchanges, p2pkit's waits on the host and in kernels, NCCL's init (600 as PyTorch's for NCCL, so a rank minutes late, writing a checkpoint, does not break the job); a communicator's own timeout_s wins (p2pkit_config_t, p2pkit_comm_opts_t, Comm(timeout_s=), the torch group's timeout=)", .kind = P2PK_PARAM_INT, RANGE(1, 86400)},
+    {"P2PKIT_TRACE_RING", "2048", "calls each communicator remembers for its desync report (`p2pkit trace`): number, collective, type, count, root or peer, operation, path, stream, enqueue time; rounded up to a power of two (0: none, the report holds only who and where)", .kind = P2PK_PARAM_INT, RANGE(0, 65536)},
+    {"P2PKIT_TRACE_DIR", "", "where each rank writes its desync report on a timeout, an asynchronous error, an abort, p2pkit_comm_dump_trace or P2PKIT_TRACE_SIGNAL: a new file (0600) per rank and communicator, never through a link; a missing directory is made (0700, one level); a directory of another user, or one every user may write without the sticky bit, is refused (empty: /tmp/p2pkit-trace-<uid>, made 0700; off: no reports)", .kind = P2PK_PARAM_STR},
+    {"P2PKIT_TRACE_SIGNAL", "0", "a signal (USR1 or USR2) that makes every communicator of the process write its desync report, for a job that hangs; not taken when the application handles (or ignores) that signal already (0: none)", .kind = P2PK_PARAM_STR, .words = "0|USR1|USR2|SIGUSR1|SIGUSR2"},
     {"P2PKIT_ALGO", "", "force the all-reduce algorithm: oneshot, twoshot or staged (twoshot: broadcast and reduce take their rooted two-shot too)", .kind = P2PK_PARAM_STR, .words = "oneshot|twoshot|staged"},
-    {"P2PKIT_ROOTED_TWOSHOT_MIN", "4M", "broadcast and reduce on more than 2 ranks over P2P take the rooted two-shot from this size: the root scatters (gathers) n - 1 shards and their owners forward them to each other (reduce them), so the root's links carry the message once, not once per peer; P2PKIT_ALGO=twoshot forces it at any size and rank count; every rank the same (0: never)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_BUFFER_SIZE", "0", "per-rank collective buffer: device scratch over P2P, host staging part without (0: 128M per peer over P2P, at most 512M; 64M staged)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_JOB_SECRET", "", "rendezvous secret every rank must know (else TORCHELASTIC_RUN_ID); proved, never sent; required when MASTER_ADDR is not a loopback address", .kind = P2PK_PARAM_STR, .secret = 1},
+    {"P2PKIT_ROOTED_TWOSHOT_MIN", "4M", "broadcast and reduce on more than 2 ranks over P2P take the rooted two-shot from this size: the root scatters (gathers) n - 1 shards and their owners forward them to each other (reduce them), so the root's links carry the message once, not once per peer; P2PKIT_ALGO=twoshot forces it at any size and rank count; every rank the same (0: never)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
+    {"P2PKIT_BUFFER_SIZE", "0", "per-rank collective buffer: device scratch over P2P, host staging part without (0: 128M per peer over P2P, at most 512M; 64M staged)", .kind = P2PK_PARAM_SIZE, RANGE(0, GiB(16))},
+    {"P2PKIT_JOB_SECRET", "", "rendezvous secret every rank must know (a launcher's run id never is one); proved, never sent; required when MASTER_ADDR is not a loopback address, and then of 128 bits: 32 hex digits or 22 other characters (p2pkit env --new-secret)", .kind = P2PK_PARAM_STR, .secret = 1},
     {"P2PKIT_ALGO_TABLE", "", "all-reduce algorithm table file (as `p2pkit perf` writes it)", .kind = P2PK_PARAM_STR},
     {"P2PKIT_PROTO", "", "force the all-reduce protocol: ll, ll128 or simple", .kind = P2PK_PARAM_STR, .words = "ll|ll128|simple"},
-    {"P2PKIT_LL128_X2", "1", "LL128 grids capped or set within one block per SM, whose warps have more than one pass: each warp works two passes an iteration, their loads together (0: one pass at a time)", .kind = P2PK_PARAM_INT},
-    {"P2PKIT_LL128_MAX", "32M", "largest LL128 message summed over peers; sets the LL128 scratch (about 2.13 x this per GPU; 0: no LL128)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_PDL", "1", "collective kernels over P2P launch as programmatic dependent launches on sm_90+: a kernel's launch overlaps the end of the stream's previous kernel (0: off)", .kind = P2PK_PARAM_INT},
-    {"P2PKIT_COLL_BLOCKS", "0", "all-reduce grid size (0: from the algorithm table)", .kind = P2PK_PARAM_INT, RANGE(0, 1024)},
+    {"P2PKIT_LL128_X2", "1", "LL128 grids capped or set within one block per SM, whose warps have more than one pass: each warp works two passes an iteration, their loads together (0: one pass at a time)", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
+    {"P2PKIT_LL128_MAX", "32M", "largest LL128 message summed over peers; sets the LL128 scratch (about 2.13 x this per GPU; 0: no LL128)", .kind = P2PK_PARAM_SIZE, RANGE(0, GiB(1))},
+    {"P2PKIT_PDL", "1", "collective kernels over P2P launch as programmatic dependent launches on sm_90+: a kernel's launch overlaps the end of the stream's previous kernel (0: off)", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
+    {"P2PKIT_COLL_BLOCKS", "0", "all-reduce grid size (0: from the algorithm table; at most half the mailboxes, a block uses 2)", .kind = P2PK_PARAM_INT, RANGE(0, 1024)},
     {"P2PKIT_MAX_BLOCKS", "0", "most thread blocks any collective kernel of a communicator takes over P2P, so collectives leave multiprocessors to compute beside them, like NCCL_MAX_CTAS; every rank the same (0: no cap; p2pkit_comm_set_max_blocks changes it later)", .kind = P2PK_PARAM_INT, RANGE(0, 1024)},
-    {"P2PKIT_COLL_THREADS", "0", "all-reduce threads per block (0: from the algorithm table)", .kind = P2PK_PARAM_INT, RANGE(0, 1024)},
-    {"P2PKIT_COLL_CHUNK", "0", "all-reduce bytes per mailbox use (0: from the algorithm table)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_COLL_MAILBOXES", "0", "P2P mailboxes per peer, 16..512 (0: 4 per multiprocessor; a block uses 2)", .kind = P2PK_PARAM_INT},
-    {"P2PKIT_BCAST_CE_MIN", "32M", "broadcast over the copy engines from this size: in a group of one process's GPUs (under a CUDA graph straight into the peers' outputs), or with a process per GPU (not set: 16M there); not set, under a CUDA graph: 128M (0: never)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_STAGED_CE_MIN", "16M", "staged all-reduce (no P2P): copy engines through host memory from this size, in a group of one process's GPUs or process per GPU (0: never)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_STAGED_CE_CHUNK", "4M", "chunk of the copy-engine staged all-reduce (one process: at most half the staging data area; process per GPU: at most 64M)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_STAGED_CE_DEPTH", "4", "chunks of the copy-engine staged all-reduce in flight per peer, 2..8", .kind = P2PK_PARAM_INT},
-    {"P2PKIT_CE_ALLREDUCE_MIN", "64M", "all-reduce over P2P, in a group of one process's GPUs or with a process per GPU (not set: 256M there; 512M in one process under a CUDA graph, the results straight into the peers' outputs): the copy engines move the data (the SMs only reduce locally) from this size (0: never; more than 2 ranks: only when set)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_CE_REDUCE_SCATTER_MIN", "64M", "reduce-scatter over P2P, in a group of one process's GPUs or with a process per GPU (not set: 128M in one process under a CUDA graph): the copy engines from this share size, bytes per rank (0: never; more than 2 ranks: only when set)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_CE_ALL_GATHER_MIN", "64M", "all-gather over the copy engines from this share size, bytes per rank: in a group of one process's GPUs (under a CUDA graph straight into the peers' outputs), or with a process per GPU through the landing slots (not set: 256M there) (0: never; more than 2 ranks: only when set, but 64M for one process eagerly)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_CE_ALL_TO_ALL_MIN", "32M", "all-to-all over the copy engines from this block size, bytes per peer: in a group of one process's GPUs out of place (under a CUDA graph straight into the peers' outputs), or with a process per GPU through the landing slots (not set: 256M there) (0: never; more than 2 ranks: only when set, but 64M for one process eagerly)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_CE_REDUCE_MIN", "64M", "reduce over P2P, in a group of one process's GPUs or with a process per GPU (not set: 64M there too, 128M in one process under a CUDA graph): the copy engines from this size (0: never; more than 2 ranks: only when set)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_CE_CHUNK", "0", "chunk of the copy-engine collectives over P2P (0: half a rank's shard, 16M..64M; the landing buffer, (ranks - 1) x depth chunks, stays within P2PKIT_CE_LAND; with a process per GPU the slots are part of the scratch, made at init, and as large as that cap allows when not set)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_CE_LAND", "192M", "the copy engines' landing slots over P2P per GPU, all peers and depths together (16M..4G; every rank the same): larger slots allow larger chunks (send/recv with a process per GPU takes them, the rest with P2PKIT_CE_CHUNK); on 2x H200 no default path got faster with them", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_PERF_HOST_TIME", "0", "p2pkit perf: print on stderr, per timed repeat and process, how long the host took to enqueue a call beside the GPU's time per call (1: on)", .kind = P2PK_PARAM_INT},
-    {"P2PKIT_CEP_TRACE", "0", "process per GPU: time each step of every collective and send/recv over the landing slots (copies, waits, reduces, copies out) with CUDA events and log the call's timeline at INFO (COLL) at the next such call; a diagnostic: each call waits for the one before it to be logged", .kind = P2PK_PARAM_INT},
-    {"P2PKIT_CEP_MEMOPS", "1", "process per GPU, copy engines: write the posts to the peers as stream memory operations (cuStreamWriteValue64), which need no multiprocessor (0: one-thread kernels)", .kind = P2PK_PARAM_INT},
-    {"P2PKIT_CE_DEPTH", "3", "chunks of the copy-engine collectives over P2P in flight per peer, 2..8 (process per GPU, not set: 2)", .kind = P2PK_PARAM_INT},
-    {"P2PKIT_LAUNCH_THREADS", "1", "one process driving several GPUs: inside a group, launch each GPU's kernels from a thread of its own, at once (0: every launch from the calling thread, at the call)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_COLL_THREADS", "0", "all-reduce threads per block, rounded down to whole warps (0: from the algorithm table; the kernels are built for at most 512)", .kind = P2PK_PARAM_INT, RANGE_OR_0(64, 512)},
+    {"P2PKIT_COLL_CHUNK", "0", "all-reduce bytes per mailbox use, rounded down to 16 bytes, at most a mailbox (0: from the algorithm table)", .kind = P2PK_PARAM_SIZE, RANGE_OR_0(16, GiB(1))},
+    {"P2PKIT_COLL_MAILBOXES", "0", "P2P mailboxes per peer, 16..512 (0: 4 per multiprocessor; a block uses 2)", .kind = P2PK_PARAM_INT, RANGE_OR_0(16, 512)},
+    {"P2PKIT_BCAST_CE_MIN", "32M", "broadcast over the copy engines from this size: in a group of one process's GPUs (under a CUDA graph straight into the peers' outputs), or with a process per GPU (not set: 16M there); not set, under a CUDA graph: 128M (0: never)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
+    {"P2PKIT_STAGED_CE_MIN", "16M", "staged all-reduce (no P2P): copy engines through host memory from this size, in a group of one process's GPUs or process per GPU (0: never)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
+    {"P2PKIT_STAGED_CE_CHUNK", "4M", "chunk of the copy-engine staged all-reduce, rounded up to 4K (one process: at most half the staging data area)", .kind = P2PK_PARAM_SIZE, RANGE(KiB(4), MiB(64))},
+    {"P2PKIT_STAGED_CE_DEPTH", "4", "chunks of the copy-engine staged all-reduce in flight per peer, 2..8", .kind = P2PK_PARAM_INT, RANGE(2, 8)},
+    {"P2PKIT_CE_ALLREDUCE_MIN", "64M", "all-reduce over P2P, in a group of one process's GPUs or with a process per GPU (not set: 256M there; 512M in one process under a CUDA graph, the results straight into the peers' outputs): the copy engines move the data (the SMs only reduce locally) from this size (0: never; more than 2 ranks: only when set)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
+    {"P2PKIT_CE_REDUCE_SCATTER_MIN", "64M", "reduce-scatter over P2P, in a group of one process's GPUs or with a process per GPU (not set: 128M in one process under a CUDA graph): the copy engines from this share size, bytes per rank (0: never; more than 2 ranks: only when set)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
+    {"P2PKIT_CE_ALL_GATHER_MIN", "64M", "all-gather over the copy engines from this share size, bytes per rank: in a group of one process's GPUs (under a CUDA graph straight into the peers' outputs), or with a process per GPU through the landing slots (not set: 256M there) (0: never; more than 2 ranks: only when set, but 64M for one process eagerly)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
+    {"P2PKIT_CE_ALL_TO_ALL_MIN", "32M", "all-to-all over the copy engines from this block size, bytes per peer: in a group of one process's GPUs out of place (under a CUDA graph straight into the peers' outputs), or with a process per GPU through the landing slots (not set: 256M there) (0: never; more than 2 ranks: only when set, but 64M for one process eagerly)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
+    {"P2PKIT_CE_REDUCE_MIN", "64M", "reduce over P2P, in a group of one process's GPUs or with a process per GPU (not set: 64M there too, 128M in one process under a CUDA graph): the copy engines from this size (0: never; more than 2 ranks: only when set)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
+    {"P2PKIT_CE_CHUNK", "0", "chunk of the copy-engine collectives over P2P (0: half a rank's shard, 16M..64M; the landing buffer, (ranks - 1) x depth chunks, stays within P2PKIT_CE_LAND; with a process per GPU the slots are part of the scratch, made at init, and as large as that cap allows when not set)", .kind = P2PK_PARAM_SIZE, RANGE_OR_0(KiB(4), GiB(4))},
+    {"P2PKIT_CE_LAND", "192M", "the copy engines' landing slots over P2P per GPU, all peers and depths together (16M..4G; every rank the same): larger slots allow larger chunks (send/recv with a process per GPU takes them, the rest with P2PKIT_CE_CHUNK); on 2x H200 no default path got faster with them", .kind = P2PK_PARAM_SIZE, RANGE(MiB(16), GiB(4))},
+    {"P2PKIT_PERF_HOST_TIME", "0", "p2pkit perf: print on stderr, per timed repeat and process, how long the host took to enqueue a call beside the GPU's time per call (1: on)", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
+    {"P2PKIT_CEP_TRACE", "0", "process per GPU: time each step of every collective and send/recv over the landing slots (copies, waits, reduces, copies out) with CUDA events and log the call's timeline at INFO (COLL) at the next such call; a diagnostic: each call waits for the one before it to be logged", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
+    {"P2PKIT_CEP_MEMOPS", "1", "process per GPU, copy engines: write the posts to the peers as stream memory operations (cuStreamWriteValue64), which need no multiprocessor (0: one-thread kernels)", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
+    {"P2PKIT_CE_DEPTH", "3", "chunks of the copy-engine collectives over P2P in flight per peer, 2..8 (process per GPU, not set: 2)", .kind = P2PK_PARAM_INT, RANGE(2, 8)},
+    {"P2PKIT_LAUNCH_THREADS", "1", "one process driving several GPUs: inside a group, launch each GPU's kernels from a thread of its own, at once (0: every launch from the calling thread, at the call)", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
     {"P2PKIT_LAUNCH_SPIN_US", "1000", "how long a launch thread waits for work, spinning, before it sleeps (its next job is then made by the calling thread, and it wakes)", .kind = P2PK_PARAM_INT, RANGE(0, 3600LL * 1000 * 1000)},
-    {"P2PKIT_SENDRECV_CE_MIN", "4M", "send/recv over the copy engines from this size: between GPUs driven by one process, or with a process per GPU through the landing slots (not set: 256M there; one process under a CUDA graph: 64M, both ends in one group) (0: never)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_SENDRECV_DIRECT", "1", "process per GPU, send/recv, out-of-place all-to-all and all-gather over the copy engines: a receive (a block) into a registered buffer (p2pkit_comm_register) may take the sender's copy straight in, with no landing slot and no copy out, when the two hosts agree in time (0: always through the landing slots)", .kind = P2PK_PARAM_INT},
-    {"P2PKIT_SENDRECV_MAP", "0", "process per GPU, with P2PKIT_SENDRECV_DIRECT: a receive (a block) into a buffer that is not registered may go straight in too; its allocation is shared through CUDA IPC the first time and the sender keeps it mapped until the communicator is destroyed, so the caller promises not to free such a buffer while the communicator lives (as a caching allocator never does); every rank the same (1: on, 0: registered buffers only)", .kind = P2PK_PARAM_INT},
-    {"P2PKIT_SENDRECV_DIRECT_WAIT_US", "2000", "process per GPU: how long a send over the copy engines waits on the host for its receiver to say where its registered buffer is (and a receive into one for its sender's decision) before the call goes through the landing slots; after a wait in vain the pair waits not at all for its next 16 calls (0: never wait)", .kind = P2PK_PARAM_INT},
-    {"P2PKIT_BCAST_SELF_CE", "8M", "under a CUDA graph, a broadcast root out of place whose call takes the kernels copies its own buffer by copy engine beside the kernel from this size (0: the kernel copies it; eagerly it always does)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_BUCKET_SIZE", "25M", "gradient sync: bytes per bucket (as DDP's bucket_cap_mb)", .kind = P2PK_PARAM_SIZE},
-    {"P2PKIT_FIRST_BUCKET_SIZE", "1M", "gradient sync: bytes of the first bucket (launched earliest)", .kind = P2PK_PARAM_SIZE},
+    {"P2PKIT_SENDRECV_CE_MIN", "4M", "send/recv over the copy engines from this size: between GPUs driven by one process, or with a process per GPU through the landing slots (not set: 256M there; one process under a CUDA graph: 64M, both ends in one group) (0: never)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
+    {"P2PKIT_SENDRECV_DIRECT", "1", "process per GPU, send/recv, out-of-place all-to-all and all-gather over the copy engines: a receive (a block) into a registered buffer (p2pkit_comm_register) may take the sender's copy straight in, with no landing slot and no copy out, when the two hosts agree in time (0: always through the landing slots)", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
+    {"P2PKIT_SENDRECV_MAP", "0", "process per GPU, with P2PKIT_SENDRECV_DIRECT: a receive (a block) into a buffer that is not registered may go straight in too; its allocation is shared through CUDA IPC the first time and the sender keeps it mapped until the communicator is destroyed, so the caller promises not to free such a buffer while the communicator lives (as a caching allocator never does); every rank the same (1: on, 0: registered buffers only)", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
+    {"P2PKIT_SENDRECV_DIRECT_WAIT_US", "2000", "process per GPU: how long a send over the copy engines waits on the host for its receiver to say where its registered buffer is (and a receive into one for its sender's decision) before the call goes through the landing slots; after a wait in vain the pair waits not at all for its next 16 calls (0: never wait)", .kind = P2PK_PARAM_INT, RANGE(0, 1000000)},
+    {"P2PKIT_BCAST_SELF_CE", "8M", "under a CUDA graph, a broadcast root out of place whose call takes the kernels copies its own buffer by copy engine beside the kernel from this size (0: the kernel copies it; eagerly it always does)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
+    {"P2PKIT_BUCKET_SIZE", "25M", "gradient sync: bytes per bucket (as DDP's bucket_cap_mb)", .kind = P2PK_PARAM_SIZE, RANGE(1, TiB(1))},
+    {"P2PKIT_FIRST_BUCKET_SIZE", "1M", "gradient sync: bytes of the first bucket (launched earliest)", .kind = P2PK_PARAM_SIZE, RANGE(1, TiB(1))},
     {"P2PKIT_TORCH_ASYNC_ERROR_HANDLING", "2", "the PyTorch backend's watchdog, when a collective fails on the GPU or outlives the group's timeout (as TORCH_NCCL_ASYNC_ERROR_HANDLING): 0 records the error (work.wait() and the next call raise it), 1 aborts the communicator and ends the process, 2 aborts the communicator (the default; later calls on the group raise), 3 ends the process without an abort", .kind = P2PK_PARAM_INT, RANGE(0, 3)},
-    {"P2PKIT_GRAD_SYNC_BLOCKS", "0", "gradient sync: most thread blocks of a bucket's all-reduce kernel, which shares the GPU with the backward pass (0: half the multiprocessors, rounded down to 8; -1: no cap)", .kind = P2PK_PARAM_INT},
+    {"P2PKIT_GRAD_SYNC_BLOCKS", "0", "gradient sync: most thread blocks of a bucket's all-reduce kernel, which shares the GPU with the backward pass (0: half the multiprocessors, rounded down to 8; -1: no cap)", .kind = P2PK_PARAM_INT, RANGE(-1, 1024)},
+    {"P2PKIT_LIB", "", "Python package: the libp2pkit.so to load (empty: the one installed with the package, else the build tree's)", .kind = P2PK_PARAM_STR},
+    {"P2PKIT_TORCH_SAME_STREAM", "0", "the PyTorch backend: 1 runs every call on the caller's current stream, asynchronous ones and sends and receives too, instead of the group's own streams (no overlap with compute; an isend and an irecv between two ranks then wait for each other)", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
 };
 
 #define NPARAMS (sizeof params / sizeof params[0])
@@ -90,6 +102,7 @@ static const p2pk_param_def params[] = {
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *cache[NPARAMS];
 static int cached[NPARAMS];
+static int warned[NPARAMS]; /* a refused value was read as the default, and logged */
 
 /* The registry entry of `name`, or -1. */
 static long find(const char *name) {
@@ -189,30 +202,56 @@ static const char *quoted(const char *text, char *buf, size_t len) {
   return buf;
 }
 
+/* A size as the registry's ranges say it: "16M", "4G", "4096". */
+static void size_text(int64_t v, char *buf, size_t len) {
+  static const char units[] = "KMGT";
+  int u = -1;
+  while (v && u < 3 && v % 1024 == 0) v /= 1024, u++;
+  if (u < 0) snprintf(buf, len, "%lld", (long long)v);
+  else snprintf(buf, len, "%lld%c", (long long)v, units[u]);
+}
+
+void p2pk_param_range_text(const p2pk_param_def *d, char *buf, size_t len) {
+  if (len) buf[0] = '\0';
+  if (!d->ranged || d->kind == P2PK_PARAM_STR) return;
+  char lo[24], hi[24];
+  if (d->kind == P2PK_PARAM_SIZE) {
+    size_text(d->lo, lo, sizeof lo);
+    size_text(d->hi, hi, sizeof hi);
+  } else {
+    snprintf(lo, sizeof lo, "%lld", (long long)d->lo);
+    snprintf(hi, sizeof hi, "%lld", (long long)d->hi);
+  }
+  snprintf(buf, len, "%sa %s from %s to %s", d->or_zero ? "0 or " : "",
+           d->kind == P2PK_PARAM_SIZE ? "size" : "whole number", lo, hi);
+}
+
+static int in_range(const p2pk_param_def *d, long long x) {
+  return !d->ranged || (x >= d->lo && x <= d->hi) || (d->or_zero && x == 0);
+}
+
 static int valid_int(const p2pk_param_def *d, const char *text, char *why, size_t len) {
   long long x = 0;
-  const int parsed = parse_int(text, &x) == 0;
-  if (parsed && (!d->ranged || (x >= d->lo && x <= d->hi))) return 0;
-  char q[160];
-  if (d->ranged)
-    snprintf(why, len, "%s='%s' must be a whole number from %lld to %lld", d->name,
-             quoted(text, q, sizeof q), (long long)d->lo, (long long)d->hi);
-  else
-    snprintf(why, len, "%s='%s' is not a whole number", d->name, quoted(text, q, sizeof q));
+  if (parse_int(text, &x) == 0 && in_range(d, x)) return 0;
+  char q[160], range[96];
+  p2pk_param_range_text(d, range, sizeof range);
+  snprintf(why, len, "%s='%s' must be %s", d->name, quoted(text, q, sizeof q),
+           range[0] ? range : "a whole number");
   return -1;
 }
 
 static int valid_size(const p2pk_param_def *d, const char *text, char *why, size_t len) {
   size_t b = 0;
-  char q[160];
-  if (p2pk_parse_size(text, &b) != 0) {
-    snprintf(why, len, "%s='%s' is not a size (bytes, with K, M, G or T)", d->name,
-             quoted(text, q, sizeof q));
-    return -1;
-  }
-  if (!d->ranged || (b >= (uint64_t)d->lo && b <= (uint64_t)d->hi)) return 0;
-  snprintf(why, len, "%s='%s' is out of range (%lld to %lld bytes)", d->name,
-           quoted(text, q, sizeof q), (long long)d->lo, (long long)d->hi);
+  char q[160], range[96];
+  const int parsed = p2pk_parse_size(text, &b) == 0;
+  if (parsed && b <= (uint64_t)INT64_MAX && in_range(d, (long long)b)) return 0;
+  p2pk_param_range_text(d, range, sizeof range);
+  if (!parsed)
+    snprintf(why, len, "%s='%s' is not a size (bytes, with K, M, G or T)%s%s", d->name,
+             quoted(text, q, sizeof q), range[0] ? ": it must be " : "", range);
+  else
+    snprintf(why, len, "%s='%s' is out of range: it must be %s", d->name,
+             quoted(text, q, sizeof q), range);
   return -1;
 }
 
@@ -243,10 +282,19 @@ int p2pk_param_valid(const p2pk_param_def *d, const char *text, char *why, size_
 
 /* The value's text when it is valid, else the default's. */
 static const char *valid_or_default(const char *name) {
-  const p2pk_param_def *d = &params[index_of(name)];
+  const size_t i = index_of(name);
+  const p2pk_param_def *d = &params[i];
   const char *v = p2pk_param_str(name);
-  char why[8];
-  return p2pk_param_valid(d, v, why, sizeof why) == 0 ? v : d->def;
+  char why[400];
+  if (p2pk_param_valid(d, v, why, sizeof why) == 0) return v;
+  /* Every entry point checks the settings first (p2pk_param_check), so only
+   * a reader that ran before any check gets here: it is told, once. */
+  pthread_mutex_lock(&cache_lock);
+  const int first = !warned[i];
+  warned[i] = 1;
+  pthread_mutex_unlock(&cache_lock);
+  if (first) P2PK_WARN("%s; read as its default, %s", why, d->def);
+  return d->def;
 }
 
 int64_t p2pk_param_int(const char *name) {
@@ -278,10 +326,12 @@ p2pkit_status_t p2pk_param_check(void) {
   return P2PKIT_SUCCESS;
 }
 
-/* Variables of the project's scripts and Python package, not the library's. */
-static const char *const tool_vars[] = {"P2PKIT_LIB",        "P2PKIT_CMAKE_ARGS", "P2PKIT_SANITIZE",
-                                        "P2PKIT_FUZZ_BUILD", "P2PKIT_NO_FUZZ",    "P2PKIT_TEST_BUILD",
-                                        "P2PKIT_TEST_NRANKS"};
+/* Variables of the project's build and test scripts and test programs, not
+ * settings (the Python package's are settings: they are in the registry). */
+static const char *const tool_vars[] = {
+    "P2PKIT_CMAKE_ARGS", "P2PKIT_SANITIZE",  "P2PKIT_FUZZ_BUILD", "P2PKIT_NO_FUZZ",
+    "P2PKIT_NO_TSAN",    "P2PKIT_NO_ANALYZE", "P2PKIT_TEST_BUILD", "P2PKIT_TEST_NRANKS",
+    "P2PKIT_CONF_ONLY",  "P2PKIT_CONF_QUICK", "P2PKIT_CONF_RANKS", "P2PKIT_CONF_FULL", "P2PKIT_TEST_LATE"};
 
 /* Edit distance of a and b, stopping early above `cap`. */
 static size_t distance(const char *a, const char *b, size_t cap) {
@@ -361,5 +411,6 @@ const p2pk_param_def *p2pk_param_at(size_t i) { return i < NPARAMS ? &params[i] 
 void p2pk_param_reset(void) {
   pthread_mutex_lock(&cache_lock);
   memset(cached, 0, sizeof cached);
+  memset(warned, 0, sizeof warned);
   pthread_mutex_unlock(&cache_lock);
 }

@@ -21,6 +21,7 @@ typedef struct {
   int kind;         /* P2PK_PARAM_*: how p2pk_param_int / _size / _str read it */
   int ranged;       /* INT, SIZE: the value must lie in lo..hi */
   int64_t lo, hi;
+  int or_zero;      /* ranged: 0 (its "auto" or "never") is allowed too */
   const char *words; /* STR: the values allowed besides "" (the default), '|' apart, any case */
   p2pk_param_valid_fn valid; /* STR: its grammar, or NULL */
   int secret;       /* never shown: `p2pkit env` and the doctor say only whether it is set */
@@ -30,8 +31,8 @@ typedef struct {
  * the registry: that is a bug, not an input. */
 const char *p2pk_param_str(const char *name);
 /* Integer value; the default when the text is not a number or out of the
- * setting's range (entry points call p2pk_param_check first, so such a value
- * is refused, not replaced). */
+ * setting's range, with a warning logged once (entry points call
+ * p2pk_param_check first, so such a value is refused there, never read). */
 int64_t p2pk_param_int(const char *name);
 /* Byte size with an optional K/M/G suffix (powers of 1024); the default as
  * p2pk_param_int says. */
@@ -50,6 +51,9 @@ int p2pk_param_is_set(const char *name);
 p2pkit_status_t p2pk_param_check(void);
 /* The same check of one setting's text: 0, or -1 with the sentence in `why`. */
 int p2pk_param_valid(const p2pk_param_def *d, const char *text, char *why, size_t len);
+/* An INT or SIZE setting's range as its messages say it ("0 or a whole
+ * number from 16 to 512", "a size from 16M to 4G"); "" for the others. */
+void p2pk_param_range_text(const p2pk_param_def *d, char *buf, size_t len);
 
 /* P2PKIT_* names in the environment that are not settings (a typo such as
  * P2PKIT_P2P_DISABLED, which would otherwise be ignored in silence). The

@@ -56,9 +56,13 @@ p2pkit_status_t p2pkit_grad_sync_create(p2pkit_comm_t comm, const p2pkit_grad_sy
                                         p2pkit_grad_sync_t *gs_p) {
   if (!comm || !gs_p)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "grad_sync_create: communicator or gs_p is NULL");
+  P2PK_CHECK(p2pk_param_check()); /* P2PKIT_BUCKET_SIZE, _FIRST_BUCKET_SIZE, _GRAD_SYNC_BLOCKS */
   p2pkit_grad_sync_opts_t o;
   p2pkit_grad_sync_opts_init(&o);
   if (opts) o = *opts;
+  if (o.max_blocks < -1 || o.max_blocks > P2PK_COLL_MAX_BLOCKS)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "grad_sync_create: max_blocks %d: expected -1 "
+                     "(no cap), 0 (the default) or 1..%d", o.max_blocks, P2PK_COLL_MAX_BLOCKS);
   if (!o.bucket_bytes) o.bucket_bytes = p2pk_param_size("P2PKIT_BUCKET_SIZE");
   if (!o.first_bucket_bytes) o.first_bucket_bytes = p2pk_param_size("P2PKIT_FIRST_BUCKET_SIZE");
   if (!o.bucket_bytes || !o.first_bucket_bytes)

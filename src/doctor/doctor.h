@@ -189,8 +189,10 @@ int p2pk_doc_nccl_child(int argc, char **argv);
 
 /* Gather the inputs (topology, link under load, probe, NCCL) and analyse.
  * `title` receives the line naming the machine. Fails only on what stops the
- * doctor itself (out of memory, unreadable --from / --nccl-log file). */
+ * doctor itself: out of memory, an unreadable --from / --nccl-log file, or
+ * an output (--dump-nccl, --save-nccl-log) that could not be written, which
+ * also sets *output_failed (the CLI's exit code for a write, not an input). */
 p2pkit_status_t p2pk_doctor_run(const p2pk_doc_opts *o, p2pk_findings *f, char *title,
-                                size_t title_len);
+                                size_t title_len, int *output_failed);
 
 #endif

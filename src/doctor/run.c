@@ -202,11 +202,14 @@ static void make_title(const p2pk_doc_opts *o, const state *s, char *title, size
 }
 
 p2pkit_status_t p2pk_doctor_run(const p2pk_doc_opts *o, p2pk_findings *f, char *title,
-                                size_t title_len) {
+                                size_t title_len, int *output_failed) {
   /* Opened first: a path that cannot be written fails before minutes of probes. */
   p2pk_outfile saved = {0};
-  if (o->save_nccl_log && p2pk_outfile_open(&saved, o->save_nccl_log) != 0)
+  *output_failed = 0;
+  if (o->save_nccl_log && p2pk_outfile_open(&saved, o->save_nccl_log) != 0) {
+    *output_failed = 1;
     return p2pk_fail(P2PKIT_ERR_IO, "cannot write %s: %s", o->save_nccl_log, strerror(errno));
+  }
   state *s = calloc(1, sizeof *s);
   p2pkit_status_t st = P2PKIT_SUCCESS;
   if (!s || !(s->nccl = calloc(1, sizeof *s->nccl))) {
@@ -227,11 +230,15 @@ p2pkit_status_t p2pk_doctor_run(const p2pk_doc_opts *o, p2pk_findings *f, char *
       st = p2pk_fail(P2PKIT_ERR_NO_DEVICE, "--dump-nccl needs a topology: %s", s->topo_err);
       goto out;
     }
+    *output_failed = 1;
     P2PK_CHECK_GOTO(p2pkit_topo_write_nccl(s->topo, o->dump_nccl), st, out);
+    *output_failed = 0;
   }
   /* NCCL first: its ranks then find the GPUs as idle as we did. */
   P2PK_CHECK_GOTO(run_nccl(o, s), st, out);
+  *output_failed = 1;
   P2PK_CHECK_GOTO(save_nccl_log(o, &saved, s), st, out);
+  *output_failed = 0;
   s->in.nccl_skip = s->nccl_skip;
   if (s->topo && s->in.live && s->topo->ngpus > 0) {
     s->load = calloc((size_t)s->topo->ngpus, sizeof *s->load);

@@ -156,10 +156,14 @@ typedef struct {
   p2pk_nccl_comm_t comm;
 } abort_args;
 
+void p2pk_nccl_abort_now(const p2pk_nccl_api *api, p2pk_nccl_comm_t comm) {
+  if (api->CommAbort) api->CommAbort(comm);
+  else api->CommDestroy(comm);
+}
+
 static void abort_now(void *arg) {
   const abort_args *a = arg;
-  if (a->api->CommAbort) a->api->CommAbort(a->comm);
-  else a->api->CommDestroy(a->comm);
+  p2pk_nccl_abort_now(a->api, a->comm);
 }
 
 int p2pk_nccl_abort_until(const p2pk_nccl_api *api, p2pk_nccl_comm_t comm, uint64_t until_ns) {

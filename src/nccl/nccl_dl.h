@@ -163,6 +163,9 @@ void p2pk_nccl_version_str(int code, char *buf, size_t len);
  * flag first, then joins its proxy threads, which can stay blocked in a
  * socket's poll (NVIDIA/nccl issue 1777): p2pkit_comm_abort must return. */
 int p2pk_nccl_abort_until(const p2pk_nccl_api *api, p2pk_nccl_comm_t comm, uint64_t until_ns);
+/* ncclCommAbort (ncclCommDestroy where the library lacks it) on the
+ * caller's thread, however long it takes. */
+void p2pk_nccl_abort_now(const p2pk_nccl_api *api, p2pk_nccl_comm_t comm);
 /* P2PKIT_SUCCESS, or P2PKIT_ERR_REMOTE with "what: NCCL's error string". */
 p2pkit_status_t p2pk_nccl_check(const p2pk_nccl_api *api, p2pk_nccl_result r, const char *what);
 

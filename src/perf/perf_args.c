@@ -3,8 +3,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "coll/algo.h"
+#include "nccl/dtype.h"
 #include "core/opts.h"
 #include "core/param.h"
 #include "perf/perf.h"
@@ -12,53 +14,45 @@
 void p2pk_perf_usage(FILE *out) {
   fprintf(out,
           "usage: p2pkit perf <collective> [options]\n\n"
-          "Times a collective over a range of sizes like nccl-tests (same flags, same columns),\n"
-          "checks every result, and with --vs-nccl measures NCCL through the same harness.\n"
-          "collectives: all_reduce, broadcast, reduce, all_gather, reduce_scatter, sendrecv,\n"
-          "             alltoall\n\n"
-          "  -b, --minbytes SIZE    smallest size (default 8; K, M, G, T suffixes)\n"
-          "  -e, --maxbytes SIZE    largest size (default 128M)\n"
-          "  -f, --stepfactor N     multiply the size by N each step (default 2)\n"
-          "  -i, --stepbytes SIZE   add SIZE each step instead\n"
-          "  -n, --iters N          calls per timed region (default 20)\n"
-          "  -w, --warmup_iters N   untimed calls first (default 5)\n"
-          "  -c, --check 0|1        check every result on the GPU (default 1); #wrong must be 0\n"
-          "  -G, --cudagraph N      capture the -n calls in a CUDA graph and time N launches of it\n"
-          "  -d, --datatype T       float, half, bfloat16, double, int32, int64, uint8 (default float)\n"
-          "  -o, --op OP            sum, prod, min, max, avg (default sum)\n"
-          "  -r, --root N           root rank of broadcast and reduce (default 0)\n"
-          "  -g, --ngpus N          GPUs in this process (default: all; 1 with -p)\n"
-          "  -p, --procs N          fork N processes, one GPU each (rendezvous on 127.0.0.1)\n"
-          "  -R, --local_register 0|1  register the buffers with the library (default 0)\n"
-          "      --repeats N        timed regions per point; the median is shown (default 5)\n"
-          "      --vs-nccl          also run NCCL (P2PKIT_NCCL_LIB) the same way; adds its time\n"
-          "                         and the speedup (NCCL time / p2pkit time)\n"
-          "      --nccl-only        run only NCCL\n"
-          "      --json             write the results as JSON on stdout instead of the table\n"
-          "      --json-file FILE   also write the JSON document to FILE\n"
-          "      --algo A[/P]       force p2pkit's all-reduce algorithm A (oneshot, twoshot,\n"
-          "                         staged) and protocol P (ll, ll128, simple): P2PKIT_ALGO, P2PKIT_PROTO;\n"
-          "                         twoshot also gives broadcast and reduce their rooted two-shot\n"
-          "      --sweep-algos LIST one pass per A[/P] in the comma list, then the fastest per size\n"
-          "      --algo-table FILE  write the fastest per size as an algorithm table (needs every\n"
-          "                         entry with its protocol; load it with P2PKIT_ALGO_TABLE)\n"
-          "      --max-blocks N     cap every collective kernel at N thread blocks, p2pkit's\n"
-          "                         (P2PKIT_MAX_BLOCKS) and NCCL's (NCCL_MAX_CTAS, unless set):\n"
-          "                         both as they run beside compute that keeps the other SMs\n"
-          "      --explain          print the selector's rules and table for this machine and\n"
-          "                         mode, and its decision per size, instead of measuring\n"
-          "      --hosts H          with -p: the ranks simulate H hosts, in blocks of ranks\n"
-          "                         (P2PKIT_HOSTID per block; NCCL_HOSTID per block, or per rank\n"
-          "                         with P2PKIT_SHARE_GPUS=1, unless set): the hierarchical path\n"
-          "                         and NCCL across the blocks over loopback\n"
-          "  -h, --help             this text\n\n"
-          "Columns: time is microseconds per call (median of the repeats, max over GPUs);\n"
-          "algbw = size / time; busbw = algbw x factor (all_reduce 2(n-1)/n; all_gather,\n"
-          "reduce_scatter, alltoall (n-1)/n; broadcast, reduce, sendrecv 1).\n"
-          "Settings: P2PKIT_TIMEOUT (seconds without progress before giving up), P2PKIT_NCCL_LIB.\n"
-          "Exit codes: 0 done and every result right; 1 a run failed or a result was wrong,\n"
-          "or the output could not be written; 2 a bad command line or setting, or no GPU\n"
-          "(docs/cli.md).\n");
+          "Times a collective like nccl-tests (its flags, meanings and columns), checks every\n"
+          "result, and with --vs-nccl measures NCCL through the same harness. Collectives:\n"
+          "all_reduce broadcast reduce all_gather reduce_scatter sendrecv alltoall hypercube\n\n"
+          "nccl-tests' flags (docs/cli.md: what each does here, what is refused and why):\n"
+          "  -b -e SIZE  smallest, largest size (default 8, 128M)   -f N / -i SIZE  step\n"
+          "  -n N  calls timed (20)   -w N  warm-up (5)   -m N  calls per group (1)\n"
+          "  -N N  passes over the sizes (1; 0 until killed)   -c N  calls checked (1)\n"
+          "  -G N  time N launches of a CUDA graph of the -n calls\n"
+          "  -d T  int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3\n"
+          "        f8e5m2 or all (float; int8, uint32, uint64, fp8: p2pkit's NCCL path)\n"
+          "  -o OP sum prod max min avg mulsum (NCCL only) or all   -r N|all  root (0)\n"
+          "  -z 0-3 wait/barrier per call   -y 1 default stream   -T SEC  P2PKIT_TIMEOUT\n"
+          "  -C 1 host time per call   -S 1 timestamps   -a 0-3 ranks' times: 0 rank 0,\n"
+          "        1 mean, 2 min, 3 max (3)   -u N misalign   -R 0|1 register   -J F.json\n"
+          "  -g N  GPUs in this process (all)   -t 1   -p 0|1 parallel init (one thread: 0)\n"
+          "p2pkit's own:\n"
+          "  --procs N         fork N processes, one GPU each (rendezvous on 127.0.0.1)\n"
+          "  --repeats N       timed regions per point; the median is shown (default 5)\n"
+          "  --vs-nccl         also run NCCL (P2PKIT_NCCL_LIB): its time and the speedup\n"
+          "                    (NCCL time / p2pkit time)    --nccl-only  only NCCL\n"
+          "  --json            the JSON document on stdout instead of the table\n"
+          "  --json-file FILE  also write the JSON document to FILE\n"
+          "  --algo A[/P]      force p2pkit's all-reduce algorithm (oneshot, twoshot, staged)\n"
+          "                    and protocol (ll, ll128, simple); twoshot: broadcast's and\n"
+          "                    reduce's rooted two-shot too\n"
+          "  --sweep-algos L   one pass per A[/P] of the comma list, then the fastest per size\n"
+          "  --algo-table FILE the fastest per size as an algorithm table (P2PKIT_ALGO_TABLE)\n"
+          "  --max-blocks N    cap p2pkit's (P2PKIT_MAX_BLOCKS) and NCCL's (NCCL_MAX_CTAS)\n"
+          "                    kernels at N blocks, as beside compute keeping the other SMs\n"
+          "  --explain         print the selector and its decision per size, not measure\n"
+          "  --from FILE       with --explain: a recorded machine, no GPU (-g, --procs ranks)\n"
+          "  --hosts H         with --procs: the ranks simulate H hosts (P2PKIT_HOSTID,\n"
+          "                    NCCL_HOSTID per block of ranks): hierarchical path, NCCL across\n"
+          "  -h, --help        this text\n\n"
+          "Columns: time is us per call (median of the repeats, max over GPUs); algbw =\n"
+          "size / time; busbw = algbw x factor (all_reduce 2(n-1)/n; all_gather,\n"
+          "reduce_scatter, alltoall, hypercube (n-1)/n; broadcast, reduce, sendrecv 1).\n"
+          "Exit codes: 0 done, every result right; 1 a run failed, a result was wrong or\n"
+          "the output could not be written; 2 a bad command line or setting, or no GPU.\n");
 }
 
 static int bad(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -72,17 +66,23 @@ static int bad(FILE *err, const char *fmt, ...) {
   return PERF_PARSE_ERROR;
 }
 
+/* The first spelling of each type is nccl-tests' (printed); "all" runs
+ * them in nccl-tests' order, the order of this table. */
 static const struct {
   const char *name;
   p2pkit_dtype_t d;
 } dtypes[] = {
-    {"float", P2PKIT_FLOAT32},   {"float32", P2PKIT_FLOAT32}, {"fp32", P2PKIT_FLOAT32},
-    {"half", P2PKIT_FLOAT16},    {"float16", P2PKIT_FLOAT16}, {"fp16", P2PKIT_FLOAT16},
-    {"bfloat16", P2PKIT_BFLOAT16}, {"bf16", P2PKIT_BFLOAT16},
-    {"double", P2PKIT_FLOAT64},  {"float64", P2PKIT_FLOAT64}, {"fp64", P2PKIT_FLOAT64},
-    {"int32", P2PKIT_INT32},     {"int", P2PKIT_INT32},
-    {"int64", P2PKIT_INT64},     {"uint8", P2PKIT_UINT8},
+    {"int8", P2PKIT_INT8},         {"uint8", P2PKIT_UINT8},     {"int32", P2PKIT_INT32},
+    {"uint32", P2PKIT_UINT32},     {"int64", P2PKIT_INT64},     {"uint64", P2PKIT_UINT64},
+    {"half", P2PKIT_FLOAT16},      {"float", P2PKIT_FLOAT32},   {"double", P2PKIT_FLOAT64},
+    {"bfloat16", P2PKIT_BFLOAT16}, {"f8e4m3", P2PKIT_FLOAT8_E4M3}, {"f8e5m2", P2PKIT_FLOAT8_E5M2},
+    {"float32", P2PKIT_FLOAT32},   {"fp32", P2PKIT_FLOAT32},    {"float16", P2PKIT_FLOAT16},
+    {"fp16", P2PKIT_FLOAT16},      {"bf16", P2PKIT_BFLOAT16},   {"float64", P2PKIT_FLOAT64},
+    {"fp64", P2PKIT_FLOAT64},      {"int", P2PKIT_INT32},       {"fp8_e4m3", P2PKIT_FLOAT8_E4M3},
+    {"float8_e4m3fn", P2PKIT_FLOAT8_E4M3}, {"fp8_e5m2", P2PKIT_FLOAT8_E5M2},
+    {"float8_e5m2", P2PKIT_FLOAT8_E5M2},
 };
+#define NCCL_TESTS_TYPES 12 /* the first rows: nccl-tests' names, its "all" */
 
 int p2pk_perf_dtype_parse(const char *name, p2pkit_dtype_t *out) {
   for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
@@ -99,19 +99,45 @@ const char *p2pk_perf_dtype_name(p2pkit_dtype_t d) {
   return "?";
 }
 
-static const char *const op_names[P2PKIT_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+/* nccl-tests' names and order (its "all"): sum, prod, max, min, avg, mulsum. */
+static const struct {
+  const char *name;
+  int op;
+} op_names[PERF_OP_COUNT] = {{"sum", P2PKIT_SUM}, {"prod", P2PKIT_PROD}, {"max", P2PKIT_MAX},
+                             {"min", P2PKIT_MIN}, {"avg", P2PKIT_AVG}, {"mulsum", PERF_OP_MULSUM}};
 
-int p2pk_perf_op_parse(const char *name, p2pkit_redop_t *out) {
-  for (int i = 0; i < P2PKIT_REDOP_COUNT; i++)
-    if (strcmp(name, op_names[i]) == 0) {
-      *out = (p2pkit_redop_t)i;
+int p2pk_perf_op_parse(const char *name, int *out) {
+  for (int i = 0; i < PERF_OP_COUNT; i++)
+    if (strcmp(name, op_names[i].name) == 0) {
+      *out = op_names[i].op;
       return 0;
     }
   return -1;
 }
 
-const char *p2pk_perf_op_name(p2pkit_redop_t op) {
-  return op >= 0 && op < P2PKIT_REDOP_COUNT ? op_names[op] : "?";
+const char *p2pk_perf_op_name(int op) {
+  for (int i = 0; i < PERF_OP_COUNT; i++)
+    if (op_names[i].op == op) return op_names[i].name;
+  return "?";
+}
+
+int p2pk_perf_p2pkit_runs(const perf_variant *v) { return v->op != PERF_OP_MULSUM; }
+
+int p2pk_perf_via_nccl(const perf_variant *v) { return !p2pk_dtype_native(v->dtype); }
+
+int p2pk_perf_variants(const perf_args *a, int nranks, perf_variant *out, int max) {
+  const int nops = a->coll->uses_op ? a->nops : 1;
+  const int roots = a->coll->uses_root && a->root < 0 ? nranks : 1;
+  int n = 0;
+  for (int t = 0; t < a->ndtypes; t++)
+    for (int o = 0; o < nops; o++)
+      for (int r = 0; r < roots; r++, n++) {
+        if (n >= max) continue;
+        out[n].dtype = a->dtypes[t];
+        out[n].op = a->coll->uses_op ? a->ops[o] : P2PKIT_SUM;
+        out[n].root = !a->coll->uses_root ? -1 : a->root < 0 ? r : a->root;
+      }
+  return n;
 }
 
 void p2pk_perf_args_default(perf_args *a) {
@@ -121,10 +147,18 @@ void p2pk_perf_args_default(perf_args *a) {
   a->step_factor = 2;
   a->iters = 20;
   a->warmup = 5;
+  a->agg = 1;
+  a->cycles = 1;
   a->check = 1;
   a->repeats = 5;
+  a->nthreads = 1;
   a->dtype = P2PKIT_FLOAT32;
+  a->ndtypes = 1;
+  a->dtypes[0] = P2PKIT_FLOAT32;
   a->op = P2PKIT_SUM;
+  a->nops = 1;
+  a->ops[0] = P2PKIT_SUM;
+  a->average = 3;
 }
 
 int p2pk_perf_uses_p2pkit(const perf_args *a) { return !a->nccl_only; }
@@ -163,26 +197,39 @@ int p2pk_perf_sizes(const perf_args *a, size_t *out, int max) {
   return n;
 }
 
-/* The options: getopt_long's table; the long-only ones get values past
- * the characters. */
+/* The options: nccl-tests' table (its letters and long names, common.cu),
+ * then p2pkit's long-only ones, valued past the characters. */
 enum { OPT_REPEATS = 256, OPT_VS_NCCL, OPT_NCCL_ONLY, OPT_JSON, OPT_JSON_FILE, OPT_ALGO,
-       OPT_SWEEP_ALGOS, OPT_ALGO_TABLE, OPT_MAX_BLOCKS, OPT_EXPLAIN, OPT_HOSTS };
-static const char short_opts[] = ":b:e:f:i:n:w:c:G:d:o:r:g:p:R:h";
+       OPT_SWEEP_ALGOS, OPT_ALGO_TABLE, OPT_MAX_BLOCKS, OPT_EXPLAIN, OPT_HOSTS, OPT_PROCS,
+       OPT_FROM };
+static const char short_opts[] =
+    ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:S:J:a:R:x:D:V:M:u:I:K:h";
 static const struct option long_opts[] = {
-    {"minbytes", required_argument, NULL, 'b'},     {"maxbytes", required_argument, NULL, 'e'},
-    {"stepfactor", required_argument, NULL, 'f'},   {"stepbytes", required_argument, NULL, 'i'},
-    {"iters", required_argument, NULL, 'n'},        {"warmup_iters", required_argument, NULL, 'w'},
-    {"check", required_argument, NULL, 'c'},        {"cudagraph", required_argument, NULL, 'G'},
-    {"datatype", required_argument, NULL, 'd'},     {"op", required_argument, NULL, 'o'},
-    {"root", required_argument, NULL, 'r'},         {"ngpus", required_argument, NULL, 'g'},
-    {"procs", required_argument, NULL, 'p'},        {"local_register", required_argument, NULL, 'R'},
+    {"nthreads", required_argument, NULL, 't'},      {"ngpus", required_argument, NULL, 'g'},
+    {"minbytes", required_argument, NULL, 'b'},      {"maxbytes", required_argument, NULL, 'e'},
+    {"stepbytes", required_argument, NULL, 'i'},     {"stepfactor", required_argument, NULL, 'f'},
+    {"iters", required_argument, NULL, 'n'},         {"agg_iters", required_argument, NULL, 'm'},
+    {"warmup_iters", required_argument, NULL, 'w'},  {"run_cycles", required_argument, NULL, 'N'},
+    {"parallel_init", required_argument, NULL, 'p'}, {"check", required_argument, NULL, 'c'},
+    {"op", required_argument, NULL, 'o'},            {"datatype", required_argument, NULL, 'd'},
+    {"root", required_argument, NULL, 'r'},          {"blocking", required_argument, NULL, 'z'},
+    {"stream_null", required_argument, NULL, 'y'},   {"timeout", required_argument, NULL, 'T'},
+    {"cudagraph", required_argument, NULL, 'G'},     {"report_cputime", required_argument, NULL, 'C'},
+    {"report_timestamps", required_argument, NULL, 'S'},
+    {"output_file", required_argument, NULL, 'J'},   {"average", required_argument, NULL, 'a'},
+    {"local_register", required_argument, NULL, 'R'}, {"cta_policy", required_argument, NULL, 'x'},
+    {"device_implementation", required_argument, NULL, 'D'},
+    {"device_cta_count", required_argument, NULL, 'V'}, {"memory", required_argument, NULL, 'M'},
+    {"unalign", required_argument, NULL, 'u'},       {"per_iter_timing", required_argument, NULL, 'I'},
+    {"per_iter_skip", required_argument, NULL, 'K'},
+    {"procs", required_argument, NULL, OPT_PROCS},
     {"repeats", required_argument, NULL, OPT_REPEATS}, {"vs-nccl", no_argument, NULL, OPT_VS_NCCL},
     {"nccl-only", no_argument, NULL, OPT_NCCL_ONLY}, {"json", no_argument, NULL, OPT_JSON},
     {"json-file", required_argument, NULL, OPT_JSON_FILE}, {"algo", required_argument, NULL, OPT_ALGO},
     {"sweep-algos", required_argument, NULL, OPT_SWEEP_ALGOS},
     {"algo-table", required_argument, NULL, OPT_ALGO_TABLE},
     {"max-blocks", required_argument, NULL, OPT_MAX_BLOCKS}, {"explain", no_argument, NULL, OPT_EXPLAIN},
-    {"hosts", required_argument, NULL, OPT_HOSTS},
+    {"hosts", required_argument, NULL, OPT_HOSTS},   {"from", required_argument, NULL, OPT_FROM},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -249,6 +296,114 @@ static int file_arg(FILE *err, const char *flag, const char *v, const char **out
   return 0;
 }
 
+static int type_arg(FILE *err, const char *flag, const char *v, perf_args *a) {
+  if (strcmp(v, "all") == 0) {
+    a->ndtypes = NCCL_TESTS_TYPES;
+    for (int i = 0; i < NCCL_TESTS_TYPES; i++) a->dtypes[i] = dtypes[i].d;
+  } else if (p2pk_perf_dtype_parse(v, &a->dtypes[0]) == 0) {
+    a->ndtypes = 1;
+  } else {
+    return bad(err, "%s '%s': unknown data type (int8, uint8, int32, uint32, int64, uint64, half, "
+               "float, double, bfloat16, f8e4m3, f8e5m2 or all)", flag, v);
+  }
+  a->dtype = a->dtypes[0];
+  return 0;
+}
+
+/* "all": every operation; the run drops mulsum where NCCL does not run. */
+static int op_arg(FILE *err, const char *flag, const char *v, perf_args *a) {
+  if (strcmp(v, "all") == 0) {
+    a->nops = PERF_OP_COUNT;
+    for (int i = 0; i < PERF_OP_COUNT; i++) a->ops[i] = op_names[i].op;
+  } else if (p2pk_perf_op_parse(v, &a->ops[0]) == 0) {
+    a->nops = 1;
+  } else {
+    return bad(err, "%s '%s': unknown reduction (sum, prod, max, min, avg, mulsum or all)", flag, v);
+  }
+  a->op = a->ops[0];
+  return 0;
+}
+
+static int root_arg(FILE *err, const char *flag, const char *v, perf_args *a) {
+  if (strcmp(v, "all") == 0) {
+    a->root = -1;
+    return 0;
+  }
+  return int_arg(err, flag, v, 0, P2PK_PERF_MAX_RANKS - 1, &a->root);
+}
+
+/* nccl-tests' -J infers the format from the name and writes only JSON. */
+static int json_name_arg(FILE *err, const char *flag, const char *v, perf_args *a) {
+  const char *dot = strrchr(v, '.');
+  if (!v[0]) return bad(err, "%s needs a file name", flag);
+  if (!dot || strchr(dot, '/') || strcasecmp(dot, ".json") != 0)
+    return bad(err, "%s '%s': only JSON is written (a name ending in .json, as nccl-tests infers "
+               "the format from it)", flag, v);
+  a->json_file = v;
+  return 0;
+}
+
+/* nccl-tests' flags. */
+static int apply_nccl_tests(FILE *err, int c, const char *flag, const char *v, perf_args *a) {
+  int unused = 0;
+  switch (c) {
+    case 't': return int_arg(err, flag, v, 1, P2PK_PERF_MAX_RANKS, &a->nthreads);
+    case 'm': return int_arg(err, flag, v, 1, 1024, &a->agg);
+    case 'N': return int_arg(err, flag, v, 0, 1000000, &a->cycles);
+    case 'p': return int_arg(err, flag, v, 0, 1, &a->parallel_init);
+    case 'c': return int_arg(err, flag, v, 0, 1000, &a->check);
+    case 'z': return int_arg(err, flag, v, 0, 3, &a->blocking);
+    case 'y': return int_arg(err, flag, v, 0, 1, &a->stream_null);
+    case 'T': return int_arg(err, flag, v, 0, 86400, &a->timeout_s);
+    case 'C': return int_arg(err, flag, v, 0, 1, &a->cputime);
+    case 'S': return int_arg(err, flag, v, 0, 1, &a->timestamps);
+    case 'a': return int_arg(err, flag, v, 0, 3, &a->average);
+    case 'u': return int_arg(err, flag, v, 0, 4096, &a->unalign);
+    case 'J': return json_name_arg(err, flag, v, a);
+    case 'd': return type_arg(err, flag, v, a);
+    case 'o': return op_arg(err, flag, v, a);
+    case 'r': return root_arg(err, flag, v, a);
+    case 'R':
+      if (int_arg(err, flag, v, 0, 2, &a->reg)) return PERF_PARSE_ERROR;
+      if (a->reg == 2)
+        return bad(err, "%s 2: symmetric registration (NCCL's ncclCommWindowRegister) is not done "
+                   "by p2pkit perf; -R 1 registers the buffers with each library", flag);
+      return 0;
+    case 'D':
+      if (int_arg(err, flag, v, 0, 1000, &unused)) return PERF_PARSE_ERROR;
+      if (unused)
+        return bad(err, "%s %d: nccl-tests' own device-API kernels are not in p2pkit perf; "
+                   "-D 0 (the libraries' calls) is all it runs", flag, unused);
+      return 0;
+    case 'x':
+      return bad(err, "%s: NCCL's CTA policy is a field of the config p2pkit perf does not pass "
+                 "(NCCL's communicators are made with ncclCommInitRank/InitAll), and p2pkit has "
+                 "none; --max-blocks caps both libraries' grids", flag);
+    case 'V':
+      return bad(err, "%s sets the CTA count of -D's device-API kernels, which p2pkit perf does "
+                 "not have", flag);
+    case 'M':
+      if (int_arg(err, flag, v, 0, 1, &unused)) return PERF_PARSE_ERROR;
+      if (unused)
+        return bad(err, "%s 1: p2pkit perf does not report memory use (the JSON's settings and "
+                   "P2PKIT_BUFFER_SIZE say what p2pkit takes)", flag);
+      return 0;
+    case 'I':
+      if (int_arg(err, flag, v, 0, 1, &unused)) return PERF_PARSE_ERROR;
+      if (unused)
+        return bad(err, "%s 1: p2pkit perf times --repeats regions of -n calls (median, min and "
+                   "max in the JSON), not each call", flag);
+      return 0;
+    case 'K':
+      if (int_arg(err, flag, v, 0, 1000000, &unused)) return PERF_PARSE_ERROR;
+      if (unused)
+        return bad(err, "%s %d skips samples of -I's per-iteration timing, which p2pkit perf "
+                   "does not do", flag, unused);
+      return 0;
+    default: return bad(err, "%s: not handled (a bug)", flag);
+  }
+}
+
 static int apply(FILE *err, int c, const char *flag, const char *v, perf_args *a) {
   switch (c) {
     case 'b': return size_arg(err, flag, v, &a->min_bytes);
@@ -268,21 +423,9 @@ static int apply(FILE *err, int c, const char *flag, const char *v, perf_args *a
     }
     case 'n': return int_arg(err, flag, v, 1, 1000000, &a->iters);
     case 'w': return int_arg(err, flag, v, 0, 1000000, &a->warmup);
-    case 'c': return int_arg(err, flag, v, 0, 1, &a->check);
     case 'G': return int_arg(err, flag, v, 0, 10000, &a->graph);
     case 'g': return int_arg(err, flag, v, 1, P2PK_PERF_MAX_RANKS, &a->ngpus);
-    case 'p': return int_arg(err, flag, v, 1, P2PK_PERF_MAX_RANKS, &a->nprocs);
-    case 'r': return int_arg(err, flag, v, 0, P2PK_PERF_MAX_RANKS - 1, &a->root);
-    case 'R': return int_arg(err, flag, v, 0, 1, &a->reg);
-    case 'd':
-      if (p2pk_perf_dtype_parse(v, &a->dtype))
-        return bad(err, "%s '%s': unknown data type (float, half, bfloat16, double, int32, "
-                   "int64, uint8)", flag, v);
-      return 0;
-    case 'o':
-      if (p2pk_perf_op_parse(v, &a->op))
-        return bad(err, "%s '%s': unknown reduction (sum, prod, min, max, avg)", flag, v);
-      return 0;
+    case OPT_PROCS: return int_arg(err, flag, v, 1, P2PK_PERF_MAX_RANKS, &a->nprocs);
     case OPT_REPEATS: return int_arg(err, flag, v, 1, P2PK_PERF_MAX_REPEATS, &a->repeats);
     case OPT_MAX_BLOCKS: return int_arg(err, flag, v, 1, 1024, &a->max_blocks);
     case OPT_HOSTS: return int_arg(err, flag, v, 1, P2PK_PERF_MAX_RANKS, &a->hosts);
@@ -292,39 +435,73 @@ static int apply(FILE *err, int c, const char *flag, const char *v, perf_args *a
     case OPT_EXPLAIN: a->explain = 1; return 0;
     case OPT_JSON_FILE: return file_arg(err, flag, v, &a->json_file);
     case OPT_ALGO_TABLE: return file_arg(err, flag, v, &a->algo_table);
+    case OPT_FROM: return file_arg(err, flag, v, &a->from);
     case OPT_SWEEP_ALGOS: return split_algos(err, v, a);
     case OPT_ALGO:
       if (check_algo(err, flag, v)) return PERF_PARSE_ERROR;
       a->algo = v;
       return 0;
-    default: return bad(err, "%s: not handled (a bug)", flag);
+    default: return apply_nccl_tests(err, c, flag, v, a);
   }
 }
 
-/* Everything that can be judged before touching a GPU. */
-static int validate(FILE *err, perf_args *a) {
-  if (!a->coll) {
-    bad(err, "which collective? (all_reduce, broadcast, reduce, all_gather, reduce_scatter, "
-        "sendrecv, alltoall)");
-    p2pk_perf_usage(err);
-    return PERF_PARSE_ERROR;
-  }
+#define COLL_LIST \
+  "all_reduce, broadcast, reduce, all_gather, reduce_scatter, sendrecv, alltoall, hypercube"
+
+/* Sizes and how they step. */
+static int validate_sizes(FILE *err, perf_args *a) {
   if (a->max_bytes < a->min_bytes)
     return bad(err, "-e %zu is smaller than -b %zu", a->max_bytes, a->min_bytes);
   if (a->factor_given && a->step_bytes) return bad(err, "-f and -i cannot both be given");
   if (!a->step_bytes && a->step_factor < 2 && a->max_bytes != a->min_bytes)
     return bad(err, "-f %ld: %s", a->step_factor, STEP_FACTOR_RULE);
   size_t sizes[P2PK_PERF_MAX_SIZES + 1];
-  if (p2pk_perf_sizes(a, sizes, P2PK_PERF_MAX_SIZES + 1) > P2PK_PERF_MAX_SIZES)
+  int n = p2pk_perf_sizes(a, sizes, P2PK_PERF_MAX_SIZES + 1);
+  if (n > P2PK_PERF_MAX_SIZES)
     return bad(err, "-b %zu -e %zu gives more than %d sizes; raise -f or -i", a->min_bytes,
                a->max_bytes, P2PK_PERF_MAX_SIZES);
+  /* -r all is counted once the ranks are known. */
+  long rows = (long)n * a->ndtypes * (a->coll->uses_op ? a->nops : 1) * (a->cycles ? a->cycles : 1);
+  if (rows > P2PK_PERF_MAX_ROWS)
+    return bad(err, "%ld rows (sizes x types x operations x -N cycles) are more than the %d one "
+               "run holds; fewer sizes, types, operations or cycles", rows, P2PK_PERF_MAX_ROWS);
+  return 0;
+}
+
+/* nccl-tests' flags p2pkit honours only in some combinations. */
+static int validate_nccl_tests(FILE *err, const perf_args *a) {
+  if (a->nthreads > 1)
+    return bad(err, "-t %d: p2pkit perf drives a process's GPUs from one thread; for %d ranks give "
+               "-g %d (one process) or --procs %d", a->nthreads, a->nthreads * (a->ngpus ? a->ngpus : 1),
+               a->nthreads * (a->ngpus ? a->ngpus : 1), a->nthreads * (a->ngpus ? a->ngpus : 1));
+  if (a->blocking && a->graph)
+    return bad(err, "-z %d waits for each call, which a CUDA graph's capture (-G %d) cannot",
+               a->blocking, a->graph);
+  if (a->stream_null && a->graph)
+    return bad(err, "-y 1: the legacy default stream cannot be captured into a CUDA graph (-G %d)",
+               a->graph);
+  if (a->agg > 1 && a->coll->steps(P2PK_PERF_MAX_RANKS) > 1)
+    return bad(err, "-m %d: %s's steps depend on each other, and one group of -m calls would run "
+               "them at once", a->agg, a->coll->name);
+  if (a->cycles == 0 && (a->json || a->json_file || a->nalgos))
+    return bad(err, "-N 0 runs until killed, so its JSON document (or sweep) would never be "
+               "written; give -N a count");
+  if (a->coll->uses_op && a->nops == 1 && a->op == PERF_OP_MULSUM && !p2pk_perf_uses_nccl(a))
+    return bad(err, "-o mulsum is NCCL's pre-multiplied sum, which p2pkit does not have; measure "
+                 "NCCL with --vs-nccl or --nccl-only");
+  return 0;
+}
+
+/* The modes p2pkit adds and how they combine. */
+static int validate_modes(FILE *err, const perf_args *a) {
   if (a->nprocs > 0 && a->ngpus > 1)
-    return bad(err, "-p runs one GPU per process; -g %d cannot be combined with it", a->ngpus);
+    return bad(err, "--procs runs one GPU per process; -g %d cannot be combined with it", a->ngpus);
   if (a->vs_nccl && a->nccl_only) return bad(err, "--vs-nccl and --nccl-only exclude each other");
   if (a->hosts && a->nprocs <= 0)
-    return bad(err, "--hosts %d simulates hosts among -p's processes; give -p N too", a->hosts);
+    return bad(err, "--hosts %d simulates hosts among --procs' processes; give --procs N too",
+               a->hosts);
   if (a->hosts > a->nprocs && a->nprocs > 0)
-    return bad(err, "--hosts %d: more hosts than the %d processes of -p", a->hosts, a->nprocs);
+    return bad(err, "--hosts %d: more hosts than the %d processes of --procs", a->hosts, a->nprocs);
   if (!a->coll->p2pkit_call && !a->nccl_only)
     return bad(err, "p2pkit has no %s yet; measure NCCL alone with --nccl-only", a->coll->name);
   if (a->nalgos && (a->vs_nccl || a->nccl_only || a->algo))
@@ -333,6 +510,9 @@ static int validate(FILE *err, perf_args *a) {
   if (a->algo_table && !a->nalgos) return bad(err, "--algo-table needs --sweep-algos");
   if (a->explain && (a->vs_nccl || a->nccl_only || a->nalgos))
     return bad(err, "--explain prints p2pkit's selector; not with --vs-nccl, --nccl-only or --sweep-algos");
+  if (a->from && !a->explain)
+    return bad(err, "--from %s: a recorded machine has no GPU to measure; --from is for --explain",
+               a->from);
   if (a->nalgos && a->coll->id != PERF_ALL_REDUCE)
     return bad(err, "--sweep-algos sweeps p2pkit's all-reduce algorithms; not for %s", a->coll->name);
   /* Broadcast and reduce: twoshot is their rooted two-shot, oneshot the push. */
@@ -347,14 +527,27 @@ static int validate(FILE *err, perf_args *a) {
   return 0;
 }
 
+/* Everything that can be judged before touching a GPU. */
+static int validate(FILE *err, perf_args *a) {
+  if (!a->coll) {
+    bad(err, "which collective? (" COLL_LIST ")");
+    p2pk_perf_usage(err);
+    return PERF_PARSE_ERROR;
+  }
+  if (validate_sizes(err, a) || validate_nccl_tests(err, a) || validate_modes(err, a))
+    return PERF_PARSE_ERROR;
+  /* -o all without NCCL: the operations p2pkit has (nccl-tests' "all" less mulsum). */
+  if (a->nops > 1 && !p2pk_perf_uses_nccl(a)) a->nops = PERF_OP_COUNT - 1;
+  return 0;
+}
+
 /* The collective, the one argument that is not an option. */
 static int take_collective(FILE *err, int argc, char **argv, perf_args *a) {
   for (int i = optind; i < argc; i++) {
     if (a->coll) return bad(err, "unexpected argument '%s' (one collective per run)", argv[i]);
     a->coll = p2pk_perf_coll(argv[i]);
     if (!a->coll)
-      return bad(err, "unknown collective '%s' (all_reduce, broadcast, reduce, all_gather, "
-                 "reduce_scatter, sendrecv, alltoall)", argv[i]);
+      return bad(err, "unknown collective '%s' (" COLL_LIST ")", argv[i]);
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coll/algo.h"
@@ -19,6 +20,9 @@
 #define BASE_WIDTH 52  /* 12+2+12+2+8+2+6+2+6 */
 #define PLACE_WIDTH 33 /* 2+7+2+6+2+6+2+6 */
 #define VS_WIDTH 27    /* 2+8+2+6+2+7 */
+/* -S: nccl-tests' timestamp column, "%Y-%m-%d %H:%M:%S" (local time). */
+#define TS_WIDTH 21
+#define TS_FORMAT_LABEL "(Y-m-d H:M:S)"
 
 perf_lib p2pk_perf_primary(const perf_args *a) {
   return a->nccl_only ? PERF_LIB_NCCL : PERF_LIB_P2PKIT;
@@ -70,8 +74,12 @@ void p2pk_perf_print_header(FILE *out, const perf_report *r, const perf_pass *p)
           r->gpus_per_proc, a->min_bytes, a->max_bytes);
   if (a->step_bytes) fprintf(out, "%zu(bytes)", a->step_bytes);
   else fprintf(out, "%ld(factor)", a->step_factor);
-  fprintf(out, " warmup iters: %d iters: %d repeats: %d validation: %d graph: %d register: %d\n",
-          a->warmup, a->iters, a->repeats, a->check, a->graph, a->reg);
+  fprintf(out, " warmup iters: %d iters: %d agg iters: %d repeats: %d validation: %d graph: %d "
+          "register: %d unalign: %d\n", a->warmup, a->iters, a->agg, a->repeats, a->check, a->graph,
+          a->reg, a->unalign);
+  if (a->blocking || a->stream_null || a->average != 3 || a->cycles != 1)
+    fprintf(out, "# blocking: %d stream_null: %d average: %d run cycles: %d\n", a->blocking,
+            a->stream_null, a->average, a->cycles);
   if (a->max_blocks > 0) {
     const char *nc = getenv("NCCL_MAX_CTAS");
     fprintf(out, "# grid cap: p2pkit %d blocks (P2PKIT_MAX_BLOCKS)", a->max_blocks);
@@ -91,16 +99,19 @@ void p2pk_perf_print_header(FILE *out, const perf_report *r, const perf_pass *p)
   if (a->coll->has_inplace) centered(out, "in-place", gw);
   fputc('\n', out);
   int places = a->coll->has_inplace ? 2 : 1;
+  const char *tlabel = a->cputime ? "cputime" : "time";
   fprintf(out, "# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
   for (int ip = 0; ip < places; ip++) {
-    fprintf(out, W_PLACE, "time", "algbw", "busbw", "#wrong");
-    if (vs) fprintf(out, W_VS, "nccl", "#wrong", "speedup");
+    fprintf(out, W_PLACE, tlabel, "algbw", "busbw", "#wrong");
+    if (vs) fprintf(out, W_VS, a->cputime ? "ncputime" : "nccl", "#wrong", "speedup");
   }
+  if (a->timestamps) fprintf(out, " %*s", TS_WIDTH, "timestamp");
   fprintf(out, "\n# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
   for (int ip = 0; ip < places; ip++) {
     fprintf(out, W_PLACE, "(us)", "(GB/s)", "(GB/s)", "");
     if (vs) fprintf(out, W_VS, "(us)", "(nccl)", "(x)");
   }
+  if (a->timestamps) fprintf(out, " %*s", TS_WIDTH, TS_FORMAT_LABEL);
   fputc('\n', out);
 }
 
@@ -110,21 +121,50 @@ static double speedup(const perf_row *row, int ip) {
   return base->t_med / mine->t_med;
 }
 
+/* The time column: the GPU's per call, or with -C the host's to issue one. */
+static double shown_time(const perf_args *a, const perf_stat *s) {
+  if (!s->measured) return NAN;
+  return a->cputime ? s->t_cpu : s->t_med;
+}
+
+static void print_timestamp(FILE *out, long long when) {
+  char buf[32] = "";
+  time_t t = (time_t)when;
+  struct tm tm;
+  if (localtime_r(&t, &tm)) strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  fprintf(out, " %*s", TS_WIDTH, buf);
+}
+
+void p2pk_perf_print_variant_note(FILE *out, const perf_report *r, const perf_variant *v,
+                                  const char *why) {
+  const perf_args *a = r->args;
+  char what[64];
+  int n = snprintf(what, sizeof what, "%s", p2pk_perf_dtype_name(v->dtype));
+  if (a->coll->uses_op) snprintf(what + n, sizeof what - (size_t)n, " %s", p2pk_perf_op_name(v->op));
+  if (why && why[0]) fprintf(out, "# %s: %s\n", what, why);
+  else if (!a->nccl_only && p2pk_perf_via_nccl(v))
+    fprintf(out, "# %s: p2pkit has no kernels for %s; its calls in the rows below run on NCCL "
+            "(its P2PKIT_NCCL path)\n", what, p2pk_perf_dtype_name(v->dtype));
+  else if (!a->nccl_only && !p2pk_perf_p2pkit_runs(v))
+    fprintf(out, "# %s: p2pkit has no %s (NCCL's pre-multiplied sum): its columns are N/A\n", what,
+            p2pk_perf_op_name(v->op));
+}
+
 void p2pk_perf_print_row(FILE *out, const perf_report *r, const perf_row *row) {
   const perf_args *a = r->args;
   perf_lib lib = p2pk_perf_primary(a);
   int vs = show_vs(a);
   char root[16];
-  snprintf(root, sizeof root, "%d", a->coll->uses_root ? a->root : -1);
+  snprintf(root, sizeof root, "%d", row->v.root);
   fprintf(out, "%12zu  %12zu  %8s  %6s  %6s", row->k.bytes, row->k.count,
-          p2pk_perf_dtype_name(a->dtype), a->coll->uses_op ? p2pk_perf_op_name(a->op) : "none",
+          p2pk_perf_dtype_name(row->v.dtype), a->coll->uses_op ? p2pk_perf_op_name(row->v.op) : "none",
           root);
   int places = a->coll->has_inplace ? 2 : 1;
   for (int ip = 0; ip < places; ip++) {
     const perf_stat *s = &row->st[lib][ip];
     char t[24], alg[24], bus[24], w[24];
     double us = s->measured ? s->t_med : NAN;
-    p2pk_perf_fmt_time(t, sizeof t, us);
+    p2pk_perf_fmt_time(t, sizeof t, shown_time(a, s));
     fmt_bw(alg, sizeof alg, p2pk_perf_algbw(row->k.bytes, us));
     fmt_bw(bus, sizeof bus, p2pk_perf_busbw(a->coll, row->k.bytes, us, r->nranks));
     fmt_wrong(w, sizeof w, s);
@@ -132,7 +172,7 @@ void p2pk_perf_print_row(FILE *out, const perf_report *r, const perf_row *row) {
     if (vs) {
       const perf_stat *n = &row->st[PERF_LIB_NCCL][ip];
       char nt[24], nw[24], sp[24];
-      p2pk_perf_fmt_time(nt, sizeof nt, n->measured ? n->t_med : NAN);
+      p2pk_perf_fmt_time(nt, sizeof nt, shown_time(a, n));
       fmt_wrong(nw, sizeof nw, n);
       double x = speedup(row, ip);
       if (isnan(x)) snprintf(sp, sizeof sp, "N/A");
@@ -140,6 +180,7 @@ void p2pk_perf_print_row(FILE *out, const perf_report *r, const perf_row *row) {
       fprintf(out, W_VS, nt, nw, sp);
     }
   }
+  if (a->timestamps) print_timestamp(out, row->when);
   fputc('\n', out);
 }
 
@@ -209,6 +250,7 @@ static void json_stat(p2pk_json *j, const char *key, const perf_report *r, const
   pj_num(j, "time_us", s->t_med);
   pj_num(j, "time_us_min", s->t_min);
   pj_num(j, "time_us_max", s->t_max);
+  pj_num(j, "cpu_time_us", s->t_cpu);
   pj_num(j, "algbw_gbps", p2pk_perf_algbw(row->k.bytes, s->t_med));
   pj_num(j, "busbw_gbps", p2pk_perf_busbw(r->args->coll, row->k.bytes, s->t_med, r->nranks));
   if (s->wrong < 0) pj_null(j, "wrong");
@@ -243,6 +285,37 @@ static void json_env(p2pk_json *j) {
     for (size_t i = 0; i < nn && !listed; i++) listed = strcmp(names[i], name) == 0;
     if (!listed) pj_str(j, name, eq + 1);
   }
+  pj_obj_end(j);
+}
+
+static void json_settings(p2pk_json *j, const perf_report *r) {
+  const perf_args *a = r->args;
+  pj_obj(j, "settings");
+  /* "dtype" and "op": the one asked for, or "all" (the lists follow). */
+  pj_str(j, "dtype", a->ndtypes > 1 ? "all" : p2pk_perf_dtype_name(a->dtype));
+  pj_str(j, "op", !a->coll->uses_op ? NULL : a->nops > 1 ? "all" : p2pk_perf_op_name(a->op));
+  pj_arr(j, "dtypes");
+  for (int i = 0; i < a->ndtypes; i++) pj_str(j, NULL, p2pk_perf_dtype_name(a->dtypes[i]));
+  pj_arr_end(j);
+  pj_arr(j, "ops");
+  for (int i = 0; i < a->nops && a->coll->uses_op; i++) pj_str(j, NULL, p2pk_perf_op_name(a->ops[i]));
+  pj_arr_end(j);
+  if (a->coll->uses_root && a->root < 0) pj_str(j, "root", "all");
+  else pj_int(j, "root", a->coll->uses_root ? a->root : -1);
+  pj_int(j, "min_bytes", (int64_t)a->min_bytes);
+  pj_int(j, "max_bytes", (int64_t)a->max_bytes);
+  if (a->step_bytes) pj_int(j, "step_bytes", (int64_t)a->step_bytes);
+  else pj_int(j, "step_factor", a->step_factor);
+  pj_int(j, "iters", a->iters);
+  pj_int(j, "warmup_iters", a->warmup);
+  pj_int(j, "agg_iters", a->agg);
+  pj_int(j, "run_cycles", a->cycles);
+  pj_int(j, "repeats", a->repeats);
+  pj_int(j, "check", a->check);
+  pj_bool(j, "register", a->reg);
+  pj_int(j, "unalign", a->unalign);
+  pj_str(j, "time", a->cputime ? "cpu" : "gpu");
+  pj_str(j, "p2pkit_transport", a->nccl_only ? NULL : r->staged ? "shm" : "p2p");
   pj_obj_end(j);
 }
 
@@ -289,22 +362,11 @@ void p2pk_perf_write_json(FILE *out, const perf_report *r) {
   pj_int(&j, "gpus_per_process", r->gpus_per_proc);
   pj_int(&j, "nranks", r->nranks);
   pj_str(&j, "libraries", a->nccl_only ? "nccl" : a->vs_nccl ? "p2pkit+nccl" : "p2pkit");
+  pj_int(&j, "blocking", a->blocking);
+  pj_bool(&j, "stream_null", a->stream_null);
+  pj_int(&j, "average", a->average);
   pj_obj_end(&j);
-  pj_obj(&j, "settings");
-  pj_str(&j, "dtype", p2pk_perf_dtype_name(a->dtype));
-  pj_str(&j, "op", a->coll->uses_op ? p2pk_perf_op_name(a->op) : NULL);
-  pj_int(&j, "root", a->coll->uses_root ? a->root : -1);
-  pj_int(&j, "min_bytes", (int64_t)a->min_bytes);
-  pj_int(&j, "max_bytes", (int64_t)a->max_bytes);
-  if (a->step_bytes) pj_int(&j, "step_bytes", (int64_t)a->step_bytes);
-  else pj_int(&j, "step_factor", a->step_factor);
-  pj_int(&j, "iters", a->iters);
-  pj_int(&j, "warmup_iters", a->warmup);
-  pj_int(&j, "repeats", a->repeats);
-  pj_bool(&j, "check", a->check);
-  pj_bool(&j, "register", a->reg);
-  pj_str(&j, "p2pkit_transport", a->nccl_only ? NULL : r->staged ? "shm" : "p2p");
-  pj_obj_end(&j);
+  json_settings(&j, r);
   json_env(&j);
   int64_t wrong = 0;
   pj_arr(&j, "passes");
@@ -319,9 +381,12 @@ void p2pk_perf_write_json(FILE *out, const perf_report *r) {
       pj_obj(&j, NULL);
       pj_int(&j, "size", (int64_t)row->k.bytes);
       pj_int(&j, "count", (int64_t)row->k.count);
-      pj_str(&j, "type", p2pk_perf_dtype_name(a->dtype));
-      pj_str(&j, "redop", a->coll->uses_op ? p2pk_perf_op_name(a->op) : "none");
-      pj_int(&j, "root", a->coll->uses_root ? a->root : -1);
+      pj_str(&j, "type", p2pk_perf_dtype_name(row->v.dtype));
+      pj_str(&j, "redop", a->coll->uses_op ? p2pk_perf_op_name(row->v.op) : "none");
+      pj_int(&j, "root", row->v.root);
+      pj_int(&j, "cycle", row->cycle);
+      pj_int(&j, "timestamp", row->when);
+      pj_bool(&j, "p2pkit_via_nccl", !a->nccl_only && p2pk_perf_via_nccl(&row->v));
       if (row->algo >= 0) {
         char ran[48];
         snprintf(ran, sizeof ran, "%s/%s", p2pk_algo_name(row->algo), p2pk_proto_name(row->proto));
@@ -441,7 +506,8 @@ p2pkit_status_t p2pk_perf_write_algo_table(FILE *out, const perf_report *r) {
           "GPU(s), %s), %s, %s transport, %s calls; the fastest per size (out-of-place median of %d "
           "repeats), then the built-in rows\n", a->coll->name, r->hostname, r->date, r->nranks,
           r->nprocs, r->gpus_per_proc, r->nranks ? r->ranks[0].name : "?",
-          p2pk_perf_dtype_name(a->dtype), r->staged ? "shm" : "p2p", a->graph ? "graph" : "eager",
+          p2pk_perf_dtype_name(r->passes[0].nrows ? r->passes[0].rows[0].v.dtype : a->dtype),
+          r->staged ? "shm" : "p2p", a->graph ? "graph" : "eager",
           a->repeats);
   return p2pk_algo_table_write(&t, out);
 }

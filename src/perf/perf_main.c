@@ -1,4 +1,4 @@
-/* `p2pkit perf`: parse, then run in this process or fork one per GPU (-p). */
+/* `p2pkit perf`: parse, then run in this process or fork one per GPU (--procs). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,14 +36,26 @@ int p2pk_perf_main(int argc, char **argv) {
   int r = p2pk_perf_parse(argc, argv, &a, stderr);
   if (r == PERF_PARSE_HELP) return P2PK_PERF_EXIT_OK;
   if (r != PERF_PARSE_OK) return P2PK_PERF_EXIT_USAGE;
+  /* Settings the flags stand for, before any communicator, so the ranks
+   * (forked with --procs) inherit them. */
+  char v[16];
   if (a.max_blocks > 0) {
-    /* Before any communicator, so the ranks (forked with -p) inherit it. */
-    char v[16];
     snprintf(v, sizeof v, "%d", a.max_blocks);
     setenv("P2PKIT_MAX_BLOCKS", v, 1);
     setenv("NCCL_MAX_CTAS", v, 0);
-    p2pk_param_reset();
   }
+  if (a.timeout_s > 0) { /* -T: nccl-tests' timeout is p2pkit's bound on every wait */
+    snprintf(v, sizeof v, "%d", a.timeout_s);
+    setenv("P2PKIT_TIMEOUT", v, 1);
+  }
+  p2pk_param_reset();
+  /* A setting the library would refuse is a bad input, found before any
+   * process, file or GPU (P2PKIT_TIMEOUT below is read from it). */
+  if (p2pk_param_check() != P2PKIT_SUCCESS) {
+    fprintf(stderr, "p2pkit perf: error: %s\n", p2pkit_last_error());
+    return P2PK_PERF_EXIT_USAGE;
+  }
+  if (a.from) return p2pk_perf_explain_file(&a, stdout, stderr);
   perf_shared *sh = p2pk_perf_shared_new();
   if (!sh) {
     fprintf(stderr, "p2pkit perf: error: cannot map the region shared by the ranks\n");

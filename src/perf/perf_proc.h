@@ -18,7 +18,8 @@ typedef struct {
   char phase[128];           /* what the process is doing (diagnostics) */
   char error[512];           /* why it failed, "" when it did not */
   perf_rank_info info;
-  double t[P2PK_PERF_MAX_REPEATS]; /* this process's time per repeat, us */
+  double t[P2PK_PERF_MAX_REPEATS];  /* this process's time per repeat, us per call */
+  double th[P2PK_PERF_MAX_REPEATS]; /* the host's time to issue them (-C), us per call */
   int64_t wrong;
 } perf_slot;
 
@@ -27,8 +28,8 @@ struct perf_shared {
   atomic_int abort;          /* set by the parent or a failing rank: stop waiting */
   atomic_int nccl_id_ready;
   char nccl_id[128];
-  int ports[P2PK_PERF_MAX_ALGOS]; /* MASTER_PORT of each pass (-p) */
-  char secret[40];                /* P2PKIT_JOB_SECRET (-p) */
+  int ports[P2PK_PERF_MAX_ALGOS]; /* MASTER_PORT of each pass (--procs) */
+  char secret[40];                /* P2PKIT_JOB_SECRET (--procs) */
   perf_slot slot[P2PK_PERF_MAX_RANKS];
 };
 

@@ -38,7 +38,14 @@ typedef struct {
   int usage;               /* the failure is the caller's input or machine: exit 2 */
   int nranks, nlocal, rank0;
   int dev[MAXG];
-  size_t ts;               /* bytes per element */
+  int min_cc;              /* the least compute capability of the local GPUs (90 = sm_90) */
+  perf_variant v;          /* the type, operation and root being measured */
+  size_t ts;               /* bytes per element of v.dtype */
+  perf_variant *var;       /* every variant of the run (-d all, -o all, -r all) */
+  int nvar;
+  int use[PERF_LIB_COUNT]; /* the libraries that run v */
+  int nop[MAXG];           /* NCCL's operation for v on each local GPU (mulsum: made per variant) */
+  int have_nop;
   size_t buf_bytes;        /* each of sbuf and rbuf */
   cudaStream_t stream[MAXG];
   cudaEvent_t ev0[MAXG], ev1[MAXG];
@@ -114,6 +121,36 @@ static p2pkit_status_t set_device(perf_ctx *c, int l) {
 
 /* ---- setup ------------------------------------------------------------- */
 
+/* What the rank count decides: the root, hypercube's power of two, the
+ * variants (-r all: one per rank) and the rows they make. */
+static p2pkit_status_t ranks_fit(perf_ctx *c) {
+  const perf_args *a = c->a;
+  if (a->coll->uses_root && a->root >= c->nranks)
+    return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT, "-r %d: the root must be a rank, 0..%d",
+                      a->root, c->nranks - 1);
+  if (a->coll->pow2_ranks && (c->nranks & (c->nranks - 1)))
+    return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT, "%s needs a power-of-two number of ranks; "
+                      "this run has %d", a->coll->name, c->nranks);
+  c->nvar = p2pk_perf_variants(a, c->nranks, NULL, 0);
+  const long rows = (long)c->nvar * p2pk_perf_sizes(a, c->sizes, P2PK_PERF_MAX_SIZES) *
+                    (a->cycles ? a->cycles : 1);
+  if (rows > P2PK_PERF_MAX_ROWS)
+    return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT, "%ld rows (sizes x types x operations x "
+                      "roots x -N cycles) are more than the %d one run holds", rows,
+                      P2PK_PERF_MAX_ROWS);
+  c->var = calloc((size_t)c->nvar, sizeof *c->var);
+  if (!c->var) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "out of host memory for %d variants", c->nvar);
+  p2pk_perf_variants(a, c->nranks, c->var, c->nvar);
+  c->min_cc = 1 << 30;
+  for (int l = 0; l < c->nlocal; l++) {
+    int major = 0, minor = 0;
+    P2PK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->dev[l]));
+    P2PK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->dev[l]));
+    if (major * 10 + minor < c->min_cc) c->min_cc = major * 10 + minor;
+  }
+  return set_device(c, 0);
+}
+
 static p2pkit_status_t find_gpus(perf_ctx *c) {
   const perf_args *a = c->a;
   int count = 0;
@@ -151,29 +188,37 @@ static p2pkit_status_t find_gpus(perf_ctx *c) {
     c->rank0 = 0;
     for (int i = 0; i < n; i++) c->dev[i] = i;
   }
-  if (a->coll->uses_root && a->root >= c->nranks)
-    return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT, "-r %d: the root must be a rank, 0..%d",
-                      a->root, c->nranks - 1);
-  return set_device(c, 0);
+  return ranks_fit(c);
 }
 
 static void gib(char *buf, size_t len, size_t bytes) {
   snprintf(buf, len, "%.2f GiB", (double)bytes / (1 << 30));
 }
 
+/* The largest buffer any type and size needs, plus -u's offset. */
+static p2pkit_status_t buffer_bytes(perf_ctx *c) {
+  const perf_args *a = c->a;
+  c->buf_bytes = 0;
+  for (int t = 0; t < a->ndtypes; t++) {
+    const size_t ts = p2pkit_dtype_size(a->dtypes[t]);
+    size_t elems = 0;
+    for (int i = 0; i < c->nsizes; i++) {
+      perf_counts k;
+      p2pk_perf_counts(a->coll, c->sizes[i], ts, c->nranks, &k);
+      if (k.send_elems > elems) elems = k.send_elems;
+      if (k.recv_elems > elems) elems = k.recv_elems;
+    }
+    if (elems > ((size_t)1 << 62) / ts)
+      return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT, "-e %zu is larger than any GPU", a->max_bytes);
+    if ((elems + (size_t)a->unalign) * ts > c->buf_bytes) c->buf_bytes = (elems + (size_t)a->unalign) * ts;
+  }
+  return P2PKIT_SUCCESS;
+}
+
 static p2pkit_status_t alloc(perf_ctx *c) {
   const perf_args *a = c->a;
   c->nsizes = p2pk_perf_sizes(a, c->sizes, P2PK_PERF_MAX_SIZES);
-  size_t elems = 0;
-  for (int i = 0; i < c->nsizes; i++) {
-    perf_counts k;
-    p2pk_perf_counts(a->coll, c->sizes[i], c->ts, c->nranks, &k);
-    if (k.send_elems > elems) elems = k.send_elems;
-    if (k.recv_elems > elems) elems = k.recv_elems;
-  }
-  if (elems > ((size_t)1 << 62) / c->ts)
-    return usage_fail(c, P2PKIT_ERR_INVALID_ARGUMENT, "-e %zu is larger than any GPU", a->max_bytes);
-  c->buf_bytes = elems * c->ts;
+  P2PK_CHECK(buffer_bytes(c));
   size_t need = 2 * c->buf_bytes + LIB_RESERVE;
   for (int l = 0; l < c->nlocal; l++) { /* judge -e before allocating anything */
     P2PK_CHECK(set_device(c, l));
@@ -192,7 +237,8 @@ static p2pkit_status_t alloc(perf_ctx *c) {
   }
   for (int l = 0; l < c->nlocal; l++) {
     P2PK_CHECK(set_device(c, l));
-    P2PK_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream[l], cudaStreamNonBlocking));
+    /* -y 1: the legacy default stream (NULL), as nccl-tests' stream_null. */
+    if (!a->stream_null) P2PK_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream[l], cudaStreamNonBlocking));
     P2PK_CUDA_CHECK(cudaEventCreate(&c->ev0[l]));
     P2PK_CUDA_CHECK(cudaEventCreate(&c->ev1[l]));
     P2PK_CUDA_CHECK(cudaMalloc(&c->sbuf[l], c->buf_bytes));
@@ -385,37 +431,57 @@ static p2pkit_status_t p2pkit_fini(perf_ctx *c) {
 
 /* ---- one call of the collective on every local GPU --------------------- */
 
+/* Where the buffers start: -u elements into their allocations. */
+static char *sbase(const perf_ctx *c, int l) {
+  return (char *)c->sbuf[l] + (size_t)c->a->unalign * c->ts;
+}
+
+static char *rbase(const perf_ctx *c, int l) {
+  return (char *)c->rbuf[l] + (size_t)c->a->unalign * c->ts;
+}
+
 static void buffers(const perf_ctx *c, int l, const perf_counts *k, int ip, const void **send,
                     void **recv) {
   size_t rank = (size_t)(c->rank0 + l);
   if (!ip) {
-    *send = c->sbuf[l];
-    *recv = c->rbuf[l];
+    *send = sbase(c, l);
+    *recv = rbase(c, l);
     return;
   }
-  char *base = c->rbuf[l];
+  char *base = rbase(c, l);
   *send = base + k->ip_send_step * rank * c->ts;
   *recv = base + k->ip_recv_step * rank * c->ts;
 }
 
-static p2pkit_status_t launch(perf_ctx *c, perf_lib lib, const perf_counts *k, int ip) {
+/* A group of the library's: started (start 1) or ended. */
+static p2pkit_status_t group_edge(perf_ctx *c, perf_lib lib, int start) {
+  if (lib == PERF_LIB_NCCL)
+    return start ? p2pk_nccl_check(&c->nccl, c->nccl.GroupStart(), "ncclGroupStart")
+                 : p2pk_nccl_check(&c->nccl, c->nccl.GroupEnd(), "ncclGroupEnd");
+  return start ? p2pkit_group_start() : p2pkit_group_end();
+}
+
+/* Step `step` of one call on every local GPU: in one group when there are
+ * several. */
+static p2pkit_status_t launch_step(perf_ctx *c, perf_lib lib, const perf_counts *k, int ip,
+                                   int step) {
   const perf_args *a = c->a;
   int grouped = c->nlocal > 1;
-  p2pkit_status_t st = P2PKIT_SUCCESS;
-  if (grouped)
-    st = lib == PERF_LIB_NCCL ? p2pk_nccl_check(&c->nccl, c->nccl.GroupStart(), "ncclGroupStart")
-                              : p2pkit_group_start();
+  p2pkit_status_t st = grouped ? group_edge(c, lib, 1) : P2PKIT_SUCCESS;
+  if (st != P2PKIT_SUCCESS) return st;
   for (int l = 0; l < c->nlocal && st == P2PKIT_SUCCESS; l++) {
     perf_call call;
     buffers(c, l, k, ip, &call.send, &call.recv);
     call.param = k->param;
-    call.dtype = a->dtype;
-    call.op = a->op;
-    call.root = a->root;
+    call.dtype = c->v.dtype;
+    call.op = c->v.op;
+    call.nccl_op = c->nop[l];
+    call.root = c->v.root;
     call.rank = c->rank0 + l;
     call.nranks = c->nranks;
     call.type_size = c->ts;
     call.stream = (p2pkit_stream_t)c->stream[l];
+    call.step = step;
     if (grouped) st = set_device(c, l);
     if (st != P2PKIT_SUCCESS) break;
     if (lib == PERF_LIB_NCCL) {
@@ -427,12 +493,28 @@ static p2pkit_status_t launch(perf_ctx *c, perf_lib lib, const perf_counts *k, i
     }
   }
   if (grouped) {
-    p2pkit_status_t end = lib == PERF_LIB_NCCL
-                              ? p2pk_nccl_check(&c->nccl, c->nccl.GroupEnd(), "ncclGroupEnd")
-                              : p2pkit_group_end();
+    p2pkit_status_t end = group_edge(c, lib, 0);
     if (st == P2PKIT_SUCCESS) st = end;
   }
   return st;
+}
+
+/* One call of the collective: its steps in turn (hypercube's depend on each
+ * other, so no group holds two of them). */
+static p2pkit_status_t launch(perf_ctx *c, perf_lib lib, const perf_counts *k, int ip) {
+  const int steps = c->a->coll->steps(c->nranks);
+  for (int s = 0; s < steps; s++) P2PK_CHECK(launch_step(c, lib, k, ip, s));
+  return P2PKIT_SUCCESS;
+}
+
+/* One iteration: -m calls in one group (nccl-tests' agg_iters). */
+static p2pkit_status_t iteration(perf_ctx *c, perf_lib lib, const perf_counts *k, int ip) {
+  if (c->a->agg <= 1) return launch(c, lib, k, ip);
+  P2PK_CHECK(group_edge(c, lib, 1));
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  for (int m = 0; m < c->a->agg && st == P2PKIT_SUCCESS; m++) st = launch(c, lib, k, ip);
+  p2pkit_status_t end = group_edge(c, lib, 0);
+  return st != P2PKIT_SUCCESS ? st : end;
 }
 
 static p2pkit_status_t sync_all(perf_ctx *c) {
@@ -457,7 +539,7 @@ static p2pkit_status_t capture(perf_ctx *c, perf_lib lib, const perf_counts *k, 
                      c->dev[begun], cudaGetErrorString(e));
   }
   if (st != P2PKIT_SUCCESS) begun--; /* the one that failed never began */
-  for (int it = 0; it < c->a->iters && st == P2PKIT_SUCCESS; it++) st = launch(c, lib, k, ip);
+  for (int it = 0; it < c->a->iters && st == P2PKIT_SUCCESS; it++) st = iteration(c, lib, k, ip);
   for (int l = 0; l < begun; l++) { /* end every capture, also after a failure */
     cudaSetDevice(c->dev[l]);
     cudaError_t e = cudaStreamEndCapture(c->stream[l], &graph[l]);
@@ -523,10 +605,10 @@ static perf_gen make_gen(const perf_ctx *c, const perf_counts *k, uint32_t seed)
   const perf_args *a = c->a;
   perf_gen g;
   g.coll = a->coll->id;
-  g.dtype = a->dtype;
-  g.op = a->coll->uses_op ? a->op : P2PKIT_SUM;
+  g.dtype = c->v.dtype;
+  g.op = a->coll->uses_op ? c->v.op : P2PKIT_SUM;
   g.nranks = c->nranks;
-  g.root = a->coll->uses_root ? a->root : 0;
+  g.root = a->coll->uses_root ? c->v.root : 0;
   g.seed = seed;
   g.param = k->param;
   return g;
@@ -544,7 +626,7 @@ static p2pkit_status_t prepare(perf_ctx *c, const perf_counts *k, int ip, const 
     if (poison) {
       size_t elems = ip ? (k->send_elems > k->recv_elems ? k->send_elems : k->recv_elems)
                         : k->recv_elems;
-      P2PK_CUDA_CHECK(cudaMemsetAsync(c->rbuf[l], 0xFF, elems * c->ts, c->stream[l]));
+      P2PK_CUDA_CHECK(cudaMemsetAsync(rbase(c, l), 0xFF, elems * c->ts, c->stream[l]));
     }
     P2PK_CUDA_CHECK(p2pk_perf_fill((void *)send, k->send_elems, g, c->rank0 + l, c->stream[l]));
   }
@@ -582,7 +664,7 @@ static p2pkit_status_t verify(perf_ctx *c, const perf_counts *k, int ip, const p
   int64_t total = 0;
   for (int l = 0; l < c->nlocal; l++) {
     int rank = c->rank0 + l;
-    if (c->a->coll->id == PERF_REDUCE && rank != c->a->root) continue; /* only the root has it */
+    if (c->a->coll->id == PERF_REDUCE && rank != c->v.root) continue; /* only the root has it */
     const void *send;
     void *recv;
     buffers(c, l, k, ip, &send, &recv);
@@ -613,65 +695,128 @@ static int cmp_double(const void *x, const void *y) {
 }
 
 /* Process 0: per repeat the slowest process, then median, min, max. */
+static double median_of(double *t, int n) {
+  qsort(t, (size_t)n, sizeof t[0], cmp_double);
+  return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+/* Process 0: per repeat the processes' times combined as -a says (the
+ * slowest by default), then median, min, max; -C's host times the same. */
 static void gather(perf_ctx *c, perf_stat *out) {
   int reps = c->a->repeats;
-  double t[P2PK_PERF_MAX_REPEATS];
+  double t[P2PK_PERF_MAX_REPEATS], th[P2PK_PERF_MAX_REPEATS], per[P2PK_PERF_MAX_RANKS];
   int64_t wrong = 0;
   for (int r = 0; r < reps; r++) {
-    t[r] = 0;
-    for (int q = 0; q < c->nprocs; q++)
-      if (c->sh->slot[q].t[r] > t[r]) t[r] = c->sh->slot[q].t[r];
+    for (int q = 0; q < c->nprocs; q++) per[q] = c->sh->slot[q].t[r];
+    t[r] = p2pk_perf_combine(per, c->nprocs, c->a->average);
+    for (int q = 0; q < c->nprocs; q++) per[q] = c->sh->slot[q].th[r];
+    th[r] = p2pk_perf_combine(per, c->nprocs, c->a->average);
   }
   for (int q = 0; q < c->nprocs; q++) {
     int64_t w = c->sh->slot[q].wrong;
     if (w < 0) wrong = -1;
     else if (wrong >= 0) wrong += w;
   }
-  qsort(t, (size_t)reps, sizeof t[0], cmp_double);
   out->measured = 1;
+  out->t_med = median_of(t, reps);
   out->t_min = t[0];
   out->t_max = t[reps - 1];
-  out->t_med = reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2;
+  out->t_cpu = median_of(th, reps);
   out->wrong = wrong;
+}
+
+/* The eager iterations of one timed region with -z's waits: 1 and 2 wait
+ * for each iteration's calls, 1 and 3 then meet the other ranks. *busy_us:
+ * the host's microseconds from each iteration's start to its end, not
+ * counting the barriers (what -z 3 reports). */
+static p2pkit_status_t eager_region(perf_ctx *c, perf_lib lib, const perf_counts *k, int ip,
+                                    double *busy_us) {
+  const perf_args *a = c->a;
+  *busy_us = 0;
+  for (int it = 0; it < a->iters; it++) {
+    const uint64_t t0 = p2pk_now_ns();
+    P2PK_CHECK(iteration(c, lib, k, ip));
+    if (a->blocking) P2PK_CHECK(sync_all(c));
+    *busy_us += (double)(p2pk_now_ns() - t0) / 1e3;
+    if (a->blocking == 1 || a->blocking == 3) P2PK_CHECK(barrier(c));
+  }
+  return P2PKIT_SUCCESS;
+}
+
+/* The slowest local GPU's time from ev0 to ev1, milliseconds. */
+static p2pkit_status_t gpu_ms(perf_ctx *c, double *worst) {
+  *worst = 0;
+  for (int l = 0; l < c->nlocal; l++) {
+    float ms = 0;
+    P2PK_CHECK(set_device(c, l));
+    P2PK_CUDA_CHECK(cudaEventSynchronize(c->ev1[l]));
+    P2PK_CUDA_CHECK(cudaEventElapsedTime(&ms, c->ev0[l], c->ev1[l]));
+    if (ms > *worst) *worst = ms;
+  }
+  return P2PKIT_SUCCESS;
+}
+
+static p2pkit_status_t record_all(perf_ctx *c, cudaEvent_t *ev) {
+  for (int l = 0; l < c->nlocal; l++) {
+    P2PK_CHECK(set_device(c, l));
+    P2PK_CUDA_CHECK(cudaEventRecord(ev[l], c->stream[l]));
+  }
+  return P2PKIT_SUCCESS;
 }
 
 static p2pkit_status_t timed(perf_ctx *c, perf_lib lib, const perf_counts *k, int ip,
                              const char *what) {
   const perf_args *a = c->a;
-  int calls = a->graph ? a->iters * a->graph : a->iters;
-  double *t = c->sh->slot[c->proc].t;
+  const int calls = (a->graph ? a->iters * a->graph : a->iters) * a->agg;
+  double *t = c->sh->slot[c->proc].t, *th = c->sh->slot[c->proc].th;
   for (int r = 0; r < a->repeats; r++) {
     phase(c, "%s: timing %d/%d", what, r + 1, a->repeats);
     P2PK_CHECK(barrier(c));
-    for (int l = 0; l < c->nlocal; l++) {
-      P2PK_CHECK(set_device(c, l));
-      P2PK_CUDA_CHECK(cudaEventRecord(c->ev0[l], c->stream[l]));
-    }
+    P2PK_CHECK(record_all(c, c->ev0));
+    double busy_us = 0, worst = 0;
     const uint64_t h0 = p2pk_now_ns();
     if (a->graph)
       for (int g = 0; g < a->graph; g++) P2PK_CHECK(graph_launch(c));
     else
-      for (int it = 0; it < a->iters; it++) P2PK_CHECK(launch(c, lib, k, ip));
+      P2PK_CHECK(eager_region(c, lib, k, ip, &busy_us));
     const uint64_t h1 = p2pk_now_ns();
-    for (int l = 0; l < c->nlocal; l++) {
-      P2PK_CHECK(set_device(c, l));
-      P2PK_CUDA_CHECK(cudaEventRecord(c->ev1[l], c->stream[l]));
-    }
-    double worst = 0;
-    for (int l = 0; l < c->nlocal; l++) {
-      float ms = 0;
-      P2PK_CHECK(set_device(c, l));
-      P2PK_CUDA_CHECK(cudaEventSynchronize(c->ev1[l]));
-      P2PK_CUDA_CHECK(cudaEventElapsedTime(&ms, c->ev0[l], c->ev1[l]));
-      if (ms > worst) worst = ms;
-    }
-    t[r] = worst * 1000.0 / calls;
+    P2PK_CHECK(record_all(c, c->ev1));
+    P2PK_CHECK(gpu_ms(c, &worst));
+    /* -z 3 reports the host's time without the barriers, as nccl-tests;
+     * every other mode the GPU's (the waits of -z 1 and 2 inside it). */
+    t[r] = a->blocking == 3 ? busy_us / calls : worst * 1000.0 / calls;
+    th[r] = (double)(h1 - h0) / 1e3 / calls;
     /* P2PKIT_PERF_HOST_TIME=1: how long this process took to enqueue the
      * calls, beside what the GPU took (a call the host enqueues slower than
      * the GPU runs it is bound by the host). */
     if (p2pk_param_int("P2PKIT_PERF_HOST_TIME") > 0)
       fprintf(stderr, "# %s: process %d repeat %d: host %.2f us per call, GPU %.2f\n", what,
-              c->proc, r, (double)(h1 - h0) / 1e3 / calls, t[r]);
+              c->proc, r, th[r], t[r]);
+  }
+  return P2PKIT_SUCCESS;
+}
+
+/* -c N: N calls, each on fresh data into a poisoned output, each checked;
+ * the first with wrong values ends them (nccl-tests' check iterations). The
+ * ranks agree on it: every one stops where any found one. */
+static p2pkit_status_t checks(perf_ctx *c, perf_lib lib, const perf_counts *k, int ip,
+                              uint32_t seed, const char *what, int64_t *wrong) {
+  perf_gen g = make_gen(c, k, seed);
+  for (int i = 0; i < c->a->check; i++) {
+    phase(c, "%s: checking %d/%d", what, i + 1, c->a->check);
+    g.seed = (seed ^ 0xA5A5A5A5u) + (uint32_t)i * 2654435761u; /* data the timed calls never saw */
+    P2PK_CHECK(prepare(c, k, ip, &g, 1));
+    P2PK_CHECK(barrier(c));
+    P2PK_CHECK(launch(c, lib, k, ip));
+    P2PK_CHECK(sync_all(c));
+    P2PK_CHECK(async_errors(c, lib, what));
+    P2PK_CHECK(verify(c, k, ip, &g, wrong));
+    c->sh->slot[c->proc].wrong = *wrong;
+    P2PK_CHECK(barrier(c));
+    int64_t any = 0;
+    for (int q = 0; q < c->nprocs; q++) any += c->sh->slot[q].wrong > 0;
+    P2PK_CHECK(barrier(c)); /* everyone has read the others' before a slot changes */
+    if (any) break;
   }
   return P2PKIT_SUCCESS;
 }
@@ -686,7 +831,7 @@ static p2pkit_status_t measure(perf_ctx *c, perf_lib lib, const perf_counts *k, 
   perf_gen g = make_gen(c, k, seed);
   P2PK_CHECK(prepare(c, k, ip, &g, 0));
   P2PK_CHECK(barrier(c));
-  for (int w = 0; w < a->warmup; w++) P2PK_CHECK(launch(c, lib, k, ip));
+  for (int w = 0; w < a->warmup; w++) P2PK_CHECK(iteration(c, lib, k, ip));
   p2pkit_status_t st = P2PKIT_SUCCESS;
   if (a->graph) {
     phase(c, "%s: capturing a CUDA graph", what);
@@ -700,16 +845,7 @@ static p2pkit_status_t measure(perf_ctx *c, perf_lib lib, const perf_counts *k, 
   P2PK_CHECK(async_errors(c, lib, what));
 
   int64_t wrong = -1;
-  if (a->check) {
-    phase(c, "%s: checking", what);
-    g.seed = seed ^ 0xA5A5A5A5u; /* data the timed calls never saw */
-    P2PK_CHECK(prepare(c, k, ip, &g, 1));
-    P2PK_CHECK(barrier(c));
-    P2PK_CHECK(launch(c, lib, k, ip));
-    P2PK_CHECK(sync_all(c));
-    P2PK_CHECK(async_errors(c, lib, what));
-    P2PK_CHECK(verify(c, k, ip, &g, &wrong));
-  }
+  if (a->check) P2PK_CHECK(checks(c, lib, k, ip, seed, what, &wrong));
   c->sh->slot[c->proc].wrong = wrong;
   P2PK_CHECK(barrier(c));
   if (c->proc == 0) gather(c, out);
@@ -736,49 +872,159 @@ static p2pkit_status_t warm_gpus(perf_ctx *c) {
   return sync_all(c);
 }
 
+/* ---- variants ----------------------------------------------------------- */
+
+/* Which libraries run variant v (c->use), and in `why` the reason one that
+ * was asked for does not ("" when both do). */
+static void variant_libs(perf_ctx *c, const perf_variant *v, char *why, size_t len) {
+  const perf_args *a = c->a;
+  const int reduces = a->coll->uses_op, fp8 = v->dtype == P2PKIT_FLOAT8_E4M3 ||
+                                                    v->dtype == P2PKIT_FLOAT8_E5M2;
+  why[0] = '\0';
+  c->use[PERF_LIB_P2PKIT] = p2pk_perf_uses_p2pkit(a) && p2pk_perf_p2pkit_runs(v);
+  c->use[PERF_LIB_NCCL] = p2pk_perf_uses_nccl(a);
+  if (c->use[PERF_LIB_P2PKIT] && p2pk_perf_via_nccl(v) && c->pcomm[0]->nccl_mode == P2PK_NCCL_OFF) {
+    c->use[PERF_LIB_P2PKIT] = 0;
+    snprintf(why, len, "p2pkit runs %s only on its NCCL path, which is off here (P2PKIT_NCCL=0, "
+             "or NCCL cannot be loaded)", p2pk_perf_dtype_name(v->dtype));
+  } else if (c->use[PERF_LIB_P2PKIT] && fp8 && reduces && c->min_cc < 90) {
+    c->use[PERF_LIB_P2PKIT] = 0;
+    snprintf(why, len, "NCCL (p2pkit's path for it) reduces %s only on sm_90 or later; a GPU here "
+             "is sm_%d", p2pk_perf_dtype_name(v->dtype), c->min_cc);
+  }
+  if (c->use[PERF_LIB_NCCL]) {
+    const int mulsum = v->op == PERF_OP_MULSUM;
+    if (mulsum && !c->nccl.RedOpCreatePreMulSum) {
+      c->use[PERF_LIB_NCCL] = 0;
+      snprintf(why, len, "this NCCL (%s) has no ncclRedOpCreatePreMulSum (2.11 and later)", c->nccl.path);
+    } else if (p2pk_dtype_check_nccl("NCCL", v->dtype, reduces, mulsum ? P2PKIT_SUM : v->op,
+                                     c->nccl.version, c->min_cc) != P2PKIT_SUCCESS) {
+      c->use[PERF_LIB_NCCL] = 0;
+      snprintf(why, len, "%s", p2pkit_last_error());
+    }
+  }
+  const int sums = v->op == P2PKIT_SUM || v->op == P2PKIT_AVG || v->op == PERF_OP_MULSUM;
+  if (a->check && reduces && sums && !perf_sum_exact(v->dtype, v->op, c->nranks)) {
+    c->use[PERF_LIB_P2PKIT] = c->use[PERF_LIB_NCCL] = 0;
+    snprintf(why, len, "sums of %d ranks are not exact in %s (its integers are exact only up to "
+             "%.0f), so they cannot be checked; -c 0 times them unchecked", c->nranks,
+             p2pk_perf_dtype_name(v->dtype), perf_exact_limit(v->dtype));
+  }
+}
+
+/* NCCL's operation for v on each local GPU; mulsum: a pre-multiplied sum
+ * with this rank's factor, made for the variant and destroyed after it. */
+static p2pkit_status_t variant_ops(perf_ctx *c) {
+  for (int l = 0; l < c->nlocal; l++) c->nop[l] = c->a->coll->uses_op ? p2pk_nccl_op(c->v.op) : 0;
+  if (!c->use[PERF_LIB_NCCL] || c->v.op != PERF_OP_MULSUM || !c->a->coll->uses_op)
+    return P2PKIT_SUCCESS;
+  for (int l = 0; l < c->nlocal; l++) {
+    uint64_t scalar = 0; /* the factor in the type's own bits */
+    perf_store(&scalar, c->v.dtype, 0, perf_premul(c->rank0 + l));
+    P2PK_CHECK(set_device(c, l));
+    P2PK_CHECK(p2pk_nccl_check(&c->nccl, c->nccl.RedOpCreatePreMulSum(&c->nop[l], &scalar,
+                                                                       p2pk_nccl_dtype(c->v.dtype),
+                                                                       P2PK_NCCL_SCALAR_HOST,
+                                                                       c->ncomm[l]),
+                               "ncclRedOpCreatePreMulSum"));
+    c->have_nop = l + 1;
+  }
+  return P2PKIT_SUCCESS;
+}
+
+static void variant_ops_free(perf_ctx *c) {
+  for (int l = 0; l < c->have_nop; l++) c->nccl.RedOpDestroy(c->nop[l], c->ncomm[l]);
+  c->have_nop = 0;
+}
+
+/* Every variant is one combination of -d, -o and -r; one named alone that
+ * no library can run is the caller's error, one of an "all" list is left
+ * out with a comment line. */
+static int explicit_variant(const perf_args *a) {
+  return a->ndtypes == 1 && (!a->coll->uses_op || a->nops == 1) && (!a->coll->uses_root || a->root >= 0);
+}
+
+/* ---- rows and passes ---------------------------------------------------- */
+
+static void print_row(perf_ctx *c, const perf_row *row) {
+  if (!c->table) return;
+  progress_clear(c);
+  p2pk_perf_print_row(c->table, c->rep, row);
+  fflush(c->table);
+}
+
+/* One size of the variant in c->v: each library, out of place and in place. */
+static p2pkit_status_t run_size(perf_ctx *c, int pass, int s, int cycle, uint32_t rowno) {
+  const perf_args *a = c->a;
+  perf_row row;
+  memset(&row, 0, sizeof row);
+  p2pk_perf_counts(a->coll, c->sizes[s], c->ts, c->nranks, &row.k);
+  row.v = c->v;
+  row.cycle = cycle;
+  row.algo = row.proto = -1;
+  if (c->use[PERF_LIB_P2PKIT] && a->coll->id == PERF_ALL_REDUCE && !p2pk_perf_via_nccl(&c->v)) {
+    p2pk_algo_choice ch; /* deterministic: every rank makes the same choice */
+    p2pk_comm_choose(c->pcomm[0], row.k.bytes, &ch);
+    row.algo = ch.algo;
+    row.proto = ch.proto;
+  }
+  for (int lib = 0; lib < PERF_LIB_COUNT; lib++) {
+    if (!c->use[lib]) continue;
+    for (int ip = 0; ip < (a->coll->has_inplace ? 2 : 1); ip++)
+      P2PK_CHECK(measure(c, (perf_lib)lib, &row.k, ip, seed_of((int)rowno, ip, lib, pass),
+                         &row.st[lib][ip]));
+  }
+  row.when = (long long)time(NULL);
+  perf_pass *p = c->rep ? &c->rep->passes[pass] : NULL;
+  if (!p) return P2PKIT_SUCCESS;
+  if (p->nrows < P2PK_PERF_MAX_ROWS) p->rows[p->nrows++] = row; /* -N 0 reuses them (run_variant) */
+  print_row(c, &row);
+  return P2PKIT_SUCCESS;
+}
+
+/* Variant i: its libraries, its operations, its cycles over every size. */
+static p2pkit_status_t run_variant(perf_ctx *c, int pass, int i, uint32_t *rowno) {
+  const perf_args *a = c->a;
+  char why[512];
+  c->v = c->var[i];
+  c->ts = p2pkit_dtype_size(c->v.dtype);
+  variant_libs(c, &c->v, why, sizeof why);
+  if (!c->use[PERF_LIB_P2PKIT] && !c->use[PERF_LIB_NCCL] && explicit_variant(a))
+    return usage_fail(c, P2PKIT_ERR_UNSUPPORTED, "%s", why);
+  if (c->table) {
+    progress_clear(c);
+    p2pk_perf_print_variant_note(c->table, c->rep, &c->v, why[0] ? why : NULL);
+  }
+  if (!c->use[PERF_LIB_P2PKIT] && !c->use[PERF_LIB_NCCL]) return P2PKIT_SUCCESS;
+  p2pkit_status_t st = variant_ops(c);
+  perf_pass *p = c->rep ? &c->rep->passes[pass] : NULL;
+  const int first = p ? p->nrows : 0;
+  for (int cyc = 0; st == P2PKIT_SUCCESS && (a->cycles == 0 || cyc < a->cycles); cyc++) {
+    if (p && a->cycles == 0) p->nrows = first; /* until killed: only the last cycle kept */
+    for (int s = 0; s < c->nsizes && st == P2PKIT_SUCCESS; s++) st = run_size(c, pass, s, cyc, (*rowno)++);
+  }
+  variant_ops_free(c);
+  return st;
+}
+
 static p2pkit_status_t run_pass(perf_ctx *c, int pass) {
   const perf_args *a = c->a;
-  int use[PERF_LIB_COUNT] = {p2pk_perf_uses_p2pkit(a), p2pk_perf_uses_nccl(a)};
-  if (use[PERF_LIB_P2PKIT]) P2PK_CHECK(p2pkit_init(c, pass));
+  if (p2pk_perf_uses_p2pkit(a)) P2PK_CHECK(p2pkit_init(c, pass));
   if (pass == 0) {
     phase(c, "warming the GPUs up");
     P2PK_CHECK(warm_gpus(c));
   }
   perf_pass *p = c->rep ? &c->rep->passes[pass] : NULL;
   if (p) {
-    snprintf(p->algo, sizeof p->algo, "%s", use[PERF_LIB_P2PKIT] ? pass_algo(a, pass) : "");
+    snprintf(p->algo, sizeof p->algo, "%s", p2pk_perf_uses_p2pkit(a) ? pass_algo(a, pass) : "");
     if (c->table) {
       progress_clear(c);
       p2pk_perf_print_header(c->table, c->rep, p);
       fflush(c->table);
     }
   }
-  for (int s = 0; s < c->nsizes; s++) {
-    perf_row row;
-    memset(&row, 0, sizeof row);
-    p2pk_perf_counts(a->coll, c->sizes[s], c->ts, c->nranks, &row.k);
-    row.algo = row.proto = -1;
-    if (use[PERF_LIB_P2PKIT] && a->coll->id == PERF_ALL_REDUCE) {
-      p2pk_algo_choice ch; /* deterministic: every rank makes the same choice */
-      p2pk_comm_choose(c->pcomm[0], row.k.bytes, &ch);
-      row.algo = ch.algo;
-      row.proto = ch.proto;
-    }
-    for (int lib = 0; lib < PERF_LIB_COUNT; lib++) {
-      if (!use[lib]) continue;
-      for (int ip = 0; ip < (a->coll->has_inplace ? 2 : 1); ip++)
-        P2PK_CHECK(measure(c, (perf_lib)lib, &row.k, ip, seed_of(s, ip, lib, pass),
-                           &row.st[lib][ip]));
-    }
-    if (p) {
-      p->rows[p->nrows++] = row;
-      if (c->table) {
-        progress_clear(c);
-        p2pk_perf_print_row(c->table, c->rep, &row);
-        fflush(c->table);
-      }
-    }
-  }
+  uint32_t rowno = 0;
+  for (int i = 0; i < c->nvar; i++) P2PK_CHECK(run_variant(c, pass, i, &rowno));
   if (p && c->table) {
     progress_clear(c);
     p2pk_perf_print_footer(c->table, c->rep, p);
@@ -791,9 +1037,11 @@ static p2pkit_status_t run_pass(perf_ctx *c, int pass) {
 
 /* ---- output files ------------------------------------------------------- */
 
+/* A file that cannot be written is exit 1, as in every command (docs/cli.md). */
 static p2pkit_status_t open_output(perf_ctx *c, const char *path, p2pk_outfile *o) {
+  (void)c;
   if (p2pk_outfile_open(o, path) != 0)
-    return usage_fail(c, P2PKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    return p2pk_fail(P2PKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
   return P2PKIT_SUCCESS;
 }
 
@@ -969,6 +1217,7 @@ int p2pk_perf_run(const perf_args *a, perf_shared *sh, int proc, int nprocs) {
   }
   p2pk_perf_watchdog_stop(wd);
   report_free(c->rep);
+  free(c->var);
   free(c);
   return code;
 }

@@ -64,6 +64,9 @@ typedef struct {
   uint64_t memory_bytes;
   int sm_count;
   int cc_major, cc_minor;
+  int mem_numa;            /* "GPU NUMA ID": the NUMA node the GPU's memory is (coherent
+                              GPUs, e.g. over NVLink-C2C), P2PK_GPU_NUMA_NONE when it is
+                              none, P2PK_GPU_NUMA_UNKNOWN when the source does not say */
   int pci;                 /* index into pci[] of this GPU's node, -1 unknown */
   int nvlinks_present;     /* links the GPU has, active or not; -1 unknown */
   int nvlinks_active;      /* -1 unknown */
@@ -71,6 +74,9 @@ typedef struct {
   int ngroups;
   p2pk_nvl_group groups[P2PK_MAX_NVL_GROUPS];
 } p2pk_gpu;
+
+#define P2PK_GPU_NUMA_NONE (-1)
+#define P2PK_GPU_NUMA_UNKNOWN (-2)
 
 /* A network port GPUDirect RDMA can use: what nvidia-smi lists as a NIC (a
  * verbs device such as mlx5_0). It sits at a PCI node: its own device (kind

@@ -33,6 +33,23 @@ p2pkit_status_t p2pk_gpu_count(int *n_p) {
   return P2PKIT_SUCCESS;
 }
 
+/* nvidia-smi's "GPU NUMA ID": whether the GPU's memory is a NUMA node, and
+ * which (CUDA 12.2's attributes); unknown where the driver cannot say. */
+static void gpu_numa_id(int dev, p2pk_gpu *gp) {
+  int cfg = 0, id = -1;
+  if (cudaDeviceGetAttribute(&cfg, cudaDevAttrNumaConfig, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return; /* P2PK_GPU_NUMA_UNKNOWN, as p2pk_topo_add_gpu left it */
+  }
+  if (cfg != cudaDeviceNumaConfigNumaNode) {
+    gp->mem_numa = P2PK_GPU_NUMA_NONE;
+  } else if (cudaDeviceGetAttribute(&id, cudaDevAttrNumaId, dev) == cudaSuccess && id >= 0) {
+    gp->mem_numa = id;
+  } else {
+    cudaGetLastError();
+  }
+}
+
 static p2pkit_status_t cuda_devices(struct p2pkit_topo *t) {
   int n = 0;
   P2PK_CHECK(p2pk_gpu_count(&n));
@@ -53,6 +70,7 @@ static p2pkit_status_t cuda_devices(struct p2pkit_topo *t) {
     gp->sm_count = p.multiProcessorCount;
     gp->cc_major = p.major;
     gp->cc_minor = p.minor;
+    gpu_numa_id(d, gp);
     const unsigned char *u = (const unsigned char *)p.uuid.bytes;
     snprintf(gp->uuid, sizeof gp->uuid,
              "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],

@@ -166,6 +166,7 @@ static const field gpu_fields[] = {
     FU64("memory", gpu_rec, g.memory_bytes),
     FINT("sms", gpu_rec, g.sm_count, 0, 1e6, 0),
     FCC("cc", gpu_rec, g.cc_major, g.cc_minor),
+    FINT("numa_id", gpu_rec, g.mem_numa, P2PK_GPU_NUMA_UNKNOWN, MAX_NUMA_OS, 0),
     FINT("pci", gpu_rec, g.pci, -1, P2PK_MAX_PCI - 1, 0),
     FINT("nvlinks_present", gpu_rec, g.nvlinks_present, -1, 1024, 0),
     FINT("nvlinks_active", gpu_rec, g.nvlinks_active, -1, 1024, 0),
@@ -215,6 +216,7 @@ static void gpu_default(gpu_rec *r) {
   memset(r, 0, sizeof *r);
   r->g.pci = -1;
   r->g.nvlinks_present = r->g.nvlinks_active = -1;
+  r->g.mem_numa = P2PK_GPU_NUMA_UNKNOWN; /* absent: the recording did not say */
 }
 
 static void nic_default(nic_rec *r) {

@@ -126,6 +126,7 @@ int p2pk_topo_add_gpu(struct p2pkit_topo *t, const char *busid) {
   if (p2pk_busid_normalize(busid, g->busid) != 0) snprintf(g->busid, sizeof g->busid, "%s", busid);
   g->pci = -1;
   g->nvlinks_present = g->nvlinks_active = -1;
+  g->mem_numa = P2PK_GPU_NUMA_UNKNOWN;
   return t->ngpus++;
 }
 

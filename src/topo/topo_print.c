@@ -43,14 +43,18 @@ static void print_matrix(const struct p2pkit_topo *t, FILE *out) {
   fputs("\t", out);
   for (int g = 0; g < t->ngpus; g++) fprintf(out, "GPU%d\t", g);
   for (int n = 0; n < t->nnics; n++) fprintf(out, "NIC%d\t", n);
-  fputs("CPU Affinity\tNUMA Affinity\n", out);
+  fputs("CPU Affinity\tNUMA Affinity\tGPU NUMA ID\n", out);
   for (int a = 0; a < t->ngpus; a++) {
     fprintf(out, "GPU%d\t", a);
     for (int c = 0; c < ncols; c++) fprintf(out, "%s\t", cell(t, a, c, buf, sizeof buf));
     int numa = gpu_numa(t, a);
     const char *cpus = cpus_of(t, numa);
-    if (numa >= 0) fprintf(out, "%s\t%d\n", cpus[0] ? cpus : "N/A", numa);
-    else fputs("N/A\tN/A\n", out);
+    if (numa >= 0) fprintf(out, "%s\t%d\t\t", cpus[0] ? cpus : "N/A", numa);
+    else fputs("N/A\tN/A\t\t", out);
+    /* As nvidia-smi: an empty field, then the GPU's own NUMA node or N/A
+     * (none, or not recorded: older recordings and the XML sources). */
+    if (t->gpus[a].mem_numa >= 0) fprintf(out, "%d\n", t->gpus[a].mem_numa);
+    else fputs("N/A\n", out);
   }
   /* As nvidia-smi: NIC rows end after their cells (no affinity columns). */
   for (int n = 0; n < t->nnics; n++) {
@@ -252,6 +256,9 @@ static void json_gpu(p2pk_json *j, const struct p2pkit_topo *t, int g) {
   if (info.numa >= 0) pj_int(j, "numa", info.numa);
   else pj_null(j, "numa");
   pj_str(j, "cpu_affinity", info.cpus[0] ? info.cpus : NULL);
+  if (gp->mem_numa >= 0) pj_int(j, "gpu_numa_id", gp->mem_numa);
+  else pj_null(j, "gpu_numa_id");
+  pj_bool(j, "gpu_numa_id_known", gp->mem_numa != P2PK_GPU_NUMA_UNKNOWN);
   pj_obj(j, "pcie");
   pj_int(j, "gen", info.pcie_gen);
   pj_int(j, "width", info.pcie_width);

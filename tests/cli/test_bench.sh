@@ -16,15 +16,16 @@ fail() {
   fails=$((fails + 1))
 }
 
-# expect_error "message part" args...: exit 2, exactly one line on stderr, naming it.
+# expect_error "message part" args...: exit 2 (EXPECT_RC=1: 1), exactly one line
+# on stderr, naming it.
 expect_error() {
-  local want=$1
+  local want=$1 want_rc=${EXPECT_RC:-2}
   shift
   "$bin" bench "$@" >"$out" 2>"$err"
   local rc=$?
   local lines
   lines=$(wc -l <"$err")
-  [ "$rc" = 2 ] || fail "bench $*: exit $rc, expected 2 ($(cat "$err"))"
+  [ "$rc" = "$want_rc" ] || fail "bench $*: exit $rc, expected $want_rc ($(cat "$err"))"
   [ "$lines" = 1 ] || fail "bench $*: $lines lines on stderr, expected 1: $(cat "$err")"
   grep -qF -- "$want" "$err" || fail "bench $*: stderr lacks '$want': $(cat "$err")"
   grep -q '^p2pkit bench: error: ' "$err" || fail "bench $*: not a p2pkit error line: $(cat "$err")"
@@ -100,13 +101,41 @@ expect_error "--dry-run prints the plan as text; --json needs a run" --dry-run -
 expect_error "--dry-run prints the plan as text; --csv needs a run" --dry-run --csv=plan.csv
 expect_error "--dry-run prints the plan as text; --plot needs a run" --dry-run --plot plan.svg
 
-# --- output files are opened before any GPU is looked at: a bad path fails at once ---
-expect_error "cannot write /nonexistent/dir/x.json: No such file or directory" --json=/nonexistent/dir/x.json
-expect_error "cannot write /nonexistent/dir/x.csv: No such file or directory" -q --csv=/nonexistent/dir/x.csv
-expect_error "cannot write /nonexistent/dir/x.svg: No such file or directory" --plot /nonexistent/dir/x.svg
-expect_error "cannot write $dir: Is a directory" --json="$dir"
+# --- output files are opened before any GPU is looked at: a bad path fails at once,
+# exit 1 as every write that fails (docs/cli.md); naming one file twice is exit 2 ---
+EXPECT_RC=1 expect_error "cannot write /nonexistent/dir/x.json: No such file or directory" --json=/nonexistent/dir/x.json
+EXPECT_RC=1 expect_error "cannot write /nonexistent/dir/x.csv: No such file or directory" -q --csv=/nonexistent/dir/x.csv
+EXPECT_RC=1 expect_error "cannot write /nonexistent/dir/x.svg: No such file or directory" --plot /nonexistent/dir/x.svg
+EXPECT_RC=1 expect_error "cannot write $dir: Is a directory" --json="$dir"
 expect_error "$dir/r.json and $dir/./r.json name the same file" --json="$dir/r.json" --csv="$dir/./r.json"
 [ -e "$dir/r.json" ] && fail "a refused run left $dir/r.json behind"
+
+# --- --plot-from: a saved run's plot again, no GPU ---
+expect_error "--plot-from redraws a saved run's plot: give --plot FILE.svg" --plot-from "$dir/r.json"
+expect_error "--plot-from redraws a saved run's plot" --plot-from "$dir/r.json" --plot "$dir/p.svg" --json
+expect_error "--plot-from $dir/none.json" --plot-from "$dir/none.json" --plot "$dir/p.svg"
+[ -e "$dir/p.svg" ] && fail "a refused --plot-from left $dir/p.svg behind"
+cat > "$dir/run.json" <<'JSON'
+{"schema_version": 1, "tool": "p2pkit bench", "date": "2026-11-29T12:00:00Z", "hostname": "h200",
+ "results": [
+  {"method": "p2p-ce", "mode": "oneway", "src": 0, "dst": 1, "total": false, "pairs": 1, "bytes": 1048576,
+   "status": "ok", "median_gbps": 120.5, "low": false, "verified": true},
+  {"method": "p2p-ce", "mode": "oneway", "src": 0, "dst": 1, "total": false, "pairs": 1, "bytes": 268435456,
+   "status": "ok", "median_gbps": 390.25, "low": false, "verified": true},
+  {"method": "staged", "mode": "oneway", "src": 0, "dst": 1, "total": false, "pairs": 1, "bytes": 268435456,
+   "status": "skipped", "note": "P2P only"}]}
+JSON
+"$bin" bench --plot-from "$dir/run.json" --plot "$dir/p.svg" >"$out" 2>"$err"
+rc=$?
+if grep -q "needs json-c" "$err"; then echo "skip --plot-from: $(cat "$err")"
+else
+  [ "$rc" = 0 ] || fail "bench --plot-from: exit $rc: $(cat "$err")"
+  grep -q '<polyline class="method"' "$dir/p.svg" && grep -q "h200" "$dir/p.svg" \
+    || fail "bench --plot-from: no plot of the saved run in $dir/p.svg"
+  printf '{"tool": "p2pkit perf"}' > "$dir/perf.json"
+  expect_error "not a p2pkit bench JSON document" --plot-from "$dir/perf.json" --plot "$dir/q.svg"
+  [ -e "$dir/q.svg" ] && fail "a refused --plot-from left $dir/q.svg behind"
+fi
 
 # --- no GPU here: a run says so in one line ---
 if ! command -v nvidia-smi >/dev/null 2>&1; then

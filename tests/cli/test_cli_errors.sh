@@ -39,19 +39,47 @@ if [ -w /dev/full ]; then
 fi
 
 # Settings: what the library would refuse, `p2pkit env` refuses too (exit 1,
-# one line naming it), and a command refuses it with the same line.
+# one line naming it, its value and its range), and each command refuses it
+# with the same line (exit 2: a bad input), never clamping it in silence.
 while read -r kv want; do
   expect "env with $kv" 1 env "$kv" "$bin" env
   one_line "env with $kv" "$want"
   expect "bench with $kv" 2 env "$kv" "$bin" bench --dry-run --from "$h200"
   one_line "bench with $kv" "$want"
+  expect "topo with $kv" 2 env "$kv" "$bin" topo --from "$h200"
+  one_line "topo with $kv" "$want"
+  expect "perf with $kv" 2 env "$kv" "$bin" perf all_reduce
+  one_line "perf with $kv" "$want"
 done <<'EOF'
 P2PKIT_LAUNCH_SPIN_US=-1 P2PKIT_LAUNCH_SPIN_US='-1' must be a whole number from 0 to
 P2PKIT_P2P_LEVEL=garbage P2PKIT_P2P_LEVEL='garbage' is not one of LOC, NVL, PIX, PXB, PHB, SYS
 P2PKIT_SM_COPY_CONFIG=garbage P2PKIT_SM_COPY_CONFIG='garbage': 'garbage' is not key=value
 P2PKIT_P2P_DISABLE=-1 P2PKIT_P2P_DISABLE='-1' must be a whole number from 0 to 1
 P2PKIT_STAGE_DEPTH=-1 P2PKIT_STAGE_DEPTH='-1' must be a whole number from 2 to 16
+P2PKIT_COLL_MAILBOXES=-1 P2PKIT_COLL_MAILBOXES='-1' must be 0 or a whole number from 16 to 512
+P2PKIT_CE_DEPTH=-1 P2PKIT_CE_DEPTH='-1' must be a whole number from 2 to 8
+P2PKIT_STAGED_CE_DEPTH=-1 P2PKIT_STAGED_CE_DEPTH='-1' must be a whole number from 2 to 8
+P2PKIT_CE_LAND=1kb P2PKIT_CE_LAND='1kb' is out of range: it must be a size from 16M to 4G
+P2PKIT_GRAD_SYNC_BLOCKS=2147483648 P2PKIT_GRAD_SYNC_BLOCKS='2147483648' must be a whole number from -1 to 1024
+P2PKIT_STAGE_CHUNK=2G P2PKIT_STAGE_CHUNK='2G' is out of range: it must be a size from 4K to 1G
+P2PKIT_DEBUG=bogus P2PKIT_DEBUG='bogus' is not one of NONE, WARN, INFO, TRACE
+P2PKIT_TORCH_SAME_STREAM=yes P2PKIT_TORCH_SAME_STREAM='yes' must be a whole number from 0 to 1
 EOF
+# Every refused value is listed, one line each; the listing shows each range.
+expect "env with two refused values" 1 env P2PKIT_CE_DEPTH=9 P2PKIT_CE_LAND=8G "$bin" env
+if [ "$(grep -c . "$tmp/err")" != 2 ] || ! grep -q "P2PKIT_CE_DEPTH='9'" "$tmp/err" ||
+  ! grep -q "P2PKIT_CE_LAND='8G'" "$tmp/err"; then
+  echo "FAIL env does not list both refused values"; cat "$tmp/err"; fail=1
+fi
+grep -E -q "^P2PKIT_CE_LAND .*\[a size from 16M to 4G\]$" "$tmp/out" ||
+  { echo "FAIL env does not show P2PKIT_CE_LAND's range"; fail=1; }
+# The Python package's variables are settings: listed, never "not a setting".
+expect "env with the Python package's variables" 0 env P2PKIT_LIB=/x/libp2pkit.so \
+  P2PKIT_TORCH_SAME_STREAM=1 "$bin" env
+[ -s "$tmp/err" ] && { echo "FAIL env warns about the Python package's variables"; cat "$tmp/err"; fail=1; }
+for v in P2PKIT_LIB P2PKIT_TORCH_SAME_STREAM; do
+  grep -E -q "^$v +[^ ]+ +environment " "$tmp/out" || { echo "FAIL env does not list $v"; fail=1; }
+done
 
 # The job secret is never printed: env (text, JSON) and the doctor's
 # settings (text, JSON) say only that it is set.
@@ -90,10 +118,6 @@ awk 'BEGIN { for (i = 0; i < 200000; i++) printf "h:1:1 [0] NCCL INFO Channel 00
 expect "doctor with 200000 connections of nonexistent ranks" 1 "$bin" doctor --from "$h200" --nccl-log "$tmp/far.log"
 grep -E -q "^WARN +NCCL +nccl .*200000 of its 200000 connections are between ranks it does not have" "$tmp/out" ||
   { echo "FAIL nonexistent ranks not reported"; cat "$tmp/out"; fail=1; }
-if [ -w /dev/full ]; then
-  expect "doctor --save-nccl-log /dev/full" 2 "$bin" doctor --from "$h200" --save-nccl-log /dev/full
-  one_line "doctor --save-nccl-log /dev/full" "writing /dev/full failed: No space left on device"
-fi
 expect "doctor --save-nccl-log FILE without a run" 0 "$bin" doctor --from "$h200" --save-nccl-log "$tmp/saved.log"
 grep -q "NCCL did not run" "$tmp/saved.log" || { echo "FAIL the saved log does not say why it is empty"; fail=1; }
 

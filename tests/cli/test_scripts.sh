@@ -9,7 +9,7 @@ fail=0
 for s in "$root"/scripts/*.sh "$root"/scripts/device/*.sh "$root"/tests/*.sh "$root"/tests/*/*.sh "$root"/.ci/run; do
   bash -n "$s" || { echo "FAIL $s does not parse"; fail=1; }
 done
-for s in record one_gpu multi sanitize sweep conformance torch multihost; do
+for s in record one_gpu multi sanitize sweep conformance torch multihost desync; do
   f=$root/scripts/device/$s.sh
   [ -x "$f" ] || { echo "FAIL $f missing or not executable"; fail=1; continue; }
   grep -q '^\. scripts/device/lib.sh$' "$f" || { echo "FAIL $s.sh does not source lib.sh"; fail=1; }

@@ -65,8 +65,8 @@ fi
 
 # Machines recorded on GPU machines (4x H200, 1x H200): each recording
 # beside tests/data/NAME.smi-topo-m.txt (what `nvidia-smi topo -m` printed
-# there) prints, here without a GPU, the same GPU cells and CPU / NUMA
-# affinities. p2pkit's own recordings (--save, --dump-nccl, --save-hwloc);
+# there) prints, here without a GPU, the same GPU cells, CPU / NUMA
+# affinities and GPU NUMA ID, and the same header line. p2pkit's own recordings (--save, --dump-nccl, --save-hwloc);
 # NCCL's dump carries no CPU affinity, so it is not held to the last two.
 if command -v python3 >/dev/null; then
   for smi in "$data"/*.smi-topo-m.txt; do
@@ -76,6 +76,9 @@ if command -v python3 >/dev/null; then
       [ -f "$data/$rec" ] || continue
       nrec=$((nrec + 1))
       (cd "$data" && "$bin" topo --from "$rec" -m) > "$tmp/rec.txt" 2>&1
+      if [ "$(head -n 1 "$smi")" != "$(head -n 1 "$tmp/rec.txt")" ]; then
+        echo "FAIL $rec --from: the header differs from nvidia-smi's"; fail=1
+      fi
       if python3 - "$smi" "$tmp/rec.txt" <<'PY'; then echo "ok   $rec --from matches nvidia-smi on the device"
 import sys
 def rows(path):
@@ -86,14 +89,37 @@ def rows(path):
             out[f[0]] = f[1:]
     return out
 smi, got = rows(sys.argv[1]), rows(sys.argv[2])
-n = len(smi)  # GPU cells, then CPU affinity and NUMA affinity
-sys.exit(0 if n and all(g in got and got[g][:n + 2] == smi[g][:n + 2] for g in smi) and len(got) == n else 1)
+n = len(smi)  # GPU cells, then CPU affinity, NUMA affinity, and where nvidia-smi
+# prints it (today's does) an empty field and the GPU NUMA ID
+width = max(len(v) for v in smi.values()) if n else 0
+sys.exit(0 if n and all(g in got and got[g][:width] == smi[g][:width] for g in smi) and len(got) == n else 1)
 PY
       else echo "FAIL $rec --from differs from nvidia-smi on the device"; cat "$tmp/rec.txt"; fail=1; fi
     done
     [ "$nrec" -gt 0 ] || { echo "FAIL $m.smi-topo-m.txt: no recording of $m beside it"; fail=1; }
   done
 fi
+
+# The GPU NUMA ID (a GPU whose memory is a NUMA node, e.g. GH200's): recorded
+# as numa_id, printed in the column and the JSON, kept by --save; -1 (none)
+# prints N/A as nvidia-smi does, and so does a recording that never said.
+sed 's/^gpu index=0 \(.*\) pci=/gpu index=0 \1 numa_id=4 pci=/; s/^gpu index=1 \(.*\) pci=/gpu index=1 \1 numa_id=-1 pci=/' \
+  "$data/h200x2.p2pkit" > "$tmp/gnuma.p2pkit"
+grep -q "numa_id=4" "$tmp/gnuma.p2pkit" && grep -q "numa_id=-1" "$tmp/gnuma.p2pkit" || { echo "FAIL numa_id fixture"; fail=1; }
+"$bin" topo --from "$tmp/gnuma.p2pkit" --save "$tmp/gnuma2.p2pkit" -m > "$tmp/gm.txt"
+if [ "$(sed -n 's/^GPU\([01]\)\t.*\t\t\(.*\)$/\1 \2/p' "$tmp/gm.txt" | tr '\n' ' ')" = "0 4 1 N/A " ] \
+   && grep -q "numa_id=4" "$tmp/gnuma2.p2pkit" && grep -q "numa_id=-1" "$tmp/gnuma2.p2pkit"; then
+  echo "ok   GPU NUMA ID recorded, printed and saved"
+else echo "FAIL GPU NUMA ID"; cat "$tmp/gm.txt"; fail=1; fi
+if command -v python3 >/dev/null; then
+  "$bin" topo --from "$tmp/gnuma.p2pkit" --json > "$tmp/gm.json"
+  python3 -c 'import json,sys; g=json.load(open(sys.argv[1]))["gpus"]; assert [x["gpu_numa_id"] for x in g]==[4,None] and all(x["gpu_numa_id_known"] for x in g)' "$tmp/gm.json" \
+    && "$bin" topo --from "$data/h200x2.p2pkit" --json | python3 -c 'import json,sys; g=json.load(sys.stdin)["gpus"]; assert not any(x["gpu_numa_id_known"] or x["gpu_numa_id"] is not None for x in g)' \
+    && echo "ok   GPU NUMA ID in the JSON" || { echo "FAIL GPU NUMA ID in the JSON"; fail=1; }
+fi
+sed 's/^gpu index=0 \(.*\) pci=/gpu index=0 \1 numa_id=-3 pci=/' "$data/h200x2.p2pkit" > "$tmp/gbad.p2pkit"
+expect "topo --from numa_id=-3" 2 "$bin" topo --from "$tmp/gbad.p2pkit"
+grep -q "numa_id" "$tmp/err" && [ "$(err_lines)" = 1 ] || { echo "FAIL numa_id=-3 message"; cat "$tmp/err"; fail=1; }
 
 # A recorded machine without a GPU, from every source: one line naming the
 # file, nothing printed, exit 2 (as a live machine without one).

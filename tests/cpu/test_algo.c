@@ -852,6 +852,19 @@ TEST(mailbox_count_follows_the_gpu) {
   setenv("P2PKIT_COLL_MAILBOXES", "100", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_mailboxes_for(132), 100);
+  setenv("P2PKIT_COLL_MAILBOXES", "16", 1); /* the ends of its range, as given */
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_mailboxes_for(4), 16);
+  setenv("P2PKIT_COLL_MAILBOXES", "512", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_mailboxes_for(4), 512);
+  static const char *const refused[] = {"-1", "8", "513"}; /* refused, never clamped */
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    setenv("P2PKIT_COLL_MAILBOXES", refused[i], 1);
+    p2pk_param_reset();
+    CHECK_EQ(p2pk_param_check(), P2PKIT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(p2pkit_last_error(), "must be 0 or a whole number from 16 to 512") != NULL);
+  }
   unsetenv("P2PKIT_COLL_MAILBOXES");
   p2pk_param_reset();
   /* Fewer mailboxes, larger ones, same buffer. */
@@ -884,26 +897,37 @@ TEST(staged_copy_engine_chunks) {
   CHECK_EQ(p2pk_sce_chunk_elems(100, 8), 12);
   CHECK_EQ(p2pk_sce_chunk_elems(0, 2), 1);
   /* Host slots of a process-per-GPU communicator: the default chunk, 4 KiB
-   * multiples, at most 64 MiB, none when the copy engines are off. */
+   * multiples, none when the copy engines are off; past 64 MiB the setting
+   * is refused (the registry's range), never cut. */
   p2pk_param_reset();
   CHECK_EQ(p2pk_sce_slot_bytes(), (size_t)4 << 20);
   setenv("P2PKIT_STAGED_CE_CHUNK", "5000", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_sce_slot_bytes(), 8192);
-  setenv("P2PKIT_STAGED_CE_CHUNK", "1G", 1);
+  setenv("P2PKIT_STAGED_CE_CHUNK", "64M", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_sce_slot_bytes(), (size_t)64 << 20);
+  setenv("P2PKIT_STAGED_CE_CHUNK", "1G", 1);
+  p2pk_param_reset();
+  CHECK_EQ(p2pk_param_check(), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK_STR(p2pkit_last_error(), "P2PKIT_STAGED_CE_CHUNK='1G' is out of range: it must be a size from 4K to 64M");
   setenv("P2PKIT_STAGED_CE_MIN", "0", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_sce_slot_bytes(), 0);
   unsetenv("P2PKIT_STAGED_CE_CHUNK");
   unsetenv("P2PKIT_STAGED_CE_MIN");
-  setenv("P2PKIT_STAGED_CE_DEPTH", "99", 1);
+  setenv("P2PKIT_STAGED_CE_DEPTH", "8", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_sce_depth(), P2PK_SCE_DEPTH_MAX);
-  setenv("P2PKIT_STAGED_CE_DEPTH", "1", 1);
+  setenv("P2PKIT_STAGED_CE_DEPTH", "2", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_sce_depth(), 2);
+  for (int bad = 0; bad < 3; bad++) { /* refused, never clamped */
+    setenv("P2PKIT_STAGED_CE_DEPTH", bad == 0 ? "99" : bad == 1 ? "1" : "-1", 1);
+    p2pk_param_reset();
+    CHECK_EQ(p2pk_param_check(), P2PKIT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(p2pkit_last_error(), "must be a whole number from 2 to 8") != NULL);
+  }
   unsetenv("P2PKIT_STAGED_CE_DEPTH");
   p2pk_param_reset();
   CHECK_EQ(p2pk_sce_depth(), 4);
@@ -1053,12 +1077,18 @@ TEST(copy_engine_shards_and_thresholds) {
   CHECK_EQ(ce_min(&c, P2PK_COLL_ALL_REDUCE), (size_t)16 << 20);
   c.staged = 0;
   unsetenv("P2PKIT_CE_ALLREDUCE_MIN");
-  setenv("P2PKIT_CE_DEPTH", "0", 1);
+  setenv("P2PKIT_CE_DEPTH", "2", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_depth(), 2);
-  setenv("P2PKIT_CE_DEPTH", "50", 1);
+  setenv("P2PKIT_CE_DEPTH", "8", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_depth(), P2PK_SCE_DEPTH_MAX);
+  for (int bad = 0; bad < 3; bad++) { /* refused, never clamped */
+    setenv("P2PKIT_CE_DEPTH", bad == 0 ? "0" : bad == 1 ? "50" : "-1", 1);
+    p2pk_param_reset();
+    CHECK_EQ(p2pk_param_check(), P2PKIT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(p2pkit_last_error(), "must be a whole number from 2 to 8") != NULL);
+  }
   unsetenv("P2PKIT_CE_DEPTH");
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_depth(), 3);
@@ -1112,19 +1142,26 @@ TEST(process_per_gpu_copy_engine_slots_and_thresholds) {
   CHECK_EQ(p2pk_cep_slot_bytes(2, 4, 1), (size_t)48 << 20);
   unsetenv("P2PKIT_CE_DEPTH");
   unsetenv("P2PKIT_CE_CHUNK");
-  /* P2PKIT_CE_LAND sets the slots' total, within 16 MiB .. 4 GiB. */
+  /* P2PKIT_CE_LAND sets the slots' total, 16 MiB .. 4 GiB; outside, it is
+   * refused, never clamped. */
   setenv("P2PKIT_CE_LAND", "384M", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_land_max(), (size_t)384 << 20);
   CHECK_EQ(p2pk_cep_slot_bytes(2, 2, 1), (size_t)192 << 20);
   CHECK_EQ(p2pk_ce_chunk_bytes((size_t)1 << 30, 2, 2), (size_t)64 << 20); /* the shard rule's top */
-  setenv("P2PKIT_CE_LAND", "1K", 1);
+  setenv("P2PKIT_CE_LAND", "16M", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_land_max(), (size_t)16 << 20);
   CHECK_EQ(p2pk_cep_slot_bytes(2, 2, 1), (size_t)8 << 20);
-  setenv("P2PKIT_CE_LAND", "64G", 1);
+  setenv("P2PKIT_CE_LAND", "4G", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_land_max(), (size_t)4 << 30);
+  for (int bad = 0; bad < 3; bad++) {
+    setenv("P2PKIT_CE_LAND", bad == 0 ? "1K" : bad == 1 ? "64G" : "0", 1);
+    p2pk_param_reset();
+    CHECK_EQ(p2pk_param_check(), P2PKIT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(p2pkit_last_error(), "it must be a size from 16M to 4G") != NULL);
+  }
   unsetenv("P2PKIT_CE_LAND");
   p2pk_param_reset();
   CHECK_EQ(p2pk_ce_land_max(), P2PK_CE_LAND_DEFAULT);

@@ -150,6 +150,14 @@ def baseline_files():
     return sorted(glob.glob(os.path.join(BASELINES, "*.json")))
 
 
+# A torch_host_time entry as baseline.py --merge writes one (parser input).
+TORCH_ENTRY = {"source": 0, "gpu": "NVIDIA H200", "torch": "2.11.0", "nccl": "2.28.9", "bytes": 8,
+               "iters": 200, "repeats": 30, "timing": "host time per call",
+               "rows": [{"world_size": 1, "call": "all_reduce", "mode": "synchronized", "p2pkit_us": 9.0,
+                         "nccl_us": 18.0, "ratio": 2.0, "p2pkit_p10_p90": [8.5, 9.5],
+                         "nccl_p10_p90": [17.0, 19.0]}]}
+
+
 class Baselines(unittest.TestCase):
     def test_the_three_machines_are_there(self):
         names = [os.path.basename(p) for p in baseline_files()]
@@ -202,6 +210,38 @@ class Baselines(unittest.TestCase):
         for what, d in edits:
             with self.subTest(edit=what):
                 self.assertNotEqual(check(d), [])
+
+    # Where the first instance of each $def holding times or ratios sits in a
+    # baseline (a new such $def needs its place here).
+    INSTANCE = {"times_us": lambda d: d["collectives"][0]["rows"][0]["out_of_place"],
+                "copy_row": lambda d: d["copy"][0]["results"][0],
+                "times_ms": lambda d: d["training"][0]["per_step_ms"]["step"],
+                "torch_row": lambda d: d.setdefault("torch_host_time", [copy.deepcopy(TORCH_ENTRY)])[0]["rows"][0]}
+
+    def test_every_time_rate_and_ratio_is_above_zero_in_the_schema(self):
+        # Every number a baseline holds is a time, a rate or a ratio.
+        fields = [(d, k) for d, s in SCHEMA["$defs"].items()
+                  for k, rule in s.get("properties", {}).items() if rule.get("type") == "number"]
+        self.assertEqual(len(fields), 11)  # p2pkit_us nccl_us ratio gbps us p2pkit_ms nccl_ms ratio, torch's 3
+        self.assertEqual(sorted({d for d, _ in fields}), sorted(self.INSTANCE))
+        for d, k in fields:
+            with self.subTest(field=f"{d}.{k}"):
+                self.assertEqual(SCHEMA["$defs"][d]["properties"][k].get("exclusiveMinimum"), 0)
+
+    def test_a_time_rate_or_ratio_not_above_zero_is_caught(self):
+        with open(os.path.join(BASELINES, "h200x2.json")) as f:
+            doc = json.load(f)
+        for d, where in self.INSTANCE.items():
+            for k, rule in SCHEMA["$defs"][d]["properties"].items():
+                if "exclusiveMinimum" not in rule:
+                    continue
+                for bad in (0, -1.5):
+                    with self.subTest(field=f"{d}.{k}", value=bad):
+                        e = copy.deepcopy(doc)
+                        where(e)[k] = bad
+                        errs = check(e)
+                        self.assertEqual(len(errs), 1, errs)
+                        self.assertRegex(errs[0], rf"\.{k}: {bad} <= 0$")
 
     def test_readme_tables_are_the_scripts(self):
         with open(os.path.join(BASELINES, "h200x2.json")) as f:
@@ -303,6 +343,77 @@ class Script(unittest.TestCase):
             d = self.fixture(top)
             self.edit_json(os.path.join(d, "capped", "cap16.json"), nccl_wrong)
             self.refused(run("--machine", "h200x2", d), "has 1 wrong results")
+
+    def refused_edit(self, rel, fn, words):
+        """The fixture with `rel` edited by `fn` is refused, naming `words`."""
+        with tempfile.TemporaryDirectory() as top:
+            d = self.fixture(top)
+            self.edit_json(os.path.join(d, rel), fn)
+            self.refused(run("--machine", "h200x2", d), words)
+
+    def test_refuses_an_unchecked_table(self):
+        def c0(doc):  # what perf -c 0 writes
+            doc["settings"]["check"] = False
+            for r in doc["passes"][0]["results"]:
+                for place in ("out_of_place", "in_place"):
+                    for lib in ("p2pkit", "nccl"):
+                        r[place][lib]["wrong"] = None
+        self.refused_edit("perf/p2_eager.json", c0, "perf/p2_eager.json: all_reduce table whose "
+                          "results were not checked (perf -c 0); record it with -c 1")
+        # in a table that would be left out too
+        self.refused_edit("capped/cap16.json", c0, "capped/cap16.json: all_reduce table whose "
+                          "results were not checked (perf -c 0)")
+
+        def one_null(doc):
+            doc["passes"][0]["results"][2]["in_place"]["nccl"]["wrong"] = None
+        self.refused_edit("perf/p2_eager.json", one_null, "not checked (size 1073741824 in_place nccl: no "
+                          "count of wrong results)")
+
+    def test_refuses_a_forced_algorithm_or_protocol(self):
+        def algo(doc):
+            doc["passes"][0]["algo"] = "oneshot"
+        self.refused_edit("perf/p2_eager.json", algo, "perf/p2_eager.json: all_reduce table with a "
+                          "forced algorithm or protocol (--algo oneshot)")
+
+        def sweep(doc):
+            doc["passes"] = [dict(doc["passes"][0], algo=a) for a in ("oneshot/ll", "twoshot/simple")]
+        self.refused_edit("perf/p2_eager.json", sweep, "(--sweep-algos oneshot/ll,twoshot/simple)")
+        for var, value in (("P2PKIT_PROTO", "ll"), ("P2PKIT_ALGO", "twoshot"), ("NCCL_ALGO", "Ring"),
+                           ("NCCL_PROTO", "Simple"), ("P2PKIT_ALGO_TABLE", "/tmp/t.txt")):
+            def env(doc):
+                doc["env"][var] = value
+            with self.subTest(var=var):
+                self.refused_edit("perf/g2_sendrecv.json", env, f"sendrecv table with a forced "
+                                  f"algorithm or protocol ({var}={value})")
+
+    def test_refuses_a_time_rate_or_ratio_not_above_zero(self):
+        for field, value, words in (("time_us", 0, "a time that is not positive (0, "),
+                                    ("time_us", -3.5, "a time that is not positive (-3.5, "),
+                                    ("time_us", float("nan"), "a time that is not positive (nan, ")):
+            def perf(doc):
+                doc["passes"][0]["results"][1]["out_of_place"]["p2pkit"][field] = value
+            with self.subTest(perf=value):
+                self.refused_edit("perf/p2_eager.json", perf, "perf/p2_eager.json size 1048576: " + words)
+
+        def tiny(doc):  # NCCL 10^6 times faster: the ratio rounds to 0.000
+            x = doc["passes"][0]["results"][1]["out_of_place"]
+            x["nccl"]["time_us"] = x["p2pkit"]["time_us"] / 1e6
+        self.refused_edit("perf/p2_eager.json", tiny, "size 1048576: a ratio (to 3 decimals) that is not "
+                          "positive (0.0)")
+        for field in ("median_gbps", "median_us"):
+            def bench(doc):
+                doc["results"][0][field] = 0
+            with self.subTest(bench=field):
+                self.refused_edit("bench/bench.json", bench, "bench/bench.json: p2p-ce oneway 0->1: a "
+                                  "rate or time that is not positive")
+        with tempfile.TemporaryDirectory() as top:
+            d = self.fixture(top)
+            path = os.path.join(d, "mlp.txt")
+            with open(path) as f:
+                text = f.read()
+            with open(path, "w") as f:
+                f.write(text.replace("step                          2.121", "step                          0.000"))
+            self.refused(run("--machine", "h200x2", d), "mlp.txt step: a time that is not positive")
 
     def test_refuses_a_copy_that_did_not_verify(self):
         def bad(doc):

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench/bench.h"
 #include "test.h"
@@ -316,4 +317,49 @@ TEST(svg) {
   p2pk_bench_report_free(&r);
 }
 
-T_MAIN(T_CASE(json), T_CASE(csv), T_CASE(table), T_CASE(svg))
+/* --plot-from: the plot drawn from the JSON a run saved is the plot the run
+ * drew (json-c loaded at run time; the case skips, saying so, without it). */
+TEST(svg_from_saved_json) {
+  p2pk_bench_report r, back;
+  make_report(&r);
+  p2pk_bench_report_init(&back);
+  char path[] = "/tmp/p2pk_bench_json_XXXXXX";
+  int fd = mkstemp(path);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  CHECK(f != NULL);
+  if (!f) return;
+  CHECK_OK(p2pk_bench_write_json(&r, f));
+  fclose(f);
+  char err[512] = "";
+  if (p2pk_bench_load_json(path, &back, err, sizeof err) != 0 && strstr(err, "needs json-c")) {
+    printf("SKIP svg_from_saved_json: %s\n", err);
+  } else {
+    CHECK_STR(err, "");
+    CHECK_EQ(back.nrows, r.nrows);
+    char *want = capture(p2pk_bench_write_svg, &r), *got = capture(p2pk_bench_write_svg, &back);
+    CHECK(want && got && strcmp(want, got) == 0);
+    free(want);
+    free(got);
+  }
+  /* Not bench's document, not JSON, no file: one line naming the file. */
+  static const char *const bad[][2] = {{"{\"tool\": \"p2pkit perf\", \"results\": []}", "not a p2pkit bench JSON"},
+                                       {"{\"tool\": \"p2pkit bench\", \"results\": [{\"method\": \"warp\"}]}", "result 0: a result lacks"},
+                                       {"[1, 2", "--plot-from"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0] && !strstr(err, "needs json-c"); i++) {
+    f = fopen(path, "w");
+    fputs(bad[i][0], f);
+    fclose(f);
+    p2pk_bench_report x;
+    p2pk_bench_report_init(&x);
+    CHECK_EQ(p2pk_bench_load_json(path, &x, err, sizeof err), -1);
+    CHECK(strstr(err, bad[i][1]) != NULL && strstr(err, path) != NULL && !strchr(err, '\n'));
+    p2pk_bench_report_free(&x);
+  }
+  unlink(path);
+  CHECK_EQ(p2pk_bench_load_json(path, &back, err, sizeof err), -1);
+  CHECK(strstr(err, path) != NULL);
+  p2pk_bench_report_free(&back);
+  p2pk_bench_report_free(&r);
+}
+
+T_MAIN(T_CASE(json), T_CASE(csv), T_CASE(table), T_CASE(svg), T_CASE(svg_from_saved_json))

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "coll/bootstrap.h"
+#include "coll/bootstrap_wire.h"
+#include "core/crypto.h"
 #include "core/param.h"
 #include "test.h"
 #include "test_net.h"
@@ -503,9 +505,11 @@ static int listen_port(int port) {
 }
 
 /* A process that took MASTER_PORT first plays rank 0: it records what rank 1
- * sends, answers with `reply`, and must neither learn the secret nor be
+ * sends, answers with `reply`, then (when `reply2` is given) what rank 1
+ * sends next with `reply2`, and must neither learn the secret nor be
  * believed. */
-static void fake_rank0_case(const unsigned char *reply, size_t rlen, const char *want) {
+static void fake_rank0_case(const unsigned char *reply, size_t rlen, const unsigned char *reply2,
+                            size_t rlen2, const char *want) {
   static const char secret[] = "topsecret-4711";
   int port = free_port();
   int lfd = listen_port(port);
@@ -523,6 +527,10 @@ static void fake_rank0_case(const unsigned char *reply, size_t rlen, const char 
       int64_t closed;
       n = read_until_close(fd, got, sizeof got, 500, &closed);
       if (send(fd, reply, rlen, MSG_NOSIGNAL) < 0) n = 0;
+      if (reply2) {
+        n += read_until_close(fd, got + n, sizeof got - n, 500, &closed);
+        if (send(fd, reply2, rlen2, MSG_NOSIGNAL) < 0) n = 0;
+      }
       n += read_until_close(fd, got + n, sizeof got - n, 3000, &closed);
     }
     if (write(pfd[1], &n, sizeof n) != (ssize_t)sizeof n || write(pfd[1], got, n) != (ssize_t)n) _exit(3);
@@ -548,13 +556,204 @@ static void fake_rank0_case(const unsigned char *reply, size_t rlen, const char 
 }
 
 TEST(fake_rank0_gets_no_secret_and_is_not_believed) {
-  /* An old-style welcome (type 2, no payload), then a challenge of random
-   * bytes that proves nothing. */
+  /* An old-style welcome (type 2, no payload); then a challenge (a nonce)
+   * and, after rank 1's proof, a proof of random bytes that proves nothing. */
   unsigned char welcome[12] = {0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0};
-  fake_rank0_case(welcome, sizeof welcome, "rank 0");
-  unsigned char challenge[12 + 64] = {0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 64};
+  fake_rank0_case(welcome, sizeof welcome, NULL, 0, "rank 0");
+  unsigned char challenge[12 + 32] = {0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 32};
+  unsigned char proof[12 + 32] = {0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 32};
   for (size_t i = 12; i < sizeof challenge; i++) challenge[i] = (unsigned char)(i * 37 + 11);
-  fake_rank0_case(challenge, sizeof challenge, "prove");
+  for (size_t i = 12; i < sizeof proof; i++) proof[i] = (unsigned char)(i * 53 + 5);
+  fake_rank0_case(challenge, sizeof challenge, proof, sizeof proof, "prove");
+}
+
+/* --- a client that speaks the protocol by hand ------------------------------- */
+
+/* A HELLO of rank 1 of 2 with a secret, protocol `version`, nonce nc. */
+static int send_hello(int fd, uint32_t version, const unsigned char nc[P2PK_BOOT_NONCE]) {
+  unsigned char msg[P2PK_BOOT_HDR + P2PK_BOOT_HELLO_BYTES];
+  p2pk_boot_hello h = {version, 2, 1, (uint32_t)getpid(), P2PK_HELLO_SECRET, {0}};
+  memcpy(h.nonce, nc, P2PK_BOOT_NONCE);
+  p2pk_boot_hdr_pack(msg, P2PK_MSG_HELLO, 0, P2PK_BOOT_HELLO_BYTES);
+  p2pk_boot_hello_pack(&h, msg + P2PK_BOOT_HDR);
+  return send(fd, msg, sizeof msg, MSG_NOSIGNAL) == (ssize_t)sizeof msg ? 0 : -1;
+}
+
+/* One frame from rank 0, taken as its header says (not checked): type,
+ * length and up to `cap` payload bytes. -1 when it did not come whole
+ * within limit_ms. */
+static int recv_raw(int fd, uint32_t *type, uint32_t *len, unsigned char *payload, size_t cap,
+                    int limit_ms) {
+  unsigned char h[P2PK_BOOT_HDR];
+  int64_t closed;
+  if (read_until_close(fd, h, sizeof h, limit_ms, &closed) != sizeof h) return -1;
+  *type = p2pk_boot_get32(h);
+  *len = p2pk_boot_get32(h + 8);
+  if (*len > cap) return -1;
+  return read_until_close(fd, payload, *len, limit_ms, &closed) == *len ? 0 : -1;
+}
+
+/* What a hand-made client saw of rank 0: the first frame's type, then the
+ * type (and REJECT's code and text) of the one after its own next step. */
+typedef struct {
+  uint32_t first, next, code;
+  char text[P2PK_BOOT_VERDICT_MAX];
+} raw_report;
+
+static pid_t fork_raw_client(int port, int pfd[2], void (*steps)(int fd, raw_report *r)) {
+  pid_t p = fork_or_fail();
+  if (p != 0) {
+    close(pfd[1]);
+    return p;
+  }
+  close(pfd[0]);
+  raw_report r;
+  memset(&r, 0, sizeof r);
+  int fd = connect_raw("127.0.0.1", port, 5000);
+  if (fd >= 0) steps(fd, &r);
+  if (write(pfd[1], &r, sizeof r) != (ssize_t)sizeof r) _exit(3);
+  _exit(0);
+}
+
+static raw_report take_report(int fd, pid_t p) {
+  raw_report r;
+  memset(&r, 0, sizeof r);
+  if (read(fd, &r, sizeof r) != (ssize_t)sizeof r) T_FAIL("the hand-made client did not report");
+  close(fd);
+  reap(p);
+  r.text[sizeof r.text - 1] = '\0';
+  return r;
+}
+
+/* HELLO, rank 0's CHALLENGE taken as it comes, then a PROOF of made-up
+ * bytes sent without checking anything of rank 0's. */
+static void made_up_proof(int fd, raw_report *r) {
+  unsigned char nc[P2PK_BOOT_NONCE], buf[512], proof[P2PK_BOOT_HDR + P2PK_MAC_BYTES];
+  memset(nc, 7, sizeof nc);
+  uint32_t len = 0;
+  if (send_hello(fd, P2PK_BOOT_VERSION, nc) != 0 ||
+      recv_raw(fd, &r->first, &len, buf, sizeof buf, 3000) != 0)
+    return;
+  p2pk_boot_hdr_pack(proof, P2PK_MSG_PROOF, 0, P2PK_MAC_BYTES);
+  memset(proof + P2PK_BOOT_HDR, 0xa5, P2PK_MAC_BYTES);
+  if (send(fd, proof, sizeof proof, MSG_NOSIGNAL) != (ssize_t)sizeof proof ||
+      recv_raw(fd, &r->next, &len, buf, sizeof buf, 3000) != 0)
+    return;
+  if (r->next == P2PK_MSG_REJECT)
+    p2pk_boot_verdict_parse(buf, len, &r->code, r->text, sizeof r->text);
+}
+
+TEST(made_up_proof_is_refused_by_rank0) {
+  /* A client that proves nothing is refused by rank 0 itself (not only by
+   * its own check of rank 0, which this client never makes), and is not
+   * admitted: the real rank 1, coming later, joins. */
+  int port = free_port();
+  int pfd[2];
+  CHECK_EQ(pipe(pfd), 0);
+  pid_t liar = fork_raw_client(port, pfd, made_up_proof);
+  who_t w[2] = {rank_(0, 2, "job-secret"), rank_(1, 2, "job-secret")};
+  w[1].delay_ms = 1000;
+  report_t rep[2];
+  run_on(port, w, 2, 8000, 20000, rep);
+  raw_report r = take_report(pfd[0], liar);
+  CHECK_EQ(r.first, (uint32_t)P2PK_MSG_CHALLENGE);
+  if (r.next != P2PK_MSG_REJECT || r.code != P2PK_REJ_SECRET)
+    T_FAIL("rank 0 answered a made-up proof with message type %u (code %u), not a refusal of "
+           "the secret", r.next, r.code);
+  for (int k = 0; k < 2; k++)
+    if (rep[k].status != P2PKIT_SUCCESS || !rep[k].data_ok)
+      T_FAIL("rank %d: %d %s", k, rep[k].status, rep[k].msg);
+}
+
+/* Whether `got` holds anything keyed with `guess` over these nonces: either
+ * side's proof or the link's key, at any offset. -1 when libcrypto cannot
+ * say. */
+static int holds_keyed(const unsigned char *got, size_t n, const char *guess,
+                       const unsigned char *nc, const unsigned char *ns) {
+  unsigned char v[3][P2PK_MAC_BYTES];
+  char why[400];
+  if (p2pk_crypto_load(why, sizeof why) != 0 ||
+      p2pk_boot_proof(guess, P2PK_TO_RANK, nc, ns, 2, 1, v[0]) != 0 ||
+      p2pk_boot_proof(guess, P2PK_TO_ROOT, nc, ns, 2, 1, v[1]) != 0 ||
+      p2pk_boot_link_key(guess, nc, ns, 2, 1, v[2]) != 0)
+    return -1;
+  for (int i = 0; i < 3; i++)
+    if (memmem(got, n, v[i], P2PK_MAC_BYTES)) return 1;
+  return 0;
+}
+
+static const char *const GUESSES[] = {"wrong", "100", "none"};
+
+/* HELLO, then everything rank 0 sends before this client has proved
+ * anything, kept in r->text's bytes (r->code: how many); then, offline, each
+ * of GUESSES tried against them: r->next's bit i set when guess i is
+ * confirmed (all bits when libcrypto cannot tell). The guesser loads
+ * libcrypto itself, so the ranks forked beside it do not inherit it. */
+static void hello_and_guess(int fd, raw_report *r) {
+  unsigned char nc[P2PK_BOOT_NONCE];
+  memset(nc, 7, sizeof nc);
+  int64_t closed;
+  if (send_hello(fd, P2PK_BOOT_VERSION, nc) != 0) return;
+  const unsigned char *got = (const unsigned char *)r->text;
+  const size_t n = read_until_close(fd, (unsigned char *)r->text, sizeof r->text, 1000, &closed);
+  r->code = (uint32_t)n;
+  if (n < P2PK_BOOT_HDR + P2PK_BOOT_NONCE) return;
+  for (size_t i = 0; i < sizeof GUESSES / sizeof GUESSES[0]; i++) {
+    const int h = holds_keyed(got, n, GUESSES[i], nc, got + P2PK_BOOT_HDR);
+    if (h != 0) r->next |= h > 0 ? 1u << i : ~0u;
+  }
+}
+
+TEST(nothing_to_test_guesses_against_before_a_proof) {
+  /* The issue's case: the job secret is "none". A client that has proved
+   * nothing gets rank 0's nonce and nothing else, so holding the right
+   * guess it still cannot confirm it offline. */
+  int port = free_port();
+  int pfd[2];
+  CHECK_EQ(pipe(pfd), 0);
+  pid_t guesser = fork_raw_client(port, pfd, hello_and_guess);
+  who_t w[1] = {rank_(0, 2, "none")}; /* rank 1 never comes */
+  report_t rep[1];
+  run_on(port, w, 1, 2500, 20000, rep);
+  raw_report r = take_report(pfd[0], guesser);
+  CHECK_EQ(rep[0].status, P2PKIT_ERR_TIMEOUT);
+  const unsigned char *got = (const unsigned char *)r.text;
+  const size_t n = r.code;
+  if (n != P2PK_BOOT_HDR + P2PK_BOOT_NONCE || p2pk_boot_get32(got) != P2PK_MSG_CHALLENGE ||
+      p2pk_boot_get32(got + 8) != P2PK_BOOT_NONCE)
+    T_FAIL("before any proof rank 0 sent %zu bytes (type %u, length %u), not a CHALLENGE of "
+           "its %d-byte nonce alone", n, n >= 4 ? p2pk_boot_get32(got) : 0,
+           n >= 12 ? p2pk_boot_get32(got + 8) : 0, P2PK_BOOT_NONCE);
+  if (r.next == ~0u) T_FAIL("the guesser could not load libcrypto to try its guesses");
+  else
+    for (size_t i = 0; i < sizeof GUESSES / sizeof GUESSES[0]; i++)
+      if (r.next >> i & 1)
+        T_FAIL("what rank 0 sent before any proof confirms the guess '%s' offline", GUESSES[i]);
+}
+
+/* HELLO of protocol version 2 (rank 0 proved itself first), then the answer. */
+static void old_hello(int fd, raw_report *r) {
+  unsigned char nc[P2PK_BOOT_NONCE], buf[512];
+  memset(nc, 7, sizeof nc);
+  uint32_t len = 0;
+  if (send_hello(fd, 2, nc) == 0 && recv_raw(fd, &r->first, &len, buf, sizeof buf, 3000) == 0 &&
+      r->first == P2PK_MSG_REJECT)
+    p2pk_boot_verdict_parse(buf, len, &r->code, r->text, sizeof r->text);
+}
+
+TEST(old_peer_gets_a_clear_refusal) {
+  int port = free_port();
+  int pfd[2];
+  CHECK_EQ(pipe(pfd), 0);
+  pid_t old = fork_raw_client(port, pfd, old_hello);
+  who_t w[1] = {rank_(0, 2, "job-secret")};
+  report_t rep[1];
+  run_on(port, w, 1, 1500, 20000, rep);
+  raw_report r = take_report(pfd[0], old);
+  CHECK_EQ(r.first, (uint32_t)P2PK_MSG_REJECT);
+  CHECK_EQ(r.code, (uint32_t)P2PK_REJ_VERSION);
+  if (!strstr(r.text, "got 2, want 3") || !strstr(r.text, "same p2pkit"))
+    T_FAIL("the refusal does not say what differs: '%s'", r.text);
 }
 
 /* A process of another user, connecting over IPv4 to rank 0 listening on
@@ -581,7 +780,9 @@ static void other_user_at_accept(const char *listen_addr) {
     _exit(0);
   }
   close(pfd[1]);
-  who_t w[2] = {rank_(0, 2, "same"), rank_(1, 2, "same")};
+  /* Off loopback (::) a secret of 128 bits is needed. */
+  static const char strong[] = "0123456789abcdef0123456789abcdef";
+  who_t w[2] = {rank_(0, 2, strong), rank_(1, 2, strong)};
   w[0].addr = listen_addr;
   w[1].delay_ms = 600;
   report_t rep[2];
@@ -689,6 +890,9 @@ T_MAIN(T_CASE(all_ranks_arrive_and_allgather), T_CASE(single_rank_needs_no_netwo
        T_CASE(idle_connections_do_not_stall_the_job),
        T_CASE(silent_connection_is_dropped_at_its_deadline),
        T_CASE(fake_rank0_gets_no_secret_and_is_not_believed),
+       T_CASE(made_up_proof_is_refused_by_rank0),
+       T_CASE(nothing_to_test_guesses_against_before_a_proof),
+       T_CASE(old_peer_gets_a_clear_refusal),
        T_CASE(other_user_refused_at_accept_ipv4_and_dual_stack),
        T_CASE(peer_uid_of_ipv4_mapped_connection), T_CASE(no_secret_off_loopback_is_refused),
        T_CASE(secret_without_libcrypto_is_one_clear_line))

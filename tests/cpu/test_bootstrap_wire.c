@@ -30,6 +30,8 @@ TEST(headers_bound_what_follows) {
   CHECK(!hdr_ok(P2PK_MSG_HELLO, 1, P2PK_BOOT_HELLO_BYTES));
   CHECK(hdr_ok(P2PK_MSG_CHALLENGE, 0, P2PK_BOOT_CHALLENGE_BYTES));
   CHECK(!hdr_ok(P2PK_MSG_CHALLENGE, 0, 0));
+  CHECK_EQ(P2PK_BOOT_CHALLENGE_BYTES, P2PK_BOOT_NONCE); /* a nonce, nothing keyed */
+  CHECK(!hdr_ok(P2PK_MSG_CHALLENGE, 0, P2PK_BOOT_NONCE + P2PK_MAC_BYTES)); /* version 2's */
   CHECK(hdr_ok(P2PK_MSG_PROOF, 0, P2PK_MAC_BYTES));
   CHECK(!hdr_ok(P2PK_MSG_PROOF, 0, 1u << 30));
   CHECK(hdr_ok(P2PK_MSG_WELCOME, 0, 0));
@@ -57,9 +59,9 @@ TEST(hello_round_trip_and_refusals) {
   CHECK_EQ(p2pk_boot_hello_parse(b, sizeof b, &g, why, sizeof why), 0);
   CHECK(memcmp(&g, &h, sizeof h) == 0);
   CHECK_EQ(p2pk_boot_hello_parse(b, sizeof b - 1, &g, why, sizeof why), -1);
-  b[8 + 3] = 1; /* version 1: the protocol that sent the secret */
+  b[8 + 3] = 2; /* version 2: rank 0 proved itself first */
   CHECK_EQ(p2pk_boot_hello_parse(b, sizeof b, &g, why, sizeof why), -1);
-  CHECK(strstr(why, "got 1, want 2") != NULL);
+  CHECK(strstr(why, "got 2, want 3") != NULL);
   p2pk_boot_hello_pack(&h, b);
   b[24] = 0x80; /* an unknown flag */
   CHECK_EQ(p2pk_boot_hello_parse(b, sizeof b, &g, why, sizeof why), -1);

@@ -4,7 +4,9 @@
 #include <ftw.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/json.h"
@@ -114,15 +116,15 @@ TEST(settings_check_refuses_malformed_values) {
       {"P2PKIT_P2P_DISABLE", "yes", "P2PKIT_P2P_DISABLE='yes' must be a whole number from 0 to 1"},
       {"P2PKIT_TIMEOUT", "abc", "P2PKIT_TIMEOUT='abc' must be a whole number from 1 to 86400"},
       {"P2PKIT_TIMEOUT", "30s", "P2PKIT_TIMEOUT='30s' must be a whole number from 1 to 86400"},
-      {"P2PKIT_BUFFER_SIZE", "64Q", "P2PKIT_BUFFER_SIZE='64Q' is not a size"},
+      {"P2PKIT_BUFFER_SIZE", "64Q", "P2PKIT_BUFFER_SIZE='64Q' is not a size (bytes, with K, M, G or T): it must be a size from 0 to 16G"},
       {"P2PKIT_CE_ALLREDUCE_MIN", "-1", "P2PKIT_CE_ALLREDUCE_MIN='-1' is not a size"},
-      {"P2PKIT_PDL", "on", "P2PKIT_PDL='on' is not a whole number"},
+      {"P2PKIT_PDL", "on", "P2PKIT_PDL='on' must be a whole number from 0 to 1"},
       /* Values the library's readers refuse (or misread) are refused here,
        * for `p2pkit env` and every entry point alike. */
       {"P2PKIT_LAUNCH_SPIN_US", "-1", "P2PKIT_LAUNCH_SPIN_US='-1' must be a whole number from 0 to 3600000000"},
       {"P2PKIT_P2P_DISABLE", "-1", "P2PKIT_P2P_DISABLE='-1' must be a whole number from 0 to 1"},
       {"P2PKIT_STAGE_DEPTH", "-1", "P2PKIT_STAGE_DEPTH='-1' must be a whole number from 2 to 16"},
-      {"P2PKIT_STAGE_CHUNK", "1K", "P2PKIT_STAGE_CHUNK='1K' is out of range (4096 to 1073741824 bytes)"},
+      {"P2PKIT_STAGE_CHUNK", "1K", "P2PKIT_STAGE_CHUNK='1K' is out of range: it must be a size from 4K to 1G"},
       {"P2PKIT_P2P_LEVEL", "garbage", "P2PKIT_P2P_LEVEL='garbage' is not one of LOC, NVL, PIX, PXB, PHB, SYS"},
       {"P2PKIT_SM_COPY_CONFIG", "garbage", "P2PKIT_SM_COPY_CONFIG='garbage': 'garbage' is not key=value"},
       {"P2PKIT_ALGO", "ring", "P2PKIT_ALGO='ring' is not one of oneshot, twoshot, staged"},
@@ -153,16 +155,40 @@ TEST(settings_check_refuses_malformed_values) {
   p2pk_param_reset();
 }
 
-/* A value the check refuses reads as the default: a launch thread given
- * P2PKIT_LAUNCH_SPIN_US=-1 spins 1 ms, not for ever. */
+/* A value the check refuses reads as the default, never as itself: a launch
+ * thread given P2PKIT_LAUNCH_SPIN_US=-1 spins 1 ms, not for ever. Entry
+ * points refuse such a value first; a reader that runs before any check is
+ * told, once per setting, on the log. */
 TEST(refused_values_read_as_the_default) {
+  char errpath[] = "/tmp/p2pkit_stderrXXXXXX";
+  const int efd = mkstemp(errpath), saved = dup(2);
+  fflush(stderr);
+  dup2(efd, 2);
   setenv("P2PKIT_LAUNCH_SPIN_US", "-1", 1);
   setenv("P2PKIT_STAGE_CHUNK", "1K", 1);
   setenv("P2PKIT_TIMEOUT", "0", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_param_int("P2PKIT_LAUNCH_SPIN_US"), 1000);
+  CHECK_EQ(p2pk_param_int("P2PKIT_LAUNCH_SPIN_US"), 1000);
   CHECK_EQ(p2pk_param_size("P2PKIT_STAGE_CHUNK"), 8u << 20);
-  CHECK_EQ(p2pk_param_int("P2PKIT_TIMEOUT"), 60);
+  const char *tdef = NULL;
+  for (size_t i = 0; i < p2pk_param_count(); i++)
+    if (strcmp(p2pk_param_at(i)->name, "P2PKIT_TIMEOUT") == 0) tdef = p2pk_param_at(i)->def;
+  CHECK_EQ(p2pk_param_int("P2PKIT_TIMEOUT"), tdef ? strtoll(tdef, NULL, 10) : -1);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  char log[4096] = "";
+  const ssize_t got = pread(efd, log, sizeof log - 1, 0);
+  log[got > 0 ? got : 0] = '\0';
+  close(efd);
+  unlink(errpath);
+  const char *w = "p2pkit WARN P2PKIT_LAUNCH_SPIN_US='-1' must be a whole number from 0 to "
+                  "3600000000; read as its default, 1000\n";
+  CHECK(strstr(log, w) != NULL);
+  CHECK(strstr(strstr(log, w) ? strstr(log, w) + 1 : log, w) == NULL); /* once */
+  CHECK(strstr(log, "P2PKIT_STAGE_CHUNK='1K' is out of range: it must be a size from 4K to 1G; "
+                    "read as its default, 8M") != NULL);
   setenv("P2PKIT_LAUNCH_SPIN_US", "0", 1);
   p2pk_param_reset();
   CHECK_EQ(p2pk_param_int("P2PKIT_LAUNCH_SPIN_US"), 0);
@@ -354,6 +380,94 @@ TEST(debug_file_is_private_and_never_a_link) {
   CHECK(strstr(err, "hard links") != NULL);
 }
 
+/* A new file, `name` in the cases' directory, of this mode (umask aside). */
+static void make_file(const char *name, mode_t mode, char *path, size_t len) {
+  need_log_dir();
+  snprintf(path, len, "%s/%s", log_dir, name);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 || fchmod(fd, mode) != 0) T_FAIL("cannot make %s", path);
+  if (fd >= 0) close(fd);
+}
+
+/* `err` says the file was refused for `why`, and the line went to stderr. */
+static void want_refused(const char *err, const char *why) {
+  if (!strstr(err, why) || !strstr(err, "logging to stderr instead") ||
+      !strstr(err, "a line for the log file"))
+    T_FAIL("wanted '%s' and the line on stderr; stderr: %s", why, err);
+}
+
+/* An existing file is appended to only when it is this user's, private and
+ * a regular file: one another user planted (0666, so that they read our
+ * log), or one of ours that others may read, gets nothing, and the log goes
+ * to stderr with one line saying why. */
+TEST(debug_file_planted_or_shared_is_refused) {
+  char path[256], err[4096];
+  make_file("ours.log", 0600, path, sizeof path);
+  log_with_file(path, err, sizeof err);
+  CHECK(file_size(path) > 0); /* ours and private: appended to */
+  if (err[0]) T_FAIL("stderr: %s", err);
+  make_file("shared.log", 0666, path, sizeof path);
+  log_with_file(path, err, sizeof err);
+  CHECK_EQ(file_size(path), 0);
+  want_refused(err, "may be read or written by others (mode 0666)");
+  make_file("group.log", 0640, path, sizeof path);
+  log_with_file(path, err, sizeof err);
+  CHECK_EQ(file_size(path), 0);
+  want_refused(err, "(mode 0640)");
+  /* Another user's: only root can make one here (chown). */
+  make_file("planted.log", 0666, path, sizeof path);
+  if (geteuid() != 0) {
+    printf("  (not root: the case of another user's file needs chown, not run)\n");
+  } else {
+    CHECK_EQ(chown(path, 65534, 65534), 0);
+    log_with_file(path, err, sizeof err);
+    CHECK_EQ(file_size(path), 0);
+    want_refused(err, "belongs to another user (uid 65534)");
+  }
+  /* Not a file at all. */
+  snprintf(path, sizeof path, "%s/dir.log", log_dir);
+  CHECK_EQ(mkdir(path, 0700), 0);
+  log_with_file(path, err, sizeof err);
+  want_refused(err, "dir.log");
+}
+
+/* A FIFO planted at the path never blocks the thread that logs (and every
+ * other thread behind the log's lock): without a reader the open would wait
+ * for one, with one the writes would wait once it stops reading. Refused at
+ * once either way; each case runs in a child given 10 s. */
+TEST(debug_file_fifo_never_blocks) {
+  char path[256];
+  need_log_dir();
+  snprintf(path, sizeof path, "%s/fifo.log", log_dir);
+  CHECK_EQ(mkfifo(path, 0600), 0);
+  for (int reader = 0; reader < 2; reader++) {
+    const int rfd = reader ? open(path, O_RDONLY | O_NONBLOCK) : -1;
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      char err[4096];
+      log_with_file(path, err, sizeof err);
+      _exit(strstr(err, "FIFO") && strstr(err, "logging to stderr instead") ? 0 : 3);
+    }
+    int status = 0, done = 0;
+    for (int ms = 0; pid > 0 && ms < 10000 && !done; ms += 10)
+      if (!(done = waitpid(pid, &status, WNOHANG) == pid)) usleep(10000);
+    if (pid > 0 && !done) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      T_FAIL("logging to a FIFO %s a reader blocked for 10 s", reader ? "with" : "without");
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      T_FAIL("logging to a FIFO %s a reader was not refused (child status %d)",
+             reader ? "with" : "without", status);
+    }
+    if (rfd >= 0) {
+      char buf[256];
+      CHECK(read(rfd, buf, sizeof buf) <= 0); /* nothing reached the reader */
+      close(rfd);
+    }
+  }
+}
+
 /* Text from files, logs and peers loses what a terminal would act on. */
 TEST(text_made_printable) {
   static const struct { const char *in, *out; int replaced; } cases[] = {
@@ -412,5 +526,7 @@ T_MAIN(T_CASE(strerror_names_every_status), T_CASE(parse_size_accepts_suffixes),
        T_CASE(log_subsystems_parse),
        T_CASE(log_level_and_file), T_CASE(debug_file_long_path_is_used_whole),
        T_CASE(debug_file_that_cannot_be_opened_says_so),
-       T_CASE(debug_file_is_private_and_never_a_link), T_CASE(text_made_printable),
+       T_CASE(debug_file_is_private_and_never_a_link),
+       T_CASE(debug_file_planted_or_shared_is_refused), T_CASE(debug_file_fifo_never_blocks),
+       T_CASE(text_made_printable),
        T_CASE(json_writer_quotes_and_nests))

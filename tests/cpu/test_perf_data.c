@@ -3,14 +3,17 @@
  * each collective done here in the dtype's own arithmetic, for every dtype,
  * op, rank count and root. */
 #include <stdint.h>
+#include <string.h>
 
 #include "perf/perf.h"
 #include "perf/perf_data.h"
 #include "test.h"
 
-static const p2pkit_dtype_t all_dtypes[] = {P2PKIT_FLOAT32, P2PKIT_FLOAT16, P2PKIT_BFLOAT16,
-                                            P2PKIT_FLOAT64, P2PKIT_INT32,   P2PKIT_INT64,
-                                            P2PKIT_UINT8};
+static const p2pkit_dtype_t all_dtypes[] = {
+    P2PKIT_FLOAT32, P2PKIT_FLOAT16, P2PKIT_BFLOAT16, P2PKIT_FLOAT64, P2PKIT_INT32, P2PKIT_INT64,
+    P2PKIT_UINT8,   P2PKIT_INT8,    P2PKIT_UINT32,   P2PKIT_UINT64,  P2PKIT_FLOAT8_E4M3,
+    P2PKIT_FLOAT8_E5M2};
+#define NOPS PERF_OP_COUNT /* p2pkit's five and NCCL's mulsum */
 #define NDT (sizeof all_dtypes / sizeof all_dtypes[0])
 
 /* Round a value to what the dtype can hold (store then load). */
@@ -39,11 +42,34 @@ static double sim_reduce(const perf_gen *g, uint64_t i, const int *order) {
   for (int k = 0; k < n; k++) {
     double x = in_dtype(dt, perf_input(g, order[k], i));
     if (g->op == P2PKIT_AVG && fl) x = in_dtype(dt, x * in_dtype(dt, 1.0 / n));
-    int op = g->op == P2PKIT_AVG ? P2PKIT_SUM : g->op;
+    if (g->op == PERF_OP_MULSUM) x = in_dtype(dt, x * (order[k] % 2 ? 2.0 : 1.0));
+    int op = g->op == P2PKIT_AVG || g->op == PERF_OP_MULSUM ? P2PKIT_SUM : g->op;
     acc = k == 0 ? x : step(dt, op, acc, x);
   }
   if (g->op == P2PKIT_AVG && !fl) acc = (double)((int64_t)acc / n);
   return acc;
+}
+
+/* Rank r's buffer after nccl-tests' hypercube on n (a power of two) ranks,
+ * run here step by step: each rank starts with its own block in place, then
+ * at each mask swaps its half (rank & ~(mask - 1) on, mask blocks) with
+ * rank ^ mask. Returns element j. */
+static double sim_hypercube(const perf_gen *g, int r, uint64_t j) {
+  enum { MAXN = 16 };
+  int n = g->nranks, src[MAXN][MAXN]; /* src[q][b]: whose block q holds at b, -1 none */
+  for (int q = 0; q < n; q++)
+    for (int b = 0; b < n; b++) src[q][b] = b == q ? q : -1;
+  for (int mask = 1; mask < n; mask <<= 1) {
+    int next[MAXN][MAXN];
+    memcpy(next, src, sizeof next);
+    for (int q = 0; q < n; q++) {
+      int peer = q ^ mask, from = peer & ~(mask - 1); /* what the peer sends */
+      for (int b = from; b < from + mask; b++) next[q][b] = src[peer][b];
+    }
+    memcpy(src, next, sizeof src);
+  }
+  int owner = src[r][j / g->param];
+  return owner < 0 ? -1 : in_dtype(g->dtype, perf_input(g, owner, j % g->param));
 }
 
 /* What rank r holds at element j after the collective, from the collective's
@@ -59,13 +85,14 @@ static double simulate(const perf_gen *g, int r, uint64_t j, const int *order) {
     case PERF_REDUCE_SCATTER: return sim_reduce(g, (uint64_t)r * p + j, order);
     case PERF_ALLTOALL: return in_dtype(g->dtype, perf_input(g, (int)(j / p), (uint64_t)r * p + j % p));
     case PERF_SENDRECV: return in_dtype(g->dtype, perf_input(g, (r - 1 + n) % n, j));
+    case PERF_HYPERCUBE: return sim_hypercube(g, r, j);
   }
   return -1;
 }
 
 TEST(inputs_are_exact_nonzero_and_rank_dependent) {
   for (size_t d = 0; d < NDT; d++)
-    for (int op = 0; op < P2PKIT_REDOP_COUNT; op++)
+    for (int op = 0; op < NOPS; op++)
       for (int n = 1; n <= 16; n++) {
         perf_gen g = {PERF_ALL_REDUCE, (int)all_dtypes[d], op, n, 0, 1234u, 100};
         int differs = 0;
@@ -77,7 +104,12 @@ TEST(inputs_are_exact_nonzero_and_rank_dependent) {
               T_FAIL("dtype %d op %d: input %g is not exact in the dtype", g.dtype, op, v);
             if (r > 0 && v != perf_input(&g, 0, i)) differs = 1;
           }
-        if (n > 1 && !differs) T_FAIL("dtype %d op %d n %d: ranks hold the same data", g.dtype, op, n);
+        /* fp8 holds so few integers that for many ranks every input is 1
+         * (a range of one): the sums are still checked, with equal inputs. */
+        const int one = op != P2PKIT_PROD && perf_value_range(g.dtype, op, n) == 1;
+        if (n > 1 && !differs && !one)
+          T_FAIL("dtype %d op %d n %d: ranks hold the same data", g.dtype, op, n);
+        if (one && !perf_dtype_is_float(g.dtype)) T_FAIL("dtype %d: a range of one", g.dtype);
       }
 }
 
@@ -95,11 +127,16 @@ TEST(expected_matches_simulation_every_collective) {
   for (size_t ci = 0; p2pk_perf_coll_at((int)ci); ci++) {
     const perf_coll *c = p2pk_perf_coll_at((int)ci);
     for (size_t d = 0; d < NDT; d++)
-      for (int op = 0; op < P2PKIT_REDOP_COUNT; op++) {
+      for (int op = 0; op < NOPS; op++) {
         if (!c->uses_op && op != P2PKIT_SUM) continue;
         static const int ranks[] = {1, 2, 3, 4, 7, 8, 16};
         for (size_t ni = 0; ni < sizeof ranks / sizeof ranks[0]; ni++) {
           int n = ranks[ni];
+          if (c->pow2_ranks && (n & (n - 1))) continue; /* refused at run time */
+          /* Sums the fp8 types cannot hold exactly: refused when checked. */
+          if (c->uses_op && (op == P2PKIT_SUM || op == P2PKIT_AVG || op == PERF_OP_MULSUM) &&
+              !perf_sum_exact((int)all_dtypes[d], op, n))
+            continue;
           for (int k = 0; k < n; k++) orders[0][k] = k, orders[1][k] = n - 1 - k;
           for (int root = 0; root < n; root += n > 1 ? n - 1 : 1) {
             perf_counts k;
@@ -116,7 +153,7 @@ TEST(expected_matches_simulation_every_collective) {
                   if (perf_is_wrong(got, want, perf_tolerance(&g, want))) {
                     T_FAIL("%s dtype %s op %s n %d root %d rank %d elem %llu order %d: simulated "
                            "%.17g, expected %.17g", c->name, p2pk_perf_dtype_name(all_dtypes[d]),
-                           p2pk_perf_op_name((p2pkit_redop_t)op), n, root, r,
+                           p2pk_perf_op_name(op), n, root, r,
                            (unsigned long long)j, o, got, want);
                     bad = 1;
                     break;
@@ -160,7 +197,10 @@ TEST(wrong_values_are_caught) {
       CHECK(perf_is_wrong(perf_input(&g, 0, j), want, tol)); /* an unreduced input */
       CHECK(perf_is_wrong(perf_load(&poison, g.dtype, 0), want, tol));
     }
-    /* avg's tolerance stays under half a unit: an off-by-one still fails. */
+    /* avg's tolerance stays under half a unit: an off-by-one still fails.
+     * Not for fp8, whose unit roundoff (1/16, 1/8) makes n + 2 of them a
+     * unit or more: its avg is checked within that bound only. */
+    if (g.dtype == P2PKIT_FLOAT8_E4M3 || g.dtype == P2PKIT_FLOAT8_E5M2) continue;
     g.op = P2PKIT_AVG;
     for (g.nranks = 2; g.nranks <= 16; g.nranks++)
       for (uint64_t j = 0; j < 64; j++) {
@@ -191,7 +231,37 @@ TEST(half_and_bfloat16_conversions) {
   for (int v = 0; v <= 256; v++) CHECK_NEAR(perf_bf16_to_f32(perf_f32_to_bf16((float)v)), v, 0);
 }
 
-T_MAIN(T_CASE(inputs_are_exact_nonzero_and_rank_dependent), T_CASE(seed_changes_the_data),
+/* fp8 as CUDA's __nv_fp8_e4m3 / __nv_fp8_e5m2 encode it. */
+TEST(fp8_conversions) {
+  CHECK_EQ(perf_f32_to_fp8(1.0f, 0), 0x38);  /* e4m3: exponent 7, mantissa 0 */
+  CHECK_EQ(perf_f32_to_fp8(1.0f, 1), 0x3C);  /* e5m2: exponent 15 */
+  CHECK_EQ(perf_f32_to_fp8(-2.0f, 0), 0xC0);
+  CHECK_EQ(perf_f32_to_fp8(448.0f, 0), 0x7E); /* e4m3's largest */
+  CHECK_EQ(perf_f32_to_fp8(57344.0f, 1), 0x7B); /* e5m2's largest */
+  CHECK_EQ(perf_f32_to_fp8(1e6f, 1), 0x7C);  /* e5m2: infinity */
+  CHECK_EQ(perf_f32_to_fp8(1e6f, 0), 0x7F);  /* e4m3fn: no infinity, NaN */
+  CHECK_EQ(perf_f32_to_fp8(17.0f, 0), perf_f32_to_fp8(16.0f, 0)); /* tie to even */
+  CHECK_EQ(perf_f32_to_fp8(9.0f, 1), perf_f32_to_fp8(8.0f, 1));
+  CHECK_EQ(perf_f32_to_fp8(0.001953125f, 0), 0x01); /* e4m3's least subnormal, 2^-9 */
+  CHECK_NEAR(perf_fp8_to_f32(0x01, 1), 1.52587890625e-05, 0); /* e5m2's, 2^-16 */
+  CHECK(isnan(perf_fp8_to_f32(0xFF, 0)) && isnan(perf_fp8_to_f32(0xFF, 1))); /* the poison */
+  CHECK(isinf(perf_fp8_to_f32(0x7C, 1)));
+  for (int v = 0; v <= 16; v++) CHECK_NEAR(perf_fp8_to_f32(perf_f32_to_fp8((float)v, 0), 0), v, 0);
+  for (int v = 0; v <= 8; v++) CHECK_NEAR(perf_fp8_to_f32(perf_f32_to_fp8((float)v, 1), 1), v, 0);
+  for (int b = 0; b < 256; b++) /* every finite byte round-trips */
+    for (int e5 = 0; e5 < 2; e5++) {
+      float f = perf_fp8_to_f32((uint8_t)b, e5);
+      if (!isnan(f) && !isinf(f)) CHECK_EQ(perf_f32_to_fp8(f, e5), b);
+    }
+  /* Sums of more ranks than the type's integers are refused for checking. */
+  CHECK(perf_sum_exact(P2PKIT_FLOAT8_E5M2, P2PKIT_SUM, 8) && !perf_sum_exact(P2PKIT_FLOAT8_E5M2, P2PKIT_SUM, 9));
+  CHECK(!perf_sum_exact(P2PKIT_FLOAT8_E4M3, PERF_OP_MULSUM, 9) && perf_sum_exact(P2PKIT_FLOAT8_E4M3, PERF_OP_MULSUM, 8));
+  /* int8 products stay under 127: six doubling ranks at most. */
+  perf_gen g = {PERF_ALL_REDUCE, P2PKIT_INT8, P2PKIT_PROD, 16, 0, 3u, 64};
+  for (uint64_t j = 0; j < 64; j++) CHECK(perf_expected(&g, 0, j) <= 64);
+}
+
+T_MAIN(T_CASE(inputs_are_exact_nonzero_and_rank_dependent), T_CASE(seed_changes_the_data), T_CASE(fp8_conversions),
        T_CASE(expected_matches_simulation_every_collective),
        T_CASE(float_avg_is_exact_for_powers_of_two), T_CASE(wrong_values_are_caught),
        T_CASE(half_and_bfloat16_conversions))

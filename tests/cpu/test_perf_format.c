@@ -39,7 +39,7 @@ static void setup(const char *coll, int vs, int nranks) {
 }
 
 static perf_stat stat_of(double t, int64_t wrong) {
-  perf_stat s = {1, t, t * 0.9, t * 1.2, wrong};
+  perf_stat s = {1, t, t * 0.9, t * 1.2, t * 0.5, wrong};
   return s;
 }
 
@@ -48,6 +48,9 @@ static perf_row *add_row(perf_pass *p, size_t bytes, double t_oop, double t_ip, 
   perf_row *r = &p->rows[p->nrows++];
   memset(r, 0, sizeof *r);
   p2pk_perf_counts(args.coll, bytes, p2pkit_dtype_size(args.dtype), rep.nranks, &r->k);
+  r->v.dtype = args.dtype;
+  r->v.op = args.coll->uses_op ? args.op : P2PKIT_SUM;
+  r->v.root = args.coll->uses_root ? args.root : -1;
   r->algo = r->proto = -1;
   if (t_oop > 0) r->st[PERF_LIB_P2PKIT][0] = stat_of(t_oop, wrong);
   if (t_ip > 0) r->st[PERF_LIB_P2PKIT][1] = stat_of(t_ip, 0);

@@ -334,12 +334,15 @@ static inline int cu_run_cases(const cu_case *cases, size_t n, int argc, char **
  * (`--child ...`) runs the test's child_main(); else at least one GPU, then
  * the case table (cu_case entries) through cu_run_cases. The tests check
  * p2pkit's own paths: P2PKIT_NCCL=0 unless the caller (or a case: the
- * conformance suite's NCCL and hosts cases) says otherwise. */
+ * conformance suite's NCCL and hosts cases) says otherwise, and a rank that
+ * hangs fails the others after P2PKIT_TIMEOUT=60, not the default 600 s,
+ * unless the caller says otherwise. */
 #define CU_MAIN(...)                                                                  \
   int t_failed;                                                                       \
   const char *t_current;                                                              \
   int main(int argc, char **argv) {                                                   \
     setenv("P2PKIT_NCCL", "0", 0);                                                    \
+    setenv("P2PKIT_TIMEOUT", "60", 0);                                                \
     if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_main(argc, argv);   \
     T_REQUIRE_GPUS(1);                                                                \
     static const cu_case cases[] = {__VA_ARGS__};                                     \

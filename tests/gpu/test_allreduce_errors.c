@@ -186,7 +186,8 @@ TEST(init_checks) {
   unsetenv("P2PKIT_ALGO_TABLE");
   setenv("P2PKIT_TIMEOUT", "0", 1);
   p2pk_param_reset();
-  expect(p2pkit_comm_init_all(c, 2, NULL), P2PKIT_ERR_INVALID_ARGUMENT, "timeout 0", "timeout");
+  expect(p2pkit_comm_init_all(c, 2, NULL), P2PKIT_ERR_INVALID_ARGUMENT, "timeout 0",
+         "P2PKIT_TIMEOUT='0'");
   unsetenv("P2PKIT_TIMEOUT");
   setenv("P2PKIT_MAX_BLOCKS", "-3", 1);
   p2pk_param_reset();

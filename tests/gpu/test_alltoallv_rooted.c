@@ -235,7 +235,9 @@ TEST(ranks_2_to_4) {
   T_CUDA(cudaGetDeviceCount(&ngpu));
   for (int n = 2; n <= MAXN; n++) {
     if (n > ngpu && !cu_share_gpus()) {
-      printf("SKIP: %d ranks: %d GPU(s) and P2PKIT_SHARE_GPUS unset\n", n, ngpu);
+      char what[32];
+      snprintf(what, sizeof what, "%d ranks", n);
+      printf("SKIP: %s: needs %d GPUs\n", what, n);
       continue;
     }
     int status[MAXN];

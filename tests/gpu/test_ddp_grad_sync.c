@@ -148,6 +148,7 @@ TEST(create_errors) {
 int t_failed;
 const char *t_current;
 int main(void) {
+  setenv("P2PKIT_TIMEOUT", "60", 0); /* a hang fails in a minute, not the default 10 */
   T_REQUIRE_GPUS(2);
   static const t_case cases[] = {T_CASE(create_errors), T_CASE(grad_sync_two_gpus)};
   char failed[256];

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # p2pkit topo must agree with nvidia-smi: GPU columns of `topo -m`, CPU and
-# NUMA affinity, and every code of `topo -p2p r/w/a/n`.
+# NUMA affinity, GPU NUMA ID (where nvidia-smi prints it), and every code of
+# `topo -p2p r/w/a/n`.
 set -euo pipefail
 bin=$1
 command -v nvidia-smi >/dev/null || { echo "SKIP: nvidia-smi not found"; exit 77; }
@@ -26,6 +27,9 @@ def matrix(path):
         cells = [c.strip() for c in l.split('\t')]
         if cells and re.fullmatch(r'GPU\d+', cells[0]):
             rows[cells[0]] = dict(zip(cols[1:], cells[1:]))
+            # nvidia-smi puts an empty field before the GPU NUMA ID: the last cell
+            if 'GPU NUMA ID' in cols:
+                rows[cells[0]]['GPU NUMA ID'] = cells[-1]
     return rows
 
 bad = 0
@@ -34,7 +38,8 @@ gpus = sorted(k for k in smi)
 if sorted(mine) != gpus:
     print(f'GPU rows differ: nvidia-smi {gpus} vs p2pkit {sorted(mine)}'); bad += 1
 for g in gpus:
-    for col in gpus + ['CPU Affinity', 'NUMA Affinity']:
+    numa_id = ['GPU NUMA ID'] if 'GPU NUMA ID' in smi[g] else []
+    for col in gpus + ['CPU Affinity', 'NUMA Affinity'] + numa_id:
         a, b = smi[g].get(col, '?').strip(), mine.get(g, {}).get(col, '?').strip()
         if a != b:
             print(f'topo -m {g}/{col}: nvidia-smi "{a}" vs p2pkit "{b}"'); bad += 1

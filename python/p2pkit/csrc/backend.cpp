@@ -11,7 +11,6 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
-#include "backend_impl.hpp"
 
 namespace p2pkit_torch {
 
@@ -49,6 +48,7 @@ ProcessGroupP2PKit::ProcessGroupP2PKit(c10::intrusive_ptr<c10d::Store> store, in
   g_ = c10::make_intrusive<Group>(rank, size, describe(options_, rank, size), options_->timeout,
                                   setting("P2PKIT_TORCH_ASYNC_ERROR_HANDLING", nullptr));
   g_->high_priority = options_->is_high_priority_stream;
+  g_->same_stream = setting("P2PKIT_TORCH_SAME_STREAM", nullptr) != 0;
   watch(g_);
 }
 

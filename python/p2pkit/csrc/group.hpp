@@ -59,6 +59,7 @@ struct Group : c10::intrusive_ptr_target {
   c10d::ErrorType error_type = c10d::ErrorType::SUCCESS;
   cudaStream_t streams[kLanes] = {};  // kColl.. made on first use
   bool high_priority = false;
+  bool same_stream = false;          // P2PKIT_TORCH_SAME_STREAM: every call on the caller's stream
   cudaEvent_t ready = nullptr;       // records the current stream for a lane to wait on
   std::mutex pool_mu;                // the pool's own lock (a Work gives its event back
                                      // from any thread, some holding mu)
