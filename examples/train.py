@@ -12,6 +12,10 @@ p2pkit's, in one run; report step time, tokens/s and p2pkit's ratio to NCCL.
           small    a smoke test (seconds)
           both     comm then compute (the default)
 --backend p2pkit | nccl | both; --modes ddp,fsdp2; --steps, --warmup.
+With both backends the run fails (exit 1) unless p2pkit's losses are
+NCCL's: the first step's the same (one model, one batch, no reduction yet
+in it) and the last within 5% (the reductions' orders differ, so do the
+roundings of a bf16 run).
 
 With more ranks than GPUs the ranks share GPUs (P2PKIT_SHARE_GPUS=1 is set,
 and NCCL runs as one simulated host per rank, NCCL_HOSTID): that checks that
@@ -151,6 +155,7 @@ def main():
     for b in backends[:-1]:
         groups[b] = dist.new_group(backend=b)
     configs = ["comm", "compute"] if args.config == "both" else [args.config]
+    mismatches = 0
     if rank == 0:
         print(f"{world} ranks on {ngpu} GPU(s) ({torch.cuda.get_device_name(dev)}), torch "
               f"{torch.__version__}; bf16 autocast, AdamW")
@@ -175,13 +180,29 @@ def main():
             print(f"{r['mode']:6} {r['backend']:8} {r['step_ms']:9.2f} {r['tok_s']:11.0f} "
                   f"{r['first']:8.3f}->{r['last']:<8.3f} {ratio:>12}")
         for m in modes:  # the same model, data and steps: the same losses
-            last = [r["last"] for r in rows if r["mode"] == m]
-            if not all(math.isfinite(x) for x in last):
-                print(f"{m}: a loss is not finite")
-            elif len(last) == 2 and abs(last[0] - last[1]) > 0.05 * max(1.0, abs(last[0])):
-                print(f"{m}: the backends' last losses differ ({last[0]:.4f}, {last[1]:.4f})")
+            mismatches += losses_differ(m, [r for r in rows if r["mode"] == m])
     dist.barrier()
     dist.destroy_process_group()
+    if mismatches:
+        raise SystemExit(1)
+
+
+def losses_differ(mode, rows):
+    """Say whether the backends' losses of `mode` differ (1) or not (0)."""
+    first, last = [r["first"] for r in rows], [r["last"] for r in rows]
+    if not all(math.isfinite(x) for x in first + last):
+        print(f"{mode}: a loss is not finite")
+        return 1
+    if len(rows) < 2:
+        return 0
+    if abs(first[0] - first[1]) > 1e-3 * max(1.0, abs(first[0])) or \
+            abs(last[0] - last[1]) > 0.05 * max(1.0, abs(last[0])):
+        print(f"{mode}: p2pkit's losses differ from NCCL's: first {first[1]:.4f} vs "
+              f"{first[0]:.4f}, last {last[1]:.4f} vs {last[0]:.4f}")
+        return 1
+    print(f"{mode}: p2pkit's losses are NCCL's (first {first[1]:.4f}, last {last[1]:.4f} vs "
+          f"{last[0]:.4f})")
+    return 0
 
 
 if __name__ == "__main__":

@@ -60,6 +60,11 @@ P2PKIT_API const char *p2pkit_strerror(p2pkit_status_t status);
 P2PKIT_API const char *p2pkit_last_error(void);
 /* Runtime version, comparable to P2PKIT_VERSION_CODE. */
 P2PKIT_API int p2pkit_version(void);
+/* An integer setting of the registry (`p2pkit env` lists them) as the
+ * library reads it, for code built on p2pkit: *value_p the value in force,
+ * *is_set_p (may be NULL) 1 when the environment sets it. A name that is
+ * no integer setting, or a value outside its range: an error naming it. */
+P2PKIT_API p2pkit_status_t p2pkit_setting_int(const char *name, int64_t *value_p, int *is_set_p);
 
 /* CUDA stream without pulling in CUDA headers; same type as cudaStream_t. */
 typedef struct CUstream_st *p2pkit_stream_t;
@@ -362,6 +367,37 @@ P2PKIT_API p2pkit_status_t p2pkit_send(const void *sendbuf, size_t count, p2pkit
                                        int peer, p2pkit_comm_t comm, p2pkit_stream_t stream);
 P2PKIT_API p2pkit_status_t p2pkit_recv(void *recvbuf, size_t count, p2pkit_dtype_t dtype,
                                        int peer, p2pkit_comm_t comm, p2pkit_stream_t stream);
+
+/* Uneven all-to-all, NCCL-based libraries' shape: this rank sends
+ * sendcounts[p] elements from sendbuf + sdispls[p] to rank p, which
+ * receives them at recvbuf + rdispls[this rank] (its recvcounts[this rank]
+ * must be the same number). Counts and displacements are in elements,
+ * arrays of the communicator's size; zeros are allowed, and each rank's
+ * counts may differ from every other's. The blocks this rank sends to
+ * itself and receives from itself are one size; no send block may overlap
+ * a receive block. A group of sends and receives inside the library: each
+ * pair of ranks takes the path its one message size selects, whatever the
+ * other ranks' sizes. Stream-ordered and capturable like send/recv; one
+ * process driving several GPUs: every rank's call inside one group. */
+P2PKIT_API p2pkit_status_t p2pkit_all_to_allv(const void *sendbuf, const size_t *sendcounts,
+                                              const size_t *sdispls, void *recvbuf,
+                                              const size_t *recvcounts, const size_t *rdispls,
+                                              p2pkit_dtype_t dtype, p2pkit_comm_t comm,
+                                              p2pkit_stream_t stream);
+/* Rooted gather and scatter, moving only what each rank needs (a group of
+ * sends and receives, as above). gather: every rank's `count` elements of
+ * sendbuf land in the root's recvbuf at rank * count (recvbuf: nranks *
+ * count elements on the root, unused and may be NULL elsewhere). scatter:
+ * the root's sendbuf (nranks * count elements, unused elsewhere) is cut in
+ * rank order, block r into rank r's recvbuf (count elements). In place on
+ * the root: sendbuf == recvbuf + root * count elements (gather) or recvbuf
+ * == sendbuf + root * count elements (scatter). */
+P2PKIT_API p2pkit_status_t p2pkit_gather(const void *sendbuf, void *recvbuf, size_t count,
+                                         p2pkit_dtype_t dtype, int root, p2pkit_comm_t comm,
+                                         p2pkit_stream_t stream);
+P2PKIT_API p2pkit_status_t p2pkit_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                                          p2pkit_dtype_t dtype, int root, p2pkit_comm_t comm,
+                                          p2pkit_stream_t stream);
 
 /* --------------------------------------------------------------- NCCL ---- */
 /* NCCL as the engine underneath (libnccl.so.2, loaded at run time;

@@ -4,11 +4,15 @@ logs, and its headline table in Markdown. Schema: bench/baselines/README.md.
 
 usage: baseline.py --machine NAME PATH [PATH ...] > bench/baselines/NAME.json
        baseline.py --table BASELINE.json [--sizes 8,64K,1M,16M,256M,1G]
+       baseline.py --merge BASELINE.json PATH [PATH ...] > NEW.json
 
 PATH is a log folder (read recursively) or one file. Recognised:
   - `p2pkit perf --vs-nccl --json-file` documents ("tool": "p2pkit perf"),
   - `p2pkit bench --json` documents ("tool": "p2pkit bench"),
   - `examples/ddp_mlp --backend both` output (first line `ddp_mlp: N ranks,`),
+  - scripts/device/torch_host_time.py --json documents ("tool": "p2pkit
+    torch_host_time": the backend's host time per call beside
+    ProcessGroupNCCL's); --merge adds them to an existing baseline,
   - machine.txt (scripts/device/record.sh writes it: date, `commit: X`,
     nvidia-smi lines): the nearest one naming a commit, in a file's folder
     or above, dates the file; a data file without one is refused.
@@ -250,6 +254,68 @@ def ddp_entry(text, where):
                     "timing": timing.group(1) if timing else None, "per_step_ms": per_step}
 
 
+# ---- the PyTorch backend's host time per call ------------------------------
+
+TORCH_CALLS = ("all_reduce", "all_reduce_async", "all_gather_into_tensor", "reduce_scatter_tensor",
+               "broadcast")
+TORCH_MODES = ("back_to_back", "synchronized")
+
+
+def torch_entry(doc, where):
+    """(key, entry) of a torch_host_time document; a row whose results were
+    wrong refuses the file."""
+    rows = []
+    for r in doc["rows"]:
+        if not r["checked"]:
+            raise Refused(f"{where}: {r['call']} {r['mode']} on {r['world_size']} rank(s) had wrong results")
+        p, n = r["p2pkit_us"], r["nccl_us"]
+        rows.append({"world_size": r["world_size"], "call": r["call"], "mode": r["mode"],
+                     "p2pkit_us": p["median"], "nccl_us": n["median"],
+                     "ratio": ratio(n["median"], p["median"], f"{where} {r['call']} {r['mode']}"),
+                     "p2pkit_p10_p90": [p["p10"], p["p90"]], "nccl_p10_p90": [n["p10"], n["p90"]]})
+    if not rows:
+        return None, "no rows"
+    rows.sort(key=lambda r: (r["world_size"], order(TORCH_CALLS, r["call"]), order(TORCH_MODES, r["mode"])))
+    return "torch_host_time", {"source": None, "gpu": doc["gpu"], "torch": doc["torch"],
+                               "nccl": doc["nccl"], "bytes": doc["bytes"], "iters": doc["iters"],
+                               "repeats": doc["repeats"], "timing": doc["timing"], "rows": rows}
+
+
+def merge(base_path, args):
+    """The baseline at base_path with its torch_host_time section taken from
+    the torch_host_time documents under args (their run added to sources)."""
+    with open(base_path) as f:
+        base = json.load(f)
+    picked = None
+    for arg in args:
+        root, paths = files_of(arg)
+        for path in paths:
+            got = recognise(path) if path.endswith(".json") else None
+            if not got or got[0] != "torch":
+                continue
+            where = os.path.relpath(path, os.path.dirname(os.path.abspath(root)))
+            try:
+                key, item = torch_entry(got[1], where)
+            except (KeyError, TypeError) as e:
+                raise Refused(f"{where}: a torch_host_time document without the fields it should have ({e!r})")
+            if key is None:
+                raise Refused(f"{where}: {item}")
+            if picked and picked[2] >= got[1].get("date", ""):
+                note(f"left out {where}: an older recording than {picked[1]}")
+                continue
+            picked = (item, where, got[1].get("date", ""), machine_txt(path, root))
+    if not picked:
+        raise Refused("no torch_host_time document in " + " ".join(args))
+    item, _, _, mtxt = picked
+    info = read_machine(mtxt)
+    src = {"commit": info["commit"], "date": info["date"], "driver": info["driver"], "gpus": info["gpus"]}
+    if src not in base["sources"]:
+        base["sources"].append(src)
+    item["source"] = base["sources"].index(src)
+    base["torch_host_time"] = [item]
+    return base
+
+
 # ---- reading the folders --------------------------------------------------
 
 def files_of(arg):
@@ -273,7 +339,8 @@ def recognise(path):
         except (ValueError, UnicodeDecodeError):
             return None
         tool = doc.get("tool") if isinstance(doc, dict) else None
-        return {"p2pkit perf": ("perf", doc), "p2pkit bench": ("bench", doc)}.get(tool)
+        return {"p2pkit perf": ("perf", doc), "p2pkit bench": ("bench", doc),
+                "p2pkit torch_host_time": ("torch", doc)}.get(tool)
     with open(path, "rb") as f:
         head = f.read(200)
     if not DDP_FIRST.match(head.decode("utf-8", "replace")):
@@ -283,7 +350,7 @@ def recognise(path):
 
 
 def build(machine, args):
-    found = {"perf": {}, "bench": {}, "ddp": {}}  # kind -> key -> [(rank, item, where, machine.txt, doc)]
+    found = {"perf": {}, "bench": {}, "ddp": {}, "torch": {}}  # kind -> key -> [(rank, item, where, machine.txt, doc)]
     read = set()
     for arg in args:
         root, paths = files_of(arg)
@@ -319,6 +386,8 @@ def build(machine, args):
                     key, item = perf_table(doc, where)
                 elif kind == "bench":
                     key, item = bench_entry(doc, where)
+                elif kind == "torch":
+                    key, item = torch_entry(doc, where)
                 else:
                     key, item = ddp_entry(doc, where)
             except (KeyError, TypeError, AttributeError, IndexError) as e:
@@ -383,6 +452,8 @@ def build(machine, args):
         "copy": sorted((c[1] for c in chosen["bench"]), key=lambda e: (not e["p2p"], e["source"])),
         "training": sorted((c[1] for c in chosen["ddp"]), key=lambda e: (e["ranks"], e["config"])),
     }
+    if chosen["torch"]:
+        out["torch_host_time"] = [c[1] for c in chosen["torch"]]
     return out
 
 
@@ -461,11 +532,13 @@ def main(argv):
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--machine", help="the machine kind the logs were recorded on (h200x2, ...)")
     what.add_argument("--table", metavar="BASELINE", help="print BASELINE's headline all-reduce table")
+    what.add_argument("--merge", metavar="BASELINE",
+                      help="BASELINE with the torch_host_time documents under PATHs in it")
     ap.add_argument("--sizes", help="with --table: the sizes to show (default 8,64K,1M,16M,256M,1G)")
     ap.add_argument("paths", nargs="*", metavar="PATH")
     a = ap.parse_args(argv)
-    if bool(a.machine) != bool(a.paths) or (a.sizes and not a.table):
-        ap.error("--machine takes one or more PATHs; --table and --sizes none")
+    if bool(a.machine or a.merge) != bool(a.paths) or (a.sizes and not a.table):
+        ap.error("--machine and --merge take one or more PATHs; --table and --sizes none")
     if a.machine and not re.fullmatch(r"[a-z0-9]+", a.machine):
         ap.error("--machine: lower-case letters and digits (h200x2)")
     try:
@@ -473,6 +546,10 @@ def main(argv):
             sizes = [parse_size(s) for s in a.sizes.split(",")] if a.sizes else TABLE_SIZES
             with open(a.table) as f:
                 sys.stdout.write(table(json.load(f), sizes))
+        elif a.merge:
+            sys.stdout.write(dump(merge(a.merge, a.paths)) + "\n")
+            for ln in NOTES:
+                print(ln, file=sys.stderr)
         else:
             sys.stdout.write(dump(build(a.machine, a.paths)) + "\n")
             for ln in NOTES:

@@ -27,10 +27,14 @@ lib = p2pkit.library_path()
 assert "site-packages" in here, here
 assert os.path.dirname(lib) == here, f"loaded {lib}, not the wheel's own library in {here}"
 print(f"import p2pkit: version {p2pkit.version()}, library {lib}")
+built = [n for n in os.listdir(here) if n.startswith("_c10d.")]
+print("PyTorch backend:", f"built ({built[0]})" if built else
+      "not built (no torch when the wheel was built: pip install --no-build-isolation . with torch)")
 try:
     import torch  # noqa: F401
     print("torch present: backend registered:", "P2PKIT" in __import__("torch").distributed.Backend._plugins)
 except ImportError:
+    assert not built, "a backend built against a torch this venv does not have"
     print("torch absent: p2pkit imports without it (the backend is not registered)")
 PY
 PATH=$venv/bin:$PATH command -v p2pkit

@@ -1,21 +1,22 @@
-"""p2pkit for PyTorch: a thin ctypes layer over libp2pkit.so (no compiled
-extension). The C library does all the work; this module finds it, checks
-tensors, and turns statuses into exceptions.
+"""p2pkit for PyTorch: a thin ctypes layer over libp2pkit.so. The C library
+does all the work; this module finds it, checks tensors, and turns statuses
+into exceptions.
 
     import p2pkit
     comm = p2pkit.Comm()                      # torchrun's RANK/WORLD_SIZE/...
     p2pkit.all_reduce(t, comm=comm)           # a sum, on torch.cuda.current_stream()
     p2pkit.all_gather(out, t, comm=comm)      # and broadcast, reduce,
     with p2pkit.group():                      # reduce_scatter, all_to_all,
-        p2pkit.send(t, 1, comm=comm)          # send / recv
-        p2pkit.recv(u, 1, comm=comm)
+        p2pkit.send(t, 1, comm=comm)          # all_to_allv, gather,
+        p2pkit.recv(u, 1, comm=comm)          # scatter, send / recv
 
     uid = p2pkit.get_unique_id()              # NCCL-style: rank 0 makes an id,
     comm = p2pkit.Comm(unique_id=uid, rank=r, world_size=n)  # every rank joins
 
 With torch installed, importing p2pkit also registers the torch.distributed
-backend "p2pkit": dist.init_process_group("cpu:gloo,cuda:p2pkit")
-(p2pkit/torch_backend.py, docs/pytorch.md).
+backend "p2pkit": dist.init_process_group("cpu:gloo,cuda:p2pkit"), a C++
+backend (p2pkit/csrc) built into the wheel against the torch present at
+build time (p2pkit/torch_backend.py, docs/pytorch.md).
 
 The library is found at $P2PKIT_LIB, inside this package (a wheel from
 `pip install .`), in the source tree's build directories, or by the dynamic
@@ -27,7 +28,7 @@ import operator
 import os
 
 __all__ = ["P2PKitError", "load_library", "version", "Comm", "all_reduce", "broadcast", "reduce",
-           "all_gather", "reduce_scatter", "all_to_all", "send", "recv", "group", "ddp_comm_hook",
+           "all_gather", "reduce_scatter", "all_to_all", "all_to_allv", "gather", "scatter", "send", "recv", "group", "ddp_comm_hook",
            "DTYPES", "OPS", "check_tensor", "get_unique_id", "UNIQUE_ID_BYTES", "library_path"]
 
 UNIQUE_ID_BYTES = 128  # P2PKIT_UNIQUE_ID_BYTES
@@ -95,6 +96,10 @@ def _declare(lib):
         "p2pkit_reduce_scatter": (c_int, [c_void_p, c_void_p, c_size, c_int, c_int, c_void_p,
                                           c_void_p]),
         "p2pkit_all_to_all": (c_int, [c_void_p, c_void_p, c_size, c_int, c_void_p, c_void_p]),
+        "p2pkit_all_to_allv": (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
+                                       c_int, c_void_p, c_void_p]),
+        "p2pkit_gather": (c_int, [c_void_p, c_void_p, c_size, c_int, c_int, c_void_p, c_void_p]),
+        "p2pkit_scatter": (c_int, [c_void_p, c_void_p, c_size, c_int, c_int, c_void_p, c_void_p]),
         "p2pkit_send": (c_int, [c_void_p, c_size, c_int, c_int, c_void_p, c_void_p]),
         "p2pkit_recv": (c_int, [c_void_p, c_size, c_int, c_int, c_void_p, c_void_p]),
         "p2pkit_group_start": (c_int, []),
@@ -524,6 +529,85 @@ def all_to_all(output, input, comm=None, stream=None):
     if nin:
         _run("p2pkit_all_to_all", stream, comm, input.data_ptr(), output.data_ptr(),
              nin // comm.size, dtype)
+    return output
+
+
+def _splits(name, what, counts, displs, size, numel):
+    """(counts, displacements) as C arrays of `size` size_t: whole numbers
+    0 or more (a bool or float a TypeError, as every integer argument),
+    displacements packed in rank order when None; every block inside the
+    tensor's `numel` elements."""
+    arg = "send" if what == "send" else "recv"  # send_counts, recv_counts, send_displs...
+    counts = [_int_arg(name, f"{arg}_counts[{i}]", v, 0, 2**63 - 1) for i, v in enumerate(counts)]
+    if displs is not None:
+        displs = [_int_arg(name, f"{arg}_displs[{i}]", v, 0, 2**63 - 1)
+                  for i, v in enumerate(displs)]
+    if len(counts) != size or (displs is not None and len(displs) != size):
+        raise ValueError(f"p2pkit: {name}: {what} counts and displacements need {size} entries "
+                         f"(one per rank), got {len(counts)} and "
+                         f"{size if displs is None else len(displs)}")
+    if displs is None:
+        displs = [sum(counts[:p]) for p in range(size)]
+    for p, (c, d) in enumerate(zip(counts, displs)):
+        if c and d + c > numel:
+            raise ValueError(f"p2pkit: {name}: the {what} block of rank {p} (elements {d} to "
+                             f"{d + c}) lies beyond the tensor's {numel} elements")
+    arr = ctypes.c_size_t * size
+    return arr(*counts), arr(*displs)
+
+
+def all_to_allv(output, input, send_counts, recv_counts, send_displs=None, recv_displs=None,
+                comm=None, stream=None):
+    """Uneven all-to-all (p2pkit_all_to_allv): send_counts[p] elements of
+    `input` from send_displs[p] go to rank p, which places them in its
+    `output` at its recv_displs[this rank]; this rank's recv_counts[p] must
+    be what rank p sends it. Counts and displacements in elements, one per
+    rank; displacements None: the blocks packed in rank order. Zeros are
+    allowed and the counts may differ on every rank. Returns `output`."""
+    dtype, (nout, nin) = _tensors("all_to_allv", comm, output, input)
+    sc, sd = _splits("all_to_allv", "send", send_counts, send_displs, comm.size, nin)
+    rc, rd = _splits("all_to_allv", "receive", recv_counts, recv_displs, comm.size, nout)
+    _run("p2pkit_all_to_allv", stream, comm, input.data_ptr(), sc, sd, output.data_ptr(), rc, rd,
+         dtype)
+    return output
+
+
+def _rooted(name, big, small, root, comm):
+    """The root's whole tensor (`big`: comm.size times `small`'s elements;
+    may be None off the root) and every rank's share: (dtype, count, big's
+    pointer or None, root)."""
+    if comm is None:
+        raise ValueError(f"p2pkit: {name} needs a p2pkit.Comm")
+    root = _rank_arg(name, "root", root, comm)
+    if comm.rank != root:
+        dtype, (count,) = _tensors(name, comm, small)
+        return dtype, count, None, root
+    if big is None:
+        raise ValueError(f"p2pkit: {name}: the root needs its tensor of {comm.size} shares")
+    dtype, (nbig, count) = _tensors(name, comm, big, small)
+    if nbig != comm.size * count:
+        raise ValueError(f"p2pkit: {name}: the root's tensor has {nbig} elements, expected "
+                         f"{comm.size} x {count}")
+    return dtype, count, big.data_ptr(), root
+
+
+def gather(output, input, root, comm=None, stream=None):
+    """Every rank's `input` lands in rank `root`'s `output` (comm.size times
+    its elements, in rank order; None on the other ranks), moving only
+    what the root needs (p2pkit_gather). Returns `output`."""
+    dtype, count, out, root = _rooted("gather", output, input, root, comm)
+    if count:
+        _run("p2pkit_gather", stream, comm, input.data_ptr(), out, count, dtype, root)
+    return output
+
+
+def scatter(output, input, root, comm=None, stream=None):
+    """Rank `root`'s `input` (comm.size blocks of `output`'s elements; None
+    on the other ranks) is cut in rank order, block r into rank r's
+    `output` (p2pkit_scatter). Returns `output`."""
+    dtype, count, inp, root = _rooted("scatter", input, output, root, comm)
+    if count:
+        _run("p2pkit_scatter", stream, comm, inp, output.data_ptr(), count, dtype, root)
     return output
 
 

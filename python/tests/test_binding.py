@@ -140,7 +140,7 @@ class Errors(unittest.TestCase):
 class FakeComm:
     """What the wrappers read of a Comm; handle None reaches the library as
     a NULL communicator."""
-    device, size, handle = 0, 2, None
+    device, size, rank, handle = 0, 2, 0, None
 
 
 class Collectives(unittest.TestCase):
@@ -160,6 +160,11 @@ class Collectives(unittest.TestCase):
         ("send", lambda c: p2pkit.send(FakeTensor(), 1, comm=c, stream=0)),
         ("recv", lambda c: p2pkit.recv(FakeTensor(), 1, comm=c, stream=0)),
         ("all_reduce", lambda c: p2pkit.all_reduce(FakeTensor(), comm=c, stream=0)),
+        ("all_to_allv", lambda c: p2pkit.all_to_allv(FakeTensor(n=5), FakeTensor(n=3), [1, 2],
+                                                     [3, 2], comm=c, stream=0)),
+        ("gather", lambda c: p2pkit.gather(FakeTensor(n=8), FakeTensor(n=4), 0, comm=c, stream=0)),
+        ("scatter", lambda c: p2pkit.scatter(FakeTensor(n=4), FakeTensor(n=8), 0, comm=c,
+                                             stream=0)),
     ]
 
     def test_every_call_needs_a_comm(self):
@@ -187,6 +192,40 @@ class Collectives(unittest.TestCase):
             p2pkit.all_to_all(FakeTensor(n=7), FakeTensor(n=7), comm=c, stream=0)
         with self.assertRaisesRegex(ValueError, "got 8 and 6"):
             p2pkit.all_to_all(FakeTensor(n=6), FakeTensor(n=8), comm=c, stream=0)
+
+    def test_uneven_splits_are_checked(self):
+        c = FakeComm()
+        with self.assertRaisesRegex(ValueError, "all_to_allv: send counts and displacements need "
+                                                "2 entries \\(one per rank\\), got 3 and 2"):
+            p2pkit.all_to_allv(FakeTensor(n=8), FakeTensor(n=8), [1, 1, 1], [1, 1], comm=c)
+        with self.assertRaisesRegex(ValueError, "all_to_allv: recv_counts\\[1\\]=-1 is out of range"):
+            p2pkit.all_to_allv(FakeTensor(n=8), FakeTensor(n=8), [1, 1], [1, -1], comm=c)
+        with self.assertRaisesRegex(TypeError, "send_counts\\[1\\] must be an int, got float"):
+            p2pkit.all_to_allv(FakeTensor(n=8), FakeTensor(n=8), [1, 1.5], [1, 1], comm=c)
+        with self.assertRaisesRegex(ValueError, "the send block of rank 1 \\(elements 3 to 9\\) "
+                                                "lies beyond the tensor's 8 elements"):
+            p2pkit.all_to_allv(FakeTensor(n=8), FakeTensor(n=8), [3, 6], [1, 1], comm=c)
+        with self.assertRaisesRegex(ValueError, "the receive block of rank 0 \\(elements 7 to 9\\)"):
+            p2pkit.all_to_allv(FakeTensor(n=8), FakeTensor(n=8), [1, 1], [2, 1], [0, 1], [7, 0],
+                               comm=c)
+        # an empty block's displacement is not read
+        with self.assertRaises(p2pkit.P2PKitError):
+            p2pkit.all_to_allv(FakeTensor(n=8), FakeTensor(n=8), [0, 8], [8, 0], [99, 0], [0, 99],
+                               comm=c, stream=0)
+
+    def test_rooted_shapes_are_checked(self):
+        c = FakeComm()
+        with self.assertRaisesRegex(ValueError, "gather: root=2 is out of range: expected 0 to 1"):
+            p2pkit.gather(FakeTensor(n=8), FakeTensor(n=4), 2, comm=c)
+        with self.assertRaisesRegex(ValueError, "scatter: the root needs its tensor of 2 shares"):
+            p2pkit.scatter(FakeTensor(n=4), None, 0, comm=c)
+        with self.assertRaisesRegex(ValueError, "gather: the root's tensor has 7 elements, "
+                                                "expected 2 x 4"):
+            p2pkit.gather(FakeTensor(n=7), FakeTensor(n=4), 0, comm=c)
+        c.rank = 1  # off the root the whole tensor is not needed
+        with self.assertRaises(p2pkit.P2PKitError) as cm:
+            p2pkit.gather(None, FakeTensor(n=4), 0, comm=c, stream=0)
+        self.assertIn("gather: communicator is NULL", cm.exception.detail)
 
     def test_types_must_agree(self):
         with self.assertRaisesRegex(ValueError, "all_gather: the tensors' data types differ "
@@ -349,13 +388,14 @@ class IntegerArguments(unittest.TestCase):
             p2pkit.send(FakeTensor(), 1, comm=c, stream=0.0)
 
     def test_split_sizes(self):
-        from p2pkit import _plan
-        with self.assertRaisesRegex(TypeError, "all_to_all: input_splits\\[0\\] must be an int, got bool"):
-            _plan.all_to_all(2, 4, 4, [True, True], [])
-        self.out_of_range(lambda: _plan.all_to_all(2, 4, 4, [], [-2, -2]),
-                          "all_to_all: output_splits[0]=-2 is out of range: expected 0 to ")
-        self.out_of_range(lambda: _plan.all_to_all(0, 4, 4, [], []),
-                          "all_to_all: nranks=0 is out of range")
+        c = FakeComm()
+        with self.assertRaisesRegex(TypeError, "all_to_allv: send_counts\\[0\\] must be an int, got bool"):
+            p2pkit.all_to_allv(FakeTensor(n=4), FakeTensor(n=4), [True, True], [2, 2], comm=c)
+        self.out_of_range(lambda: p2pkit.all_to_allv(FakeTensor(n=4), FakeTensor(n=4), [2, 2],
+                                                     [-2, -2], comm=c),
+                          "all_to_allv: recv_counts[0]=-2 is out of range: expected 0 to ")
+        with self.assertRaisesRegex(TypeError, "all_to_allv: send_displs\\[1\\] must be an int, got float"):
+            p2pkit.all_to_allv(FakeTensor(n=4), FakeTensor(n=4), [2, 2], [2, 2], [0, 2.0], comm=c)
 
 
 class TextArguments(unittest.TestCase):

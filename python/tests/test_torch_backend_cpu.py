@@ -1,86 +1,32 @@
-"""The torch.distributed backend's parts that need no GPU (CI): what goes to
-p2pkit and what to NCCL (p2pkit/_plan.py, no torch needed), the unique id
-through Python (made, checked, refused when damaged or short), and, where
-torch is installed, the registration of "p2pkit" on import. The GPU side is
-python/tests/test_torch_backend.py (scripts/device/torch.sh)."""
+"""The torch.distributed backend's parts that need no GPU (CI; with torch,
+scripts/device/torch.sh runs them against the wheel): the unique id through
+Python (made, checked, refused when damaged or short); where torch is
+installed, "p2pkit" registered on import with torch's extended API and,
+without the C++ backend, the one line init_process_group raises; where the
+backend is built, what a group is before its first CUDA call: its Options
+(pg_options), the group's timeout=, its name and abilities, sequence
+numbers, CPU tensors refused by it and carried by the gloo half of
+"cpu:gloo,cuda:p2pkit" (monitored_barrier too), new_group, coalescing's
+bookkeeping, abort. The GPU side is python/tests/test_torch_backend.py."""
+import copy
+import datetime
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import p2pkit  # noqa: E402
-from p2pkit import _plan  # noqa: E402
 
 try:
     import torch
     import torch.distributed as dist
+    from p2pkit import torch_backend as tb
 except ImportError:
-    torch = dist = None
+    torch = dist = tb = None
 
-
-class Reductions(unittest.TestCase):
-    def test_native_types_and_ops(self):
-        for dt in ("float32", "float16", "bfloat16", "float64", "int32", "int64", "uint8"):
-            for op, want in (("sum", "sum"), ("product", "prod"), ("min", "min"), ("max", "max"),
-                             ("avg", "avg")):
-                p = _plan.reduction(dt, op)
-                self.assertEqual(p.kind, "p2pkit", (dt, op))
-                self.assertEqual(p.op, _plan.REDOPS[want])
-                self.assertIsNone(p.view)
-                self.assertFalse(p.prescale)
-
-    def test_premul_sum_is_a_prescale_then_a_sum(self):
-        for dt in ("float32", "bfloat16", "float16", "float64"):
-            p = _plan.reduction(dt, "PREMUL_SUM")
-            self.assertEqual((p.kind, p.op, p.prescale), ("p2pkit", _plan.REDOPS["sum"], True))
-        p = _plan.reduction("int32", "premul_sum")
-        self.assertEqual(p.kind, "nccl")
-        self.assertIn("PREMUL_SUM of int32", p.reason)
-
-    def test_bool_and_complex(self):
-        p = _plan.reduction("bool", "sum")
-        self.assertEqual((p.kind, p.view, p.op), ("p2pkit", "uint8", _plan.REDOPS["max"]))
-        p = _plan.reduction("bool", "product")
-        self.assertEqual(p.op, _plan.REDOPS["min"])
-        p = _plan.reduction("complex64", "avg")
-        self.assertEqual((p.kind, p.view, p.op), ("p2pkit", "real", _plan.REDOPS["avg"]))
-        self.assertEqual(_plan.reduction("complex128", "premul_sum").prescale, True)
-        self.assertEqual(_plan.reduction("complex64", "max").kind, "nccl")
-
-    def test_what_goes_to_nccl_says_why(self):
-        for dt, op, why in (("int8", "sum", "does not reduce int8"),
-                            ("float8_e4m3fn", "max", "does not reduce float8_e4m3fn"),
-                            ("uint64", "sum", "does not reduce uint64"),
-                            ("int32", "band", "no BAND reduction"),
-                            ("float32", "bxor", "no BXOR reduction")):
-            p = _plan.reduction(dt, op)
-            self.assertEqual(p.kind, "nccl", (dt, op))
-            self.assertIn(why, p.reason)
-
-
-class Movement(unittest.TestCase):
-    def test_any_type_moves_as_bytes(self):
-        self.assertIsNone(_plan.movement("float32").view)
-        for dt in ("int8", "bool", "complex64", "float8_e5m2", "int16"):
-            p = _plan.movement(dt)
-            self.assertEqual((p.kind, p.view), ("p2pkit", "uint8"))
-
-    def test_all_to_all_even_and_uneven(self):
-        self.assertEqual(_plan.all_to_all(4, 16, 16, [], []).kind, "p2pkit")
-        self.assertEqual(_plan.all_to_all(4, 16, 16, [4, 4, 4, 4], [4, 4, 4, 4]).kind, "p2pkit")
-        p = _plan.all_to_all(4, 16, 16, [1, 5, 5, 5], [4, 4, 4, 4])
-        self.assertEqual(p.kind, "nccl")
-        self.assertIn("uneven", p.reason)
-        with self.assertRaisesRegex(ValueError, "3 input splits for 4 ranks"):
-            _plan.all_to_all(4, 16, 16, [5, 5, 6], [])
-        with self.assertRaisesRegex(ValueError, "do not split evenly over 4 ranks"):
-            _plan.all_to_all(4, 15, 15, [], [])
-
-    def test_lists_of_unequal_sizes_go_to_nccl(self):
-        self.assertEqual(_plan.same_sizes("all_gather", [3, 3, 3]).kind, "p2pkit")
-        p = _plan.same_sizes("all_gather", [3, 4, 3])
-        self.assertEqual(p.kind, "nccl")
-        self.assertIn("all_gather with tensors of different sizes", p.reason)
+NO_TORCH = "torch is not installed here: the backend's registration is checked where it is " \
+           "(scripts/device/torch.sh)"
 
 
 class UniqueId(unittest.TestCase):
@@ -121,61 +67,146 @@ class UniqueId(unittest.TestCase):
         self.assertIn("rank 2 of 2", cm.exception.detail)
 
 
-@unittest.skipIf(dist is None, "torch is not installed here: the backend's registration is "
-                               "checked on the device (scripts/device/torch.sh)")
+@unittest.skipIf(dist is None, NO_TORCH)
 class Registration(unittest.TestCase):
     def test_registered_on_import(self):
-        self.assertIn("P2PKIT", dist.Backend._plugins)
+        plugin = dist.Backend._plugins["P2PKIT"]
+        self.assertTrue(plugin.extended_api)
+        self.assertIs(plugin.creator_fn, tb._create)
         self.assertEqual(dist.Backend("p2pkit"), "p2pkit")
+        self.assertEqual(dist.Backend.backend_capability["p2pkit"], ["cuda"])
 
-    def test_op_names(self):
-        from p2pkit.torch_backend import _op_of
-        self.assertEqual(_op_of(dist.ReduceOp.SUM), ("sum", None))
-        self.assertEqual(_op_of(dist.ReduceOp.AVG)[0], "avg")
-        name, factor = _op_of(dist._make_nccl_premul_sum(0.25))
-        self.assertEqual((name, factor), ("premul_sum", 0.25))
+    def test_without_the_extension_one_line_says_how_to_get_it(self):
+        with tempfile.TemporaryDirectory() as d:
+            why = tb._unavailable(ImportError("No module named 'p2pkit._c10d'"), d)
+            self.assertIn("was built without its PyTorch backend", why)
+            open(os.path.join(d, "_c10d.cpython-311-x86_64-linux-gnu.so"), "w").close()
+            other = tb._unavailable(ImportError("undefined symbol: _ZN3c10"), d)
+            self.assertIn(f"does not load with torch {torch.__version__} (undefined symbol", other)
+        for line in (why, other):
+            self.assertNotIn("\n", line)
+            self.assertIn("pip install --no-build-isolation .", line)
+        saved = tb._c10d, tb._WHY
+        tb._c10d, tb._WHY = None, why
+        try:
+            with self.assertRaises(RuntimeError) as cm:
+                dist.init_process_group("cpu:gloo,cuda:p2pkit", store=dist.HashStore(), rank=0,
+                                        world_size=1)
+            self.assertEqual(str(cm.exception), why)
+        finally:
+            tb._c10d, tb._WHY = saved
+            if dist.is_initialized():
+                dist.destroy_process_group()
 
 
-@unittest.skipIf(dist is None, "torch is not installed here: checked on the device "
-                               "(scripts/device/torch.sh)")
-class Ending(unittest.TestCase):
-    """After abort() or shutdown() a group refuses every call, in place of
-    making a new communicator (abort leaves the peers' state unknown)."""
+class stderr_of:
+    """What C++ writes to stderr (TORCH_WARN) inside the block: .text."""
 
-    class FakeComm:
-        def __init__(self):
-            self.calls = []
+    def __enter__(self):
+        sys.stderr.flush()
+        self.f = tempfile.TemporaryFile()
+        self.saved = os.dup(2)
+        os.dup2(self.f.fileno(), 2)
+        return self
 
-        def abort(self):
-            self.calls.append("abort")
+    def __exit__(self, *exc):
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.f.seek(0)
+        self.text = self.f.read().decode(errors="replace")
+        self.f.close()
+        return False
 
-        def close(self):
-            self.calls.append("close")
 
-    def _group(self):
-        from p2pkit.torch_backend import ProcessGroupP2PKit
-        pg = ProcessGroupP2PKit(None, 0, 2, None)
-        pg._comm = self.FakeComm()
-        return pg, pg._comm
+def _group(**kw):
+    dist.init_process_group("cpu:gloo,cuda:p2pkit", store=dist.HashStore(), rank=0, world_size=1,
+                            **kw)
+    return dist.group.WORLD, dist.group.WORLD._get_backend(torch.device("cuda"))
 
-    def test_abort_gives_the_communicator_up_and_refuses_later_calls(self):
-        pg, comm = self._group()
-        pg.abort()
-        self.assertEqual(comm.calls, ["abort"])
-        self.assertIsNone(pg._comm)
-        for call in (lambda: pg._ensure(torch.device("cuda", 0), "all_reduce"),
-                     lambda: pg._nccl_pg("all_reduce", "int8")):
-            with self.assertRaisesRegex(ValueError, "all_reduce: this group was aborted"):
-                call()
-        pg.abort()  # nothing more to give up
-        self.assertEqual(comm.calls, ["abort"])
 
-    def test_shutdown_closes_and_refuses_later_calls(self):
-        pg, comm = self._group()
-        pg.shutdown()
-        self.assertEqual(comm.calls, ["close"])
-        with self.assertRaisesRegex(ValueError, "broadcast: this group was shut down"):
-            pg._ensure(torch.device("cuda", 0), "broadcast")
+@unittest.skipIf(dist is None, NO_TORCH)
+@unittest.skipUnless(tb is not None and tb.available(), "the C++ backend is not built into this "
+                     "install (checked against the wheel by scripts/device/torch.sh)")
+class Group(unittest.TestCase):
+    """One rank, its group made; nothing here touches CUDA (no GPU in CI)."""
+
+    def tearDown(self):
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def test_options(self):
+        o = tb.Options(max_blocks=8, is_high_priority_stream=True)
+        self.assertIsInstance(o, torch._C._distributed_c10d.Backend.Options)
+        self.assertEqual((o.max_blocks, o.is_high_priority_stream), (8, True))
+        self.assertEqual((tb.Options().max_blocks, tb.Options().is_high_priority_stream), (-1, False))
+        c = copy.deepcopy(o)
+        c.max_blocks = 3
+        self.assertEqual((o.max_blocks, c.max_blocks), (8, 3))
+        self.assertEqual(copy.copy(o).max_blocks, 8)
+
+    def test_pg_options_and_timeout_reach_the_backend(self):
+        o = tb.Options(max_blocks=6)
+        pg, b = _group(timeout=datetime.timedelta(seconds=77), pg_options=o)
+        self.assertIsInstance(b, tb.ProcessGroupP2PKit)
+        self.assertEqual(b.options.max_blocks, 6)
+        self.assertEqual(b.options._timeout, datetime.timedelta(seconds=77))
+        o.max_blocks = 2  # the group took a copy
+        self.assertEqual(b.options.max_blocks, 6)
+        with self.assertRaisesRegex(TypeError, "pg_options must be a p2pkit.torch_backend.Options"
+                                               " \\(ProcessGroupP2PKit.Options\\), not int"):
+            dist.new_group([0], pg_options=3)
+
+    def test_identity_and_abilities(self):
+        pg, b = _group()
+        self.assertEqual(b.name(), "p2pkit")
+        self.assertTrue(b.supports_splitting)
+        self.assertTrue(b.supports_coalescing)
+        self.assertEqual(b._device, -1)  # no communicator before the first CUDA call
+        self.assertEqual(b._get_sequence_number_for_group(), 0)
+        self.assertEqual(b.comm_split_count(), 0)
+        b.perform_nocolor_split(torch.device("cuda", 0))  # new_group's non-members: nothing
+        self.assertEqual(b._async_error(), "")
+
+    def test_cpu_tensors(self):
+        pg, b = _group()
+        with self.assertRaisesRegex(ValueError, "p2pkit: all_reduce: the tensor is on cpu; this "
+                                                "backend carries CUDA tensors"):
+            b.allreduce([torch.ones(2)])
+        with self.assertRaisesRegex(ValueError, "send: the tensor is on cpu"):
+            b.send([torch.ones(2)], 0, 0)
+        t = torch.full((3,), 2.0)
+        dist.all_reduce(t)  # the gloo half
+        self.assertTrue(torch.equal(t, torch.full((3,), 2.0)))
+        pg.monitored_barrier(datetime.timedelta(seconds=10))  # the gloo half's
+
+    def test_new_group_waits_for_its_first_cuda_call(self):
+        _group()
+        g = dist.new_group([0])
+        self.assertEqual(g._get_backend(torch.device("cuda"))._device, -1)
+
+    def test_coalescing_bookkeeping(self):
+        pg, b = _group()
+        b._start_coalescing()
+        w = b._end_coalescing()
+        self.assertTrue(w.is_completed())
+        w.wait()
+        with self.assertRaisesRegex(RuntimeError, "end_coalescing: .* no batch was started"):
+            b._end_coalescing()
+        b._start_coalescing()
+        with stderr_of() as err:
+            b._start_coalescing()  # a batch left open (its block raised): dropped, said so
+        self.assertIn("an earlier batch was never ended", err.text)
+        self.assertTrue(b._end_coalescing().is_completed())
+
+    def test_abort_is_reported(self):
+        pg, b = _group()
+        b.abort()
+        self.assertEqual(b._async_error(), "abort() was called")
+        b.abort()  # once given up, nothing more to do
+        b._start_coalescing()
+        with self.assertRaisesRegex(dist.DistBackendError, "group '0' rank 0 of 1 was aborted: "
+                                                           "abort\\(\\) was called"):
+            b._end_coalescing().wait()
 
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")

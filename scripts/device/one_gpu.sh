@@ -11,7 +11,8 @@
 #   ddp       examples/ddp_mlp on one rank, both backends
 #   sanitize  compute-sanitizer memcheck on the one-rank cases
 #   shared    ranks sharing the GPU (P2PKIT_SHARE_GPUS=1), results only:
-#             the process-per-GPU cases on 2 and 3 ranks
+#             the process-per-GPU cases on 2 and 3 ranks; the uneven
+#             all-to-all, gather and scatter on 2, 3 and 4 ranks
 #   kill      the kill cases on 2 ranks sharing the GPU (survivors time out)
 #   shared_perf  tests/gpu/test_shared_ranks.sh on 2 and 4 ranks
 #   late      only when ONE_ONLY names it (over 3 minutes): 2 ranks sharing
@@ -67,6 +68,8 @@ if want shared; then
     test_allreduce:quick_mp test_collectives:quick_mp test_collectives:process_per_gpu
   fit shared3 220 env P2PKIT_SHARE_GPUS=1 P2PKIT_TEST_NRANKS=3 CASE_SECS=300 bash -c 'run_cases "$@"' _ "$log/shared3" \
     test_allreduce:quick_mp test_collectives:quick_mp test_allreduce:process_per_gpu
+  fit shared_v 200 env P2PKIT_SHARE_GPUS=1 CASE_SECS=200 bash -c 'run_cases "$@"' _ "$log/shared_v" \
+    test_alltoallv_rooted:ranks_2_to_4
 fi
 if want kill; then
   fit kill 240 env P2PKIT_SHARE_GPUS=1 P2PKIT_TEST_NRANKS=2 CASE_SECS=100 bash -c 'run_cases "$@"' _ "$log/kill" \

@@ -77,6 +77,11 @@ int cmd_env(int argc, char **argv) {
     printf("%s\n", hex);
     return CLI_EXIT_OK;
   }
+  /* The listing leaves in one write at the end, where a failure is seen
+   * with its cause: glibc drops a failed write's cause when the buffer
+   * fills up between two prints. */
+  static char whole[1 << 16];
+  setvbuf(stdout, whole, _IOFBF, sizeof whole);
   if (json) {
     p2pk_json j;
     pj_init(&j, stdout);

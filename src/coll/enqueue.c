@@ -47,9 +47,13 @@ static p2pkit_status_t check_ptr(struct p2pkit_comm *c, const void *p, const cha
   return P2PKIT_SUCCESS;
 }
 
-/* Communicator, type, operation (when has_op) and count; *es_p the element size. */
-static p2pkit_status_t check_args(struct p2pkit_comm *c, const char *name, p2pkit_dtype_t dtype,
-                                 int has_op, p2pkit_redop_t op, size_t count, size_t *es_p) {
+p2pkit_status_t p2pk_check_buffer(struct p2pkit_comm *c, const void *p, const char *what) {
+  int unused = 0;
+  return check_ptr(c, p, what, &unused);
+}
+
+p2pkit_status_t p2pk_check_args(struct p2pkit_comm *c, const char *name, p2pkit_dtype_t dtype,
+                                int has_op, p2pkit_redop_t op, size_t count, size_t *es_p) {
   if (!c) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: communicator is NULL", name);
   size_t es = p2pkit_dtype_size(dtype);
   if (!es)
@@ -61,7 +65,7 @@ static p2pkit_status_t check_args(struct p2pkit_comm *c, const char *name, p2pki
   if (has_op && ((int)op < 0 || op >= P2PKIT_REDOP_COUNT))
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: operation %d is not a "
                      "p2pkit_redop_t", name, c->rank, (int)op);
-  if (count > (UINT64_C(1) << 40) || count > SIZE_MAX / es / (size_t)c->nranks)
+  if (count > P2PK_MAX_COUNT || count > SIZE_MAX / es / (size_t)c->nranks)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: count %zu is too large", name,
                      c->rank, count);
   *es_p = es;
@@ -102,7 +106,7 @@ static p2pkit_status_t coll(struct p2pkit_comm *c, int kind, const void *sendbuf
   const char *name = p2pk_coll_name(kind);
   const int has_op = p2pk_coll_has_op(kind);
   size_t es = 0;
-  P2PK_CHECK(check_args(c, name, dtype, has_op, op, count, &es));
+  P2PK_CHECK(p2pk_check_args(c, name, dtype, has_op, op, count, &es));
   if (!has_op) op = P2PKIT_SUM;
   if (!p2pk_coll_has_root(kind)) root = 0;
   else if (root < 0 || root >= c->nranks)
@@ -175,7 +179,7 @@ static p2pkit_status_t post(int send, void *buf, size_t count, p2pkit_dtype_t dt
                             struct p2pkit_comm *c, p2pkit_stream_t stream) {
   const char *name = send ? "send" : "recv";
   size_t es = 0;
-  P2PK_CHECK(check_args(c, name, dtype, 0, P2PKIT_SUM, count, &es));
+  P2PK_CHECK(p2pk_check_args(c, name, dtype, 0, P2PKIT_SUM, count, &es));
   if (peer < 0 || peer >= c->nranks)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: peer %d is not a rank of %d", name,
                      c->rank, peer, c->nranks);
@@ -185,8 +189,13 @@ static p2pkit_status_t post(int send, void *buf, size_t count, p2pkit_dtype_t dt
   if ((uintptr_t)buf % es)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: buffer %p is not aligned to its "
                      "%zu-byte %s elements", name, c->rank, buf, es, p2pkit_dtype_name(dtype));
-  int unused = 0;
-  P2PK_CHECK(check_ptr(c, buf, send ? "sendbuf" : "recvbuf", &unused));
+  P2PK_CHECK(p2pk_check_buffer(c, buf, send ? "sendbuf" : "recvbuf"));
+  return p2pk_post_checked(send, buf, count, dtype, es, peer, c, stream);
+}
+
+p2pkit_status_t p2pk_post_checked(int send, void *buf, size_t count, p2pkit_dtype_t dtype,
+                                  size_t es, int peer, struct p2pkit_comm *c,
+                                  p2pkit_stream_t stream) {
   p2pk_call call;
   memset(&call, 0, sizeof call);
   call.c = c;

@@ -442,6 +442,8 @@ p2pkit_status_t p2pkit_group_end(void) {
   return run_group(1);
 }
 
+int p2pk_group_room(void) { return P2PK_GROUP_OPS - nops; }
+
 p2pkit_status_t p2pk_group_add(const p2pk_call *call) {
   const int op = call->kind == P2PK_SENDRECV;
   if (op && nops == P2PK_GROUP_OPS) {

@@ -108,6 +108,23 @@ p2pkit_status_t p2pk_sub_launch(p2pk_call *call);
 /* group.c: queue a checked call in this thread's group (outside one: a
  * group of its own, launched now). */
 p2pkit_status_t p2pk_group_add(const p2pk_call *call);
+/* group.c: how many more sends and receives this thread's group holds. */
+int p2pk_group_room(void);
+
+/* enqueue.c: the checks every entry point makes first: communicator,
+ * type (the types only NCCL has through its check), operation when
+ * has_op, count (at most P2PK_MAX_COUNT, and nranks shares of it
+ * addressable); *es_p the element size. */
+#define P2PK_MAX_COUNT (UINT64_C(1) << 40)
+p2pkit_status_t p2pk_check_args(struct p2pkit_comm *c, const char *name, p2pkit_dtype_t dtype,
+                                int has_op, p2pkit_redop_t op, size_t count, size_t *es_p);
+/* enqueue.c: `p` is memory of c's GPU (`what` names it in the message). */
+p2pkit_status_t p2pk_check_buffer(struct p2pkit_comm *c, const void *p, const char *what);
+/* enqueue.c: one send (send 1) or receive of `count` elements at `buf`,
+ * whose arguments and allocation the caller checked, into the group. */
+p2pkit_status_t p2pk_post_checked(int send, void *buf, size_t count, p2pkit_dtype_t dtype,
+                                  size_t es, int peer, struct p2pkit_comm *c,
+                                  p2pkit_stream_t stream);
 
 /* call.c: make the communicator's GPU current (*prev: the caller's), and
  * back, turning a launch error into a status. */

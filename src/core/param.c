@@ -91,10 +91,10 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_BCAST_SELF_CE", "8M", "under a CUDA graph, a broadcast root out of place whose call takes the kernels copies its own buffer by copy engine beside the kernel from this size (0: the kernel copies it; eagerly it always does)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
     {"P2PKIT_BUCKET_SIZE", "25M", "gradient sync: bytes per bucket (as DDP's bucket_cap_mb)", .kind = P2PK_PARAM_SIZE, RANGE(1, TiB(1))},
     {"P2PKIT_FIRST_BUCKET_SIZE", "1M", "gradient sync: bytes of the first bucket (launched earliest)", .kind = P2PK_PARAM_SIZE, RANGE(1, TiB(1))},
+    {"P2PKIT_TORCH_ASYNC_ERROR_HANDLING", "2", "the PyTorch backend's watchdog, when a collective fails on the GPU or outlives the group's timeout (as TORCH_NCCL_ASYNC_ERROR_HANDLING): 0 records the error (work.wait() and the next call raise it), 1 aborts the communicator and ends the process, 2 aborts the communicator (the default; later calls on the group raise), 3 ends the process without an abort", .kind = P2PK_PARAM_INT, RANGE(0, 3)},
     {"P2PKIT_GRAD_SYNC_BLOCKS", "0", "gradient sync: most thread blocks of a bucket's all-reduce kernel, which shares the GPU with the backward pass (0: half the multiprocessors, rounded down to 8; -1: no cap)", .kind = P2PK_PARAM_INT, RANGE(-1, 1024)},
     {"P2PKIT_LIB", "", "Python package: the libp2pkit.so to load (empty: the one installed with the package, else the build tree's)", .kind = P2PK_PARAM_STR},
-    {"P2PKIT_TORCH_WORK", "", "torch backend: future returns torch's own Work around a future instead of p2pkit's Work (then only the next call raises the asynchronous error; empty: p2pkit's Work)", .kind = P2PK_PARAM_STR, .words = "future"},
-    {"P2PKIT_TORCH_SAME_STREAM", "0", "torch backend: 1 runs every call on the current stream instead of the group's own (no overlap)", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
+    {"P2PKIT_TORCH_SAME_STREAM", "0", "the PyTorch backend: 1 runs every call on the caller's current stream, asynchronous ones and sends and receives too, instead of the group's own streams (no overlap with compute; an isend and an irecv between two ranks then wait for each other)", .kind = P2PK_PARAM_INT, RANGE(0, 1)},
 };
 
 #define NPARAMS (sizeof params / sizeof params[0])

@@ -75,9 +75,9 @@ grep -E -q "^P2PKIT_CE_LAND .*\[a size from 16M to 4G\]$" "$tmp/out" ||
   { echo "FAIL env does not show P2PKIT_CE_LAND's range"; fail=1; }
 # The Python package's variables are settings: listed, never "not a setting".
 expect "env with the Python package's variables" 0 env P2PKIT_LIB=/x/libp2pkit.so \
-  P2PKIT_TORCH_WORK=future P2PKIT_TORCH_SAME_STREAM=1 "$bin" env
+  P2PKIT_TORCH_SAME_STREAM=1 "$bin" env
 [ -s "$tmp/err" ] && { echo "FAIL env warns about the Python package's variables"; cat "$tmp/err"; fail=1; }
-for v in P2PKIT_LIB P2PKIT_TORCH_WORK P2PKIT_TORCH_SAME_STREAM; do
+for v in P2PKIT_LIB P2PKIT_TORCH_SAME_STREAM; do
   grep -E -q "^$v +[^ ]+ +environment " "$tmp/out" || { echo "FAIL env does not list $v"; fail=1; }
 done
 

@@ -150,6 +150,14 @@ def baseline_files():
     return sorted(glob.glob(os.path.join(BASELINES, "*.json")))
 
 
+# A torch_host_time entry as baseline.py --merge writes one (parser input).
+TORCH_ENTRY = {"source": 0, "gpu": "NVIDIA H200", "torch": "2.11.0", "nccl": "2.28.9", "bytes": 8,
+               "iters": 200, "repeats": 30, "timing": "host time per call",
+               "rows": [{"world_size": 1, "call": "all_reduce", "mode": "synchronized", "p2pkit_us": 9.0,
+                         "nccl_us": 18.0, "ratio": 2.0, "p2pkit_p10_p90": [8.5, 9.5],
+                         "nccl_p10_p90": [17.0, 19.0]}]}
+
+
 class Baselines(unittest.TestCase):
     def test_the_three_machines_are_there(self):
         names = [os.path.basename(p) for p in baseline_files()]
@@ -207,13 +215,14 @@ class Baselines(unittest.TestCase):
     # baseline (a new such $def needs its place here).
     INSTANCE = {"times_us": lambda d: d["collectives"][0]["rows"][0]["out_of_place"],
                 "copy_row": lambda d: d["copy"][0]["results"][0],
-                "times_ms": lambda d: d["training"][0]["per_step_ms"]["step"]}
+                "times_ms": lambda d: d["training"][0]["per_step_ms"]["step"],
+                "torch_row": lambda d: d.setdefault("torch_host_time", [copy.deepcopy(TORCH_ENTRY)])[0]["rows"][0]}
 
     def test_every_time_rate_and_ratio_is_above_zero_in_the_schema(self):
         # Every number a baseline holds is a time, a rate or a ratio.
         fields = [(d, k) for d, s in SCHEMA["$defs"].items()
                   for k, rule in s.get("properties", {}).items() if rule.get("type") == "number"]
-        self.assertEqual(len(fields), 8)  # p2pkit_us nccl_us ratio gbps us p2pkit_ms nccl_ms ratio
+        self.assertEqual(len(fields), 11)  # p2pkit_us nccl_us ratio gbps us p2pkit_ms nccl_ms ratio, torch's 3
         self.assertEqual(sorted({d for d, _ in fields}), sorted(self.INSTANCE))
         for d, k in fields:
             with self.subTest(field=f"{d}.{k}"):

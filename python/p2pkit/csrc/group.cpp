@@ -1,0 +1,320 @@
+// A group's shared state, its Work objects and the watchdog (group.hpp).
+#include "group.hpp"
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <ATen/core/jit_type.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+namespace p2pkit_torch {
+
+// ------------------------------------------------------------------ Group --
+
+Group::Group(int rank_, int size_, std::string desc_, std::chrono::milliseconds timeout_,
+             int handling_)
+    : rank(rank_), size(size_), desc(std::move(desc_)), timeout(timeout_), handling(handling_) {}
+
+Group::~Group() {
+  // The communicator is destroyed (shutdown) or aborted before this; what
+  // is left are CUDA objects of its GPU, and only when CUDA still runs.
+  if (device < 0) return;
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  for (cudaEvent_t e : pool) cudaEventDestroy(e);
+  if (ready) cudaEventDestroy(ready);
+  for (int l = kColl; l < kLanes; l++)
+    if (streams[l]) cudaStreamDestroy(streams[l]);
+}
+
+cudaEvent_t Group::take_event() {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    if (!pool.empty()) {
+      cudaEvent_t e = pool.back();
+      pool.pop_back();
+      return e;
+    }
+  }
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  cudaEvent_t e = nullptr;
+  C10_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+
+void Group::give_event(cudaEvent_t e) {
+  std::lock_guard<std::mutex> lock(pool_mu);
+  pool.push_back(e);
+}
+
+std::string Group::failure(const char* call) const {
+  const char* how = state == State::kAborted    ? "was aborted"
+                    : state == State::kShutDown ? "was shut down"
+                                                : "failed";
+  std::string s = c10::str("p2pkit: ", call, ": ", desc, " ", how);
+  if (!error.empty()) s += ": " + error;
+  return s;
+}
+
+void Group::check_usable(const char* call) const {
+  if (state == State::kOpen && error.empty()) return;
+  C10_THROW_ERROR(DistBackendError, failure(call));
+}
+
+// ------------------------------------------------------------------- Work --
+
+Work::Work(c10::intrusive_ptr<Group> g, c10d::OpType type, const char* name, uint64_t seq,
+           const char* profiling_title)
+    : c10d::Work(g->rank, type, profiling_title), g_(std::move(g)), name_(name), seq_(seq),
+      t0_(Clock::now()) {}
+
+Work::~Work() {
+  if (end_) g_->give_event(end_);
+}
+
+// The end event has been reached (none: nothing to wait for).
+bool Work::done_on_device() {
+  if (deferred_) return false;
+  if (batch_) return batch_->done_on_device();
+  if (!end_) return true;
+  const cudaError_t e = cudaEventQuery(end_);
+  if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  C10_CUDA_CHECK(e);
+  return true;
+}
+
+void Work::raise_if_failed(const char* where) const {
+  std::lock_guard<std::mutex> lock(g_->mu);
+  if (g_->error.empty() && g_->state != State::kAborted) return;
+  C10_THROW_ERROR(DistBackendError, g_->failure(c10::str(name_, " (", where, ")").c_str()));
+}
+
+bool Work::isCompleted() {
+  bool failed;
+  {
+    std::lock_guard<std::mutex> lock(g_->mu);
+    failed = !g_->error.empty() || g_->state == State::kAborted;
+  }
+  return failed || done_on_device();
+}
+
+bool Work::isSuccess() const {
+  std::lock_guard<std::mutex> lock(g_->mu);
+  return g_->error.empty() && g_->state != State::kAborted;
+}
+
+std::exception_ptr Work::exception() const {
+  try {
+    raise_if_failed("exception()");
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+std::vector<at::Tensor> Work::result() {
+  return std::vector<at::Tensor>(keep_.begin(), keep_.begin() + static_cast<long>(nout_));
+}
+
+// The current stream waits for the call (ProcessGroupNCCL's
+// synchronizeStream); a barrier's waits on the host too.
+void Work::synchronize() {
+  raise_if_failed("synchronize()");
+  if (deferred_)
+    TORCH_CHECK(false, "p2pkit: ", name_, ": waited for inside its coalescing block; wait for "
+                "the Work the block's end returns (batch_isend_irecv's)");
+  if (batch_) return batch_->synchronize();
+  if (!end_) return;
+  const auto cur = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(g_->device));
+  if (cur.stream() != stream_) C10_CUDA_CHECK(cudaStreamWaitEvent(cur.stream(), end_, 0));
+  if (blocking_) C10_CUDA_CHECK(cudaEventSynchronize(end_));
+}
+
+// timeout > 0: wait on the host until the call is done, at most that long
+// (ProcessGroupNCCL's blocking wait), then as without.
+bool Work::wait(std::chrono::milliseconds timeout) {
+  if (timeout > std::chrono::milliseconds(0)) {
+    const auto until = Clock::now() + timeout;
+    while (!isCompleted()) {
+      if (Clock::now() > until)
+        C10_THROW_ERROR(DistBackendError, c10::str("p2pkit: ", name_, " (", g_->desc, ", call ",
+                                                   seq_, "): not done after work.wait(timeout=",
+                                                   timeout.count(), " ms)"));
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  synchronize();
+  return true;
+}
+
+// A Future completed on the call's stream: what follows it on any stream
+// waits for the call, as ProcessGroupNCCL's. Under graph capture (no end
+// event) it holds no CUDA events.
+c10::intrusive_ptr<c10::ivalue::Future> Work::getFuture() {
+  if (future_) return future_;
+  auto type = c10::ListType::create(c10::TensorType::get());
+  if (!end_ && !batch_) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(type);
+    future_->markCompleted(c10::IValue(result()));
+    return future_;
+  }
+  const auto dev = static_cast<c10::DeviceIndex>(g_->device);
+  future_ = c10::make_intrusive<c10::ivalue::Future>(type, std::vector<c10::Device>{
+                                                               c10::Device(c10::kCUDA, dev)});
+  const cudaStream_t s = batch_ ? batch_->stream_ : stream_;
+  c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromExternal(s, dev));
+  future_->markCompleted(c10::IValue(result()));
+  return future_;
+}
+
+// --------------------------------------------------------------- watchdog --
+
+namespace {
+
+class Watchdog {
+ public:
+  static Watchdog& get() {
+    // Never destroyed (a static destructor could run while the thread is
+    // inside CUDA); the thread itself is stopped and joined at exit.
+    static Watchdog* w = new Watchdog();
+    return *w;
+  }
+
+  void add(const c10::intrusive_ptr<Group>& g) {
+    std::lock_guard<std::mutex> lock(mu_);
+    groups_.push_back(g);
+    if (thread_.joinable() || stop_) return;
+    thread_ = std::thread([this] { loop(); });
+    std::atexit([] { get().stop(); });
+  }
+
+ private:
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; })) {
+      std::vector<c10::intrusive_ptr<Group>> now = groups_;
+      lock.unlock();
+      for (auto& g : now) sweep(*g);
+      now.clear();
+      lock.lock();
+      forget_idle();
+    }
+  }
+
+  // Groups whose backend is gone and with nothing in flight (mu_ held).
+  void forget_idle() {
+    std::vector<c10::intrusive_ptr<Group>> keep;
+    for (auto& g : groups_) {
+      bool busy = false;
+      std::lock_guard<std::mutex> watching(g->watch_mu);
+      std::lock_guard<std::mutex> lock(g->mu);
+      for (int l = 0; l < kLanes; l++) busy |= !g->inflight[l].empty() || !g->watched[l].empty();
+      if (busy || !g->closed) keep.push_back(g);
+    }
+    groups_.swap(keep);
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::vector<c10::intrusive_ptr<Group>> groups_;
+  std::thread thread_;
+};
+
+// Lets the finished calls of each lane go; "" when the oldest unfinished
+// one of each is within `timeout`, else why not.
+std::string retire(Group& g, std::chrono::milliseconds timeout) {
+  const auto now = Clock::now();
+  for (int l = 0; l < kLanes; l++) {
+    auto& q = g.watched[l];
+    while (!q.empty()) {
+      const cudaError_t e = cudaEventQuery(q.front()->end_);
+      if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        break;
+      }
+      if (e == cudaErrorCudartUnloading) return "";
+      q.pop_front();
+    }
+    if (q.empty()) continue;
+    const Work& w = *q.front();
+    const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(now - w.t0_);
+    const bool own = w.timeout_.count() > 0;
+    if (ran > (own ? w.timeout_ : timeout))
+      return c10::str(w.name_, " (call ", w.seq_, ") has not finished after ", ran.count(),
+                      " ms, past ", own ? "its" : "the group's", " timeout of ",
+                      (own ? w.timeout_ : timeout).count(), " ms");
+  }
+  return "";
+}
+
+// What the group's handling says to do with `why` (mu held).
+void handle_failure(Group& g, const std::string& why, c10d::ErrorType type) {
+  if (!g.error.empty()) return;
+  g.error = why;
+  g.error_type = type;
+  std::fprintf(stderr, "p2pkit: watchdog: %s: %s\n", g.desc.c_str(), why.c_str());
+  // Issue 48's report of what each rank was doing goes here, before the
+  // abort, as ProcessGroupNCCL dumps its flight recorder:
+  //   if (g.comm) p2pkit_comm_dump_trace(g.comm, why.c_str());
+  if (g.handling == kExit) std::_Exit(1);
+  if (g.handling == kRecord || !g.comm) return;
+  p2pkit_comm_abort(g.comm);  // returns within about two seconds
+  g.comm = nullptr;
+  g.state = State::kAborted;
+  if (g.handling == kAbortExit) std::_Exit(1);
+}
+
+}  // namespace
+
+void watch(const c10::intrusive_ptr<Group>& g) { Watchdog::get().add(g); }
+
+void sweep(Group& g) {
+  std::lock_guard<std::mutex> watching(g.watch_mu);
+  std::string why;
+  c10d::ErrorType type = c10d::ErrorType::COMM_ERROR;
+  std::chrono::milliseconds timeout;
+  bool open;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    for (int l = 0; l < kLanes; l++) {
+      for (auto& w : g.inflight[l]) g.watched[l].push_back(std::move(w));
+      g.inflight[l].clear();
+    }
+    timeout = g.timeout;
+    open = g.state == State::kOpen && g.error.empty();
+    p2pkit_status_t st = P2PKIT_SUCCESS;
+    if (open && g.comm && p2pkit_comm_get_async_error(g.comm, &st) == P2PKIT_SUCCESS &&
+        st != P2PKIT_SUCCESS) {
+      why = c10::str(p2pkit_strerror(st), ": ", p2pkit_last_error());
+      type = st == P2PKIT_ERR_TIMEOUT  ? c10d::ErrorType::TIMEOUT
+             : st == P2PKIT_ERR_REMOTE ? c10d::ErrorType::REMOTE_ERROR
+                                       : c10d::ErrorType::COMM_ERROR;
+    }
+  }
+  if (g.device >= 0) {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(g.device));
+    std::string late = retire(g, timeout);
+    if (why.empty() && !late.empty()) why = late, type = c10d::ErrorType::TIMEOUT;
+  }
+  if (why.empty() || !open) return;
+  std::lock_guard<std::mutex> lock(g.mu);
+  if (g.state == State::kOpen) handle_failure(g, why, type);
+}
+
+}  // namespace p2pkit_torch
