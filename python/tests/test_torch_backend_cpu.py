@@ -11,6 +11,7 @@ bookkeeping, abort. The GPU side is python/tests/test_torch_backend.py."""
 import copy
 import datetime
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -155,6 +156,27 @@ class Group(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "pg_options must be a p2pkit.torch_backend.Options"
                                                " \\(ProcessGroupP2PKit.Options\\), not int"):
             dist.new_group([0], pg_options=3)
+
+    def test_unchosen_timeout_is_nccls(self):
+        # torch's 30-minute default for a backend other than NCCL means no
+        # timeout= was given: the group takes P2PKIT_TIMEOUT, else 600 s
+        # (settings are read once a process: the set case runs in a child).
+        want = int(os.environ.get("P2PKIT_TIMEOUT", "600"))
+        pg, b = _group()
+        self.assertEqual(b.options._timeout, datetime.timedelta(seconds=want))
+        dist.destroy_process_group()
+        pg, b = _group(timeout=datetime.timedelta(seconds=77))  # chosen: it wins
+        self.assertEqual(b.options._timeout, datetime.timedelta(seconds=77))
+        code = ("import p2pkit, torch, torch.distributed as dist\n"
+                "dist.init_process_group('cpu:gloo,cuda:p2pkit', store=dist.HashStore(), rank=0, "
+                "world_size=1)\n"
+                "print(dist.group.WORLD._get_backend(torch.device('cuda')).options._timeout"
+                ".total_seconds())\n")
+        env = dict(os.environ, P2PKIT_TIMEOUT="45")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+        self.assertEqual(out.stdout.split()[-1], "45.0")
 
     def test_identity_and_abilities(self):
         pg, b = _group()

@@ -74,12 +74,21 @@ c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupP2PKit::getBackendOptions
   return c10::make_intrusive<Options>(*options_);  // a copy: split_group edits it
 }
 
+std::chrono::milliseconds group_timeout(std::chrono::milliseconds given) {
+  // Torch hands every group a timeout; its 30-minute default for a backend
+  // other than NCCL (kBackendDefaultTimeout) means nobody chose one, and
+  // then the group waits as ProcessGroupNCCL would: P2PKIT_TIMEOUT, else its
+  // 600 s (PyTorch's 10 minutes for NCCL). A timeout= the caller chose wins.
+  if (given != ::kBackendDefaultTimeout) return given;
+  return std::chrono::seconds(setting("P2PKIT_TIMEOUT", nullptr));
+}
+
 p2pkit_config_t ProcessGroupP2PKit::config(std::chrono::milliseconds timeout, int max_blocks) const {
   p2pkit_config_t cfg = P2PKIT_CONFIG_INIT;
-  int env_set = 0;
-  setting("P2PKIT_TIMEOUT", &env_set);
   const int64_t s = (timeout.count() + 999) / 1000;
-  cfg.timeout_s = env_set ? -1 : static_cast<int>(std::clamp<int64_t>(s, 1, 86400));
+  TORCH_CHECK_VALUE(s >= 1 && s <= 86400, "p2pkit: ", g_->desc, ": timeout of ", timeout.count(),
+                    " ms: p2pkit's communicators wait from 1 s to 86400 s (24 hours)");
+  cfg.timeout_s = static_cast<int>(s);
   cfg.max_blocks = max_blocks;
   return cfg;
 }
@@ -222,7 +231,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupP2PKit::split(
     const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
   auto mine = c10::dynamic_intrusive_pointer_cast<Options>(opts);
   auto child = c10::make_intrusive<Options>(mine ? *mine : *options_);
-  child->timeout = opts->timeout;
+  child->timeout = group_timeout(opts->timeout);
   child->group_name = opts->group_name;
   const auto at = std::find(ranks.begin(), ranks.end(), getRank());
   const bool member = at != ranks.end();

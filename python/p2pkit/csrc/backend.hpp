@@ -167,6 +167,9 @@ class ProcessGroupP2PKit : public c10d::Backend {
 // ------------------------------------------- shared by backend.cpp and ops --
 // Raises DistBackendError: "p2pkit: CALL: group ...: STATUS: the library's sentence".
 [[noreturn]] void fail_status(const Group& g, const char* call, p2pkit_status_t st);
+// A group's timeout from the one torch hands it (torch's default: nobody
+// chose one; backend.cpp).
+std::chrono::milliseconds group_timeout(std::chrono::milliseconds given);
 
 // One call, as ProcessGroupNCCL runs one: the communicator made on the
 // group's first call; under graph capture on the capturing stream itself,

@@ -263,15 +263,21 @@ std::string retire(Group& g, std::chrono::milliseconds timeout) {
   return "";
 }
 
-// What the group's handling says to do with `why` (mu held).
-void handle_failure(Group& g, const std::string& why, c10d::ErrorType type) {
+// What the group's handling says to do with `why` (mu held); `reported`:
+// the failure is the communicator's own error, whose report of what each
+// rank was doing the library wrote when it found it (docs/desync.md).
+void handle_failure(Group& g, const std::string& why, c10d::ErrorType type, bool reported) {
   if (!g.error.empty()) return;
   g.error = why;
   g.error_type = type;
   std::fprintf(stderr, "p2pkit: watchdog: %s: %s\n", g.desc.c_str(), why.c_str());
-  // Issue 48's report of what each rank was doing goes here, before the
-  // abort, as ProcessGroupNCCL dumps its flight recorder:
-  //   if (g.comm) p2pkit_comm_dump_trace(g.comm, why.c_str());
+  // The watchdog's own finding (a call past its timeout) gets that report
+  // here, as ProcessGroupNCCL dumps its flight recorder; p2pkit_comm_abort
+  // below writes it itself, so only the ends without an abort need it.
+  const bool aborts = g.handling == kAbort || g.handling == kAbortExit;
+  if (!reported && g.comm && !aborts && p2pkit_comm_dump_trace(g.comm, why.c_str()) != P2PKIT_SUCCESS)
+    std::fprintf(stderr, "p2pkit: watchdog: %s: no desync report: %s\n", g.desc.c_str(),
+                 p2pkit_last_error());
   if (g.handling == kExit) std::_Exit(1);
   if (g.handling == kRecord || !g.comm) return;
   p2pkit_comm_abort(g.comm);  // returns within about two seconds
@@ -288,6 +294,7 @@ void sweep(Group& g) {
   std::lock_guard<std::mutex> watching(g.watch_mu);
   std::string why;
   c10d::ErrorType type = c10d::ErrorType::COMM_ERROR;
+  bool reported = false;  // the communicator's own error: the library wrote its report
   std::chrono::milliseconds timeout;
   bool open;
   {
@@ -302,6 +309,7 @@ void sweep(Group& g) {
     if (open && g.comm && p2pkit_comm_get_async_error(g.comm, &st) == P2PKIT_SUCCESS &&
         st != P2PKIT_SUCCESS) {
       why = c10::str(p2pkit_strerror(st), ": ", p2pkit_last_error());
+      reported = true;
       type = st == P2PKIT_ERR_TIMEOUT  ? c10d::ErrorType::TIMEOUT
              : st == P2PKIT_ERR_REMOTE ? c10d::ErrorType::REMOTE_ERROR
                                        : c10d::ErrorType::COMM_ERROR;
@@ -314,7 +322,7 @@ void sweep(Group& g) {
   }
   if (why.empty() || !open) return;
   std::lock_guard<std::mutex> lock(g.mu);
-  if (g.state == State::kOpen) handle_failure(g, why, type);
+  if (g.state == State::kOpen) handle_failure(g, why, type, reported);
 }
 
 }  // namespace p2pkit_torch

@@ -60,7 +60,8 @@ GilFreeHolder<ProcessGroupP2PKit> make(const c10::intrusive_ptr<c10d::Store>& st
                                        const std::string& group_name,
                                        const c10::intrusive_ptr<Options>& options) {
   auto o = options ? c10::make_intrusive<Options>(*options) : c10::make_intrusive<Options>();
-  o->timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0));
+  o->timeout = p2pkit_torch::group_timeout(
+      std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0)));
   o->group_name = group_name;
   std::vector<uint64_t> g(global_ranks.begin(), global_ranks.end());
   o->global_ranks_in_group = g;
