@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "coll/init_id.h"
+#include "coll/rdv/init_id.h"
 #include "core/json.h"
 #include "core/opts.h"
 #include "core/param.h"

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "coll/hosts.h"
-#include "coll/trace.h"
+#include "coll/rdv/hosts.h"
+#include "coll/call/trace.h"
 #include "core/opts.h"
 #include "trace/trace.h"
 

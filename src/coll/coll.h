@@ -9,13 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "coll/algo.h"
-#include "coll/bootstrap.h"
-#include "coll/coll_dev.h"
-#include "coll/hosts.h"
-#include "coll/nccl_use.h"
-#include "coll/plan.h"
-#include "coll/select.h"
+#include "coll/select/algo.h"
+#include "coll/rdv/bootstrap.h"
+#include "coll/kernels/coll_dev.h"
+#include "coll/rdv/hosts.h"
+#include "coll/select/nccl_use.h"
+#include "coll/kernels/plan.h"
+#include "coll/select/select.h"
 #include "nccl/nccl_dl.h"
 #include "p2pkit.h"
 

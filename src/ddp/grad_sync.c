@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll/ipc.h"
+#include "coll/mem/ipc.h"
 #include "core/check.h"
 #include "core/param.h"
 #include "ddp/plan.h"

@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coll/algo.h"
+#include "coll/select/algo.h"
 #include "core/json.h"
 #include "core/check.h"
 #include "nccl/nccl_dl.h"

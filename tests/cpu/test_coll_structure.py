@@ -37,7 +37,7 @@ def symbols(obj):
 def file_graph(objs):
     defs, uses = {}, {}
     for o in objs:
-        f = os.path.basename(o)
+        f = o.split("/src/coll/", 1)[1]
         for suffix in (".o", ".obj"):
             if f.endswith(suffix):
                 f = f[: -len(suffix)]
@@ -141,7 +141,7 @@ def main():
                 if b in graph[a]:
                     print(f"  {a} -> {b} (e.g. {why[(a, b)]})")
     coll = os.path.join(src, "src", "coll")
-    for f in sorted(os.listdir(coll)):
+    for f in sorted(os.path.relpath(os.path.join(d, x), coll) for d, _, xs in os.walk(coll) for x in xs):
         if not re.search(r"\.(c|h|cu|cuh)$", f) or f in EXEMPT:
             continue
         for name, line, n in long_functions(os.path.join(coll, f)):

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "coll/coll.h"
-#include "coll/init_id.h"
-#include "coll/split.h"
+#include "coll/rdv/init_id.h"
+#include "coll/rdv/split.h"
 #include "core/param.h"
 #include "nccl/nccl_dl.h"
 #include "test.h"

@@ -8,7 +8,7 @@
  * H*L +- 1, host-major, round-robin and scattered placements, in place. */
 #include <stdint.h>
 
-#include "coll/hier.h"
+#include "coll/paths/hier.h"
 #include "nccl/dtype.h"
 #include "test.h"
 

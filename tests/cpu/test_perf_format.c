@@ -4,7 +4,7 @@
  * back with src/coll's own reader). */
 #include <unistd.h>
 
-#include "coll/algo.h"
+#include "coll/select/algo.h"
 #include "perf/perf.h"
 #include "test.h"
 

@@ -10,7 +10,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 
-#include "coll/coll_dev.h"
+#include "coll/kernels/coll_dev.h"
 #include "core/param.h"
 #include "p2pkit.h"
 #include "test.h"

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "coll/ipc.h"
+#include "coll/mem/ipc.h"
 #include "coll_util.h"
 #include "xfer/xfer_kernels.h"
 

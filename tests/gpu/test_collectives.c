@@ -20,9 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "coll/cep.h"
+#include "coll/paths/ce/cep.h"
 #include "coll/coll.h"
-#include "coll/plan.h"
+#include "coll/kernels/plan.h"
 #include "coll_util.h"
 #include "core/log.h"
 #include "core/param.h"
