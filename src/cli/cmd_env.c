@@ -84,27 +84,27 @@ int cmd_env(int argc, char **argv) {
   setvbuf(stdout, whole, _IOFBF, sizeof whole);
   if (json) {
     p2pk_json j;
-    pj_init(&j, stdout);
-    pj_obj(&j, NULL);
-    pj_int(&j, "schema_version", 1);
-    pj_arr(&j, "settings");
+    p2pk_json_init(&j, stdout);
+    p2pk_json_obj(&j, NULL);
+    p2pk_json_int(&j, "schema_version", 1);
+    p2pk_json_arr(&j, "settings");
     for (size_t i = 0; i < p2pk_param_count(); i++) {
       const p2pk_param_def *d = p2pk_param_at(i);
-      pj_obj(&j, NULL);
-      pj_str(&j, "name", d->name);
-      pj_str(&j, "value", p2pk_param_shown(d->name));
-      pj_str(&j, "default", d->def);
-      pj_str(&j, "source", p2pk_param_is_set(d->name) ? "environment" : "default");
-      pj_str(&j, "kind", kind_name(d->kind));
+      p2pk_json_obj(&j, NULL);
+      p2pk_json_str(&j, "name", d->name);
+      p2pk_json_str(&j, "value", p2pk_param_shown(d->name));
+      p2pk_json_str(&j, "default", d->def);
+      p2pk_json_str(&j, "source", p2pk_param_is_set(d->name) ? "environment" : "default");
+      p2pk_json_str(&j, "kind", kind_name(d->kind));
       char range[96];
       p2pk_param_range_text(d, range, sizeof range);
-      if (range[0]) pj_str(&j, "range", range);
-      pj_str(&j, "help", d->help);
-      pj_obj_end(&j);
+      if (range[0]) p2pk_json_str(&j, "range", range);
+      p2pk_json_str(&j, "help", d->help);
+      p2pk_json_obj_end(&j);
     }
-    pj_arr_end(&j);
-    pj_obj_end(&j);
-    pj_finish(&j);
+    p2pk_json_arr_end(&j);
+    p2pk_json_obj_end(&j);
+    p2pk_json_finish(&j);
     return verdict();
   }
   printf("%-24s %-20s %-11s %s\n", "setting", "value", "from", "meaning");

@@ -495,21 +495,21 @@ TEST(json_writer_quotes_and_nests) {
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   p2pk_json j;
-  pj_init(&j, f);
-  pj_obj(&j, NULL);
-  pj_str(&j, "s", "a\"b\\c\n\x01");
-  pj_int(&j, "i", -7);
-  pj_num(&j, "x", 0.5);
-  pj_num(&j, "nan", NAN);
-  pj_bool(&j, "t", 1);
-  pj_arr(&j, "empty");
-  pj_arr_end(&j);
-  pj_arr(&j, "a");
-  pj_int(&j, NULL, 1);
-  pj_str(&j, NULL, NULL);
-  pj_arr_end(&j);
-  pj_obj_end(&j);
-  pj_finish(&j);
+  p2pk_json_init(&j, f);
+  p2pk_json_obj(&j, NULL);
+  p2pk_json_str(&j, "s", "a\"b\\c\n\x01");
+  p2pk_json_int(&j, "i", -7);
+  p2pk_json_num(&j, "x", 0.5);
+  p2pk_json_num(&j, "nan", NAN);
+  p2pk_json_bool(&j, "t", 1);
+  p2pk_json_arr(&j, "empty");
+  p2pk_json_arr_end(&j);
+  p2pk_json_arr(&j, "a");
+  p2pk_json_int(&j, NULL, 1);
+  p2pk_json_str(&j, NULL, NULL);
+  p2pk_json_arr_end(&j);
+  p2pk_json_obj_end(&j);
+  p2pk_json_finish(&j);
   fclose(f);
   const char *want =
       "{\n  \"s\": \"a\\\"b\\\\c\\n\\u0001\",\n  \"i\": -7,\n  \"x\": 0.5,\n  \"nan\": null,\n"

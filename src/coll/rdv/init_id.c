@@ -320,6 +320,15 @@ p2pkit_status_t p2pk_config_check(const p2pkit_config_t *in, p2pkit_config_t *ou
   return P2PKIT_SUCCESS;
 }
 
+void p2pkit_comm_opts_init(p2pkit_comm_opts_t *o) {
+  if (!o) return;
+  o->nranks = o->rank = o->device = -1;
+  o->addr = NULL;
+  o->port = -1;
+  o->secret = NULL;
+  o->timeout_s = -1;
+}
+
 p2pkit_status_t p2pk_uid_comm_opts(const p2pk_uid *u, int nranks, int rank,
                                    const p2pkit_config_t *cfg, p2pkit_comm_opts_t *o) {
   if (nranks < 1 || nranks > P2PK_COLL_MAX_RANKS || rank < 0 || rank >= nranks)

@@ -36,7 +36,7 @@ typedef struct {
   int cap; /* the call being enqueued is under graph capture */
   /* Claims of the second slot halves since the other claim stream last
    * started at a call's START: whole pushes on W, all-reduce results on W2
-   * (cep_start says why). */
+   * (p2pk_cep_start says why). */
   int w_rbusy, w2_rbusy;
   unsigned logged;
   /* P2PKIT_CEP_TRACE (process per GPU, fixed at init): timing events of
@@ -88,7 +88,7 @@ typedef struct {
   struct p2pkit_comm *c;
   cudaStream_t s;
   cudaError_t e;
-  int added;  /* steps added since the caller last asked (cep_taken()) */
+  int added;  /* steps added since the caller last asked (p2pk_cep_taken()) */
   int memops; /* posts alone may be memory operations (p2pk_cep_run) */
 } cep_batch_t;
 
@@ -135,45 +135,45 @@ typedef struct {
  * and end of a call, the local copies out, the release of a slot. */
 int p2pk_cep_depth(void);
 size_t p2pk_cep_slot_bytes(int n, int depth, int any);
-char *cep_land(const struct p2pkit_comm *c, int src, int dst, int s);
-void cep_batch(cep_batch_t *b, struct p2pkit_comm *c, cudaStream_t s);
-cudaError_t cep_flush(cep_batch_t *b);
-void cep_add(cep_batch_t *b, int kind, uint64_t *ctr, uint64_t v, uint64_t *hdr, uint64_t hv, int peer);
-int cep_taken(cep_batch_t *b);
-void cep_tr_mark(struct p2pkit_comm *c, cudaStream_t s, const char *what, long k);
+char *p2pk_cep_land(const struct p2pkit_comm *c, int src, int dst, int s);
+void p2pk_cep_batch(cep_batch_t *b, struct p2pkit_comm *c, cudaStream_t s);
+cudaError_t p2pk_cep_flush(cep_batch_t *b);
+void p2pk_cep_add(cep_batch_t *b, int kind, uint64_t *ctr, uint64_t v, uint64_t *hdr, uint64_t hv, int peer);
+int p2pk_cep_taken(cep_batch_t *b);
+void p2pk_cep_tr_mark(struct p2pkit_comm *c, cudaStream_t s, const char *what, long k);
 void p2pk_cep_trace_flush(struct p2pkit_comm *c);
 void p2pk_cep_log_flags(struct p2pkit_comm *c);
-void cep_tr_begin(struct p2pkit_comm *c, cudaStream_t stream, const char *name);
-void cep_tr_end(struct p2pkit_comm *c, cudaStream_t stream);
-void cep_claim(cep_batch_t *b, uint64_t *flag, int peer);
-void cep_take(cep_batch_t *b, uint64_t *flag, uint64_t *hdr, uint64_t hv, int peer);
-size_t cep_chunk_elems(const struct p2pkit_comm *c, size_t bytes, size_t es, size_t cap);
-cudaError_t cep_pushes(struct p2pkit_comm *c, const cep_push *p, int np, size_t K, size_t es,
+void p2pk_cep_tr_begin(struct p2pkit_comm *c, cudaStream_t stream, const char *name);
+void p2pk_cep_tr_end(struct p2pkit_comm *c, cudaStream_t stream);
+void p2pk_cep_claim(cep_batch_t *b, uint64_t *flag, int peer);
+void p2pk_cep_take(cep_batch_t *b, uint64_t *flag, uint64_t *hdr, uint64_t hv, int peer);
+size_t p2pk_cep_chunk_elems(const struct p2pkit_comm *c, size_t bytes, size_t es, size_t cap);
+cudaError_t p2pk_cep_pushes(struct p2pkit_comm *c, const cep_push *p, int np, size_t K, size_t es,
     uint64_t hv, int whole, int memops);
-cudaError_t cep_direct_pushes(struct p2pkit_comm *c, const cep_push *p, char *const *dst, int np);
-cudaError_t cep_start(struct p2pkit_comm *c, cudaStream_t stream, int side, int whole,
+cudaError_t p2pk_cep_direct_pushes(struct p2pkit_comm *c, const cep_push *p, char *const *dst, int np);
+cudaError_t p2pk_cep_start(struct p2pkit_comm *c, cudaStream_t stream, int side, int whole,
     int gather);
-cudaError_t cep_join_side(struct p2pkit_comm *c, cudaStream_t stream, int memops);
-void cep_log_once(struct p2pkit_comm *c, int kind, const char *name, size_t bytes, size_t cb,
+cudaError_t p2pk_cep_join_side(struct p2pkit_comm *c, cudaStream_t stream, int memops);
+void p2pk_cep_log_once(struct p2pkit_comm *c, int kind, const char *name, size_t bytes, size_t cb,
     int direct);
-cudaError_t cep_copy_capped(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
+cudaError_t p2pk_cep_copy_capped(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
     char *out, size_t lb, int cap, cudaStream_t stream);
-cudaError_t cep_copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
+cudaError_t p2pk_cep_copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
     char *out, size_t lb, cudaStream_t stream);
-cudaError_t cep_own_copy(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const void *send,
+cudaError_t p2pk_cep_own_copy(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const void *send,
     void *recv, size_t bytes, cudaStream_t stream);
-void cep_release(struct p2pkit_comm *c, cep_batch_t *b, int r, int s);
-cudaError_t cep_note_capture(struct p2pkit_comm *c, cudaStream_t stream);
+void p2pk_cep_release(struct p2pkit_comm *c, cep_batch_t *b, int r, int s);
+cudaError_t p2pk_cep_note_capture(struct p2pkit_comm *c, cudaStream_t stream);
 /* cep_straight.c: straight in, agreed per call; a send and a receive
  * straight in. */
-void dmb_agree(struct p2pkit_comm *c, const dmb_op *rv, int nr, const dmb_op *sd, int ns,
+void p2pk_dmb_agree(struct p2pkit_comm *c, const dmb_op *rv, int nr, const dmb_op *sd, int ns,
     int may, int *rin, char **sdst);
-cudaError_t push_straight(struct p2pkit_comm *c, int t, const char *src, char *dst,
+cudaError_t p2pk_cep_push_straight(struct p2pkit_comm *c, int t, const char *src, char *dst,
     size_t bytes, uint64_t hv);
-cudaError_t take_straight(struct p2pkit_comm *c, cep_batch_t *bs, int r, uint64_t hv, size_t nch);
+cudaError_t p2pk_cep_take_straight(struct p2pkit_comm *c, cep_batch_t *bs, int r, uint64_t hv, size_t nch);
 /* path_ce_slots.c: the all-reduce (pout: every rank's output, one process
  * under capture: results straight in), send/recv of one communicator. */
-cudaError_t cep_allreduce(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
+cudaError_t p2pk_cep_allreduce(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
     p2pkit_dtype_t dtype, p2pkit_redop_t op, cudaStream_t stream,
     char *const *pout);
 cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,

@@ -37,13 +37,13 @@ size_t p2pk_cep_slot_bytes(int n, int depth, int any) {
 }
 
 /* Rank dst's landing slot s for chunks from src, as this process maps it. */
-char *cep_land(const struct p2pkit_comm *c, int src, int dst, int s) {
+char *p2pk_cep_land(const struct p2pkit_comm *c, int src, int dst, int s) {
   const int n = c->nranks;
   return c->peer[dst] + c->lay.cep_off +
          ((uint64_t)((src - dst - 1 + n) % n) * c->lay.cep_depth + (uint64_t)s) * c->lay.cep_slot;
 }
 
-void cep_batch(cep_batch_t *b, struct p2pkit_comm *c, cudaStream_t s) {
+void p2pk_cep_batch(cep_batch_t *b, struct p2pkit_comm *c, cudaStream_t s) {
   b->st.n = 0;
   b->c = c;
   b->s = s;
@@ -56,20 +56,20 @@ void cep_batch(cep_batch_t *b, struct p2pkit_comm *c, cudaStream_t s) {
 }
 
 /* Launch the steps gathered so far (none: nothing); the first error sticks. */
-cudaError_t cep_flush(cep_batch_t *b) {
+cudaError_t p2pk_cep_flush(cep_batch_t *b) {
   if (b->st.n && b->e == cudaSuccess) b->e = p2pk_cep_run(b->c, &b->st, b->memops, b->s);
   b->st.n = 0;
   return b->e;
 }
 
-void cep_add(cep_batch_t *b, int kind, uint64_t *ctr, uint64_t v, uint64_t *hdr, uint64_t hv, int peer) {
-  if (b->st.n == P2PK_CEP_STEPS) cep_flush(b);
+void p2pk_cep_add(cep_batch_t *b, int kind, uint64_t *ctr, uint64_t v, uint64_t *hdr, uint64_t hv, int peer) {
+  if (b->st.n == P2PK_CEP_STEPS) p2pk_cep_flush(b);
   b->st.s[b->st.n++] = (p2pk_cep_step){.ctr = ctr, .hdr = hdr, .v = v, .hv = hv, .kind = kind, .peer = peer};
   b->added++;
 }
 
 /* Were steps added since the last call? */
-int cep_taken(cep_batch_t *b) {
+int p2pk_cep_taken(cep_batch_t *b) {
   int a = b->added;
   b->added = 0;
   return a;
@@ -78,7 +78,7 @@ int cep_taken(cep_batch_t *b) {
 /* P2PKIT_CEP_TRACE: a timing event on stream `s` marking `what` (a label
  * and a chunk number, or -1 for none), while a traced call is being
  * enqueued and events are left. */
-void cep_tr_mark(struct p2pkit_comm *c, cudaStream_t s, const char *what, long k) {
+void p2pk_cep_tr_mark(struct p2pkit_comm *c, cudaStream_t s, const char *what, long k) {
   if (!CEP(c)->tr_on || CEP(c)->tr_n >= P2PK_CEP_TRACE_MAX) return;
   cudaEvent_t *ev = &CEP(c)->tr_ev[CEP(c)->tr_n];
   if (!*ev && cudaEventCreate(ev) != cudaSuccess) {
@@ -187,38 +187,38 @@ void p2pk_cep_log_flags(struct p2pkit_comm *c) {
 
 /* A traced call's start (the last one's timeline logged first, which waits
  * for it) and end; not under capture. */
-void cep_tr_begin(struct p2pkit_comm *c, cudaStream_t stream, const char *name) {
+void p2pk_cep_tr_begin(struct p2pkit_comm *c, cudaStream_t stream, const char *name) {
   if (!CEP(c)->trace || CEP(c)->cap) return;
   p2pk_cep_trace_flush(c);
   CEP(c)->tr_on = 1;
   CEP(c)->tr_calls++;
   snprintf(CEP(c)->tr_name, sizeof CEP(c)->tr_name, "%s", name);
-  cep_tr_mark(c, stream, "start", -1);
+  p2pk_cep_tr_mark(c, stream, "start", -1);
 }
 
-void cep_tr_end(struct p2pkit_comm *c, cudaStream_t stream) {
-  cep_tr_mark(c, stream, "end", -1);
+void p2pk_cep_tr_end(struct p2pkit_comm *c, cudaStream_t stream) {
+  p2pk_cep_tr_mark(c, stream, "end", -1);
   CEP(c)->tr_on = 0;
 }
 
 /* Claim a slot half this rank fills: wait until its flag (here) is clear,
  * then set it; the receiver clears it once it consumed the half. */
-void cep_claim(cep_batch_t *b, uint64_t *flag, int peer) {
-  cep_add(b, P2PK_CEP_WAIT_EQ, flag, 0, NULL, 0, peer);
-  cep_add(b, P2PK_CEP_SET, flag, 1, NULL, 0, peer); /* the post after the copy orders it */
+void p2pk_cep_claim(cep_batch_t *b, uint64_t *flag, int peer) {
+  p2pk_cep_add(b, P2PK_CEP_WAIT_EQ, flag, 0, NULL, 0, peer);
+  p2pk_cep_add(b, P2PK_CEP_SET, flag, 1, NULL, 0, peer); /* the post after the copy orders it */
 }
 
 /* Take a slot half from `peer`: wait until its flag (here) is set, with the
  * call's header when hdr is given, then clear it (the peer refills the half
- * only after its own claim flag is cleared, by cep_release() below). */
-void cep_take(cep_batch_t *b, uint64_t *flag, uint64_t *hdr, uint64_t hv, int peer) {
-  cep_add(b, P2PK_CEP_WAIT_EQ, flag, 1, hdr, hv, peer);
-  cep_add(b, P2PK_CEP_SET, flag, 0, NULL, 0, peer); /* the release after consuming orders it */
+ * only after its own claim flag is cleared, by p2pk_cep_release() below). */
+void p2pk_cep_take(cep_batch_t *b, uint64_t *flag, uint64_t *hdr, uint64_t hv, int peer) {
+  p2pk_cep_add(b, P2PK_CEP_WAIT_EQ, flag, 1, hdr, hv, peer);
+  p2pk_cep_add(b, P2PK_CEP_SET, flag, 0, NULL, 0, peer); /* the release after consuming orders it */
 }
 
 /* Elements per chunk for a shard of `bytes` (p2pk_ce_chunk_bytes), at most
  * `cap` bytes: both ends of a pair compute it from the same numbers. */
-size_t cep_chunk_elems(const struct p2pkit_comm *c, size_t bytes, size_t es, size_t cap) {
+size_t p2pk_cep_chunk_elems(const struct p2pkit_comm *c, size_t bytes, size_t es, size_t cap) {
   size_t cb = p2pk_ce_chunk_bytes(bytes, c->nranks, (int)c->lay.cep_depth);
   return p2pk_sce_chunk_elems(cb < cap ? cb : cap, es);
 }
@@ -228,7 +228,7 @@ size_t cep_chunk_elems(const struct p2pkit_comm *c, size_t bytes, size_t es, siz
  * the copies, on P the posts that it is full (memops: as memory operations
  * where they can be; join_side must be told the same). Chunk k to t uses
  * slot (cep_sent[t] + k) % depth; the caller advances cep_sent. */
-cudaError_t cep_pushes(struct p2pkit_comm *c, const cep_push *p, int np, size_t K, size_t es,
+cudaError_t p2pk_cep_pushes(struct p2pkit_comm *c, const cep_push *p, int np, size_t K, size_t es,
                           uint64_t hv, int whole, int memops) {
   const int me = c->rank;
   const uint64_t D = c->lay.cep_depth;
@@ -237,8 +237,8 @@ cudaError_t cep_pushes(struct p2pkit_comm *c, const cep_push *p, int np, size_t 
   for (int i = 0; i < np; i++)
     if (cep_nchunks(p[i].len, K) > most) most = cep_nchunks(p[i].len, K);
   cep_batch_t bw, bp;
-  cep_batch(&bw, c, c->ce->step[S_WAIT]);
-  cep_batch(&bp, c, c->ce->step[S_POST]);
+  p2pk_cep_batch(&bw, c, c->ce->step[S_WAIT]);
+  p2pk_cep_batch(&bp, c, c->ce->step[S_POST]);
   bp.memops = memops && !CEP(c)->cap;
   cudaError_t e = cudaSuccess;
   for (size_t k = 0; k < most && e == cudaSuccess; k++) {
@@ -246,33 +246,33 @@ cudaError_t cep_pushes(struct p2pkit_comm *c, const cep_push *p, int np, size_t 
     for (int i = 0; i < np; i++) {
       const int t = p[i].peer, s = (int)((CEP(c)->sent[t] + k) % D);
       if (!p2pk_ce_part(p[i].len, k, K)) continue;
-      cep_claim(&bw, &CTRL(me)->cep_busy[t][s], t);
+      p2pk_cep_claim(&bw, &CTRL(me)->cep_busy[t][s], t);
       /* A whole slot: its second half may still hold an all-reduce result. */
-      if (whole) cep_claim(&bw, &CTRL(me)->cep_rbusy[t][s], t);
+      if (whole) p2pk_cep_claim(&bw, &CTRL(me)->cep_rbusy[t][s], t);
     }
-    if (cep_taken(&bw)) {
-      e = cep_flush(&bw);
+    if (p2pk_cep_taken(&bw)) {
+      e = p2pk_cep_flush(&bw);
       if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_CR][ek], bw.s);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->ce->step_ev[V_CR][ek], 0);
     }
-    cep_tr_mark(c, side, "push", (long)k);
+    p2pk_cep_tr_mark(c, side, "push", (long)k);
     for (int i = 0; i < np && e == cudaSuccess; i++) {
       const size_t len = p2pk_ce_part(p[i].len, k, K);
       const int s = (int)((CEP(c)->sent[p[i].peer] + k) % D);
       if (len)
-        e = cudaMemcpyAsync(cep_land(c, me, p[i].peer, s), p[i].src + k * K * es, len * es,
+        e = cudaMemcpyAsync(p2pk_cep_land(c, me, p[i].peer, s), p[i].src + k * K * es, len * es,
                             cudaMemcpyDefault, side);
     }
-    cep_tr_mark(c, side, "pushed", (long)k);
+    p2pk_cep_tr_mark(c, side, "pushed", (long)k);
     /* The posts only after P waits for the copies. */
     if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_CP][ek], side);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->ce->step_ev[V_CP][ek], 0);
     for (int i = 0; i < np; i++) {
       const int t = p[i].peer, s = (int)((CEP(c)->sent[t] + k) % D);
       if (p2pk_ce_part(p[i].len, k, K))
-        cep_add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], 1, &CTRL(t)->cep_hdr[me][s], hv, t);
+        p2pk_cep_add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], 1, &CTRL(t)->cep_hdr[me][s], hv, t);
     }
-    if (e == cudaSuccess) e = cep_flush(&bp);
+    if (e == cudaSuccess) e = p2pk_cep_flush(&bp);
   }
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->sev[E_SIDE], side);
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->sev[E_POST], bp.s);
@@ -282,22 +282,22 @@ cudaError_t cep_pushes(struct p2pkit_comm *c, const cep_push *p, int np, size_t 
 /* Whole pushes straight into the peers' buffers (dst[i] for p[i]; one
  * process under capture): on W each peer's rdy (its buffer is free: taken
  * and cleared), on the side stream the copies, on P each peer's fin. */
-cudaError_t cep_direct_pushes(struct p2pkit_comm *c, const cep_push *p, char *const *dst, int np) {
+cudaError_t p2pk_cep_direct_pushes(struct p2pkit_comm *c, const cep_push *p, char *const *dst, int np) {
   const int me = c->rank;
   cudaStream_t side = c->ce->side;
   cep_batch_t bw, bp;
-  cep_batch(&bw, c, c->ce->step[S_WAIT]);
-  cep_batch(&bp, c, c->ce->step[S_POST]);
-  for (int i = 0; i < np; i++) cep_take(&bw, &CTRL(me)->cep_rdy[p[i].peer], NULL, 0, p[i].peer);
-  cudaError_t e = cep_flush(&bw);
+  p2pk_cep_batch(&bw, c, c->ce->step[S_WAIT]);
+  p2pk_cep_batch(&bp, c, c->ce->step[S_POST]);
+  for (int i = 0; i < np; i++) p2pk_cep_take(&bw, &CTRL(me)->cep_rdy[p[i].peer], NULL, 0, p[i].peer);
+  cudaError_t e = p2pk_cep_flush(&bw);
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_CR][0], bw.s);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->ce->step_ev[V_CR][0], 0);
   for (int i = 0; i < np && e == cudaSuccess; i++)
     if (p[i].len) e = cudaMemcpyAsync(dst[i], p[i].src, p[i].len, cudaMemcpyDefault, side);
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_CP][0], side);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->ce->step_ev[V_CP][0], 0);
-  for (int i = 0; i < np; i++) cep_add(&bp, P2PK_CEP_POST, &CTRL(p[i].peer)->cep_fin[me], 1, NULL, 0, p[i].peer);
-  if (e == cudaSuccess) e = cep_flush(&bp);
+  for (int i = 0; i < np; i++) p2pk_cep_add(&bp, P2PK_CEP_POST, &CTRL(p[i].peer)->cep_fin[me], 1, NULL, 0, p[i].peer);
+  if (e == cudaSuccess) e = p2pk_cep_flush(&bp);
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->sev[E_SIDE], side);
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->sev[E_POST], bp.s);
   return e;
@@ -344,7 +344,7 @@ static int cep_must_fork(const struct p2pkit_comm *c, cudaStream_t w, cudaStream
  * (after every earlier call, whose claims it joined) when the other one
  * claimed second halves since it last did, and under capture when it is
  * not in the capture yet (a stream must be forked into it). */
-cudaError_t cep_start(struct p2pkit_comm *c, cudaStream_t stream, int side, int whole,
+cudaError_t p2pk_cep_start(struct p2pkit_comm *c, cudaStream_t stream, int side, int whole,
                          int gather) {
   /* The streams and events exist since init (p2pk_cep_prepare, comm.c),
    * as the landing slots do, without which no call comes here. */
@@ -368,14 +368,14 @@ cudaError_t cep_start(struct p2pkit_comm *c, cudaStream_t stream, int side, int 
 }
 
 /* The caller's stream waits for the side stream's copies and, when the
- * posts after them are kernels, for those too (cep_pushes() records both). A
+ * posts after them are kernels, for those too (p2pk_cep_pushes() records both). A
  * collective kernel launched next on the caller's stream can fill every
  * multiprocessor while it waits for a peer that is itself still waiting for
  * one of those posts (seen under a CUDA graph after eager copy-engine
  * calls: broadcast and reduce with a process per GPU hung until the
  * timeout); posts as memory operations need no
  * multiprocessor. */
-cudaError_t cep_join_side(struct p2pkit_comm *c, cudaStream_t stream, int memops) {
+cudaError_t p2pk_cep_join_side(struct p2pkit_comm *c, cudaStream_t stream, int memops) {
   cudaError_t e = cudaStreamWaitEvent(stream, c->ce->sev[E_SIDE], 0);
   if (e == cudaSuccess && !(memops && !CEP(c)->cap && p2pk_cep_memops(c)))
     e = cudaStreamWaitEvent(stream, c->ce->sev[E_POST], 0);
@@ -386,7 +386,7 @@ static const char *cep_mode_name(const struct p2pkit_comm *c) {
   return c->multiproc ? "process per GPU" : "one process, under capture";
 }
 
-void cep_log_once(struct p2pkit_comm *c, int kind, const char *name, size_t bytes, size_t cb,
+void p2pk_cep_log_once(struct p2pkit_comm *c, int kind, const char *name, size_t bytes, size_t cb,
                      int direct) {
   /* The first call of each kind captured in a graph says so too, and the
    * first that pushed straight into the peers' outputs. */
@@ -409,7 +409,7 @@ void cep_log_once(struct p2pkit_comm *c, int kind, const char *name, size_t byte
 
 /* A copy of lb bytes out of a landing slot (or anything local), on
  * `stream`: the local kernel, on at most `cap` blocks when cap > 0. */
-cudaError_t cep_copy_capped(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
+cudaError_t p2pk_cep_copy_capped(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
                                char *out, size_t lb, int cap, cudaStream_t stream) {
   p2pk_lr_args la;
   memset(&la, 0, sizeof la);
@@ -421,9 +421,9 @@ cudaError_t cep_copy_capped(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, c
   return lb ? p2pk_ce_local_reduce(c, dtype, &la, cap, stream) : cudaSuccess;
 }
 
-cudaError_t cep_copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
+cudaError_t p2pk_cep_copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const char *src,
                             char *out, size_t lb, cudaStream_t stream) {
-  return cep_copy_capped(c, dtype, src, out, lb, 0, stream);
+  return p2pk_cep_copy_capped(c, dtype, src, out, lb, 0, stream);
 }
 
 /* A broadcast root's own copy beside its pushes: a kernel of a quarter of
@@ -434,20 +434,20 @@ cudaError_t cep_copy_out(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, cons
  * the reduces the same way was slower (send/recv 1 GiB 3135 us on 32
  * blocks against 2873); copies out by the copy engine made no clear
  * difference. */
-cudaError_t cep_own_copy(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const void *send,
+cudaError_t p2pk_cep_own_copy(const struct p2pkit_comm *c, p2pkit_dtype_t dtype, const void *send,
                             void *recv, size_t bytes, cudaStream_t stream) {
   const int blocks = (c->sel.geom.sm_count / 4) & ~7;
-  return cep_copy_capped(c, dtype, send, recv, bytes, blocks > 0 ? blocks : 1, stream);
+  return p2pk_cep_copy_capped(c, dtype, send, recv, bytes, blocks > 0 ? blocks : 1, stream);
 }
 
 /* Posts that the whole slot s of the pair r -> me was consumed (both halves free). */
-void cep_release(struct p2pkit_comm *c, cep_batch_t *b, int r, int s) {
-  cep_add(b, P2PK_CEP_POST, &CTRL(r)->cep_busy[c->rank][s], 0, NULL, 0, r);
-  cep_add(b, P2PK_CEP_POST, &CTRL(r)->cep_rbusy[c->rank][s], 0, NULL, 0, r);
+void p2pk_cep_release(struct p2pkit_comm *c, cep_batch_t *b, int r, int s) {
+  p2pk_cep_add(b, P2PK_CEP_POST, &CTRL(r)->cep_busy[c->rank][s], 0, NULL, 0, r);
+  p2pk_cep_add(b, P2PK_CEP_POST, &CTRL(r)->cep_rbusy[c->rank][s], 0, NULL, 0, r);
 }
 
 /* Whether `stream` is capturing (CEP(c)->cap, for this call). */
-cudaError_t cep_note_capture(struct p2pkit_comm *c, cudaStream_t stream) {
+cudaError_t p2pk_cep_note_capture(struct p2pkit_comm *c, cudaStream_t stream) {
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   cudaError_t e = cudaStreamIsCapturing(stream, &cs);
   CEP(c)->cap = cs != cudaStreamCaptureStatusNone;

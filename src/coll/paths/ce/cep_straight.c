@@ -130,7 +130,7 @@ static char *dmb_send(struct p2pkit_comm *c, int t, size_t bytes, uint64_t q, in
   return straight ? dst : NULL;
 }
 
-void dmb_agree(struct p2pkit_comm *c, const dmb_op *rv, int nr, const dmb_op *sd, int ns,
+void p2pk_dmb_agree(struct p2pkit_comm *c, const dmb_op *rv, int nr, const dmb_op *sd, int ns,
                       int may, int *rin, char **sdst) {
   uint64_t q[P2PK_P2P_MAX_OPS];
   for (int i = 0; i < nr; i++) rin[i] = 0;
@@ -147,27 +147,27 @@ void dmb_agree(struct p2pkit_comm *c, const dmb_op *rv, int nr, const dmb_op *sd
 /* A send straight in (to t, header hv): on W the first chunk's slot
  * claimed whole, as a push would, and t's rdy taken; the copy on the side
  * stream; on P the first chunk's full flag with the marked header. */
-cudaError_t push_straight(struct p2pkit_comm *c, int t, const char *src, char *dst,
+cudaError_t p2pk_cep_push_straight(struct p2pkit_comm *c, int t, const char *src, char *dst,
                                  size_t bytes, uint64_t hv) {
   const int me = c->rank, s = (int)(CEP(c)->sent[t] % c->lay.cep_depth);
   cudaStream_t side = c->ce->side;
   cep_batch_t bw, bp;
-  cep_batch(&bw, c, c->ce->step[S_WAIT]);
-  cep_batch(&bp, c, c->ce->step[S_POST]);
-  cep_claim(&bw, &CTRL(me)->cep_busy[t][s], t);
-  cep_claim(&bw, &CTRL(me)->cep_rbusy[t][s], t);
-  cep_take(&bw, &CTRL(me)->cep_rdy[t], NULL, 0, t);
-  cudaError_t e = cep_flush(&bw);
+  p2pk_cep_batch(&bw, c, c->ce->step[S_WAIT]);
+  p2pk_cep_batch(&bp, c, c->ce->step[S_POST]);
+  p2pk_cep_claim(&bw, &CTRL(me)->cep_busy[t][s], t);
+  p2pk_cep_claim(&bw, &CTRL(me)->cep_rbusy[t][s], t);
+  p2pk_cep_take(&bw, &CTRL(me)->cep_rdy[t], NULL, 0, t);
+  cudaError_t e = p2pk_cep_flush(&bw);
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_CR][0], bw.s);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(side, c->ce->step_ev[V_CR][0], 0);
-  cep_tr_mark(c, side, "push", 0);
+  p2pk_cep_tr_mark(c, side, "push", 0);
   if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, side);
-  cep_tr_mark(c, side, "pushed", 0);
+  p2pk_cep_tr_mark(c, side, "pushed", 0);
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_CP][0], side);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(bp.s, c->ce->step_ev[V_CP][0], 0);
-  cep_add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], 1, &CTRL(t)->cep_hdr[me][s],
+  p2pk_cep_add(&bp, P2PK_CEP_POST, &CTRL(t)->cep_full[me][s], 1, &CTRL(t)->cep_hdr[me][s],
       hv ^ P2PK_CEP_HDR_DIRECT, t);
-  if (e == cudaSuccess) e = cep_flush(&bp);
+  if (e == cudaSuccess) e = p2pk_cep_flush(&bp);
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->sev[E_SIDE], side);
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->sev[E_POST], bp.s);
   return e;
@@ -176,10 +176,10 @@ cudaError_t push_straight(struct p2pkit_comm *c, int t, const char *src, char *d
 /* A receive straight in (from r, header hv, nch chunks' slot turns), on
  * bs's stream: the first chunk's full flag with the marked header, then
  * its slot released (nothing landed in it). */
-cudaError_t take_straight(struct p2pkit_comm *c, cep_batch_t *bs, int r, uint64_t hv, size_t nch) {
+cudaError_t p2pk_cep_take_straight(struct p2pkit_comm *c, cep_batch_t *bs, int r, uint64_t hv, size_t nch) {
   const int me = c->rank, s = (int)(CEP(c)->recvd[r] % c->lay.cep_depth);
-  cep_take(bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv ^ P2PK_CEP_HDR_DIRECT, r);
-  cep_release(c, bs, r, s);
+  p2pk_cep_take(bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv ^ P2PK_CEP_HDR_DIRECT, r);
+  p2pk_cep_release(c, bs, r, s);
   CEP(c)->recvd[r] += nch;
-  return cep_flush(bs);
+  return p2pk_cep_flush(bs);
 }

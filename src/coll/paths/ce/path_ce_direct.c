@@ -21,21 +21,21 @@ static cudaError_t direct_call(struct p2pkit_comm *c, cudaStream_t stream, uint3
                                const cep_push *pu, char *const *dst, int np, p2pkit_dtype_t dtype,
                                const void *own_src, void *own_dst, size_t own_bytes) {
   const int n = c->nranks, me = c->rank;
-  cudaError_t e = cep_start(c, stream, np > 0, 0, 0);
+  cudaError_t e = p2pk_cep_start(c, stream, np > 0, 0, 0);
   cep_batch_t bs;
-  cep_batch(&bs, c, stream);
+  p2pk_cep_batch(&bs, c, stream);
   for (int t = 0; t < n; t++)
-    if ((from >> t) & 1u) cep_add(&bs, P2PK_CEP_POST, &CTRL(t)->cep_rdy[me], 1, NULL, 0, t);
+    if ((from >> t) & 1u) p2pk_cep_add(&bs, P2PK_CEP_POST, &CTRL(t)->cep_rdy[me], 1, NULL, 0, t);
   if (np) {
-    if (e == cudaSuccess) e = cep_flush(&bs);
-    if (e == cudaSuccess) e = cep_direct_pushes(c, pu, dst, np);
+    if (e == cudaSuccess) e = p2pk_cep_flush(&bs);
+    if (e == cudaSuccess) e = p2pk_cep_direct_pushes(c, pu, dst, np);
     if (e == cudaSuccess && own_src != own_dst)
-      e = cep_own_copy(c, dtype, own_src, own_dst, own_bytes, stream);
+      e = p2pk_cep_own_copy(c, dtype, own_src, own_dst, own_bytes, stream);
   }
   for (int t = 0; t < n; t++)
-    if ((from >> t) & 1u) cep_take(&bs, &CTRL(me)->cep_fin[t], NULL, 0, t);
-  if (e == cudaSuccess) e = cep_flush(&bs);
-  if (e == cudaSuccess && np) e = cep_join_side(c, stream, 0);
+    if ((from >> t) & 1u) p2pk_cep_take(&bs, &CTRL(me)->cep_fin[t], NULL, 0, t);
+  if (e == cudaSuccess) e = p2pk_cep_flush(&bs);
+  if (e == cudaSuccess && np) e = p2pk_cep_join_side(c, stream, 0);
   return e;
 }
 
@@ -53,7 +53,7 @@ static cudaError_t bcast_direct(struct p2pkit_comm *c, const void *send, void *r
     if (t != me) dst[np] = pout[t], pu[np++] = (cep_push){t, (const char *)send, bytes};
   cudaError_t e = direct_call(c, stream, me == root ? 0 : 1u << root, pu, dst, np, dtype, send,
                               recv, bytes);
-  if (e == cudaSuccess) cep_log_once(c, P2PK_COLL_BROADCAST, "broadcast", bytes, bytes, 1);
+  if (e == cudaSuccess) p2pk_cep_log_once(c, P2PK_COLL_BROADCAST, "broadcast", bytes, bytes, 1);
   return e;
 }
 
@@ -79,7 +79,7 @@ static cudaError_t a2a_direct(struct p2pkit_comm *c, const void *send, void *rec
                               (const char *)send + (gather ? 0 : (size_t)me * bytes),
                               (char *)recv + (size_t)me * bytes, bytes);
   const int kind = gather ? P2PK_COLL_ALL_GATHER : P2PK_COLL_ALL_TO_ALL;
-  if (e == cudaSuccess) cep_log_once(c, kind, p2pk_coll_name(kind), bytes, bytes, 1);
+  if (e == cudaSuccess) p2pk_cep_log_once(c, kind, p2pk_coll_name(kind), bytes, bytes, 1);
   return e;
 }
 
@@ -100,7 +100,7 @@ static p2pkit_status_t launch_group(p2pk_call *const *set, int n) {
     if (e != cudaSuccess) break;
     cudaStream_t st = (cudaStream_t)a->stream;
     e = kind == P2PK_COLL_ALL_REDUCE
-            ? cep_allreduce(c, a->send, a->recv, a->count, a->dtype, a->op, st, pout)
+            ? p2pk_cep_allreduce(c, a->send, a->recv, a->count, a->dtype, a->op, st, pout)
         : kind == P2PK_COLL_ALL_TO_ALL || kind == P2PK_COLL_ALL_GATHER
             ? a2a_direct(c, a->send, a->recv, a->bytes, a->dtype, st, pout,
                          kind == P2PK_COLL_ALL_GATHER)

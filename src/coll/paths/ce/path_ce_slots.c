@@ -80,7 +80,7 @@
  * pushes read its input), and for the all-reduce after GATHER (its result
  * pushes read its output) and RECV (its copies-out write it). Under
  * capture the posts are kernels (memory operations captured in a graph
- * ran far slower: cep_batch() says by how much) and
+ * ran far slower: p2pk_cep_batch() says by how much) and
  * every stream of the call joins the caller's before it ends. */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -92,7 +92,7 @@
 #include "core/log.h"
 #include "core/param.h"
 
-/* One all-reduce through the slots (cep_allreduce): the call, its shards
+/* One all-reduce through the slots (p2pk_cep_allreduce): the call, its shards
  * and chunks, the streams' step lists (my stream; W2 and P2 around the
  * gather copies; R, the copies out). */
 typedef struct {
@@ -124,7 +124,7 @@ static int car_plan(car_t *x, size_t count, cep_push *pu) {
   }
   /* Direct: no results in the second halves, so a chunk may fill a whole
    * slot (claimed whole: a slot-path call may still hold a result there). */
-  x->K = cep_chunk_elems(c, most * x->es, x->es, x->pout ? c->lay.cep_slot : x->half);
+  x->K = p2pk_cep_chunk_elems(c, most * x->es, x->es, x->pout ? c->lay.cep_slot : x->half);
   x->hv = cep_header(P2PK_COLL_ALL_REDUCE, count, x->dtype, x->op, 0);
   x->mine = cep_nchunks(x->slen[me], x->K);
   int np = 0;
@@ -155,40 +155,40 @@ static cudaError_t car_own(car_t *x, size_t k) {
   src[me] = (const char *)x->send + (x->soff[me] + k * K) * es;
   for (int r = 0; r < n; r++) {
     if (r == me) continue;
-    cep_take(&x->bs, &CTRL(me)->cep_full[r][SLOT_IN(r)], &CTRL(me)->cep_hdr[r][SLOT_IN(r)], x->hv, r);
-    src[r] = cep_land(c, r, me, SLOT_IN(r));
+    p2pk_cep_take(&x->bs, &CTRL(me)->cep_full[r][SLOT_IN(r)], &CTRL(me)->cep_hdr[r][SLOT_IN(r)], x->hv, r);
+    src[r] = p2pk_cep_land(c, r, me, SLOT_IN(r));
   }
-  cudaError_t e = cep_flush(&x->bs);
-  cep_tr_mark(c, x->stream, "took", (long)k);
+  cudaError_t e = p2pk_cep_flush(&x->bs);
+  p2pk_cep_tr_mark(c, x->stream, "took", (long)k);
   const size_t lb = p2pk_ce_part(x->slen[me], k, K) * es;
   char *out = (char *)x->recv + (x->soff[me] + k * K) * es;
   if (e == cudaSuccess) e = p2pk_ce_reduce_chunk(c, x->dtype, x->op, src, out, lb, x->stream);
-  cep_tr_mark(c, x->stream, "out", (long)k);
+  p2pk_cep_tr_mark(c, x->stream, "out", (long)k);
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_RED][ek], x->stream);
   for (int r = 0; r < n; r++)
-    if (r != me && x->pout) cep_release(c, &x->bs, r, SLOT_IN(r));
-    else if (r != me) cep_add(&x->bs, P2PK_CEP_POST, &CTRL(r)->cep_busy[me][SLOT_IN(r)], 0, NULL, 0, r);
+    if (r != me && x->pout) p2pk_cep_release(c, &x->bs, r, SLOT_IN(r));
+    else if (r != me) p2pk_cep_add(&x->bs, P2PK_CEP_POST, &CTRL(r)->cep_busy[me][SLOT_IN(r)], 0, NULL, 0, r);
   for (int t = 0; t < n; t++)
-    if (t != me && !x->pout) cep_claim(&x->bw, &CTRL(me)->cep_rbusy[t][SLOT_OUT(t)], t);
-    else if (t != me && k == 0) cep_take(&x->bw, &CTRL(me)->cep_rdy[t], NULL, 0, t);
-  if (e == cudaSuccess) e = cep_flush(&x->bw);
+    if (t != me && !x->pout) p2pk_cep_claim(&x->bw, &CTRL(me)->cep_rbusy[t][SLOT_OUT(t)], t);
+    else if (t != me && k == 0) p2pk_cep_take(&x->bw, &CTRL(me)->cep_rdy[t], NULL, 0, t);
+  if (e == cudaSuccess) e = p2pk_cep_flush(&x->bw);
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_GCR][ek], x->bw.s);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(x->g, c->ce->step_ev[V_GCR][ek], 0);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(x->g, c->ce->step_ev[V_RED][ek], 0);
-  cep_tr_mark(c, x->g, "gpush", (long)k);
+  p2pk_cep_tr_mark(c, x->g, "gpush", (long)k);
   for (int t = 0; t < n && e == cudaSuccess; t++)
     if (t != me && lb)
       e = cudaMemcpyAsync(x->pout ? x->pout[t] + (x->soff[me] + k * K) * es
-                                  : cep_land(c, me, t, SLOT_OUT(t)) + x->half,
+                                  : p2pk_cep_land(c, me, t, SLOT_OUT(t)) + x->half,
                           out, lb, cudaMemcpyDefault, x->g);
-  cep_tr_mark(c, x->g, "gpushed", (long)k);
+  p2pk_cep_tr_mark(c, x->g, "gpushed", (long)k);
   /* The posts only after P2 waits for the copies. */
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->step_ev[V_GCP][ek], x->g);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(x->bp.s, c->ce->step_ev[V_GCP][ek], 0);
   for (int t = 0; t < n; t++)
-    if (t != me && !x->pout) cep_add(&x->bp, P2PK_CEP_POST, &CTRL(t)->cep_done[me][SLOT_OUT(t)], 1, NULL, 0, t);
-    else if (t != me && k + 1 == x->mine) cep_add(&x->bp, P2PK_CEP_POST, &CTRL(t)->cep_fin[me], 1, NULL, 0, t);
-  if (e == cudaSuccess) e = cep_flush(&x->bp);
+    if (t != me && !x->pout) p2pk_cep_add(&x->bp, P2PK_CEP_POST, &CTRL(t)->cep_done[me][SLOT_OUT(t)], 1, NULL, 0, t);
+    else if (t != me && k + 1 == x->mine) p2pk_cep_add(&x->bp, P2PK_CEP_POST, &CTRL(t)->cep_fin[me], 1, NULL, 0, t);
+  if (e == cudaSuccess) e = p2pk_cep_flush(&x->bp);
   return e;
 }
 
@@ -202,14 +202,14 @@ static cudaError_t car_results(car_t *x, size_t k) {
   cudaError_t e = cudaSuccess;
   for (int t = 0; t < n && e == cudaSuccess && !x->pout; t++) {
     if (t == me || k >= cep_nchunks(x->slen[t], K)) continue;
-    cep_take(&x->br, &CTRL(me)->cep_done[t][SLOT_IN(t)], NULL, 0, t);
-    e = cep_flush(&x->br);
+    p2pk_cep_take(&x->br, &CTRL(me)->cep_done[t][SLOT_IN(t)], NULL, 0, t);
+    e = p2pk_cep_flush(&x->br);
     if (e == cudaSuccess)
-      e = cep_copy_out(c, x->dtype, cep_land(c, t, me, SLOT_IN(t)) + x->half,
+      e = p2pk_cep_copy_out(c, x->dtype, p2pk_cep_land(c, t, me, SLOT_IN(t)) + x->half,
                        (char *)x->recv + (x->soff[t] + k * K) * es, p2pk_ce_part(x->slen[t], k, K) * es,
                        x->R);
-    cep_tr_mark(c, x->R, "rout", (long)k);
-    cep_add(&x->br, P2PK_CEP_POST, &CTRL(t)->cep_rbusy[me][SLOT_IN(t)], 0, NULL, 0, t);
+    p2pk_cep_tr_mark(c, x->R, "rout", (long)k);
+    p2pk_cep_add(&x->br, P2PK_CEP_POST, &CTRL(t)->cep_rbusy[me][SLOT_IN(t)], 0, NULL, 0, t);
   }
   return e;
 }
@@ -219,22 +219,22 @@ static cudaError_t car_results(car_t *x, size_t k) {
 
 /* The end: direct, every owner's results landed in my output; my stream
  * waits for the copies out, the gather copies and their posts (kernels:
- * cep_join_side says why), and the pushes. */
+ * p2pk_cep_join_side says why), and the pushes. */
 static cudaError_t car_end(car_t *x, int np, cudaError_t e) {
   struct p2pkit_comm *c = x->c;
   const int n = x->n, me = x->me;
   cudaStream_t stream = x->stream;
   for (int t = 0; t < n && x->pout; t++)
-    if (t != me && x->slen[t]) cep_take(&x->bs, &CTRL(me)->cep_fin[t], NULL, 0, t);
-  if (e == cudaSuccess) e = cep_flush(&x->bs);
-  if (e == cudaSuccess) e = cep_flush(&x->br);
+    if (t != me && x->slen[t]) p2pk_cep_take(&x->bs, &CTRL(me)->cep_fin[t], NULL, 0, t);
+  if (e == cudaSuccess) e = p2pk_cep_flush(&x->bs);
+  if (e == cudaSuccess) e = p2pk_cep_flush(&x->br);
   if (e == cudaSuccess) e = cudaEventRecord(c->ce->sev[E_RECV], x->R);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, c->ce->sev[E_RECV], 0);
   if (e == cudaSuccess && x->mine) e = cudaEventRecord(c->ce->sev[E_GATHER], x->g);
   if (e == cudaSuccess && x->mine) e = cudaStreamWaitEvent(stream, c->ce->sev[E_GATHER], 0);
   if (e == cudaSuccess && x->mine) e = cudaEventRecord(c->ce->sev[E_POST2], x->bp.s);
   if (e == cudaSuccess && x->mine) e = cudaStreamWaitEvent(stream, c->ce->sev[E_POST2], 0);
-  if (e == cudaSuccess && np) e = cep_join_side(c, stream, 0);
+  if (e == cudaSuccess && np) e = p2pk_cep_join_side(c, stream, 0);
   return e;
 }
 
@@ -242,7 +242,7 @@ static cudaError_t car_end(car_t *x, int np, cudaError_t e) {
  * rank's output (one process under capture): the results go straight into
  * the peers' outputs ("direct": rdy/fin flags, no second halves, no copies
  * out). */
-cudaError_t cep_allreduce(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
+cudaError_t p2pk_cep_allreduce(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
                           p2pkit_dtype_t dtype, p2pkit_redop_t op, cudaStream_t stream,
                           char *const *pout) {
   car_t x = {.c = c, .send = send, .recv = recv, .dtype = dtype, .op = op, .stream = stream,
@@ -250,23 +250,23 @@ cudaError_t cep_allreduce(struct p2pkit_comm *c, const void *send, void *recv, s
              .es = p2pkit_dtype_size(dtype), .half = c->lay.cep_slot / 2};
   cep_push pu[P2PK_COLL_MAX_RANKS];
   const int np = car_plan(&x, count, pu);
-  cudaError_t e = cep_start(c, stream, np > 0, pout != NULL, x.mine > 0);
-  cep_batch(&x.bs, c, stream);
+  cudaError_t e = p2pk_cep_start(c, stream, np > 0, pout != NULL, x.mine > 0);
+  p2pk_cep_batch(&x.bs, c, stream);
   /* Direct: my output is free from here on (my stream stands at the call):
    * every owner of a shard may write its results into it. */
   for (int t = 0; t < x.n && pout; t++)
-    if (t != x.me && x.slen[t]) cep_add(&x.bs, P2PK_CEP_POST, &CTRL(t)->cep_rdy[x.me], 1, NULL, 0, t);
+    if (t != x.me && x.slen[t]) p2pk_cep_add(&x.bs, P2PK_CEP_POST, &CTRL(t)->cep_rdy[x.me], 1, NULL, 0, t);
   /* The all-reduce's posts stay kernels (2x H200: with memory operations
    * 512 MiB took 1514-1544 us from one measurement to the next, with
    * kernels 1482-1485). */
-  if (e == cudaSuccess && np) e = cep_pushes(c, pu, np, x.K, x.es, x.hv, pout != NULL, 0);
+  if (e == cudaSuccess && np) e = p2pk_cep_pushes(c, pu, np, x.K, x.es, x.hv, pout != NULL, 0);
   x.g = c->ce->h2d;
   x.R = c->ce->step[S_RECV];
   /* The results' copies out write this rank's output. */
   if (e == cudaSuccess) e = cudaStreamWaitEvent(x.R, c->ce->sev[E_START], 0);
-  cep_batch(&x.bw, c, c->ce->step[S_WAIT2]);
-  cep_batch(&x.bp, c, c->ce->step[S_POST2]);
-  cep_batch(&x.br, c, x.R);
+  p2pk_cep_batch(&x.bw, c, c->ce->step[S_WAIT2]);
+  p2pk_cep_batch(&x.bp, c, c->ce->step[S_POST2]);
+  p2pk_cep_batch(&x.br, c, x.R);
   x.bs.memops = x.bp.memops = x.br.memops = 0; /* kernels (above) */
   for (size_t k = 0; k < x.far && e == cudaSuccess; k++) {
     if (k < x.mine) e = car_own(&x, k);
@@ -277,7 +277,7 @@ cudaError_t cep_allreduce(struct p2pkit_comm *c, const void *send, void *recv, s
    * broken anyway). */
   for (int t = 0; t < x.n; t++)
     if (t != x.me) CEP(c)->sent[t] += x.span[t], CEP(c)->recvd[t] += x.span[t];
-  if (e == cudaSuccess) cep_log_once(c, P2PK_COLL_ALL_REDUCE, "all_reduce", count * x.es, x.K * x.es, pout != NULL);
+  if (e == cudaSuccess) p2pk_cep_log_once(c, P2PK_COLL_ALL_REDUCE, "all_reduce", count * x.es, x.K * x.es, pout != NULL);
   return e;
 }
 
@@ -302,7 +302,7 @@ static cudaError_t cep_rooted(struct p2pkit_comm *c, int kind, const void *send,
   size_t cap = c->lay.cep_slot;
   if (kind == P2PK_COLL_REDUCE_SCATTER && !p2pk_param_size("P2PKIT_CE_CHUNK") && cap > ((size_t)32 << 20))
     cap = (size_t)32 << 20;
-  const size_t K = cep_chunk_elems(c, most * es, es, cap), CB = K * es;
+  const size_t K = p2pk_cep_chunk_elems(c, most * es, es, cap), CB = K * es;
   const uint64_t hv = cep_header(kind, count, dtype, op, root);
   /* Who pushes to whom: everyone to every owner, or the root alone. */
   cep_push pu[P2PK_COLL_MAX_RANKS];
@@ -313,45 +313,45 @@ static cudaError_t cep_rooted(struct p2pkit_comm *c, int kind, const void *send,
   }
   for (int r = 0; r < n && slen[me]; r++)
     if (r != me && (!bcast || r == root)) srcs[nsrc++] = r;
-  cudaError_t e = cep_start(c, stream, np > 0, 1, 0);
-  if (e == cudaSuccess && np) e = cep_pushes(c, pu, np, K, es, hv, 1, 1);
+  cudaError_t e = p2pk_cep_start(c, stream, np > 0, 1, 0);
+  if (e == cudaSuccess && np) e = p2pk_cep_pushes(c, pu, np, K, es, hv, 1, 1);
   /* The broadcast root's own copy, beside its pushes: a kernel, not a copy
    * engine, which would slow the pushes (1 GiB out of place 3365 us
    * against 2937 in place); own_copy says how wide. */
   if (e == cudaSuccess && bcast && me == root && send != recv)
-    e = cep_own_copy(c, dtype, send, recv, count * es, stream);
+    e = p2pk_cep_own_copy(c, dtype, send, recv, count * es, stream);
   /* My shard: take every source's chunk, reduce (or copy it out), release. */
   const size_t mine = cep_nchunks(slen[me], K);
   cep_batch_t bs;
-  cep_batch(&bs, c, stream);
+  p2pk_cep_batch(&bs, c, stream);
   for (size_t k = 0; k < mine && e == cudaSuccess; k++) {
     int sl[P2PK_COLL_MAX_RANKS];
     for (int i = 0; i < nsrc; i++) {
       const int r = srcs[i];
       sl[r] = (int)((CEP(c)->recvd[r] + k) % D);
-      cep_take(&bs, &CTRL(me)->cep_full[r][sl[r]], &CTRL(me)->cep_hdr[r][sl[r]], hv, r);
+      p2pk_cep_take(&bs, &CTRL(me)->cep_full[r][sl[r]], &CTRL(me)->cep_hdr[r][sl[r]], hv, r);
     }
-    e = cep_flush(&bs);
-    cep_tr_mark(c, stream, "took", (long)k);
+    e = p2pk_cep_flush(&bs);
+    p2pk_cep_tr_mark(c, stream, "took", (long)k);
     const size_t lb = p2pk_ce_part(slen[me], k, K) * es;
     if (bcast) {
       if (e == cudaSuccess)
-        e = cep_copy_out(c, dtype, cep_land(c, root, me, sl[root]), (char *)recv + k * CB, lb, stream);
+        e = p2pk_cep_copy_out(c, dtype, p2pk_cep_land(c, root, me, sl[root]), (char *)recv + k * CB, lb, stream);
     } else {
       const char *src[P2PK_COLL_MAX_RANKS];
       for (int r = 0; r < n; r++)
-        src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : cep_land(c, r, me, sl[r]);
+        src[r] = r == me ? (const char *)send + (soff[me] + k * K) * es : p2pk_cep_land(c, r, me, sl[r]);
       if (e == cudaSuccess && lb)
         e = p2pk_ce_reduce_chunk(c, dtype, op, src, (char *)recv + k * CB, lb, stream);
     }
-    cep_tr_mark(c, stream, "out", (long)k);
-    for (int i = 0; i < nsrc; i++) cep_release(c, &bs, srcs[i], sl[srcs[i]]);
+    p2pk_cep_tr_mark(c, stream, "out", (long)k);
+    for (int i = 0; i < nsrc; i++) p2pk_cep_release(c, &bs, srcs[i], sl[srcs[i]]);
   }
-  if (e == cudaSuccess) e = cep_flush(&bs);
+  if (e == cudaSuccess) e = p2pk_cep_flush(&bs);
   for (int i = 0; i < nsrc; i++) CEP(c)->recvd[srcs[i]] += mine;
   for (int i = 0; i < np; i++) CEP(c)->sent[pu[i].peer] += cep_nchunks(pu[i].len, K);
-  if (e == cudaSuccess && np) e = cep_join_side(c, stream, 1);
-  if (e == cudaSuccess) cep_log_once(c, kind, p2pk_coll_name(kind), count * es, CB, 0);
+  if (e == cudaSuccess && np) e = p2pk_cep_join_side(c, stream, 1);
+  if (e == cudaSuccess) p2pk_cep_log_once(c, kind, p2pk_coll_name(kind), count * es, CB, 0);
   return e;
 }
 
@@ -361,7 +361,7 @@ static cudaError_t cep_rooted(struct p2pkit_comm *c, int kind, const void *send,
  * ends compute it from the size alone. */
 static size_t cep_p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
   const size_t slot = c->lay.cep_slot, lo = (size_t)16 << 20;
-  if (p2pk_param_size("P2PKIT_CE_CHUNK")) return cep_chunk_elems(c, bytes, 1, slot);
+  if (p2pk_param_size("P2PKIT_CE_CHUNK")) return p2pk_cep_chunk_elems(c, bytes, 1, slot);
   size_t b = bytes / 2;
   b = b < lo ? lo : b;
   return p2pk_sce_chunk_elems(b < slot ? b : slot, 1);
@@ -369,11 +369,11 @@ static size_t cep_p2p_chunk(const struct p2pkit_comm *c, size_t bytes) {
 
 /* All-to-all with a process per GPU, chunk by chunk (K, send/recv's
  * chunk for a block of B bytes): chunk k of my block t pushed into rank
- * t's landing slots (cep_pushes(), one chunk per call), then chunk k of each
+ * t's landing slots (p2pk_cep_pushes(), one chunk per call), then chunk k of each
  * peer's block for me taken and copied out of my slots into my output,
  * then chunk k of my own block copied across (out of place). In place my
  * output's block t is my input's block t, which my pushes to t read: each
- * chunk's copies out wait for my pushes of that chunk (the event cep_pushes()
+ * chunk's copies out wait for my pushes of that chunk (the event p2pk_cep_pushes()
  * recorded after them), so no byte is overwritten before it left. Both
  * ranks take this path whatever their placement, so they always agree;
  * from 256 MiB per peer by default (select.c's thresholds).
@@ -406,7 +406,7 @@ static void a2a_agree(struct p2pkit_comm *c, char *out, size_t B, int overlap, i
       rv[m] = (dmb_op){p, out + (size_t)p * B, B};
       sd[m++] = (dmb_op){p, NULL, B};
     }
-  dmb_agree(c, rv, m, sd, m, !overlap, rin, dst);
+  p2pk_dmb_agree(c, rv, m, sd, m, !overlap, rin, dst);
   m = 0;
   for (int p = 0; p < n; p++) {
     sin[p] = p != me ? rin[m] : 0;
@@ -428,19 +428,19 @@ static cudaError_t a2a_chunk(struct p2pkit_comm *c, cep_batch_t *bs, const char 
   for (int t = 0; t < n; t++)
     if (t != me && !sdst[t]) pu[np++] = (cep_push){t, in + (gather ? 0 : (size_t)t * B) + at, len};
   cudaError_t e = cudaSuccess;
-  if (np) e = cep_pushes(c, pu, np, K, 1, hv, 1, 1);
+  if (np) e = p2pk_cep_pushes(c, pu, np, K, 1, hv, 1, 1);
   for (int i = 0; i < np; i++) CEP(c)->sent[pu[i].peer]++;
   if (e == cudaSuccess && overlap) e = cudaStreamWaitEvent(stream, c->ce->step_ev[V_CP][0], 0);
   for (int r = 0; r < n && e == cudaSuccess; r++) {
     if (r == me || sin[r]) continue;
     const int s = (int)(CEP(c)->recvd[r] % D);
-    cep_take(bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
-    e = cep_flush(bs);
-    cep_tr_mark(c, stream, "took", (long)k);
+    p2pk_cep_take(bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
+    e = p2pk_cep_flush(bs);
+    p2pk_cep_tr_mark(c, stream, "took", (long)k);
     if (e == cudaSuccess)
-      e = cep_copy_out(c, P2PKIT_UINT8, cep_land(c, r, me, s), out + (size_t)r * B + at, len, stream);
-    cep_tr_mark(c, stream, "out", (long)k);
-    cep_release(c, bs, r, s);
+      e = p2pk_cep_copy_out(c, P2PKIT_UINT8, p2pk_cep_land(c, r, me, s), out + (size_t)r * B + at, len, stream);
+    p2pk_cep_tr_mark(c, stream, "out", (long)k);
+    p2pk_cep_release(c, bs, r, s);
     CEP(c)->recvd[r]++;
   }
   return e;
@@ -462,33 +462,33 @@ static cudaError_t cep_a2a(struct p2pkit_comm *c, const void *send, void *recv, 
   char *sdst[P2PK_COLL_MAX_RANKS] = {0};
   int sin[P2PK_COLL_MAX_RANKS] = {0}, any = 0;
   a2a_agree(c, out, B, overlap, sin, sdst);
-  cudaError_t e = cep_start(c, stream, 1, 1, 0);
+  cudaError_t e = p2pk_cep_start(c, stream, 1, 1, 0);
   cudaStream_t R = c->ce->step[S_RECV];
   if (e == cudaSuccess && !in_place) e = cudaStreamWaitEvent(R, c->ce->sev[E_START], 0);
   if (e == cudaSuccess && !in_place)
-    e = cep_own_copy(c, P2PKIT_UINT8, BLOCK_FOR(me), out + (size_t)me * B, B, R);
+    e = p2pk_cep_own_copy(c, P2PKIT_UINT8, BLOCK_FOR(me), out + (size_t)me * B, B, R);
   if (e == cudaSuccess && !in_place) e = cudaEventRecord(c->ce->sev[E_RECV], R);
   cep_batch_t bs;
-  cep_batch(&bs, c, stream);
+  p2pk_cep_batch(&bs, c, stream);
   /* Blocks straight in: my output's block r is free from here on; my
    * blocks for such peers go first, whole. */
   for (int r = 0; r < n; r++)
-    if (sin[r]) cep_add(&bs, P2PK_CEP_POST, &CTRL(r)->cep_rdy[me], 1, NULL, 0, r);
-  if (e == cudaSuccess) e = cep_flush(&bs);
+    if (sin[r]) p2pk_cep_add(&bs, P2PK_CEP_POST, &CTRL(r)->cep_rdy[me], 1, NULL, 0, r);
+  if (e == cudaSuccess) e = p2pk_cep_flush(&bs);
   for (int t = 0; t < n && e == cudaSuccess; t++)
     if (sdst[t]) {
-      e = push_straight(c, t, BLOCK_FOR(t), sdst[t], B, hv);
+      e = p2pk_cep_push_straight(c, t, BLOCK_FOR(t), sdst[t], B, hv);
       CEP(c)->sent[t] += nch;
       any = 1;
     }
   for (size_t k = 0; k < nch && e == cudaSuccess; k++)
     e = a2a_chunk(c, &bs, in, out, B, K, k, gather, overlap, sin, sdst, hv, stream);
   for (int r = 0; r < n && e == cudaSuccess; r++)
-    if (sin[r]) e = take_straight(c, &bs, r, hv, nch), any = 1;
-  if (e == cudaSuccess) e = cep_flush(&bs);
-  if (e == cudaSuccess) e = cep_join_side(c, stream, 1);
+    if (sin[r]) e = p2pk_cep_take_straight(c, &bs, r, hv, nch), any = 1;
+  if (e == cudaSuccess) e = p2pk_cep_flush(&bs);
+  if (e == cudaSuccess) e = p2pk_cep_join_side(c, stream, 1);
   if (e == cudaSuccess && !in_place) e = cudaStreamWaitEvent(stream, c->ce->sev[E_RECV], 0);
-  if (e == cudaSuccess) cep_log_once(c, kind, p2pk_coll_name(kind), B, K, any);
+  if (e == cudaSuccess) p2pk_cep_log_once(c, kind, p2pk_coll_name(kind), B, K, any);
   return e;
 #undef BLOCK_FOR
 }
@@ -525,7 +525,7 @@ static void p2p_sort(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops, 
       rv[nr++] = (dmb_op){ops[i].peer, ops[i].buf, ops[i].bytes};
     }
   }
-  dmb_agree(c, rv, nr, sd, x->np, 1, rin, x->straight);
+  p2pk_dmb_agree(c, rv, nr, sd, x->np, 1, rin, x->straight);
   for (int k = 0; k < nr; k++) x->sin[at[k]] = rin[k];
 }
 
@@ -539,23 +539,23 @@ static cudaError_t p2p_receive(struct p2pkit_comm *c, cep_batch_t *bs, const p2p
   const size_t K = cep_p2p_chunk(c, o->bytes), nch = cep_nchunks(o->bytes, K);
   const uint64_t hv = cep_header(P2PK_SENDRECV, o->bytes, 0, 0, r);
   if (straight) {
-    cudaError_t e = take_straight(c, bs, r, hv, nch);
-    cep_tr_mark(c, stream, "took", 0);
+    cudaError_t e = p2pk_cep_take_straight(c, bs, r, hv, nch);
+    p2pk_cep_tr_mark(c, stream, "took", 0);
     return e;
   }
   cudaError_t e = cudaSuccess;
   for (size_t k = 0; k < nch && e == cudaSuccess; k++) {
     const int s = (int)((CEP(c)->recvd[r] + k) % D);
-    cep_take(bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
-    e = cep_flush(bs);
-    cep_tr_mark(c, stream, "took", (long)k);
+    p2pk_cep_take(bs, &CTRL(me)->cep_full[r][s], &CTRL(me)->cep_hdr[r][s], hv, r);
+    e = p2pk_cep_flush(bs);
+    p2pk_cep_tr_mark(c, stream, "took", (long)k);
     if (e == cudaSuccess)
-      e = cep_copy_out(c, P2PKIT_UINT8, cep_land(c, r, me, s), o->buf + k * K,
+      e = p2pk_cep_copy_out(c, P2PKIT_UINT8, p2pk_cep_land(c, r, me, s), o->buf + k * K,
                        p2pk_ce_part(o->bytes, k, K), stream);
-    cep_tr_mark(c, stream, "out", (long)k);
-    cep_release(c, bs, r, s);
+    p2pk_cep_tr_mark(c, stream, "out", (long)k);
+    p2pk_cep_release(c, bs, r, s);
   }
-  if (e == cudaSuccess) e = cep_flush(bs);
+  if (e == cudaSuccess) e = p2pk_cep_flush(bs);
   CEP(c)->recvd[r] += nch;
   return e;
 }
@@ -570,46 +570,46 @@ static cudaError_t p2p_send(struct p2pkit_comm *c, p2p_sort_t *x) {
     const size_t K = cep_p2p_chunk(c, p->len);
     const uint64_t hv = cep_header(P2PK_SENDRECV, p->len, 0, 0, me);
     if (x->straight[i]) {
-      e = push_straight(c, p->peer, p->src, x->straight[i], p->len, hv);
+      e = p2pk_cep_push_straight(c, p->peer, p->src, x->straight[i], p->len, hv);
       x->direct = 1;
     } else {
-      e = cep_pushes(c, p, 1, K, 1, hv, 1, 1);
+      e = p2pk_cep_pushes(c, p, 1, K, 1, hv, 1, 1);
     }
     CEP(c)->sent[p->peer] += cep_nchunks(p->len, K);
   }
-  if (e == cudaSuccess && x->nd) e = cep_direct_pushes(c, x->dpu, x->dst, x->nd);
+  if (e == cudaSuccess && x->nd) e = p2pk_cep_direct_pushes(c, x->dpu, x->dst, x->nd);
   return e;
 }
 
 cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,
                          cudaStream_t stream) {
-  cudaError_t ce = cep_note_capture(c, stream);
+  cudaError_t ce = p2pk_cep_note_capture(c, stream);
   if (ce != cudaSuccess) return ce;
   const int me = c->rank;
-  cep_tr_begin(c, stream, "send/recv");
+  p2pk_cep_tr_begin(c, stream, "send/recv");
   p2p_sort_t x;
   p2p_sort(c, ops, nops, &x);
-  cudaError_t e = cep_start(c, stream, x.np + x.nd > 0, 1, 0);
+  cudaError_t e = p2pk_cep_start(c, stream, x.np + x.nd > 0, 1, 0);
   cep_batch_t bs;
-  cep_batch(&bs, c, stream);
+  p2pk_cep_batch(&bs, c, stream);
   /* Receives straight in: my buffer is free from here on. */
   for (int i = 0; i < nops; i++)
     if (!ops[i].send && (ops[i].peer_buf || x.sin[i]))
-      cep_add(&bs, P2PK_CEP_POST, &CTRL(ops[i].peer)->cep_rdy[me], 1, NULL, 0, ops[i].peer);
-  if (e == cudaSuccess) e = cep_flush(&bs);
+      p2pk_cep_add(&bs, P2PK_CEP_POST, &CTRL(ops[i].peer)->cep_rdy[me], 1, NULL, 0, ops[i].peer);
+  if (e == cudaSuccess) e = p2pk_cep_flush(&bs);
   if (e == cudaSuccess) e = p2p_send(c, &x);
   for (int i = 0; i < nops && e == cudaSuccess; i++)
     if (!ops[i].send && !ops[i].peer_buf) e = p2p_receive(c, &bs, &ops[i], x.sin[i], stream);
   /* One process under capture, straight in: the sender's push landed. */
   for (int i = 0; i < nops; i++)
-    if (!ops[i].send && ops[i].peer_buf) cep_take(&bs, &CTRL(me)->cep_fin[ops[i].peer], NULL, 0, ops[i].peer);
-  if (e == cudaSuccess) e = cep_flush(&bs);
-  if (e == cudaSuccess && x.np + x.nd) e = cep_join_side(c, stream, 1);
-  cep_tr_end(c, stream);
+    if (!ops[i].send && ops[i].peer_buf) p2pk_cep_take(&bs, &CTRL(me)->cep_fin[ops[i].peer], NULL, 0, ops[i].peer);
+  if (e == cudaSuccess) e = p2pk_cep_flush(&bs);
+  if (e == cudaSuccess && x.np + x.nd) e = p2pk_cep_join_side(c, stream, 1);
+  p2pk_cep_tr_end(c, stream);
   if (e == cudaSuccess) {
     size_t b = 0;
     for (int i = 0; i < nops; i++) b = ops[i].bytes > b ? ops[i].bytes : b;
-    cep_log_once(c, P2PK_SENDRECV, "send/recv", b, cep_p2p_chunk(c, b), x.direct);
+    p2pk_cep_log_once(c, P2PK_SENDRECV, "send/recv", b, cep_p2p_chunk(c, b), x.direct);
   }
   return e;
 }
@@ -625,15 +625,15 @@ static p2pkit_status_t launch(const p2pk_call *call) {
   const p2pkit_redop_t op = call->op;
   cudaStream_t stream = (cudaStream_t)call->stream;
   c->ce->cap = call->grid_cap;
-  cudaError_t e = call->capture < 0 ? cep_note_capture(c, stream) : cudaSuccess;
+  cudaError_t e = call->capture < 0 ? p2pk_cep_note_capture(c, stream) : cudaSuccess;
   if (call->capture >= 0) CEP(c)->cap = call->capture != 0;
   if (e != cudaSuccess) return p2pk_cuda_status(c, p2pk_call_name(call), e);
-  cep_tr_begin(c, stream, p2pk_coll_name(kind));
-  e = kind == P2PK_COLL_ALL_REDUCE ? cep_allreduce(c, send, recv, count, dtype, op, stream, NULL)
+  p2pk_cep_tr_begin(c, stream, p2pk_coll_name(kind));
+  e = kind == P2PK_COLL_ALL_REDUCE ? p2pk_cep_allreduce(c, send, recv, count, dtype, op, stream, NULL)
       : kind == P2PK_COLL_ALL_TO_ALL || kind == P2PK_COLL_ALL_GATHER
           ? cep_a2a(c, send, recv, count, dtype, stream, kind == P2PK_COLL_ALL_GATHER)
           : cep_rooted(c, kind, send, recv, count, dtype, op, root, stream);
-  cep_tr_end(c, stream);
+  p2pk_cep_tr_end(c, stream);
   return p2pk_cuda_status(c, p2pk_call_name(call), e);
 }
 
