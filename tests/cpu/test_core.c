@@ -234,6 +234,34 @@ TEST(log_subsystems_parse) {
   CHECK_EQ(p2pk_log_parse_subsys("TOPO,xfer"), P2PK_LOG_TOPO | P2PK_LOG_XFER);
   CHECK_EQ(p2pk_log_parse_subsys("^COLL"), P2PK_LOG_ALL & ~P2PK_LOG_COLL);
   CHECK_EQ(p2pk_log_parse_subsys("TOPO,NOPE"), -1);
+  /* The registry checks P2PKIT_DEBUG_SUBSYS against its words (param.c,
+   * which logs nothing); the log parses it with its own table: the two
+   * name the same subsystems, each one a bit of its own. */
+  const p2pk_param_def *d = p2pk_param_def_of("P2PKIT_DEBUG_SUBSYS");
+  CHECK(d->list && d->words);
+  int seen = 0, n = 0;
+  for (const char *w = d->words; w && *w; n++) {
+    char word[32];
+    const size_t len = strcspn(w, "|");
+    snprintf(word, sizeof word, "%.*s", (int)len, w);
+    const int bit = p2pk_log_parse_subsys(word);
+    if (bit <= 0) T_FAIL("the registry's subsystem %s is not the log's", word);
+    if (bit > 0 && bit != P2PK_LOG_ALL) {
+      CHECK_EQ(seen & bit, 0);
+      seen |= bit;
+    }
+    char why[256];
+    CHECK_EQ(p2pk_param_valid(d, word, why, sizeof why), 0);
+    w += len + (w[len] == '|');
+  }
+  CHECK_EQ(n, 8);
+  CHECK_EQ(seen, P2PK_LOG_INIT | P2PK_LOG_TOPO | P2PK_LOG_XFER | P2PK_LOG_COLL | P2PK_LOG_BOOT |
+                     P2PK_LOG_BENCH | P2PK_LOG_ENV);
+  char why[256];
+  CHECK_EQ(p2pk_param_valid(d, "^coll,Topo", why, sizeof why), 0);
+  CHECK_EQ(p2pk_param_valid(d, "TOPO,NOPE", why, sizeof why), -1);
+  CHECK(strstr(why, "P2PKIT_DEBUG_SUBSYS='TOPO,NOPE': not a list of INIT, TOPO, XFER, COLL, BOOT, "
+                    "BENCH, ENV, ALL (comma separated, a leading ^ excludes)") != NULL);
 }
 
 TEST(log_level_and_file) {
