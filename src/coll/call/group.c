@@ -24,26 +24,62 @@ static _Thread_local p2pk_call colls[P2PK_GROUP_OPS], ops[P2PK_GROUP_OPS];
 
 int p2pk_group_open(void) { return depth > 0; }
 
-/* The call's capture status into call->capture (-1: it cannot be told, as
- * capturing), when its decision depends on it; then its decision. */
-static p2pkit_status_t decide(p2pk_call *call, int grouped) {
+/* The capture status of the call's stream into call->capture. */
+static p2pkit_status_t ask_capture(p2pk_call *call) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  int prev = -1;
+  cudaGetDevice(&prev);
+  cudaError_t e = cudaSetDevice(call->c->device);
+  if (e == cudaSuccess) e = cudaStreamIsCapturing((cudaStream_t)call->stream, &cs);
+  if (prev >= 0) cudaSetDevice(prev);
+  if (e != cudaSuccess) return p2pk_cuda_status(call->c, p2pk_call_name(call), e);
+  call->capture = (int)cs;
+  return P2PKIT_SUCCESS;
+}
+
+/* The one place a call is decided (the selector's p2pk_decide: its path,
+ * algorithm, protocol, grid), into call->d, logged at INFO when `log`.
+ * `k`: the call's key as the caller made it (p2pk_call_key, then the
+ * group's view: grouped, peers, a set's capture and placement). The
+ * capture status is asked of CUDA only when the decision depends on it.
+ * *wait (when not NULL): the call waits for its peers' calls (nothing
+ * decided). */
+static p2pkit_status_t decide_key(p2pk_call *call, p2pk_sel_key *k, int *wait, int log) {
+  const struct p2pkit_comm *c = call->c;
+  int r;
+  while ((r = p2pk_decide(&c->sel, k, &call->d)) == P2PK_DECIDE_ASK) {
+    P2PK_CHECK(ask_capture(call));
+    k->capture = call->capture != (int)cudaStreamCaptureStatusNone;
+  }
+  if (wait) *wait = r == P2PK_DECIDE_WAIT;
+  if (r == P2PK_DECIDE_WAIT) return P2PKIT_SUCCESS;
+  if (r == P2PK_DECIDE_NCCL_APART)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: %s goes through NCCL, which, with "
+                     "one process driving every GPU, needs every rank's call in one group "
+                     "(p2pkit_group_start / _end), all eager or all under capture",
+                     p2pk_call_name(call), c->rank, p2pkit_dtype_name(call->dtype));
+  if (r == P2PK_DECIDE_NCCL_MIXED)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: %s goes through NCCL, and some "
+                     "ranks' streams capture while others' do not", p2pk_call_name(call),
+                     c->rank, p2pkit_dtype_name(call->dtype));
+  if (call->d.flags & P2PK_SEL_NCCL_APART)
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d: one process, this call without its peers' in one group: "
+              "NCCL needs them together, so the kernels carry it", c->rank);
+  if (call->d.flags & P2PK_SEL_AVG_FLAT)
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d: avg of %s: through NCCL over every rank (one division)",
+              c->rank, p2pkit_dtype_name(call->dtype));
+  if (log) p2pk_sel_log(&c->sel, c->rank, k, &call->d);
+  return P2PKIT_SUCCESS;
+}
+
+/* A call decided on its own: in the caller's group or not (grouped), how
+ * it meets its peers' calls (peers, P2PK_PEERS_*). */
+static p2pkit_status_t decide(p2pk_call *call, int grouped, int peers, int *wait) {
   p2pk_sel_key k;
   p2pk_call_key(call, &k);
   k.grouped = grouped;
-  if (call->capture < 0 && p2pk_select_needs_capture(&call->c->sel, &k)) {
-    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    int prev = -1;
-    cudaGetDevice(&prev);
-    cudaError_t e = cudaSetDevice(call->c->device);
-    if (e == cudaSuccess) e = cudaStreamIsCapturing((cudaStream_t)call->stream, &cs);
-    if (prev >= 0) cudaSetDevice(prev);
-    if (e != cudaSuccess) return p2pk_cuda_status(call->c, p2pk_call_name(call), e);
-    call->capture = (int)cs;
-    k.capture = cs != cudaStreamCaptureStatusNone;
-  }
-  p2pk_select(&call->c->sel, &k, &call->d);
-  p2pk_sel_log(&call->c->sel, call->c->rank, &k, &call->d);
-  return P2PKIT_SUCCESS;
+  k.peers = peers;
+  return decide_key(call, &k, wait, 1);
 }
 
 /* A collective through its path, the communicator's GPU current. */
@@ -59,37 +95,20 @@ static p2pkit_status_t launch(const p2pk_call *call) {
 
 static p2pkit_status_t launch_job(const p2pk_job *j) { return launch((const p2pk_call *)j->arg); }
 
-/* One process, one rank's call to NCCL on its own: NCCL needs every
- * rank's call of it in one group (one thread driving several GPUs), so the
- * kernels carry it, or, for a type only NCCL has, it is refused. */
-static p2pkit_status_t nccl_alone(p2pk_call *call) {
-  struct p2pkit_comm *c = call->c;
-  if (!c->group || c->nranks < 2 || call->d.path != P2PK_PATH_NCCL) return P2PKIT_SUCCESS;
-  if (!p2pk_dtype_native(call->dtype))
-    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: %s goes through NCCL, which, with "
-                     "one process driving every GPU, needs every rank's call in one group "
-                     "(p2pkit_group_start / _end), all eager or all under capture",
-                     p2pk_call_name(call), c->rank, p2pkit_dtype_name(call->dtype));
-  p2pk_sel_key k;
-  p2pk_call_key(call, &k);
-  k.capture = call->capture > 0;
-  p2pk_select_kernel(&c->sel, &k, &call->d);
-  P2PK_INFO(P2PK_LOG_COLL, "rank %d: one process, this call without its peers' in one group: NCCL "
-            "needs them together, so the kernels carry it", c->rank);
-  p2pk_sel_log(&c->sel, c->rank, &k, &call->d);
-  return P2PKIT_SUCCESS;
-}
-
-/* One collective on its own: a launch thread's job when the selector says
- * so (one process in a group), else now. */
-static p2pkit_status_t launch_one(p2pk_call *call, int grouped) {
-  P2PK_CHECK(decide(call, grouped));
-  P2PK_CHECK(nccl_alone(call));
+/* A decided collective: a launch thread's job when the selector says so
+ * (one process in a group), else now. */
+static p2pkit_status_t launch_decided(p2pk_call *call) {
   if (call->d.flags & P2PK_SEL_LAUNCH_THREAD) {
     p2pk_job j = {.c = call->c, .run = launch_job, .arg = call};
     return p2pk_job_defer(&j);
   }
   return launch(call);
+}
+
+/* One collective on its own, without its peers' calls. */
+static p2pkit_status_t launch_alone(p2pk_call *call) {
+  P2PK_CHECK(decide(call, 0, P2PK_PEERS_ALONE, NULL));
+  return launch_decided(call);
 }
 
 /* Every rank's call of the collective that q[i] is part of: each rank's
@@ -123,42 +142,34 @@ static int gather_set(p2pk_call *const *q, int n, int i, const int *done, p2pk_c
 }
 
 /* Every rank's call of one collective: together when the selector's path
- * takes whole groups (the copy engines), else each on its own; on the
- * kernels when some ranks' streams capture and some do not (each would
- * pick its path by its own). */
+ * takes whole groups (the copy engines, NCCL), else each on its own; on
+ * the kernels when some ranks' streams capture and some do not (each
+ * would pick its path by its own). */
 static p2pkit_status_t launch_set(p2pk_call *const *set, int nr, int cap, int in_place) {
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  if (cap > 0 && cap < nr) {
+    for (int r = 0; r < nr && st == P2PKIT_SUCCESS; r++) {
+      st = decide(set[r], 0, P2PK_PEERS_MIXED, NULL);
+      if (st == P2PKIT_SUCCESS) st = launch(set[r]);
+    }
+    return st;
+  }
   p2pk_sel_key k;
   p2pk_call_key(set[0], &k);
   k.grouped = 1;
   k.capture = cap == nr;
   k.in_place = in_place;
-  p2pk_decision d;
-  if (cap == 0 || cap == nr) {
-    p2pk_select(&set[0]->c->sel, &k, &d);
-    if (p2pk_paths[d.path]->launch_group) {
-      for (int r = 0; r < nr; r++) set[r]->d = d;
-      for (int r = 0; r < nr; r++) p2pk_sel_log(&set[r]->c->sel, set[r]->c->rank, &k, &d);
-      const p2pkit_status_t st = p2pk_paths[d.path]->launch_group(set, nr);
-      for (int r = 0; r < nr; r++) p2pk_trace_launched(set[r], d.path, st);
-      return st;
-    }
+  p2pk_call whole = *set[0]; /* the set's decision, logged by every rank if taken whole */
+  P2PK_CHECK(decide_key(&whole, &k, NULL, 0));
+  const p2pk_path *p = p2pk_paths[whole.d.path];
+  if (!p->launch_group) {
+    for (int r = 0; r < nr && st == P2PKIT_SUCCESS; r++) st = launch_alone(set[r]);
+    return st;
   }
-  p2pkit_status_t st = P2PKIT_SUCCESS;
-  for (int r = 0; r < nr && st == P2PKIT_SUCCESS; r++) {
-    if (cap == 0 || cap == nr) {
-      st = launch_one(set[r], 0);
-      continue;
-    }
-    p2pk_call_key(set[r], &k);
-    if (k.nccl_type)
-      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: %s goes through NCCL, and some "
-                       "ranks' streams capture while others' do not", p2pk_call_name(set[r]),
-                       set[r]->c->rank, p2pkit_dtype_name(set[r]->dtype));
-    k.capture = set[r]->capture != (int)cudaStreamCaptureStatusNone;
-    p2pk_select_kernel(&set[r]->c->sel, &k, &set[r]->d);
-    p2pk_sel_log(&set[r]->c->sel, set[r]->c->rank, &k, &set[r]->d);
-    st = launch(set[r]);
-  }
+  for (int r = 0; r < nr; r++) set[r]->d = whole.d;
+  for (int r = 0; r < nr; r++) p2pk_sel_log(&set[r]->c->sel, set[r]->c->rank, &k, &whole.d);
+  st = p->launch_group(set, nr);
+  for (int r = 0; r < nr; r++) p2pk_trace_launched(set[r], whole.d.path, st);
   return st;
 }
 
@@ -177,7 +188,7 @@ static p2pkit_status_t launch_waiting(p2pk_call *const *q, int n) {
     const int cap = gather_set(q, n, i, done, set, at, &in_place);
     if (cap < 0) {
       done[i] = 1;
-      st = launch_one(q[i], 0);
+      st = launch_alone(q[i]);
       continue;
     }
     for (int r = 0; r < q[i]->c->nranks; r++) done[at[r]] = 1;
@@ -187,44 +198,55 @@ static p2pkit_status_t launch_waiting(p2pk_call *const *q, int n) {
   return st;
 }
 
-/* Does a collective wait for its peers' calls (one process, in the
- * caller's group, from the size where the copy engines may carry every
- * rank's call at once, or where NCCL carries it: NCCL takes every rank's
- * call in one group of its own)? */
-static int waits(const p2pk_call *call, int grouped) {
-  const struct p2pkit_comm *c = call->c;
-  if (!grouped || c->multiproc || !c->group) return 0;
-  const size_t from = c->sel.from[P2PK_FROM_EVENTS][call->kind];
-  if (from && call->bytes >= from) return 1;
-  if (c->nccl_mode == P2PK_NCCL_OFF) return 0;
-  p2pk_sel_key k;
-  p2pk_call_key(call, &k);
-  k.grouped = 1;
-  p2pk_decision d;
-  p2pk_select(&c->sel, &k, &d);
-  return d.path == P2PK_PATH_NCCL;
-}
-
-/* The queued collectives, in order. */
+/* The queued collectives, in order: each decided as it comes (in the
+ * caller's group, one process: its peers' calls maybe to come, so it may
+ * wait for them); the waiting ones launched before the next that does not
+ * wait, and at the end. */
 static p2pkit_status_t run_colls(int grouped) {
   if (!ncoll) return P2PKIT_SUCCESS;
   p2pk_call *w[P2PK_GROUP_OPS];
   int nw = 0;
   p2pkit_status_t st = P2PKIT_SUCCESS;
   for (int i = 0; i < ncoll && st == P2PKIT_SUCCESS; i++) {
-    if (waits(&colls[i], grouped)) {
+    int wait = 0;
+    const p2pkit_status_t d =
+        decide(&colls[i], grouped, grouped ? P2PK_PEERS_QUEUED : P2PK_PEERS_ALONE, &wait);
+    if (d == P2PKIT_SUCCESS && wait) {
       w[nw++] = &colls[i];
       continue;
     }
     st = launch_waiting(w, nw);
     nw = 0;
-    if (st == P2PKIT_SUCCESS) st = launch_one(&colls[i], grouped);
+    if (st == P2PKIT_SUCCESS) st = d;
+    if (st == P2PKIT_SUCCESS) st = launch_decided(&colls[i]);
   }
   p2pkit_status_t s = launch_waiting(w, st == P2PKIT_SUCCESS ? nw : 0);
   if (st == P2PKIT_SUCCESS) st = s;
   s = p2pk_jobs_run();
   ncoll = 0;
   return st != P2PKIT_SUCCESS ? st : s;
+}
+
+/* One collective on a communicator from inside another call (the
+ * hierarchical path's steps on a host's communicator, through
+ * c->sub_launch): its plan, its decision, its path's launch on the
+ * caller's stream. No group, no checks beyond the plan's: the caller made
+ * the buffers. */
+p2pkit_status_t p2pk_sub_launch(p2pk_call *call) {
+  struct p2pkit_comm *c = call->c;
+  const char *name = p2pk_coll_name(call->kind);
+  P2PK_CHECK(p2pk_coll_plan_make(call->kind, c->rank, c->nranks, call->root, call->bytes,
+                                 call->send, call->recv, &call->plan));
+  P2PK_CHECK(decide(call, 0, P2PK_PEERS_RULES, NULL));
+  const p2pk_path *p = p2pk_paths[call->d.path];
+  if (!p->launch)
+    return p2pk_fail(P2PKIT_ERR_INTERNAL, "%s: rank %d: path %s takes no single call", name,
+                     c->rank, p2pk_path_name(call->d.path));
+  int prev = -1;
+  P2PK_CHECK(p2pk_coll_enter(c, name, &prev));
+  const p2pkit_status_t st = p->launch(call);
+  p2pk_coll_leave(c, name, prev, cudaSuccess);
+  return st;
 }
 
 /* ------------------------------------------------------------ send/recv -- */
@@ -296,11 +318,11 @@ static int pair_path(p2pk_call *s, p2pk_call *r) {
   p2pk_sel_key k;
   p2pk_call_key(s, &k);
   k.grouped = 1;
-  p2pk_decision d;
-  p2pk_select(&s->c->sel, &k, &d);
-  if (d.path != P2PK_PATH_CE_EVENTS && d.path != P2PK_PATH_CE_DIRECT) return -1;
-  p2pk_sel_log(&s->c->sel, s->c->rank, &k, &d);
-  return d.path;
+  p2pk_call c = *s;
+  if (decide_key(&c, &k, NULL, 0) != P2PKIT_SUCCESS) return -1;
+  if (c.d.path != P2PK_PATH_CE_EVENTS && c.d.path != P2PK_PATH_CE_DIRECT) return -1;
+  p2pk_sel_log(&s->c->sel, s->c->rank, &k, &c.d);
+  return c.d.path;
 }
 
 /* Pairs of this process: the copy engine moves the eager ones now (all
@@ -348,7 +370,7 @@ static p2pkit_status_t launch_comm(struct p2pkit_comm *c, p2pk_call *const *mine
       if (nc < P2PK_P2P_MAX_OPS) ce[nc++] = *o;
       continue;
     }
-    st = decide(o, 0);
+    st = decide(o, 0, P2PK_PEERS_RULES, NULL);
     if (o->d.path == P2PK_PATH_CE_SLOTS && nc < P2PK_P2P_MAX_OPS) ce[nc++] = *o;
     else if (o->d.path == P2PK_PATH_NCCL && nn < P2PK_P2P_MAX_OPS) nccl[nn++] = *o;
     else if (nk < P2PK_P2P_MAX_OPS) kern[nk++] = *o;

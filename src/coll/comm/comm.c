@@ -709,6 +709,11 @@ static p2pkit_status_t rank_hosts(struct p2pkit_comm *c, const rank_info *all, c
 static p2pkit_status_t span_setup(struct p2pkit_comm *c, const coll_cfg *cfg, int sms) {
   P2PK_CHECK(p2pk_comm_derive(c, sms, cfg->buffer, &cfg->table, &cfg->force));
   c->sel.max_blocks = cfg->max_blocks;
+  /* The hierarchical path divides an average once, in NCCL's
+   * pre-multiplied sum (NCCL 2.11 and later): else NCCL over every rank. */
+  const p2pk_nccl_api *api = NULL;
+  c->sel.premul = c->nccl_mode != P2PK_NCCL_OFF && p2pk_nccl_shared(&api, NULL, 0) == P2PKIT_SUCCESS &&
+                  api->RedOpCreatePreMulSum != NULL;
   P2PK_CHECK(comm_alloc_err(c));
   P2PK_CHECK(p2pk_ce_init(c));
   for (int i = 0; i < P2PK_PATHS; i++)
@@ -1030,26 +1035,7 @@ void p2pk_comm_explain(const struct p2pkit_comm *c, const char *kind, const size
                        int capture, FILE *f) {
   p2pk_sel_explain(&c->sel, f);
   const int k = kind ? p2pk_kind_parse(kind) : -1;
-  if (k < 0) return;
-  fprintf(f, "decisions for %s, %s (bytes: one rank's share):\n", p2pk_kind_name(k),
-          capture ? "under capture" : "eager");
-  fprintf(f, "  %12s  %-46s  %-46s  %-46s  %s\n", "bytes", "alone", "in a group", "alone, in place",
-          "in a group, in place");
-  for (int i = 0; i < n; i++) {
-    fprintf(f, "  %12zu", bytes[i]);
-    for (int j = 0; j < 4; j++) {
-      p2pk_sel_key key = {.kind = k, .capture = capture, .grouped = j & 1,
-                          .in_place = k != P2PK_SENDRECV && (j & 2), .bytes = bytes[i]};
-      p2pk_decision d;
-      char t[96];
-      p2pk_select(&c->sel, &key, &d);
-      p2pk_decision_text(&d, t, sizeof t);
-      char cell[112];
-      snprintf(cell, sizeof cell, "%s (%d)", t, d.rule + 1);
-      fprintf(f, j < 3 ? "  %-46s" : "  %s\n", cell);
-    }
-  }
-  fprintf(f, "(n): the rule that decided, numbered as above\n");
+  if (k >= 0) p2pk_sel_explain_calls(&c->sel, k, bytes, n, capture, f);
 }
 
 void p2pk_comm_choose(const struct p2pkit_comm *c, size_t bytes, p2pk_algo_choice *out) {

@@ -2,6 +2,7 @@
  * current and back, launch errors as statuses, the stream's capture
  * status, the selector's key, the call's name. */
 #include <cuda_runtime_api.h>
+#include <string.h>
 
 #include "coll/paths/path.h"
 #include "core/check.h"
@@ -40,14 +41,22 @@ int p2pk_capture_of(const struct p2pkit_comm *c, p2pkit_stream_t stream) {
   return (int)cs;
 }
 
+/* The types the hierarchical path's step across hosts divides once, by
+ * NCCL's pre-multiplied sum. */
+static int float_type(p2pkit_dtype_t t) {
+  return t == P2PKIT_FLOAT32 || t == P2PKIT_FLOAT64 || t == P2PKIT_BFLOAT16 || t == P2PKIT_FLOAT16;
+}
+
 void p2pk_call_key(const p2pk_call *call, p2pk_sel_key *k) {
+  memset(k, 0, sizeof *k);
   k->kind = call->kind;
-  k->capture = call->capture > 0;
-  k->grouped = 0;
+  k->capture = call->capture < 0 ? -1 : call->capture > 0;
   k->in_place = call->kind != P2PK_SENDRECV && call->plan.in_place;
   k->grid_cap = call->grid_cap;
   k->bytes = call->bytes;
   k->nccl_type = !p2pk_dtype_native(call->dtype);
+  if (call->op == P2PKIT_AVG && call->kind != P2PK_COLL_ALL_GATHER && call->kind != P2PK_SENDRECV)
+    k->avg = float_type(call->dtype) ? P2PK_AVG_FLOAT : P2PK_AVG_INT;
 }
 
 const char *p2pk_call_name(const p2pk_call *call) {

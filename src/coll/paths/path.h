@@ -100,7 +100,7 @@ p2pkit_status_t p2pk_hier_attach(struct p2pkit_comm *c);
  * (the hierarchical path's way for what it has no form of). */
 p2pkit_status_t p2pk_nccl_launch(const p2pk_call *call);
 
-/* subcall.c: one collective (plan made here, buffers the caller's) on
+/* group.c: one collective (plan made here, buffers the caller's) on
  * call->c from inside another call: decided, logged, launched on its
  * stream (set as p2pkit_comm's sub_launch). */
 p2pkit_status_t p2pk_sub_launch(p2pk_call *call);
@@ -135,7 +135,8 @@ p2pkit_status_t p2pk_cuda_status(const struct p2pkit_comm *c, const char *name, 
 /* The capture status of `stream` (of c's GPU), -1 when it cannot be told;
  * leaves c's GPU current. */
 int p2pk_capture_of(const struct p2pkit_comm *c, p2pkit_stream_t stream);
-/* The selector's key of a checked call. */
+/* The selector's key of a checked call (capture -1 when not asked yet;
+ * alone, not in a group, peers as the rules say). */
 void p2pk_call_key(const p2pk_call *call, p2pk_sel_key *k);
 /* The call's name for messages ("all_reduce", "send", "recv"). */
 const char *p2pk_call_name(const p2pk_call *call);

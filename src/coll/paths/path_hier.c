@@ -107,13 +107,6 @@ static int premul_scalar(p2pkit_dtype_t dt, int n, unsigned char out[8]) {
   return 0;
 }
 
-/* Whether this path carries avg for the type (a float, NCCL with the
- * pre-multiplied sum). */
-static int avg_here(const hier_state *s, p2pkit_dtype_t dt) {
-  unsigned char sc[8];
-  return s->api->RedOpCreatePreMulSum && premul_scalar(dt, 2, sc) == 0;
-}
-
 typedef struct {
   const p2pk_call *call;
   const p2pk_hier_plan *plan;
@@ -213,11 +206,6 @@ static p2pkit_status_t launch(const p2pk_call *call) {
   if (!s || !c->sub_launch)
     return p2pk_fail(P2PKIT_ERR_INTERNAL, "%s: rank %d: the hierarchical path is not attached",
                      p2pk_coll_name(call->kind), c->rank);
-  if (call->op == P2PKIT_AVG && call->kind != P2PK_COLL_ALL_GATHER && !avg_here(s, call->dtype)) {
-    P2PK_INFO(P2PK_LOG_COLL, "rank %d: avg of %s: through NCCL over every rank (one division)",
-              c->rank, p2pkit_dtype_name(call->dtype));
-    return p2pk_nccl_launch(call);
-  }
   p2pk_hier_plan plan;
   P2PK_CHECK(p2pk_hier_make(call->kind, &c->hosts, call->count, call->op, &plan));
   p2pk_hier_step steps[P2PK_HIER_MAX_STEPS];

@@ -256,41 +256,25 @@ void p2pk_sel_init(p2pk_sel *s, int nranks, int per_gpu, int staged, int group_n
 
 /* ---------------------------------------------------------------- rules -- */
 
-enum { ANY = 0, ONE = 1, PER_GPU = 2 };     /* mode */
-enum { EAGER = 1, GRAPH = 2 };              /* capture */
-enum { ALONE = 1, GROUP = 2 };              /* grouped */
-enum { P2P = 1, SHM = 2 };                  /* transport */
-enum { OUT = 1, IN = 2 };                   /* in place */
-enum { KERNEL = -1 };                       /* path: the kernels of the transport */
-enum { R_NO_LT = 1 };                       /* flags: no launch thread */
+enum { ANY = P2PK_RULE_ANY, ONE = P2PK_RULE_ONE, PER_GPU = P2PK_RULE_PER_GPU }; /* mode */
+enum { EAGER = P2PK_RULE_EAGER, GRAPH = P2PK_RULE_GRAPH };                  /* capture */
+enum { ALONE = P2PK_RULE_ALONE, GROUP = P2PK_RULE_GROUP };                  /* grouped */
+enum { P2P = P2PK_RULE_P2P, SHM = P2PK_RULE_SHM };                          /* transport */
+enum { OUT = P2PK_RULE_OUT, IN = P2PK_RULE_IN };                            /* in place */
+enum { KERNEL = P2PK_RULE_KERNEL };   /* path: the kernels of the transport */
+enum { R_NO_LT = P2PK_RULE_NO_LT };   /* flags: no launch thread */
 
 #define K(k) (1u << (k))
 #define COLLS (K(P2PK_KINDS) - 1 - K(P2PK_SENDRECV))
 #define ALL (K(P2PK_KINDS) - 1)
 
-/* A rule matches a call of one of its kinds in its mode, capture, group,
- * transport and placement (ANY: whichever) from its size on (`from`, per
- * kind and resolved for the communicator: 0 never). The first rule that
- * matches decides. */
-typedef struct {
-  uint32_t kinds;
-  uint8_t mode, capture, grouped, xport, in_place;
-  int8_t from;
-  uint8_t one_rank; /* only for a communicator of one rank */
-  int path;
-  unsigned flags;
-  const char *why;
-  uint8_t nccl;       /* NC_*: what P2PKIT_NCCL must allow (NC_ANY: whatever) */
-  uint8_t hosts;      /* H_*: one host, spanning hosts, spanning in the hierarchical layout */
-  uint8_t nccl_type;  /* only a data type that NCCL alone carries */
-  uint8_t rmin, rmax; /* rank counts (0: any) */
-} rule_t;
+typedef p2pk_rule rule_t; /* select.h says what each column means */
 
-enum { NC_ANY = 0, NC_AUTO = 1, NC_ALL = 2, NC_ON = 3 }; /* nccl */
+enum { NC_ANY = 0, NC_AUTO = P2PK_RULE_NC_AUTO, NC_ALL = P2PK_RULE_NC_ALL, NC_ON = P2PK_RULE_NC_ON };
 /* p2pkit's own rows: any NCCL setting, hosts, type and rank count (the
  * NCCL rules before them take what is NCCL's). */
 #define ANYWHERE 0, 0, 0, 0, 0
-enum { H_ANY = 0, H_ONE = 1, H_SPAN = 2, H_HIER = 3 };   /* hosts */
+enum { H_ANY = 0, H_ONE = P2PK_RULE_H_ONE, H_SPAN = P2PK_RULE_H_SPAN, H_HIER = P2PK_RULE_H_HIER };
 
 /* NCCL's rules: every call (P2PKIT_NCCL=1), a type only NCCL carries,
  * spanning hosts, and P2PKIT_NCCL=auto where no measured p2pkit row beats
@@ -345,6 +329,9 @@ static const rule_t rules[] = {
     {ALL, ANY, ANY, ANY, ANY, ANY, P2PK_FROM_ALWAYS, 0, KERNEL, 0, "the kernels", ANYWHERE},
 };
 #define NRULES ((int)(sizeof rules / sizeof rules[0]))
+
+int p2pk_sel_rule_count(void) { return NRULES; }
+const p2pk_rule *p2pk_sel_rule_at(int i) { return i >= 0 && i < NRULES ? &rules[i] : NULL; }
 
 static int pick(int want, int have) { return want == ANY || want == have; }
 
@@ -412,8 +399,51 @@ static void kernel_decision(const p2pk_sel *s, const p2pk_sel_key *k, int rule, 
     d->flags |= P2PK_SEL_SELF_CE;
 }
 
-void p2pk_select(const p2pk_sel *s, const p2pk_sel_key *k, p2pk_decision *d) {
-  const int rule = rule_of(s, k);
+/* The first rule that matches the call eagerly (*re) and under capture
+ * (*rg), in one pass over the rules. */
+static void rules_of(const p2pk_sel *s, const p2pk_sel_key *k, int *re, int *rg) {
+  p2pk_sel_key e = *k, g = *k;
+  e.capture = 0;
+  g.capture = 1;
+  *re = *rg = -1;
+  for (int i = 0; i < NRULES && (*re < 0 || *rg < 0); i++) {
+    if (*re < 0 && rule_matches(s, &rules[i], &e)) *re = i;
+    if (*rg < 0 && rule_matches(s, &rules[i], &g)) *rg = i;
+  }
+  if (*re < 0) *re = NRULES - 1;
+  if (*rg < 0) *rg = NRULES - 1;
+}
+
+/* Whether the decision differs by the capture status: another path, or on
+ * the kernels a root's own copy or the launch threads. */
+static int capture_matters(const p2pk_sel *s, const p2pk_sel_key *k, int re, int rg) {
+  if (rules[re].path != rules[rg].path) return 1;
+  if (rules[re].path != KERNEL) return 0;
+  p2pk_sel_key e = *k;
+  e.capture = 0;
+  return launch_thread(s, &e, re) ||
+         (k->kind == P2PK_COLL_BROADCAST && !k->in_place && s->self_ce && k->bytes >= s->self_ce);
+}
+
+/* One process, in the caller's group: does the call wait for its peers'
+ * calls? From the size where the copy engines may carry every rank's call
+ * at once, or where the rules (eagerly) give it to NCCL. */
+static int waits(const p2pk_sel *s, const p2pk_sel_key *k, int re) {
+  if (!k->grouped || s->per_gpu || !s->group_n) return 0;
+  const size_t from = s->from[P2PK_FROM_EVENTS][k->kind];
+  if (from && k->bytes >= from) return 1;
+  return s->nccl != P2PK_NCCL_OFF && rules[re].path == P2PK_PATH_NCCL;
+}
+
+/* The kernels whatever the rules say, not in a group (no launch thread). */
+static void kernels(const p2pk_sel *s, const p2pk_sel_key *k, unsigned why, p2pk_decision *d) {
+  p2pk_sel_key alone = *k;
+  alone.grouped = 0;
+  kernel_decision(s, &alone, NRULES - 1, d);
+  d->flags |= why;
+}
+
+static void rule_decision(const p2pk_sel *s, const p2pk_sel_key *k, int rule, p2pk_decision *d) {
   if (rules[rule].path == KERNEL) {
     kernel_decision(s, k, rule, d);
     return;
@@ -423,33 +453,31 @@ void p2pk_select(const p2pk_sel *s, const p2pk_sel_key *k, p2pk_decision *d) {
   d->path = rules[rule].path;
 }
 
-void p2pk_select_kernel(const p2pk_sel *s, const p2pk_sel_key *k, p2pk_decision *d) {
-  p2pk_sel_key alone = *k;
-  alone.grouped = 0; /* no launch thread */
-  kernel_decision(s, &alone, NRULES - 1, d);
-}
-
-int p2pk_select_needs_capture(const p2pk_sel *s, const p2pk_sel_key *k) {
-  p2pk_sel_key e = *k, g = *k;
-  e.capture = 0;
-  g.capture = 1;
-  const int re = rule_of(s, &e), rg = rule_of(s, &g);
-  if (rules[re].path != rules[rg].path) return 1;
-  if (rules[re].path != KERNEL) return 0;
-  /* The kernels: a root's own copy, the launch threads. */
-  return launch_thread(s, &e, re) ||
-         (k->kind == P2PK_COLL_BROADCAST && !k->in_place && s->self_ce && k->bytes >= s->self_ce);
-}
-
-int p2pk_decision_text(const p2pk_decision *d, char *o, size_t len) {
-  const p2pk_algo_choice *ch = &d->ch;
-  if (d->path != P2PK_PATH_P2P && d->path != P2PK_PATH_STAGED)
-    return snprintf(o, len, "%s", p2pk_path_name(d->path));
-  return snprintf(o, len, "%s %s/%s %dx%d c%u%s%s%s%s", p2pk_path_name(d->path),
-                  p2pk_algo_name(ch->algo), p2pk_proto_name(ch->proto), ch->blocks, ch->threads,
-                  ch->chunk, ch->ll128_x2 ? " x2" : "", d->flags & P2PK_SEL_ROOTED ? " rooted" : "",
-                  d->flags & P2PK_SEL_SELF_CE ? " self-ce" : "",
-                  d->flags & P2PK_SEL_LAUNCH_THREAD ? " lt" : "");
+int p2pk_decide(const p2pk_sel *s, const p2pk_sel_key *k, p2pk_decision *d) {
+  int re, rg;
+  if (k->capture < 0) rules_of(s, k, &re, &rg);
+  else re = rg = rule_of(s, k);
+  if (k->peers == P2PK_PEERS_QUEUED && waits(s, k, re)) return P2PK_DECIDE_WAIT;
+  if (k->peers == P2PK_PEERS_MIXED) {
+    if (k->nccl_type) return P2PK_DECIDE_NCCL_MIXED;
+    kernels(s, k, 0, d);
+    return P2PK_DECIDED;
+  }
+  if (k->capture < 0 && capture_matters(s, k, re, rg)) return P2PK_DECIDE_ASK;
+  p2pk_sel_key key = *k;
+  key.capture = k->capture > 0; /* not asked: the same either way, decided as eager */
+  rule_decision(s, &key, key.capture ? rg : re, d);
+  const int apart = k->peers == P2PK_PEERS_ALONE || k->peers == P2PK_PEERS_QUEUED;
+  if (apart && d->path == P2PK_PATH_NCCL && !s->per_gpu && s->nranks > 1) {
+    if (k->nccl_type) return P2PK_DECIDE_NCCL_APART;
+    kernels(s, &key, P2PK_SEL_NCCL_APART, d);
+  }
+  if (d->path == P2PK_PATH_HIER &&
+      (k->avg == P2PK_AVG_INT || (k->avg == P2PK_AVG_FLOAT && !s->premul))) {
+    d->path = P2PK_PATH_NCCL;
+    d->flags |= P2PK_SEL_AVG_FLAT;
+  }
+  return P2PK_DECIDED;
 }
 
 /* ------------------------------------------------------- kernel choices -- */
@@ -583,104 +611,4 @@ void p2pk_sel_p2p_op(const p2pk_sel *s, size_t bytes, int mb, p2pk_algo_choice *
     p2pk_algo_choose(&s->table, &f, &s->geom, bytes, ch);
   }
   if (ch->blocks > cap) ch->blocks = cap; /* the chunk still fits a mailbox */
-}
-
-/* ------------------------------------------------------------- explain -- */
-
-static const char *size_text(size_t v, char *b, size_t len) {
-  static const char units[] = "BKMGT";
-  int u = 0;
-  while (u < 4 && v && v % 1024 == 0) v /= 1024, u++;
-  snprintf(b, len, "%zu%c", v, units[u]);
-  return b;
-}
-
-static const char *const mode_words[] = {"any mode", "one process", "process per GPU"};
-static const char *const cap_words[] = {"", ", eager", ", under capture"};
-static const char *const grp_words[] = {"", ", alone", ", in a group"};
-static const char *const xport_words[] = {"", ", P2P", ", staged"};
-static const char *const ip_words[] = {"", ", out of place", ", in place"};
-
-/* One rule: its conditions, then per kind the size it applies from. */
-static void explain_rule(const p2pk_sel *s, int i, FILE *f) {
-  const rule_t *r = &rules[i];
-  const int path = r->path == KERNEL ? (s->staged ? P2PK_PATH_STAGED : P2PK_PATH_P2P) : r->path;
-  static const char *const nc_words[] = {"", ", P2PKIT_NCCL=auto", ", P2PKIT_NCCL=1",
-                                          ", NCCL on (auto or 1)"};
-  static const char *const h_words[] = {"", ", one host", ", spanning hosts",
-                                        ", spanning hosts evenly, 2+ ranks each"};
-  char ranks[32] = "";
-  if (r->rmin || r->rmax) {
-    if (r->rmax) snprintf(ranks, sizeof ranks, ", %d-%d ranks", r->rmin, r->rmax);
-    else snprintf(ranks, sizeof ranks, ", %d+ ranks", r->rmin);
-  }
-  fprintf(f, "%2d. %s -> %s\n    when %s%s%s%s%s%s%s%s%s%s\n", i + 1, r->why, p2pk_path_name(path),
-          mode_words[r->mode], cap_words[r->capture], grp_words[r->grouped], xport_words[r->xport],
-          ip_words[r->in_place], r->one_rank ? ", one rank" : "", nc_words[r->nccl],
-          h_words[r->hosts], r->nccl_type ? ", a type only NCCL carries" : "", ranks);
-  if (r->from == P2PK_FROM_ALWAYS) return;
-  if ((r->rmin && s->nranks < r->rmin) || (r->rmax && s->nranks > r->rmax)) {
-    fprintf(f, "      not for %d ranks\n", s->nranks);
-    return;
-  }
-  for (int k = 0; k < P2PK_KINDS; k++) {
-    if (!(r->kinds & K(k))) continue;
-    char b[32];
-    const size_t v = s->from[r->from][k];
-    const char *set = p2pk_sel_rule_setting(s, i, k);
-    fprintf(f, "      %-15s %s%s%s%s\n", p2pk_kind_name(k), v ? "from " : "never",
-            v ? size_text(v, b, sizeof b) : "", set ? "  " : "", set ? set : "");
-  }
-}
-
-void p2pk_sel_explain(const p2pk_sel *s, FILE *f) {
-  fprintf(f, "selector: %d ranks, %s, %s; the first rule that matches a call decides%s\n",
-          s->nranks, s->per_gpu ? "process per GPU" : "one process", s->staged ? "staged" : "P2P",
-          s->launch_threads && s->group_n >= 2 ? " (kernels in a group made by launch threads)" : "");
-  fprintf(f, "NCCL: %s; %d host%s%s\n",
-          s->nccl == P2PK_NCCL_ALL    ? "every call (P2PKIT_NCCL=1)"
-          : s->nccl == P2PK_NCCL_AUTO ? "where the rules say (P2PKIT_NCCL=auto)"
-                                      : "off (P2PKIT_NCCL=0, or NCCL not usable)",
-          s->hosts, s->hosts == 1 ? "" : "s",
-          s->hosts > 1 ? (s->hier ? " (hierarchical layout)" : " (uneven or one rank each: NCCL)") : "");
-  for (int i = 0; i < NRULES; i++) explain_rule(s, i, f);
-  const int tr = s->staged ? P2PK_TRANSPORT_SHM : P2PK_TRANSPORT_P2P;
-  fprintf(f, "the kernels' algorithm table (%s), rows for %d ranks:\n", s->table.source, s->nranks);
-  for (int i = 0; i < s->table.nrows; i++) {
-    const p2pk_algo_row *r = &s->table.rows[i];
-    if (r->transport != tr || s->nranks < r->min_ranks || s->nranks > r->max_ranks) continue;
-    char b[32];
-    fprintf(f, "    up to %-6s %s/%s, blocks %d, threads %d, chunk %zu (0: automatic)\n",
-            r->max_bytes == SIZE_MAX ? "any" : size_text(r->max_bytes, b, sizeof b),
-            p2pk_algo_name(r->algo), p2pk_proto_name(r->proto), r->blocks, r->threads, r->chunk);
-  }
-  const p2pk_algo_force *fo = &s->force;
-  fprintf(f, "forced: algorithm %s, protocol %s, blocks %d, threads %d, chunk %zu; grid cap %d; "
-          "rooted two-shot from %zu; root's own copy by copy engine under capture from %zu\n",
-          fo->algo >= 0 ? p2pk_algo_name(fo->algo) : "-", fo->proto >= 0 ? p2pk_proto_name(fo->proto) : "-",
-          fo->blocks, fo->threads, fo->chunk, s->max_blocks, s->rooted_min, s->self_ce);
-}
-
-/* ----------------------------------------------------------- decisions -- */
-
-int p2pk_sel_key_text(const p2pk_sel *s, const p2pk_sel_key *k, char *o, size_t len) {
-  char hosts[32] = "";
-  if (s->hosts > 1) snprintf(hosts, sizeof hosts, ", %d hosts", s->hosts);
-  return snprintf(o, len, "%s of %zu B, %d ranks, %s, %s, %s, %s, %s%s%s%s", p2pk_kind_name(k->kind),
-                  k->bytes, s->nranks, s->per_gpu ? "process per GPU" : "one process",
-                  k->capture ? "under capture" : "eager", k->grouped ? "in a group" : "alone",
-                  s->staged ? "staged" : "P2P", k->in_place ? "in place" : "out of place",
-                  k->grid_cap > 0 ? ", grid cap" : "", hosts,
-                  k->nccl_type ? ", a type only NCCL carries" : "");
-}
-
-void p2pk_sel_log(const p2pk_sel *s, int rank, const p2pk_sel_key *k, const p2pk_decision *d) {
-  if (!p2pk_log_enabled(P2PK_LEVEL_INFO, P2PK_LOG_COLL)) return;
-  char key[160], dec[96];
-  p2pk_sel_key_text(s, k, key, sizeof key);
-  p2pk_decision_text(d, dec, sizeof dec);
-  const char *set = p2pk_sel_rule_setting(s, d->rule, k->kind);
-  P2PK_INFO(P2PK_LOG_COLL, "rank %d: %s -> %s (%s; rule %d: %s%s%s)", rank, key, dec,
-            p2pk_path_family(d->path), d->rule + 1, p2pk_sel_rule_text(d->rule),
-            set ? "; moved by " : "", set ? set : "");
 }

@@ -75,23 +75,43 @@ typedef struct {
   int hosts; /* hosts the communicator spans (1: one machine) */
   int hier;  /* spanning hosts with the same number of ranks (at least 2) on each: the
                 hierarchical path carries all-reduce, reduce-scatter and all-gather */
+  int premul; /* NCCL has a pre-multiplied sum (2.11 and later): the hierarchical path's avg */
 } p2pk_sel;
 
 /* One call as the selector sees it. */
 typedef struct {
   int kind;      /* P2PK_COLL_* or P2PK_SENDRECV */
-  int capture;   /* its stream is being captured */
+  int capture;   /* its stream is being captured; -1: not asked (p2pk_decide says when it matters) */
   int grouped;   /* in a group; one process: every rank's call of it there (send/recv: both ends) */
   int in_place;
   int grid_cap;  /* this call's grid cap (0: none; p2pk_all_reduce_capped) */
   size_t bytes;  /* one rank's share (send/recv: the message) */
   int nccl_type; /* its data type only NCCL carries (int8, uint32, uint64, fp8) */
+  int peers;     /* P2PK_PEERS_*: how a one-process collective meets its peers' calls */
+  int avg;       /* P2PK_AVG_*: an average, and of what type */
 } p2pk_sel_key;
 
+/* How a call of a one-process communicator meets its peers' calls (a
+ * process per GPU: always as the rules say). */
 enum {
-  P2PK_SEL_ROOTED = 1,       /* broadcast or reduce in its rooted two-shot form */
-  P2PK_SEL_SELF_CE = 2,      /* a broadcast root out of place copies its own buffer by copy engine */
-  P2PK_SEL_LAUNCH_THREAD = 4 /* one process in a group: made by a launch thread */
+  P2PK_PEERS_RULES = 0, /* the rules alone: every rank's call together (their set), a send or
+                           receive, `p2pkit perf --explain`, the tests */
+  P2PK_PEERS_QUEUED,    /* in the caller's group, its peers' calls maybe still to come */
+  P2PK_PEERS_ALONE,     /* on its own, without its peers' calls */
+  P2PK_PEERS_MIXED      /* every rank's call there, but some streams capture and some do not */
+};
+/* An average: none (or all-gather), of a floating type, of an integer type. */
+enum { P2PK_AVG_NONE = 0, P2PK_AVG_FLOAT = 1, P2PK_AVG_INT = 2 };
+
+enum {
+  P2PK_SEL_ROOTED = 1,        /* broadcast or reduce in its rooted two-shot form */
+  P2PK_SEL_SELF_CE = 2,       /* a broadcast root out of place copies its own buffer by copy engine */
+  P2PK_SEL_LAUNCH_THREAD = 4, /* one process in a group: made by a launch thread */
+  P2PK_SEL_NCCL_APART = 8,    /* the rules gave it to NCCL, which cannot take one rank's call of
+                                 a one-process communicator without its peers': the kernels */
+  P2PK_SEL_AVG_FLAT = 16      /* spanning hosts, an average the hierarchical path cannot divide
+                                 once (an integer type, or NCCL without a pre-multiplied sum):
+                                 NCCL over every rank */
 };
 
 typedef struct {
@@ -121,19 +141,64 @@ void p2pk_sel_fill(p2pk_sel *s, int slots, int stage_slots);
  * share it (0: never). */
 size_t p2pk_sel_setting(const p2pk_sel *s, int kind, int ctx);
 
-/* The decision for a call. */
-void p2pk_select(const p2pk_sel *s, const p2pk_sel_key *k, p2pk_decision *d);
-/* The kernels' decision for a call whatever the rules say (every rank's
- * call of a one-process collective when some streams capture and some do
- * not: each would pick its path by its own). */
-void p2pk_select_kernel(const p2pk_sel *s, const p2pk_sel_key *k, p2pk_decision *d);
-/* Whether a call's decision depends on its stream's capture status (else
- * the caller need not ask CUDA). */
-int p2pk_select_needs_capture(const p2pk_sel *s, const p2pk_sel_key *k);
+/* The one decision of a call: its path, and on the kernels their
+ * algorithm, protocol, grid and flags; every call of the library is
+ * decided here (group.c asks, `p2pkit perf --explain` prints). Returns
+ *   P2PK_DECIDED       *d holds it;
+ *   P2PK_DECIDE_ASK    k->capture is -1 and the decision depends on it: the
+ *                      caller asks CUDA, sets it and asks again;
+ *   P2PK_DECIDE_WAIT   (peers QUEUED) a one-process collective that waits
+ *                      for its peers' calls: from the size where the copy
+ *                      engines may take every rank's at once, or where NCCL
+ *                      carries it (NCCL takes them in one group of its own);
+ *   P2PK_DECIDE_NCCL_APART, _NCCL_MIXED: a type only NCCL carries, in a call
+ *                      NCCL cannot take (one rank's without its peers', or
+ *                      its peers' streams capturing unlike its own): refused.
+ * What group.c once overrode is the key's: peers ALONE or QUEUED and the
+ * rules saying NCCL on one process, the kernels (P2PK_SEL_NCCL_APART);
+ * peers MIXED, the kernels by each rank's own capture; an average the
+ * hierarchical path cannot divide once, NCCL over every rank
+ * (P2PK_SEL_AVG_FLAT). The rules are read once (twice when asked about
+ * the capture status). */
+enum { P2PK_DECIDED, P2PK_DECIDE_ASK, P2PK_DECIDE_WAIT, P2PK_DECIDE_NCCL_APART,
+       P2PK_DECIDE_NCCL_MIXED };
+int p2pk_decide(const p2pk_sel *s, const p2pk_sel_key *k, p2pk_decision *d);
+
+/* The rules as data (select.c's table, in order; explain and the tests
+ * read them): each condition P2PK_RULE_ANY or one value. */
+enum { P2PK_RULE_ANY = 0 };
+enum { P2PK_RULE_ONE = 1, P2PK_RULE_PER_GPU = 2 };  /* mode */
+enum { P2PK_RULE_EAGER = 1, P2PK_RULE_GRAPH = 2 };  /* capture */
+enum { P2PK_RULE_ALONE = 1, P2PK_RULE_GROUP = 2 };  /* grouped */
+enum { P2PK_RULE_P2P = 1, P2PK_RULE_SHM = 2 };      /* transport */
+enum { P2PK_RULE_OUT = 1, P2PK_RULE_IN = 2 };       /* in place */
+enum { P2PK_RULE_NC_AUTO = 1, P2PK_RULE_NC_ALL = 2, P2PK_RULE_NC_ON = 3 }; /* P2PKIT_NCCL */
+enum { P2PK_RULE_H_ONE = 1, P2PK_RULE_H_SPAN = 2, P2PK_RULE_H_HIER = 3 };  /* hosts */
+#define P2PK_RULE_KERNEL (-1) /* path: the kernels of the communicator's transport */
+#define P2PK_RULE_NO_LT 1u    /* flags: no launch thread */
+/* A rule matches a call of one of its kinds in its mode, capture, group,
+ * transport and placement from its size on (`from`, per kind and resolved
+ * for the communicator: 0 never). The first rule that matches decides. */
+typedef struct {
+  uint32_t kinds; /* bit per P2PK_COLL_* and P2PK_SENDRECV */
+  uint8_t mode, capture, grouped, xport, in_place;
+  int8_t from;      /* P2PK_FROM_* */
+  uint8_t one_rank; /* only for a communicator of one rank */
+  int path;         /* P2PK_PATH_* or P2PK_RULE_KERNEL */
+  unsigned flags;
+  const char *why;
+  uint8_t nccl;       /* what P2PKIT_NCCL must allow (ANY: whatever) */
+  uint8_t hosts;      /* one host, spanning hosts, spanning in the hierarchical layout */
+  uint8_t nccl_type;  /* only a data type that NCCL alone carries */
+  uint8_t rmin, rmax; /* rank counts (0: any) */
+} p2pk_rule;
+int p2pk_sel_rule_count(void);
+const p2pk_rule *p2pk_sel_rule_at(int i);
+
 /* The rule's words (why), and its setting when a threshold moves it. */
 const char *p2pk_sel_rule_text(int rule);
 const char *p2pk_sel_rule_setting(const p2pk_sel *s, int rule, int kind);
-/* The decision in one line ("kernel oneshot/ll 2x256 c0 lt", "ce-slots"). */
+/* explain.c: the decision in one line ("kernel oneshot/ll 2x256 c0 lt", "ce-slots"). */
 int p2pk_decision_text(const p2pk_decision *d, char *out, size_t len);
 /* A call's key in words ("all_reduce of 4096 B, 8 ranks, one process,
  * eager, alone, P2P, out of place"), and one decision logged at INFO
@@ -142,9 +207,14 @@ int p2pk_decision_text(const p2pk_decision *d, char *out, size_t len);
  * its threshold. */
 int p2pk_sel_key_text(const p2pk_sel *s, const p2pk_sel_key *k, char *out, size_t len);
 void p2pk_sel_log(const p2pk_sel *s, int rank, const p2pk_sel_key *k, const p2pk_decision *d);
-/* The rules and thresholds this selector resolved, and the algorithm
- * table's rows for its rank count (p2pkit perf --explain). */
+/* explain.c: the rules and thresholds this selector resolved, and the
+ * algorithm table's rows for its rank count (p2pkit perf --explain); then
+ * the decision for a call of `kind` (a name as p2pk_kind_name's) of each
+ * of the n sizes (one rank's bytes), alone and in a group, out of place
+ * and in place, eager or under capture. */
 void p2pk_sel_explain(const p2pk_sel *s, FILE *f);
+void p2pk_sel_explain_calls(const p2pk_sel *s, int kind, const size_t *bytes, int n, int capture,
+                            FILE *f);
 
 /* The kernel paths' choices. A collective of `block` bytes per rank
  * (staged: its chunk stream covers `segs` shares) under grid cap `cap`
