@@ -681,6 +681,106 @@ static void averages_the_hierarchical_path_cannot_divide_go_flat(void) {
   CHECK(d.path == P2PK_PATH_NCCL && d.flags == 0);
 }
 
+/* --------------------------------------------- what each path can carry -- */
+
+#include "coll/paths/path.h"
+
+/* The paths a rule can choose: its own, or the kernels of either transport. */
+static int rule_paths(const p2pk_rule *r, int *paths) {
+  if (r->path != P2PK_RULE_KERNEL) return paths[0] = r->path, 1;
+  int n = 0;
+  if (r->xport != P2PK_RULE_SHM) paths[n++] = P2PK_PATH_P2P;
+  if (r->xport != P2PK_RULE_P2P) paths[n++] = P2PK_PATH_STAGED;
+  return n;
+}
+
+/* Every rule within the capability of the paths it chooses (NCCL's
+ * canConnect: each path says what it can carry, path.h): its kinds, its
+ * modes (spanning hosts for the rules that need them), its transports, its
+ * capture states; a path that takes only whole groups only from rules of
+ * one process and a group. */
+static void every_rule_lies_within_its_paths(void) {
+  for (int i = 0; i < p2pk_sel_rule_count(); i++) {
+    const p2pk_rule *r = p2pk_sel_rule_at(i);
+    int paths[2];
+    const int np = rule_paths(r, paths);
+    for (int j = 0; j < np; j++) {
+      const p2pk_path *p = p2pk_paths[paths[j]];
+      const uint32_t modes = r->hosts == P2PK_RULE_H_SPAN || r->hosts == P2PK_RULE_H_HIER
+                                 ? P2PK_MODE_SPAN
+                             : r->mode == P2PK_RULE_ONE     ? P2PK_MODE_ONE
+                             : r->mode == P2PK_RULE_PER_GPU ? P2PK_MODE_PER_GPU
+                                                            : P2PK_MODE_ONE | P2PK_MODE_PER_GPU;
+      const uint32_t xports = paths[j] == P2PK_PATH_P2P      ? P2PK_XPORT_P2P
+                              : paths[j] == P2PK_PATH_STAGED ? P2PK_XPORT_SHM
+                              : r->xport == P2PK_RULE_P2P    ? P2PK_XPORT_P2P
+                              : r->xport == P2PK_RULE_SHM    ? P2PK_XPORT_SHM
+                                                             : P2PK_XPORT_P2P | P2PK_XPORT_SHM;
+      const uint32_t caps = r->capture == P2PK_RULE_EAGER   ? P2PK_CAPTURE_EAGER
+                            : r->capture == P2PK_RULE_GRAPH ? P2PK_CAPTURE_GRAPH
+                                                            : P2PK_CAPTURE_EAGER | P2PK_CAPTURE_GRAPH;
+      if ((r->kinds & ~p->kinds) || (modes & ~p->modes) || (xports & ~p->transports) ||
+          (caps & ~p->captures))
+        T_FAIL("rule %d (%s) chooses %s beyond what it carries", i + 1, r->why,
+               p2pk_path_name(paths[j]));
+      if (!p->launch && (r->grouped != P2PK_RULE_GROUP || r->mode != P2PK_RULE_ONE))
+        T_FAIL("rule %d chooses %s, which takes only every rank's call in one group", i + 1,
+               p2pk_path_name(paths[j]));
+    }
+  }
+}
+
+/* Every decision of the dump's space (and of the keys group.c asks: a call
+ * queued in a group, alone, among peers capturing unlike it) goes to a path
+ * that can carry it. */
+static int decisions_within(const struct p2pkit_comm *c, long *n) {
+  static const int peers[] = {P2PK_PEERS_RULES, P2PK_PEERS_QUEUED, P2PK_PEERS_ALONE,
+                              P2PK_PEERS_MIXED};
+  int bad = 0;
+  for (int kind = 0; kind < KINDS; kind++)
+    for (int cap = 0; cap < 2; cap++)
+      for (int g = 0; g < 2; g++)
+        for (int ip = 0; ip < 2; ip++)
+          for (size_t pi = 0; pi < 4; pi++)
+            for (size_t si = 0; si < nsizes; si += 3) {
+              p2pk_sel_key k = key_of(kind, cap, g, ip, sizes[si]);
+              k.peers = peers[pi];
+              k.nccl_type = sim_ntype;
+              p2pk_decision d;
+              if (p2pk_decide(&c->sel, &k, &d) != P2PK_DECIDED) continue;
+              ++*n;
+              if (!p2pk_path_can(p2pk_paths[d.path], &c->sel, &k) && bad++ < 5) {
+                char key[160];
+                p2pk_sel_key_text(&c->sel, &k, key, sizeof key);
+                T_FAIL("%s (peers %d) -> %s, which cannot carry it", key, k.peers,
+                       p2pk_path_name(d.path));
+              }
+            }
+  return bad;
+}
+
+static void every_decision_goes_to_a_path_that_carries_it(void) {
+  clear_env();
+  fill_sizes();
+  long n = 0;
+  for (int v = -1; v < (int)(sizeof nccl_dumps / sizeof nccl_dumps[0]); v++) {
+    if (v >= 0 && nccl_dumps[v].setting) setenv("P2PKIT_NCCL", nccl_dumps[v].setting, 1);
+    p2pk_param_reset();
+    sim_nccl = v >= 0, sim_hosts = v >= 0 ? nccl_dumps[v].hosts : 1;
+    sim_ntype = v >= 0 ? nccl_dumps[v].ntype : 0;
+    for (int staged = 0; staged < 2; staged++)
+      for (int mp = sim_hosts > 1; mp < 2; mp++)
+        for (int r = 1; r <= P2PK_COLL_MAX_RANKS; r++) {
+          struct p2pkit_comm c;
+          if (make_comm(&c, r, staged, mp) == 0) decisions_within(&c, &n);
+        }
+    sim_nccl = 0, sim_hosts = 1, sim_ntype = 0;
+    unsetenv("P2PKIT_NCCL");
+  }
+  p2pk_param_reset();
+  CHECK(n > 100000);
+}
+
 int t_failed;
 const char *t_current;
 
@@ -720,6 +820,8 @@ int main(int argc, char **argv) {
                                  T_CASE(capture_is_asked_only_when_it_matters),
                                  T_CASE(queued_calls_wait_where_their_peers_may_join),
                                  T_CASE(one_process_calls_apart_from_their_peers_take_the_kernels),
-                                 T_CASE(averages_the_hierarchical_path_cannot_divide_go_flat)};
+                                 T_CASE(averages_the_hierarchical_path_cannot_divide_go_flat),
+                                 T_CASE(every_rule_lies_within_its_paths),
+                                 T_CASE(every_decision_goes_to_a_path_that_carries_it)};
   return t_main_cases(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

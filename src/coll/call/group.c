@@ -62,6 +62,10 @@ static p2pkit_status_t decide_key(p2pk_call *call, p2pk_sel_key *k, int *wait, i
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: rank %d: %s goes through NCCL, and some "
                      "ranks' streams capture while others' do not", p2pk_call_name(call),
                      c->rank, p2pkit_dtype_name(call->dtype));
+  if (!p2pk_path_can(p2pk_paths[call->d.path], &c->sel, k))
+    return p2pk_fail(P2PKIT_ERR_INTERNAL, "%s: rank %d: the selector's rule %d chose %s, which "
+                     "cannot carry this call (the rules and the path disagree)", p2pk_call_name(call),
+                     c->rank, call->d.rule + 1, p2pk_path_name(call->d.path));
   if (call->d.flags & P2PK_SEL_NCCL_APART)
     P2PK_INFO(P2PK_LOG_COLL, "rank %d: one process, this call without its peers' in one group: "
               "NCCL needs them together, so the kernels carry it", c->rank);

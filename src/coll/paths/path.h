@@ -42,12 +42,21 @@ typedef struct p2pk_call {
   uint64_t trace_at; /* its place in the communicator's ring (trace.c) */
 } p2pk_call;
 
+enum { P2PK_CAPTURE_EAGER = 1, P2PK_CAPTURE_GRAPH = 2 };
+
 typedef struct p2pk_path {
-  const char *name;
-  int id;              /* P2PK_PATH_* */
-  uint32_t kinds;      /* bit per P2PK_COLL_* and P2PK_SENDRECV it carries */
-  uint32_t modes;      /* P2PK_MODE_* it serves */
-  uint32_t transports; /* P2PK_XPORT_* it serves */
+  int id; /* P2PK_PATH_*; its name is the selector's (p2pk_path_name) */
+  /* What it can carry (NCCL's canConnect): a call of one of its kinds on a
+   * communicator of one of its modes and transports, eagerly or under
+   * capture as `captures` says. A path with launch_group but no launch takes
+   * a one-process collective only with every rank's call; send/recv needs
+   * sendrecv or sendrecv_pairs. The selector's rules lie within these
+   * (test_decisions checks every rule and every decision), and group.c
+   * refuses a decision that does not (p2pk_path_can). */
+  uint32_t kinds;      /* bit per P2PK_COLL_* and P2PK_SENDRECV */
+  uint32_t modes;      /* P2PK_MODE_* */
+  uint32_t transports; /* P2PK_XPORT_* */
+  uint32_t captures;   /* P2PK_CAPTURE_* */
   /* The scratch it needs beyond the kernels' areas, added to c->lay from
    * the selector's settings (NULL: none). */
   void (*scratch)(const struct p2pkit_comm *c, p2pk_layout *lay);
@@ -83,6 +92,10 @@ typedef struct p2pk_path {
 
 /* paths.c: every path, by id. */
 extern const p2pk_path *const p2pk_paths[P2PK_PATHS];
+/* paths.c: whether path p can carry the call of key k on the communicator
+ * of selector s (its kinds, modes, transports, captures; a whole group's
+ * only as every rank's call, the rules alone deciding). */
+int p2pk_path_can(const p2pk_path *p, const p2pk_sel *s, const p2pk_sel_key *k);
 /* The paths, one by one (their modules). */
 extern const p2pk_path p2pk_path_local, p2pk_path_p2p, p2pk_path_staged, p2pk_path_ce_events,
     p2pk_path_ce_slots, p2pk_path_ce_direct, p2pk_path_ce_staged, p2pk_path_nccl, p2pk_path_hier;

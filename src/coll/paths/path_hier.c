@@ -222,12 +222,12 @@ static p2pkit_status_t launch(const p2pk_call *call) {
 }
 
 const p2pk_path p2pk_path_hier = {
-    .name = "hierarchical",
     .id = P2PK_PATH_HIER,
     .kinds = (1u << P2PK_COLL_ALL_REDUCE) | (1u << P2PK_COLL_REDUCE_SCATTER) |
              (1u << P2PK_COLL_ALL_GATHER),
     .modes = P2PK_MODE_SPAN,
     .transports = P2PK_XPORT_P2P | P2PK_XPORT_SHM,
+    .captures = P2PK_CAPTURE_EAGER | P2PK_CAPTURE_GRAPH,
     .fini = fini,
     .launch = launch,
     .async_status = async_status,

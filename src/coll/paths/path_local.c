@@ -25,11 +25,11 @@ static p2pkit_status_t sendrecv(struct p2pkit_comm *c, const p2pk_call *ops, int
 }
 
 const p2pk_path p2pk_path_local = {
-    .name = "local",
     .id = P2PK_PATH_LOCAL,
     .kinds = (1u << P2PK_KINDS) - 1,
     .modes = P2PK_MODE_ONE | P2PK_MODE_PER_GPU,
     .transports = P2PK_XPORT_P2P | P2PK_XPORT_SHM,
+    .captures = P2PK_CAPTURE_EAGER | P2PK_CAPTURE_GRAPH,
     .launch = launch,
     .sendrecv = sendrecv,
 };

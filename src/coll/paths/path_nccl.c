@@ -319,11 +319,11 @@ p2pkit_status_t p2pkit_comm_adopt_nccl(p2pkit_comm_t c, void *nccl_comm) {
 }
 
 const p2pk_path p2pk_path_nccl = {
-    .name = "nccl",
     .id = P2PK_PATH_NCCL,
     .kinds = (1u << P2PK_KINDS) - 1,
     .modes = P2PK_MODE_ONE | P2PK_MODE_PER_GPU | P2PK_MODE_SPAN,
     .transports = P2PK_XPORT_P2P | P2PK_XPORT_SHM,
+    .captures = P2PK_CAPTURE_EAGER | P2PK_CAPTURE_GRAPH,
     .init = init,
     .fini = fini,
     .launch = p2pk_nccl_launch,

@@ -19,11 +19,11 @@ static p2pkit_status_t init(struct p2pkit_comm *c) { return p2pk_kernel_init(c, 
 static void fini(struct p2pkit_comm *c) { p2pk_kernel_fini(c, P2PK_PATH_P2P); }
 
 const p2pk_path p2pk_path_p2p = {
-    .name = "p2p-kernel",
     .id = P2PK_PATH_P2P,
     .kinds = (1u << P2PK_KINDS) - 1,
     .modes = P2PK_MODE_ONE | P2PK_MODE_PER_GPU,
     .transports = P2PK_XPORT_P2P,
+    .captures = P2PK_CAPTURE_EAGER | P2PK_CAPTURE_GRAPH,
     .init = init,
     .fini = fini,
     .launch = launch,

@@ -453,24 +453,27 @@ static void rule_decision(const p2pk_sel *s, const p2pk_sel_key *k, int rule, p2
   d->path = rules[rule].path;
 }
 
-int p2pk_decide(const p2pk_sel *s, const p2pk_sel_key *k, p2pk_decision *d) {
+int p2pk_decide(const p2pk_sel *s, const p2pk_sel_key *call, p2pk_decision *d) {
+  p2pk_sel_key key = *call;
+  const p2pk_sel_key *k = &key;
+  if (key.peers == P2PK_PEERS_ALONE) key.grouped = 0; /* none of its peers' calls with it */
   int re, rg;
   if (k->capture < 0) rules_of(s, k, &re, &rg);
   else re = rg = rule_of(s, k);
   if (k->peers == P2PK_PEERS_QUEUED && waits(s, k, re)) return P2PK_DECIDE_WAIT;
-  if (k->peers == P2PK_PEERS_MIXED) {
+  if (k->peers == P2PK_PEERS_MIXED && !s->per_gpu) {
     if (k->nccl_type) return P2PK_DECIDE_NCCL_MIXED;
     kernels(s, k, 0, d);
     return P2PK_DECIDED;
   }
   if (k->capture < 0 && capture_matters(s, k, re, rg)) return P2PK_DECIDE_ASK;
-  p2pk_sel_key key = *k;
+  const int rule = k->capture > 0 ? rg : re;
   key.capture = k->capture > 0; /* not asked: the same either way, decided as eager */
-  rule_decision(s, &key, key.capture ? rg : re, d);
+  rule_decision(s, k, rule, d);
   const int apart = k->peers == P2PK_PEERS_ALONE || k->peers == P2PK_PEERS_QUEUED;
   if (apart && d->path == P2PK_PATH_NCCL && !s->per_gpu && s->nranks > 1) {
     if (k->nccl_type) return P2PK_DECIDE_NCCL_APART;
-    kernels(s, &key, P2PK_SEL_NCCL_APART, d);
+    kernels(s, k, P2PK_SEL_NCCL_APART, d);
   }
   if (d->path == P2PK_PATH_HIER &&
       (k->avg == P2PK_AVG_INT || (k->avg == P2PK_AVG_FLOAT && !s->premul))) {

@@ -97,7 +97,7 @@ enum {
   P2PK_PEERS_RULES = 0, /* the rules alone: every rank's call together (their set), a send or
                            receive, `p2pkit perf --explain`, the tests */
   P2PK_PEERS_QUEUED,    /* in the caller's group, its peers' calls maybe still to come */
-  P2PK_PEERS_ALONE,     /* on its own, without its peers' calls */
+  P2PK_PEERS_ALONE,     /* on its own, without its peers' calls (so decided as not grouped) */
   P2PK_PEERS_MIXED      /* every rank's call there, but some streams capture and some do not */
 };
 /* An average: none (or all-gather), of a floating type, of an integer type. */

@@ -115,12 +115,12 @@ static p2pkit_status_t launch_group(p2pk_call *const *set, int n) {
 }
 
 const p2pk_path p2pk_path_ce_direct = {
-    .name = "ce-direct",
     .id = P2PK_PATH_CE_DIRECT,
     .kinds = 1u << P2PK_COLL_ALL_REDUCE | 1u << P2PK_COLL_BROADCAST | 1u << P2PK_COLL_ALL_GATHER |
              1u << P2PK_COLL_ALL_TO_ALL | 1u << P2PK_SENDRECV,
     .modes = P2PK_MODE_ONE,
     .transports = P2PK_XPORT_P2P,
+    .captures = P2PK_CAPTURE_GRAPH,
     .launch_group = launch_group,
     .sendrecv = p2pk_cep_sendrecv,
 };

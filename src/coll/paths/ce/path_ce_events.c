@@ -444,11 +444,11 @@ static void fini(struct p2pkit_comm *c) {
 }
 
 const p2pk_path p2pk_path_ce_events = {
-    .name = "ce-events",
     .id = P2PK_PATH_CE_EVENTS,
     .kinds = (1u << P2PK_KINDS) - 1,
     .modes = P2PK_MODE_ONE,
     .transports = P2PK_XPORT_P2P,
+    .captures = P2PK_CAPTURE_EAGER,
     .init = init,
     .fini = fini,
     .launch_group = launch_group,

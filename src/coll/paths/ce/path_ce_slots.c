@@ -711,11 +711,11 @@ static void fini(struct p2pkit_comm *c) {
 }
 
 const p2pk_path p2pk_path_ce_slots = {
-    .name = "ce-slots",
     .id = P2PK_PATH_CE_SLOTS,
     .kinds = (1u << P2PK_KINDS) - 1,
     .modes = P2PK_MODE_ONE | P2PK_MODE_PER_GPU,
     .transports = P2PK_XPORT_P2P,
+    .captures = P2PK_CAPTURE_EAGER | P2PK_CAPTURE_GRAPH,
     .scratch = scratch,
     .init = init,
     .fini = fini,

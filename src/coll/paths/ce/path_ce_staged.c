@@ -348,11 +348,11 @@ static void fini(struct p2pkit_comm *c) {
 }
 
 const p2pk_path p2pk_path_ce_staged = {
-    .name = "ce-staged",
     .id = P2PK_PATH_CE_STAGED,
     .kinds = 1u << P2PK_COLL_ALL_REDUCE,
     .modes = P2PK_MODE_ONE | P2PK_MODE_PER_GPU,
     .transports = P2PK_XPORT_SHM,
+    .captures = P2PK_CAPTURE_EAGER,
     .scratch = scratch,
     .init = init,
     .fini = fini,
