@@ -123,7 +123,7 @@ struct p2pkit_comm {
   const void *ok_ptr[P2PK_PTR_CACHE]; /* device pointers already checked */
   int ok_next;
   struct p2pk_worker *worker; /* launch_pool.c: its launch thread, or NULL */
-  struct p2pk_ce *ce;         /* the copy engines' streams and events (ce_common.h) */
+  struct p2pk_ce *ce;         /* the copy engines' room's own state (paths/ce/ce_common.h) */
   void *path_state[P2PK_PATHS]; /* each path's own, made by its init (path.h) */
   p2pk_hosts hosts; /* which host each rank is on (comm_hosts.c) */
   int nccl_mode;    /* P2PK_NCCL_*: what NCCL may carry, alike on every rank */
@@ -249,6 +249,16 @@ void p2pk_comm_explain(const struct p2pkit_comm *c, const char *kind, const size
                        int capture, FILE *f);
 /* What the next all-reduce of `bytes` would run on the kernels. */
 void p2pk_comm_choose(const struct p2pkit_comm *comm, size_t bytes, p2pk_algo_choice *c);
+/* The copy engines' room (paths/ce), as the rest of the library calls it;
+ * its state (c->ce) is its own. ce_common.c: c->ce made at init and freed
+ * at destroy (its streams and events too); a copy on the side stream, begun
+ * after what `stream` holds, and `stream` made to wait for it (a broadcast
+ * root's own copy beside the kernels under capture: kern_args.c). */
+p2pkit_status_t p2pk_ce_init(struct p2pkit_comm *c);
+void p2pk_ce_fini(struct p2pkit_comm *c);
+cudaError_t p2pk_ce_side_copy(struct p2pkit_comm *c, void *dst, const void *src, size_t bytes,
+                              cudaStream_t stream);
+cudaError_t p2pk_ce_side_join(struct p2pkit_comm *c, cudaStream_t stream);
 /* Settings of the copy-engine paths every rank must share (comm.c
  * compares them at init): the staged all-reduce's slots and chunks in
  * flight (path_ce_staged.c), the landing slots' depth and size (cep_core.c). */

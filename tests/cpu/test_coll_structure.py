@@ -13,7 +13,11 @@
    No folder of src/coll holds more than 25 files.
 3. Every function in src/coll's sources is under 80 lines (from its first
    line to its closing brace).
-4. Every external symbol the library defines is prefixed: p2pkit_ (public)
+4. Each path's state is its own: c->path_state[P2PK_PATH_X] is named only
+   in the file that defines path X (`.id = P2PK_PATH_X`); the copy engines'
+   room's state (ce_common.h's struct p2pk_ce, cep.h's landing-slot engine)
+   is seen only by the files of paths/ce.
+5. Every external symbol the library defines is prefixed: p2pkit_ (public)
    or p2pk_ (internal); C++ code lives in namespace p2pk, or in an
    anonymous namespace (nvcc names each such symbol after its file, so no
    two can meet).
@@ -172,6 +176,33 @@ def check_rooms(graph, why, coll):
     return bad
 
 
+PRIVATE_HEADERS = {"coll/paths/ce/ce_common.h": "coll/paths/ce/", "coll/paths/ce/cep.h": "coll/paths/ce/"}
+
+
+def check_private_state(src):
+    """Path states named outside their path's file; private headers included outside their room."""
+    bad, owner, texts = 0, {}, {}
+    for d, _, xs in os.walk(os.path.join(src, "src")):
+        for x in xs:
+            if re.search(r"\.(c|h|cu|cuh|cpp)$", x):
+                p = os.path.relpath(os.path.join(d, x), os.path.join(src, "src"))
+                texts[p] = open(os.path.join(d, x), encoding="utf-8").read()
+    for p, t in texts.items():
+        for m in re.finditer(r"\.id = (P2PK_PATH_\w+)", t):
+            owner[m.group(1)] = p
+    for p, t in sorted(texts.items()):
+        for m in re.finditer(r"path_state\[(P2PK_PATH_\w+)\]", t):
+            if owner.get(m.group(1)) != p:
+                bad += 1
+                print(f"src/{p}: names {m.group(1)}'s state (only {owner.get(m.group(1))} may)")
+        for m in re.finditer(r'#include "([^"]+)"', t):
+            room = PRIVATE_HEADERS.get(m.group(1))
+            if room and not p.startswith(room):
+                bad += 1
+                print(f"src/{p}: includes {m.group(1)}, private to src/{room}")
+    return bad
+
+
 def unprefixed(objs):
     """The library's external symbols that carry no p2pkit prefix."""
     found = {}
@@ -201,6 +232,7 @@ def main():
                     print(f"  {a} -> {b} (e.g. {why[(a, b)]})")
     coll = os.path.join(src, "src", "coll")
     bad += check_rooms(graph, why, coll)
+    bad += check_private_state(src)
     for f in sorted(os.path.relpath(os.path.join(d, x), coll) for d, _, xs in os.walk(coll) for x in xs):
         if not re.search(r"\.(c|h|cu|cuh)$", f) or f in EXEMPT:
             continue

@@ -11,9 +11,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "coll/paths/ce/ce_common.h"
-#include "coll/paths/ce/cep.h"
 #include "coll/mem/ipc.h"
+#include "coll/paths/ce/dmbox.h" /* the send/recv rings this file shares among the ranks */
 #include "coll/paths/path.h"
 #include "coll/kernels/plan.h"
 #include "coll/call/trace.h"

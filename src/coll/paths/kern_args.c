@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/paths/ce/ce_common.h"
 #include "core/check.h"
 #include "core/log.h"
 
@@ -106,18 +105,10 @@ static void log_choice(const p2pk_call *call, const p2pk_ar_args *a, int id) {
  * save (1 MiB per GPU 12.6 against 5.9 us), so never there. */
 static cudaError_t self_copy_ce(const p2pk_call *call, p2pk_ar_args *a, int id) {
   struct p2pkit_comm *c = call->c;
-  struct p2pk_ce *ce = c->ce;
-  cudaStream_t stream = (cudaStream_t)call->stream;
-  cudaError_t e = p2pk_lazy_stream(&ce->side);
-  if (e == cudaSuccess) e = p2pk_lazy_event(&ce->ev[1]);
-  if (e == cudaSuccess) e = p2pk_lazy_event(&ce->ev[2]);
-  if (e == cudaSuccess) e = cudaEventRecord(ce->ev[1], stream);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(ce->side, ce->ev[1], 0);
-  if (e == cudaSuccess)
-    e = cudaMemcpyAsync((char *)call->recv + (size_t)c->rank * call->plan.out_stride,
+  const cudaError_t e =
+      p2pk_ce_side_copy(c, (char *)call->recv + (size_t)c->rank * call->plan.out_stride,
                         (const char *)call->send + (size_t)c->rank * call->plan.in_stride,
-                        call->bytes, cudaMemcpyDeviceToDevice, ce->side);
-  if (e == cudaSuccess) e = cudaEventRecord(ce->ev[2], ce->side);
+                        call->bytes, (cudaStream_t)call->stream);
   if (e != cudaSuccess) return e;
   a->self_copy = 0;
   if (!KS(c, id)->self_logged) {
@@ -138,7 +129,7 @@ p2pkit_status_t p2pk_kernel_coll(const p2pk_call *call, int id, p2pk_coll_launch
   cudaError_t e = own_ce ? self_copy_ce(call, &a, id) : cudaSuccess;
   const p2pk_algo_choice *ch = &call->d.ch;
   if (e == cudaSuccess) e = launch(&a, ch->blocks, ch->threads, (cudaStream_t)call->stream);
-  if (e == cudaSuccess && own_ce) e = cudaStreamWaitEvent((cudaStream_t)call->stream, call->c->ce->ev[2], 0);
+  if (e == cudaSuccess && own_ce) e = p2pk_ce_side_join(call->c, (cudaStream_t)call->stream);
   return p2pk_cuda_status(call->c, p2pk_coll_name(call->kind), e);
 }
 

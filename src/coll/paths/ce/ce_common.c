@@ -226,6 +226,23 @@ void p2pk_ce_fini(struct p2pkit_comm *c) {
   c->ce = NULL;
 }
 
+cudaError_t p2pk_ce_side_copy(struct p2pkit_comm *c, void *dst, const void *src, size_t bytes,
+                              cudaStream_t stream) {
+  struct p2pk_ce *ce = c->ce;
+  cudaError_t e = p2pk_lazy_stream(&ce->side);
+  if (e == cudaSuccess) e = p2pk_lazy_event(&ce->ev[1]);
+  if (e == cudaSuccess) e = p2pk_lazy_event(&ce->ev[2]);
+  if (e == cudaSuccess) e = cudaEventRecord(ce->ev[1], stream);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(ce->side, ce->ev[1], 0);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ce->side);
+  if (e == cudaSuccess) e = cudaEventRecord(ce->ev[2], ce->side);
+  return e;
+}
+
+cudaError_t p2pk_ce_side_join(struct p2pkit_comm *c, cudaStream_t stream) {
+  return cudaStreamWaitEvent(stream, c->ce->ev[2], 0);
+}
+
 cudaError_t p2pk_ce_prepare_steps(struct p2pkit_comm *c, int depth) {
   cudaError_t e = p2pk_ce_prepare(c, 0);
   for (int i = 0; i < P2PK_CEP_STREAMS && e == cudaSuccess; i++) e = p2pk_lazy_stream(&c->ce->step[i]);

@@ -2,7 +2,8 @@
  * events per rank, made on first use (the landing-slot paths' at init, so
  * no call under capture creates them), a device buffer chunks land in, the
  * local reduce, the shard and chunk arithmetic, and the one-thread step
- * lists that wait for and post the ranks' flags. */
+ * lists that wait for and post the ranks' flags. Private to paths/ce: the
+ * communicator holds c->ce opaque (coll.h declares what others call). */
 #ifndef P2PK_CE_COMMON_H
 #define P2PK_CE_COMMON_H
 
@@ -28,11 +29,9 @@ struct p2pk_ce {
   cudaEvent_t step_ev[P2PK_CEP_EVKINDS][P2PK_SCE_DEPTH_MAX];
   int memops; /* posts as stream memory operations: 0 not decided yet, 1 yes, 2 no (kernels) */
   int cap;    /* the grid cap of the call a path is launching (p2pk_all_reduce_capped) */
+  struct p2pk_cep *slots; /* the landing slots' engine (cep.h), which ce-slots and ce-direct share */
 };
 
-/* c->ce: made at init, freed at destroy (its streams and events too). */
-p2pkit_status_t p2pk_ce_init(struct p2pkit_comm *c);
-void p2pk_ce_fini(struct p2pkit_comm *c);
 
 /* Streams and events made on first use (on the current GPU). */
 static inline cudaError_t p2pk_lazy_event(cudaEvent_t *ev) {

@@ -1,6 +1,9 @@
-/* The landing-slot copy-engine paths' own header (cep_core.c, cep_straight.c,
- * path_ce_slots.c, path_ce_direct.c): their state, the slot flags' steps,
- * the pushes, the start and end of a call, the straight-in agreement. */
+/* The landing slots' engine (cep_core.c, cep_ops.c, cep_straight.c,
+ * recvmap.c), which two paths run on: ce-slots (path_ce_slots.c) and
+ * ce-direct (path_ce_direct.c). Its state lives in the copy engines' room
+ * state (c->ce->slots), opened by either path's init and closed by either's
+ * fini; a path starts a call with p2pk_cep_begin and runs the engine's
+ * collectives (p2pk_cep_allreduce, _rooted, _a2a, _p2p). */
 #ifndef P2PK_CEP_H
 #define P2PK_CEP_H
 
@@ -28,12 +31,12 @@ typedef struct {
   uint64_t mapped;                   /* sends straight into a buffer mapped on demand */
 } p2pk_straight;
 
-/* The path's state (c->path_state[P2PK_PATH_CE_SLOTS]). */
-typedef struct {
+/* The engine's state (c->ce->slots). */
+typedef struct p2pk_cep {
   /* Chunks pushed to each peer and received from it so far (the peer
    * counts the same; they pick the slots, turn by turn across calls). */
   uint64_t sent[P2PK_COLL_MAX_RANKS], recvd[P2PK_COLL_MAX_RANKS];
-  int cap; /* the call being enqueued is under graph capture */
+  int cap; /* the call being enqueued is under graph capture (p2pk_cep_begin) */
   /* Claims of the second slot halves since the other claim stream last
    * started at a call's START: whole pushes on W, all-reduce results on W2
    * (p2pk_cep_start says why). */
@@ -49,7 +52,7 @@ typedef struct {
   char tr_what[P2PK_CEP_TRACE_MAX][12];
   p2pk_straight st;
 } p2pk_cep;
-#define CEP(c) ((p2pk_cep *)(c)->path_state[P2PK_PATH_CE_SLOTS])
+#define CEP(c) ((c)->ce->slots)
 #define SI(c) (&CEP(c)->st)
 
 /* Send/recv straight in, for the tests: the slots path's record (NULL
@@ -171,11 +174,26 @@ void p2pk_dmb_agree(struct p2pkit_comm *c, const dmb_op *rv, int nr, const dmb_o
 cudaError_t p2pk_cep_push_straight(struct p2pkit_comm *c, int t, const char *src, char *dst,
     size_t bytes, uint64_t hv);
 cudaError_t p2pk_cep_take_straight(struct p2pkit_comm *c, cep_batch_t *bs, int r, uint64_t hv, size_t nch);
-/* path_ce_slots.c: the all-reduce (pout: every rank's output, one process
- * under capture: results straight in), send/recv of one communicator. */
+/* cep_core.c: the engine's state opened (the settings read once, the step
+ * lists' streams and events made when the slots exist: no call under
+ * capture creates them; again: nothing) and closed (what straight in did
+ * logged, a traced call's timeline, the peers' allocations mapped on
+ * demand); a call begun: under capture or not, its grid cap. */
+p2pkit_status_t p2pk_cep_open(struct p2pkit_comm *c);
+void p2pk_cep_close(struct p2pkit_comm *c);
+void p2pk_cep_begin(struct p2pkit_comm *c, int capture, int grid_cap);
+/* cep_ops.c, the engine's collectives: the all-reduce (pout: every rank's
+ * output, one process under capture: results straight in), reduce-scatter,
+ * reduce and broadcast (rooted), all-to-all and all-gather (a2a), a
+ * communicator's sends and receives (p2p, and as the paths' sendrecv). */
 cudaError_t p2pk_cep_allreduce(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
     p2pkit_dtype_t dtype, p2pkit_redop_t op, cudaStream_t stream,
     char *const *pout);
+cudaError_t p2pk_cep_rooted(struct p2pkit_comm *c, int kind, const void *send, void *recv,
+                            size_t count, p2pkit_dtype_t dtype, p2pkit_redop_t op, int root,
+                            cudaStream_t stream);
+cudaError_t p2pk_cep_a2a(struct p2pkit_comm *c, const void *send, void *recv, size_t count,
+                         p2pkit_dtype_t dtype, cudaStream_t stream, int gather);
 cudaError_t p2pk_cep_p2p(struct p2pkit_comm *c, const p2pk_cep_xfer *ops, int nops,
                          cudaStream_t stream);
 p2pkit_status_t p2pk_cep_sendrecv(struct p2pkit_comm *c, const p2pk_call *ops, int n);

@@ -1,13 +1,15 @@
-/* The landing-slot paths' machinery (cep.h; the design is at the head of
+/* The landing slots' engine (cep.h; the design is at the head of
  * path_ce_slots.c): the slots' size and place, the one-thread step lists
  * (batches) and the flags' claims and takes, the pushes into the peers'
  * slots, the start and end of a call (which streams wait for which), the
- * local copies out, a traced call's timeline, the flags after a failure. */
+ * local copies out, a traced call's timeline, the flags after a failure,
+ * and the engine's state opened, begun per call and closed. */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -452,4 +454,61 @@ cudaError_t p2pk_cep_note_capture(struct p2pkit_comm *c, cudaStream_t stream) {
   cudaError_t e = cudaStreamIsCapturing(stream, &cs);
   CEP(c)->cap = cs != cudaStreamCaptureStatusNone;
   return e;
+}
+
+/* ------------------------------------------------ the engine's state -- */
+
+/* The state; the streams and events now when the slots exist (a call
+ * being captured must not create them); the settings read once: a later
+ * change of the forced settings keeps them (re-reading them there would
+ * undo a wait a caller had set). */
+p2pkit_status_t p2pk_cep_open(struct p2pkit_comm *c) {
+  if (CEP(c)) return P2PKIT_SUCCESS; /* the other path on the slots opened it */
+  p2pk_cep *s = calloc(1, sizeof *s);
+  if (!s) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "rank %d: out of memory", c->rank);
+  c->ce->slots = s;
+  const size_t sr_slots = c->sel.from[P2PK_FROM_SLOTS][P2PK_SENDRECV];
+  s->trace = c->lay.cep_slot && c->multiproc && p2pk_param_int("P2PKIT_CEP_TRACE") > 0;
+  s->st.on = c->multiproc && sr_slots && p2pk_param_int("P2PKIT_SENDRECV_DIRECT") != 0;
+  s->st.map = s->st.on && p2pk_param_int("P2PKIT_SENDRECV_MAP") > 0;
+  /* A host wait for a peer, so within the communicator's timeout too. */
+  int64_t w = p2pk_param_int("P2PKIT_SENDRECV_DIRECT_WAIT_US");
+  s->st.wait_ns = w > 0 ? (uint64_t)w * 1000u : 0;
+  if (s->st.wait_ns > c->timeout_ns) s->st.wait_ns = c->timeout_ns;
+  if (c->lay.cep_slot) P2PK_CUDA_CHECK(p2pk_ce_prepare_steps(c, (int)c->lay.cep_depth));
+  return P2PKIT_SUCCESS;
+}
+
+/* What straight in did (logged at destroy), the last traced call's
+ * timeline, the peers' allocations mapped on demand, the state. */
+void p2pk_cep_close(struct p2pkit_comm *c) {
+  p2pk_cep *s = c->ce ? CEP(c) : NULL;
+  if (!s) return;
+  if (s->trace) p2pk_cep_trace_flush(c);
+  const p2pk_straight *t = &s->st;
+  if (t->direct || t->rhow[1] || t->missed)
+    P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): send/recv over the copy engines: %llu sends "
+              "straight in (%llu into buffers mapped on demand, %d peer allocations mapped), %llu "
+              "through the slots; %llu receives into registered (or shared) buffers straight "
+              "in, %llu through the slots; host waits for peers: %.3f ms in all, the longest "
+              "%.3f ms, %llu in vain; sends through the slots as not asked %llu, late %llu, "
+              "overwritten %llu, not registered %llu, sizes differ %llu, not mapped %llu, the "
+              "receiver chose first %llu", c->rank, c->device, (unsigned long long)t->direct,
+              (unsigned long long)t->mapped, p2pk_map_count(c), (unsigned long long)t->slots,
+              (unsigned long long)t->rhow[1], (unsigned long long)t->rhow[0],
+              t->wait_ns_sum / 1e6, t->wait_max_ns / 1e6, (unsigned long long)t->missed,
+              (unsigned long long)t->why[0], (unsigned long long)t->why[1],
+              (unsigned long long)t->why[2], (unsigned long long)t->why[3],
+              (unsigned long long)t->why[4], (unsigned long long)t->why[5],
+              (unsigned long long)t->why[6]);
+  p2pk_map_free(c);
+  for (int i = 0; i < P2PK_CEP_TRACE_MAX; i++)
+    if (s->tr_ev[i]) cudaEventDestroy(s->tr_ev[i]);
+  free(s);
+  c->ce->slots = NULL;
+}
+
+void p2pk_cep_begin(struct p2pkit_comm *c, int capture, int grid_cap) {
+  c->ce->cap = grid_cap;
+  if (capture >= 0) CEP(c)->cap = capture != 0;
 }

@@ -3,7 +3,8 @@
  * receives there): the copy engines push straight into the receivers'
  * outputs (the all-reduce's contributions still go through the landing
  * slots), with rdy/fin flags a graph can replay (the design is at the head
- * of path_ce_slots.c). */
+ * of path_ce_slots.c). It runs on the landing slots' engine (cep.h), as
+ * ce-slots does: the engine's functions, never the other path's. */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
@@ -94,8 +95,7 @@ static p2pkit_status_t launch_group(p2pk_call *const *set, int n) {
     const p2pk_call *a = set[r];
     struct p2pkit_comm *c = a->c;
     bad = r;
-    CEP(c)->cap = 1;
-    c->ce->cap = a->grid_cap;
+    p2pk_cep_begin(c, 1, a->grid_cap);
     e = cudaSetDevice(c->device);
     if (e != cudaSuccess) break;
     cudaStream_t st = (cudaStream_t)a->stream;
@@ -121,6 +121,8 @@ const p2pk_path p2pk_path_ce_direct = {
     .modes = P2PK_MODE_ONE,
     .transports = P2PK_XPORT_P2P,
     .captures = P2PK_CAPTURE_GRAPH,
+    .init = p2pk_cep_open,
+    .fini = p2pk_cep_close,
     .launch_group = launch_group,
     .sendrecv = p2pk_cep_sendrecv,
 };
