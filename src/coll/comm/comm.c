@@ -704,7 +704,7 @@ static p2pkit_status_t rank_hosts(struct p2pkit_comm *c, const rank_info *all, c
 
 /* Spanning hosts: no p2pkit transport of its own (its calls go through
  * the paths that serve such a communicator: NCCL, the hierarchical one);
- * the selector, the error words, those paths. */
+ * the selector, the error words. */
 static p2pkit_status_t span_setup(struct p2pkit_comm *c, const coll_cfg *cfg, int sms) {
   P2PK_CHECK(p2pk_comm_derive(c, sms, cfg->buffer, &cfg->table, &cfg->force));
   c->sel.max_blocks = cfg->max_blocks;
@@ -714,11 +714,7 @@ static p2pkit_status_t span_setup(struct p2pkit_comm *c, const coll_cfg *cfg, in
   c->sel.premul = c->nccl_mode != P2PK_NCCL_OFF && p2pk_nccl_shared(&api, NULL, 0) == P2PKIT_SUCCESS &&
                   api->RedOpCreatePreMulSum != NULL;
   P2PK_CHECK(comm_alloc_err(c));
-  P2PK_CHECK(p2pk_ce_init(c));
-  for (int i = 0; i < P2PK_PATHS; i++)
-    if ((p2pk_paths[i]->modes & P2PK_MODE_SPAN) && p2pk_paths[i]->init)
-      P2PK_CHECK(p2pk_paths[i]->init(c));
-  return P2PKIT_SUCCESS;
+  return p2pk_ce_init(c); /* its paths' states: comm_init.c, once the host's communicator exists */
 }
 
 typedef struct {

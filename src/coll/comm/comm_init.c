@@ -46,21 +46,25 @@ static p2pkit_status_t make_intra(struct p2pkit_comm *c) {
   return st;
 }
 
-/* Spanning hosts: the host's communicator and the hierarchical path,
- * where the layout has one (the same number of ranks, 2 or more, on every
- * host); else every call goes through NCCL over every rank. */
+/* Spanning hosts: the host's communicator where the layout is
+ * hierarchical (the same number of ranks, 2 or more, on every host; not
+ * under P2PKIT_NCCL=1, where every call is NCCL's), then the states of the
+ * paths that serve a spanning communicator (NCCL over every rank; the
+ * hierarchical path, which composes the host's communicator's calls
+ * through c->sub_launch). */
 static p2pkit_status_t span_finish(struct p2pkit_comm *c) {
   const p2pk_hosts *h = &c->hosts;
-  if (h->nhosts < 2 || !c->sel.hier || c->intra || c->nccl_mode == P2PK_NCCL_ALL)
-    return P2PKIT_SUCCESS; /* P2PKIT_NCCL=1: every call NCCL's */
+  if (h->nhosts < 2) return P2PKIT_SUCCESS;
   int cur = -1;
   cudaGetDevice(&cur);
   cudaSetDevice(c->device);
-  p2pkit_status_t st = make_intra(c);
-  if (st == P2PKIT_SUCCESS) {
-    c->sub_launch = p2pk_sub_launch;
-    st = p2pk_hier_attach(c);
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  if (c->sel.hier && !c->intra && c->nccl_mode != P2PK_NCCL_ALL) {
+    st = make_intra(c);
+    if (st == P2PKIT_SUCCESS) c->sub_launch = p2pk_sub_launch;
   }
+  for (int i = 0; i < P2PK_PATHS && st == P2PKIT_SUCCESS; i++)
+    if ((p2pk_paths[i]->modes & P2PK_MODE_SPAN) && p2pk_paths[i]->init) st = p2pk_paths[i]->init(c);
   if (cur >= 0) cudaSetDevice(cur);
   return st;
 }

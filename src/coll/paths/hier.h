@@ -20,7 +20,13 @@
  * blocks as one piece, so blocks sit in "local-major" order (position
  * l * H + h for the rank with local index l on host h) in a scratch buffer,
  * with a permuting copy from or to the user's buffer, unless rank r already
- * is l * H + h (ranks dealt round-robin over the hosts). */
+ * is l * H + h (ranks dealt round-robin over the hosts).
+ *
+ * The scratch is the path's, made once (no allocation per call): a
+ * reduce-scatter or all-gather whose scratch would exceed it runs in pieces,
+ * each a range of every rank's block, gathered into local-major order
+ * through the scratch (PERMUTE_IN), reduced and scattered (or gathered and
+ * permuted out: PERMUTE_OUT) as above; every rank cuts the same pieces. */
 #ifndef P2PK_COLL_HIER_H
 #define P2PK_COLL_HIER_H
 
@@ -54,6 +60,7 @@ typedef struct {
   size_t in_off, out_off; /* elements into those buffers */
   size_t count;        /* the collective's count as NCCL takes it (RS, AG: per rank) */
   size_t divisor;      /* DIVIDE */
+  size_t stride;       /* PERMUTE_*: elements between two ranks' blocks in the user's buffer */
 } p2pk_hier_step;
 
 typedef struct {
@@ -66,21 +73,27 @@ typedef struct {
   size_t tail;         /* all-reduce: count % L, reduced to / broadcast from local rank L - 1 */
   int permute;         /* RS, AG: 1 when blocks must be reordered through scratch */
   size_t scratch;      /* elements of scratch each rank needs */
+  size_t piece;        /* RS, AG in pieces: elements of each rank's block a piece takes */
+  size_t pieces;       /* how many (1: the whole call at once) */
 } p2pk_hier_plan;
 
-/* The plan of `kind` for `count` elements with `op` over the grouping `h`.
- * P2PKIT_ERR_UNSUPPORTED when the hosts hold unequal numbers of ranks (one
- * line, p2pk_hosts_check_regular's) or the kind has no hierarchical form. */
+/* The plan of `kind` for `count` elements with `op` over the grouping `h`,
+ * its scratch at most `room` elements (SIZE_MAX: no bound), in pieces when
+ * a whole call's would exceed it. P2PKIT_ERR_UNSUPPORTED when the hosts
+ * hold unequal numbers of ranks (one line, p2pk_hosts_check_regular's) or
+ * the kind has no hierarchical form; P2PKIT_ERR_INVALID_ARGUMENT when the
+ * room holds less than an element per rank. */
 p2pkit_status_t p2pk_hier_make(int kind, const p2pk_hosts *h, size_t count, p2pkit_redop_t op,
-                               p2pk_hier_plan *p);
+                               size_t room, p2pk_hier_plan *p);
 /* All-reduce: the shard local rank `local` owns after the INTRA step. */
 void p2pk_hier_shard(const p2pk_hier_plan *p, int local, size_t *off, size_t *count);
 /* RS, AG: where rank r's block sits in local-major order (l * H + h). */
 size_t p2pk_hier_pos(const p2pk_hier_plan *p, int rank);
-/* The steps `rank` runs, in order; every rank of the communicator gets the
- * same sequence of (op, group), so the groups' calls match. Returns how
- * many (at most P2PK_HIER_MAX_STEPS). A step of count 0 is skipped by the
- * executor; its whole group has count 0 too. */
-int p2pk_hier_steps(const p2pk_hier_plan *p, int rank, p2pk_hier_step *steps);
+/* The steps `rank` runs for piece `piece` (0 .. pieces - 1), in order;
+ * every rank of the communicator gets the same sequence of (op, group), so
+ * the groups' calls match. Returns how many (at most P2PK_HIER_MAX_STEPS).
+ * A step of count 0 is skipped by the executor; its whole group has count
+ * 0 too. */
+int p2pk_hier_steps(const p2pk_hier_plan *p, int rank, size_t piece, p2pk_hier_step *steps);
 
 #endif

@@ -105,13 +105,6 @@ extern const p2pk_path p2pk_path_local, p2pk_path_p2p, p2pk_path_staged, p2pk_pa
  * NCCL path (refused in one line when P2PKIT_NCCL=0). */
 p2pkit_status_t p2pk_nccl_type_check(struct p2pkit_comm *c, const char *who,
                                      p2pkit_dtype_t dtype, int has_op, p2pkit_redop_t op);
-/* path_hier.c: the hierarchical path's state of a spanning communicator
- * whose per-host communicator (c->intra) exists: NCCL across hosts among
- * the ranks of each local index (collective over every rank of c). */
-p2pkit_status_t p2pk_hier_attach(struct p2pkit_comm *c);
-/* path_nccl.c: one collective through NCCL's communicator over every rank
- * (the hierarchical path's way for what it has no form of). */
-p2pkit_status_t p2pk_nccl_launch(const p2pk_call *call);
 
 /* group.c: one collective (plan made here, buffers the caller's) on
  * call->c from inside another call: decided, logged, launched on its

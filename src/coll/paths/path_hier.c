@@ -1,17 +1,22 @@
 /* The hierarchical path of a communicator spanning hosts (the same number
  * of ranks, at least 2, on every host): all-reduce, reduce-scatter and
  * all-gather run hier.c's plan: inside each host p2pkit on the host's own
- * communicator (c->intra, made by comm_init.c), across hosts NCCL among the
- * ranks of one local index (a communicator of its own, made when the path
- * is attached). Every step goes on the caller's stream (scratch from
- * cudaMallocAsync), so a call can be captured in a CUDA graph.
+ * communicator (c->intra, made by comm_init.c before this path's init),
+ * across hosts NCCL among the ranks of one local index (a communicator of
+ * its own, made by the init). Every step goes on the caller's stream, so a
+ * call can be captured in a CUDA graph; the steps' scratch is made by the
+ * init, once (P2PKIT_BUFFER_SIZE, else 128 MiB: the kernels' default share
+ * of one peer), and a call whose scratch would exceed it runs in pieces
+ * (hier.h). Like the kernels' mailboxes it serves one call at a time: the
+ * calls of a communicator follow one another on the GPU.
  *
  * Avg sums all the way; the floating types divide once, by the rank
- * count, in the step across hosts (NCCL's pre-multiplied sum by 1/n); the
- * integer types' avg goes through NCCL over every rank (one division,
- * truncating as a flat all-reduce's). The host's calls reach the paths'
- * table only through c->sub_launch (subcall.c), so this path depends on no
- * module that lists it. */
+ * count, in the step across hosts (NCCL's pre-multiplied sum by 1/n); an
+ * average it cannot divide so (an integer type, or NCCL without that sum)
+ * the selector sends through NCCL over every rank (P2PK_SEL_AVG_FLAT). The
+ * host's calls reach the paths' table only through c->sub_launch (group.c's
+ * p2pk_sub_launch, which decides them as every call), so this path depends
+ * on no module that lists it. */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,30 +31,41 @@
 typedef struct {
   const p2pk_nccl_api *api;
   p2pk_nccl_comm_t cross; /* the ranks of this local index, host by host */
+  char *scratch;          /* device memory of c's GPU, scratch_bytes */
+  size_t scratch_bytes;
 } hier_state;
+
+#define HIER_SCRATCH_DEFAULT ((size_t)128 << 20)
 
 static hier_state *state_of(const struct p2pkit_comm *c) {
   return (hier_state *)c->path_state[P2PK_PATH_HIER];
 }
 
-p2pkit_status_t p2pk_hier_attach(struct p2pkit_comm *c) {
+/* The cross communicator and the scratch, once the host's communicator
+ * exists (c->intra: the hierarchical layout; else nothing to make). */
+static p2pkit_status_t init(struct p2pkit_comm *c) {
   const p2pk_hosts *h = &c->hosts;
   if (!c->intra || state_of(c)) return P2PKIT_SUCCESS;
   hier_state *s = calloc(1, sizeof *s);
   if (!s) return p2pk_fail(P2PKIT_ERR_NO_MEMORY, "rank %d: out of memory", c->rank);
-  p2pkit_status_t st = p2pk_nccl_shared(&s->api, NULL, 0);
+  c->path_state[P2PK_PATH_HIER] = s; /* fini frees what a failed init made */
+  P2PK_CHECK(p2pk_nccl_shared(&s->api, NULL, 0));
   void *cross = NULL;
-  if (st == P2PKIT_SUCCESS)
-    st = p2pk_nccl_comm_among(c, P2PK_TAG_NCCL_CROSS, p2pk_hosts_rank_at(h, 0, h->local_rank),
-                              h->nhosts, h->host, &cross);
-  if (st != P2PKIT_SUCCESS) {
-    free(s);
-    return st;
-  }
+  P2PK_CHECK(p2pk_nccl_comm_among(c, P2PK_TAG_NCCL_CROSS, p2pk_hosts_rank_at(h, 0, h->local_rank),
+                                  h->nhosts, h->host, &cross));
   s->cross = cross;
-  c->path_state[P2PK_PATH_HIER] = s;
+  s->scratch_bytes = c->buffer_bytes ? c->buffer_bytes : HIER_SCRATCH_DEFAULT;
+  const cudaError_t e = cudaMalloc((void **)&s->scratch, s->scratch_bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    s->scratch = NULL;
+    return p2pk_fail(e == cudaErrorMemoryAllocation ? P2PKIT_ERR_NO_MEMORY : P2PKIT_ERR_CUDA,
+                     "rank %d: the hierarchical path's %zu bytes of scratch on GPU %d: %s",
+                     c->rank, s->scratch_bytes, c->device, cudaGetErrorString(e));
+  }
   P2PK_INFO(P2PK_LOG_COLL, "rank %d: hierarchical path ready: local rank %d of %d on host %d, NCCL "
-            "across %d hosts", c->rank, h->local_rank, h->local_size, h->host, h->nhosts);
+            "across %d hosts, %zu bytes of scratch", c->rank, h->local_rank, h->local_size,
+            h->host, h->nhosts, s->scratch_bytes);
   return P2PKIT_SUCCESS;
 }
 
@@ -57,6 +73,7 @@ static void fini(struct p2pkit_comm *c) {
   hier_state *s = state_of(c);
   if (!s) return;
   if (s->cross) s->api->CommDestroy(s->cross);
+  if (s->scratch) cudaFree(s->scratch);
   free(s);
   c->path_state[P2PK_PATH_HIER] = NULL;
 }
@@ -172,7 +189,8 @@ static p2pkit_status_t cross_step(const hier_run *x, const p2pk_hier_step *st, i
                    "error %d)", p2pk_coll_name(call->kind), call->c->rank, a->GetErrorString(r), r);
 }
 
-/* A local step: the blocks into local-major order and back. */
+/* A local step: the blocks (a piece of each: `stride` apart in the
+ * user's buffer) into local-major order in the scratch and back. */
 static p2pkit_status_t local_step(const hier_run *x, const p2pk_hier_step *st) {
   const p2pk_call *call = x->call;
   const size_t blk = st->count * call->esize;
@@ -180,8 +198,8 @@ static p2pkit_status_t local_step(const hier_run *x, const p2pk_hier_step *st) {
   for (int r = 0; r < call->c->nranks && e == cudaSuccess; r++) {
     const size_t pos = p2pk_hier_pos(x->plan, r);
     const int in = st->op == P2PK_HIER_PERMUTE_IN;
-    char *to = buf_of(x, st->out, (in ? pos : (size_t)r) * st->count);
-    const char *from = buf_of(x, st->in, (in ? (size_t)r : pos) * st->count);
+    char *to = buf_of(x, st->out, st->out_off + (in ? pos * st->count : (size_t)r * st->stride));
+    const char *from = buf_of(x, st->in, st->in_off + (in ? (size_t)r * st->stride : pos * st->count));
     e = cudaMemcpyAsync(to, from, blk, cudaMemcpyDeviceToDevice, (cudaStream_t)call->stream);
   }
   return p2pk_cuda_status(call->c, p2pk_coll_name(call->kind), e);
@@ -207,17 +225,14 @@ static p2pkit_status_t launch(const p2pk_call *call) {
     return p2pk_fail(P2PKIT_ERR_INTERNAL, "%s: rank %d: the hierarchical path is not attached",
                      p2pk_coll_name(call->kind), c->rank);
   p2pk_hier_plan plan;
-  P2PK_CHECK(p2pk_hier_make(call->kind, &c->hosts, call->count, call->op, &plan));
-  p2pk_hier_step steps[P2PK_HIER_MAX_STEPS];
-  const int n = p2pk_hier_steps(&plan, c->rank, steps);
-  hier_run x = {call, &plan, s, NULL};
-  cudaStream_t stream = (cudaStream_t)call->stream;
-  if (plan.scratch) {
-    const cudaError_t e = cudaMallocAsync((void **)&x.scratch, plan.scratch * call->esize, stream);
-    if (e != cudaSuccess) return p2pk_cuda_status(c, p2pk_coll_name(call->kind), e);
+  P2PK_CHECK(p2pk_hier_make(call->kind, &c->hosts, call->count, call->op,
+                            s->scratch_bytes / call->esize, &plan));
+  hier_run x = {call, &plan, s, s->scratch};
+  p2pkit_status_t st = P2PKIT_SUCCESS;
+  for (size_t j = 0; j < plan.pieces && st == P2PKIT_SUCCESS; j++) {
+    p2pk_hier_step steps[P2PK_HIER_MAX_STEPS];
+    st = run_steps(&x, steps, p2pk_hier_steps(&plan, c->rank, j, steps));
   }
-  const p2pkit_status_t st = run_steps(&x, steps, n);
-  if (x.scratch) cudaFreeAsync(x.scratch, stream);
   return st;
 }
 
@@ -228,6 +243,7 @@ const p2pk_path p2pk_path_hier = {
     .modes = P2PK_MODE_SPAN,
     .transports = P2PK_XPORT_P2P | P2PK_XPORT_SHM,
     .captures = P2PK_CAPTURE_EAGER | P2PK_CAPTURE_GRAPH,
+    .init = init,
     .fini = fini,
     .launch = launch,
     .async_status = async_status,

@@ -29,7 +29,20 @@ typedef struct {
   p2pk_nccl_comm_t comm; /* NULL until made (2 ranks) */
   int owned;             /* 1: made here, destroyed at fini; 0: the caller's */
   int cc;                /* compute capability, major * 10 + minor */
+  char *a2a;             /* an all-to-all in place goes through it: made with the comm */
+  int a2a_taken;         /* one process: its use in the open NCCL group (group_close clears it) */
 } nccl_state;
+
+/* The in-place all-to-all's scratch on each rank's GPU: 32 MiB (on 8 ranks
+ * pieces of 4 MiB per peer). Not measured against other sizes: a GPU
+ * machine's sweep of an in-place all-to-all with P2PKIT_NCCL=1 would say
+ * what a smaller or larger one costs. */
+#define A2A_BYTES ((size_t)32 << 20)
+
+/* One process's NCCL group (group.c): the states whose scratch an
+ * in-place all-to-all took in it, cleared at its end. */
+static _Thread_local nccl_state *taken[P2PK_COLL_MAX_RANKS * 4];
+static _Thread_local int ntaken;
 
 static const p2pk_nccl_api *loaded_api; /* once a state exists: the group hooks' */
 
@@ -67,13 +80,31 @@ static p2pkit_status_t make_state(struct p2pkit_comm *c) {
   return P2PKIT_SUCCESS;
 }
 
+/* The in-place all-to-all's scratch of rank c, on its GPU, made with the
+ * NCCL communicator (at init, at the first call that needs NCCL on 2 ranks,
+ * or when the caller's is adopted): never per call, never under capture. */
+static p2pkit_status_t make_a2a(struct p2pkit_comm *c, nccl_state *s) {
+  if (s->a2a) return P2PKIT_SUCCESS;
+  int prev = -1;
+  cudaGetDevice(&prev);
+  cudaError_t e = cudaSetDevice(c->device);
+  if (e == cudaSuccess) e = cudaMalloc((void **)&s->a2a, A2A_BYTES);
+  if (prev >= 0) cudaSetDevice(prev);
+  if (e == cudaSuccess) return P2PKIT_SUCCESS;
+  cudaGetLastError();
+  s->a2a = NULL;
+  return p2pk_fail(e == cudaErrorMemoryAllocation ? P2PKIT_ERR_NO_MEMORY : P2PKIT_ERR_CUDA,
+                   "rank %d: the NCCL path's %zu bytes of scratch on GPU %d: %s", c->rank,
+                   A2A_BYTES, c->device, cudaGetErrorString(e));
+}
+
 /* Process per GPU: rank 0's unique id to every rank, then each its init. */
 static p2pkit_status_t make_comm_boot(struct p2pkit_comm *c, nccl_state *s) {
   void *comm = NULL;
   P2PK_CHECK(p2pk_nccl_comm_among(c, P2PK_TAG_NCCL_ID, 0, c->nranks, c->rank, &comm));
   s->comm = comm;
   s->owned = 1;
-  return P2PKIT_SUCCESS;
+  return make_a2a(c, s);
 }
 
 /* One process: every rank's at once (ncclCommInitAll), under the group's lock. */
@@ -93,6 +124,7 @@ static p2pkit_status_t make_comm_all(struct p2pkit_comm *c) {
     state_of(g->comms[r])->comm = comms[r];
     state_of(g->comms[r])->owned = 1;
   }
+  for (int r = 0; r < n; r++) P2PK_CHECK(make_a2a(g->comms[r], state_of(g->comms[r])));
   P2PK_INFO(P2PK_LOG_COLL, "one process: NCCL communicators of %d ranks made (NCCL %d)", n,
             s->api->version);
   return P2PKIT_SUCCESS;
@@ -130,6 +162,7 @@ static void fini(struct p2pkit_comm *c) {
   nccl_state *s = state_of(c);
   if (!s) return;
   if (s->comm && s->owned) s->api->CommDestroy(s->comm);
+  if (s->a2a) cudaFree(s->a2a);
   free(s);
   c->path_state[P2PK_PATH_NCCL] = NULL;
 }
@@ -153,31 +186,57 @@ static p2pkit_status_t ready(const p2pk_call *call, nccl_state **sp) {
   return P2PKIT_SUCCESS;
 }
 
-/* All-to-all as NCCL's grouped sends and receives; in place through a
- * copy of the input, stream-ordered (cudaMallocAsync: capturable). */
-static p2pkit_status_t all_to_all(const p2pk_call *call, nccl_state *s, int dt) {
-  const struct p2pkit_comm *c = call->c;
-  cudaStream_t st = (cudaStream_t)call->stream;
-  const size_t block = call->bytes, total = block * (size_t)c->nranks;
-  const char *src = call->send;
-  void *tmp = NULL;
-  if (call->send == call->recv) {
-    cudaError_t e = cudaMallocAsync(&tmp, total, st);
-    if (e == cudaSuccess) e = cudaMemcpyAsync(tmp, call->send, total, cudaMemcpyDeviceToDevice, st);
-    if (e != cudaSuccess) return p2pk_cuda_status(c, "all_to_all", e);
-    src = tmp;
-  }
+/* Block p of `src` to rank p, rank p's block into the output's place p,
+ * `len` bytes from `off` of each `block`-byte block: one NCCL group. */
+static p2pk_nccl_result exchange(const p2pk_call *call, nccl_state *s, int dt, const char *src,
+                                 size_t src_block, size_t off, size_t len) {
+  const size_t es = call->esize;
   p2pk_nccl_result r = s->api->GroupStart();
-  for (int p = 0; p < c->nranks && r == P2PK_NCCL_SUCCESS; p++) {
-    r = s->api->Send(src + (size_t)p * block, call->count, dt, p, s->comm, call->stream);
+  for (int p = 0; p < call->c->nranks && r == P2PK_NCCL_SUCCESS; p++) {
+    r = s->api->Send(src + (size_t)p * src_block, len / es, dt, p, s->comm, call->stream);
     if (r == P2PK_NCCL_SUCCESS)
-      r = s->api->Recv((char *)call->recv + (size_t)p * block, call->count, dt, p, s->comm,
+      r = s->api->Recv((char *)call->recv + (size_t)p * call->bytes + off, len / es, dt, p, s->comm,
                        call->stream);
   }
   const p2pk_nccl_result e = s->api->GroupEnd();
-  if (r == P2PK_NCCL_SUCCESS) r = e;
-  if (tmp) cudaFreeAsync(tmp, st);
-  return nccl_status(c, s, r, "all_to_all (ncclSend/ncclRecv)");
+  return r == P2PK_NCCL_SUCCESS ? e : r;
+}
+
+/* In place: pieces of every block copied into the scratch (one 2-D copy),
+ * then exchanged from there into their places, piece after piece on the
+ * stream. One process drives every rank in one NCCL group (group.c), whose
+ * sends run only at its end: there the whole call must fit the scratch,
+ * once per communicator and group. */
+static p2pkit_status_t all_to_all_in_place(const p2pk_call *call, nccl_state *s, int dt) {
+  const struct p2pkit_comm *c = call->c;
+  const size_t n = (size_t)c->nranks, block = call->bytes, es = call->esize;
+  const size_t piece = A2A_BYTES / n / es * es;
+  if (c->group && (block > piece || s->a2a_taken))
+    return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "all_to_all: rank %d: in place through NCCL with one "
+                     "process driving every GPU, %s: the NCCL path's scratch takes one such call of "
+                     "up to %zu bytes a rank per communicator and group; call it out of place",
+                     c->rank, s->a2a_taken ? "a second in this group" : "this large", piece);
+  if (c->group && ntaken < (int)(sizeof taken / sizeof taken[0])) {
+    s->a2a_taken = 1;
+    taken[ntaken++] = s;
+  }
+  cudaStream_t st = (cudaStream_t)call->stream;
+  for (size_t off = 0; off < block; off += piece) {
+    const size_t len = block - off < piece ? block - off : piece;
+    const cudaError_t e = cudaMemcpy2DAsync(s->a2a, len, (const char *)call->send + off, block, len,
+                                            n, cudaMemcpyDeviceToDevice, st);
+    if (e != cudaSuccess) return p2pk_cuda_status(c, "all_to_all", e);
+    const p2pk_nccl_result r = exchange(call, s, dt, s->a2a, len, off, len);
+    if (r != P2PK_NCCL_SUCCESS) return nccl_status(c, s, r, "all_to_all (ncclSend/ncclRecv)");
+  }
+  return P2PKIT_SUCCESS;
+}
+
+/* All-to-all as NCCL's grouped sends and receives. */
+static p2pkit_status_t all_to_all(const p2pk_call *call, nccl_state *s, int dt) {
+  if (call->send == call->recv) return all_to_all_in_place(call, s, dt);
+  return nccl_status(call->c, s, exchange(call, s, dt, call->send, call->bytes, 0, call->bytes),
+                     "all_to_all (ncclSend/ncclRecv)");
 }
 
 static p2pkit_status_t coll(const p2pk_call *call, nccl_state *s) {
@@ -202,7 +261,7 @@ static p2pkit_status_t coll(const p2pk_call *call, nccl_state *s) {
   return nccl_status(call->c, s, r, what);
 }
 
-p2pkit_status_t p2pk_nccl_launch(const p2pk_call *call) {
+static p2pkit_status_t launch(const p2pk_call *call) {
   nccl_state *s = NULL;
   P2PK_CHECK(ready(call, &s));
   return coll(call, s);
@@ -265,6 +324,8 @@ static void group_open(void) {
 }
 
 static p2pkit_status_t group_close(void) {
+  for (int i = 0; i < ntaken; i++) taken[i]->a2a_taken = 0;
+  ntaken = 0;
   if (!loaded_api) return P2PKIT_SUCCESS;
   const p2pk_nccl_result r = loaded_api->GroupEnd();
   return r == P2PK_NCCL_SUCCESS ? P2PKIT_SUCCESS : p2pk_nccl_check(loaded_api, r, "ncclGroupEnd");
@@ -313,6 +374,7 @@ p2pkit_status_t p2pkit_comm_adopt_nccl(p2pkit_comm_t c, void *nccl_comm) {
   }
   s->comm = (p2pk_nccl_comm_t)nccl_comm;
   s->owned = 0;
+  P2PK_CHECK(make_a2a(c, s));
   P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): the caller's NCCL communicator carries the NCCL path",
             c->rank, c->device);
   return P2PKIT_SUCCESS;
@@ -326,7 +388,7 @@ const p2pk_path p2pk_path_nccl = {
     .captures = P2PK_CAPTURE_EAGER | P2PK_CAPTURE_GRAPH,
     .init = init,
     .fini = fini,
-    .launch = p2pk_nccl_launch,
+    .launch = launch,
     .launch_group = launch_group,
     .sendrecv = sendrecv,
     .async_status = async_status,
