@@ -34,24 +34,24 @@ typedef struct {
   const char *addr;
   const char *secret;
 } p2pk_rank_opts;
-p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r);
+p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r); /* comm_rank.c */
 /* comm.c: a communicator's timeout in seconds, which bounds its every wait
  * for a peer: `asked` (the options' or a config's timeout_s) wins when in
  * 1..P2PK_TIMEOUT_MAX_S; -1 takes P2PKIT_TIMEOUT (600 when unset, as
  * PyTorch's default for NCCL); anything else is refused, naming `what`. */
 #define P2PK_TIMEOUT_MAX_S 86400
 p2pkit_status_t p2pk_comm_timeout_s(int asked, const char *what, int *out);
-/* comm.c: rank r's rendezvous (rank 0 accepting on listen_fd when > 0),
+/* comm_rank.c: rank r's rendezvous (rank 0 accepting on listen_fd when > 0),
  * bounded by timeout_s: each step after a connection's handshake
  * (P2PK_BOOT_HANDSHAKE_MS) and every later exchange over it. */
 p2pkit_status_t p2pk_rank_boot(const p2pk_rank_opts *r, int timeout_s, int listen_fd,
                                p2pk_boot **out);
-/* comm.c: p2pkit_comm_init_all with rank i's timeout timeout_s[i] (-1:
+/* comm_all.c: p2pkit_comm_init_all with rank i's timeout timeout_s[i] (-1:
  * P2PKIT_TIMEOUT; timeout_s NULL: P2PKIT_TIMEOUT for all): a one-process
  * split's new communicators, each with its caller's timeout. */
 p2pkit_status_t p2pk_comm_init_all_timeouts(p2pkit_comm_t *comms, int ndev, const int *devs,
                                             const int *timeout_s);
-/* comm.c: a communicator of one process per GPU, with rank 0 accepting on
+/* comm_rank.c: a communicator of one process per GPU, with rank 0 accepting on
  * `listen_fd` when it is > 0 (a socket p2pkit_get_unique_id or a split
  * opened; the caller closes it). Spanning hosts, it is not finished yet:
  * comm_init.c's p2pk_comm_create adds its per-host communicator.
@@ -139,7 +139,7 @@ struct p2pkit_comm {
   uint64_t abort_until_ns; /* p2pkit_comm_abort: when its waits end (p2pk_now_ns) */
 };
 
-/* The bootstrap's message tags of comm.c and reg.c. */
+/* The bootstrap's message tags of the comm room, reg.c and the NCCL communicators. */
 enum { P2PK_TAG_INFO = 1, P2PK_TAG_P2P = 2, P2PK_TAG_HANDLES = 3, P2PK_TAG_MAPPED = 4,
        P2PK_TAG_REG = 5, P2PK_TAG_DEREG = 6, P2PK_TAG_DESTROY = 7, P2PK_TAG_NCCL_ID = 8,
        P2PK_TAG_NCCL_CROSS = 9, P2PK_TAG_SPLIT = 10, P2PK_TAG_SPLIT_ID = 11 };
@@ -207,24 +207,9 @@ p2pkit_status_t p2pk_nccl_init_rank_until(const p2pk_nccl_api *api, int device, 
                                           const p2pk_nccl_id *id, int rank, uint64_t until_ns,
                                           p2pk_nccl_comm_t *comm, p2pk_nccl_result *r);
 
-/* subcomm.c: a child communicator's rendezvous over its parent's
- * bootstrap `b` (p2pkit_comm_split, a spanning communicator's per-host
- * one): collective over every parent rank. `out`: this rank's new rank and
- * size (rank -1 for P2PKIT_SPLIT_NOCOLOR), its child's leader (the parent
- * rank that is new rank 0), the child's unique id, and on the leader the
- * listening socket for its rendezvous (the caller closes it; else -1).
- * same_machine[r] (NULL: all): parent rank r shares this rank's machine, so
- * a leader whose members all do listens on loopback. */
-typedef struct {
-  int rank, nranks, leader;
-  p2pkit_unique_id_t id;
-  int listen_fd;
-} p2pk_split_rdv;
 /* comm_init.c: a split's new communicator's timeout in seconds: cfg's
  * timeout_s when set (cfg NULL or -1: not), else its parent's. */
 int p2pk_split_timeout_s(const struct p2pkit_comm *parent, const p2pkit_config_t *cfg);
-p2pkit_status_t p2pk_split_rendezvous(p2pk_boot *b, int color, int key,
-                                      const unsigned char *same_machine, p2pk_split_rdv *out);
 
 /* errors.c: the error a kernel left behind, as a status (SUCCESS if none). */
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *comm);
@@ -259,7 +244,7 @@ void p2pk_ce_fini(struct p2pkit_comm *c);
 cudaError_t p2pk_ce_side_copy(struct p2pkit_comm *c, void *dst, const void *src, size_t bytes,
                               cudaStream_t stream);
 cudaError_t p2pk_ce_side_join(struct p2pkit_comm *c, cudaStream_t stream);
-/* Settings of the copy-engine paths every rank must share (comm.c
+/* Settings of the copy-engine paths every rank must share (comm_rank.c
  * compares them at init): the staged all-reduce's slots and chunks in
  * flight (path_ce_staged.c), the landing slots' depth and size (cep_core.c). */
 size_t p2pk_sce_slot_bytes(void);

@@ -176,7 +176,8 @@ def check_rooms(graph, why, coll):
     return bad
 
 
-PRIVATE_HEADERS = {"coll/paths/ce/ce_common.h": "coll/paths/ce/", "coll/paths/ce/cep.h": "coll/paths/ce/"}
+PRIVATE_HEADERS = {"coll/paths/ce/ce_common.h": "coll/paths/ce/", "coll/paths/ce/cep.h": "coll/paths/ce/",
+                   "coll/comm/comm.h": "coll/comm/"}
 
 
 def check_private_state(src):

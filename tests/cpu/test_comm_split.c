@@ -14,7 +14,6 @@
 
 #include "coll/coll.h"
 #include "coll/rdv/init_id.h"
-#include "coll/rdv/split.h"
 #include "core/param.h"
 #include "nccl/nccl_dl.h"
 #include "test.h"

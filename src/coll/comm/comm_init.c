@@ -11,7 +11,6 @@
 
 #include "coll/rdv/init_id.h"
 #include "coll/paths/path.h"
-#include "coll/rdv/split.h"
 #include "core/check.h"
 #include "core/log.h"
 

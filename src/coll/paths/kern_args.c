@@ -4,7 +4,7 @@
  * group's sends and receives of one communicator in one kernel, each
  * operation on its own range of blocks. The per-call host work is a few
  * comparisons and the launch: no allocation, no synchronisation. */
-#include "coll/paths/kern_args.h"
+#include "coll/paths/path.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * kernel. Every sequence number and mailbox counter lives in device
  * memory and only kernels advance it, so a call can be captured in a CUDA
  * graph and replayed. */
-#include "coll/paths/kern_args.h"
+#include "coll/paths/path.h"
 
 static p2pkit_status_t launch(const p2pk_call *call) {
   return p2pk_kernel_coll(call, P2PK_PATH_P2P, p2pk_launch_allreduce_p2p);

@@ -2,7 +2,7 @@
  * P2PKIT_P2P_DISABLE=1): every collective in one launch of the staged
  * pipeline (kern_staged.cu), a group's sends and receives of a
  * communicator in one kernel through the senders' mailboxes. */
-#include "coll/paths/kern_args.h"
+#include "coll/paths/path.h"
 
 static p2pkit_status_t launch(const p2pk_call *call) {
   return p2pk_kernel_coll(call, P2PK_PATH_STAGED, p2pk_launch_allreduce_staged);

@@ -1,12 +1,16 @@
-/* Communicator creation from a unique id (p2pkit_get_unique_id,
- * p2pkit_comm_init_rank_config): the id's wire form, the listening sockets
- * this process keeps for its ids, and the config checks. Internal: the CPU
- * tests (tests/cpu/test_init_id.c) call these directly. */
+/* How a communicator is named and cut. Its creation from a unique id
+ * (p2pkit_get_unique_id, p2pkit_comm_init_rank_config: init_id.c): the
+ * id's wire form, the listening sockets this process keeps for its ids, and
+ * the config checks. The arithmetic of p2pkit_comm_split (split.c) and a
+ * child's rendezvous over its parent's (subcomm.c). Internal: the CPU tests
+ * (test_init_id.c, test_split.c, test_comm_split.c) call these directly. */
 #ifndef P2PK_INIT_ID_H
 #define P2PK_INIT_ID_H
 
 #include <stdint.h>
 
+#include "coll/rdv/bootstrap.h"
+#include "coll/rdv/hosts.h"
 #include "p2pkit.h"
 
 #define P2PK_UID_VERSION 1
@@ -53,5 +57,55 @@ p2pkit_status_t p2pk_config_check(const p2pkit_config_t *in, p2pkit_config_t *ou
  * field the launcher's environment could fill is set here. */
 p2pkit_status_t p2pk_uid_comm_opts(const p2pk_uid *u, int nranks, int rank,
                                    const p2pkit_config_t *cfg, p2pkit_comm_opts_t *opts);
+
+/* ---------------------------------------------------------------- split -- */
+
+/* The arithmetic of p2pkit_comm_split(comm, color, key, config, &newcomm),
+ * NCCL's semantics (ncclCommSplit): the ranks that give the same color form
+ * one new communicator, ordered by key, equal keys by their old rank; a
+ * rank giving P2PKIT_SPLIT_NOCOLOR joins none (its newcomm is NULL). Pure:
+ * every rank computes it from every rank's (color, key), as all-gathered. */
+
+/* NCCL_SPLIT_NOCOLOR's value (moves to p2pkit.h with p2pkit_comm_split). */
+#ifndef P2PKIT_SPLIT_NOCOLOR
+#define P2PKIT_SPLIT_NOCOLOR (-1)
+#endif
+
+typedef struct {
+  int color; /* >= 0, or P2PKIT_SPLIT_NOCOLOR */
+  int key;
+} p2pk_split_in;
+
+typedef struct {
+  int rank; /* in the new communicator; -1 for P2PKIT_SPLIT_NOCOLOR */
+  int size; /* of the new communicator; 0 for P2PKIT_SPLIT_NOCOLOR */
+} p2pk_split_out;
+
+/* out[r] for every old rank r of `nranks`. P2PKIT_ERR_INVALID_ARGUMENT
+ * naming the first rank whose color is negative but not NOCOLOR. */
+p2pkit_status_t p2pk_split_compute(const p2pk_split_in *in, int nranks, p2pk_split_out *out);
+/* The old ranks of `old_rank`'s new communicator, in new-rank order, into
+ * `members` (room for nranks); returns how many (0 for NOCOLOR). */
+int p2pk_split_members(const p2pk_split_in *in, int nranks, int old_rank, int *members);
+/* How many hosts the `n` old ranks in `members` sit on (`h`: the parent's
+ * grouping): 1 means p2pkit's own paths can carry the new communicator,
+ * more means it spans hosts (hierarchical, or NCCL). */
+int p2pk_split_host_count(const p2pk_hosts *h, const int *members, int n);
+
+/* subcomm.c: a child communicator's rendezvous over its parent's
+ * bootstrap `b` (p2pkit_comm_split, a spanning communicator's per-host
+ * one): collective over every parent rank. `out`: this rank's new rank and
+ * size (rank -1 for P2PKIT_SPLIT_NOCOLOR), its child's leader (the parent
+ * rank that is new rank 0), the child's unique id, and on the leader the
+ * listening socket for its rendezvous (the caller closes it; else -1).
+ * same_machine[r] (NULL: all): parent rank r shares this rank's machine, so
+ * a leader whose members all do listens on loopback. */
+typedef struct {
+  int rank, nranks, leader;
+  p2pkit_unique_id_t id;
+  int listen_fd;
+} p2pk_split_rdv;
+p2pkit_status_t p2pk_split_rendezvous(p2pk_boot *b, int color, int key,
+                                      const unsigned char *same_machine, p2pk_split_rdv *out);
 
 #endif

@@ -1,4 +1,4 @@
-#include "coll/rdv/split.h"
+#include "coll/rdv/init_id.h"
 
 #include <stdlib.h>
 

@@ -13,7 +13,6 @@
 
 #include "coll/coll.h"
 #include "coll/rdv/init_id.h"
-#include "coll/rdv/split.h"
 #include "core/check.h"
 
 /* The leader's end: where it listens. */

@@ -348,7 +348,7 @@ static int cep_must_fork(const struct p2pkit_comm *c, cudaStream_t w, cudaStream
  * not in the capture yet (a stream must be forked into it). */
 cudaError_t p2pk_cep_start(struct p2pkit_comm *c, cudaStream_t stream, int side, int whole,
                          int gather) {
-  /* The streams and events exist since init (p2pk_cep_prepare, comm.c),
+  /* The streams and events exist since init (p2pk_ce_prepare_steps, p2pk_cep_open),
    * as the landing slots do, without which no call comes here. */
   cudaError_t e = cudaEventRecord(c->ce->sev[E_START], stream);
   if (e == cudaSuccess && side) e = cudaStreamWaitEvent(c->ce->side, c->ce->sev[E_START], 0);
