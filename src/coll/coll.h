@@ -130,7 +130,7 @@ struct p2pkit_comm {
   unsigned char same_machine[P2PK_COLL_MAX_RANKS]; /* rank r runs on this rank's machine */
   int nested;       /* a spanning communicator's per-host one: p2pkit's own paths */
   /* Spanning hosts: this rank's host's communicator (comm_init.c), and how
-   * a path runs one call on it (subcall.c's p2pk_sub_launch, set with it:
+   * a path runs one call on it (group.c's p2pk_sub_launch, set with it:
    * the hierarchical path reaches the paths' table only through it). */
   struct p2pkit_comm *intra;
   p2pkit_status_t (*sub_launch)(struct p2pk_call *call);

@@ -1,5 +1,5 @@
 /* A communicator's hosts and what NCCL may carry, at init: each rank's
- * host ids and NCCL setting (all-gathered by comm.c), the grouping
+ * host ids and NCCL setting (all-gathered by comm_rank.c), the grouping
  * (hosts.h) and the mode (nccl_use.h) every rank derives alike. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
 /* Making communicators of one process per GPU, whole: from the options
  * (p2pkit_comm_init_rank), from a unique id (p2pkit_comm_init_rank_config),
- * from a parent (p2pkit_comm_split). comm.c makes the communicator; one
+ * from a parent (p2pkit_comm_split). comm_rank.c makes the communicator; one
  * spanning hosts then gets its host's communicator (a split by host over
- * its own rendezvous, p2pkit's paths only) and the hierarchical path
- * across hosts. */
+ * its own rendezvous, p2pkit's paths only) and the states of the paths
+ * that serve it (NCCL over every rank, the hierarchical path). */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
