@@ -134,7 +134,9 @@ typedef struct {
 } p2pkit_gpu_t;
 
 /* Discover this machine: CUDA runtime, hwloc, NVML (loaded at run time).
- * P2PKIT_ERR_NO_DRIVER / P2PKIT_ERR_NO_DEVICE when there is nothing to see. */
+ * P2PKIT_ERR_NO_DRIVER / P2PKIT_ERR_NO_DEVICE when there is nothing to see.
+ * P2PKIT_TOPO_FILE set: that recorded machine instead, as p2pkit_topo_load
+ * reads it (as the `p2pkit` command does); its errors name the setting. */
 P2PKIT_API p2pkit_status_t p2pkit_topo_discover(p2pkit_topo_t *topo_p);
 /* Read a recorded machine: p2pkit's own file, an hwloc XML export, or an NCCL
  * topology dump; the format is detected from the contents. */
