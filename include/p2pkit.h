@@ -9,6 +9,17 @@
  * Layers (a lower one never calls a higher one):
  *   core (status, log, settings) <- topo (discovery, classification)
  *   <- xfer (copies) <- coll (communicators, collectives) <- CLI, benchmarks.
+ *
+ * ABI. libp2pkit.so's soname is libp2pkit.so.MAJOR; within a major version
+ * from 1.0 on, a program built against an older header runs with a newer
+ * library. Before 1.0 a minor release may change the ABI (CHANGELOG.md says
+ * where): rebuild against each 0.x. The options structs a caller fills
+ * (p2pkit_config_t, p2pkit_comm_opts_t, p2pkit_grad_sync_opts_t) start with
+ * their size and version, set by their _INIT macro or _init function: a
+ * library knows which fields a caller built against another header has, and
+ * refuses, in one line, a size or version it does not know. Structs the
+ * library fills (p2pkit_gpu_t, p2pkit_pair_t, p2pkit_nic_t) and enums change
+ * only with the soname; enums only grow, at their end.
  */
 #ifndef P2PKIT_H
 #define P2PKIT_H
@@ -257,7 +268,11 @@ P2PKIT_API const char *p2pkit_redop_name(p2pkit_redop_t op);
  * characters (`openssl rand -hex 16`, `p2pkit env --new-secret`); without
  * one, addr must be a loopback address and only this user's processes may
  * join (docs/rendezvous.md). */
+#define P2PKIT_COMM_OPTS_VERSION 1
+
 typedef struct {
+  size_t size;          /* sizeof(p2pkit_comm_opts_t) as the caller compiled it */
+  unsigned int version; /* P2PKIT_COMM_OPTS_VERSION */
   int nranks;
   int rank;
   int device;          /* CUDA device of this rank; -1: LOCAL_RANK */
@@ -267,7 +282,11 @@ typedef struct {
   int timeout_s;       /* 1..86400 s for every wait for a peer; -1: P2PKIT_TIMEOUT, else 600 */
 } p2pkit_comm_opts_t;
 
-/* Fill `opts` with "take it from the environment" (-1 / NULL everywhere). */
+/* "Take everything from the environment": -1 / NULL everywhere. */
+#define P2PKIT_COMM_OPTS_INIT \
+  { sizeof(p2pkit_comm_opts_t), P2PKIT_COMM_OPTS_VERSION, -1, -1, -1, NULL, -1, NULL, -1 }
+
+/* Fill `opts` as P2PKIT_COMM_OPTS_INIT does. */
 P2PKIT_API void p2pkit_comm_opts_init(p2pkit_comm_opts_t *opts);
 /* One process driving `ndev` GPUs: comms[i] is rank i on devs[i]
  * (devs NULL: devices 0..ndev-1). Each rank allocates its device scratch
@@ -276,7 +295,8 @@ P2PKIT_API void p2pkit_comm_opts_init(p2pkit_comm_opts_t *opts);
  * default; P2PKIT_LL128_MAX=0 drops it). */
 P2PKIT_API p2pkit_status_t p2pkit_comm_init_all(p2pkit_comm_t *comms, int ndev, const int *devs);
 /* One process per GPU (collective over all ranks; fails after the timeout if
- * a rank never arrives). `opts` NULL: everything from the environment. */
+ * a rank never arrives). `opts` NULL: everything from the environment; else
+ * refused, in one line, when its size or version is not this library's. */
 P2PKIT_API p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts,
                                                  p2pkit_comm_t *comm_p);
 P2PKIT_API p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t comm);
@@ -446,7 +466,11 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_adopt_nccl(p2pkit_comm_t comm, void *nccl
  * caller's buffer is copied into the bucket and back. */
 typedef struct p2pkit_grad_sync *p2pkit_grad_sync_t;
 
+#define P2PKIT_GRAD_SYNC_OPTS_VERSION 1
+
 typedef struct {
+  size_t size;                  /* sizeof(p2pkit_grad_sync_opts_t) as the caller compiled it */
+  unsigned int version;         /* P2PKIT_GRAD_SYNC_OPTS_VERSION */
   size_t bucket_bytes;          /* 0: P2PKIT_BUCKET_SIZE (25 MiB) */
   size_t first_bucket_bytes;    /* 0: P2PKIT_FIRST_BUCKET_SIZE (1 MiB) */
   p2pkit_stream_t comm_stream;  /* NULL: p2pkit creates a non-blocking one */
@@ -456,8 +480,15 @@ typedef struct {
   int max_blocks;
 } p2pkit_grad_sync_opts_t;
 
+/* The defaults: 0 / NULL everywhere. */
+#define P2PKIT_GRAD_SYNC_OPTS_INIT \
+  { sizeof(p2pkit_grad_sync_opts_t), P2PKIT_GRAD_SYNC_OPTS_VERSION, 0, 0, NULL, 0 }
+
+/* Fill `opts` as P2PKIT_GRAD_SYNC_OPTS_INIT does. */
 P2PKIT_API void p2pkit_grad_sync_opts_init(p2pkit_grad_sync_opts_t *opts);
-/* `opts` NULL: defaults. The communicator must outlive the grad sync. */
+/* `opts` NULL: defaults; else refused, in one line, when its size or
+ * version is not this library's. The communicator must outlive the grad
+ * sync. */
 P2PKIT_API p2pkit_status_t p2pkit_grad_sync_create(p2pkit_comm_t comm,
                                                    const p2pkit_grad_sync_opts_t *opts,
                                                    p2pkit_grad_sync_t *gs_p);
