@@ -38,6 +38,8 @@ extern "C" {
 #define P2PKIT_API
 #endif
 
+/* The one place the version is written: CMake, pyproject.toml (the wheel),
+ * p2pkit.pc and the CMake package read these three lines. */
 #define P2PKIT_VERSION_MAJOR 0
 #define P2PKIT_VERSION_MINOR 1
 #define P2PKIT_VERSION_PATCH 0
@@ -626,6 +628,15 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_abort(p2pkit_comm_t comm);
  * directory, one every user may write without the sticky bit, a full
  * disk), with nothing left behind. */
 P2PKIT_API p2pkit_status_t p2pkit_comm_dump_trace(p2pkit_comm_t comm, const char *reason);
+
+/* ----------------------------------------------------------------- cli ---- */
+
+/* The `p2pkit` command (docs/cli.md) with main's arguments (argv[1] the
+ * subcommand); returns its exit status (0 ok, 1 failure, 2 usage or no
+ * GPU). The installed program is a main() around it, so the command runs
+ * the library's one copy of the code. It writes to stdout and stderr; the
+ * program ignores SIGPIPE so that a closed pipe is a failed write (exit 1). */
+P2PKIT_API int p2pkit_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }
