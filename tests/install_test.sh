@@ -3,11 +3,12 @@
 # then the README's C example (examples/quickstart.c) built both ways a user
 # would, with pkg-config and with find_package(p2pkit CONFIG), each linked
 # and run (no GPU: it prints the library's version and says it needs two
-# GPUs, exit 2; on two GPUs: "ok"). The installed `p2pkit` runs from the
-# prefix on the library beside it (one copy of the code, not two); the
-# library exports only the public API; the command, p2pkit.pc, the CMake
-# package and the library report include/p2pkit.h's version. Last, a
-# configure without nvcc stops with one line naming it.
+# GPUs, exit 2; on two GPUs: "ok"), and the README shows its lines. The
+# installed `p2pkit` runs from the prefix on the library beside it (one copy
+# of the code, not two); the library exports only the public API; the
+# command, p2pkit.pc, the CMake package and the library report
+# include/p2pkit.h's version. Last, a configure without nvcc stops with one
+# line naming it.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 src=$(cd "$2" && pwd)
@@ -96,7 +97,20 @@ env -u LD_LIBRARY_PATH "$cli" topo --from "$src/tests/data/h200x2.p2pkit" > "$tm
 grep -q NV18 "$tmp/topo" || fail "bin/p2pkit topo printed no NV18"
 echo "ok   installed p2pkit $ver: bin/p2pkit on lib/libp2pkit.so, p2pkit.pc, CMake package agree"
 
-# 4. Without nvcc (not on PATH, no CUDACXX): the configure stops with one
+# 4. README's C lines are the example's, in its order (the example is what
+#    was just built and run).
+mapfile -t want < <(sed -n '/^```c$/,/^```$/p' "$src/README.md" | sed '1d;$d')
+mapfile -t have < "$src/examples/quickstart.c"
+[ "${#want[@]}" -gt 5 ] || fail "README.md has no C example"
+i=0
+for w in "${want[@]}"; do
+  while [ "$i" -lt "${#have[@]}" ] && [ "${have[$i]}" != "$w" ]; do i=$((i + 1)); done
+  [ "$i" -lt "${#have[@]}" ] || fail "README.md's C line is not examples/quickstart.c's (in order): '$w'"
+  i=$((i + 1))
+done
+echo "ok   README.md's C example: ${#want[@]} lines of examples/quickstart.c"
+
+# 5. Without nvcc (not on PATH, no CUDACXX): the configure stops with one
 #    line naming it and how to get it.
 path=
 IFS=: read -ra dirs <<< "$PATH"
@@ -106,7 +120,7 @@ if ! PATH=$path command -v cc > /dev/null || ! PATH=$path command -v cmake > /de
   exit 0
 fi
 rc=0
-env -u CUDACXX -u CMAKE_CUDA_COMPILER PATH="$path" cmake -S "$src" -B "$tmp/nonvcc" > "$tmp/nonvcc.log" 2>&1 || rc=$?
+env -u CUDACXX -u CMAKE_CUDA_COMPILER -u CUDA_HOME -u CUDA_PATH PATH="$path" cmake -S "$src" -B "$tmp/nonvcc" > "$tmp/nonvcc.log" 2>&1 || rc=$?
 [ "$rc" != 0 ] || fail "configure without nvcc succeeded"
 line=$(grep 'p2pkit: no CUDA compiler (nvcc) found' "$tmp/nonvcc.log" || true)
 [ "$(wc -l <<< "$line")" = 1 ] && [ -n "$line" ] || { cat "$tmp/nonvcc.log"; fail "no one-line nvcc message"; }
