@@ -110,8 +110,10 @@ for w in "${want[@]}"; do
 done
 echo "ok   README.md's C example: ${#want[@]} lines of examples/quickstart.c"
 
-# 5. Without nvcc (not on PATH, no CUDACXX): the configure stops with one
-#    line naming it and how to get it.
+# 5. Without nvcc (not on PATH, no CUDACXX, none in CMake's system paths,
+#    which CMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF stands for here: a toolkit
+#    may sit in /usr/local/bin): the configure stops with one line naming it
+#    and how to get it.
 path=
 IFS=: read -ra dirs <<< "$PATH"
 for d in "${dirs[@]}"; do [ -x "$d/nvcc" ] || path=${path:+$path:}$d; done
@@ -120,7 +122,8 @@ if ! PATH=$path command -v cc > /dev/null || ! PATH=$path command -v cmake > /de
   exit 0
 fi
 rc=0
-env -u CUDACXX -u CMAKE_CUDA_COMPILER -u CUDA_HOME -u CUDA_PATH PATH="$path" cmake -S "$src" -B "$tmp/nonvcc" > "$tmp/nonvcc.log" 2>&1 || rc=$?
+env -u CUDACXX -u CMAKE_CUDA_COMPILER -u CUDA_HOME -u CUDA_PATH PATH="$path" cmake -S "$src" -B "$tmp/nonvcc" \
+  -DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF > "$tmp/nonvcc.log" 2>&1 || rc=$?
 [ "$rc" != 0 ] || fail "configure without nvcc succeeded"
 line=$(grep 'p2pkit: no CUDA compiler (nvcc) found' "$tmp/nonvcc.log" || true)
 [ "$(wc -l <<< "$line")" = 1 ] && [ -n "$line" ] || { cat "$tmp/nonvcc.log"; fail "no one-line nvcc message"; }
