@@ -18,6 +18,15 @@ rank and the call in its first line, in the C jobs' words:
          rank P2PKIT_TRACE_SIGNAL's signal (USR2), then kills them:
          "rank 1 never arrived at seq 6 (all_reduce); its last call was seq 5
          (broadcast, launched)"
+  idle   rank 1 skips the all-reduce and makes no other call (it waits in
+         its own code); the others time out. Its ring never gets call 6 and
+         nothing fails on it, so it writes no report, and the verdict, read
+         while it still runs, names it:
+         "rank 1 left no dump; its process (pid N) still runs: it hangs where
+         it cannot dump (P2PKIT_TRACE_SIGNAL lets a signal dump it); the
+         others' last call was seq 6 (all_reduce)"
+         (on the flight recorder, whose timeout dumps every live rank of the
+         job, the hang's words)
 Backends (--backend):
   p2pkit  init_process_group("cuda:p2pkit", timeout=): the reports are
           p2pkit's own, written by the library on its error or the watchdog's
@@ -58,7 +67,7 @@ import sys
 import tempfile
 import time
 
-MODES = ("skip", "count", "die", "hang")
+MODES = ("skip", "count", "die", "hang", "idle")
 BACKENDS = ("p2pkit", "nccl", "gloo")
 NR = 3          # ranks
 COUNT = 1024    # elements of every call but count's rank 1
@@ -71,7 +80,8 @@ FR_PREFIX = "nccl_trace_rank_"  # the flight recorder's file name, then the rank
 def wanted(mode, source, seq=SEQ, before="broadcast", pid=None):
     """The first line `p2pkit trace` must print for the job: (a regular
     expression, the same as it reads). source: "p2pkit" (p2pkit's reports)
-    or "torch" (flight recorder dumps); pid: rank 2's, when known."""
+    or "torch" (flight recorder dumps); pid: the culprit's (die: rank 2,
+    idle: rank 1, which still runs as the job is judged), when known."""
     def parts(*ps):  # str: literal; (regex, text): a varying field
         return ("".join(re.escape(p) if isinstance(p, str) else p[0] for p in ps),
                 "".join(p if isinstance(p, str) else p[1] for p in ps))
@@ -86,6 +96,15 @@ def wanted(mode, source, seq=SEQ, before="broadcast", pid=None):
                      " dumped) and left no dump" + last)
     if mode == "die":
         return parts("rank 2 left no dump (gone, or hung where it could not dump)" + last)
+    if mode == "idle" and source == "p2pkit":  # its ring never got call 6: no error, no report
+        hint = "P2PKIT_TRACE_SIGNAL lets a signal dump it"
+        runs = f"; its process (pid {pid}) still runs: it hangs where it cannot dump ({hint})"
+        if pid:
+            return parts("rank 1 left no dump" + runs + last)
+        return parts("rank 1 left no dump", (r"(; its process \(pid \d+\) (still runs: it hangs where it "
+                                            r"cannot dump \(" + re.escape(hint) + r"\)|is not running now)"
+                                            r"| \(gone, or hung where it could not dump: " + re.escape(hint)
+                                            + r"\))", " (still runs, not running now, or gone)"), last)
     state = ("launched", "launched") if source == "p2pkit" else \
         ("(scheduled|started|completed)", "scheduled|started|completed")
     return parts(f"rank 1 never arrived at seq {seq} (all_reduce); its last call was seq {seq - 1} "
@@ -222,12 +241,13 @@ def worker(mode, backend, timeout, reports, marks):
         await_marks(marks, "done5", (0, 1), rank)
         os._exit(0)
     keep = None
-    if not (mode == "hang" and rank == 1):  # the hanging rank stops in its own code
+    stops = mode in ("hang", "idle") and rank == 1
+    if not stops:  # hang, idle: rank 1 skips call 6 and makes no other, in its own code
         keep = call6(dist, torch, mode, rank, x, async_op=backend == "gloo")
     mark(marks, "ready", rank)
     print(f"rank {rank}: pid {os.getpid()}, calls 1-5 right, call 6 "
           f"{'not made' if keep is None else 'made'}", flush=True)
-    if fr or mode == "hang":
+    if fr or mode == "hang" or stops:
         idle(600)
     end = time.monotonic() + timeout + 30
     while time.monotonic() < end:
@@ -333,8 +353,10 @@ class Job:
         self.status = [None] * NR
         self.asked = set()  # ranks sent SIGUSR2
         self.fail = []
-        # the ranks that make call 6 or stop before it: every one but die's rank 2
-        self.want = {r for r in range(NR) if not (a.mode == "die" and r == 2)}
+        # the ranks that leave a report: every one but die's rank 2 and, on
+        # p2pkit, idle's rank 1 (no call of its own fails, nothing dumps it)
+        self.want = {r for r in range(NR) if not (a.mode == "die" and r == 2) and
+                     not (a.mode == "idle" and a.backend == "p2pkit" and r == 1)}
 
     def reap(self):
         for r, p in enumerate(self.procs):
@@ -363,8 +385,8 @@ class Job:
     def step(self, ready_at, have):
         """One look at the job; True when it is over."""
         a, now = self.a, time.monotonic()
-        if a.backend == "p2pkit" and a.mode != "hang":
-            return all(s is not None for s in self.status)  # each rank ends once it has its report
+        if a.backend == "p2pkit" and a.mode != "hang":  # each rank ends once it has its report
+            return all(self.status[r] is not None for r in self.want)
         if ready_at is None:
             return False
         if have >= self.want:
@@ -426,17 +448,19 @@ class Job:
         a, t0 = self.a, time.monotonic()
         print(f"torch desync job: {a.mode} on {a.backend}, {NR} ranks"
               f"{'' if a.backend == 'gloo' else ' sharing GPU 0'}, timeout= {a.timeout} s")
+        source = "p2pkit" if a.backend == "p2pkit" else "torch"
         try:
             self.procs = spawn(a, self.root, self.reports, self.marks)
             have = self.wait()
+            culprit = self.procs[1 if a.mode == "idle" else 2].pid
+            ok = judge(a.cli, self.reports, a.mode, source, pid=culprit)  # idle's rank 1 still runs
         finally:
             self.stop()
         have = dumped(a.cli, self.reports) or have
         self.logs()
         self.check_ranks(have)
         self.keep()
-        source = "p2pkit" if a.backend == "p2pkit" else "torch"
-        ok = judge(a.cli, self.reports, a.mode, source, pid=self.procs[2].pid) and not self.fail
+        ok = ok and not self.fail
         for f in self.fail:
             print(f"FAIL: {a.mode}: {f}")
         shutil.rmtree(self.root, ignore_errors=True)
@@ -448,7 +472,7 @@ class Job:
 
 def parse(argv):
     ap = argparse.ArgumentParser(prog="torch_desync_case.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", help="skip | count | die | hang")
+    ap.add_argument("mode", help="skip | count | die | hang | idle")
     ap.add_argument("--backend", default="p2pkit", help="p2pkit (default) | nccl | gloo")
     ap.add_argument("--timeout", type=float, default=None,
                     help="the group's timeout= in seconds (default 5; hang 120)")

@@ -18,10 +18,12 @@
 #                through init_process_group("cuda:p2pkit", timeout=), three
 #                ranks sharing the GPU; the reports the library and the
 #                backend's watchdog leave judged by `p2pkit trace` (the C
-#                jobs' words), and each report's trigger; die once more
-#                with P2PKIT_TORCH_ASYNC_ERROR_HANDLING=0 (the watchdog
-#                records, no abort: its own finding dumps through
-#                p2pkit_comm_dump_trace)                   ~10-15 s each, ~65 s
+#                jobs' words), and each report's trigger; idle: rank 1 skips
+#                the call and makes no other (no report of its own: the
+#                verdict names it, still running); die once more with
+#                P2PKIT_TORCH_ASYNC_ERROR_HANDLING=0 (the watchdog records,
+#                no abort: its own finding dumps through
+#                p2pkit_comm_dump_trace)                   ~10-15 s each, ~80 s
 #   verdicts     `p2pkit trace` on each job's reports (kept under
 #                LOG_DIR/jobs: recordings of real dumps to replace
 #                tests/data/trace's; torch-* the torch jobs')            ~5 s
@@ -64,7 +66,7 @@ if want torch; then
   stage=$(mktemp -d) # the package as a wheel holds it: p2pkit/*.py, the backend beside them
   if mkdir "$stage/p2pkit" && cp python/p2pkit/*.py "$build"/python/p2pkit/csrc/_c10d*.so "$stage/p2pkit/"; then
     export PYTHONPATH=$stage P2PKIT_LIB=$PWD/$build/libp2pkit.so
-    for m in skip count die hang; do tjob "$m" 60 "$m"; done
+    for m in skip count die hang idle; do tjob "$m" 60 "$m"; done
     tjob die.h0 60 die --handling 0
   else
     summary+=("torch.*                    not run: no backend to run (torch_build.txt)"); status=1

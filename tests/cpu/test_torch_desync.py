@@ -10,7 +10,7 @@ torch.distributed) without a GPU:
     trigger the mode implies (the signal for the hang; the library's error,
     the abort or the watchdog's finding otherwise), the exits;
   - where torch (with gloo) imports, whole jobs on the CPU through gloo
-    (skip, die, hang): three processes, the fault, the dumps, the verdict.
+    (skip, die, hang, idle): three processes, the fault, the dumps, the verdict.
     CTest's python3 has no torch here: run this file with a Python that
     has it to include them (they skip, saying so, without).
 The GPU jobs run in scripts/device/desync.sh.
@@ -61,9 +61,10 @@ class Verdicts(unittest.TestCase):
 
     def test_each_recorded_job_fails_as_another_mode(self):
         for folder, mode, backend, seq, before in RECORDED:
+            source = "p2pkit" if backend == "p2pkit" else "torch"
             for other in case.MODES:
-                if other == mode:
-                    continue
+                if case.wanted(other, source, seq, before) == case.wanted(mode, source, seq, before):
+                    continue  # itself, or on the flight recorder idle and hang (the same words)
                 with self.subTest(folder=folder, mode=other):
                     r = self.check(folder, other, backend, seq, before)
                     self.assertEqual(r.returncode, 1, r.stdout)
@@ -83,6 +84,20 @@ class Verdicts(unittest.TestCase):
         self.assertEqual(r.returncode, 0)
         r = self.check("die", "die", "gloo", 42, "all_reduce")  # but a dead rank reads otherwise
         self.assertEqual(r.returncode, 1)
+
+    def test_a_rank_that_never_reached_call_6_and_left_no_report(self):
+        # idle: the hang's reports without rank 1's (no call of its own failed)
+        with tempfile.TemporaryDirectory() as d:
+            for name in os.listdir(os.path.join(TRACE, "hang")):
+                if "-r1-" not in name:
+                    with open(os.path.join(TRACE, "hang", name)) as f, open(os.path.join(d, name), "w") as g:
+                        g.write(f.read())
+            r = run("--check", d, "idle", "--seq", "42", "--cli", CLI)
+            self.assertEqual(r.returncode, 0, r.stdout)
+            self.assertIn("verdict: rank 1 left no dump (gone, or hung where it could not dump: "
+                          "P2PKIT_TRACE_SIGNAL lets a signal dump it); the others' last call was seq 42 "
+                          "(all_reduce)", r.stdout)
+            self.assertEqual(run("--check", d, "hang", "--seq", "42", "--cli", CLI).returncode, 1)
 
     def test_a_folder_without_reports_fails(self):
         with tempfile.TemporaryDirectory() as d:
@@ -106,6 +121,18 @@ class Wanted(unittest.TestCase):
         self.assertEqual(self.match(line.replace("rank 0 dumped", "rank 2 dumped"), "die", "p2pkit")[0], False)
         self.assertEqual(self.match(line, "die", "p2pkit", seq=7)[0], False)
 
+    def test_an_idle_rank_is_named_running_while_the_job_is_judged(self):
+        runs = ("rank 1 left no dump; its process (pid 4242) still runs: it hangs where it cannot dump "
+                "(P2PKIT_TRACE_SIGNAL lets a signal dump it); the others' last call was seq 6 (all_reduce)")
+        self.assertEqual(self.match(runs, "idle", "p2pkit", pid=4242), (True, runs))
+        self.assertFalse(self.match(runs, "idle", "p2pkit", pid=4243)[0])
+        ended = "rank 1 left no dump; its process (pid 4242) is not running now; the others' last call " \
+                "was seq 6 (all_reduce)"
+        self.assertFalse(self.match(ended, "idle", "p2pkit", pid=4242)[0])  # the live job's: it still runs
+        self.assertTrue(self.match(ended, "idle", "p2pkit")[0])  # a recorded one's: either
+        self.assertTrue(self.match(runs, "idle", "p2pkit")[0])
+        self.assertFalse(self.match(runs.replace("rank 1", "rank 2"), "idle", "p2pkit")[0])
+
     def test_the_states_each_source_may_give(self):
         line = "rank 1 never arrived at seq 6 (all_reduce); its last call was seq 5 (broadcast, {})"
         self.assertTrue(self.match(line.format("launched"), "hang", "p2pkit")[0])
@@ -124,7 +151,7 @@ class Wanted(unittest.TestCase):
 
 class CommandLine(unittest.TestCase):
     BAD = [
-        (["wobble"], "mode 'wobble': one of skip, count, die, hang"),
+        (["wobble"], "mode 'wobble': one of skip, count, die, hang, idle"),
         (["skip", "--backend", "mpi"], "--backend 'mpi': one of p2pkit, nccl, gloo"),
         (["skip", "--timeout", "0"], "--timeout 0: from 1 to 3600 seconds"),
         (["skip", "--timeout", "soon"], "argument --timeout: invalid float value: 'soon'"),
@@ -214,8 +241,8 @@ class GlooJobs(unittest.TestCase):
         if why:
             self.skipTest(why)
 
-    def test_skip_die_and_hang_on_the_cpu(self):
-        for mode in ("skip", "die", "hang"):
+    def test_skip_die_hang_and_idle_on_the_cpu(self):
+        for mode in ("skip", "die", "hang", "idle"):
             with self.subTest(mode=mode), tempfile.TemporaryDirectory() as keep:
                 r = run(mode, "--backend", "gloo", "--cli", CLI, "--limit", "90", "--keep", keep)
                 self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-2000:])
