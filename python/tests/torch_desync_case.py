@@ -216,7 +216,17 @@ def call6(dist, torch, mode, rank, x, async_op):
     return dist.all_reduce(y, async_op=async_op), y
 
 
+def die_with_launcher():
+    """SIGKILL when the launcher ends (PR_SET_PDEATHSIG): a launcher killed
+    at its step's limit leaves no rank behind spinning on the GPU."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != int(os.environ["P2PK_DESYNC_LAUNCHER"]):  # it ended before that
+        os._exit(1)
+
+
 def worker(mode, backend, timeout, reports, marks):
+    die_with_launcher()
     rank = int(os.environ["RANK"])
     fr = backend != "p2pkit"
     if fr:  # p2pkit's own handler needs the signal untouched (SIG_DFL)
@@ -270,7 +280,8 @@ def free_port():
 
 def job_env(a, reports):
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               WORLD_SIZE=str(NR), GLOO_SOCKET_IFNAME="lo", PYTHONUNBUFFERED="1")
+               WORLD_SIZE=str(NR), GLOO_SOCKET_IFNAME="lo", PYTHONUNBUFFERED="1",
+               P2PK_DESYNC_LAUNCHER=str(os.getpid()))
     if a.backend == "p2pkit":
         env.update(P2PKIT_SHARE_GPUS="1", P2PKIT_TRACE_DIR=reports,
                    P2PKIT_TRACE_SIGNAL="USR2" if a.mode == "hang" else "0")
