@@ -4,7 +4,7 @@ runs them through the C API: three ranks, a process each, sharing GPU 0
 (P2PKIT_SHARE_GPUS=1), make five calls together (four all-reduces, then a
 broadcast, each result checked), then the sixth goes wrong, each rank's
 report lands in a fresh directory, and `p2pkit trace DIR` must name the
-rank and the call in its first line, in the C jobs' words:
+rank and the call in its first line (the first four in the C jobs' words):
   skip   rank 1 skips the all-reduce and makes the job's next call, an
          all-gather, where ranks 0 and 2 make the all-reduce:
          "rank 1 called all_gather where ranks 0,2 called all_reduce at seq 6"
@@ -40,7 +40,8 @@ Backends (--backend):
           and every rank of the hang, is asked by SIGUSR2, whose handler here
           writes torch's dump (_dump_nccl_trace) to the same file.
   gloo    the same on the CPU with gloo (no GPU): every dump through SIGUSR2
-          (_dump_fr_trace). Checks this script's own machinery without a GPU.
+          (_dump_fr_trace). Checks this script's own machinery without a GPU;
+          not count, where gloo ends rank 1's process before it can dump.
 The flight recorder has no pids, so a dead rank reads "rank 2 left no dump
 (gone, or hung where it could not dump); ...", and the state of call 5 is
 the recorder's.
