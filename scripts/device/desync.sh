@@ -20,10 +20,11 @@
 #                backend's watchdog leave judged by `p2pkit trace` (the C
 #                jobs' words), and each report's trigger; idle: rank 1 skips
 #                the call and makes no other (no report of its own: the
-#                verdict names it, still running); die once more with
-#                P2PKIT_TORCH_ASYNC_ERROR_HANDLING=0 (the watchdog records,
-#                no abort: its own finding dumps through
-#                p2pkit_comm_dump_trace)                   ~10-15 s each, ~80 s
+#                verdict names it, still running); die twice more, with
+#                P2PKIT_TORCH_ASYNC_ERROR_HANDLING=0 (the watchdog records)
+#                and 3 (it ends the process), no abort either way: its own
+#                finding dumps through p2pkit_comm_dump_trace
+#                                                          ~10-15 s each, ~90 s
 #   verdicts     `p2pkit trace` on each job's reports (kept under
 #                LOG_DIR/jobs: recordings of real dumps to replace
 #                tests/data/trace's; torch-* the torch jobs')            ~5 s
@@ -68,6 +69,7 @@ if want torch; then
     export PYTHONPATH=$stage P2PKIT_LIB=$PWD/$build/libp2pkit.so
     for m in skip count die hang idle; do tjob "$m" 60 "$m"; done
     tjob die.h0 60 die --handling 0
+    tjob die.h3 60 die --handling 3
   else
     summary+=("torch.*                    not run: no backend to run (torch_build.txt)"); status=1
   fi
