@@ -457,6 +457,12 @@ class Job:
                     print(f"  r{r}| {line}")
 
     def run(self):
+        try:
+            return self.judged()
+        finally:  # a launcher ended by SIGTERM too (the ranks end with it)
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def judged(self):
         a, t0 = self.a, time.monotonic()
         print(f"torch desync job: {a.mode} on {a.backend}, {NR} ranks"
               f"{'' if a.backend == 'gloo' else ' sharing GPU 0'}, timeout= {a.timeout} s")
@@ -475,7 +481,6 @@ class Job:
         ok = ok and not self.fail
         for f in self.fail:
             print(f"FAIL: {a.mode}: {f}")
-        shutil.rmtree(self.root, ignore_errors=True)
         print(f"{'PASS' if ok else 'FAIL'}: {a.mode} on {a.backend} ({time.monotonic() - t0:.1f} s)")
         return 0 if ok else 1
 
@@ -560,6 +565,7 @@ def main(argv):
         if not tb.available():
             print(f"FAIL: {a.mode}: {tb.why_unavailable()}")
             return 1
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a step's limit: clean up, then end
     return Job(a).run()
 
 
