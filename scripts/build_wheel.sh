@@ -45,7 +45,8 @@ tools=$out/tools
 }
 rm -rf "$out/raw" "$out/dist"
 # CMake's build is kept between runs (one per kind: the torch one's Python differs).
-bdir=build-wheel$([ "$torch" = 1 ] && echo -torch)
+bdir=build-wheel
+if [ "$torch" = 1 ]; then bdir=build-wheel-torch; fi
 args=(-C build-dir="$bdir" -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES:-90}")
 t0=$SECONDS
 if [ "$torch" = 1 ]; then
