@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The README's C example, whole: a copy from GPU 0 to GPU 1, then an
  * all-reduce over both, from one process; it checks the sum and says "ok".
  * Built against an installed p2pkit (docs/install.md), either way:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * p2pkit: move data between the GPUs of one machine as fast as the links allow.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The Python wheel for machines without nvcc or hwloc's headers, by one
 # script: pip builds it from this tree (scikit-build-core runs CMake, so
 # nvcc and libhwloc-dev are needed here), then auditwheel repairs it: the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The installed tree as a C user meets it: `cmake --install` to a new prefix,
 # then the README's C example (examples/quickstart.c) built both ways a user
 # would, with pkg-config and with find_package(p2pkit CONFIG), each linked

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """p2pkit for PyTorch: a thin ctypes layer over libp2pkit.so. The C library
 does all the work; this module finds it, checks tensors, and turns statuses
 into exceptions.

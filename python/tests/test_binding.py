@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The Python binding's CPU-side parts (CI, no GPU): loading libp2pkit,
 statuses turned into exceptions with the library's sentence, tensor checks on
 fake tensor-like objects, every integer and text argument checked before

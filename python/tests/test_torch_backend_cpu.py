@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The torch.distributed backend's parts that need no GPU (CI; with torch,
 scripts/device/torch.sh runs them against the wheel): the unique id through
 Python (made, checked, refused when damaged or short); where torch is

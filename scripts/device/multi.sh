@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The many-GPU suite (nvidia-h200-x4 / -x8): the topology against
 # nvidia-smi, bench over every pair (one way, both ways, all at once), every
 # collective against NCCL on every GPU (eager and graph, one process and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The `p2pkit` program: the command lives in the library (p2pkit_main), so
  * the program and libp2pkit.so are one copy of the code. */
 #include <signal.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The communicator as the coll files see it: what every path shares (rank,
  * device, layout, scratch, peers' mappings, kernel argument template) and,
  * per path, an opaque state only that path reads (path.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Making communicators of one process per GPU, whole: from the options
  * (p2pkit_comm_init_rank), from a unique id (p2pkit_comm_init_rank_config),
  * from a parent (p2pkit_comm_split). comm.c makes the communicator; one

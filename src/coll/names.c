@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Names and sizes of the public enumerations, and the options' defaults and
  * check. */
 #include <stddef.h>

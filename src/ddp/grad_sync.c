@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Gradient sync: the bucket plan (plan.c) plus streams, events, the bucket
  * arena and the all-reduces (docs/ARCHITECTURE.md, ddp). */
 #include <cuda_runtime_api.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `p2pkit perf <collective>`: nccl-tests' equivalent, with NCCL (loaded at run
  * time) measured through the same harness as the baseline.
  *

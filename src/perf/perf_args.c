@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The command line of `p2pkit perf`: nccl-tests' flags where they apply. */
 #include <errno.h>
 #include <stdarg.h>

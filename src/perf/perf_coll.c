@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One descriptor per collective. Adding one: a row in `colls`, its element
  * counts, its calls, and its output layout in perf_expected() (perf_data.h). */
 #include <cuda_runtime_api.h>

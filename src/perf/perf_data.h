@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The data `p2pkit perf` moves and what each rank must hold afterwards: pure
  * functions of (collective, dtype, op, ranks, rank, index, seed), compiled
  * both for the host (tests, spot checks) and the GPU (fill and check kernels).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One process of a `p2pkit perf` run: its GPUs (all of them, or one per
  * process with -p), buffers, communicators of both libraries, and for each
  * size and place: warm-up, timed regions (eager calls or one CUDA graph),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Discover this machine: GPUs and peer access from the CUDA runtime, the PCI
  * tree and NUMA from hwloc, NVLink and P2P status from NVML. Only the CUDA
  * part is required; the others degrade to "unknown" with a warning. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A rank's rendezvous settings (p2pk_resolve_opts, src/coll/comm.c): from
  * torchrun's and mpirun's environments, the caller's options over them
  * (always: the launcher fills only what is unset), the defaults, the

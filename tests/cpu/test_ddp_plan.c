@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Gradient bucket plan (src/ddp/plan.c): bucket assignment in reverse
  * registration order, caps, types, padding, lookup, ready counting, in-order
  * launch, and the errors (twice registered, overlapping, twice ready, never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `p2pkit perf` command line: nccl-tests' flags, defaults, names, the size
  * list, and a one-line error naming the bad value for every bad input. */
 #include <stdarg.h>

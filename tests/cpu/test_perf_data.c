@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The data `p2pkit perf` moves and checks (perf_data.h): inputs are exact in
  * every dtype, and perf_expected() agrees with an independent simulation of
  * each collective done here in the dtype's own arithmetic, for every dtype,

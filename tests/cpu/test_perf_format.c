@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What `p2pkit perf` prints: bandwidth definitions per collective, element
  * counts, nccl-tests' columns (aligned under their headers), the footer, the
  * JSON document (parsed back with python3) and the algorithm table (parsed

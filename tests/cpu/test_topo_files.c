@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Topology files: every recorded machine in tests/data classified pair by
  * pair; the p2pkit format round-trips every field byte for byte; NCCL XML
  * round-trips the classes it can carry; malformed files fail with the file,
