@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Issue 48's desync jobs through torch.distributed, as tests/gpu/test_desync.c
 runs them through the C API: three ranks, a process each, sharing GPU 0
 (P2PKIT_SHARE_GPUS=1), make five calls together (four all-reduces, then a

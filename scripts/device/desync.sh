@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Desync reports on one GPU (nvidia-h200 or -h100), in one device call, both
 # halves of issue 48: the C API's jobs and torch.distributed's. In order,
 # each with its limit and the time it should take on a fresh 16-core machine

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `p2pkit bench` arguments: parsed and checked without a GPU; the ids are
  * checked against the machine afterwards (p2pk_bench_validate). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The bench's arithmetic: statistics, expected rates from the links,
  * verdicts, memory planning. No CUDA here. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The landing-slot copy-engine paths' own header (cep_core.c, cep_straight.c,
  * path_ce_slots.c, path_ce_direct.c): their state, the slot flags' steps,
  * the pushes, the start and end of a call, the straight-in agreement. */

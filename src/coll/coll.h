@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The communicator as the coll files see it: what every path shares (rank,
  * device, layout, scratch, peers' mappings, kernel argument template) and,
  * per path, an opaque state only that path reads (path.h). */
@@ -35,6 +36,8 @@ typedef struct {
   const char *secret;
 } p2pk_rank_opts;
 p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r);
+/* names.c: `o`'s size and version are this library's, else one line why. */
+p2pkit_status_t p2pk_comm_opts_check(const p2pkit_comm_opts_t *o);
 /* comm.c: a communicator's timeout in seconds, which bounds its every wait
  * for a peer: `asked` (the options' or a config's timeout_s) wins when in
  * 1..P2PK_TIMEOUT_MAX_S; -1 takes P2PKIT_TIMEOUT (600 when unset, as

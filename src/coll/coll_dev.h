@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What host C code and the CUDA kernels of src/coll share: the algorithm
  * codes, the layout of each rank's scratch (device) and of the host staging
  * region, the kernel argument block and the launchers. Plain C, valid C++. */

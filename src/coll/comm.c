@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Communicators: one process driving several GPUs (init_all: peer access and
  * plain pointers), or one process per GPU (init_rank: TCP rendezvous, CUDA
  * IPC, shared memory). Each rank owns one device scratch allocation (control

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Communicator creation from a unique id (see init_id.h and p2pkit.h).
  *
  * The id, 128 bytes:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Sharing memory between the processes of one communicator: CUDA IPC for
  * device memory, POSIX shared memory (pinned and mapped for the GPU) for the
  * host staging region. Segments are created 0600 with O_EXCL under a random

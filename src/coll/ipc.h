@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Memory shared between the processes of a communicator (see ipc.c). */
 #ifndef P2PK_IPC_H
 #define P2PK_IPC_H

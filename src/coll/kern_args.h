@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The kernel paths' shared launch code (kern_args.c). */
 #ifndef P2PK_KERN_ARGS_H
 #define P2PK_KERN_ARGS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The launches of the collective kernels over P2P, by protocol and
  * algorithm, and the preload of every kernel instance over P2P. */
 #include "coll/coll_dev.h"

@@ -1,6 +1,10 @@
-/* Names and sizes of the public enumerations, and the options' defaults. */
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Names and sizes of the public enumerations, and the options' defaults and
+ * check. */
 #include <stddef.h>
 
+#include "coll/coll.h"
+#include "core/check.h"
 #include "nccl/dtype.h"
 #include "p2pkit.h"
 
@@ -20,10 +24,24 @@ const char *p2pkit_redop_name(p2pkit_redop_t op) {
 }
 
 void p2pkit_comm_opts_init(p2pkit_comm_opts_t *o) {
-  if (!o) return;
-  o->nranks = o->rank = o->device = -1;
-  o->addr = NULL;
-  o->port = -1;
-  o->secret = NULL;
-  o->timeout_s = -1;
+  const p2pkit_comm_opts_t defaults = P2PKIT_COMM_OPTS_INIT;
+  if (o) *o = defaults;
+}
+
+/* The caller's options as this library knows them: filled by
+ * P2PKIT_COMM_OPTS_INIT or p2pkit_comm_opts_init with this header's size
+ * and version (the only ones version 1 has). */
+p2pkit_status_t p2pk_comm_opts_check(const p2pkit_comm_opts_t *o) {
+  if (o->size == 0 || o->version == 0)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_comm_opts_t: size %zu, version %u: fill "
+                     "it with p2pkit_comm_opts_init or P2PKIT_COMM_OPTS_INIT", o->size, o->version);
+  if (o->version > P2PKIT_COMM_OPTS_VERSION)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_comm_opts_t version %u is newer than this "
+                     "library's (%d): the caller was built against a newer p2pkit.h", o->version,
+                     P2PKIT_COMM_OPTS_VERSION);
+  if (o->size != sizeof *o)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_comm_opts_t.size is %zu, but a version %u "
+                     "one has %zu bytes: fill it with p2pkit_comm_opts_init or "
+                     "P2PKIT_COMM_OPTS_INIT", o->size, o->version, sizeof *o);
+  return P2PKIT_SUCCESS;
 }

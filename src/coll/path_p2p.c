@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The kernels over P2P (NVLink or PCIe peer access): every collective in
  * one launch (LL, LL128, chunked one-shot, two-shot and its rooted form:
  * kern_launch.c picks the kernel by the selector's protocol and

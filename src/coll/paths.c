@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Every path, by id (select.h's P2PK_PATH_*). */
 #include "coll/path.h"
 

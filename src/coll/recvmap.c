@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Receive buffers shared on demand (P2PKIT_SENDRECV_MAP; process per GPU).
  *
  * Send/recv, out-of-place all-to-all and all-gather over the copy engines

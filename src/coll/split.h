@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The arithmetic of p2pkit_comm_split(comm, color, key, config, &newcomm),
  * NCCL's semantics (ncclCommSplit): the ranks that give the same color form
  * one new communicator, ordered by key, equal keys by their old rank; a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One collective on a communicator from inside another call (the
  * hierarchical path's steps on a host's communicator): its plan, its
  * decision (logged at INFO), its path's launch on the caller's stream.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The registry's integer settings for code outside the library (the
  * PyTorch backend): read, validated and cached as the library reads its
  * own, so a setting means one thing wherever it is read. */

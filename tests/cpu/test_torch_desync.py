@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """python/tests/torch_desync_case.py (issue 48's desync jobs through
 torch.distributed) without a GPU:
   - its verdict check (--check) on the recorded jobs of tests/data/trace
