@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """p2pkit's all-reduce against PyTorch's own NVLink all-reduces on symmetric
 memory (torch.ops.symm_mem.one_shot_all_reduce and two_shot_all_reduce_)
 and against NCCL, one process per GPU, eager and under a CUDA graph, in one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ddp_mlp: data-parallel training of a multi-layer perceptron (cuBLAS SGEMM,
  * float32) over the GPUs of one machine, one process per GPU, with p2pkit's
  * gradient sync (p2pkit_grad_sync_*) and, for comparison, NCCL with the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Kernels of examples/ddp_mlp.c; see ddp_mlp_kernels.h. */
 #include "ddp_mlp_kernels.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Elementwise and small reduction kernels of examples/ddp_mlp.c (the matrix
  * products are cuBLAS's). Every kernel is deterministic: the same inputs give
  * the same bits, whatever the launch, so replicas stay bit-identical and a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Train a GPT-style model (defined here; synthetic tokens, no downloads) with
 DDP and with FSDP2 (fully_shard), on torch.distributed's NCCL backend and on
 p2pkit's, in one run; report step time, tokens/s and p2pkit's ratio to NCCL.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A job across hosts: one process per GPU, on two machines (or several
  * "hosts" simulated on one with P2PKIT_HOSTID), created from a unique id
  * as with NCCL, an all-reduce over every rank (hierarchical: p2pkit inside

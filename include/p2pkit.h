@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * p2pkit: move data between the GPUs of one machine as fast as the links allow.
  *
@@ -9,6 +10,17 @@
  * Layers (a lower one never calls a higher one):
  *   core (status, log, settings) <- topo (discovery, classification)
  *   <- xfer (copies) <- coll (communicators, collectives) <- CLI, benchmarks.
+ *
+ * ABI. libp2pkit.so's soname is libp2pkit.so.MAJOR; within a major version
+ * from 1.0 on, a program built against an older header runs with a newer
+ * library. Before 1.0 a minor release may change the ABI (CHANGELOG.md says
+ * where): rebuild against each 0.x. The options structs a caller fills
+ * (p2pkit_config_t, p2pkit_comm_opts_t, p2pkit_grad_sync_opts_t) start with
+ * their size and version, set by their _INIT macro or _init function: a
+ * library knows which fields a caller built against another header has, and
+ * refuses, in one line, a size or version it does not know. Structs the
+ * library fills (p2pkit_gpu_t, p2pkit_pair_t, p2pkit_nic_t) and enums change
+ * only with the soname; enums only grow, at their end.
  */
 #ifndef P2PKIT_H
 #define P2PKIT_H
@@ -27,6 +39,8 @@ extern "C" {
 #define P2PKIT_API
 #endif
 
+/* The one place the version is written: CMake, pyproject.toml (the wheel),
+ * p2pkit.pc and the CMake package read these three lines. */
 #define P2PKIT_VERSION_MAJOR 0
 #define P2PKIT_VERSION_MINOR 1
 #define P2PKIT_VERSION_PATCH 0
@@ -134,7 +148,9 @@ typedef struct {
 } p2pkit_gpu_t;
 
 /* Discover this machine: CUDA runtime, hwloc, NVML (loaded at run time).
- * P2PKIT_ERR_NO_DRIVER / P2PKIT_ERR_NO_DEVICE when there is nothing to see. */
+ * P2PKIT_ERR_NO_DRIVER / P2PKIT_ERR_NO_DEVICE when there is nothing to see.
+ * P2PKIT_TOPO_FILE set: that recorded machine instead, as p2pkit_topo_load
+ * reads it (as the `p2pkit` command does); its errors name the setting. */
 P2PKIT_API p2pkit_status_t p2pkit_topo_discover(p2pkit_topo_t *topo_p);
 /* Read a recorded machine: p2pkit's own file, an hwloc XML export, or an NCCL
  * topology dump; the format is detected from the contents. */
@@ -255,7 +271,11 @@ P2PKIT_API const char *p2pkit_redop_name(p2pkit_redop_t op);
  * characters (`openssl rand -hex 16`, `p2pkit env --new-secret`); without
  * one, addr must be a loopback address and only this user's processes may
  * join (docs/rendezvous.md). */
+#define P2PKIT_COMM_OPTS_VERSION 1
+
 typedef struct {
+  size_t size;          /* sizeof(p2pkit_comm_opts_t) as the caller compiled it */
+  unsigned int version; /* P2PKIT_COMM_OPTS_VERSION */
   int nranks;
   int rank;
   int device;          /* CUDA device of this rank; -1: LOCAL_RANK */
@@ -265,7 +285,11 @@ typedef struct {
   int timeout_s;       /* 1..86400 s for every wait for a peer; -1: P2PKIT_TIMEOUT, else 600 */
 } p2pkit_comm_opts_t;
 
-/* Fill `opts` with "take it from the environment" (-1 / NULL everywhere). */
+/* "Take everything from the environment": -1 / NULL everywhere. */
+#define P2PKIT_COMM_OPTS_INIT \
+  { sizeof(p2pkit_comm_opts_t), P2PKIT_COMM_OPTS_VERSION, -1, -1, -1, NULL, -1, NULL, -1 }
+
+/* Fill `opts` as P2PKIT_COMM_OPTS_INIT does. */
 P2PKIT_API void p2pkit_comm_opts_init(p2pkit_comm_opts_t *opts);
 /* One process driving `ndev` GPUs: comms[i] is rank i on devs[i]
  * (devs NULL: devices 0..ndev-1). Each rank allocates its device scratch
@@ -274,7 +298,8 @@ P2PKIT_API void p2pkit_comm_opts_init(p2pkit_comm_opts_t *opts);
  * default; P2PKIT_LL128_MAX=0 drops it). */
 P2PKIT_API p2pkit_status_t p2pkit_comm_init_all(p2pkit_comm_t *comms, int ndev, const int *devs);
 /* One process per GPU (collective over all ranks; fails after the timeout if
- * a rank never arrives). `opts` NULL: everything from the environment. */
+ * a rank never arrives). `opts` NULL: everything from the environment; else
+ * refused, in one line, when its size or version is not this library's. */
 P2PKIT_API p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts,
                                                  p2pkit_comm_t *comm_p);
 P2PKIT_API p2pkit_status_t p2pkit_comm_destroy(p2pkit_comm_t comm);
@@ -444,7 +469,11 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_adopt_nccl(p2pkit_comm_t comm, void *nccl
  * caller's buffer is copied into the bucket and back. */
 typedef struct p2pkit_grad_sync *p2pkit_grad_sync_t;
 
+#define P2PKIT_GRAD_SYNC_OPTS_VERSION 1
+
 typedef struct {
+  size_t size;                  /* sizeof(p2pkit_grad_sync_opts_t) as the caller compiled it */
+  unsigned int version;         /* P2PKIT_GRAD_SYNC_OPTS_VERSION */
   size_t bucket_bytes;          /* 0: P2PKIT_BUCKET_SIZE (25 MiB) */
   size_t first_bucket_bytes;    /* 0: P2PKIT_FIRST_BUCKET_SIZE (1 MiB) */
   p2pkit_stream_t comm_stream;  /* NULL: p2pkit creates a non-blocking one */
@@ -454,8 +483,15 @@ typedef struct {
   int max_blocks;
 } p2pkit_grad_sync_opts_t;
 
+/* The defaults: 0 / NULL everywhere. */
+#define P2PKIT_GRAD_SYNC_OPTS_INIT \
+  { sizeof(p2pkit_grad_sync_opts_t), P2PKIT_GRAD_SYNC_OPTS_VERSION, 0, 0, NULL, 0 }
+
+/* Fill `opts` as P2PKIT_GRAD_SYNC_OPTS_INIT does. */
 P2PKIT_API void p2pkit_grad_sync_opts_init(p2pkit_grad_sync_opts_t *opts);
-/* `opts` NULL: defaults. The communicator must outlive the grad sync. */
+/* `opts` NULL: defaults; else refused, in one line, when its size or
+ * version is not this library's. The communicator must outlive the grad
+ * sync. */
 P2PKIT_API p2pkit_status_t p2pkit_grad_sync_create(p2pkit_comm_t comm,
                                                    const p2pkit_grad_sync_opts_t *opts,
                                                    p2pkit_grad_sync_t *gs_p);
@@ -593,6 +629,15 @@ P2PKIT_API p2pkit_status_t p2pkit_comm_abort(p2pkit_comm_t comm);
  * directory, one every user may write without the sticky bit, a full
  * disk), with nothing left behind. */
 P2PKIT_API p2pkit_status_t p2pkit_comm_dump_trace(p2pkit_comm_t comm, const char *reason);
+
+/* ----------------------------------------------------------------- cli ---- */
+
+/* The `p2pkit` command (docs/cli.md) with main's arguments (argv[1] the
+ * subcommand); returns its exit status (0 ok, 1 failure, 2 usage or no
+ * GPU). The installed program is a main() around it, so the command runs
+ * the library's one copy of the code. It writes to stdout and stderr; the
+ * program ignores SIGPIPE so that a closed pipe is a failed write (exit 1). */
+P2PKIT_API int p2pkit_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """clang's static analyzer over the host C code (src/**/*.c), with the flags
 CMake gives each file (compile_commands.json of a configure-only tree), files
 in parallel. Every warning must be fixed or listed in

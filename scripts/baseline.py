@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """A machine's baseline (bench/baselines/<machine>.json) from a device run's
 logs, and its headline table in Markdown. Schema: bench/baselines/README.md.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Build p2pkit (installing what is missing) and run the main job: `p2pkit topo`.
 # Usage: scripts/build.sh [build-dir]   (default: build)
 set -euo pipefail

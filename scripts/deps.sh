@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Install what the build needs when it is missing (Debian/Ubuntu).
 set -euo pipefail
 need=()

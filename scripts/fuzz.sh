@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Fuzz with libFuzzer + ASan + UBSan for SECONDS in all (default 60): the
 # topology readers (p2pkit files, NCCL XML, hwloc XML, format detection;
 # tests/fuzz/fuzz_topo_read.c) for half of it, the rendezvous's messages

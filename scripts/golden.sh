@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Regenerate tests/data/golden/NAME.txt from `p2pkit topo --from` for every
 # recorded machine. Review the diff before committing: these are the expected
 # classifications.

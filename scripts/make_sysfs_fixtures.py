@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Build recorded /sys and /proc trees for `p2pkit doctor` tests.
 
 Usage: make_sysfs_fixtures.py SPEC_DIR OUT_DIR

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The PTX of every kernel (and device function) in src/coll's .cu files, compared
 # per function with a recorded list (tests/data/ptx_kernels.txt: name and
 # hash of each function's normalized PTX), so kernels that only moved

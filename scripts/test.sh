@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The whole test suite: builds with ASan+UBSan in build-san/, runs every CTest
 # test (CPU tests; GPU tests skip with their reason when there is no GPU), the
 # threaded host code's tests again under ThreadSanitizer, then (when clang is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A minimal test harness: each test file is one executable with several
  * TEST() functions; a failed CHECK prints file:line and the values and marks
  * the test failed. GPU tests call T_REQUIRE_GPU(), which exits with 77 (CTest's

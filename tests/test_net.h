@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Tests that start ranks on loopback: a port nobody listens on. */
 #ifndef P2PK_TEST_NET_H
 #define P2PK_TEST_NET_H

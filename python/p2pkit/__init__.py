@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """p2pkit for PyTorch: a thin ctypes layer over libp2pkit.so. The C library
 does all the work; this module finds it, checks tensors, and turns statuses
 into exceptions.
@@ -205,8 +206,18 @@ def version():
     return load_library().p2pkit_version()
 
 
-class _CommOpts(ctypes.Structure):  # p2pkit_comm_opts_t
-    _fields_ = [("nranks", ctypes.c_int), ("rank", ctypes.c_int), ("device", ctypes.c_int),
+def __getattr__(name):
+    """p2pkit.__version__: the loaded library's version as "MAJOR.MINOR.PATCH"
+    (include/p2pkit.h holds the one copy; the wheel's metadata reads it too)."""
+    if name == "__version__":
+        v = version()
+        return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+    raise AttributeError(f"module 'p2pkit' has no attribute {name!r}")
+
+
+class _CommOpts(ctypes.Structure):  # p2pkit_comm_opts_t (P2PKIT_COMM_OPTS_VERSION 1)
+    _fields_ = [("size", ctypes.c_size_t), ("version", ctypes.c_uint),
+                ("nranks", ctypes.c_int), ("rank", ctypes.c_int), ("device", ctypes.c_int),
                 ("addr", ctypes.c_char_p), ("port", ctypes.c_int), ("secret", ctypes.c_char_p),
                 ("timeout_s", ctypes.c_int)]
 
@@ -287,6 +298,7 @@ class Comm:
             return
         o = _CommOpts()
         lib.p2pkit_comm_opts_init(ctypes.byref(o))
+        o.size = ctypes.sizeof(_CommOpts)  # this binding's layout: the library refuses another
         if rank is not None:
             o.rank = rank
         if world_size is not None:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The torch.distributed backend "p2pkit", registered when p2pkit is imported
 with torch present:
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The Python binding's CPU-side parts (CI, no GPU): loading libp2pkit,
 statuses turned into exceptions with the library's sentence, tensor checks on
 fake tensor-like objects, every integer and text argument checked before
@@ -49,7 +50,29 @@ class Library(unittest.TestCase):
     def test_loads_and_version(self):
         lib = p2pkit.load_library()
         self.assertIs(lib, p2pkit.load_library())  # loaded once
-        self.assertEqual(p2pkit.version(), 100)    # 0.1.0
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include",
+                               "p2pkit.h")) as f:
+            header = f.read()
+        major, minor, patch = (int(header.split(f"#define P2PKIT_VERSION_{k} ")[1].split()[0])
+                               for k in ("MAJOR", "MINOR", "PATCH"))
+        self.assertEqual(p2pkit.version(), major * 10000 + minor * 100 + patch)
+
+    def test_comm_opts_layout_is_the_librarys(self):
+        """_CommOpts is p2pkit_comm_opts_t: the library's init fills exactly
+        its size and writes that size in; a size the library does not know
+        is refused in one line (the ABI check Comm() relies on)."""
+        lib = p2pkit.load_library()
+        n = ctypes.sizeof(p2pkit._CommOpts)
+        buf = ctypes.create_string_buffer(b"\xaa" * (n + 64), n + 64)
+        lib.p2pkit_comm_opts_init(buf)
+        self.assertEqual(buf.raw[n:], b"\xaa" * 64)  # nothing written past the binding's struct
+        o = p2pkit._CommOpts.from_buffer_copy(buf.raw[:n])
+        self.assertEqual((o.size, o.version), (n, 1))
+        self.assertEqual((o.nranks, o.rank, o.device, o.port, o.timeout_s), (-1,) * 5)
+        o.size = n - 8
+        h = ctypes.c_void_p()
+        self.assertEqual(lib.p2pkit_comm_init_rank(ctypes.byref(o), ctypes.byref(h)), 1)
+        self.assertIn(b"p2pkit_comm_opts_t.size is", lib.p2pkit_last_error())
 
     def test_dtypes_agree_with_library(self):
         lib = p2pkit.load_library()

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Every collective of the Python binding against torch's own arithmetic,
 with a process per GPU. Needs torch and a GPU (with one, the two ranks share
 it: torchrun_case.py). scripts/device/torch.sh runs it.

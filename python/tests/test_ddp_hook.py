@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """DDP with p2pkit's comm hook gives the same parameters as DDP without it
 (within float tolerance) after N steps: the hook on a Comm of its own, not
 the torch.distributed backend. Needs torch and a GPU (with one, the two

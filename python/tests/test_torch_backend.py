@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The torch.distributed backend "p2pkit" (the C++ backend, p2pkit._c10d) on
 GPUs; scripts/device/torch.sh runs it against the installed wheel. Needs
 torch with CUDA; with fewer GPUs than ranks the ranks share GPUs

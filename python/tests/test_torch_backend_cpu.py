@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The torch.distributed backend's parts that need no GPU (CI; with torch,
 scripts/device/torch.sh runs them against the wheel): the unique id through
 Python (made, checked, refused when damaged or short); where torch is
@@ -236,15 +237,32 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 @unittest.skipUnless(os.path.exists(os.path.join(ROOT, "pyproject.toml")), "not in the source tree")
 class Packaging(unittest.TestCase):
-    def test_wheel_version_is_the_libraries(self):
+    def test_one_version_everywhere(self):
+        """include/p2pkit.h writes the version once; pyproject.toml's regex,
+        applied as scikit-build-core applies it, gives the wheel that
+        version; the loaded library and p2pkit.__version__ report it.
+        (tests/install_test.sh checks the command, p2pkit.pc and the CMake
+        package.)"""
         import re
+        with open(os.path.join(ROOT, "include", "p2pkit.h")) as f:
+            header = f.read()
+        parts = [int(re.search(rf"^#define P2PKIT_VERSION_{k} (\d+)$", header, re.M).group(1))
+                 for k in ("MAJOR", "MINOR", "PATCH")]
+        want = "%d.%d.%d" % tuple(parts)
         with open(os.path.join(ROOT, "pyproject.toml")) as f:
-            py = re.search(r'^version = "([0-9.]+)"', f.read(), re.M).group(1)
-        with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
-            cm = re.search(r"project\(p2pkit VERSION ([0-9.]+)", f.read()).group(1)
-        self.assertEqual(py, cm)
-        major, minor, patch = (int(x) for x in cm.split("."))
-        self.assertEqual(p2pkit.version(), major * 10000 + minor * 100 + patch)
+            py = f.read()
+        self.assertIsNone(re.search(r"^version\s*=", py, re.M), "a second copy in pyproject.toml")
+        self.assertIn('dynamic = ["version"]', py)
+        table = py.split("[tool.scikit-build.metadata.version]\n", 1)[1].split("\n[", 1)[0]
+        keys = {m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
+                for m in re.finditer(r"""^(\w+) = (?:"([^"]*)"|'([^']*)')$""", table, re.M)}
+        self.assertEqual(keys["provider"], "scikit_build_core.metadata.regex")
+        with open(os.path.join(ROOT, keys["input"])) as f:
+            match = re.search(keys["regex"], f.read(), re.MULTILINE)
+        self.assertIsNotNone(match, "pyproject.toml's regex does not match " + keys["input"])
+        self.assertEqual(keys["result"].format(*match.groups(), **match.groupdict()), want)
+        self.assertEqual(p2pkit.version(), parts[0] * 10000 + parts[1] * 100 + parts[2])
+        self.assertEqual(p2pkit.__version__, want)
 
 
 if __name__ == "__main__":

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """What the torchrun-launched Python tests share: the package on the path,
 torch if there is one (`torch`, `NGPU`), a skip without torch or a GPU
 (`two_ranks`), a test case that runs a file under torchrun with 2 processes

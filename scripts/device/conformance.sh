@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The collectives' conformance suite (tests/gpu/test_conformance.c) on the
 # GPUs of this machine, in one call: build, every path x collective x type
 # x op x in/out of place x eager/graph on 1-8 ranks in both modes (one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The device suites' shared library (record.sh, sanitize.sh, one_gpu.sh,
 # multi.sh, sweep.sh source it from the repository root). The caller sets
 # `log` (the log folder) before sourcing; optional: `budget` (seconds for

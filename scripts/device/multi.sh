@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The many-GPU suite (nvidia-h200-x4 / -x8): the topology against
 # nvidia-smi, bench over every pair (one way, both ways, all at once), every
 # collective against NCCL on every GPU (eager and graph, one process and
@@ -32,6 +33,9 @@ if want perf; then
   for c in all_reduce broadcast reduce all_gather reduce_scatter sendrecv alltoall; do
     PERF_SECS=90 perf_table "g${n}_$c" -- "$c" --vs-nccl -g "$n" -b 8 -e 1G -f 4
     PERF_SECS=90 perf_table "g${n}_G_$c" -- "$c" --vs-nccl -g "$n" -G 1 -b 8 -e 1G -f 4
+  done
+  for c in gather scatter; do # rooted, nccl-tests' gather_perf / scatter_perf (NCCL by send/recv)
+    PERF_SECS=90 perf_table "g${n}_$c" -- "$c" --vs-nccl -g "$n" -b 8 -e 1G -f 4
   done
   PERF_SECS=90 perf_table "p${n}_all_reduce" -- all_reduce --vs-nccl --procs "$n" -b 8 -e 1G -f 4
   PERF_SECS=90 perf_table "p${n}_G_all_reduce" -- all_reduce --vs-nccl --procs "$n" -G 1 -b 8 -e 1G -f 4

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Beyond one host and NCCL underneath, on one GPU (nvidia-h200), in one
 # device call: ranks share the GPU (P2PKIT_SHARE_GPUS=1), hosts simulated
 # with P2PKIT_HOSTID per host and NCCL_HOSTID per rank (NCCL refuses two

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The one-GPU suite (nvidia-h200), in one device call: what a user with one
 # GPU meets, and what one GPU can check.
 #   topo      `p2pkit topo` (table, JSON, the machine recorded as p2pkit,

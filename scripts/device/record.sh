@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The recording suite, in one device call on a machine of 2 or more GPUs:
 # what bench/baselines/<machine>.json is made of. Build; the collective GPU
 # cases one per process; every collective against NCCL (one process and a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The sanitizer suite: compute-sanitizer over the GPU tests, each tool and
 # case a step of its own with a limit, every process of a case followed
 # (--target-processes all). The tool's summary line is what counts ("ERROR

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Judge the skips of a GPU test run on a machine with GPUs: CTest and
 lib.sh's run_cases count a test that exits 77 as passed, so a run where
 every test skipped (no driver, a broken build of the runtime) looks green.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The parameter sweep: build, then one `p2pkit perf` per line of a spec
 # file under each setting of the tuning variables (P2PKIT_COLL_BLOCKS,
 # P2PKIT_CE_*_MIN, ...), NCCL timed in the same call where the line says

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The torch.distributed backend "p2pkit" (the C++ backend) on a GPU machine,
 # in one device call (< 10 min on the one-GPU nvidia-h100-x1 or nvidia-h200;
 # ranks share the GPU there with P2PKIT_SHARE_GPUS=1, and NCCL, which cannot

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Host time per call through torch.distributed: p2pkit's backend against
 ProcessGroupNCCL in the same run, on world sizes 1 and 2 (2 ranks share
 one GPU: P2PKIT_SHARE_GPUS=1 for p2pkit, and for NCCL two simulated hosts,

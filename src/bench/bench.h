@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `p2pkit bench`: the engine behind the command. Argument parsing, the
  * arithmetic (statistics, expected rates, verdicts) and the writers (table,
  * JSON, CSV, SVG) are plain functions of plain data, so CPU tests call them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `p2pkit bench` arguments: parsed and checked without a GPU; the ids and
  * each GPU's memory need are checked against the machine afterwards
  * (p2pk_bench_validate, p2pk_bench_mem_need). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The bench's arithmetic: statistics, expected rates from the links,
  * verdicts (each size's memory is bench_args.c's, which checks it). No CUDA
  * here. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // Benchmark-only kernels: the timing gate and the flag ping-pong.
 #include <cuda_runtime.h>
 #include <stdint.h>

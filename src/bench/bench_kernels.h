@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Kernels only the benchmark uses (bench_kernels.cu). */
 #ifndef P2PK_BENCH_KERNELS_H
 #define P2PK_BENCH_KERNELS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `p2pkit bench --plot-from FILE.json`: a report back from the JSON document
  * --json wrote, enough to draw the plot again (no GPU). The JSON is read by
  * json-c (libjson-c.so.5), loaded at run time with our own declarations of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bench output: the table (matrices like p2pBandwidthLatencyTest / nvbandwidth,
  * then one line per measurement), JSON and CSV. */
 #include <math.h>

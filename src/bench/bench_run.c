@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Running the benchmark on the GPUs. Per size: allocate each pair's buffers
  * once; per measurement: fill the source with a pattern of (seed, offset,
  * measurement), poison the destination, warm up, time each run with CUDA

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* --plot FILE.svg, written by hand: bandwidth against size per method (one
  * way, median over pairs, log-2 x axis), then a heat map of the pair matrix
  * of each method at the largest size. */

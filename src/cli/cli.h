@@ -1,5 +1,8 @@
-/* The p2pkit command: one file per subcommand, each `int cmd_x(argc, argv)`
- * returning the process exit code (0 ok, 1 failure, 2 usage or no GPU). */
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The p2pkit command, inside libp2pkit (p2pkit_main in cli_util.c; main.c is
+ * the program around it): one file per subcommand, each `int cmd_x(argc,
+ * argv)` returning the process exit code (0 ok, 1 failure, 2 usage or no
+ * GPU). */
 #ifndef P2PK_CLI_H
 #define P2PK_CLI_H
 

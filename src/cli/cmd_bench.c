@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* p2pkit bench: parse, run, print. The work is in src/bench/. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* p2pkit trace DIR: every rank's desync report in DIR (p2pkit's, and
  * PyTorch's flight recorder dumps), judged in one line, then the detail
  * (src/trace). */

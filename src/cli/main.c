@@ -1,62 +1,14 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The `p2pkit` program: the command lives in the library (p2pkit_main), so
+ * the program and libp2pkit.so are one copy of the code. */
 #include <signal.h>
-#include <stdio.h>
-#include <string.h>
 
-#include "cli/cli.h"
-#include "core/outfile.h"
 #include "p2pkit.h"
-
-typedef struct {
-  const char *name;
-  int (*fn)(int, char **);
-  const char *help;
-} command;
-
-static const command commands[] = {
-    {"topo", cmd_topo, "how each GPU pair is joined and whether P2P works (nvidia-smi topo -m)"},
-    {"env", cmd_env, "list p2pkit's settings, their values and where each came from"},
-    {"bench", cmd_bench, "measure copies between GPUs: every method and pair, verified"},
-    {"perf", cmd_perf, "time a collective like nccl-tests, checked, optionally against NCCL"},
-    {"doctor", cmd_doctor, "is data moving between the GPUs as fast as it can, and if not, why"},
-    {"trace", cmd_trace, "a failed or hung job: which rank and which call went wrong"},
-};
-
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: p2pkit <command> [options]\n"
-          "       p2pkit <command> --help\n\ncommands:\n");
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].help);
-  fprintf(out, "\np2pkit %d.%d.%d; settings: P2PKIT_* (see `p2pkit env`)\n", P2PKIT_VERSION_MAJOR,
-          P2PKIT_VERSION_MINOR, P2PKIT_VERSION_PATCH);
-}
 
 int main(int argc, char **argv) {
   /* A closed pipe is a write that failed, as a full disk is: exit 1 with one
    * line (docs/cli.md), not a death by SIGPIPE. Children exec'd by the doctor
    * are this program again; perf's ranks are forks: each checks its writes. */
   signal(SIGPIPE, SIG_IGN);
-  if (argc < 2) {
-    usage(stderr);
-    return CLI_EXIT_USAGE;
-  }
-  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
-    usage(stdout);
-    return p2pk_stdout_flush("--help") ? CLI_EXIT_FAIL : CLI_EXIT_OK;
-  }
-  if (strcmp(argv[1], "--version") == 0) {
-    int v = p2pkit_version();
-    printf("p2pkit %d.%d.%d\n", v / 10000, v / 100 % 100, v % 100);
-    return p2pk_stdout_flush("--version") ? CLI_EXIT_FAIL : CLI_EXIT_OK;
-  }
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (strcmp(argv[1], commands[i].name) == 0) {
-      const int rc = commands[i].fn(argc - 1, argv + 1);
-      /* Output that did not arrive is exit 1 in every command, whatever the
-       * command found (the doctor's verdict included: it was not delivered). */
-      return p2pk_stdout_flush(commands[i].name) != 0 ? CLI_EXIT_FAIL : rc;
-    }
-  fprintf(stderr, "p2pkit: error: unknown command '%s'\n", argv[1]);
-  usage(stderr);
-  return CLI_EXIT_USAGE;
+  return p2pkit_main(argc, argv);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The communicator as the coll files see it: what every path shares (rank,
  * device, layout, scratch, peers' mappings, kernel argument template) and,
  * per path, an opaque state only that path reads (path.h). */
@@ -35,6 +36,9 @@ typedef struct {
   const char *secret;
 } p2pk_rank_opts;
 p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r); /* comm_rank.c */
+/* rdv/init_id.c (beside p2pkit_comm_opts_init): `o`'s size and version are
+ * this library's, else one line why. */
+p2pkit_status_t p2pk_comm_opts_check(const p2pkit_comm_opts_t *o);
 /* comm.c: a communicator's timeout in seconds, which bounds its every wait
  * for a peer: `asked` (the options' or a config's timeout_s) wins when in
  * 1..P2PK_TIMEOUT_MAX_S; -1 takes P2PKIT_TIMEOUT (600 when unset, as
@@ -65,6 +69,27 @@ p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int liste
  * p2pkit_comm_split make. */
 p2pkit_status_t p2pk_comm_create(const p2pkit_comm_opts_t *opts, int listen_fd,
                                  p2pkit_comm_t *comm_p);
+
+/* mem/ipc.c: memory shared between the processes of a communicator. */
+#define P2PK_SHM_NAME 64
+
+/* Create a fresh POSIX shared-memory segment of `bytes` (mode 0600, O_EXCL,
+ * random name written to `name`) and map it. The caller unlinks it once every
+ * rank has it mapped. */
+p2pkit_status_t p2pk_shm_create(size_t bytes, char name[P2PK_SHM_NAME], void **p_out);
+/* Map a segment another rank created; refuses one of another user or mode. */
+p2pkit_status_t p2pk_shm_attach(const char *name, size_t bytes, void **p_out);
+void p2pk_shm_unlink(const char *name);
+/* Base and size of the device allocation that holds `ptr`. */
+p2pkit_status_t p2pk_alloc_range(const void *ptr, char **base_p, size_t *size_p);
+/* The same, recording no error: 0, -1 when the driver lacks the call, or
+ * the driver's CUresult. */
+int p2pk_alloc_lookup(const void *ptr, char **base_p, size_t *size_p);
+/* cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID): a process-wide id
+ * of the allocation holding `ptr`, never reused, so a buffer freed (and
+ * maybe another allocated at its address) is noticed. 0, -1 when the
+ * driver lacks the call, or the driver's CUresult; *id_p 0 on failure. */
+int p2pk_alloc_id(const void *ptr, unsigned long long *id_p);
 
 /* A registered user buffer: id is its position in the collective order of
  * registrations, the same on every rank. */

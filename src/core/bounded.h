@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Work that may never end (NCCL's abort joining a blocked proxy thread,
  * a wait for a GPU that does not quiesce) on a thread of its own, waited
  * for until a deadline and left to finish on its own past it: what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Error propagation, NCCL style: the frame that finds an error logs it once
  * (in words naming the device, file or value); each frame it passes through
  * adds a TRACE line "-> status", a cheap backtrace when P2PKIT_DEBUG=TRACE. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The one monotonic clock the host code times itself with (waits for
  * peers, the rendezvous' deadlines, launch threads' idle spins, perf's
  * host enqueue time and watchdog, doctor's wait for its NCCL probe). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* HMAC-SHA256, random bytes and a constant-time comparison from OpenSSL's
  * libcrypto, loaded at run time (P2PKIT_CRYPTO_LIB; libcrypto.so.3, then
  * libcrypto.so when that setting is not given) with our own prototypes of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A small streaming JSON writer: every --json output goes through it, so
  * quoting and commas are right in one place. */
 #ifndef P2PK_JSON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One logging channel. P2PKIT_DEBUG=WARN|INFO|TRACE (WARN by default; NONE
  * silences), P2PKIT_DEBUG_SUBSYS=TOPO,XFER,COLL,... (ALL by default; a leading
  * ^ excludes), P2PKIT_DEBUG_FILE=path (%h host, %p pid expanded; stderr by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Every subcommand parses its options with getopt_long, so "-b8", "-b 8",
  * "--minbytes=8" and "--minbytes 8" mean the same in all of them; these
  * helpers give its complaints p2pkit's words. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Output files a command opens before the work whose results they will
  * hold (bench's --json=FILE, --csv=FILE, --plot FILE; perf's --json-file and
  * --algo-table): a path that cannot be written fails in a second, not after

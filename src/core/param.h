@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Settings: one registry (name, default, help), each read from the
  * environment once, on first use, and cached. `p2pkit env` lists them. */
 #ifndef P2PK_PARAM_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reading the registry's numbers, the entry points' checks of every
  * setting and of unknown names, and the integer settings for code outside
  * the library (the PyTorch backend): read, validated and cached as the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "core/text.h"
 
 /* Length of the well-formed UTF-8 sequence at s (a printable one: not a C1

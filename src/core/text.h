@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Text from outside (files, logs, peers) made safe to print on a terminal. */
 #ifndef P2PK_TEXT_H
 #define P2PK_TEXT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Gradient sync: the bucket plan (plan.c) plus streams, events, the bucket
  * arena and the all-reduces (docs/ARCHITECTURE.md, ddp). */
 #include <cuda_runtime_api.h>
@@ -5,7 +6,6 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll/mem/ipc.h"
 #include "core/check.h"
 #include "core/param.h"
 #include "ddp/plan.h"
@@ -49,7 +49,25 @@ static void leave(const struct p2pkit_grad_sync *gs, int cur) {
 }
 
 void p2pkit_grad_sync_opts_init(p2pkit_grad_sync_opts_t *opts) {
-  if (opts) memset(opts, 0, sizeof *opts);
+  const p2pkit_grad_sync_opts_t defaults = P2PKIT_GRAD_SYNC_OPTS_INIT;
+  if (opts) *opts = defaults;
+}
+
+/* The caller's options as this library knows them (version 1: one size). */
+static p2pkit_status_t opts_check(const p2pkit_grad_sync_opts_t *o) {
+  if (o->size == 0 || o->version == 0)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_grad_sync_opts_t: size %zu, version %u: "
+                     "fill it with p2pkit_grad_sync_opts_init or P2PKIT_GRAD_SYNC_OPTS_INIT",
+                     o->size, o->version);
+  if (o->version > P2PKIT_GRAD_SYNC_OPTS_VERSION)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_grad_sync_opts_t version %u is newer than "
+                     "this library's (%d): the caller was built against a newer p2pkit.h",
+                     o->version, P2PKIT_GRAD_SYNC_OPTS_VERSION);
+  if (o->size != sizeof *o)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_grad_sync_opts_t.size is %zu, but a "
+                     "version %u one has %zu bytes: fill it with p2pkit_grad_sync_opts_init or "
+                     "P2PKIT_GRAD_SYNC_OPTS_INIT", o->size, o->version, sizeof *o);
+  return P2PKIT_SUCCESS;
 }
 
 p2pkit_status_t p2pkit_grad_sync_create(p2pkit_comm_t comm, const p2pkit_grad_sync_opts_t *opts,
@@ -57,6 +75,7 @@ p2pkit_status_t p2pkit_grad_sync_create(p2pkit_comm_t comm, const p2pkit_grad_sy
   if (!comm || !gs_p)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "grad_sync_create: communicator or gs_p is NULL");
   P2PK_CHECK(p2pk_param_check()); /* P2PKIT_BUCKET_SIZE, _FIRST_BUCKET_SIZE, _GRAD_SYNC_BLOCKS */
+  if (opts) P2PK_CHECK(opts_check(opts));
   p2pkit_grad_sync_opts_t o;
   p2pkit_grad_sync_opts_init(&o);
   if (opts) o = *opts;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Gradient buckets as plain data: which gradient goes into which bucket, where,
  * and which buckets a "ready" mark makes launchable. No CUDA here, so every rule
  * is tested on the CPU (tests/cpu/test_ddp_plan.c); grad_sync.c adds streams,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The doctor's checks: pure functions of the inputs (topology model, sysfs
  * root, measured rates, parsed NCCL log) that append findings. */
 #include <math.h>

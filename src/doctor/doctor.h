@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* p2pkit doctor: is this machine moving data between GPUs as fast as it can,
  * and if not, why?
  *

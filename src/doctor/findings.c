@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Findings: storing them, the exit code, and printing (text and JSON). */
 #include <math.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* GPUDirect RDMA, for jobs across machines: can the NICs reach GPU memory
  * (a peer-memory module or dma-buf), and how far is each GPU's nearest NIC?
  * NCCL uses GPUDirect RDMA by default only when the GPU and the NIC share a

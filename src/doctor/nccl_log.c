@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reading NCCL's INFO log. The lines that matter (NCCL 2.4 to 2.28):
  *   host:pid:tid [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
  *   ... NCCL INFO Channel 00 : 0[3000] -> 1[4000] via P2P/IPC

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What NCCL did, read from its NCCL_DEBUG=INFO log: which transport each
  * channel's connection used between two ranks ("Channel 00/0 : 0[0] -> 1[1]
  * via P2P/CUMEM/read"), the version, settings taken from the environment,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What NCCL does here: one process per GPU (as torchrun starts them), each an
  * NCCL rank of one checked all-reduce, with NCCL_DEBUG=INFO written to a file
  * per rank. The parent starts them by re-running this program

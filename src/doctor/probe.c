@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The doctor's live measurements: a short bandwidth probe per ordered GPU
  * pair (the bench's engine, small budget), each GPU's link to host memory,
  * and the PCIe link re-read under load. */

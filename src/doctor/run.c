@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The live runner: gather the inputs (topology, the PCIe link under load,
  * each GPU's link to host memory, the bandwidth probe, what NCCL does),
  * then analyse. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The doctor's "settings" check: p2pkit's own settings in this process's
  * environment that keep it off its fast paths. A machine can be healthy and
  * still move data slowly because P2PKIT_P2P_DISABLE=1 was left in a job

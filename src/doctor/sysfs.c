@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reading /sys and /proc under one root (P2PKIT_SYSFS_ROOT). */
 #include "doctor/sysfs.h"
 

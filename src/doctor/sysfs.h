@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What the doctor reads from /sys and /proc, always under one root
  * (P2PKIT_SYSFS_ROOT, like hwloc's HWLOC_FSROOT) so tests point it at
  * recorded trees. Every function takes the root ("" or NULL: the real one). */

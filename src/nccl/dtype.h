@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* p2pkit's data types and reduction operations against NCCL's: one table,
  * pure data. Which ones p2pkit's own kernels carry, which NCCL value each
  * maps to and from which NCCL version. p2pkit_dtype_size / _name read it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NCCL, loaded at run time: the baseline of `p2pkit perf`, the doctor's probe
  * and the engine under p2pkit's NCCL path. Our own declarations of what is
  * used (values and layouts as NCCL's nccl.h has them, a stable ABI), so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `p2pkit perf <collective>`: nccl-tests' equivalent, with NCCL (loaded at run
  * time) measured through the same harness as the baseline.
  *
@@ -93,6 +94,9 @@ typedef struct perf_coll {
 /* NULL when unknown. */
 const perf_coll *p2pk_perf_coll(const char *name);
 const perf_coll *p2pk_perf_coll_at(int i); /* NULL past the end */
+/* Whether `rank` holds a result to check when `root` is the root: reduce's
+ * and gather's only on the root, every other collective's everywhere. */
+int p2pk_perf_rank_has_output(const perf_coll *c, int rank, int root);
 /* Counts for a requested size in bytes (at least one element per block). */
 void p2pk_perf_counts(const perf_coll *c, size_t bytes, size_t type_size, int nranks,
                       perf_counts *out);

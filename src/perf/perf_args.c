@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The command line of `p2pkit perf`: nccl-tests' flags where they apply. */
 #include <errno.h>
 #include <stdarg.h>
@@ -16,7 +17,8 @@ void p2pk_perf_usage(FILE *out) {
           "usage: p2pkit perf <collective> [options]\n\n"
           "Times a collective like nccl-tests (its flags, meanings and columns), checks every\n"
           "result, and with --vs-nccl measures NCCL through the same harness. Collectives:\n"
-          "all_reduce broadcast reduce all_gather reduce_scatter sendrecv alltoall hypercube\n\n"
+          "all_reduce broadcast reduce all_gather reduce_scatter sendrecv alltoall hypercube\n"
+          "gather scatter\n\n"
           "nccl-tests' flags (docs/cli.md: what each does here, what is refused and why):\n"
           "  -b -e SIZE  smallest, largest size (default 8, 128M)   -f N / -i SIZE  step\n"
           "  -n N  calls timed (20)   -w N  warm-up (5)   -m N  calls per group (1)\n"
@@ -50,7 +52,8 @@ void p2pk_perf_usage(FILE *out) {
           "  -h, --help        this text\n\n"
           "Columns: time is us per call (median of the repeats, max over GPUs); algbw =\n"
           "size / time; busbw = algbw x factor (all_reduce 2(n-1)/n; all_gather,\n"
-          "reduce_scatter, alltoall, hypercube (n-1)/n; broadcast, reduce, sendrecv 1).\n"
+          "reduce_scatter, alltoall, hypercube, gather, scatter (n-1)/n; broadcast, reduce,\n"
+          "sendrecv 1).\n"
           "Exit codes: 0 done, every result right; 1 a run failed, a result was wrong or\n"
           "the output could not be written; 2 a bad command line or setting, or no GPU.\n");
 }
@@ -446,7 +449,8 @@ static int apply(FILE *err, int c, const char *flag, const char *v, perf_args *a
 }
 
 #define COLL_LIST \
-  "all_reduce, broadcast, reduce, all_gather, reduce_scatter, sendrecv, alltoall, hypercube"
+  "all_reduce, broadcast, reduce, all_gather, reduce_scatter, sendrecv, alltoall, hypercube, " \
+  "gather, scatter"
 
 /* Sizes and how they step. */
 static int validate_sizes(FILE *err, perf_args *a) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One descriptor per collective. Adding one: a row in `colls`, its element
  * counts, its calls, and its output layout in perf_expected() (perf_data.h). */
 #include <cuda_runtime_api.h>
@@ -80,6 +81,16 @@ static p2pkit_status_t p2pkit_reducescatter(const perf_call *c) {
 
 static p2pkit_status_t p2pkit_alltoall(const perf_call *c) {
   return p2pkit_all_to_all(c->send, c->recv, c->param, c->dtype, (p2pkit_comm_t)c->comm, c->stream);
+}
+
+static p2pkit_status_t p2pkit_gather_call(const perf_call *c) {
+  return p2pkit_gather(c->send, c->recv, c->param, c->dtype, c->root, (p2pkit_comm_t)c->comm,
+                       c->stream);
+}
+
+static p2pkit_status_t p2pkit_scatter_call(const perf_call *c) {
+  return p2pkit_scatter(c->send, c->recv, c->param, c->dtype, c->root, (p2pkit_comm_t)c->comm,
+                        c->stream);
 }
 
 /* As nccl-tests' sendrecv: send to the next rank, receive from the previous,
@@ -202,6 +213,37 @@ static p2pkit_status_t nccl_alltoall(const p2pk_nccl_api *api, const perf_call *
   return nccl_p2p(api, c, 1);
 }
 
+/* As nccl-tests' gather and scatter before NCCL 2.28 (ncclGather and
+ * ncclScatter): one group per rank, the root's receives (sends) from (to)
+ * every rank, itself included, each block at rank * count. */
+static p2pkit_status_t nccl_rooted(const p2pk_nccl_api *api, const perf_call *c, int gather) {
+  p2pkit_status_t st = p2pk_nccl_check(api, api->GroupStart(), "ncclGroupStart");
+  if (st != P2PKIT_SUCCESS) return st;
+  const size_t block_bytes = c->param * c->type_size;
+  if (gather)
+    st = p2pk_nccl_check(api, api->Send(c->send, c->param, NTYPE(c), c->root, NCOMM(c), c->stream),
+                         "ncclSend");
+  for (int q = 0; c->rank == c->root && q < c->nranks && st == P2PKIT_SUCCESS; q++)
+    st = gather ? p2pk_nccl_check(api, api->Recv((char *)c->recv + (size_t)q * block_bytes, c->param,
+                                                 NTYPE(c), q, NCOMM(c), c->stream), "ncclRecv")
+                : p2pk_nccl_check(api, api->Send((const char *)c->send + (size_t)q * block_bytes,
+                                                 c->param, NTYPE(c), q, NCOMM(c), c->stream),
+                                  "ncclSend");
+  if (!gather && st == P2PKIT_SUCCESS)
+    st = p2pk_nccl_check(api, api->Recv(c->recv, c->param, NTYPE(c), c->root, NCOMM(c), c->stream),
+                         "ncclRecv");
+  p2pkit_status_t end = p2pk_nccl_check(api, api->GroupEnd(), "ncclGroupEnd");
+  return st != P2PKIT_SUCCESS ? st : end;
+}
+
+static p2pkit_status_t nccl_gather(const p2pk_nccl_api *api, const perf_call *c) {
+  return nccl_rooted(api, c, 1);
+}
+
+static p2pkit_status_t nccl_scatter(const p2pk_nccl_api *api, const perf_call *c) {
+  return nccl_rooted(api, c, 0);
+}
+
 /* The API is not a parameter of hypercube_step's exchange: one call at a
  * time per thread, so the step's exchange reads it from here. */
 static _Thread_local const p2pk_nccl_api *xchg_api;
@@ -250,6 +292,14 @@ static const perf_coll colls[] = {
      * as all_gather's; in place, each rank's block already sits in place. */
     {"hypercube", PERF_HYPERCUBE, 0, 0, 1, 1, factor_gather, counts_allgather, p2pkit_hypercube,
      nccl_hypercube, hypercube_steps},
+    /* nccl-tests' gather and scatter: all_gather's and reduce_scatter's
+     * buffers (the whole on the root, a block elsewhere; in place, each
+     * rank's block at rank * count of the whole) and busbw, (n-1)/n of the
+     * whole over the time. */
+    {"gather", PERF_GATHER, 0, 1, 1, 0, factor_gather, counts_allgather, p2pkit_gather_call,
+     nccl_gather, one_step},
+    {"scatter", PERF_SCATTER, 0, 1, 1, 0, factor_gather, counts_reducescatter, p2pkit_scatter_call,
+     nccl_scatter, one_step},
 };
 
 static const struct {
@@ -262,6 +312,7 @@ static const struct {
     {"reduce_perf", "reduce"},           {"all_gather_perf", "all_gather"},
     {"reduce_scatter_perf", "reduce_scatter"}, {"sendrecv_perf", "sendrecv"},
     {"alltoall_perf", "alltoall"},       {"hypercube_perf", "hypercube"},
+    {"gather_perf", "gather"},           {"scatter_perf", "scatter"},
 };
 
 const perf_coll *p2pk_perf_coll(const char *name) {
@@ -274,6 +325,10 @@ const perf_coll *p2pk_perf_coll(const char *name) {
 
 const perf_coll *p2pk_perf_coll_at(int i) {
   return i >= 0 && (size_t)i < sizeof colls / sizeof colls[0] ? &colls[i] : NULL;
+}
+
+int p2pk_perf_rank_has_output(const perf_coll *c, int rank, int root) {
+  return (c->id != PERF_REDUCE && c->id != PERF_GATHER) || rank == root;
 }
 
 void p2pk_perf_counts(const perf_coll *c, size_t bytes, size_t type_size, int nranks,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The data `p2pkit perf` moves and what each rank must hold afterwards: pure
  * functions of (collective, dtype, op, ranks, rank, index, seed), compiled
  * both for the host (tests, spot checks) and the GPU (fill and check kernels).
@@ -37,6 +38,8 @@ typedef enum {
   PERF_SENDRECV = 5,
   PERF_ALLTOALL = 6,
   PERF_HYPERCUBE = 7,
+  PERF_GATHER = 8,
+  PERF_SCATTER = 9,
   PERF_COLL_COUNT
 } perf_coll_id;
 
@@ -167,7 +170,9 @@ PERF_HD double perf_expected(const perf_gen *g, int rank, uint64_t j) {
   switch (g->coll) {
     case PERF_BROADCAST: return perf_input(g, g->root, j);
     case PERF_ALL_GATHER:
-    case PERF_HYPERCUBE: return perf_input(g, (int)(j / p), j % p);
+    case PERF_HYPERCUBE:
+    case PERF_GATHER: return perf_input(g, (int)(j / p), j % p); /* gather: on the root */
+    case PERF_SCATTER: return perf_input(g, g->root, (uint64_t)rank * p + j);
     case PERF_REDUCE_SCATTER: return perf_reduced(g, (uint64_t)rank * p + j);
     case PERF_ALLTOALL: return perf_input(g, (int)(j / p), (uint64_t)rank * p + j % p);
     case PERF_SENDRECV: return perf_input(g, (rank + g->nranks - 1) % g->nranks, j);

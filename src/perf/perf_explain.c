@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `p2pkit perf --explain --from FILE`: the selector a communicator would
  * build on a recorded machine, and its decision per size, with no GPU. The
  * communicator is the one init derives (p2pk_comm_derive) from what the file

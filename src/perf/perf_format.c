@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What `p2pkit perf` prints: nccl-tests' table (a # header block, one line
  * per size, the average bus bandwidth), the JSON document, and the sweep's
  * algorithm table. Pure functions of the results, tested without a GPU. */

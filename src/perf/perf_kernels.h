@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fill and check kernels of `p2pkit perf` (perf_check.cu): thin launchers. */
 #ifndef P2PK_PERF_KERNELS_H
 #define P2PK_PERF_KERNELS_H

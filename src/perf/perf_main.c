@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `p2pkit perf`: parse, then run in this process or fork one per GPU (--procs). */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The processes of one `p2pkit perf` run: a region shared by all of them
  * (MAP_SHARED, created before fork), a barrier, per-rank heartbeats and error
  * slots, a watchdog thread per process, and the parent that forks the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One process of a `p2pkit perf` run: its GPUs (all of them, or one per
  * process with -p), buffers, communicators of both libraries, and for each
  * size and place: warm-up, timed regions (eager calls or one CUDA graph),
@@ -663,7 +664,7 @@ static p2pkit_status_t verify(perf_ctx *c, const perf_counts *k, int ip, const p
   int64_t total = 0;
   for (int l = 0; l < c->nlocal; l++) {
     int rank = c->rank0 + l;
-    if (c->a->coll->id == PERF_REDUCE && rank != c->v.root) continue; /* only the root has it */
+    if (!p2pk_perf_rank_has_output(c->a->coll, rank, c->v.root)) continue;
     const void *send;
     void *recv;
     buffers(c, l, k, ip, &send, &recv);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "topo/nvml_dl.h"
 
 #include <dlfcn.h>

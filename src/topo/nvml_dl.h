@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NVML, loaded at run time: our own copies of the few declarations used, so
  * nothing of NVML is needed to build and a machine without a driver gets an
  * explanation instead of a loader error. Layouts follow nvml.h (stable ABI). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The topology model: what discovery finds and what the file readers load.
  * Plain data, so a machine recorded elsewhere classifies exactly like a live
  * one. Every reader fills this struct; the classifier and printers only read it. */

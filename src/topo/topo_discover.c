@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Discover this machine: GPUs and peer access from the CUDA runtime, the PCI
  * tree and NUMA from hwloc, NVLink and P2P status from NVML. Only the CUDA
  * part is required; the others degrade to "unknown" with a warning. */
@@ -123,8 +124,22 @@ p2pkit_status_t p2pk_topo_discover(struct p2pkit_topo **t_p) {
   return P2PKIT_SUCCESS;
 }
 
+/* P2PKIT_TOPO_FILE stands in for the machine here as in the `p2pkit`
+ * command: the recorded topology is loaded (p2pkit_topo_load's checks) and
+ * nothing is discovered; an error names the setting. */
+static p2pkit_status_t load_setting(const char *file, p2pkit_topo_t *topo_p) {
+  P2PK_INFO(P2PK_LOG_TOPO, "topology from P2PKIT_TOPO_FILE=%s, not discovered", file);
+  const p2pkit_status_t st = p2pkit_topo_load(file, topo_p);
+  if (st == P2PKIT_SUCCESS) return st;
+  char why[512];
+  snprintf(why, sizeof why, "%s", p2pkit_last_error());
+  return p2pk_fail(st, "P2PKIT_TOPO_FILE: %s", why);
+}
+
 p2pkit_status_t p2pkit_topo_discover(p2pkit_topo_t *topo_p) {
   if (!topo_p) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "output is NULL");
+  const char *file = p2pk_param_str("P2PKIT_TOPO_FILE");
+  if (file[0]) return load_setting(file, topo_p);
   struct p2pkit_topo *t = NULL;
   P2PK_CHECK(p2pk_topo_discover(&t));
   const char *dump = p2pk_param_str("P2PKIT_TOPO_DUMP_FILE");

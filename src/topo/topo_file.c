@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* p2pkit's own recorded-machine format: `p2pkit topo --save` writes it,
  * `--from` reads it. Line based and versioned:
  *

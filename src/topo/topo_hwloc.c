@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* PCI tree, host bridges, NUMA nodes and CPU sets from hwloc, live or from an
  * hwloc XML export. hwloc shows every bridge; the model keeps NCCL's view: a
  * switch is an upstream port with its downstream ports, root ports fold into

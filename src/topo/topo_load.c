@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Loading and saving recorded machines: read the whole file, detect the format
  * from its contents, dispatch to the reader. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Building, validating and classifying the topology model. */
 #include <ctype.h>
 #include <stdarg.h>

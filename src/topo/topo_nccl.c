@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NCCL's topology XML: NCCL_TOPO_DUMP_FILE output in, NCCL_TOPO_FILE out.
  *
  *   <system version="1">

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NVLink groups, PCIe link state and NVML's P2P status for the GPUs already in
  * the model (matched by bus id). */
 #include <ctype.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Printing a topology: nvidia-smi's matrices, one sentence per pair, and the
  * versioned JSON document (schema: docs/topo-json.md). */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A small, non-validating XML reader (see xml.h). It never reads past `end`,
  * bounds depth, node count, names and values, and frees everything it built
  * when it fails. */

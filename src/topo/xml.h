@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A small, non-validating XML reader for the topology files p2pkit reads
  * (NCCL's topology dumps). Elements, attributes in either quote, self-closing
  * tags, comments, <?...?> and <!DOCTYPE>, the five predefined entities; text

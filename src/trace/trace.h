@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Desync reports, the part that needs no GPU: one rank's dump of its last
  * calls as data (p2pk_tdump), the versioned text format coll/trace.c writes
  * it in and `p2pkit trace` reads back (trace_format.c), PyTorch's flight

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The verdict over every rank's dump, a pure function of the dumps (and of
  * a probe that says whether a process is alive now, which the command
  * supplies): per communicator, the newest dump of each rank, then in this

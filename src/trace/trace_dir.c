@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Every report in a directory: p2pkit's (their first line says
  * p2pkit-trace) and PyTorch's flight recorder dumps (a pickle, the rank at
  * the end of the file's name), read whole, within their bounds, never

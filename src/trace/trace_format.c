@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The text format of one rank's dump (docs/desync.md): a line per fact,
  * fields one space apart, in a fixed order, ending with `end N` so that a
  * cut file is refused:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* PyTorch's flight recorder dumps (ProcessGroupNCCL's, gloo's: a pickle
  * of plain data per rank, TORCH_FR_DUMP_TEMP_FILE<rank>) read into
  * p2pk_tdump, one per process group, so that `p2pkit trace` judges a job

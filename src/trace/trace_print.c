@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The verdict as `p2pkit trace` prints it: the headline communicator's
  * verdict in one line, then each communicator: its verdict (when there is
  * more than one), its ranks (who, where, the last call, why it dumped),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // SM copy kernels (push: run on the source GPU and write the peer; pull: run
 // on the destination GPU and read the peer), the pattern fill/verify kernels,
 // and their extern "C" launchers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The copy context: topology, settings read once, peer access held per pair,
  * per-pair staging resources; p2pkit_copy dispatches to a path. */
 #include <cuda_runtime_api.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Per ordered pair (src -> dst) resources of a context: two private streams,
  * events, and the pinned staging buffers, created on first use and reused.
  * Enqueueing on them is serialised by the pair's mutex; the GPU work itself is

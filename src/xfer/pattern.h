@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The data pattern every test and benchmark writes and checks: a hash of
  * (seed, iteration, offset), so a stale or shifted byte never matches and
  * no buffer is ever all zeros. The same code runs on the host and the GPU. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Peer access is a property of the process (of each device's primary
  * context), not of a p2pkit context: one table for the process, reference
  * counted, so two contexts share a pair and the last one out turns off only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Which path a copy takes: a pure function of the pair (from the topology),
  * the settings and the size. Nothing here touches CUDA. */
 #include <stdio.h>

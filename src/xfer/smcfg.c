@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SM copy kernel configurations: "kind=chunk,hint=cs,bps=2,threads=512,unroll=4"
  * or "kind=tma,bps=1,tile=16K,stages=4". One text form for the setting
  * (P2PKIT_SM_COPY_CONFIG), the bench flag (--sm-config) and the sweep report. */

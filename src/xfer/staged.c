@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Copies through pinned host memory, and the pull kernel's stream handoff.
  *
  * The pipeline: for piece k in slot k % depth,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The copy layer, internal side: settings, the path policy (a pure function
  * of the pair, the settings and the size, so recorded machines test it on the
  * CPU), process-wide peer-access bookkeeping, SM-kernel configurations, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Kernels of the copy layer and their thin launchers (copy_kernels.cu). Each
  * launcher enqueues on `stream`, which must belong to the current device, and
  * returns the launch's CUDA status. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # p2pkit bench from the command line, without a GPU: bad input gets one line
 # on stderr and exit code 2; plans (--dry-run) against recorded machines.
 # Usage: test_bench.sh P2PKIT_BINARY TESTS_DATA_DIR

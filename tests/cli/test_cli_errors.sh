@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every subcommand: output that did not arrive is a failure; exit codes and
 # one-line errors as docs/cli.md lists them. No GPU needed.
 set -uo pipefail

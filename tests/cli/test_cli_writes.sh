@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A write that fails is exit 1 and one line in every subcommand (docs/cli.md):
 # standard output into a closed pipe (never death by SIGPIPE, shell 141) or a
 # full disk, and every file an option names. No GPU needed.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # p2pkit doctor: options, exit codes (0 OK, 1 WARN, 2 FAIL), text and JSON on
 # every recorded machine of tests/data/sysfs (topology + sysfs tree + NCCL
 # log), and the run without a GPU.

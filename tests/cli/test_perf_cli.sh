@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # p2pkit perf: exit codes and one-line errors for bad input; on a machine
 # without a GPU, one clear line and exit 2 in every mode (nothing hangs).
 set -uo pipefail

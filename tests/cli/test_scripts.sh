@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The scripts users and GPU machines run: every one parses (bash -n), each
 # device suite refuses to start without its log folder and says how to call
 # it, and every sweep spec line has its three fields (NAME | VARS | ARGS).

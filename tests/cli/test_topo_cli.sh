@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # p2pkit topo / env / top-level: exit codes and one-line errors; golden
 # output for every recorded machine in tests/data that has one.
 set -uo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `p2pkit topo --json` for every recorded machine in tests/data that has a
 # golden text output: the fields docs/topo-json.md promises, with their types
 # and codes, every ordered pair once, and the same answers as the text

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # p2pkit trace: every recorded job in tests/data/trace against its golden
 # output (tests/data/golden/trace/NAME.txt; scripts/golden.sh writes them),
 # the JSON; then bad command lines and bad directories: one line each,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The all-reduce algorithm table, its text format, the choice rules and the
  * scratch layout: all plain C, checked without a GPU. */
 #include <stdint.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """scripts/baseline.py --merge: a torch_host_time document (what
 scripts/device/torch_host_time.py --json writes) folded into an existing
 baseline, its run added to the sources, the result valid against

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """bench/baselines/*.json against their schema (bench/baselines/schema.json,
 documented in bench/baselines/README.md) and the rules the schema cannot say;
 scripts/baseline.py on a small recorded log folder (tests/data/baseline-run/)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `p2pkit bench` arguments: defaults, size sweeps, methods, pairs, bad input
  * (one-line errors), and the checks against a machine's GPU count. */
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The bench's arithmetic: statistics, expected rates from the links,
  * verdicts (LOW against the ceiling and against peers), memory planning. */
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bench writers on a made-up report: the JSON parses, the CSV rows have the
  * header's column count, the table has the matrices and verdicts, the SVG is
  * well formed with one line per method and one cell per pair. */

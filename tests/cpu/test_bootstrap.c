@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The TCP rendezvous, with real processes on 127.0.0.1: every rank is a
  * forked child reporting its status, elapsed time and what it received
  * through a pipe. */

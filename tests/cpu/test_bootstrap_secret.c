@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Where a job secret comes from and which the rendezvous accepts where
  * (coll/bootstrap_secret.c, p2pk_resolve_opts in coll/comm.c): a launcher's
  * run id is never a secret; off loopback a secret must count 128 bits (32

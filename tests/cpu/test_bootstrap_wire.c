@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The rendezvous's messages without sockets (coll/bootstrap_wire.c): which
  * headers a receiver may read past, the hello's round trip, verdict text
  * made printable, and the proofs and MACs under libcrypto (loaded at run

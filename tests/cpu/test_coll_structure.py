@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The library's shape, checked from the build and the sources:
 
 1. No loop of calls among its files: from each object's defined and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A rank's rendezvous settings (p2pk_resolve_opts, src/coll/comm.c): from
  * torchrun's and mpirun's environments, the caller's options over them
  * (always: the launcher fills only what is unset), the defaults, the
@@ -209,7 +210,46 @@ TEST(malformed_launcher_variables_are_named) {
   env(NULL);
 }
 
+/* p2pkit_comm_opts_t carries its size and version (p2pkit.h's ABI note):
+ * the initializer and the init function agree, and p2pkit_comm_init_rank
+ * refuses options of another size or version in one line, before reading
+ * a field or starting a rendezvous. */
+TEST(size_and_version) {
+  env("RANK", "0", "WORLD_SIZE", "2", NULL);
+  p2pkit_comm_opts_t a = P2PKIT_COMM_OPTS_INIT, b;
+  memset(&b, 0x5a, sizeof b);
+  p2pkit_comm_opts_init(&b);
+  CHECK_EQ(a.size, sizeof(p2pkit_comm_opts_t));
+  CHECK_EQ(a.version, P2PKIT_COMM_OPTS_VERSION);
+  CHECK(b.size == a.size && b.version == a.version && b.nranks == -1 && b.rank == -1);
+  CHECK(b.device == -1 && b.addr == NULL && b.port == -1 && b.secret == NULL && b.timeout_s == -1);
+  CHECK_OK(p2pk_comm_opts_check(&a));
+  static const struct {
+    size_t size;
+    unsigned version;
+    const char *want;
+  } bad[] = {
+      {0, 0, "p2pkit_comm_opts_t: size 0, version 0: fill it with p2pkit_comm_opts_init"},
+      {sizeof(p2pkit_comm_opts_t), 0, "version 0: fill it with p2pkit_comm_opts_init"},
+      {sizeof(p2pkit_comm_opts_t) - 8, 1, "p2pkit_comm_opts_t.size is"},
+      {sizeof(p2pkit_comm_opts_t) + 8, 1, "p2pkit_comm_opts_t.size is"},
+      {sizeof(p2pkit_comm_opts_t) + 8, 2, "p2pkit_comm_opts_t version 2 is newer than this library's"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    p2pkit_comm_opts_t o = P2PKIT_COMM_OPTS_INIT;
+    o.size = bad[i].size;
+    o.version = bad[i].version;
+    p2pkit_comm_t c = NULL;
+    CHECK_EQ(p2pkit_comm_init_rank(&o, &c), P2PKIT_ERR_INVALID_ARGUMENT);
+    CHECK(c == NULL);
+    if (!strstr(p2pkit_last_error(), bad[i].want))
+      T_FAIL("case %zu: '%s' lacks '%s'", i, p2pkit_last_error(), bad[i].want);
+    if (strchr(p2pkit_last_error(), '\n')) T_FAIL("case %zu: more than one line", i);
+  }
+  env(NULL);
+}
+
 T_MAIN(T_CASE(torchrun_environment), T_CASE(mpirun_environment_and_defaults),
        T_CASE(options_over_the_environment), T_CASE(secret_sources_in_order),
        T_CASE(unknown_out_of_range_or_disagreeing), T_CASE(caller_wins_over_the_launcher),
-       T_CASE(malformed_launcher_variables_are_named))
+       T_CASE(malformed_launcher_variables_are_named), T_CASE(size_and_version))

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* p2pkit_comm_split and p2pkit_comm_abort without a GPU: the arguments
  * refused in one line; a split's rendezvous arranged over its parent's
  * (p2pk_split_rendezvous), with processes on 127.0.0.1: every child's

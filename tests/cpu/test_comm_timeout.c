@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A communicator's timeout, without a GPU: 600 s when P2PKIT_TIMEOUT is
  * unset (PyTorch's default for NCCL), the setting when set, the caller's
  * timeout_s over both, a split's from its parent unless its config says;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* core: status names, size parsing, the settings registry, log subsystem
  * parsing, the JSON writer. */
 #include <fcntl.h>

@@ -1,7 +1,10 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Gradient bucket plan (src/ddp/plan.c): bucket assignment in reverse
  * registration order, caps, types, padding, lookup, ready counting, in-order
  * launch, and the errors (twice registered, overlapping, twice ready, never
  * ready, unknown address). No GPU: addresses are made up. */
+#include <string.h>
+
 #include "ddp/plan.h"
 #include "core/param.h"
 #include "p2pkit.h"
@@ -198,8 +201,42 @@ TEST(settings_registered) {
   CHECK_EQ(p2pk_param_size("P2PKIT_FIRST_BUCKET_SIZE"), 1u << 20);
 }
 
+/* p2pkit_grad_sync_opts_t carries its size and version: the initializer
+ * and the init function agree, and p2pkit_grad_sync_create refuses options
+ * of another size or version in one line before it touches the
+ * communicator (here a stand-in no GPU call would accept). */
+TEST(opts_size_and_version) {
+  p2pkit_grad_sync_opts_t a = P2PKIT_GRAD_SYNC_OPTS_INIT, b;
+  memset(&b, 0x5a, sizeof b);
+  p2pkit_grad_sync_opts_init(&b);
+  CHECK(a.size == sizeof(p2pkit_grad_sync_opts_t) && a.version == P2PKIT_GRAD_SYNC_OPTS_VERSION);
+  CHECK(b.size == a.size && b.version == a.version && b.bucket_bytes == 0);
+  CHECK(b.first_bucket_bytes == 0 && b.comm_stream == NULL && b.max_blocks == 0);
+  static int stand_in;
+  p2pkit_comm_t comm = (p2pkit_comm_t)(void *)&stand_in;
+  static const struct {
+    size_t size;
+    unsigned version;
+    const char *want;
+  } bad[] = {
+      {0, 0, "p2pkit_grad_sync_opts_t: size 0, version 0: fill it with p2pkit_grad_sync_opts_init"},
+      {sizeof(p2pkit_grad_sync_opts_t) - 4, 1, "p2pkit_grad_sync_opts_t.size is"},
+      {sizeof(p2pkit_grad_sync_opts_t), 7, "p2pkit_grad_sync_opts_t version 7 is newer"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    p2pkit_grad_sync_opts_t o = P2PKIT_GRAD_SYNC_OPTS_INIT;
+    o.size = bad[i].size;
+    o.version = bad[i].version;
+    p2pkit_grad_sync_t gs = NULL;
+    CHECK_EQ(p2pkit_grad_sync_create(comm, &o, &gs), P2PKIT_ERR_INVALID_ARGUMENT);
+    CHECK(gs == NULL);
+    if (!strstr(p2pkit_last_error(), bad[i].want))
+      T_FAIL("case %zu: '%s' lacks '%s'", i, p2pkit_last_error(), bad[i].want);
+  }
+}
+
 T_MAIN(T_CASE(reverse_order_and_caps), T_CASE(oversized_gradient_gets_its_own_bucket),
        T_CASE(one_big_bucket), T_CASE(types_split_buckets_and_padding), T_CASE(register_errors),
        T_CASE(find_views_and_user_buffers), T_CASE(user_buffer_inside_arena_is_refused),
        T_CASE(ready_counting_and_in_order_launch), T_CASE(ready_twice_and_never),
-       T_CASE(settings_registered))
+       T_CASE(settings_registered), T_CASE(opts_size_and_version))

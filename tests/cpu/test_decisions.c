@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Every decision a call makes (the selector's, select.h), pinned: for each
  * collective and send/recv ×
  * mode (one process / process per GPU) × capture × group × in or out of

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """scripts/device/skips.py, the judge of a GPU run's skips, on recorded CTest
 runs (tests/data/ctest/): nogpu.* is `ctest -L gpu` on a machine without the
 CUDA driver (every GPU test skipped), h200x1.* a one-GPU H200 run of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dmbox.c without a GPU: the receivers' descriptions for send/recv
  * straight into registered buffers. A posted description comes back whole;
  * one not posted yet is waited for only as long as asked; one overwritten

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The documents name what exists. Every file or folder, function, macro
 and P2PKIT_* setting that docs/*.md, docs/decisions/*.md and README.md name
 must be in the tree:
@@ -6,9 +7,10 @@ must be in the tree:
 - a path (src/..., tests/..., scripts/..., include/..., ...; {a,b} and *
   expanded; a program by its source) exists, but the placeholder of a file
   to add (path_x.c); a link to a .md file exists beside the document;
-- a bare file name (select.c, kern_*.cu) is some file's name in the tree;
-- a p2pk_ / p2pkit_ / P2PK_ name, and a `snake_case` name in backquotes
-  (check_infos, rules[]), appears in the sources;
+- a bare file name (select.c, kern_*.cu) in ARCHITECTURE, coll-paths.md
+  and the decisions is some file's name in the tree;
+- a p2pk_ / p2pkit_ / P2PK_ name, and in those documents a `snake_case`
+  name in backquotes (check_infos, rules[]), appears in the sources;
 - a P2PKIT_* setting is in the registry (src/core/param.c), or is a name
   the public header, the build (CMakeLists.txt options) or the registry's
   list of the scripts' own variables defines;
@@ -73,6 +75,11 @@ def prose(text):
     return re.sub(r"https?://\S+", " ", text)
 
 
+def internal(doc):
+    """The documents of the code itself: ARCHITECTURE, the paths, the decisions."""
+    return doc in ("docs/ARCHITECTURE.md", "docs/coll-paths.md") or doc.startswith("docs/decisions/")
+
+
 def check_paths(doc, text, root, files, bad):
     for tok in set(re.findall(r"(?<![\w./-])((?:%s)/[\w./{},*+-]*[\w*}/])" % "|".join(re.escape(t) for t in TOP), text)):
         tok = tok.rstrip(".,")
@@ -85,8 +92,10 @@ def check_paths(doc, text, root, files, bad):
     for link in set(re.findall(r"\]\(([\w./-]+\.md)(?:#[\w-]*)?\)", text)):
         if not os.path.exists(os.path.join(root, os.path.dirname(doc), link)):
             bad.append(f"{doc}: links to {link}, which is not there")
-    names = {os.path.basename(f) for f in files}
-    for tok in set(re.findall(r"(?<![\w/{},*.-])([\w*{},-]+\.%s)\b" % FILE_EXT, text)):
+    # bare names: in the documents of the code (the others show users' own
+    # files, `cc app.c`)
+    names = {os.path.basename(f) for f in files} if internal(doc) else set()
+    for tok in set([] if not internal(doc) else re.findall(r"(?<![\w/{},*.-])([\w*{},-]+\.%s)\b" % FILE_EXT, text)):
         if "/" in tok or PLACEHOLDER.search(tok):
             continue
         if not any(any(re.fullmatch(re.escape(p).replace(r"\*", r"[\w-]*"), n) for n in names) for p in expand(tok)):
@@ -100,8 +109,7 @@ def check_names(doc, text, src_text, known, bad):
             bad.append(f"{doc}: names {tok}, which no source has")
     # ARCHITECTURE and the decisions name p2pkit's own functions and tables
     # (the other documents also name torch's and nccl-tests')
-    ours = doc == "docs/ARCHITECTURE.md" or doc.startswith("docs/decisions/")
-    for tok in set(re.findall(r"`([a-z][a-z0-9]*_[a-z0-9_]+)(?:\[\]|\(\))?`", text) if ours else []):
+    for tok in set(re.findall(r"`([a-z][a-z0-9]*_[a-z0-9_]+)(?:\[\]|\(\))?`", text) if internal(doc) else []):
         if not re.search(r"\b%s\b" % re.escape(tok), src_text):
             bad.append(f"{doc}: names {tok}, which no source has")
     for tok in set(re.findall(r"(?<![\w_])(P2PKIT_[A-Z0-9_*]*[A-Z0-9*])", text)):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* p2pkit doctor on recorded machines: each scenario of tests/data/sysfs is a
  * machine.txt (built into a /sys + /proc tree at test time by
  * scripts/make_sysfs_fixtures.py), a recorded topology (topo.p2pkit) and,

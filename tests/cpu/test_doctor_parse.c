@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* p2pkit doctor, the pure pieces: the ACS config-space parser, PCIe speed
  * strings, the NCCL log parser on recorded snippets, findings, the exit code
  * and the JSON output. */

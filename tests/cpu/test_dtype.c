@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Data types and reduction operations against NCCL's: the table round-trips,
  * sizes and names are right, p2pkit's own entry points refuse the types only
  * NCCL carries with one line, and what NCCL version each needs. */

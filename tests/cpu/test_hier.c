@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The hierarchical plan run on host memory: every rank's steps, each INTRA
  * or CROSS step executed as its collective over its group (in group order),
  * against a plain collective over all ranks. Integer types (every op) and

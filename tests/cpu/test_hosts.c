@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Host identity (hostname + boot id, P2PKIT_HOSTID over both) and the
  * grouping of ranks by host: host count, host index, local rank and size,
  * the cross-host groups, regular or not, and NCCL_HOSTID for simulated

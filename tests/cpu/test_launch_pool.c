@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* launch_pool.c without a GPU: deferred jobs of three stand-in
  * communicators run once each, a communicator's in its callers' order, the
  * first communicator's in the calling thread and (once their workers spin)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NCCL loaded at run time: a missing or wrong library fails cleanly with a
  * message naming it; the real one (when this machine has it) resolves; a
  * call the loaded library lacks is named with its version; our own

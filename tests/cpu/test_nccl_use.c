@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What a communicator may hand NCCL, from every rank's view at init
  * (nccl_use.h): P2PKIT_NCCL's words, auto without NCCL (p2pkit's own paths,
  * one INFO sentence), P2PKIT_NCCL=1 without it, ranks NCCL would refuse

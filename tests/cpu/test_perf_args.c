@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `p2pkit perf` command line: nccl-tests' flags, defaults, names, the size
  * list, and a one-line error naming the bad value for every bad input. */
 #include <stdarg.h>
@@ -322,7 +323,8 @@ TEST(algo_names) {
 
 TEST(collective_table) {
   static const char *names[] = {"all_reduce", "broadcast", "reduce", "all_gather",
-                                "reduce_scatter", "sendrecv", "alltoall", "hypercube"};
+                                "reduce_scatter", "sendrecv", "alltoall", "hypercube",
+                                "gather", "scatter"};
   int n = 0;
   for (; p2pk_perf_coll_at(n); n++) {
     const perf_coll *c = p2pk_perf_coll_at(n);
@@ -330,14 +332,44 @@ TEST(collective_table) {
     CHECK(p2pk_perf_coll(c->name) == c);
     CHECK(c->factor && c->counts && c->nccl_call); /* NCCL's side exists for every one */
   }
-  CHECK_EQ(n, 8);
+  CHECK_EQ(n, 10);
   CHECK_STR(p2pk_perf_coll_at(7)->name, "hypercube");
   CHECK(p2pk_perf_coll("all_reduce")->p2pkit_call != NULL);
   /* p2pkit has every collective (issue 5). */
   for (int i = 0; p2pk_perf_coll_at(i); i++) CHECK(p2pk_perf_coll_at(i)->p2pkit_call != NULL);
   CHECK(p2pk_perf_coll("bcast") == p2pk_perf_coll("broadcast"));
   CHECK(p2pk_perf_coll("all_gather_perf") == p2pk_perf_coll("all_gather"));
-  CHECK(p2pk_perf_coll("gather") == NULL);
+  CHECK(p2pk_perf_coll("gather_perf") == p2pk_perf_coll("gather"));
+  CHECK(p2pk_perf_coll("scatter_perf") == p2pk_perf_coll("scatter"));
+  CHECK(p2pk_perf_coll("alltoallv") == NULL);
+  /* gather and scatter: rooted (-r), no operation, an in-place variant */
+  for (int i = 0; i < 2; i++) {
+    const perf_coll *c = p2pk_perf_coll(i ? "scatter" : "gather");
+    CHECK(c->uses_root && !c->uses_op && c->has_inplace && !c->pow2_ranks);
+  }
+}
+
+/* Whose output is checked: reduce's and gather's only on the root. */
+TEST(ranks_holding_a_result) {
+  for (int i = 0; p2pk_perf_coll_at(i); i++) {
+    const perf_coll *c = p2pk_perf_coll_at(i);
+    const int rooted_output = !strcmp(c->name, "reduce") || !strcmp(c->name, "gather");
+    for (int root = 0; root < 3; root++)
+      for (int rank = 0; rank < 3; rank++)
+        CHECK_EQ(p2pk_perf_rank_has_output(c, rank, root), !rooted_output || rank == root);
+  }
+}
+
+/* gather and scatter parse as nccl-tests' gather_perf and scatter_perf do:
+ * -r N and -r all; -o is an operation they do not take. */
+TEST(gather_and_scatter_command_lines) {
+  perf_args a;
+  CHECK_EQ(parse(&a, "gather_perf", "-b", "8", "-e", "128M", "-f", "2", "-g", "8", "-r", "3",
+                 NULL), PERF_PARSE_OK);
+  CHECK_STR(a.coll->name, "gather");
+  CHECK(a.root == 3 && a.ngpus == 8 && a.max_bytes == (size_t)128 << 20);
+  CHECK_EQ(parse(&a, "scatter", "-r", "all", NULL), PERF_PARSE_OK);
+  CHECK(a.root == -1 && !strcmp(a.coll->name, "scatter"));
 }
 
 
@@ -429,7 +461,7 @@ TEST(refused_nccl_tests_flags) {
            "all_reduce", "-b", "1", "-e", "1G", "-d", "all", "-o", "all", "--vs-nccl", "-N", "2", NULL);
   bad_case(__LINE__, "--from x.p2pkit: a recorded machine has no GPU to measure", 0, "all_reduce",
            "--from", "x.p2pkit", NULL);
-  bad_case(__LINE__, "unknown collective 'gather'", 0, "gather", NULL);
+  bad_case(__LINE__, "unknown collective 'alltoallv'", 0, "alltoallv", NULL);
   bad_case(__LINE__, "-m 2: hypercube's steps depend on each other", 0, "hypercube", "-m", "2", NULL);
 }
 
@@ -469,4 +501,5 @@ TEST(variants) {
 T_MAIN(T_CASE(defaults_like_nccl_tests), T_CASE(nccl_tests_command_lines),
        T_CASE(refused_nccl_tests_flags), T_CASE(variants), T_CASE(every_flag), T_CASE(dtype_and_op_names),
        T_CASE(bad_inputs), T_CASE(help), T_CASE(size_list), T_CASE(algo_names),
-       T_CASE(collective_table))
+       T_CASE(collective_table), T_CASE(ranks_holding_a_result),
+       T_CASE(gather_and_scatter_command_lines))

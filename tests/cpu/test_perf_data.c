@@ -1,8 +1,10 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The data `p2pkit perf` moves and checks (perf_data.h): inputs are exact in
  * every dtype, and perf_expected() agrees with an independent simulation of
  * each collective done here in the dtype's own arithmetic, for every dtype,
  * op, rank count and root. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "perf/perf.h"
@@ -86,6 +88,8 @@ static double simulate(const perf_gen *g, int r, uint64_t j, const int *order) {
     case PERF_ALLTOALL: return in_dtype(g->dtype, perf_input(g, (int)(j / p), (uint64_t)r * p + j % p));
     case PERF_SENDRECV: return in_dtype(g->dtype, perf_input(g, (r - 1 + n) % n, j));
     case PERF_HYPERCUBE: return sim_hypercube(g, r, j);
+    case PERF_GATHER: return in_dtype(g->dtype, perf_input(g, (int)(j / p), j % p));
+    case PERF_SCATTER: return in_dtype(g->dtype, perf_input(g, g->root, (uint64_t)r * p + j));
   }
   return -1;
 }
@@ -145,7 +149,7 @@ TEST(expected_matches_simulation_every_collective) {
             perf_gen g = {c->id, (int)all_dtypes[d], op, n, root, 99u + (uint32_t)n, k.param};
             int bad = 0;
             for (int r = 0; r < n && !bad; r++) {
-              if (c->id == PERF_REDUCE && r != root) continue;
+              if (!p2pk_perf_rank_has_output(c, r, root)) continue;
               for (uint64_t j = 0; j < k.recv_elems && !bad; j++) {
                 double want = perf_expected(&g, r, j);
                 for (int o = 0; o < 2; o++) {
@@ -169,6 +173,76 @@ TEST(expected_matches_simulation_every_collective) {
         }
       }
   }
+}
+
+/* gather and scatter in the harness's own buffers (perf_run.c's layout:
+ * max(send, recv) elements a rank; in place, send at rank * ip_send_step and
+ * receive at rank * ip_recv_step of one buffer): the inputs filled as the
+ * fill kernel does, the blocks moved as the collective defines them, then
+ * every element a rank holds checked against perf_expected as the check
+ * kernel does. In place, the root's buffers are where p2pkit_gather and
+ * p2pkit_scatter take "in place" to be (p2pkit.h). */
+static void run_rooted(const perf_coll *c, p2pkit_dtype_t dt, int n, int root, int ip) {
+  enum { MAXN = 8 };
+  const size_t ts = p2pkit_dtype_size(dt);
+  perf_counts k;
+  p2pk_perf_counts(c, 29 * (size_t)n * ts, ts, n, &k);
+  const size_t elems = k.send_elems > k.recv_elems ? k.send_elems : k.recv_elems, p = k.param;
+  char *sbuf[MAXN], *rbuf[MAXN], *send[MAXN], *recv[MAXN];
+  perf_gen g = {c->id, (int)dt, P2PKIT_SUM, n, root, 77u, p};
+  for (int r = 0; r < n; r++) {
+    sbuf[r] = malloc(elems * ts);
+    rbuf[r] = malloc(elems * ts);
+    memset(rbuf[r], 0xFF, elems * ts); /* poisoned, as the harness does */
+    send[r] = ip ? rbuf[r] + k.ip_send_step * (size_t)r * ts : sbuf[r];
+    recv[r] = ip ? rbuf[r] + k.ip_recv_step * (size_t)r * ts : rbuf[r];
+    for (uint64_t i = 0; i < k.send_elems; i++) perf_store(send[r], g.dtype, i, perf_input(&g, r, i));
+  }
+  if (ip && c->id == PERF_GATHER) CHECK(send[root] == recv[root] + (size_t)root * p * ts);
+  if (ip && c->id == PERF_SCATTER) CHECK(recv[root] == send[root] + (size_t)root * p * ts);
+  for (int q = 0; q < n; q++) /* memmove: in place the root's own block moves onto itself */
+    if (c->id == PERF_GATHER) memmove(recv[root] + (size_t)q * p * ts, send[q], p * ts);
+    else memmove(recv[q], send[root] + (size_t)q * p * ts, p * ts);
+  for (int r = 0; r < n; r++) {
+    int64_t bad = 0;
+    if (p2pk_perf_rank_has_output(c, r, root))
+      for (uint64_t j = 0; j < k.recv_elems; j++) {
+        const double want = perf_expected(&g, r, j);
+        bad += perf_is_wrong(perf_load(recv[r], g.dtype, j), want, perf_tolerance(&g, want));
+      }
+    if (bad) T_FAIL("%s %s n %d root %d %s rank %d: %lld wrong", c->name,
+                    p2pk_perf_dtype_name(dt), n, root, ip ? "in place" : "out of place", r,
+                    (long long)bad);
+    free(sbuf[r]);
+    free(rbuf[r]);
+  }
+}
+
+TEST(gather_and_scatter_layouts) {
+  static const p2pkit_dtype_t dts[] = {P2PKIT_FLOAT32, P2PKIT_FLOAT16, P2PKIT_INT8, P2PKIT_FLOAT64};
+  static const int ranks[] = {1, 2, 3, 4, 8};
+  for (int i = 0; i < 2; i++)
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
+      for (size_t ni = 0; ni < sizeof ranks / sizeof ranks[0]; ni++)
+        for (int root = 0; root < ranks[ni]; root++)
+          for (int ip = 0; ip < 2; ip++)
+            run_rooted(p2pk_perf_coll(i ? "scatter" : "gather"), dts[d], ranks[ni], root, ip);
+}
+
+/* The checks catch a gather or scatter that moved the wrong block: the
+ * expected values of two ranks' blocks differ, so a swap is seen. */
+TEST(rooted_mixups_are_caught) {
+  perf_gen g = {PERF_GATHER, P2PKIT_FLOAT32, P2PKIT_SUM, 4, 2, 5u, 64};
+  int seen = 0;
+  for (uint64_t j = 0; j < 64; j++) /* rank 1's block where rank 0's belongs */
+    seen += perf_is_wrong(perf_input(&g, 1, j), perf_expected(&g, 2, j), 0);
+  CHECK(seen > 48);
+  g.coll = PERF_SCATTER;
+  seen = 0;
+  for (uint64_t j = 0; j < 64; j++) /* rank 3 given rank 1's block, or a non-root's data */
+    seen += perf_is_wrong(perf_input(&g, 2, 64 + j), perf_expected(&g, 3, j), 0) +
+            perf_is_wrong(perf_input(&g, 0, 3 * 64 + j), perf_expected(&g, 3, j), 0);
+  CHECK(seen > 96);
 }
 
 TEST(float_avg_is_exact_for_powers_of_two) {
@@ -264,4 +338,5 @@ TEST(fp8_conversions) {
 T_MAIN(T_CASE(inputs_are_exact_nonzero_and_rank_dependent), T_CASE(seed_changes_the_data), T_CASE(fp8_conversions),
        T_CASE(expected_matches_simulation_every_collective),
        T_CASE(float_avg_is_exact_for_powers_of_two), T_CASE(wrong_values_are_caught),
-       T_CASE(half_and_bfloat16_conversions))
+       T_CASE(half_and_bfloat16_conversions), T_CASE(gather_and_scatter_layouts),
+       T_CASE(rooted_mixups_are_caught))

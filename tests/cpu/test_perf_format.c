@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What `p2pkit perf` prints: bandwidth definitions per collective, element
  * counts, nccl-tests' columns (aligned under their headers), the footer, the
  * JSON document (parsed back with python3) and the algorithm table (parsed
@@ -100,8 +101,8 @@ TEST(busbw_factors) {
   CHECK_NEAR(ar->factor(4), 1.5, 1e-12);
   CHECK_NEAR(ar->factor(8), 1.75, 1e-12);
   CHECK_NEAR(ar->factor(1), 0.0, 1e-12);
-  static const char *nm1[] = {"all_gather", "reduce_scatter", "alltoall"};
-  for (int i = 0; i < 3; i++) {
+  static const char *nm1[] = {"all_gather", "reduce_scatter", "alltoall", "gather", "scatter"};
+  for (int i = 0; i < 5; i++) {
     CHECK_NEAR(p2pk_perf_coll(nm1[i])->factor(4), 0.75, 1e-12);
     CHECK_NEAR(p2pk_perf_coll(nm1[i])->factor(2), 0.5, 1e-12);
   }
@@ -112,6 +113,17 @@ TEST(busbw_factors) {
   CHECK_NEAR(p2pk_perf_algbw(1 << 20, 10.0), 104.8576, 1e-9);
   CHECK_NEAR(p2pk_perf_busbw(ar, 1000000000, 1e6, 4), 1.5, 1e-12);
   CHECK(isnan(p2pk_perf_algbw(8, 0)));
+  /* nccl-tests' GatherGetBw and ScatterGetBw: count (a rank's block) x
+   * nranks x type size / time, x (n-1)/n; the size column is that whole. */
+  for (int i = 0; i < 2; i++) {
+    const perf_coll *c = p2pk_perf_coll(i ? "scatter" : "gather");
+    perf_counts k;
+    p2pk_perf_counts(c, 1 << 20, 4, 4, &k);
+    const double sec = 100e-6, base = (double)k.param * 4 * 4 / 1.0e9 / sec;
+    CHECK_EQ(k.bytes, (size_t)1 << 20);
+    CHECK_NEAR(p2pk_perf_algbw(k.bytes, sec * 1e6), base, 1e-9);
+    CHECK_NEAR(p2pk_perf_busbw(c, k.bytes, sec * 1e6, 4), base * 3 / 4, 1e-9);
+  }
 }
 
 TEST(element_counts) {
@@ -132,6 +144,15 @@ TEST(element_counts) {
   CHECK_EQ(k.send_elems, 262143);
   CHECK_EQ(k.recv_elems, 87381);
   CHECK_EQ(k.ip_recv_step, 87381);
+  /* gather: all_gather's buffers, the whole on the root; scatter:
+   * reduce_scatter's, the whole sent from the root (nccl-tests' counts and
+   * in-place offsets) */
+  p2pk_perf_counts(p2pk_perf_coll("gather"), 1 << 20, 4, 3, &k);
+  CHECK(k.param == 87381 && k.count == 262143 && k.send_elems == 87381);
+  CHECK(k.recv_elems == 262143 && k.ip_send_step == 87381 && k.ip_recv_step == 0);
+  p2pk_perf_counts(p2pk_perf_coll("scatter"), 1 << 20, 4, 3, &k);
+  CHECK(k.param == 87381 && k.count == 262143 && k.send_elems == 262143);
+  CHECK(k.recv_elems == 87381 && k.ip_send_step == 0 && k.ip_recv_step == 87381);
   p2pk_perf_counts(p2pk_perf_coll("alltoall"), 1 << 20, 4, 3, &k);
   CHECK(k.send_elems == 262143 && k.recv_elems == 262143);
   /* Smaller than one element (per rank): one element. */

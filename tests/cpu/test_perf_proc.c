@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The processes of `p2pkit perf -p`: the barrier holds across processes; a
  * failing, crashing or hung child is reported by rank with its reason and
  * the others are killed; nothing waits forever. Fake children, no GPU. */

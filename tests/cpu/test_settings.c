@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The settings registry's ranges: every number setting has one, both ends
  * of it are held (a value past either is refused, naming the setting, the
  * value and the range, by p2pk_param_check and by the library's entry

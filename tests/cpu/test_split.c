@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* p2pkit_comm_split's arithmetic, NCCL's semantics: same color, one new
  * communicator, ordered by key then old rank; NOCOLOR joins none; and
  * whether a new communicator sits on one host or spans several. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Every file under tests/ and python/tests/ is run by something, so no test
 sits in the tree checking nothing:
   - a test (test_*.c/.py/.sh, fuzz_*.c, install_test.sh) is added by a glob of

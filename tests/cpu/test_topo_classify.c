@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The classifier on machines built by hand: every nvidia-smi class, NVLink
  * direct and through NVSwitch, expected rates, sentences, bus id spellings,
  * GPU-NIC classes and the nearest NIC. */

@@ -1,9 +1,11 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Topology files: every recorded machine in tests/data classified pair by
  * pair; the p2pkit format round-trips every field byte for byte; NCCL XML
  * round-trips the classes it can carry; malformed files fail with the file,
  * the line and what was expected. */
 #include <unistd.h>
 
+#include "core/param.h"
 #include "test.h"
 #include "topo/topo.h"
 #include "topo/xml.h"
@@ -1260,6 +1262,37 @@ TEST(format_detection) {
   CHECK(t == NULL);
 }
 
+/* P2PKIT_TOPO_FILE: p2pkit_topo_discover reads the recorded machine, as the
+ * `p2pkit` command does (no GPU needed), and its errors name the setting. */
+TEST(discover_honours_topo_file) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/h200x2.p2pkit", P2PK_TEST_DATA);
+  setenv("P2PKIT_TOPO_FILE", path, 1);
+  p2pk_param_reset();
+  p2pkit_topo_t t = NULL;
+  CHECK_OK(p2pkit_topo_discover(&t));
+  if (t) {
+    CHECK_STR(t->format, "p2pkit");
+    CHECK_STR(t->source, path);
+    CHECK_EQ(p2pkit_topo_gpu_count(t), 2);
+    p2pkit_gpu_t g;
+    CHECK_OK(p2pkit_topo_gpu(t, 1, &g));
+    CHECK_STR(g.busid, "0000:00:07.0");
+    p2pkit_topo_destroy(t);
+  }
+  snprintf(path, sizeof path, "%s/no-such-machine.p2pkit", P2PK_TEST_DATA);
+  setenv("P2PKIT_TOPO_FILE", path, 1);
+  p2pk_param_reset();
+  t = NULL;
+  CHECK_EQ(p2pkit_topo_discover(&t), P2PKIT_ERR_IO);
+  CHECK(t == NULL);
+  const char *e = p2pkit_last_error();
+  if (strncmp(e, "P2PKIT_TOPO_FILE: ", 18) != 0 || !strstr(e, "no-such-machine.p2pkit"))
+    T_FAIL("error '%s' does not name the setting and the file", e);
+  unsetenv("P2PKIT_TOPO_FILE");
+  p2pk_param_reset();
+}
+
 TEST(bus_id_spellings_the_readers_rely_on) {
   char out[P2PK_BUSID_LEN];
   CHECK_EQ(p2pk_busid_normalize("00000000:07:00.0", out), 0);
@@ -1285,4 +1318,5 @@ T_MAIN(T_CASE(every_fixture_classifies_every_pair), T_CASE(nvswitch_pcie_classes
        T_CASE(hwloc_bitmaps_as_hwloc_reads_them), T_CASE(hwloc_xml_of_a_newer_hwloc),
        T_CASE(hwloc_nics_fixture),
        T_CASE(nccl_gpu_decided_by_gpu_child), T_CASE(nccl_vendor_files), T_CASE(nccl_partial_file),
-       T_CASE(nccl_nic_rules), T_CASE(format_detection), T_CASE(bus_id_spellings_the_readers_rely_on))
+       T_CASE(nccl_nic_rules), T_CASE(format_detection), T_CASE(bus_id_spellings_the_readers_rely_on),
+       T_CASE(discover_honours_topo_file))

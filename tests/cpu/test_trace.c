@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The desync report without a GPU (src/trace): the text format written and
  * read back to the same bytes; every line the reader refuses, and a dump
  * cut at any byte refused; PyTorch's flight recorder pickles read (real

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The uneven all-to-all, gather and scatter refuse bad arguments in one
  * line, before anything is queued or CUDA is asked (a communicator of 4
  * ranks made here, with no GPU behind it); the group they would use is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Path choice from the topology and the settings, on the CPU: hand-built
  * machines, the recorded fixtures, the settings' parsing and the context's
  * argument checks (which run before any CUDA call). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SM copy kernel configurations: parse, format, round trip, errors. */
 #include <string.h>
 

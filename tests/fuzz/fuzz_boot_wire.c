@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: the rendezvous's messages (coll/bootstrap_wire.c) read
  * from arbitrary bytes as a stream of frames, the way the sockets read them:
  * a header, then only the bytes that header may announce, then (sealed

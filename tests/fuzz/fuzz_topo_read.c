@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: every topology reader (format detection, p2pkit files,
  * NCCL XML, hwloc XML) on arbitrary bytes. Beyond "no crash, no leak", what
  * a reader accepts must hold together:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libFuzzer target: the desync report's readers (src/trace) on arbitrary
  * bytes, as `p2pkit trace` meets them in a directory: p2pkit's text format
  * and PyTorch's flight recorder pickles. Beyond "no crash, no leak, no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Sweep of the all-reduce tuning knobs (algorithm, protocol, blocks, threads,
  * chunk) at a few sizes, one process driving every GPU, with NCCL measured
  * side by side in the same run and mode. Not a test: scripts/device/coll.sh

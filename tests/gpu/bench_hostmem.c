@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* How fast the copy engines move data between GPUs and host memory of each
  * kind the staged transport could use: the question behind the copy-engine
  * staged all-reduce running ~45 GB/s per direction with one process
@@ -21,7 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "coll/mem/ipc.h"
+#include "coll/coll.h"
 #include "coll_util.h"
 #include "xfer/xfer_kernels.h"
 

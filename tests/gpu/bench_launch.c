@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Where the time of a small collective goes: the floors it stands on,
  * measured next to it in one process driving every GPU. Not a test:
  * scripts/device/latency.sh runs it on the device machine.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One call of any collective (or a send/recv ring) on every local rank of a
  * runner (coll_runner.h), checked against a host reference: the call's
  * shape per rank, inputs uploaded and outputs poisoned (0xA5, guard bytes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What the two collective GPU tests (test_allreduce.c, test_collectives.c)
  * share: the forced-algorithm variants, the runner holding the local ranks'
  * communicators, streams and buffers (one process driving every GPU, or one

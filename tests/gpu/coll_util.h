@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers for the all-reduce tests and the sweep: input generation, a host
  * reference (float64 for floating types, exact wrap-around integers for
  * integer types), comparison with per-type tolerance, hashing; and for the

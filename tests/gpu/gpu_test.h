@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* GPU tests: skip (exit 77, CTest's skip code) with the reason printed when
  * the machine lacks the GPUs a test needs. */
 #ifndef P2PK_GPU_TEST_H

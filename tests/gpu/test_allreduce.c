@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* All-reduce on real GPUs, checked against a float64 / exact-integer host
  * reference: every type x op x in-place/out-of-place at odd counts, with
  * 16-byte-aligned and unaligned (rank-dependent) pointers, for each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bad input to the communicator and all-reduce: a clear status, never a hang
  * or a crash. Mismatched calls across ranks (another count, type or
  * algorithm) are caught on the device within a fraction of the timeout. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* p2pkit_all_to_allv, p2pkit_gather and p2pkit_scatter on GPUs, against a
  * host reference, with a process per rank: 1 rank, then 2, 3 and 4 (one
  * per GPU, or sharing the GPUs with P2PKIT_SHARE_GPUS=1, as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Broadcast, reduce, all-gather, reduce-scatter, all-to-all and send/recv on
  * real GPUs, checked against a host reference built from every rank's input:
  * every collective x type (x op) at odd counts and every root, in place and

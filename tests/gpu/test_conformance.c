@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Conformance: every path of src/coll (path.h) through the public API, the
  * selector steered to it by the P2PKIT_* settings, each call checked
  * against a host reference (coll_calls.h: outputs poisoned, guard bytes

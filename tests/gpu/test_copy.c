@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* p2pkit_copy on two GPUs: every path x sizes {1, 3, 4 KiB+1, 1 GiB+7} x
  * source/destination offsets {0, 1, 3, 8} x both directions, with P2P on and
  * disabled. Each case fills the source with the pattern of its own iteration,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The bench on two GPUs: a small run of every method and mode (all verified),
  * the SM and staging sweeps, a run that does not fit (refused before any
  * allocation), running out of memory at every allocation of a run (clean

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Gradient sync on 2 GPUs (one thread per rank, p2pkit_comm_init_all): the
  * averaged gradients are exact for both kinds of gradient (views into the
  * buckets and the caller's buffers) over several steps, and the bad inputs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Desync reports from real jobs: three ranks, a process each (on one GPU
  * with P2PKIT_SHARE_GPUS=1), make five calls together (all-reduces, then a
  * broadcast), then the sixth goes wrong, each rank's report lands in a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The fill and check kernels of `p2pkit perf` on one GPU: the device makes
  * exactly the host's data, a right result passes, and a wrong element, an
  * unwritten (poisoned) output or an unreduced input is counted. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `p2pkit perf` end to end on two GPUs, every mode (one process eager and
  * graph, -p 2), NCCL alone and p2pkit against NCCL: exit 0, #wrong 0 on every
  * line, JSON that parses; and on one GPU (-g 1, -p 1: a communicator of one

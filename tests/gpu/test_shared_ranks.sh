@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Collectives with more ranks than the machine has GPUs: `p2pkit perf -p N`
 # with P2PKIT_SHARE_GPUS=1 (rank p on GPU p % GPUs) for every collective, 3,
 # 4 and 8 ranks, over P2P (the kernels; all-reduce also with every algorithm

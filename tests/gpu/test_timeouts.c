@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A communicator's timeout on the GPU.
  *   split_keeps_the_timeout (one GPU, one process): a split's new
  *     communicators take their parent's timeout, or their config's, not

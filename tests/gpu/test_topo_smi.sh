@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # p2pkit topo must agree with nvidia-smi: GPU columns of `topo -m`, CPU and
 # NUMA affinity, GPU NUMA ID (where nvidia-smi prints it), and every code of
 # `topo -p2p r/w/a/n`.

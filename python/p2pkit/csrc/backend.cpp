@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // The backend's machinery: making the communicator, running a call on the
 // right stream in the right order, the Work it leaves (backend.hpp). The
 // operations themselves are in ops.cpp.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // The torch.distributed backend "p2pkit": a c10d::Backend over p2pkit's C
 // API with ProcessGroupNCCL's behaviour (docs/pytorch.md). One group, one
 // GPU, one p2pkit communicator, made from a unique id passed through the

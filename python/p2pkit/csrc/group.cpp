@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // A group's shared state, its Work objects and the watchdog (group.hpp).
 #include "group.hpp"
 

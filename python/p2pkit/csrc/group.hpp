@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // The state one torch.distributed group shares with its Work objects and
 // the watchdog: the p2pkit communicator of its GPU, its streams, a pool of
 // CUDA events, the calls in flight and the first error. A Work may outlive

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // p2pkit._c10d: the backend's Python face. ProcessGroupP2PKit derives
 // from torch's Backend class (torch._C._distributed_c10d.Backend) and its
 // Options from Backend.Options, so torch takes them where it takes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // The backend's operations, each a thin layer over one p2pkit call (or a
 // group of them): tensors checked, the type and operation mapped, run()
 // does the rest. The reductions first, then the data movement. Reductions take p2pkit's types, and the types only NCCL

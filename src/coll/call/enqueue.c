@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The entry points of every collective and of send/recv: the checks of
  * each call (communicator, type, operation, count, root or peer, buffers
  * and their alignment, the error a kernel left behind), then its plan and

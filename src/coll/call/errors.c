@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The error a kernel left behind (host-mapped error words), as a status
  * with what the paths can add (the flags they wait on). */
 #include "coll/paths/path.h"

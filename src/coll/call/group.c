@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Groups: every call, checked by enqueue.c, waits in this thread's group
  * (p2pkit_group_start / _end; outside one, a group of its own) and is
  * launched at the group's end: the selector picks its path, the path

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Launches from a thread per GPU (one process driving several GPUs).
  *
  * Why: a kernel launch costs the host ~3.5 us on the 2x H200 machine

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Each communicator's ring of its last calls and its dump (trace.h).
  *
  * The ring belongs to one communicator, and its calls come from one thread

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Each communicator's ring of its last calls (P2PKIT_TRACE_RING) and its
  * dump, the desync report `p2pkit trace` reads (docs/desync.md). group.c
  * records every call as it joins its group and its path once launched;

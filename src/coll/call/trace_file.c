@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The desync report's files: P2PKIT_TRACE_DIR checked and opened, each
  * dump created there whole or not at all, and what a dump says about the
  * processes of this machine. Assumes a hostile local user: the directory

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The uneven all-to-all and the rooted gather and scatter. Each is one
  * rank's share of the call, checked whole before anything is queued, then
  * a group of sends and receives, as NCCL-based libraries compose them: a

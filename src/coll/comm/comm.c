@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What every communicator is made of and how it goes, whichever way it was
  * made (one process driving several GPUs: comm_all.c; a process per GPU:
  * comm_rank.c): the settings read and checked, whether a pair may use P2P,

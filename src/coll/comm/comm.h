@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What the comm room's files share (comm.c makes each, comm_all.c and
  * comm_rank.c use them): private to src/coll/comm. */
 #ifndef P2PK_COMM_COMM_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* p2pkit_comm_abort: a communicator given up without waiting for anyone.
  * Every rank's abort word (the kernels' and copy-engine steps' waits poll
  * it) says this rank gave up, so peers waiting on it fail at once with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A communicator of one process driving several GPUs
  * (p2pkit_comm_init_all, and a one-process split's children): the
  * transport every pair can take (peer access enabled between every two

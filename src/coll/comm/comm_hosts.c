@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A communicator's hosts and what NCCL may carry, at init: each rank's
  * host ids and NCCL setting (all-gathered by comm_rank.c), the grouping
  * (hosts.h) and the mode (nccl_use.h) every rank derives alike. */

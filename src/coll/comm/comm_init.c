@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Making communicators of one process per GPU, whole: from the options
  * (p2pkit_comm_init_rank), from a unique id (p2pkit_comm_init_rank_config),
  * from a parent (p2pkit_comm_split). comm_rank.c makes the communicator; one
@@ -83,6 +84,7 @@ p2pkit_status_t p2pk_comm_create(const p2pkit_comm_opts_t *opts, int listen_fd,
 
 p2pkit_status_t p2pkit_comm_init_rank(const p2pkit_comm_opts_t *opts, p2pkit_comm_t *comm_p) {
   if (!comm_p) return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "init_rank: comm_p is NULL");
+  if (opts) P2PK_CHECK(p2pk_comm_opts_check(opts)); /* before any field is read */
   return p2pk_comm_create(opts, 0, comm_p);
 }
 

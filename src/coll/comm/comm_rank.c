@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A communicator of one process per GPU (p2pkit_comm_init_rank and every
  * way to one: comm_init.c): its rank, count, GPU, address and secret from
  * the options or the launcher's environment; the rendezvous; what every
@@ -18,7 +19,7 @@
 
 #include "coll/call/trace.h"
 #include "coll/comm/comm.h"
-#include "coll/mem/ipc.h"
+#include "coll/coll.h"
 #include "coll/paths/ce/dmbox.h" /* the send/recv rings this file shares among the ranks */
 #include "core/check.h"
 #include "core/log.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What host C code and the CUDA kernels of src/coll share: the algorithm
  * codes, the layout of each rank's scratch (device) and of the host staging
  * region, the kernel argument block and the launchers. Plain C, valid C++. */
@@ -297,7 +298,7 @@ typedef struct {
 } p2pk_lr_args;
 cudaError_t p2pk_launch_local_reduce(int dtype, const p2pk_lr_args *a, int blocks, cudaStream_t stream);
 /* One launch on `stream` of every collective but send/recv over P2P, by
- * a->proto and a->algo (kern_launch.c): LL (kern_ll.cu), LL128
+ * a->proto and a->algo (p2pk_launch_allreduce_p2p, below): LL (kern_ll.cu), LL128
  * (kern_ll128.cu), chunked one-shot (kern_oneshot.cu), two-shot
  * (kern_twoshot.cu); `threads` without LL's and LL128's header warp. */
 cudaError_t p2pk_launch_ll(const p2pk_ar_args *a, int blocks, int threads, cudaStream_t stream);
@@ -307,8 +308,6 @@ cudaError_t p2pk_launch_twoshot(const p2pk_ar_args *a, int blocks, int threads, 
 /* Blocks of ll128_kernel (threads + the header warp) one multiprocessor
  * holds at once, the least over data types but uint8; 0 if CUDA cannot say. */
 int p2pk_ll128_per_sm(int threads);
-cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int threads,
-                                      cudaStream_t stream);
 /* Every collective but send/recv through host memory (kern_staged.cu,
  * grid = 2 * blocks). */
 cudaError_t p2pk_launch_allreduce_staged(const p2pk_ar_args *a, int blocks, int threads,
@@ -349,9 +348,8 @@ cudaError_t p2pk_launch_p2p(const p2pk_p2p_args *a, int esize, int blocks, int t
 cudaError_t p2pk_launch_p2p_staged(const p2pk_p2p_args *a, int esize, int blocks, int threads,
                                    cudaStream_t stream);
 /* Load every kernel instance on the current device, so none loads lazily
- * inside a caller's CUDA graph capture: all over P2P (kern_launch.c, from
- * each kernel file's own), all through host memory. */
-cudaError_t p2pk_preload_allreduce_p2p(void);
+ * inside a caller's CUDA graph capture: all over P2P (each kernel file's own,
+ * p2pk_preload_allreduce_p2p below), all through host memory. */
 cudaError_t p2pk_preload_ll(void);
 cudaError_t p2pk_preload_ll128(void);
 cudaError_t p2pk_preload_oneshot(void);
@@ -365,6 +363,26 @@ cudaError_t p2pk_preload_reduce(void);
  * peer line seen, the last block's end]; -1 in other builds. */
 int p2pk_ktrace_read(unsigned long long out[2][10]);
 cudaError_t p2pk_preload_allreduce_staged(void);
+
+/* The dispatch over P2P by protocol and algorithm, and the preload of
+ * every kernel instance over P2P. */
+static inline cudaError_t p2pk_launch_allreduce_p2p(const p2pk_ar_args *a, int blocks, int threads,
+                                                    cudaStream_t stream) {
+  if (a->proto == P2PK_PROTO_LL) return p2pk_launch_ll(a, blocks, threads, stream);
+  if (a->proto == P2PK_PROTO_LL128) return p2pk_launch_ll128(a, blocks, threads, stream);
+  if (a->algo == P2PK_ALGO_TWOSHOT) return p2pk_launch_twoshot(a, blocks, threads, stream);
+  return p2pk_launch_oneshot(a, blocks, threads, stream);
+}
+
+static inline cudaError_t p2pk_preload_allreduce_p2p(void) {
+  cudaError_t e = p2pk_preload_sendrecv();
+  if (e == cudaSuccess) e = p2pk_preload_ll();
+  if (e == cudaSuccess) e = p2pk_preload_ll128();
+  if (e == cudaSuccess) e = p2pk_preload_reduce();
+  if (e == cudaSuccess) e = p2pk_preload_oneshot();
+  if (e == cudaSuccess) e = p2pk_preload_twoshot();
+  return e;
+}
 #ifdef __cplusplus
 }
 #endif

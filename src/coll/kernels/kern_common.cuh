@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // Device helpers shared by the all-reduce kernels: memory operations with the
 // ordering they need, bounded waits, element types and reductions, chunk
 // copy/reduce loops, and the per-call header exchange.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // ll_kernel: every collective but send/recv, one-shot push with the LL
 // protocol: each 16-byte store carries 8 bytes of data and the call's
 // sequence number twice, so the reader polls the data itself (no fence, no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // ll128_kernel and ll128x2_kernel: every collective but send/recv over P2P
 // at mid sizes, one-shot push with the LL128 protocol.
 //

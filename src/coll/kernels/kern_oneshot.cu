@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // oneshot_kernel: every collective but send/recv over P2P, chunked push:
 // block b copies its chunks of the input into every peer's mailbox (16-byte
 // stores), raises the mailbox's ready counter, then reduces the peers'

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // The copy-engine paths' kernels: the local reduce (or copy) of what the
 // copy engines landed, and the one-thread step kernel that waits for and
 // posts the ranks' flags.

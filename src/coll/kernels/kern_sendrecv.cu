@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // p2p_kernel: every send and receive of one group on one communicator over
 // P2P, each operation on its own blocks: LL up to P2PK_P2P_LL_MAX bytes,
 // the one-shot mailbox pipeline (prim_simple.cuh) above.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // Every collective through host shared memory, for GPUs without P2P (or with
 // P2PKIT_P2P_DISABLE=1). One launch of 2G blocks: writer block b copies its
 // chunks of this rank's input into this rank's outbox in host memory (the

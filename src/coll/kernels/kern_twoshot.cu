@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // twoshot_kernel: reduce-scatter then all-gather over P2P, chunked: each
 // chunk is cut in n shards; rank k reduces shard k and pushes the result to
 // every peer (straight into the peer's output when it allows, else into an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Collective plans: which peers a rank pushes to and receives from, where
  * each rank's share sits in the buffers, and the in-place forms. */
 #include "coll/kernels/plan.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What each collective moves where, as masks and strides the kernels read
  * (p2pk_ar_args.send_mask ...), and the per-call argument rules they share.
  * Pure C, no CUDA calls: the CPU tests cover all of it. */

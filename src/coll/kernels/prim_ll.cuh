@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // LL primitives (8 data bytes and the call's sequence number twice per
 // 16-byte store, so the reader polls the data itself): one 8-byte line of a
 // buffer in and out, a peer mask's bit, and the arguments the LL and LL128

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // LL128 primitives: 128-byte lines of 120 payload bytes and an 8-byte flag
 // (the layout is kern_ll128.cu's head).
 #ifndef P2PK_PRIM_LL128_CUH

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // The simple protocol's primitives: a block's share of a call (Plan), the
 // mailbox handshake (wait_free / push_done at the sender, wait_ready /
 // drain_done at the receiver), the call's header check, and the one-shot

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Sharing memory between the processes of one communicator: CUDA IPC for
  * device memory, POSIX shared memory (pinned and mapped for the GPU) for the
  * host staging region. Segments are created 0600 with O_EXCL under a random
@@ -13,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coll/mem/ipc.h"
+#include "coll/coll.h"
 #include "core/check.h"
 
 p2pkit_status_t p2pk_shm_create(size_t bytes, char name[P2PK_SHM_NAME], void **p_out) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Each rank's device scratch and host staging part: where every area sits
  * (coll_dev.h's p2pk_layout), from the rank count, the buffer size and the
  * transport. Plain C: the CPU tests cover it. */

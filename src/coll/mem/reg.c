@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Registered user buffers: p2pkit_comm_register / _deregister (with a
  * process per GPU each rank maps every peer's buffer through CUDA IPC, in
  * the collective order of registrations), and the lookups the paths make. */
@@ -6,7 +7,6 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll/mem/ipc.h"
 #include "core/check.h"
 
 typedef struct {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What every path and the entry points share about a call: the GPU made
  * current and back, launch errors as statuses, the stream's capture
  * status, the selector's key, the call's name. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The hierarchical plans (hier.h): each rank's steps, pure. */
 #include "coll/paths/hier.h"
 

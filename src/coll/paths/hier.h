@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The hierarchical collectives of a communicator spanning hosts, as data:
  * the steps each rank runs, with their groups, buffers, offsets and counts
  * (elements). Pure: the executor runs each step with p2pkit inside a host

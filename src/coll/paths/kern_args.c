@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What the kernel paths (path_p2p.c over P2P, path_staged.c through host
  * memory) share: one launch per call, its arguments from the
  * communicator's template, the call's plan and the selector's choice; a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NCCL communicators over groups of a p2pkit communicator's ranks, made
  * with the ids passed over p2pkit's own rendezvous (no NCCL bootstrap
  * address of the caller's): the NCCL path's over every rank, the

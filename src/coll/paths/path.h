@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The path interface. A path is one way a call's data moves (the kernels
  * over P2P, the kernels through host memory, the copy engines by events,
  * through landing slots, straight into the outputs, through host memory;

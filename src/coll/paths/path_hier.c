@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The hierarchical path of a communicator spanning hosts (the same number
  * of ranks, at least 2, on every host): all-reduce, reduce-scatter and
  * all-gather run hier.c's plan: inside each host p2pkit on the host's own

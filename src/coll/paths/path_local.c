@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One rank's own copies: a collective of a one-rank communicator (its
  * input to its output, unless in place) and a send to itself with its
  * receive from itself in one group, on its stream. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NCCL under p2pkit: a communicator may own an NCCL communicator over all
  * its ranks (libnccl.so.2 loaded at run time, nccl_dl.h) and hand it
  * every call the selector gives this path: the types only NCCL has,

@@ -1,6 +1,7 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The kernels over P2P (NVLink or PCIe peer access): every collective in
  * one launch (LL, LL128, chunked one-shot, two-shot and its rooted form:
- * kern_launch.c picks the kernel by the selector's protocol and
+ * p2pk_launch_allreduce_p2p picks the kernel by the selector's protocol and
  * algorithm), a group's sends and receives of a communicator in one
  * kernel. Every sequence number and mailbox counter lives in device
  * memory and only kernels advance it, so a call can be captured in a CUDA

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The kernels through host memory, for GPUs without P2P (or with
  * P2PKIT_P2P_DISABLE=1): every collective in one launch of the staged
  * pipeline (kern_staged.cu), a group's sends and receives of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Every path, by id (select.h's P2PK_PATH_*), and what each can carry. */
 #include "coll/paths/path.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP rendezvous: see bootstrap.h; the messages are in bootstrap_wire.c and
  * docs/rendezvous.md. Rank 0 is the hub of a star; all-gathers go through
  * it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP rendezvous for one process per GPU. Rank 0 listens on addr:port; the
  * others connect (retrying until the timeout). With a job secret the two
  * ends of each connection prove to each other that they know it, without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Which job secrets the rendezvous accepts where (see bootstrap.h and
  * docs/rendezvous.md): none needs a loopback address; off loopback a secret
  * must be able to hold P2PK_BOOT_SECRET_MIN_BITS, counted by its length and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Whose process is at the other end of a TCP connection (see bootstrap.h).
  * The kernel is asked for that one socket through NETLINK_SOCK_DIAG, a
  * lookup by its addresses that costs the same with a thousand connections

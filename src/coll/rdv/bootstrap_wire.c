@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The rendezvous's messages: see bootstrap_wire.h. */
 #include "coll/rdv/bootstrap_wire.h"
 

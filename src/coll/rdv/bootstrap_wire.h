@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The rendezvous's messages, packed and parsed without sockets (so a fuzzer
  * and the unit tests reach every parser): a 12-byte header (type, tag,
  * payload length; network byte order), the payload, and for the sealed

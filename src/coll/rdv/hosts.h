@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Which host each rank is on, and the groups a communicator spanning hosts
  * is built from. A host id is the hostname and the boot id, as NCCL's own
  * host hash; P2PKIT_HOSTID replaces it, so several hosts can be simulated on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Communicator creation from a unique id (see init_id.h and p2pkit.h).
  *
  * The id, 128 bytes:
@@ -321,12 +322,26 @@ p2pkit_status_t p2pk_config_check(const p2pkit_config_t *in, p2pkit_config_t *ou
 }
 
 void p2pkit_comm_opts_init(p2pkit_comm_opts_t *o) {
-  if (!o) return;
-  o->nranks = o->rank = o->device = -1;
-  o->addr = NULL;
-  o->port = -1;
-  o->secret = NULL;
-  o->timeout_s = -1;
+  const p2pkit_comm_opts_t defaults = P2PKIT_COMM_OPTS_INIT;
+  if (o) *o = defaults;
+}
+
+/* The caller's options as this library knows them: filled by
+ * P2PKIT_COMM_OPTS_INIT or p2pkit_comm_opts_init with this header's size
+ * and version (the only ones version 1 has). */
+p2pkit_status_t p2pk_comm_opts_check(const p2pkit_comm_opts_t *o) {
+  if (o->size == 0 || o->version == 0)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_comm_opts_t: size %zu, version %u: fill "
+                     "it with p2pkit_comm_opts_init or P2PKIT_COMM_OPTS_INIT", o->size, o->version);
+  if (o->version > P2PKIT_COMM_OPTS_VERSION)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_comm_opts_t version %u is newer than this "
+                     "library's (%d): the caller was built against a newer p2pkit.h", o->version,
+                     P2PKIT_COMM_OPTS_VERSION);
+  if (o->size != sizeof *o)
+    return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "p2pkit_comm_opts_t.size is %zu, but a version %u "
+                     "one has %zu bytes: fill it with p2pkit_comm_opts_init or "
+                     "P2PKIT_COMM_OPTS_INIT", o->size, o->version, sizeof *o);
+  return P2PKIT_SUCCESS;
 }
 
 p2pkit_status_t p2pk_uid_comm_opts(const p2pk_uid *u, int nranks, int rank,

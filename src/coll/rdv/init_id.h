@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* How a communicator is named and cut. Its creation from a unique id
  * (p2pkit_get_unique_id, p2pkit_comm_init_rank_config: init_id.c): the
  * id's wire form, the listening sockets this process keeps for its ids, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "coll/rdv/init_id.h"
 
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A child communicator's rendezvous, arranged over its parent's: every
  * parent rank gives its (color, key) in an all-gather over the parent's
  * authenticated bootstrap; each child's new rank 0 (its leader) makes a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The all-reduce algorithm table and choice rules (see algo.h). */
 #include "coll/select/algo.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Which all-reduce algorithm runs, by transport, rank count and size: a small
  * table (built in, or loaded from P2PKIT_ALGO_TABLE), environment overrides,
  * and the rules that turn a row's "auto" fields into a launch. No CUDA here,

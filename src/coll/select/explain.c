@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The selector in words (select.h): one decision in a line, a call's key
  * and its decision logged at INFO, and `p2pkit perf --explain`'s text: the
  * rules as resolved for a communicator, the algorithm table's rows, and the

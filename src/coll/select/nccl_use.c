@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "coll/select/nccl_use.h"
 
 #include <stdio.h>

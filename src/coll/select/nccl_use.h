@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Whether a communicator may use NCCL, decided alike on every rank from
  * what each rank says at init (all-gathered): P2PKIT_NCCL (auto, 0, 1),
  * whether the rank could load NCCL, its machine, GPU and the host id NCCL

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The selector (select.h): the thresholds, the rules, the kernel choices. */
 #include "coll/select/select.h"
 

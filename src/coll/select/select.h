@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The selector: which path carries a call, and with what algorithm,
  * protocol and grid. One table of rules (select.c's `rules`), read in
  * order, first match wins; each rule is keyed by the call (collective or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What the copy-engine paths share: their streams and events, the device
  * buffer the chunks land in, the local reduce that runs in rank order on
  * the SMs (the same bits on every rank), the shard and chunk arithmetic,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What the copy-engine paths share (ce_common.c): one set of streams and
  * events per rank, made on first use (the landing-slot paths' at init, so
  * no call under capture creates them), a device buffer chunks land in, the

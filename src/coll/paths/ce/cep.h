@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The landing slots' engine (cep_core.c, cep_ops.c, cep_straight.c,
  * recvmap.c), which two paths run on: ce-slots (path_ce_slots.c) and
  * ce-direct (path_ce_direct.c). Its state lives in the copy engines' room

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The landing slots' engine (cep.h; the design is at the head of
  * path_ce_slots.c): the slots' size and place, the one-thread step lists
  * (batches) and the flags' claims and takes, the pushes into the peers'

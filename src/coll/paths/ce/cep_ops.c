@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The landing slots' collectives (cep.h; the design is at the head of
  * path_ce_slots.c): the all-reduce, reduce-scatter, reduce and broadcast,
  * all-to-all and all-gather, a communicator's sends and receives, which the

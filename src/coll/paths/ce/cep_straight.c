@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Send/recv, out-of-place all-to-all and all-gather with a process per GPU
  * straight into a registered receive buffer (dmbox.h has the host side;
  * recvmap.c the buffers shared on demand). */

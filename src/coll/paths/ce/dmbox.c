@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The receivers' descriptions for send/recv straight into their buffers
  * (dmbox.h). Every field is an atomic, so a sender reading an entry the
  * receiver is rewriting is no data race: it sees seq change and retries. */

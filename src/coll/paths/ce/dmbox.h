@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Send/recv with a process per GPU straight into the receiver's buffer:
  * where each receive lands, told by the receiver's host to the sender's
  * through host shared memory (cep_straight.c says how a call uses it).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One process under capture, every rank's call of an all-reduce,
  * broadcast, all-gather or all-to-all in one group (and sends with their
  * receives there): the copy engines push straight into the receivers'

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Copy-engine collectives over P2P ordered by CUDA events: one process
  * driving every GPU, the ranks' calls inside one group (group.c collects
  * every rank's call of each), peer access between every pair. Broadcast

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Copy engines over P2P through landing slots, with one process per GPU:
  * all-reduce, reduce-scatter, reduce, broadcast, all-gather and all-to-all
  * from their P2PKIT_*_CE_MIN, and send/recv from P2PKIT_SENDRECV_CE_MIN

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Copy-engine staged all-reduce of a communicator without P2P, from
  * P2PKIT_STAGED_CE_MIN bytes (16 MiB): one process driving every GPU, the
  * ranks' calls inside one group (first half of this file), or one process

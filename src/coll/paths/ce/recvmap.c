@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Receive buffers shared on demand (P2PKIT_SENDRECV_MAP; process per GPU).
  *
  * Send/recv, out-of-place all-to-all and all-gather over the copy engines
@@ -33,7 +34,7 @@
 #include <string.h>
 
 #include "coll/paths/ce/cep.h"
-#include "coll/mem/ipc.h"
+#include "coll/coll.h"
 #include "core/clock.h"
 #include "core/log.h"
 
