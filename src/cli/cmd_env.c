@@ -26,7 +26,7 @@ static int verdict(void) {
     char why[400];
     if (p2pk_param_is_set(d->name) &&
         p2pk_param_valid(d, p2pk_param_str(d->name), why, sizeof why) != 0) {
-      cli_error("env", "%s", why);
+      p2pk_cli_error("env", "%s", why);
       bad++;
     }
   }
@@ -47,7 +47,7 @@ static void usage(FILE *out) {
           "the list could not be written; 2 a bad command line (docs/cli.md).\n");
 }
 
-int cmd_env(int argc, char **argv) {
+int p2pk_cmd_env(int argc, char **argv) {
   static const struct option long_opts[] = {
       {"json", no_argument, NULL, 'j'}, {"new-secret", no_argument, NULL, 's'},
       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
@@ -58,21 +58,21 @@ int cmd_env(int argc, char **argv) {
       usage(stdout);
       return CLI_EXIT_OK;
     }
-    if (c != 'j' && c != 's') return cli_opt_error("env", c, argv, usage);
+    if (c != 'j' && c != 's') return p2pk_cli_opt_error("env", c, argv, usage);
     *(c == 'j' ? &json : &secret) = 1;
   }
   if (optind < argc) {
-    cli_error("env", "unexpected argument '%s'", argv[optind]);
+    p2pk_cli_error("env", "unexpected argument '%s'", argv[optind]);
     return CLI_EXIT_USAGE;
   }
   if (json && secret) {
-    cli_error("env", "--json and --new-secret: one or the other");
+    p2pk_cli_error("env", "--json and --new-secret: one or the other");
     return CLI_EXIT_USAGE;
   }
   if (secret) {
     char hex[P2PK_SECRET_HEX + 1];
     if (p2pk_secret_new(hex) != P2PKIT_SUCCESS) {
-      cli_error("env", "%s", p2pkit_last_error());
+      p2pk_cli_error("env", "%s", p2pkit_last_error());
       return CLI_EXIT_FAIL;
     }
     printf("%s\n", hex);
