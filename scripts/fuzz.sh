@@ -30,7 +30,7 @@ topo=(src/topo/xml.c src/topo/topo_model.c src/topo/topo_load.c src/topo/topo_fi
 # shellcheck disable=SC2046
 clang "${flags[@]}" $(pkg-config --cflags hwloc) tests/fuzz/fuzz_topo_read.c "${core[@]}" "${topo[@]}" \
   $(pkg-config --libs hwloc) -lpthread -lm -ldl -o "$out/fuzz_topo_read"
-clang "${flags[@]}" tests/fuzz/fuzz_boot_wire.c "${core[@]}" src/coll/bootstrap_wire.c \
+clang "${flags[@]}" tests/fuzz/fuzz_boot_wire.c "${core[@]}" src/coll/rdv/bootstrap_wire.c \
   -lpthread -lm -ldl -o "$out/fuzz_boot_wire"
 clang "${flags[@]}" tests/fuzz/fuzz_trace_read.c "${core[@]}" src/trace/*.c \
   -lpthread -lm -ldl -o "$out/fuzz_trace_read"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# The PTX of every kernel (and device function) in src/coll/*.cu, compared
+# The PTX of every kernel (and device function) in src/coll's .cu files, compared
 # per function with a recorded list (tests/data/ptx_kernels.txt: name and
 # hash of each function's normalized PTX), so kernels that only moved
 # between files are proven to compile to the same code.
@@ -39,7 +39,7 @@ trap 'rm -rf "$tmp"' EXIT
 functions() {
   local root=$1 out=$2 n=0 pids=()
   mkdir -p "$tmp/ptx.$n"
-  for f in "$root"/src/coll/*.cu; do
+  for f in $(find "$root/src/coll" -name '*.cu' | sort); do
     for kt in 0 1; do
       local def=() tag=plain
       if [ "$kt" = 1 ]; then def=(-DP2PK_KTRACE); tag=ktrace; fi

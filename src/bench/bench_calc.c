@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The bench's arithmetic: statistics, expected rates from the links,
- * verdicts, memory planning. No CUDA here. */
+ * verdicts (each size's memory is bench_args.c's, which checks it). No CUDA
+ * here. */
 #include <math.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -225,76 +226,6 @@ const p2pk_bench_sweep *p2pk_bench_best_sweep(const p2pk_bench_report *r, int me
       best = s;
   }
   return best;
-}
-
-/* --- memory ------------------------------------------------------------------ */
-
-/* Saturating: a size near SIZE_MAX must not wrap to a small need that fits. */
-static size_t sat_add(size_t a, size_t b, int *over) {
-  if (b > SIZE_MAX - a) {
-    *over = 1;
-    return SIZE_MAX;
-  }
-  return a + b;
-}
-
-static size_t round_gran(size_t bytes, int *over) {
-  const size_t gran = 2u << 20;
-  if (bytes > SIZE_MAX - (gran - 1)) {
-    *over = 1;
-    return SIZE_MAX;
-  }
-  return (bytes + gran - 1) / gran * gran;
-}
-
-int p2pk_bench_mem_need(const p2pk_bench_opts *o, size_t bytes, int ngpus, size_t *need) {
-  /* Per pair a source buffer on src and a destination buffer on dst, rounded
-   * up to the allocation granularity; both ways also needs the reverse pair. */
-  int over = 0;
-  memset(need, 0, (size_t)ngpus * sizeof *need);
-  if (!o->methods) {
-    /* Only sweeps (on the first pair, at the first size) and latency. */
-    if ((o->sm_sweep || o->stage_sweep) && o->npairs && o->pairs[0][0] < ngpus &&
-        o->pairs[0][1] < ngpus) {
-      size_t first = round_gran(o->sizes[0], &over);
-      need[o->pairs[0][0]] = sat_add(need[o->pairs[0][0]], first, &over);
-      need[o->pairs[0][1]] = sat_add(need[o->pairs[0][1]], first, &over);
-    }
-    return over ? -1 : 0;
-  }
-  size_t each = round_gran(bytes, &over);
-  int both = (o->modes >> P2PK_MODE_BOTH) & 1;
-  for (int i = 0; i < o->npairs; i++) {
-    int a = o->pairs[i][0], b = o->pairs[i][1];
-    if (a >= ngpus || b >= ngpus) continue;
-    int n = 1;
-    if (both) {
-      int have_reverse = 0;
-      for (int k = 0; k < o->npairs; k++)
-        if (o->pairs[k][0] == b && o->pairs[k][1] == a) have_reverse = 1;
-      n += !have_reverse;
-    }
-    for (int k = 0; k < n; k++) {
-      need[a] = sat_add(need[a], each, &over);
-      need[b] = sat_add(need[b], each, &over);
-    }
-  }
-  return over ? -1 : 0;
-}
-
-int p2pk_bench_mem_check(const size_t *need, const size_t *free_bytes, int ngpus, size_t bytes,
-                         char *err, size_t errlen) {
-  for (int g = 0; g < ngpus; g++) {
-    if (need[g] <= free_bytes[g]) continue;
-    char s[32], n[32], f[32];
-    p2pk_bench_fmt_size(bytes, s, sizeof s);
-    p2pk_bench_fmt_size(need[g], n, sizeof n);
-    p2pk_bench_fmt_size(free_bytes[g], f, sizeof f);
-    snprintf(err, errlen, "size %s does not fit: the run needs %s on GPU%d, which has %s free", s, n,
-             g, f);
-    return -1;
-  }
-  return 0;
 }
 
 /* --- SM sweep configurations ------------------------------------------------ */

@@ -259,11 +259,11 @@ p2pkit_status_t p2pk_bench_write_table(const p2pk_bench_report *r, FILE *out) {
 /* --- JSON -------------------------------------------------------------------- */
 
 static void json_stats(p2pk_json *j, const p2pk_stats *s) {
-  pj_num(j, "median_us", s->median);
-  pj_num(j, "min_us", s->min);
-  pj_num(j, "max_us", s->max);
-  pj_num(j, "cv", s->cv);
-  pj_int(j, "runs", s->n);
+  p2pk_json_num(j, "median_us", s->median);
+  p2pk_json_num(j, "min_us", s->min);
+  p2pk_json_num(j, "max_us", s->max);
+  p2pk_json_num(j, "cv", s->cv);
+  p2pk_json_int(j, "runs", s->n);
 }
 
 static const char *status_name(int st) {
@@ -272,124 +272,124 @@ static const char *status_name(int st) {
 
 p2pkit_status_t p2pk_bench_write_json(const p2pk_bench_report *r, FILE *out) {
   p2pk_json j;
-  pj_init(&j, out);
-  pj_obj(&j, NULL);
-  pj_int(&j, "schema_version", 1);
-  pj_str(&j, "tool", "p2pkit bench");
+  p2pk_json_init(&j, out);
+  p2pk_json_obj(&j, NULL);
+  p2pk_json_int(&j, "schema_version", 1);
+  p2pk_json_str(&j, "tool", "p2pkit bench");
   char v[32];
   snprintf(v, sizeof v, "%d.%d.%d", P2PKIT_VERSION_MAJOR, P2PKIT_VERSION_MINOR, P2PKIT_VERSION_PATCH);
-  pj_str(&j, "version", v);
-  pj_str(&j, "date", r->date);
-  pj_str(&j, "hostname", r->hostname);
-  pj_str(&j, "driver", r->driver);
-  pj_int(&j, "cuda_driver", r->cuda_driver);
-  pj_int(&j, "cuda_runtime", r->cuda_runtime);
-  pj_arr(&j, "gpus");
+  p2pk_json_str(&j, "version", v);
+  p2pk_json_str(&j, "date", r->date);
+  p2pk_json_str(&j, "hostname", r->hostname);
+  p2pk_json_str(&j, "driver", r->driver);
+  p2pk_json_int(&j, "cuda_driver", r->cuda_driver);
+  p2pk_json_int(&j, "cuda_runtime", r->cuda_runtime);
+  p2pk_json_arr(&j, "gpus");
   for (int g = 0; g < r->ngpus; g++) {
-    pj_obj(&j, NULL);
-    pj_int(&j, "index", g);
-    pj_str(&j, "name", r->gpu[g].name);
-    pj_str(&j, "busid", r->gpu[g].busid);
-    pj_obj_end(&j);
+    p2pk_json_obj(&j, NULL);
+    p2pk_json_int(&j, "index", g);
+    p2pk_json_str(&j, "name", r->gpu[g].name);
+    p2pk_json_str(&j, "busid", r->gpu[g].busid);
+    p2pk_json_obj_end(&j);
   }
-  pj_arr_end(&j);
-  pj_obj(&j, "settings");
-  pj_bool(&j, "p2p_disable", r->p2p_disable);
-  pj_str(&j, "p2p_level", r->p2p_level);
-  pj_int(&j, "stage_chunk", (int64_t)r->stage_chunk);
-  pj_int(&j, "stage_depth", r->stage_depth);
-  pj_str(&j, "sm_config", r->sm_config);
-  pj_int(&j, "iters", r->iters);
-  pj_int(&j, "warmup", r->warmup);
-  pj_int(&j, "seed", (int64_t)r->seed);
-  pj_bool(&j, "gate", r->gate);
-  pj_str(&j, "gbps_unit", "1e9 bytes/s");
-  pj_obj_end(&j);
-  pj_arr(&j, "results");
+  p2pk_json_arr_end(&j);
+  p2pk_json_obj(&j, "settings");
+  p2pk_json_bool(&j, "p2p_disable", r->p2p_disable);
+  p2pk_json_str(&j, "p2p_level", r->p2p_level);
+  p2pk_json_int(&j, "stage_chunk", (int64_t)r->stage_chunk);
+  p2pk_json_int(&j, "stage_depth", r->stage_depth);
+  p2pk_json_str(&j, "sm_config", r->sm_config);
+  p2pk_json_int(&j, "iters", r->iters);
+  p2pk_json_int(&j, "warmup", r->warmup);
+  p2pk_json_int(&j, "seed", (int64_t)r->seed);
+  p2pk_json_bool(&j, "gate", r->gate);
+  p2pk_json_str(&j, "gbps_unit", "1e9 bytes/s");
+  p2pk_json_obj_end(&j);
+  p2pk_json_arr(&j, "results");
   for (int i = 0; i < r->nrows; i++) {
     const p2pk_bench_row *x = &r->rows[i];
-    pj_obj(&j, NULL);
-    pj_str(&j, "method", p2pk_bench_method_name(x->method));
-    pj_str(&j, "mode", p2pk_bench_mode_name(x->mode));
-    pj_int(&j, "src", x->src);
-    pj_int(&j, "dst", x->dst);
-    pj_bool(&j, "total", x->total);
-    pj_int(&j, "pairs", x->npairs);
-    pj_int(&j, "bytes", (int64_t)x->bytes);
-    pj_str(&j, "link", x->label);
-    pj_str(&j, "path", x->path);
-    pj_str(&j, "status", status_name(x->status));
+    p2pk_json_obj(&j, NULL);
+    p2pk_json_str(&j, "method", p2pk_bench_method_name(x->method));
+    p2pk_json_str(&j, "mode", p2pk_bench_mode_name(x->mode));
+    p2pk_json_int(&j, "src", x->src);
+    p2pk_json_int(&j, "dst", x->dst);
+    p2pk_json_bool(&j, "total", x->total);
+    p2pk_json_int(&j, "pairs", x->npairs);
+    p2pk_json_int(&j, "bytes", (int64_t)x->bytes);
+    p2pk_json_str(&j, "link", x->label);
+    p2pk_json_str(&j, "path", x->path);
+    p2pk_json_str(&j, "status", status_name(x->status));
     if (x->status == P2PK_ROW_OK) {
-      pj_num(&j, "median_gbps", x->gbps);
-      pj_num(&j, "min_gbps", x->gbps_min);
-      pj_num(&j, "max_gbps", x->gbps_max);
+      p2pk_json_num(&j, "median_gbps", x->gbps);
+      p2pk_json_num(&j, "min_gbps", x->gbps_min);
+      p2pk_json_num(&j, "max_gbps", x->gbps_max);
       json_stats(&j, &x->us);
-      pj_num(&j, "line_gbps", x->line_gbps > 0 ? x->line_gbps : NAN);
-      pj_num(&j, "expected_gbps", x->expected_gbps > 0 ? x->expected_gbps : NAN);
-      pj_num(&j, "fraction_of_line", x->frac_line > 0 ? x->frac_line : NAN);
-      pj_num(&j, "ratio_to_memcpy_peer", x->ratio_anchor > 0 ? x->ratio_anchor : NAN);
-      pj_bool(&j, "low", x->low);
-      pj_str(&j, "verdict", x->verdict);
-      pj_bool(&j, "verified", x->verified);
-      pj_int(&j, "mismatches", (int64_t)x->mismatches);
+      p2pk_json_num(&j, "line_gbps", x->line_gbps > 0 ? x->line_gbps : NAN);
+      p2pk_json_num(&j, "expected_gbps", x->expected_gbps > 0 ? x->expected_gbps : NAN);
+      p2pk_json_num(&j, "fraction_of_line", x->frac_line > 0 ? x->frac_line : NAN);
+      p2pk_json_num(&j, "ratio_to_memcpy_peer", x->ratio_anchor > 0 ? x->ratio_anchor : NAN);
+      p2pk_json_bool(&j, "low", x->low);
+      p2pk_json_str(&j, "verdict", x->verdict);
+      p2pk_json_bool(&j, "verified", x->verified);
+      p2pk_json_int(&j, "mismatches", (int64_t)x->mismatches);
     }
-    if (x->note[0]) pj_str(&j, "note", x->note);
-    pj_obj_end(&j);
+    if (x->note[0]) p2pk_json_str(&j, "note", x->note);
+    p2pk_json_obj_end(&j);
   }
-  pj_arr_end(&j);
-  pj_arr(&j, "latency");
+  p2pk_json_arr_end(&j);
+  p2pk_json_arr(&j, "latency");
   for (int i = 0; i < r->nlats; i++) {
     const p2pk_bench_lat *l = &r->lats[i];
-    pj_obj(&j, NULL);
-    pj_str(&j, "method", p2pk_bench_lat_name(l->kind));
-    pj_str(&j, "measure", l->kind == P2PK_LAT_FLAG ? "one-way latency" : "time per back-to-back copy");
-    pj_int(&j, "src", l->src);
-    pj_int(&j, "dst", l->dst);
-    pj_int(&j, "bytes", (int64_t)l->bytes);
-    pj_int(&j, "count", l->count);
-    pj_str(&j, "status", status_name(l->status));
+    p2pk_json_obj(&j, NULL);
+    p2pk_json_str(&j, "method", p2pk_bench_lat_name(l->kind));
+    p2pk_json_str(&j, "measure", l->kind == P2PK_LAT_FLAG ? "one-way latency" : "time per back-to-back copy");
+    p2pk_json_int(&j, "src", l->src);
+    p2pk_json_int(&j, "dst", l->dst);
+    p2pk_json_int(&j, "bytes", (int64_t)l->bytes);
+    p2pk_json_int(&j, "count", l->count);
+    p2pk_json_str(&j, "status", status_name(l->status));
     if (l->status == P2PK_ROW_OK) {
       json_stats(&j, &l->us);
-      pj_num(&j, "globaltimer_us", l->gt_us > 0 ? l->gt_us : NAN);
-      pj_bool(&j, "verified", l->verified);
-      pj_int(&j, "mismatches", (int64_t)l->mismatches);
+      p2pk_json_num(&j, "globaltimer_us", l->gt_us > 0 ? l->gt_us : NAN);
+      p2pk_json_bool(&j, "verified", l->verified);
+      p2pk_json_int(&j, "mismatches", (int64_t)l->mismatches);
     }
-    if (l->note[0]) pj_str(&j, "note", l->note);
-    pj_obj_end(&j);
+    if (l->note[0]) p2pk_json_str(&j, "note", l->note);
+    p2pk_json_obj_end(&j);
   }
-  pj_arr_end(&j);
-  pj_arr(&j, "sweeps");
+  p2pk_json_arr_end(&j);
+  p2pk_json_arr(&j, "sweeps");
   for (int i = 0; i < r->nsweeps; i++) {
     const p2pk_bench_sweep *s = &r->sweeps[i];
-    pj_obj(&j, NULL);
-    pj_str(&j, "method", p2pk_bench_method_name(s->method));
-    pj_int(&j, "src", s->src);
-    pj_int(&j, "dst", s->dst);
-    pj_int(&j, "bytes", (int64_t)s->bytes);
-    pj_str(&j, "config", s->config);
-    pj_str(&j, "status", status_name(s->status));
+    p2pk_json_obj(&j, NULL);
+    p2pk_json_str(&j, "method", p2pk_bench_method_name(s->method));
+    p2pk_json_int(&j, "src", s->src);
+    p2pk_json_int(&j, "dst", s->dst);
+    p2pk_json_int(&j, "bytes", (int64_t)s->bytes);
+    p2pk_json_str(&j, "config", s->config);
+    p2pk_json_str(&j, "status", status_name(s->status));
     if (s->status == P2PK_ROW_OK) {
-      pj_num(&j, "median_gbps", s->gbps);
-      pj_num(&j, "cv", s->cv);
-      pj_bool(&j, "verified", s->verified);
+      p2pk_json_num(&j, "median_gbps", s->gbps);
+      p2pk_json_num(&j, "cv", s->cv);
+      p2pk_json_bool(&j, "verified", s->verified);
     }
-    if (s->note[0]) pj_str(&j, "note", s->note);
-    pj_obj_end(&j);
+    if (s->note[0]) p2pk_json_str(&j, "note", s->note);
+    p2pk_json_obj_end(&j);
   }
-  pj_arr_end(&j);
-  pj_obj(&j, "best");
+  p2pk_json_arr_end(&j);
+  p2pk_json_obj(&j, "best");
   static const int best_of[] = {P2PK_BM_SM_PUSH, P2PK_BM_SM_PULL, P2PK_BM_STAGED};
   for (size_t k = 0; k < sizeof best_of / sizeof best_of[0]; k++) {
     const p2pk_bench_sweep *b = p2pk_bench_best_sweep(r, best_of[k]);
     if (!b) continue;
-    pj_obj(&j, p2pk_bench_method_name(best_of[k]));
-    pj_str(&j, "config", b->config);
-    pj_num(&j, "median_gbps", b->gbps);
-    pj_obj_end(&j);
+    p2pk_json_obj(&j, p2pk_bench_method_name(best_of[k]));
+    p2pk_json_str(&j, "config", b->config);
+    p2pk_json_num(&j, "median_gbps", b->gbps);
+    p2pk_json_obj_end(&j);
   }
-  pj_obj_end(&j);
-  pj_obj_end(&j);
-  pj_finish(&j);
+  p2pk_json_obj_end(&j);
+  p2pk_json_obj_end(&j);
+  p2pk_json_finish(&j);
   if (ferror(out)) return p2pk_fail(P2PKIT_ERR_IO, "writing the bench JSON failed");
   return P2PKIT_SUCCESS;
 }

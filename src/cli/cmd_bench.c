@@ -35,13 +35,13 @@ static int open_files(const p2pk_bench_opts *o, out_files *of) {
   for (int i = 0; i < OUT_COUNT; i++) {
     if (!path[i]) continue;
     if (p2pk_outfile_open(&of->out[i], path[i]) != 0) {
-      cli_error("bench", "cannot write %s: %s", path[i], strerror(errno));
+      p2pk_cli_error("bench", "cannot write %s: %s", path[i], strerror(errno));
       close_files(of, 1);
       return CLI_EXIT_FAIL;
     }
     for (int k = 0; k < i; k++)
       if (p2pk_outfile_same(&of->out[i], &of->out[k])) {
-        cli_error("bench", "%s and %s name the same file", path[k], path[i]);
+        p2pk_cli_error("bench", "%s and %s name the same file", path[k], path[i]);
         of->out[i].created = 0; /* the first one's; remove it once */
         close_files(of, 1);
         return CLI_EXIT_USAGE;
@@ -57,7 +57,7 @@ static int write_to(out_files *of, int i, writer_fn fn, const p2pk_bench_report 
   p2pkit_status_t st = fn(r, f);
   if (fclose(f) != 0 && st == P2PKIT_SUCCESS) st = P2PKIT_ERR_IO;
   if (st != P2PKIT_SUCCESS) {
-    cli_error("bench", "writing %s failed", of->out[i].path);
+    p2pk_cli_error("bench", "writing %s failed", of->out[i].path);
     return -1;
   }
   return 0;
@@ -81,7 +81,7 @@ static int outputs(const p2pk_bench_opts *o, out_files *of, const p2pk_bench_rep
 static int check_results(const p2pk_bench_report *r) {
   char msg[256];
   if (p2pk_bench_failures(r, msg, sizeof msg) != 0) {
-    cli_error("bench", "%s", msg);
+    p2pk_cli_error("bench", "%s", msg);
     return CLI_EXIT_FAIL;
   }
   int failed = p2pk_bench_sweep_failed(r);
@@ -98,7 +98,7 @@ static int replot(const p2pk_bench_opts *o, out_files *files) {
   char err[1024];
   int rc = CLI_EXIT_OK;
   if (p2pk_bench_load_json(o->plot_from, &r, err, sizeof err) != 0) {
-    cli_error("bench", "%s", err);
+    p2pk_cli_error("bench", "%s", err);
     rc = CLI_EXIT_USAGE;
   } else if (write_to(files, OUT_PLOT, p2pk_bench_write_svg, &r)) {
     rc = CLI_EXIT_FAIL;
@@ -107,7 +107,7 @@ static int replot(const p2pk_bench_opts *o, out_files *files) {
   return rc;
 }
 
-int cmd_bench(int argc, char **argv) {
+int p2pk_cmd_bench(int argc, char **argv) {
   p2pk_bench_opts o;
   p2pk_bench_opts_init(&o);
   char err[512];
@@ -118,7 +118,7 @@ int cmd_bench(int argc, char **argv) {
       p2pk_bench_usage(stdout);
       return CLI_EXIT_OK;
     }
-    cli_error("bench", "%s", err);
+    p2pk_cli_error("bench", "%s", err);
     if (rc == -2) p2pk_bench_usage(stderr);
     return CLI_EXIT_USAGE;
   }
@@ -137,16 +137,16 @@ int cmd_bench(int argc, char **argv) {
   p2pkit_ctx_t ctx = NULL;
   p2pk_bench_report r;
   p2pk_bench_report_init(&r);
-  rc = cli_get_topo("bench", o.from[0] ? o.from : NULL, &topo);
+  rc = p2pk_cli_get_topo("bench", o.from[0] ? o.from : NULL, &topo);
   if (rc != CLI_EXIT_OK) goto out;
   if (p2pk_bench_validate(&o, p2pkit_topo_gpu_count(topo), err, sizeof err) != 0) {
-    cli_error("bench", "%s", err);
+    p2pk_cli_error("bench", "%s", err);
     rc = CLI_EXIT_USAGE;
     goto out;
   }
   p2pkit_status_t st = p2pkit_ctx_create(topo, &ctx);
   if (st != P2PKIT_SUCCESS) {
-    cli_error("bench", "%s", p2pkit_last_error());
+    p2pk_cli_error("bench", "%s", p2pkit_last_error());
     rc = st == P2PKIT_ERR_INVALID_ARGUMENT ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     goto out;
   }
@@ -160,7 +160,7 @@ int cmd_bench(int argc, char **argv) {
     char why[1024];
     snprintf(why, sizeof why, "%s", p2pkit_last_error());
     if (r.nrows || r.nlats || r.nsweeps) outputs(&o, &files, &r);
-    cli_error("bench", "%s", why);
+    p2pk_cli_error("bench", "%s", why);
     rc = st == P2PKIT_ERR_INVALID_ARGUMENT ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     goto out;
   }

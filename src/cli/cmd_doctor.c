@@ -55,9 +55,9 @@ static const char **file_of(p2pk_doc_opts *o, int c) {
 }
 
 static int probe_size(const char *v, p2pk_doc_opts *o) {
-  if (cli_parse_size("doctor", "--probe-size", v, &o->probe_bytes) != 0) return -1;
+  if (p2pk_cli_parse_size("doctor", "--probe-size", v, &o->probe_bytes) != 0) return -1;
   if (o->probe_bytes >= 4096) return 0;
-  cli_error("doctor", "--probe-size must be at least 4K");
+  p2pk_cli_error("doctor", "--probe-size must be at least 4K");
   return -1;
 }
 
@@ -70,10 +70,10 @@ static int parse(int argc, char **argv, p2pk_doc_opts *o, int *json) {
     const char **file = file_of(o, c);
     if (c == 'h') return 1;
     if (c == ':' || c == '?') {
-      cli_opt_error("doctor", c, argv, usage);
+      p2pk_cli_opt_error("doctor", c, argv, usage);
       return -1;
     }
-    if (file && cli_file_arg("doctor", long_opts, c, optarg) != 0) return -1;
+    if (file && p2pk_cli_file_arg("doctor", long_opts, c, optarg) != 0) return -1;
     if (file) *file = optarg;
     if (c == OPT_JSON) *json = 1;
     if (c == OPT_NO_PROBE) o->probe = 0;
@@ -81,13 +81,13 @@ static int parse(int argc, char **argv, p2pk_doc_opts *o, int *json) {
     if (c == OPT_PROBE_SIZE && probe_size(optarg, o) != 0) return -1;
   }
   if (optind < argc) {
-    cli_error("doctor", "unexpected argument '%s'", argv[optind]);
+    p2pk_cli_error("doctor", "unexpected argument '%s'", argv[optind]);
     return -1;
   }
   return 0;
 }
 
-int cmd_doctor(int argc, char **argv) {
+int p2pk_cmd_doctor(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--nccl-probe") == 0)
     return p2pk_doc_nccl_child(argc - 2, argv + 2); /* a rank of the NCCL run (internal) */
   p2pk_doc_opts o;
@@ -101,7 +101,7 @@ int cmd_doctor(int argc, char **argv) {
   int output_failed = 0;
   p2pkit_status_t st = p2pk_doctor_run(&o, &f, title, sizeof title, &output_failed);
   if (st != P2PKIT_SUCCESS) {
-    cli_error("doctor", "%s", p2pkit_last_error());
+    p2pk_cli_error("doctor", "%s", p2pkit_last_error());
     p2pk_findings_free(&f);
     /* A file that could not be written: 1, as in every command; else the
      * doctor could not vouch for anything: 2, as a FAIL. */

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "coll/init_id.h"
+#include "coll/rdv/init_id.h"
 #include "core/json.h"
 #include "core/opts.h"
 #include "core/param.h"
@@ -26,7 +26,7 @@ static int verdict(void) {
     char why[400];
     if (p2pk_param_is_set(d->name) &&
         p2pk_param_valid(d, p2pk_param_str(d->name), why, sizeof why) != 0) {
-      cli_error("env", "%s", why);
+      p2pk_cli_error("env", "%s", why);
       bad++;
     }
   }
@@ -47,7 +47,7 @@ static void usage(FILE *out) {
           "the list could not be written; 2 a bad command line (docs/cli.md).\n");
 }
 
-int cmd_env(int argc, char **argv) {
+int p2pk_cmd_env(int argc, char **argv) {
   static const struct option long_opts[] = {
       {"json", no_argument, NULL, 'j'}, {"new-secret", no_argument, NULL, 's'},
       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
@@ -58,21 +58,21 @@ int cmd_env(int argc, char **argv) {
       usage(stdout);
       return CLI_EXIT_OK;
     }
-    if (c != 'j' && c != 's') return cli_opt_error("env", c, argv, usage);
+    if (c != 'j' && c != 's') return p2pk_cli_opt_error("env", c, argv, usage);
     *(c == 'j' ? &json : &secret) = 1;
   }
   if (optind < argc) {
-    cli_error("env", "unexpected argument '%s'", argv[optind]);
+    p2pk_cli_error("env", "unexpected argument '%s'", argv[optind]);
     return CLI_EXIT_USAGE;
   }
   if (json && secret) {
-    cli_error("env", "--json and --new-secret: one or the other");
+    p2pk_cli_error("env", "--json and --new-secret: one or the other");
     return CLI_EXIT_USAGE;
   }
   if (secret) {
     char hex[P2PK_SECRET_HEX + 1];
     if (p2pk_secret_new(hex) != P2PKIT_SUCCESS) {
-      cli_error("env", "%s", p2pkit_last_error());
+      p2pk_cli_error("env", "%s", p2pkit_last_error());
       return CLI_EXIT_FAIL;
     }
     printf("%s\n", hex);
@@ -85,27 +85,27 @@ int cmd_env(int argc, char **argv) {
   setvbuf(stdout, whole, _IOFBF, sizeof whole);
   if (json) {
     p2pk_json j;
-    pj_init(&j, stdout);
-    pj_obj(&j, NULL);
-    pj_int(&j, "schema_version", 1);
-    pj_arr(&j, "settings");
+    p2pk_json_init(&j, stdout);
+    p2pk_json_obj(&j, NULL);
+    p2pk_json_int(&j, "schema_version", 1);
+    p2pk_json_arr(&j, "settings");
     for (size_t i = 0; i < p2pk_param_count(); i++) {
       const p2pk_param_def *d = p2pk_param_at(i);
-      pj_obj(&j, NULL);
-      pj_str(&j, "name", d->name);
-      pj_str(&j, "value", p2pk_param_shown(d->name));
-      pj_str(&j, "default", d->def);
-      pj_str(&j, "source", p2pk_param_is_set(d->name) ? "environment" : "default");
-      pj_str(&j, "kind", kind_name(d->kind));
+      p2pk_json_obj(&j, NULL);
+      p2pk_json_str(&j, "name", d->name);
+      p2pk_json_str(&j, "value", p2pk_param_shown(d->name));
+      p2pk_json_str(&j, "default", d->def);
+      p2pk_json_str(&j, "source", p2pk_param_is_set(d->name) ? "environment" : "default");
+      p2pk_json_str(&j, "kind", kind_name(d->kind));
       char range[96];
       p2pk_param_range_text(d, range, sizeof range);
-      if (range[0]) pj_str(&j, "range", range);
-      pj_str(&j, "help", d->help);
-      pj_obj_end(&j);
+      if (range[0]) p2pk_json_str(&j, "range", range);
+      p2pk_json_str(&j, "help", d->help);
+      p2pk_json_obj_end(&j);
     }
-    pj_arr_end(&j);
-    pj_obj_end(&j);
-    pj_finish(&j);
+    p2pk_json_arr_end(&j);
+    p2pk_json_obj_end(&j);
+    p2pk_json_finish(&j);
     return verdict();
   }
   printf("%-24s %-20s %-11s %s\n", "setting", "value", "from", "meaning");

@@ -57,21 +57,21 @@ static int parse(int argc, char **argv, topo_opts *t) {
     const char **file = file_of(t, c);
     if (c == 'h') return 1;
     if (c == ':' || c == '?') {
-      cli_opt_error("topo", c, argv, usage);
+      p2pk_cli_opt_error("topo", c, argv, usage);
       return -1;
     }
-    if (file && cli_file_arg("topo", long_opts, c, optarg) != 0) return -1;
+    if (file && p2pk_cli_file_arg("topo", long_opts, c, optarg) != 0) return -1;
     if (file) *file = optarg;
     t->flags |= c == 'm' ? P2PKIT_PRINT_MATRIX : c == 'p' ? P2PKIT_PRINT_P2P
                 : c == OPT_PATHS ? P2PKIT_PRINT_SENTENCES : c == OPT_JSON ? P2PKIT_PRINT_JSON : 0;
   }
   if (optind < argc) {
-    cli_error("topo", "unexpected argument '%s'", argv[optind]);
+    p2pk_cli_error("topo", "unexpected argument '%s'", argv[optind]);
     return -1;
   }
   /* This machine's hwloc XML says nothing about a recorded one. */
   if (t->save_hwloc && t->from) {
-    cli_error("topo", "--save-hwloc records this machine's hwloc topology, not --from %s's "
+    p2pk_cli_error("topo", "--save-hwloc records this machine's hwloc topology, not --from %s's "
               "(run it on that machine, or lstopo --of xml there)", t->from);
     return -1;
   }
@@ -79,7 +79,7 @@ static int parse(int argc, char **argv, topo_opts *t) {
   return 0;
 }
 
-int cmd_topo(int argc, char **argv) {
+int p2pk_cmd_topo(int argc, char **argv) {
   topo_opts t;
   int r = parse(argc, argv, &t);
   if (r > 0) usage(stdout);
@@ -87,26 +87,26 @@ int cmd_topo(int argc, char **argv) {
   const char *from = t.from, *save = t.save, *dump = t.dump, *save_hwloc = t.save_hwloc;
   const int flags = t.flags;
   if (save_hwloc && p2pk_topo_export_hwloc_xml(save_hwloc) != P2PKIT_SUCCESS) {
-    cli_error("topo", "%s", p2pkit_last_error());
+    p2pk_cli_error("topo", "%s", p2pkit_last_error());
     return CLI_EXIT_FAIL;
   }
   p2pkit_topo_t topo;
-  int rc = cli_get_topo("topo", from, &topo);
+  int rc = p2pk_cli_get_topo("topo", from, &topo);
   if (rc != CLI_EXIT_OK) return rc;
   if (save && p2pkit_topo_save(topo, save) != P2PKIT_SUCCESS) {
-    cli_error("topo", "%s", p2pkit_last_error());
+    p2pk_cli_error("topo", "%s", p2pkit_last_error());
     p2pkit_topo_destroy(topo);
     return CLI_EXIT_FAIL;
   }
   if (dump && p2pkit_topo_write_nccl(topo, dump) != P2PKIT_SUCCESS) {
-    cli_error("topo", "%s", p2pkit_last_error());
+    p2pk_cli_error("topo", "%s", p2pkit_last_error());
     p2pkit_topo_destroy(topo);
     return CLI_EXIT_FAIL;
   }
   p2pkit_status_t st = p2pkit_topo_print(topo, stdout, flags);
   p2pkit_topo_destroy(topo);
   if (st != P2PKIT_SUCCESS) {
-    cli_error("topo", "%s", p2pkit_last_error());
+    p2pk_cli_error("topo", "%s", p2pkit_last_error());
     return CLI_EXIT_FAIL;
   }
   return CLI_EXIT_OK;

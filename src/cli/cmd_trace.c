@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "coll/hosts.h"
-#include "coll/trace.h"
+#include "coll/rdv/hosts.h"
+#include "coll/call/trace.h"
 #include "core/opts.h"
 #include "trace/trace.h"
 
@@ -41,7 +41,7 @@ static int judge(const p2pk_tdump *d, size_t n, const p2pk_tbad *bad, size_t nba
   if (p2pk_host_id(host, sizeof host) != P2PKIT_SUCCESS) host[0] = '\0';
   p2pk_tjob job;
   if (p2pk_trace_analyze(d, n, host[0] ? probe : NULL, host, &job) != P2PKIT_SUCCESS) {
-    cli_error("trace", "%s", p2pkit_last_error());
+    p2pk_cli_error("trace", "%s", p2pkit_last_error());
     return CLI_EXIT_USAGE;
   }
   job.bad = bad;
@@ -58,9 +58,9 @@ static int run(const char *dir, int json) {
   size_t n = 0, nbad = 0;
   const p2pkit_status_t st = p2pk_trace_load_dir(dir, &d, &n, &bad, &nbad);
   int rc = CLI_EXIT_USAGE;
-  for (size_t i = 0; i < nbad; i++) cli_error("trace", "%s", bad[i].why);
-  if (st != P2PKIT_SUCCESS) cli_error("trace", "%s", p2pkit_last_error());
-  else if (!n) cli_error("trace", "%s holds no report (p2pkit-trace-*.txt, or a flight recorder "
+  for (size_t i = 0; i < nbad; i++) p2pk_cli_error("trace", "%s", bad[i].why);
+  if (st != P2PKIT_SUCCESS) p2pk_cli_error("trace", "%s", p2pkit_last_error());
+  else if (!n) p2pk_cli_error("trace", "%s holds no report (p2pkit-trace-*.txt, or a flight recorder "
                          "dump)%s", dir, nbad ? " that could be read" : "");
   else rc = judge(d, n, bad, nbad, json);
   for (size_t i = 0; i < n; i++) p2pk_tdump_free(&d[i]);
@@ -69,7 +69,7 @@ static int run(const char *dir, int json) {
   return rc;
 }
 
-int cmd_trace(int argc, char **argv) {
+int p2pk_cmd_trace(int argc, char **argv) {
   static const struct option long_opts[] = {
       {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   int json = 0;
@@ -79,12 +79,12 @@ int cmd_trace(int argc, char **argv) {
       usage(stdout);
       return CLI_EXIT_OK;
     }
-    if (c != 'j') return cli_opt_error("trace", c, argv, usage);
+    if (c != 'j') return p2pk_cli_opt_error("trace", c, argv, usage);
     json = 1;
   }
   if (optind != argc - 1) {
-    if (optind < argc - 1) cli_error("trace", "unexpected argument '%s'", argv[optind + 1]);
-    else cli_error("trace", "which directory? (p2pkit trace DIR)");
+    if (optind < argc - 1) p2pk_cli_error("trace", "unexpected argument '%s'", argv[optind + 1]);
+    else p2pk_cli_error("trace", "which directory? (p2pkit trace DIR)");
     usage(stderr);
     return CLI_EXIT_USAGE;
   }

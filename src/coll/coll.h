@@ -10,13 +10,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "coll/algo.h"
-#include "coll/bootstrap.h"
-#include "coll/coll_dev.h"
-#include "coll/hosts.h"
-#include "coll/nccl_use.h"
-#include "coll/plan.h"
-#include "coll/select.h"
+#include "coll/select/algo.h"
+#include "coll/rdv/bootstrap.h"
+#include "coll/kernels/coll_dev.h"
+#include "coll/rdv/hosts.h"
+#include "coll/select/nccl_use.h"
+#include "coll/kernels/plan.h"
+#include "coll/select/select.h"
 #include "nccl/nccl_dl.h"
 #include "p2pkit.h"
 
@@ -35,8 +35,9 @@ typedef struct {
   const char *addr;
   const char *secret;
 } p2pk_rank_opts;
-p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r);
-/* names.c: `o`'s size and version are this library's, else one line why. */
+p2pkit_status_t p2pk_resolve_opts(const p2pkit_comm_opts_t *o, p2pk_rank_opts *r); /* comm_rank.c */
+/* rdv/init_id.c (beside p2pkit_comm_opts_init): `o`'s size and version are
+ * this library's, else one line why. */
 p2pkit_status_t p2pk_comm_opts_check(const p2pkit_comm_opts_t *o);
 /* comm.c: a communicator's timeout in seconds, which bounds its every wait
  * for a peer: `asked` (the options' or a config's timeout_s) wins when in
@@ -44,17 +45,17 @@ p2pkit_status_t p2pk_comm_opts_check(const p2pkit_comm_opts_t *o);
  * PyTorch's default for NCCL); anything else is refused, naming `what`. */
 #define P2PK_TIMEOUT_MAX_S 86400
 p2pkit_status_t p2pk_comm_timeout_s(int asked, const char *what, int *out);
-/* comm.c: rank r's rendezvous (rank 0 accepting on listen_fd when > 0),
+/* comm_rank.c: rank r's rendezvous (rank 0 accepting on listen_fd when > 0),
  * bounded by timeout_s: each step after a connection's handshake
  * (P2PK_BOOT_HANDSHAKE_MS) and every later exchange over it. */
 p2pkit_status_t p2pk_rank_boot(const p2pk_rank_opts *r, int timeout_s, int listen_fd,
                                p2pk_boot **out);
-/* comm.c: p2pkit_comm_init_all with rank i's timeout timeout_s[i] (-1:
+/* comm_all.c: p2pkit_comm_init_all with rank i's timeout timeout_s[i] (-1:
  * P2PKIT_TIMEOUT; timeout_s NULL: P2PKIT_TIMEOUT for all): a one-process
  * split's new communicators, each with its caller's timeout. */
 p2pkit_status_t p2pk_comm_init_all_timeouts(p2pkit_comm_t *comms, int ndev, const int *devs,
                                             const int *timeout_s);
-/* comm.c: a communicator of one process per GPU, with rank 0 accepting on
+/* comm_rank.c: a communicator of one process per GPU, with rank 0 accepting on
  * `listen_fd` when it is > 0 (a socket p2pkit_get_unique_id or a split
  * opened; the caller closes it). Spanning hosts, it is not finished yet:
  * comm_init.c's p2pk_comm_create adds its per-host communicator.
@@ -68,6 +69,27 @@ p2pkit_status_t p2pk_comm_init_rank_fd(const p2pkit_comm_opts_t *opts, int liste
  * p2pkit_comm_split make. */
 p2pkit_status_t p2pk_comm_create(const p2pkit_comm_opts_t *opts, int listen_fd,
                                  p2pkit_comm_t *comm_p);
+
+/* mem/ipc.c: memory shared between the processes of a communicator. */
+#define P2PK_SHM_NAME 64
+
+/* Create a fresh POSIX shared-memory segment of `bytes` (mode 0600, O_EXCL,
+ * random name written to `name`) and map it. The caller unlinks it once every
+ * rank has it mapped. */
+p2pkit_status_t p2pk_shm_create(size_t bytes, char name[P2PK_SHM_NAME], void **p_out);
+/* Map a segment another rank created; refuses one of another user or mode. */
+p2pkit_status_t p2pk_shm_attach(const char *name, size_t bytes, void **p_out);
+void p2pk_shm_unlink(const char *name);
+/* Base and size of the device allocation that holds `ptr`. */
+p2pkit_status_t p2pk_alloc_range(const void *ptr, char **base_p, size_t *size_p);
+/* The same, recording no error: 0, -1 when the driver lacks the call, or
+ * the driver's CUresult. */
+int p2pk_alloc_lookup(const void *ptr, char **base_p, size_t *size_p);
+/* cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID): a process-wide id
+ * of the allocation holding `ptr`, never reused, so a buffer freed (and
+ * maybe another allocated at its address) is noticed. 0, -1 when the
+ * driver lacks the call, or the driver's CUresult; *id_p 0 on failure. */
+int p2pk_alloc_id(const void *ptr, unsigned long long *id_p);
 
 /* A registered user buffer: id is its position in the collective order of
  * registrations, the same on every rank. */
@@ -126,14 +148,14 @@ struct p2pkit_comm {
   const void *ok_ptr[P2PK_PTR_CACHE]; /* device pointers already checked */
   int ok_next;
   struct p2pk_worker *worker; /* launch_pool.c: its launch thread, or NULL */
-  struct p2pk_ce *ce;         /* the copy engines' streams and events (ce_common.h) */
+  struct p2pk_ce *ce;         /* the copy engines' room's own state (paths/ce/ce_common.h) */
   void *path_state[P2PK_PATHS]; /* each path's own, made by its init (path.h) */
   p2pk_hosts hosts; /* which host each rank is on (comm_hosts.c) */
   int nccl_mode;    /* P2PK_NCCL_*: what NCCL may carry, alike on every rank */
   unsigned char same_machine[P2PK_COLL_MAX_RANKS]; /* rank r runs on this rank's machine */
   int nested;       /* a spanning communicator's per-host one: p2pkit's own paths */
   /* Spanning hosts: this rank's host's communicator (comm_init.c), and how
-   * a path runs one call on it (subcall.c's p2pk_sub_launch, set with it:
+   * a path runs one call on it (group.c's p2pk_sub_launch, set with it:
    * the hierarchical path reaches the paths' table only through it). */
   struct p2pkit_comm *intra;
   p2pkit_status_t (*sub_launch)(struct p2pk_call *call);
@@ -142,7 +164,7 @@ struct p2pkit_comm {
   uint64_t abort_until_ns; /* p2pkit_comm_abort: when its waits end (p2pk_now_ns) */
 };
 
-/* The bootstrap's message tags of comm.c and reg.c. */
+/* The bootstrap's message tags of the comm room, reg.c and the NCCL communicators. */
 enum { P2PK_TAG_INFO = 1, P2PK_TAG_P2P = 2, P2PK_TAG_HANDLES = 3, P2PK_TAG_MAPPED = 4,
        P2PK_TAG_REG = 5, P2PK_TAG_DEREG = 6, P2PK_TAG_DESTROY = 7, P2PK_TAG_NCCL_ID = 8,
        P2PK_TAG_NCCL_CROSS = 9, P2PK_TAG_SPLIT = 10, P2PK_TAG_SPLIT_ID = 11 };
@@ -210,24 +232,9 @@ p2pkit_status_t p2pk_nccl_init_rank_until(const p2pk_nccl_api *api, int device, 
                                           const p2pk_nccl_id *id, int rank, uint64_t until_ns,
                                           p2pk_nccl_comm_t *comm, p2pk_nccl_result *r);
 
-/* subcomm.c: a child communicator's rendezvous over its parent's
- * bootstrap `b` (p2pkit_comm_split, a spanning communicator's per-host
- * one): collective over every parent rank. `out`: this rank's new rank and
- * size (rank -1 for P2PKIT_SPLIT_NOCOLOR), its child's leader (the parent
- * rank that is new rank 0), the child's unique id, and on the leader the
- * listening socket for its rendezvous (the caller closes it; else -1).
- * same_machine[r] (NULL: all): parent rank r shares this rank's machine, so
- * a leader whose members all do listens on loopback. */
-typedef struct {
-  int rank, nranks, leader;
-  p2pkit_unique_id_t id;
-  int listen_fd;
-} p2pk_split_rdv;
 /* comm_init.c: a split's new communicator's timeout in seconds: cfg's
  * timeout_s when set (cfg NULL or -1: not), else its parent's. */
 int p2pk_split_timeout_s(const struct p2pkit_comm *parent, const p2pkit_config_t *cfg);
-p2pkit_status_t p2pk_split_rendezvous(p2pk_boot *b, int color, int key,
-                                      const unsigned char *same_machine, p2pk_split_rdv *out);
 
 /* errors.c: the error a kernel left behind, as a status (SUCCESS if none). */
 p2pkit_status_t p2pk_comm_async_status(struct p2pkit_comm *comm);
@@ -252,7 +259,17 @@ void p2pk_comm_explain(const struct p2pkit_comm *c, const char *kind, const size
                        int capture, FILE *f);
 /* What the next all-reduce of `bytes` would run on the kernels. */
 void p2pk_comm_choose(const struct p2pkit_comm *comm, size_t bytes, p2pk_algo_choice *c);
-/* Settings of the copy-engine paths every rank must share (comm.c
+/* The copy engines' room (paths/ce), as the rest of the library calls it;
+ * its state (c->ce) is its own. ce_common.c: c->ce made at init and freed
+ * at destroy (its streams and events too); a copy on the side stream, begun
+ * after what `stream` holds, and `stream` made to wait for it (a broadcast
+ * root's own copy beside the kernels under capture: kern_args.c). */
+p2pkit_status_t p2pk_ce_init(struct p2pkit_comm *c);
+void p2pk_ce_fini(struct p2pkit_comm *c);
+cudaError_t p2pk_ce_side_copy(struct p2pkit_comm *c, void *dst, const void *src, size_t bytes,
+                              cudaStream_t stream);
+cudaError_t p2pk_ce_side_join(struct p2pkit_comm *c, cudaStream_t stream);
+/* Settings of the copy-engine paths every rank must share (comm_rank.c
  * compares them at init): the staged all-reduce's slots and chunks in
  * flight (path_ce_staged.c), the landing slots' depth and size (cep_core.c). */
 size_t p2pk_sce_slot_bytes(void);

@@ -3,13 +3,13 @@
 
 #include <math.h>
 
-void pj_init(p2pk_json *j, FILE *out) {
+void p2pk_json_init(p2pk_json *j, FILE *out) {
   j->out = out;
   j->depth = 0;
   j->count[0] = 0;
 }
 
-void pj_quote(FILE *out, const char *s) {
+void p2pk_json_quote(FILE *out, const char *s) {
   fputc('"', out);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     switch (*p) {
@@ -33,7 +33,7 @@ static void member(p2pk_json *j, const char *key) {
     for (int i = 0; i < j->depth; i++) fputs("  ", j->out);
   }
   if (key) {
-    pj_quote(j->out, key);
+    p2pk_json_quote(j->out, key);
     fputs(": ", j->out);
   }
 }
@@ -55,36 +55,36 @@ static void close_(p2pk_json *j, char c) {
   fputc(c, j->out);
 }
 
-void pj_obj(p2pk_json *j, const char *key) { open(j, key, '{'); }
-void pj_obj_end(p2pk_json *j) { close_(j, '}'); }
-void pj_arr(p2pk_json *j, const char *key) { open(j, key, '['); }
-void pj_arr_end(p2pk_json *j) { close_(j, ']'); }
+void p2pk_json_obj(p2pk_json *j, const char *key) { open(j, key, '{'); }
+void p2pk_json_obj_end(p2pk_json *j) { close_(j, '}'); }
+void p2pk_json_arr(p2pk_json *j, const char *key) { open(j, key, '['); }
+void p2pk_json_arr_end(p2pk_json *j) { close_(j, ']'); }
 
-void pj_str(p2pk_json *j, const char *key, const char *val) {
+void p2pk_json_str(p2pk_json *j, const char *key, const char *val) {
   member(j, key);
-  if (val) pj_quote(j->out, val);
+  if (val) p2pk_json_quote(j->out, val);
   else fputs("null", j->out);
 }
 
-void pj_int(p2pk_json *j, const char *key, int64_t val) {
+void p2pk_json_int(p2pk_json *j, const char *key, int64_t val) {
   member(j, key);
   fprintf(j->out, "%lld", (long long)val);
 }
 
-void pj_num(p2pk_json *j, const char *key, double val) {
+void p2pk_json_num(p2pk_json *j, const char *key, double val) {
   member(j, key);
   if (isfinite(val)) fprintf(j->out, "%.6g", val);
   else fputs("null", j->out);
 }
 
-void pj_bool(p2pk_json *j, const char *key, int val) {
+void p2pk_json_bool(p2pk_json *j, const char *key, int val) {
   member(j, key);
   fputs(val ? "true" : "false", j->out);
 }
 
-void pj_null(p2pk_json *j, const char *key) {
+void p2pk_json_null(p2pk_json *j, const char *key) {
   member(j, key);
   fputs("null", j->out);
 }
 
-void pj_finish(p2pk_json *j) { fputc('\n', j->out); }
+void p2pk_json_finish(p2pk_json *j) { fputc('\n', j->out); }

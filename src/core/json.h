@@ -15,20 +15,20 @@ typedef struct {
   int count[P2PK_JSON_MAX_DEPTH]; /* members written at each level */
 } p2pk_json;
 
-void pj_init(p2pk_json *j, FILE *out);
+void p2pk_json_init(p2pk_json *j, FILE *out);
 /* `key` is the member name inside an object, NULL inside an array or at top. */
-void pj_obj(p2pk_json *j, const char *key);
-void pj_obj_end(p2pk_json *j);
-void pj_arr(p2pk_json *j, const char *key);
-void pj_arr_end(p2pk_json *j);
-void pj_str(p2pk_json *j, const char *key, const char *val); /* NULL writes null */
-void pj_int(p2pk_json *j, const char *key, int64_t val);
-void pj_num(p2pk_json *j, const char *key, double val);      /* NaN/inf write null */
-void pj_bool(p2pk_json *j, const char *key, int val);
-void pj_null(p2pk_json *j, const char *key);
+void p2pk_json_obj(p2pk_json *j, const char *key);
+void p2pk_json_obj_end(p2pk_json *j);
+void p2pk_json_arr(p2pk_json *j, const char *key);
+void p2pk_json_arr_end(p2pk_json *j);
+void p2pk_json_str(p2pk_json *j, const char *key, const char *val); /* NULL writes null */
+void p2pk_json_int(p2pk_json *j, const char *key, int64_t val);
+void p2pk_json_num(p2pk_json *j, const char *key, double val);      /* NaN/inf write null */
+void p2pk_json_bool(p2pk_json *j, const char *key, int val);
+void p2pk_json_null(p2pk_json *j, const char *key);
 /* Ends the document with a newline. */
-void pj_finish(p2pk_json *j);
+void p2pk_json_finish(p2pk_json *j);
 /* Write `s` as a quoted JSON string. */
-void pj_quote(FILE *out, const char *s);
+void p2pk_json_quote(FILE *out, const char *s);
 
 #endif

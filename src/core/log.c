@@ -46,44 +46,6 @@ int p2pk_log_parse_subsys(const char *list) {
   return invert ? (P2PK_LOG_ALL & ~mask) : mask;
 }
 
-int p2pk_log_subsys_check(const char *list, char *why, size_t len) {
-  if (strlen(list) < 255 && p2pk_log_parse_subsys(list) >= 0) return 0;
-  snprintf(why, len, "not a list of INIT, TOPO, XFER, COLL, BOOT, BENCH, ENV, ALL (comma "
-           "separated, a leading ^ excludes)");
-  return -1;
-}
-
-/* `pattern` with %h (this host) and %p (this process) expanded into `path`;
- * -1 when the result does not fit. */
-static int expand_path(const char *pattern, char *path, size_t len) {
-  size_t o = 0;
-  for (const char *p = pattern; *p; p++) {
-    char host[64] = "host", pid[24];
-    const char *piece = NULL;
-    if (p[0] == '%' && p[1] == 'p') {
-      snprintf(pid, sizeof pid, "%d", (int)getpid());
-      piece = pid;
-    } else if (p[0] == '%' && p[1] == 'h') {
-      gethostname(host, sizeof host - 1);
-      piece = host;
-    }
-    const size_t n = piece ? strlen(piece) : 1;
-    if (o + n >= len) return -1;
-    memcpy(path + o, piece ? piece : p, n);
-    o += n;
-    p += piece != NULL;
-  }
-  path[o] = '\0';
-  return 0;
-}
-
-int p2pk_log_file_check(const char *pattern, char *why, size_t len) {
-  char path[PATH_MAX];
-  if (expand_path(pattern, path, sizeof path) == 0) return 0;
-  snprintf(why, len, "the path is longer than %d bytes once %%h and %%p are expanded", PATH_MAX - 1);
-  return -1;
-}
-
 /* Why the file open on `fd` (named `path`) is not one p2pkit appends its
  * log to, or NULL when it is: a regular file (a FIFO would block every
  * thread that logs, a device is no log), this user's (another's file, made
@@ -117,8 +79,10 @@ static const char *refusal(int fd, const char *path, char *why, size_t len) {
  * link. NULL with the reason in `why`. */
 static FILE *open_log_file(const char *pattern, char *why, size_t len) {
   char path[PATH_MAX];
-  if (p2pk_log_file_check(pattern, why, len) != 0 || expand_path(pattern, path, sizeof path) != 0)
+  if (p2pk_param_path(pattern, path, sizeof path) != 0) {
+    snprintf(why, len, "the path is longer than %d bytes once %%h and %%p are expanded", PATH_MAX - 1);
     return NULL;
+  }
   const int flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
   int fd = open(path, flags | O_CREAT | O_EXCL, 0600);
   if (fd < 0 && errno == EEXIST) fd = open(path, flags); /* O_NONBLOCK: a FIFO never waits */

@@ -28,15 +28,11 @@ void p2pk_log(int level, int subsys, const char *file, int line, const char *fmt
 int p2pk_log_enabled(int level, int subsys);
 /* Parse a subsystem list ("TOPO,XFER", "^COLL", "ALL"); -1 on an unknown name. */
 int p2pk_log_parse_subsys(const char *list);
-/* P2PKIT_DEBUG_SUBSYS's check for the settings registry: 0, or -1 and why. */
-int p2pk_log_subsys_check(const char *list, char *why, size_t len);
-/* P2PKIT_DEBUG_FILE's check for the settings registry: 0 when the pattern,
- * %h and %p expanded, is a path that fits; else -1 and why. The file itself
- * is opened at the first log line, never blocking: created 0600, or appended
- * to when it is a regular file of this user's, mode 0600 or stricter, with
- * no other name; never through a symbolic link. When it cannot be, one line
- * on stderr says why and the log goes to stderr. */
-int p2pk_log_file_check(const char *pattern, char *why, size_t len);
+/* P2PKIT_DEBUG_FILE is opened at the first log line, never blocking:
+ * created 0600, or appended to when it is a regular file of this user's,
+ * mode 0600 or stricter, with no other name; never through a symbolic
+ * link. When it cannot be, one line on stderr says why and the log goes to
+ * stderr. (The registry checks both settings' grammar: param.c.) */
 /* Tests: forget the cached settings so the next log call reads them again. */
 void p2pk_log_reset(void);
 

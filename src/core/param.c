@@ -2,19 +2,49 @@
 #include "core/param.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#include "core/check.h"
-#include "core/log.h"
+#include <unistd.h>
 
 /* P2PKIT_SM_COPY_CONFIG's grammar lives with the kernels that read it
  * (xfer/smcfg.c); the registry calls it so that every reader of the setting
  * refuses the same texts. */
 int p2pk_sm_config_check(const char *text, char *why, size_t len);
+
+int p2pk_param_path(const char *pattern, char *path, size_t len) {
+  size_t o = 0;
+  for (const char *p = pattern; *p; p++) {
+    char host[64] = "host", pid[24];
+    const char *piece = NULL;
+    if (p[0] == '%' && p[1] == 'p') {
+      snprintf(pid, sizeof pid, "%d", (int)getpid());
+      piece = pid;
+    } else if (p[0] == '%' && p[1] == 'h') {
+      gethostname(host, sizeof host - 1);
+      piece = host;
+    }
+    const size_t n = piece ? strlen(piece) : 1;
+    if (o + n >= len) return -1;
+    memcpy(path + o, piece ? piece : p, n);
+    o += n;
+    p += piece != NULL;
+  }
+  path[o] = '\0';
+  return 0;
+}
+
+/* P2PKIT_DEBUG_FILE's grammar: a pattern that, %h and %p expanded, fits a
+ * path (the log opens the file at its first line, log.c). */
+static int path_check(const char *pattern, char *why, size_t len) {
+  char path[PATH_MAX];
+  if (p2pk_param_path(pattern, path, sizeof path) == 0) return 0;
+  snprintf(why, len, "the path is longer than %d bytes once %%h and %%p are expanded", PATH_MAX - 1);
+  return -1;
+}
 
 #define RANGE(a, b) .ranged = 1, .lo = (a), .hi = (b)
 #define RANGE_OR_0(a, b) RANGE(a, b), .or_zero = 1
@@ -30,8 +60,8 @@ int p2pk_sm_config_check(const char *text, char *why, size_t len);
 static const p2pk_param_def params[] = {
     {"P2PKIT_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE", .kind = P2PK_PARAM_STR, .words = "NONE|WARN|INFO|TRACE"},
     {"P2PKIT_DEBUG_SUBSYS", "ALL",
-     "subsystems to log, comma separated (INIT,TOPO,XFER,COLL,BOOT,BENCH,ENV); ^ excludes", .kind = P2PK_PARAM_STR, .valid = p2pk_log_subsys_check},
-    {"P2PKIT_DEBUG_FILE", "", "write the log to this file instead of stderr (%h host, %p pid): a new file is created 0600; an existing one is appended to only when it is a regular file of this user's, mode 0600 or stricter, with no other name (never a link, pipe or device); else one line on stderr says why and the log goes to stderr", .kind = P2PK_PARAM_STR, .valid = p2pk_log_file_check},
+     "subsystems to log, comma separated (INIT,TOPO,XFER,COLL,BOOT,BENCH,ENV); ^ excludes", .kind = P2PK_PARAM_STR, .words = "INIT|TOPO|XFER|COLL|BOOT|BENCH|ENV|ALL", .list = 1},
+    {"P2PKIT_DEBUG_FILE", "", "write the log to this file instead of stderr (%h host, %p pid): a new file is created 0600; an existing one is appended to only when it is a regular file of this user's, mode 0600 or stricter, with no other name (never a link, pipe or device); else one line on stderr says why and the log goes to stderr", .kind = P2PK_PARAM_STR, .valid = path_check},
     {"P2PKIT_TOPO_FILE", "", "use this recorded topology instead of discovering the machine", .kind = P2PK_PARAM_STR},
     {"P2PKIT_TOPO_DUMP_FILE", "", "write the discovered topology in NCCL's XML format here", .kind = P2PK_PARAM_STR},
     {"P2PKIT_NVML_LIB", "libnvidia-ml.so.1", "NVML library loaded at run time", .kind = P2PK_PARAM_STR},
@@ -56,7 +86,7 @@ static const p2pk_param_def params[] = {
     {"P2PKIT_TRACE_SIGNAL", "0", "a signal (USR1 or USR2) that makes every communicator of the process write its desync report, for a job that hangs; not taken when the application handles (or ignores) that signal already (0: none)", .kind = P2PK_PARAM_STR, .words = "0|USR1|USR2|SIGUSR1|SIGUSR2"},
     {"P2PKIT_ALGO", "", "force the all-reduce algorithm: oneshot, twoshot or staged (twoshot: broadcast and reduce take their rooted two-shot too)", .kind = P2PK_PARAM_STR, .words = "oneshot|twoshot|staged"},
     {"P2PKIT_ROOTED_TWOSHOT_MIN", "4M", "broadcast and reduce on more than 2 ranks over P2P take the rooted two-shot from this size: the root scatters (gathers) n - 1 shards and their owners forward them to each other (reduce them), so the root's links carry the message once, not once per peer; P2PKIT_ALGO=twoshot forces it at any size and rank count; every rank the same (0: never)", .kind = P2PK_PARAM_SIZE, RANGE(0, TiB(1))},
-    {"P2PKIT_BUFFER_SIZE", "0", "per-rank collective buffer: device scratch over P2P, host staging part without (0: 128M per peer over P2P, at most 512M; 64M staged)", .kind = P2PK_PARAM_SIZE, RANGE(0, GiB(16))},
+    {"P2PKIT_BUFFER_SIZE", "0", "per-rank collective buffer: device scratch over P2P, host staging part without (0: 128M per peer over P2P, at most 512M; 64M staged); spanning hosts, the hierarchical path's scratch (0: 128M)", .kind = P2PK_PARAM_SIZE, RANGE(0, GiB(16))},
     {"P2PKIT_JOB_SECRET", "", "rendezvous secret every rank must know (a launcher's run id never is one); proved, never sent; required when MASTER_ADDR is not a loopback address, and then of 128 bits: 32 hex digits or 22 other characters (p2pkit env --new-secret)", .kind = P2PK_PARAM_STR, .secret = 1},
     {"P2PKIT_ALGO_TABLE", "", "all-reduce algorithm table file (as `p2pkit perf` writes it)", .kind = P2PK_PARAM_STR},
     {"P2PKIT_PROTO", "", "force the all-reduce protocol: ll, ll128 or simple", .kind = P2PK_PARAM_STR, .words = "ll|ll128|simple"},
@@ -119,6 +149,8 @@ static size_t index_of(const char *name) {
   abort();
 }
 
+const p2pk_param_def *p2pk_param_def_of(const char *name) { return &params[index_of(name)]; }
+
 const char *p2pk_param_str(const char *name) {
   size_t i = index_of(name);
   pthread_mutex_lock(&cache_lock);
@@ -169,7 +201,7 @@ int p2pk_parse_size(const char *text, size_t *bytes_p) {
 }
 
 /* A whole number and nothing else (no suffix, within int64); 0 on success. */
-static int parse_int(const char *text, long long *out) {
+int p2pk_parse_int(const char *text, long long *out) {
   errno = 0;
   char *end = NULL;
   long long x = strtoll(text, &end, 10);
@@ -178,11 +210,13 @@ static int parse_int(const char *text, long long *out) {
   return 0;
 }
 
-/* A typed read of a setting registered as another kind is a bug. */
-static void want_kind(const char *name, int kind) {
-  if (params[index_of(name)].kind == kind) return;
-  fprintf(stderr, "p2pkit: internal error: setting %s read as the wrong kind\n", name);
-  abort();
+int p2pk_param_first_refusal(const char *name) {
+  const size_t i = index_of(name);
+  pthread_mutex_lock(&cache_lock);
+  const int first = !warned[i];
+  warned[i] = 1;
+  pthread_mutex_unlock(&cache_lock);
+  return first;
 }
 
 /* `text` is one of the '|'-separated words (any case). */
@@ -233,7 +267,7 @@ static int in_range(const p2pk_param_def *d, long long x) {
 
 static int valid_int(const p2pk_param_def *d, const char *text, char *why, size_t len) {
   long long x = 0;
-  if (parse_int(text, &x) == 0 && in_range(d, x)) return 0;
+  if (p2pk_parse_int(text, &x) == 0 && in_range(d, x)) return 0;
   char q[160], range[96];
   p2pk_param_range_text(d, range, sizeof range);
   snprintf(why, len, "%s='%s' must be %s", d->name, quoted(text, q, sizeof q),
@@ -256,9 +290,27 @@ static int valid_size(const p2pk_param_def *d, const char *text, char *why, size
   return -1;
 }
 
+/* A comma-separated list of the words, a leading ^ excluding them. */
+static int valid_list(const p2pk_param_def *d, const char *text, char *why, size_t len) {
+  char buf[256], *save = NULL;
+  int ok = strlen(text) < sizeof buf - 1;
+  snprintf(buf, sizeof buf, "%s", text + (text[0] == '^'));
+  for (char *t = strtok_r(buf, ",", &save); ok && t; t = strtok_r(NULL, ",", &save))
+    ok = one_of(d->words, t);
+  if (ok) return 0;
+  char q[160], list[160];
+  size_t o = 0;
+  for (const char *w = d->words; *w && o < sizeof list - 4; w++)
+    o += (size_t)snprintf(list + o, sizeof list - o, *w == '|' ? ", " : "%c", *w);
+  snprintf(why, len, "%s='%s': not a list of %s (comma separated, a leading ^ excludes)", d->name,
+           quoted(text, q, sizeof q), list);
+  return -1;
+}
+
 static int valid_str(const p2pk_param_def *d, const char *text, char *why, size_t len) {
   if (!text[0]) return 0; /* the default */
   char q[160];
+  if (d->list) return valid_list(d, text, why, len);
   if (d->words && !one_of(d->words, text)) {
     char list[160];
     size_t o = 0;
@@ -281,50 +333,9 @@ int p2pk_param_valid(const p2pk_param_def *d, const char *text, char *why, size_
   return valid_str(d, text, why, len);
 }
 
-/* The value's text when it is valid, else the default's. */
-static const char *valid_or_default(const char *name) {
-  const size_t i = index_of(name);
-  const p2pk_param_def *d = &params[i];
-  const char *v = p2pk_param_str(name);
-  char why[400];
-  if (p2pk_param_valid(d, v, why, sizeof why) == 0) return v;
-  /* Every entry point checks the settings first (p2pk_param_check), so only
-   * a reader that ran before any check gets here: it is told, once. */
-  pthread_mutex_lock(&cache_lock);
-  const int first = !warned[i];
-  warned[i] = 1;
-  pthread_mutex_unlock(&cache_lock);
-  if (first) P2PK_WARN("%s; read as its default, %s", why, d->def);
-  return d->def;
-}
-
-int64_t p2pk_param_int(const char *name) {
-  want_kind(name, P2PK_PARAM_INT);
-  long long x = 0;
-  parse_int(valid_or_default(name), &x);
-  return (int64_t)x;
-}
-
-size_t p2pk_param_size(const char *name) {
-  want_kind(name, P2PK_PARAM_SIZE);
-  size_t bytes = 0;
-  p2pk_parse_size(valid_or_default(name), &bytes);
-  return bytes;
-}
-
 const char *p2pk_param_shown(const char *name) {
   const p2pk_param_def *d = &params[index_of(name)];
   return d->secret && p2pk_param_is_set(name) ? "(set, hidden)" : p2pk_param_str(name);
-}
-
-p2pkit_status_t p2pk_param_check(void) {
-  for (size_t i = 0; i < NPARAMS; i++) {
-    if (!p2pk_param_is_set(params[i].name)) continue;
-    char why[400];
-    if (p2pk_param_valid(&params[i], p2pk_param_str(params[i].name), why, sizeof why) != 0)
-      return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s", why);
-  }
-  return P2PKIT_SUCCESS;
 }
 
 /* Variables of the project's build and test scripts and test programs, not
@@ -389,20 +400,6 @@ int p2pk_param_unknown(char *out, size_t len) {
     n++;
   }
   return n;
-}
-
-static void warn_unknown_once(void) {
-  char list[512];
-  int n = p2pk_param_unknown(list, sizeof list);
-  if (n)
-    P2PK_WARN("%d P2PKIT_* variable%s in the environment %s ignored: %s (`p2pkit env` lists "
-              "the settings)", n, n == 1 ? "" : "s",
-              n == 1 ? "is not a p2pkit setting and is" : "are not p2pkit settings and are", list);
-}
-
-void p2pk_param_warn_unknown(void) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, warn_unknown_once);
 }
 
 size_t p2pk_param_count(void) { return NPARAMS; }

@@ -25,8 +25,12 @@ typedef struct {
   int or_zero;      /* ranged: 0 (its "auto" or "never") is allowed too */
   const char *words; /* STR: the values allowed besides "" (the default), '|' apart, any case */
   p2pk_param_valid_fn valid; /* STR: its grammar, or NULL */
+  int list;         /* STR: a comma-separated list of the words, a leading ^ excluding them */
   int secret;       /* never shown: `p2pkit env` and the doctor say only whether it is set */
 } p2pk_param_def;
+
+/* The registry itself logs nothing and reports no error (param.c); the
+ * typed reads and the checks that do are setting.c's, above the log. */
 
 /* Current value (environment or default); never NULL. Aborts on a name not in
  * the registry: that is a bug, not an input. */
@@ -65,6 +69,11 @@ int p2pk_param_unknown(char *out, size_t len);
 /* Logs one warning per unknown name, once per process (entry points call it). */
 void p2pk_param_warn_unknown(void);
 
+/* `name`'s entry (a name not in the registry aborts: a bug). */
+const p2pk_param_def *p2pk_param_def_of(const char *name);
+/* 1 the first time a refused value of `name` is read (as its default, with
+ * a warning: setting.c), 0 after. */
+int p2pk_param_first_refusal(const char *name);
 size_t p2pk_param_count(void);
 const p2pk_param_def *p2pk_param_at(size_t i);
 /* Tests: forget cached values. */
@@ -72,5 +81,10 @@ void p2pk_param_reset(void);
 
 /* Parse "64", "4K", "1M", "2G" (also KiB/MiB/GiB); 0 on success, -1 if malformed. */
 int p2pk_parse_size(const char *text, size_t *bytes_p);
+/* A whole number and nothing else (no suffix, within int64); 0 on success. */
+int p2pk_parse_int(const char *text, long long *out);
+/* `pattern` with %h (this host) and %p (this process) expanded into `path`;
+ * -1 when the result does not fit (P2PKIT_DEBUG_FILE, the log's file). */
+int p2pk_param_path(const char *pattern, char *path, size_t len);
 
 #endif

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll/ipc.h"
 #include "core/check.h"
 #include "core/param.h"
 #include "ddp/plan.h"

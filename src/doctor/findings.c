@@ -114,30 +114,30 @@ void p2pk_doctor_print_json(const p2pk_findings *f, const char *title, FILE *out
   p2pk_json j;
   char t[512];
   printable_title(title, t, sizeof t);
-  pj_init(&j, out);
-  pj_obj(&j, NULL);
-  pj_int(&j, "schema_version", DOCTOR_JSON_SCHEMA_VERSION);
-  pj_str(&j, "machine", t);
-  pj_int(&j, "exit_code", p2pk_doctor_exit_code(f));
-  pj_obj(&j, "summary");
+  p2pk_json_init(&j, out);
+  p2pk_json_obj(&j, NULL);
+  p2pk_json_int(&j, "schema_version", DOCTOR_JSON_SCHEMA_VERSION);
+  p2pk_json_str(&j, "machine", t);
+  p2pk_json_int(&j, "exit_code", p2pk_doctor_exit_code(f));
+  p2pk_json_obj(&j, "summary");
   for (int l = P2PK_DOC_OK; l <= P2PK_DOC_SKIP; l++)
-    pj_int(&j, p2pk_doc_level_name((p2pk_doc_level)l), p2pk_findings_count(f, (p2pk_doc_level)l));
-  pj_obj_end(&j);
-  pj_arr(&j, "findings");
+    p2pk_json_int(&j, p2pk_doc_level_name((p2pk_doc_level)l), p2pk_findings_count(f, (p2pk_doc_level)l));
+  p2pk_json_obj_end(&j);
+  p2pk_json_arr(&j, "findings");
   for (int i = 0; i < f->n; i++) {
     const p2pk_finding *x = &f->v[i];
-    pj_obj(&j, NULL);
-    pj_str(&j, "level", p2pk_doc_level_name(x->level));
-    pj_str(&j, "check", x->check);
-    pj_str(&j, "subject", x->subject);
-    pj_str(&j, "reason", x->reason);
-    if (x->action[0]) pj_str(&j, "action", x->action);
-    else pj_null(&j, "action");
-    if (!isnan(x->value)) pj_num(&j, "gbps", x->value);
-    if (!isnan(x->expected)) pj_num(&j, "expected_gbps", x->expected);
-    pj_obj_end(&j);
+    p2pk_json_obj(&j, NULL);
+    p2pk_json_str(&j, "level", p2pk_doc_level_name(x->level));
+    p2pk_json_str(&j, "check", x->check);
+    p2pk_json_str(&j, "subject", x->subject);
+    p2pk_json_str(&j, "reason", x->reason);
+    if (x->action[0]) p2pk_json_str(&j, "action", x->action);
+    else p2pk_json_null(&j, "action");
+    if (!isnan(x->value)) p2pk_json_num(&j, "gbps", x->value);
+    if (!isnan(x->expected)) p2pk_json_num(&j, "expected_gbps", x->expected);
+    p2pk_json_obj_end(&j);
   }
-  pj_arr_end(&j);
-  pj_obj_end(&j);
-  pj_finish(&j);
+  p2pk_json_arr_end(&j);
+  p2pk_json_obj_end(&j);
+  p2pk_json_finish(&j);
 }

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "coll/coll.h"
+#include "coll/select/select.h" /* the copy engines' hardware queues */
 #include "core/check.h"
 #include "core/param.h"
 #include "doctor/doctor.h"

@@ -44,6 +44,21 @@ const p2pk_redop_info *p2pk_redop_info_of(p2pkit_redop_t op) {
   return (int)op >= 0 && op < P2PKIT_REDOP_COUNT ? &redops[op] : NULL;
 }
 
+size_t p2pkit_dtype_size(p2pkit_dtype_t d) {
+  const p2pk_dtype_info *i = p2pk_dtype_info_of(d);
+  return i ? i->size : 0;
+}
+
+const char *p2pkit_dtype_name(p2pkit_dtype_t d) {
+  const p2pk_dtype_info *i = p2pk_dtype_info_of(d);
+  return i ? i->name : "invalid";
+}
+
+const char *p2pkit_redop_name(p2pkit_redop_t op) {
+  const p2pk_redop_info *i = p2pk_redop_info_of(op);
+  return i ? i->name : "invalid";
+}
+
 int p2pk_dtype_native(p2pkit_dtype_t d) {
   const p2pk_dtype_info *i = p2pk_dtype_info_of(d);
   return i && i->native;

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "coll/algo.h"
+#include "coll/select/algo.h"
 #include "nccl/dtype.h"
 #include "core/opts.h"
 #include "core/param.h"

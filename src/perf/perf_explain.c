@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll/nccl_use.h"
+#include "coll/select/nccl_use.h"
 #include "core/check.h"
 #include "core/param.h"
 #include "nccl/nccl_dl.h"

@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coll/algo.h"
+#include "coll/select/algo.h"
 #include "core/json.h"
 #include "core/check.h"
 #include "nccl/nccl_dl.h"
@@ -244,19 +244,19 @@ void p2pk_perf_print_footer(FILE *out, const perf_report *r, const perf_pass *p)
 static void json_stat(p2pk_json *j, const char *key, const perf_report *r, const perf_row *row,
                       const perf_stat *s) {
   if (!s->measured) {
-    pj_null(j, key);
+    p2pk_json_null(j, key);
     return;
   }
-  pj_obj(j, key);
-  pj_num(j, "time_us", s->t_med);
-  pj_num(j, "time_us_min", s->t_min);
-  pj_num(j, "time_us_max", s->t_max);
-  pj_num(j, "cpu_time_us", s->t_cpu);
-  pj_num(j, "algbw_gbps", p2pk_perf_algbw(row->k.bytes, s->t_med));
-  pj_num(j, "busbw_gbps", p2pk_perf_busbw(r->args->coll, row->k.bytes, s->t_med, r->nranks));
-  if (s->wrong < 0) pj_null(j, "wrong");
-  else pj_int(j, "wrong", s->wrong);
-  pj_obj_end(j);
+  p2pk_json_obj(j, key);
+  p2pk_json_num(j, "time_us", s->t_med);
+  p2pk_json_num(j, "time_us_min", s->t_min);
+  p2pk_json_num(j, "time_us_max", s->t_max);
+  p2pk_json_num(j, "cpu_time_us", s->t_cpu);
+  p2pk_json_num(j, "algbw_gbps", p2pk_perf_algbw(row->k.bytes, s->t_med));
+  p2pk_json_num(j, "busbw_gbps", p2pk_perf_busbw(r->args->coll, row->k.bytes, s->t_med, r->nranks));
+  if (s->wrong < 0) p2pk_json_null(j, "wrong");
+  else p2pk_json_int(j, "wrong", s->wrong);
+  p2pk_json_obj_end(j);
 }
 
 static void json_env(p2pk_json *j) {
@@ -268,8 +268,8 @@ static void json_env(p2pk_json *j) {
       "P2PKIT_COLL_CHUNK", "P2PKIT_MAX_BLOCKS", "NCCL_MAX_CTAS",
   };
   const size_t nn = sizeof names / sizeof names[0];
-  pj_obj(j, "env");
-  for (size_t i = 0; i < nn; i++) pj_str(j, names[i], getenv(names[i]));
+  p2pk_json_obj(j, "env");
+  for (size_t i = 0; i < nn; i++) p2pk_json_str(j, names[i], getenv(names[i]));
   /* Every other P2PKIT_* and NCCL_* setting in force, so a result says how
    * it was made (P2PKIT_SENDRECV_MAP, thresholds, ...); never a secret
    * (P2PKIT_JOB_SECRET). */
@@ -284,136 +284,136 @@ static void json_env(p2pk_json *j) {
     if (strstr(name, "SECRET")) continue;
     int listed = 0;
     for (size_t i = 0; i < nn && !listed; i++) listed = strcmp(names[i], name) == 0;
-    if (!listed) pj_str(j, name, eq + 1);
+    if (!listed) p2pk_json_str(j, name, eq + 1);
   }
-  pj_obj_end(j);
+  p2pk_json_obj_end(j);
 }
 
 static void json_settings(p2pk_json *j, const perf_report *r) {
   const perf_args *a = r->args;
-  pj_obj(j, "settings");
+  p2pk_json_obj(j, "settings");
   /* "dtype" and "op": the one asked for, or "all" (the lists follow). */
-  pj_str(j, "dtype", a->ndtypes > 1 ? "all" : p2pk_perf_dtype_name(a->dtype));
-  pj_str(j, "op", !a->coll->uses_op ? NULL : a->nops > 1 ? "all" : p2pk_perf_op_name(a->op));
-  pj_arr(j, "dtypes");
-  for (int i = 0; i < a->ndtypes; i++) pj_str(j, NULL, p2pk_perf_dtype_name(a->dtypes[i]));
-  pj_arr_end(j);
-  pj_arr(j, "ops");
-  for (int i = 0; i < a->nops && a->coll->uses_op; i++) pj_str(j, NULL, p2pk_perf_op_name(a->ops[i]));
-  pj_arr_end(j);
-  if (a->coll->uses_root && a->root < 0) pj_str(j, "root", "all");
-  else pj_int(j, "root", a->coll->uses_root ? a->root : -1);
-  pj_int(j, "min_bytes", (int64_t)a->min_bytes);
-  pj_int(j, "max_bytes", (int64_t)a->max_bytes);
-  if (a->step_bytes) pj_int(j, "step_bytes", (int64_t)a->step_bytes);
-  else pj_int(j, "step_factor", a->step_factor);
-  pj_int(j, "iters", a->iters);
-  pj_int(j, "warmup_iters", a->warmup);
-  pj_int(j, "agg_iters", a->agg);
-  pj_int(j, "run_cycles", a->cycles);
-  pj_int(j, "repeats", a->repeats);
-  pj_int(j, "check", a->check);
-  pj_bool(j, "register", a->reg);
-  pj_int(j, "unalign", a->unalign);
-  pj_str(j, "time", a->cputime ? "cpu" : "gpu");
-  pj_str(j, "p2pkit_transport", a->nccl_only ? NULL : r->staged ? "shm" : "p2p");
-  pj_obj_end(j);
+  p2pk_json_str(j, "dtype", a->ndtypes > 1 ? "all" : p2pk_perf_dtype_name(a->dtype));
+  p2pk_json_str(j, "op", !a->coll->uses_op ? NULL : a->nops > 1 ? "all" : p2pk_perf_op_name(a->op));
+  p2pk_json_arr(j, "dtypes");
+  for (int i = 0; i < a->ndtypes; i++) p2pk_json_str(j, NULL, p2pk_perf_dtype_name(a->dtypes[i]));
+  p2pk_json_arr_end(j);
+  p2pk_json_arr(j, "ops");
+  for (int i = 0; i < a->nops && a->coll->uses_op; i++) p2pk_json_str(j, NULL, p2pk_perf_op_name(a->ops[i]));
+  p2pk_json_arr_end(j);
+  if (a->coll->uses_root && a->root < 0) p2pk_json_str(j, "root", "all");
+  else p2pk_json_int(j, "root", a->coll->uses_root ? a->root : -1);
+  p2pk_json_int(j, "min_bytes", (int64_t)a->min_bytes);
+  p2pk_json_int(j, "max_bytes", (int64_t)a->max_bytes);
+  if (a->step_bytes) p2pk_json_int(j, "step_bytes", (int64_t)a->step_bytes);
+  else p2pk_json_int(j, "step_factor", a->step_factor);
+  p2pk_json_int(j, "iters", a->iters);
+  p2pk_json_int(j, "warmup_iters", a->warmup);
+  p2pk_json_int(j, "agg_iters", a->agg);
+  p2pk_json_int(j, "run_cycles", a->cycles);
+  p2pk_json_int(j, "repeats", a->repeats);
+  p2pk_json_int(j, "check", a->check);
+  p2pk_json_bool(j, "register", a->reg);
+  p2pk_json_int(j, "unalign", a->unalign);
+  p2pk_json_str(j, "time", a->cputime ? "cpu" : "gpu");
+  p2pk_json_str(j, "p2pkit_transport", a->nccl_only ? NULL : r->staged ? "shm" : "p2p");
+  p2pk_json_obj_end(j);
 }
 
 void p2pk_perf_write_json(FILE *out, const perf_report *r) {
   const perf_args *a = r->args;
   p2pk_json j;
   char v[32];
-  pj_init(&j, out);
-  pj_obj(&j, NULL);
-  pj_int(&j, "schema_version", 1);
-  pj_str(&j, "tool", "p2pkit perf");
-  pj_str(&j, "collective", a->coll->name);
-  pj_str(&j, "date", r->date);
-  pj_str(&j, "hostname", r->hostname);
+  p2pk_json_init(&j, out);
+  p2pk_json_obj(&j, NULL);
+  p2pk_json_int(&j, "schema_version", 1);
+  p2pk_json_str(&j, "tool", "p2pkit perf");
+  p2pk_json_str(&j, "collective", a->coll->name);
+  p2pk_json_str(&j, "date", r->date);
+  p2pk_json_str(&j, "hostname", r->hostname);
   int pv = p2pkit_version();
   snprintf(v, sizeof v, "%d.%d.%d", pv / 10000, pv / 100 % 100, pv % 100);
-  pj_str(&j, "p2pkit_version", v);
+  p2pk_json_str(&j, "p2pkit_version", v);
   if (r->nccl_version) {
     p2pk_nccl_version_str(r->nccl_version, v, sizeof v);
-    pj_str(&j, "nccl_version", v);
-    pj_str(&j, "nccl_library", r->nccl_path);
+    p2pk_json_str(&j, "nccl_version", v);
+    p2pk_json_str(&j, "nccl_library", r->nccl_path);
   } else {
-    pj_null(&j, "nccl_version");
-    pj_null(&j, "nccl_library");
+    p2pk_json_null(&j, "nccl_version");
+    p2pk_json_null(&j, "nccl_library");
   }
-  pj_str(&j, "driver_version", r->driver[0] ? r->driver : NULL);
-  pj_int(&j, "cuda_driver_version", r->cuda_driver);
-  pj_int(&j, "cuda_runtime_version", r->cuda_runtime);
-  pj_arr(&j, "gpus");
+  p2pk_json_str(&j, "driver_version", r->driver[0] ? r->driver : NULL);
+  p2pk_json_int(&j, "cuda_driver_version", r->cuda_driver);
+  p2pk_json_int(&j, "cuda_runtime_version", r->cuda_runtime);
+  p2pk_json_arr(&j, "gpus");
   for (int i = 0; i < r->nranks; i++) {
-    pj_obj(&j, NULL);
-    pj_int(&j, "rank", r->ranks[i].rank);
-    pj_int(&j, "device", r->ranks[i].device);
-    pj_int(&j, "pid", r->ranks[i].pid);
-    pj_str(&j, "name", r->ranks[i].name);
-    pj_str(&j, "busid", r->ranks[i].busid);
-    pj_obj_end(&j);
+    p2pk_json_obj(&j, NULL);
+    p2pk_json_int(&j, "rank", r->ranks[i].rank);
+    p2pk_json_int(&j, "device", r->ranks[i].device);
+    p2pk_json_int(&j, "pid", r->ranks[i].pid);
+    p2pk_json_str(&j, "name", r->ranks[i].name);
+    p2pk_json_str(&j, "busid", r->ranks[i].busid);
+    p2pk_json_obj_end(&j);
   }
-  pj_arr_end(&j);
-  pj_obj(&j, "mode");
-  pj_str(&j, "launch", a->graph ? "graph" : "eager");
-  pj_int(&j, "graph_launches", a->graph);
-  pj_int(&j, "processes", r->nprocs);
-  pj_int(&j, "gpus_per_process", r->gpus_per_proc);
-  pj_int(&j, "nranks", r->nranks);
-  pj_str(&j, "libraries", a->nccl_only ? "nccl" : a->vs_nccl ? "p2pkit+nccl" : "p2pkit");
-  pj_int(&j, "blocking", a->blocking);
-  pj_bool(&j, "stream_null", a->stream_null);
-  pj_int(&j, "average", a->average);
-  pj_obj_end(&j);
+  p2pk_json_arr_end(&j);
+  p2pk_json_obj(&j, "mode");
+  p2pk_json_str(&j, "launch", a->graph ? "graph" : "eager");
+  p2pk_json_int(&j, "graph_launches", a->graph);
+  p2pk_json_int(&j, "processes", r->nprocs);
+  p2pk_json_int(&j, "gpus_per_process", r->gpus_per_proc);
+  p2pk_json_int(&j, "nranks", r->nranks);
+  p2pk_json_str(&j, "libraries", a->nccl_only ? "nccl" : a->vs_nccl ? "p2pkit+nccl" : "p2pkit");
+  p2pk_json_int(&j, "blocking", a->blocking);
+  p2pk_json_bool(&j, "stream_null", a->stream_null);
+  p2pk_json_int(&j, "average", a->average);
+  p2pk_json_obj_end(&j);
   json_settings(&j, r);
   json_env(&j);
   int64_t wrong = 0;
-  pj_arr(&j, "passes");
+  p2pk_json_arr(&j, "passes");
   for (int pi = 0; pi < r->npasses; pi++) {
     const perf_pass *p = &r->passes[pi];
     wrong += p2pk_perf_pass_wrong(p);
-    pj_obj(&j, NULL);
-    pj_str(&j, "algo", p->algo[0] ? p->algo : NULL);
-    pj_arr(&j, "results");
+    p2pk_json_obj(&j, NULL);
+    p2pk_json_str(&j, "algo", p->algo[0] ? p->algo : NULL);
+    p2pk_json_arr(&j, "results");
     for (int i = 0; i < p->nrows; i++) {
       const perf_row *row = &p->rows[i];
-      pj_obj(&j, NULL);
-      pj_int(&j, "size", (int64_t)row->k.bytes);
-      pj_int(&j, "count", (int64_t)row->k.count);
-      pj_str(&j, "type", p2pk_perf_dtype_name(row->v.dtype));
-      pj_str(&j, "redop", a->coll->uses_op ? p2pk_perf_op_name(row->v.op) : "none");
-      pj_int(&j, "root", row->v.root);
-      pj_int(&j, "cycle", row->cycle);
-      pj_int(&j, "timestamp", row->when);
-      pj_bool(&j, "p2pkit_via_nccl", !a->nccl_only && p2pk_perf_via_nccl(&row->v));
+      p2pk_json_obj(&j, NULL);
+      p2pk_json_int(&j, "size", (int64_t)row->k.bytes);
+      p2pk_json_int(&j, "count", (int64_t)row->k.count);
+      p2pk_json_str(&j, "type", p2pk_perf_dtype_name(row->v.dtype));
+      p2pk_json_str(&j, "redop", a->coll->uses_op ? p2pk_perf_op_name(row->v.op) : "none");
+      p2pk_json_int(&j, "root", row->v.root);
+      p2pk_json_int(&j, "cycle", row->cycle);
+      p2pk_json_int(&j, "timestamp", row->when);
+      p2pk_json_bool(&j, "p2pkit_via_nccl", !a->nccl_only && p2pk_perf_via_nccl(&row->v));
       if (row->algo >= 0) {
         char ran[48];
         snprintf(ran, sizeof ran, "%s/%s", p2pk_algo_name(row->algo), p2pk_proto_name(row->proto));
-        pj_str(&j, "p2pkit_algo", ran);
+        p2pk_json_str(&j, "p2pkit_algo", ran);
       } else {
-        pj_null(&j, "p2pkit_algo");
+        p2pk_json_null(&j, "p2pkit_algo");
       }
       for (int ip = 0; ip < 2; ip++) {
-        pj_obj(&j, ip ? "in_place" : "out_of_place");
+        p2pk_json_obj(&j, ip ? "in_place" : "out_of_place");
         json_stat(&j, "p2pkit", r, row, &row->st[PERF_LIB_P2PKIT][ip]);
         json_stat(&j, "nccl", r, row, &row->st[PERF_LIB_NCCL][ip]);
-        pj_num(&j, "speedup", speedup(row, ip));
-        pj_obj_end(&j);
+        p2pk_json_num(&j, "speedup", speedup(row, ip));
+        p2pk_json_obj_end(&j);
       }
-      pj_obj_end(&j);
+      p2pk_json_obj_end(&j);
     }
-    pj_arr_end(&j);
-    pj_num(&j, "avg_busbw_gbps_p2pkit", p2pk_perf_avg_busbw(r, p, PERF_LIB_P2PKIT));
-    pj_num(&j, "avg_busbw_gbps_nccl", p2pk_perf_avg_busbw(r, p, PERF_LIB_NCCL));
-    pj_num(&j, "speedup_geomean", geomean_speedup(p));
-    pj_obj_end(&j);
+    p2pk_json_arr_end(&j);
+    p2pk_json_num(&j, "avg_busbw_gbps_p2pkit", p2pk_perf_avg_busbw(r, p, PERF_LIB_P2PKIT));
+    p2pk_json_num(&j, "avg_busbw_gbps_nccl", p2pk_perf_avg_busbw(r, p, PERF_LIB_NCCL));
+    p2pk_json_num(&j, "speedup_geomean", geomean_speedup(p));
+    p2pk_json_obj_end(&j);
   }
-  pj_arr_end(&j);
-  pj_int(&j, "wrong_total", wrong);
-  pj_obj_end(&j);
-  pj_finish(&j);
+  p2pk_json_arr_end(&j);
+  p2pk_json_int(&j, "wrong_total", wrong);
+  p2pk_json_obj_end(&j);
+  p2pk_json_finish(&j);
 }
 
 /* ---- the sweep ---------------------------------------------------------- */

@@ -363,8 +363,7 @@ static void nccl_fini(perf_ctx *c) {
 static const char *pass_algo(const perf_args *a, int pass) {
   if (a->nalgos) return a->algos[pass];
   if (a->algo) return a->algo;
-  const char *env = getenv("P2PKIT_ALGO");
-  return env ? env : "";
+  return p2pk_param_str("P2PKIT_ALGO"); /* "" when unset */
 }
 
 /* P2PKIT_ALGO / P2PKIT_PROTO for a forced "algo[/proto]"; a pass without a
@@ -1182,8 +1181,8 @@ int p2pk_perf_run(const perf_args *a, perf_shared *sh, int proc, int nprocs) {
   c->timeout_s = (int)p2pk_param_int("P2PKIT_TIMEOUT");
   c->ts = p2pkit_dtype_size(a->dtype);
   c->tty = proc == 0 && isatty(STDERR_FILENO);
-  const char *proto = getenv("P2PKIT_PROTO");
-  if (proto) snprintf(c->proto_env, sizeof c->proto_env, "=%s", proto);
+  if (p2pk_param_is_set("P2PKIT_PROTO"))
+    snprintf(c->proto_env, sizeof c->proto_env, "=%s", p2pk_param_str("P2PKIT_PROTO"));
   p2pk_perf_heartbeat(sh, proc, "starting");
   perf_watchdog *wd = p2pk_perf_watchdog_start(sh, proc, c->timeout_s, !c->child);
 

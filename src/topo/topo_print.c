@@ -206,37 +206,37 @@ static void json_nearest_nic(p2pk_json *j, const struct p2pkit_topo *t, int g) {
   p2pkit_link_t l;
   int n = p2pk_nearest_nic(t, g, &l);
   if (n < 0) {
-    pj_null(j, "nearest_nic");
+    p2pk_json_null(j, "nearest_nic");
     return;
   }
   char name[P2PK_NIC_NAME_LEN], sentence[512];
   p2pk_nic_sentence(t, g, sentence, sizeof sentence);
-  pj_obj(j, "nearest_nic");
-  pj_int(j, "index", n);
-  pj_str(j, "label", p2pk_nic_label(t, n, name, sizeof name));
-  pj_str(j, "link", p2pkit_link_name(l));
-  pj_str(j, "summary", sentence);
-  pj_obj_end(j);
+  p2pk_json_obj(j, "nearest_nic");
+  p2pk_json_int(j, "index", n);
+  p2pk_json_str(j, "label", p2pk_nic_label(t, n, name, sizeof name));
+  p2pk_json_str(j, "link", p2pkit_link_name(l));
+  p2pk_json_str(j, "summary", sentence);
+  p2pk_json_obj_end(j);
 }
 
 static void json_nic(p2pk_json *j, const struct p2pkit_topo *t, int n) {
   p2pkit_nic_t info;
   p2pkit_topo_nic((p2pkit_topo_t)t, n, &info);
   char name[P2PK_NIC_NAME_LEN];
-  pj_obj(j, NULL);
-  pj_int(j, "index", n);
-  pj_str(j, "name", info.name[0] ? info.name : NULL);
-  pj_str(j, "label", p2pk_nic_label(t, n, name, sizeof name));
-  pj_str(j, "busid", info.busid[0] ? info.busid : NULL);
-  if (info.numa >= 0) pj_int(j, "numa", info.numa);
-  else pj_null(j, "numa");
-  pj_int(j, "speed_mbps", info.speed_mbps);
-  if (t->nics[n].gdr < 0) pj_null(j, "nccl_gdr");
-  else pj_bool(j, "nccl_gdr", t->nics[n].gdr);
-  pj_arr(j, "gpu_links");
-  for (int g = 0; g < t->ngpus; g++) pj_str(j, NULL, p2pkit_link_name(p2pk_gpu_nic_link(t, g, n)));
-  pj_arr_end(j);
-  pj_obj_end(j);
+  p2pk_json_obj(j, NULL);
+  p2pk_json_int(j, "index", n);
+  p2pk_json_str(j, "name", info.name[0] ? info.name : NULL);
+  p2pk_json_str(j, "label", p2pk_nic_label(t, n, name, sizeof name));
+  p2pk_json_str(j, "busid", info.busid[0] ? info.busid : NULL);
+  if (info.numa >= 0) p2pk_json_int(j, "numa", info.numa);
+  else p2pk_json_null(j, "numa");
+  p2pk_json_int(j, "speed_mbps", info.speed_mbps);
+  if (t->nics[n].gdr < 0) p2pk_json_null(j, "nccl_gdr");
+  else p2pk_json_bool(j, "nccl_gdr", t->nics[n].gdr);
+  p2pk_json_arr(j, "gpu_links");
+  for (int g = 0; g < t->ngpus; g++) p2pk_json_str(j, NULL, p2pkit_link_name(p2pk_gpu_nic_link(t, g, n)));
+  p2pk_json_arr_end(j);
+  p2pk_json_obj_end(j);
 }
 
 static void json_gpu(p2pk_json *j, const struct p2pkit_topo *t, int g) {
@@ -244,45 +244,45 @@ static void json_gpu(p2pk_json *j, const struct p2pkit_topo *t, int g) {
   const p2pk_gpu *gp = &t->gpus[g];
   p2pkit_gpu_t info;
   p2pkit_topo_gpu((p2pkit_topo_t)t, g, &info);
-  pj_obj(j, NULL);
-  pj_int(j, "index", g);
-  pj_str(j, "name", gp->name);
-  pj_str(j, "busid", gp->busid);
-  pj_str(j, "uuid", gp->uuid);
-  pj_int(j, "memory_bytes", (int64_t)gp->memory_bytes);
-  pj_int(j, "sm_count", gp->sm_count);
+  p2pk_json_obj(j, NULL);
+  p2pk_json_int(j, "index", g);
+  p2pk_json_str(j, "name", gp->name);
+  p2pk_json_str(j, "busid", gp->busid);
+  p2pk_json_str(j, "uuid", gp->uuid);
+  p2pk_json_int(j, "memory_bytes", (int64_t)gp->memory_bytes);
+  p2pk_json_int(j, "sm_count", gp->sm_count);
   char cc[16];
   snprintf(cc, sizeof cc, "%d.%d", gp->cc_major, gp->cc_minor);
-  pj_str(j, "compute_capability", gp->cc_major ? cc : NULL);
-  if (info.numa >= 0) pj_int(j, "numa", info.numa);
-  else pj_null(j, "numa");
-  pj_str(j, "cpu_affinity", info.cpus[0] ? info.cpus : NULL);
-  if (gp->mem_numa >= 0) pj_int(j, "gpu_numa_id", gp->mem_numa);
-  else pj_null(j, "gpu_numa_id");
-  pj_bool(j, "gpu_numa_id_known", gp->mem_numa != P2PK_GPU_NUMA_UNKNOWN);
-  pj_obj(j, "pcie");
-  pj_int(j, "gen", info.pcie_gen);
-  pj_int(j, "width", info.pcie_width);
-  pj_int(j, "max_gen", info.pcie_max_gen);
-  pj_int(j, "max_width", info.pcie_max_width);
-  pj_obj_end(j);
-  pj_obj(j, "nvlink");
-  pj_int(j, "present", gp->nvlinks_present);
-  pj_int(j, "active", gp->nvlinks_active);
-  pj_num(j, "gbps_per_link", gp->nvlink_gbps);
-  pj_arr(j, "groups");
+  p2pk_json_str(j, "compute_capability", gp->cc_major ? cc : NULL);
+  if (info.numa >= 0) p2pk_json_int(j, "numa", info.numa);
+  else p2pk_json_null(j, "numa");
+  p2pk_json_str(j, "cpu_affinity", info.cpus[0] ? info.cpus : NULL);
+  if (gp->mem_numa >= 0) p2pk_json_int(j, "gpu_numa_id", gp->mem_numa);
+  else p2pk_json_null(j, "gpu_numa_id");
+  p2pk_json_bool(j, "gpu_numa_id_known", gp->mem_numa != P2PK_GPU_NUMA_UNKNOWN);
+  p2pk_json_obj(j, "pcie");
+  p2pk_json_int(j, "gen", info.pcie_gen);
+  p2pk_json_int(j, "width", info.pcie_width);
+  p2pk_json_int(j, "max_gen", info.pcie_max_gen);
+  p2pk_json_int(j, "max_width", info.pcie_max_width);
+  p2pk_json_obj_end(j);
+  p2pk_json_obj(j, "nvlink");
+  p2pk_json_int(j, "present", gp->nvlinks_present);
+  p2pk_json_int(j, "active", gp->nvlinks_active);
+  p2pk_json_num(j, "gbps_per_link", gp->nvlink_gbps);
+  p2pk_json_arr(j, "groups");
   for (int i = 0; i < gp->ngroups; i++) {
-    pj_obj(j, NULL);
-    pj_str(j, "peer", peer[gp->groups[i].peer]);
-    pj_str(j, "busid", gp->groups[i].peer_busid);
-    pj_int(j, "count", gp->groups[i].count);
-    pj_int(j, "version", gp->groups[i].version);
-    pj_obj_end(j);
+    p2pk_json_obj(j, NULL);
+    p2pk_json_str(j, "peer", peer[gp->groups[i].peer]);
+    p2pk_json_str(j, "busid", gp->groups[i].peer_busid);
+    p2pk_json_int(j, "count", gp->groups[i].count);
+    p2pk_json_int(j, "version", gp->groups[i].version);
+    p2pk_json_obj_end(j);
   }
-  pj_arr_end(j);
-  pj_obj_end(j);
+  p2pk_json_arr_end(j);
+  p2pk_json_obj_end(j);
   json_nearest_nic(j, t, g);
-  pj_obj_end(j);
+  p2pk_json_obj_end(j);
 }
 
 static void json_pair(p2pk_json *j, const struct p2pkit_topo *t, int a, int b) {
@@ -291,67 +291,67 @@ static void json_pair(p2pk_json *j, const struct p2pkit_topo *t, int a, int b) {
   p2pk_pair_info(t, a, b, &p);
   char sentence[512];
   p2pk_pair_sentence(t, a, b, sentence, sizeof sentence);
-  pj_obj(j, NULL);
-  pj_int(j, "src", a);
-  pj_int(j, "dst", b);
-  pj_str(j, "link", p.label);
-  pj_str(j, "pcie_path", p2pkit_link_name(p.pcie));
-  pj_int(j, "nvlinks", p.nvlinks);
-  if (p.p2p < 0) pj_null(j, "p2p");
-  else pj_bool(j, "p2p", p.p2p);
-  pj_obj(j, "nvml_p2p");
-  for (int c = 0; c < P2PKIT_P2P_CAPS; c++) pj_str(j, cap_names[c], p2pkit_p2p_code_name(p.caps[c]));
-  pj_obj_end(j);
-  pj_obj(j, "cuda");
-  pj_int(j, "can_access_peer", p.cuda_access);
-  pj_int(j, "native_atomics", p.cuda_atomics);
-  pj_int(j, "performance_rank", p.cuda_perf_rank);
-  pj_obj_end(j);
-  pj_num(j, "line_gbps", p.line_gbps);
-  pj_num(j, "expected_gbps", p.expected_gbps);
-  pj_str(j, "summary", sentence);
-  pj_obj_end(j);
+  p2pk_json_obj(j, NULL);
+  p2pk_json_int(j, "src", a);
+  p2pk_json_int(j, "dst", b);
+  p2pk_json_str(j, "link", p.label);
+  p2pk_json_str(j, "pcie_path", p2pkit_link_name(p.pcie));
+  p2pk_json_int(j, "nvlinks", p.nvlinks);
+  if (p.p2p < 0) p2pk_json_null(j, "p2p");
+  else p2pk_json_bool(j, "p2p", p.p2p);
+  p2pk_json_obj(j, "nvml_p2p");
+  for (int c = 0; c < P2PKIT_P2P_CAPS; c++) p2pk_json_str(j, cap_names[c], p2pkit_p2p_code_name(p.caps[c]));
+  p2pk_json_obj_end(j);
+  p2pk_json_obj(j, "cuda");
+  p2pk_json_int(j, "can_access_peer", p.cuda_access);
+  p2pk_json_int(j, "native_atomics", p.cuda_atomics);
+  p2pk_json_int(j, "performance_rank", p.cuda_perf_rank);
+  p2pk_json_obj_end(j);
+  p2pk_json_num(j, "line_gbps", p.line_gbps);
+  p2pk_json_num(j, "expected_gbps", p.expected_gbps);
+  p2pk_json_str(j, "summary", sentence);
+  p2pk_json_obj_end(j);
 }
 
 static void print_json(const struct p2pkit_topo *t, FILE *out) {
   p2pk_json j;
-  pj_init(&j, out);
-  pj_obj(&j, NULL);
-  pj_str(&j, "schema", "p2pkit-topo");
-  pj_int(&j, "schema_version", TOPO_JSON_SCHEMA_VERSION);
-  pj_obj(&j, "source");
-  pj_str(&j, "format", t->format);
-  pj_str(&j, "name", t->source);
-  pj_obj_end(&j);
-  pj_str(&j, "hostname", t->hostname);
-  pj_str(&j, "driver", t->driver[0] ? t->driver : NULL);
-  pj_str(&j, "nvml_version", t->nvml_version[0] ? t->nvml_version : NULL);
-  pj_int(&j, "cuda_driver", t->cuda_driver);
-  pj_int(&j, "cuda_runtime", t->cuda_runtime);
-  pj_arr(&j, "notes");
-  for (int i = 0; i < t->nnotes; i++) pj_str(&j, NULL, t->notes[i]);
-  pj_arr_end(&j);
-  pj_arr(&j, "numa_nodes");
+  p2pk_json_init(&j, out);
+  p2pk_json_obj(&j, NULL);
+  p2pk_json_str(&j, "schema", "p2pkit-topo");
+  p2pk_json_int(&j, "schema_version", TOPO_JSON_SCHEMA_VERSION);
+  p2pk_json_obj(&j, "source");
+  p2pk_json_str(&j, "format", t->format);
+  p2pk_json_str(&j, "name", t->source);
+  p2pk_json_obj_end(&j);
+  p2pk_json_str(&j, "hostname", t->hostname);
+  p2pk_json_str(&j, "driver", t->driver[0] ? t->driver : NULL);
+  p2pk_json_str(&j, "nvml_version", t->nvml_version[0] ? t->nvml_version : NULL);
+  p2pk_json_int(&j, "cuda_driver", t->cuda_driver);
+  p2pk_json_int(&j, "cuda_runtime", t->cuda_runtime);
+  p2pk_json_arr(&j, "notes");
+  for (int i = 0; i < t->nnotes; i++) p2pk_json_str(&j, NULL, t->notes[i]);
+  p2pk_json_arr_end(&j);
+  p2pk_json_arr(&j, "numa_nodes");
   for (int i = 0; i < t->nnuma; i++) {
-    pj_obj(&j, NULL);
-    pj_int(&j, "os_index", t->numa[i].os_index);
-    pj_str(&j, "cpus", t->numa[i].cpus);
-    pj_obj_end(&j);
+    p2pk_json_obj(&j, NULL);
+    p2pk_json_int(&j, "os_index", t->numa[i].os_index);
+    p2pk_json_str(&j, "cpus", t->numa[i].cpus);
+    p2pk_json_obj_end(&j);
   }
-  pj_arr_end(&j);
-  pj_arr(&j, "gpus");
+  p2pk_json_arr_end(&j);
+  p2pk_json_arr(&j, "gpus");
   for (int g = 0; g < t->ngpus; g++) json_gpu(&j, t, g);
-  pj_arr_end(&j);
-  pj_arr(&j, "nics");
+  p2pk_json_arr_end(&j);
+  p2pk_json_arr(&j, "nics");
   for (int n = 0; n < t->nnics; n++) json_nic(&j, t, n);
-  pj_arr_end(&j);
-  pj_arr(&j, "pairs");
+  p2pk_json_arr_end(&j);
+  p2pk_json_arr(&j, "pairs");
   for (int a = 0; a < t->ngpus; a++)
     for (int b = 0; b < t->ngpus; b++)
       if (a != b) json_pair(&j, t, a, b);
-  pj_arr_end(&j);
-  pj_obj_end(&j);
-  pj_finish(&j);
+  p2pk_json_arr_end(&j);
+  p2pk_json_obj_end(&j);
+  p2pk_json_finish(&j);
 }
 
 p2pkit_status_t p2pkit_topo_print(p2pkit_topo_t t, FILE *out, int flags) {

@@ -104,86 +104,86 @@ void p2pk_trace_print(const p2pk_tjob *job, FILE *out) {
 
 static void json_call(p2pk_json *j, const char *key, const p2pk_tcall *k) {
   if (!k) {
-    pj_null(j, key);
+    p2pk_json_null(j, key);
     return;
   }
-  pj_obj(j, key);
-  pj_int(j, "seq", (int64_t)k->seq);
-  pj_str(j, "kind", k->kind);
-  pj_str(j, "dtype", k->dtype);
-  pj_int(j, "count", (int64_t)k->count);
-  pj_str(j, "op", strcmp(k->op, "-") ? k->op : NULL);
-  if (k->root >= 0) pj_int(j, "root", k->root);
-  else pj_null(j, "root");
-  pj_str(j, "path", strcmp(k->path, "-") ? k->path : NULL);
-  pj_str(j, "state", k->state);
-  pj_obj_end(j);
+  p2pk_json_obj(j, key);
+  p2pk_json_int(j, "seq", (int64_t)k->seq);
+  p2pk_json_str(j, "kind", k->kind);
+  p2pk_json_str(j, "dtype", k->dtype);
+  p2pk_json_int(j, "count", (int64_t)k->count);
+  p2pk_json_str(j, "op", strcmp(k->op, "-") ? k->op : NULL);
+  if (k->root >= 0) p2pk_json_int(j, "root", k->root);
+  else p2pk_json_null(j, "root");
+  p2pk_json_str(j, "path", strcmp(k->path, "-") ? k->path : NULL);
+  p2pk_json_str(j, "state", k->state);
+  p2pk_json_obj_end(j);
 }
 
 static void json_rank(p2pk_json *j, const p2pk_tcomm *c, int r) {
   const p2pk_tdump *d = c->rank[r];
-  pj_obj(j, NULL);
-  pj_int(j, "rank", global_of(c, r));
-  pj_bool(j, "culprit", c->culprits[r]);
+  p2pk_json_obj(j, NULL);
+  p2pk_json_int(j, "rank", global_of(c, r));
+  p2pk_json_bool(j, "culprit", c->culprits[r]);
   if (!d) {
-    pj_null(j, "file");
-    pj_str(j, "process", c->verdict == P2PK_TV_GONE && c->culprits[r] ? "gone" : "unknown");
+    p2pk_json_null(j, "file");
+    p2pk_json_str(j, "process", c->verdict == P2PK_TV_GONE && c->culprits[r] ? "gone" : "unknown");
   } else {
-    pj_str(j, "file", d->file);
-    pj_str(j, "host", d->source == P2PK_TSRC_P2PKIT ? d->host : NULL);
-    if (d->pid >= 0) pj_int(j, "pid", d->pid);
-    else pj_null(j, "pid");
-    pj_str(j, "gpu", d->source == P2PK_TSRC_P2PKIT ? d->gpu : NULL);
-    pj_str(j, "reason", d->reason);
-    pj_str(j, "error", d->error);
-    if (d->error_peer >= 0) pj_int(j, "error_rank", d->error_peer);
-    else pj_null(j, "error_rank");
+    p2pk_json_str(j, "file", d->file);
+    p2pk_json_str(j, "host", d->source == P2PK_TSRC_P2PKIT ? d->host : NULL);
+    if (d->pid >= 0) p2pk_json_int(j, "pid", d->pid);
+    else p2pk_json_null(j, "pid");
+    p2pk_json_str(j, "gpu", d->source == P2PK_TSRC_P2PKIT ? d->gpu : NULL);
+    p2pk_json_str(j, "reason", d->reason);
+    p2pk_json_str(j, "error", d->error);
+    if (d->error_peer >= 0) p2pk_json_int(j, "error_rank", d->error_peer);
+    else p2pk_json_null(j, "error_rank");
     json_call(j, "last_call", last_coll(d));
   }
   json_call(j, "call_at_seq", d && c->seq ? coll_at(d, c->seq) : NULL);
-  pj_obj_end(j);
+  p2pk_json_obj_end(j);
 }
 
 static void json_comm(p2pk_json *j, const p2pk_tcomm *c) {
-  pj_obj(j, NULL);
-  pj_str(j, "comm", c->comm);
-  pj_str(j, "source", source_name(c->source));
-  pj_int(j, "nranks", c->nranks);
-  pj_str(j, "verdict", verdict_names[c->verdict]);
-  pj_str(j, "line", c->line);
-  if (c->seq) pj_int(j, "seq", (int64_t)c->seq);
-  else pj_null(j, "seq");
-  pj_arr(j, "ranks");
+  p2pk_json_obj(j, NULL);
+  p2pk_json_str(j, "comm", c->comm);
+  p2pk_json_str(j, "source", source_name(c->source));
+  p2pk_json_int(j, "nranks", c->nranks);
+  p2pk_json_str(j, "verdict", verdict_names[c->verdict]);
+  p2pk_json_str(j, "line", c->line);
+  if (c->seq) p2pk_json_int(j, "seq", (int64_t)c->seq);
+  else p2pk_json_null(j, "seq");
+  p2pk_json_arr(j, "ranks");
   for (int r = 0; r < c->nranks; r++) json_rank(j, c, r);
-  pj_arr_end(j);
-  pj_obj_end(j);
+  p2pk_json_arr_end(j);
+  p2pk_json_obj_end(j);
 }
 
 void p2pk_trace_json(const p2pk_tjob *job, FILE *out) {
   p2pk_json j;
-  pj_init(&j, out);
-  pj_obj(&j, NULL);
-  pj_int(&j, "schema_version", 1);
+  p2pk_json_init(&j, out);
+  p2pk_json_obj(&j, NULL);
+  p2pk_json_int(&j, "schema_version", 1);
   if (job->ncomms) {
-    pj_str(&j, "verdict", verdict_names[job->comms[job->headline].verdict]);
-    pj_str(&j, "line", job->comms[job->headline].line);
-    pj_str(&j, "comm", job->comms[job->headline].comm);
+    p2pk_json_str(&j, "verdict", verdict_names[job->comms[job->headline].verdict]);
+    p2pk_json_str(&j, "line", job->comms[job->headline].line);
+    p2pk_json_str(&j, "comm", job->comms[job->headline].comm);
   } else {
-    pj_null(&j, "verdict");
-    pj_null(&j, "line");
-    pj_null(&j, "comm");
+    p2pk_json_null(&j, "verdict");
+    p2pk_json_null(&j, "line");
+    p2pk_json_null(&j, "comm");
   }
-  pj_arr(&j, "comms");
+  p2pk_json_arr(&j, "comms");
   for (size_t i = 0; i < job->ncomms; i++) json_comm(&j, &job->comms[i]);
-  pj_arr_end(&j);
-  pj_arr(&j, "bad_files");
+  p2pk_json_arr_end(&j);
+  p2pk_json_arr(&j, "bad_files");
   for (size_t i = 0; i < job->nbad; i++) {
-    pj_obj(&j, NULL);
-    pj_str(&j, "file", job->bad[i].file);
-    pj_str(&j, "error", job->bad[i].why);
-    pj_obj_end(&j);
+    p2pk_json_obj(&j, NULL);
+    p2pk_json_str(&j, "file", job->bad[i].file);
+    p2pk_json_str(&j, "error", job->bad[i].why);
+    p2pk_json_obj_end(&j);
   }
-  pj_arr_end(&j);
-  pj_obj_end(&j);
-  pj_finish(&j);
+  p2pk_json_arr_end(&j);
+  p2pk_json_obj_end(&j);
+  p2pk_json_finish(&j);
 }

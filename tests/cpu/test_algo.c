@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coll/algo.h"
-#include "coll/ce_common.h"
+#include "coll/select/algo.h"
+#include "coll/paths/ce/ce_common.h"
 #include "core/param.h"
 #include "test.h"
 

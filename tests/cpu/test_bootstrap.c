@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coll/bootstrap.h"
-#include "coll/bootstrap_wire.h"
+#include "coll/rdv/bootstrap.h"
+#include "coll/rdv/bootstrap_wire.h"
 #include "core/crypto.h"
 #include "core/param.h"
 #include "test.h"

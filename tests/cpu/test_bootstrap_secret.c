@@ -11,9 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "coll/bootstrap.h"
+#include "coll/rdv/bootstrap.h"
 #include "coll/coll.h"
-#include "coll/init_id.h"
+#include "coll/rdv/init_id.h"
 #include "core/param.h"
 #include "test.h"
 

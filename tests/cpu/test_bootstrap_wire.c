@@ -5,7 +5,7 @@
  * time; the cases that need it say so and stop where it is missing). */
 #include <string.h>
 
-#include "coll/bootstrap_wire.h"
+#include "coll/rdv/bootstrap_wire.h"
 #include "core/crypto.h"
 #include "test.h"
 

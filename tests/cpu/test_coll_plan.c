@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/coll_dev.h"
-#include "coll/plan.h"
+#include "coll/kernels/coll_dev.h"
+#include "coll/kernels/plan.h"
 #include "perf/perf.h"
 #include "test.h"
 

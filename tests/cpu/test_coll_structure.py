@@ -1,15 +1,30 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""src/coll's shape, checked from the build and the sources:
+"""The library's shape, checked from the build and the sources:
 
 1. No loop of calls among its files: from each object's defined and
    undefined symbols (nm), file X depends on file Y when X uses a symbol Y
-   defines; that graph must have no cycle.
-2. Every function in its sources is under 80 lines (from its first line to
-   its closing brace).
+   defines; that graph must have no cycle (the whole library).
+2. src/coll's rooms, in order: rdv (rendezvous, unique ids, split, hosts),
+   kernels (device code, launchers, the host/device ABI), mem (scratch
+   layout, shared memory, registered buffers), select (the decision),
+   paths (every path; paths/ce the copy engines'), call (entry points,
+   groups), comm (communicators made and freed). A file calls into its own
+   room or rooms before it, never after; coll.h alone sits above them.
+   No folder of src/coll holds more than 25 files.
+3. Every function in src/coll's sources is under 80 lines (from its first
+   line to its closing brace).
+4. Each path's state is its own: c->path_state[P2PK_PATH_X] is named only
+   in the file that defines path X (`.id = P2PK_PATH_X`); the copy engines'
+   room's state (ce_common.h's struct p2pk_ce, cep.h's landing-slot engine)
+   is seen only by the files of paths/ce.
+5. Every external symbol the library defines is prefixed: p2pkit_ (public)
+   or p2pk_ (internal); C++ code lives in namespace p2pk, or in an
+   anonymous namespace (nvcc names each such symbol after its file, so no
+   two can meet).
 
-Usage: test_coll_structure.py SRC_DIR OBJECT... (the library's objects; those
-of src/coll are picked by name). Exit 0 when both hold, 1 with the reasons.
+Usage: test_coll_structure.py SRC_DIR OBJECT... (the library's objects).
+Exit 0 when all hold, 1 with the reasons.
 """
 import os
 import re
@@ -18,6 +33,14 @@ import sys
 
 MAX_LINES = 80
 EXEMPT = set()
+ROOMS = ["rdv", "kernels", "mem", "select", "paths", "call", "comm"]
+MAX_FILES = 25
+# Symbols no p2pkit code names: the C++ personality routine's reference,
+# AddressSanitizer's per-global markers, CUDA's inline dim3 constructors and
+# the C++ library's templates (std::forward) that its kernel launches
+# instantiate, all weak or the toolchain's own.
+FOREIGN = re.compile(r"^(DW\.ref\.__gxx_personality_v0|__odr_asan\..*|_ZN4dim3C[12]Ejjj|_ZSt7forward.*)$")
+PREFIXED = re.compile(r"^(p2pkit_|p2pk_|_ZN4p2pk|_ZN\d+_GLOBAL__N_|_Z\d+__device_stub__ZN(4p2pk|\d+_GLOBAL__N_))")
 
 
 def symbols(obj):
@@ -38,7 +61,7 @@ def symbols(obj):
 def file_graph(objs):
     defs, uses = {}, {}
     for o in objs:
-        f = os.path.basename(o)
+        f = o.split("/src/", 1)[1]
         for suffix in (".o", ".obj"):
             if f.endswith(suffix):
                 f = f[: -len(suffix)]
@@ -127,9 +150,77 @@ def long_functions(path):
     return found
 
 
+def room_of(f):
+    """The room of a file named by its path under src/ ("coll/paths/ce/x.c" -> "paths")."""
+    parts = f.split("/")
+    return parts[1] if parts[0] == "coll" and len(parts) > 2 else None
+
+
+def check_rooms(graph, why, coll):
+    bad = 0
+    for f in sorted(graph):
+        a = room_of(f)
+        if f.startswith("coll/") and a not in ROOMS:
+            bad += 1
+            print(f"src/{f}: in no room of src/coll ({', '.join(ROOMS)})")
+            continue
+        for g in sorted(graph[f]):
+            b = room_of(g)
+            if a in ROOMS and b in ROOMS and ROOMS.index(b) > ROOMS.index(a):
+                bad += 1
+                print(f"src/{f} ({a}) calls src/{g} ({b}), a later room (e.g. {why[(f, g)]})")
+    for d, _, xs in os.walk(coll):
+        if len(xs) > MAX_FILES:
+            bad += 1
+            print(f"{os.path.relpath(d, os.path.dirname(os.path.dirname(coll)))}: {len(xs)} files "
+                  f"(at most {MAX_FILES}: split it into rooms)")
+    return bad
+
+
+PRIVATE_HEADERS = {"coll/paths/ce/ce_common.h": "coll/paths/ce/", "coll/paths/ce/cep.h": "coll/paths/ce/",
+                   "coll/comm/comm.h": "coll/comm/"}
+
+
+def check_private_state(src):
+    """Path states named outside their path's file; private headers included outside their room."""
+    bad, owner, texts = 0, {}, {}
+    for d, _, xs in os.walk(os.path.join(src, "src")):
+        for x in xs:
+            if re.search(r"\.(c|h|cu|cuh|cpp)$", x):
+                p = os.path.relpath(os.path.join(d, x), os.path.join(src, "src"))
+                texts[p] = open(os.path.join(d, x), encoding="utf-8").read()
+    for p, t in texts.items():
+        for m in re.finditer(r"\.id = (P2PK_PATH_\w+)", t):
+            owner[m.group(1)] = p
+    for p, t in sorted(texts.items()):
+        for m in re.finditer(r"path_state\[(P2PK_PATH_\w+)\]", t):
+            if owner.get(m.group(1)) != p:
+                bad += 1
+                print(f"src/{p}: names {m.group(1)}'s state (only {owner.get(m.group(1))} may)")
+        for m in re.finditer(r'#include "([^"]+)"', t):
+            room = PRIVATE_HEADERS.get(m.group(1))
+            if room and not p.startswith(room):
+                bad += 1
+                print(f"src/{p}: includes {m.group(1)}, private to src/{room}")
+    return bad
+
+
+def unprefixed(objs):
+    """The library's external symbols that carry no p2pkit prefix."""
+    found = {}
+    for o in objs:
+        out = subprocess.run([os.environ.get("NM", "nm"), "-P", "-g", "--defined-only", o],
+                             capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            name = line.split()[0] if line.split() else ""
+            if name and not PREFIXED.match(name) and not FOREIGN.match(name):
+                found.setdefault(name, o.split("/src/", 1)[-1])
+    return found
+
+
 def main():
-    src, objs = sys.argv[1], [o for o in sys.argv[2:] if "/src/coll/" in o]
-    if not objs:
+    src, objs = sys.argv[1], [o for o in sys.argv[2:] if "/src/" in o]
+    if not any("/src/coll/" in o for o in objs):
         print("no src/coll objects given")
         return 1
     bad = 0
@@ -142,12 +233,17 @@ def main():
                 if b in graph[a]:
                     print(f"  {a} -> {b} (e.g. {why[(a, b)]})")
     coll = os.path.join(src, "src", "coll")
-    for f in sorted(os.listdir(coll)):
+    bad += check_rooms(graph, why, coll)
+    bad += check_private_state(src)
+    for f in sorted(os.path.relpath(os.path.join(d, x), coll) for d, _, xs in os.walk(coll) for x in xs):
         if not re.search(r"\.(c|h|cu|cuh)$", f) or f in EXEMPT:
             continue
         for name, line, n in long_functions(os.path.join(coll, f)):
             bad += 1
             print(f"src/coll/{f}:{line}: {name} has {n} lines (at most {MAX_LINES - 1})")
+    for name, obj in sorted(unprefixed(objs).items()):
+        bad += 1
+        print(f"{obj}: external symbol {name} has no p2pk_ or p2pkit_ prefix")
     edges = sum(len(v) for v in graph.values())
     print(f"{len(graph)} files, {edges} file dependencies, {bad} problems")
     return 1 if bad else 0

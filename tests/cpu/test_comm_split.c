@@ -14,8 +14,7 @@
 #include <unistd.h>
 
 #include "coll/coll.h"
-#include "coll/init_id.h"
-#include "coll/split.h"
+#include "coll/rdv/init_id.h"
 #include "core/param.h"
 #include "nccl/nccl_dl.h"
 #include "test.h"

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "coll/coll.h"
-#include "coll/init_id.h"
+#include "coll/rdv/init_id.h"
 #include "core/clock.h"
 #include "core/param.h"
 #include "test.h"

@@ -235,6 +235,34 @@ TEST(log_subsystems_parse) {
   CHECK_EQ(p2pk_log_parse_subsys("TOPO,xfer"), P2PK_LOG_TOPO | P2PK_LOG_XFER);
   CHECK_EQ(p2pk_log_parse_subsys("^COLL"), P2PK_LOG_ALL & ~P2PK_LOG_COLL);
   CHECK_EQ(p2pk_log_parse_subsys("TOPO,NOPE"), -1);
+  /* The registry checks P2PKIT_DEBUG_SUBSYS against its words (param.c,
+   * which logs nothing); the log parses it with its own table: the two
+   * name the same subsystems, each one a bit of its own. */
+  const p2pk_param_def *d = p2pk_param_def_of("P2PKIT_DEBUG_SUBSYS");
+  CHECK(d->list && d->words);
+  int seen = 0, n = 0;
+  for (const char *w = d->words; w && *w; n++) {
+    char word[32];
+    const size_t len = strcspn(w, "|");
+    snprintf(word, sizeof word, "%.*s", (int)len, w);
+    const int bit = p2pk_log_parse_subsys(word);
+    if (bit <= 0) T_FAIL("the registry's subsystem %s is not the log's", word);
+    if (bit > 0 && bit != P2PK_LOG_ALL) {
+      CHECK_EQ(seen & bit, 0);
+      seen |= bit;
+    }
+    char why[256];
+    CHECK_EQ(p2pk_param_valid(d, word, why, sizeof why), 0);
+    w += len + (w[len] == '|');
+  }
+  CHECK_EQ(n, 8);
+  CHECK_EQ(seen, P2PK_LOG_INIT | P2PK_LOG_TOPO | P2PK_LOG_XFER | P2PK_LOG_COLL | P2PK_LOG_BOOT |
+                     P2PK_LOG_BENCH | P2PK_LOG_ENV);
+  char why[256];
+  CHECK_EQ(p2pk_param_valid(d, "^coll,Topo", why, sizeof why), 0);
+  CHECK_EQ(p2pk_param_valid(d, "TOPO,NOPE", why, sizeof why), -1);
+  CHECK(strstr(why, "P2PKIT_DEBUG_SUBSYS='TOPO,NOPE': not a list of INIT, TOPO, XFER, COLL, BOOT, "
+                    "BENCH, ENV, ALL (comma separated, a leading ^ excludes)") != NULL);
 }
 
 TEST(log_level_and_file) {
@@ -496,21 +524,21 @@ TEST(json_writer_quotes_and_nests) {
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   p2pk_json j;
-  pj_init(&j, f);
-  pj_obj(&j, NULL);
-  pj_str(&j, "s", "a\"b\\c\n\x01");
-  pj_int(&j, "i", -7);
-  pj_num(&j, "x", 0.5);
-  pj_num(&j, "nan", NAN);
-  pj_bool(&j, "t", 1);
-  pj_arr(&j, "empty");
-  pj_arr_end(&j);
-  pj_arr(&j, "a");
-  pj_int(&j, NULL, 1);
-  pj_str(&j, NULL, NULL);
-  pj_arr_end(&j);
-  pj_obj_end(&j);
-  pj_finish(&j);
+  p2pk_json_init(&j, f);
+  p2pk_json_obj(&j, NULL);
+  p2pk_json_str(&j, "s", "a\"b\\c\n\x01");
+  p2pk_json_int(&j, "i", -7);
+  p2pk_json_num(&j, "x", 0.5);
+  p2pk_json_num(&j, "nan", NAN);
+  p2pk_json_bool(&j, "t", 1);
+  p2pk_json_arr(&j, "empty");
+  p2pk_json_arr_end(&j);
+  p2pk_json_arr(&j, "a");
+  p2pk_json_int(&j, NULL, 1);
+  p2pk_json_str(&j, NULL, NULL);
+  p2pk_json_arr_end(&j);
+  p2pk_json_obj_end(&j);
+  p2pk_json_finish(&j);
   fclose(f);
   const char *want =
       "{\n  \"s\": \"a\\\"b\\\\c\\n\\u0001\",\n  \"i\": -7,\n  \"x\": 0.5,\n  \"nan\": null,\n"

@@ -119,9 +119,10 @@ static void text(char *o, size_t len, const p2pk_decision *d, int kind) {
  * both ends in the group). */
 static void decide(char *o, size_t len, const struct p2pkit_comm *c, int kind, size_t bytes,
                    int cap, int grouped, int in_place) {
-  const p2pk_sel_key k = {kind, cap, grouped, in_place, 0, bytes, sim_ntype};
+  const p2pk_sel_key k = {kind, cap, grouped, in_place, 0, bytes, sim_ntype, P2PK_PEERS_RULES,
+                         P2PK_AVG_NONE};
   p2pk_decision d;
-  p2pk_select(&c->sel, &k, &d);
+  CHECK_EQ(p2pk_decide(&c->sel, &k, &d), P2PK_DECIDED);
   text(o, len, &d, kind);
 }
 
@@ -418,7 +419,7 @@ static void nccl_off_changes_nothing(void) {
 }
 
 /* p2pkit perf --explain's text: every rule numbered, the thresholds with
- * their settings, the table's rows, and per size the decision p2pk_select
+ * their settings, the table's rows, and per size the decision p2pk_decide
  * makes, with the rule's number. */
 static void explain_prints_the_rules_and_each_decision(void) {
   clear_env();
@@ -440,7 +441,7 @@ static void explain_prints_the_rules_and_each_decision(void) {
   for (int i = 0; i < 2; i++) {
     p2pk_sel_key k = {.kind = P2PK_COLL_ALL_REDUCE, .bytes = bytes[i]};
     p2pk_decision d;
-    p2pk_select(&c.sel, &k, &d);
+    CHECK_EQ(p2pk_decide(&c.sel, &k, &d), P2PK_DECIDED);
     char t[96], cell[128];
     p2pk_decision_text(&d, t, sizeof t);
     snprintf(cell, sizeof cell, "%12zu  %s (%d)", bytes[i], t, d.rule + 1);
@@ -468,7 +469,7 @@ static void info_logs_each_decision(void) {
   p2pk_log_reset();
   p2pk_sel_key k = {.kind = P2PK_COLL_BROADCAST, .bytes = 1000};
   p2pk_decision d;
-  p2pk_select(&c.sel, &k, &d);
+  CHECK_EQ(p2pk_decide(&c.sel, &k, &d), P2PK_DECIDED);
   p2pk_sel_log(&c.sel, 1, &k, &d);
   /* NCCL available: 8 ranks on 2 hosts, an all-reduce goes hierarchical,
    * a broadcast through NCCL, each naming the rule that chose it */
@@ -479,9 +480,9 @@ static void info_logs_each_decision(void) {
   p2pk_sel_key ka = {.kind = P2PK_COLL_ALL_REDUCE, .bytes = 4096},
                kb = {.kind = P2PK_COLL_BROADCAST, .bytes = 64};
   p2pk_decision da, db;
-  p2pk_select(&s.sel, &ka, &da);
+  CHECK_EQ(p2pk_decide(&s.sel, &ka, &da), P2PK_DECIDED);
   p2pk_sel_log(&s.sel, 5, &ka, &da);
-  p2pk_select(&s.sel, &kb, &db);
+  CHECK_EQ(p2pk_decide(&s.sel, &kb, &db), P2PK_DECIDED);
   p2pk_sel_log(&s.sel, 5, &kb, &db);
   unsetenv("P2PKIT_DEBUG");
   unsetenv("P2PKIT_DEBUG_FILE");
@@ -506,6 +507,279 @@ static void info_logs_each_decision(void) {
   snprintf(want, sizeof want, "rank 1: broadcast of 1000 B, 2 ranks, process per GPU, eager, alone, "
            "P2P, out of place -> %s (%s; rule %d: ", dec, p2pk_path_family(d.path), d.rule + 1);
   if (!strstr(line, want)) T_FAIL("logged '%s', wanted '%s'", line, want);
+}
+
+/* ------------------------------------------- what group.c once overrode -- */
+
+static int same_decision(const p2pk_decision *a, const p2pk_decision *b) {
+  return memcmp(a, b, sizeof *a) == 0; /* every decision starts zeroed */
+}
+
+/* A key of the dump's kind (the rules alone, capture given). */
+static p2pk_sel_key key_of(int kind, int cap, int grouped, int in_place, size_t bytes) {
+  p2pk_sel_key k = {kind, cap, grouped, in_place, 0, bytes, 0, P2PK_PEERS_RULES, P2PK_AVG_NONE};
+  return k;
+}
+
+/* The capture status is asked only when the decision depends on it: the
+ * eager and captured decisions differ in path or flags; else the decision
+ * is the eager one, made without asking. */
+static void capture_is_asked_only_when_it_matters(void) {
+  clear_env();
+  fill_sizes();
+  static const int ns[] = {1, 2, 3, 4, 8};
+  long asked = 0, not_asked = 0;
+  for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+    for (int staged = 0; staged < 2; staged++)
+      for (int mp = 0; mp < 2; mp++) {
+        struct p2pkit_comm c;
+        if (make_comm(&c, ns[ni], staged, mp) != 0) continue;
+        for (int kind = 0; kind < KINDS; kind++)
+          for (int g = 0; g < 2; g++)
+            for (int ip = 0; ip < 2; ip++)
+              for (size_t si = 0; si < nsizes; si++) {
+                p2pk_sel_key k0 = key_of(kind, 0, g, ip, sizes[si]), k1 = k0, ku = k0;
+                k1.capture = 1;
+                ku.capture = -1;
+                p2pk_decision d0, d1, du;
+                CHECK_EQ(p2pk_decide(&c.sel, &k0, &d0), P2PK_DECIDED);
+                CHECK_EQ(p2pk_decide(&c.sel, &k1, &d1), P2PK_DECIDED);
+                const int r = p2pk_decide(&c.sel, &ku, &du);
+                const int differ = d0.path != d1.path || d0.flags != d1.flags;
+                if (differ) {
+                  asked++;
+                  CHECK_EQ(r, P2PK_DECIDE_ASK);
+                } else {
+                  not_asked++;
+                  CHECK(r == P2PK_DECIDED && same_decision(&du, &d0));
+                }
+              }
+      }
+  CHECK(asked > 1000 && not_asked > 1000);
+}
+
+/* One process in the caller's group: a collective waits for its peers'
+ * calls from the copy engines' threshold of one process (the rules' first
+ * column of P2PK_FROM_EVENTS), or wherever the rules give it to NCCL; the
+ * others are decided as the rules say in a group. Alone, or a process per
+ * GPU, nothing waits. */
+static void queued_calls_wait_where_their_peers_may_join(void) {
+  clear_env();
+  fill_sizes();
+  long waited = 0;
+  for (int n = 2; n <= 4; n++)
+    for (int mp = 0; mp < 2; mp++) {
+      struct p2pkit_comm c;
+      CHECK_EQ(make_comm(&c, n, 0, mp), 0);
+      for (int kind = 0; kind < P2PK_COLL_KINDS; kind++)
+        for (size_t si = 0; si < nsizes; si++) {
+          p2pk_sel_key q = key_of(kind, 0, 1, 0, sizes[si]), a = q;
+          const p2pk_sel_key r = q;
+          q.peers = P2PK_PEERS_QUEUED;
+          a.peers = P2PK_PEERS_ALONE;
+          a.grouped = 0;
+          p2pk_decision dq, dr, da;
+          const size_t from = c.sel.from[P2PK_FROM_EVENTS][kind];
+          const int want = !mp && from && sizes[si] >= from;
+          const int got = p2pk_decide(&c.sel, &q, &dq);
+          CHECK_EQ(got, want ? P2PK_DECIDE_WAIT : P2PK_DECIDED);
+          waited += got == P2PK_DECIDE_WAIT;
+          CHECK_EQ(p2pk_decide(&c.sel, &r, &dr), P2PK_DECIDED);
+          if (got == P2PK_DECIDED) CHECK(same_decision(&dq, &dr));
+          CHECK_EQ(p2pk_decide(&c.sel, &a, &da), P2PK_DECIDED);
+        }
+    }
+  CHECK(waited > 0);
+  /* NCCL for every call (P2PKIT_NCCL=1): one process waits at every size,
+   * a process per GPU at none. */
+  setenv("P2PKIT_NCCL", "1", 1);
+  p2pk_param_reset();
+  sim_nccl = 1;
+  struct p2pkit_comm one, per;
+  CHECK_EQ(make_comm(&one, 4, 0, 0), 0);
+  CHECK_EQ(make_comm(&per, 4, 0, 1), 0);
+  sim_nccl = 0;
+  unsetenv("P2PKIT_NCCL");
+  p2pk_param_reset();
+  p2pk_sel_key q = key_of(P2PK_COLL_ALL_GATHER, 0, 1, 0, 64);
+  q.peers = P2PK_PEERS_QUEUED;
+  p2pk_decision d;
+  CHECK_EQ(p2pk_decide(&one.sel, &q, &d), P2PK_DECIDE_WAIT);
+  CHECK_EQ(p2pk_decide(&per.sel, &q, &d), P2PK_DECIDED);
+  CHECK_EQ(d.path, P2PK_PATH_NCCL);
+}
+
+/* One process, NCCL chosen by the rules: NCCL takes every rank's call in
+ * one group, so one rank's call without its peers' goes to the kernels
+ * (what the kernels decide for it when the ranks' captures differ, marked
+ * P2PK_SEL_NCCL_APART), and a type only NCCL carries is refused; its peers'
+ * streams capturing unlike its own, the kernels by its own capture, or the
+ * refusal. A process per GPU keeps NCCL. */
+static void one_process_calls_apart_from_their_peers_take_the_kernels(void) {
+  clear_env();
+  setenv("P2PKIT_NCCL", "1", 1);
+  p2pk_param_reset();
+  sim_nccl = 1;
+  struct p2pkit_comm one, per;
+  CHECK_EQ(make_comm(&one, 4, 0, 0), 0);
+  CHECK_EQ(make_comm(&per, 4, 0, 1), 0);
+  sim_nccl = 0;
+  unsetenv("P2PKIT_NCCL");
+  p2pk_param_reset();
+  static const size_t bytes[] = {64, 1 << 20, (size_t)256 << 20};
+  for (int kind = 0; kind < P2PK_COLL_KINDS; kind++)
+    for (int cap = 0; cap < 2; cap++)
+      for (size_t b = 0; b < 3; b++) {
+        p2pk_sel_key k = key_of(kind, cap, 0, 0, bytes[b]), m = k;
+        p2pk_decision rules, alone, mixed;
+        CHECK_EQ(p2pk_decide(&one.sel, &k, &rules), P2PK_DECIDED);
+        CHECK_EQ(rules.path, P2PK_PATH_NCCL);
+        m.peers = P2PK_PEERS_MIXED;
+        CHECK_EQ(p2pk_decide(&one.sel, &m, &mixed), P2PK_DECIDED);
+        CHECK_EQ(mixed.path, P2PK_PATH_P2P);
+        CHECK_EQ(mixed.rule, p2pk_sel_rule_count() - 1);
+        CHECK_EQ(mixed.flags & P2PK_SEL_LAUNCH_THREAD, 0);
+        k.peers = P2PK_PEERS_ALONE;
+        CHECK_EQ(p2pk_decide(&one.sel, &k, &alone), P2PK_DECIDED);
+        CHECK_EQ(alone.flags, mixed.flags | P2PK_SEL_NCCL_APART);
+        alone.flags = mixed.flags;
+        CHECK(same_decision(&alone, &mixed));
+        CHECK_EQ(p2pk_decide(&per.sel, &k, &alone), P2PK_DECIDED);
+        CHECK_EQ(alone.path, P2PK_PATH_NCCL);
+        k.nccl_type = m.nccl_type = 1;
+        CHECK_EQ(p2pk_decide(&one.sel, &k, &alone), P2PK_DECIDE_NCCL_APART);
+        CHECK_EQ(p2pk_decide(&one.sel, &m, &mixed), P2PK_DECIDE_NCCL_MIXED);
+        CHECK_EQ(p2pk_decide(&per.sel, &k, &alone), P2PK_DECIDED);
+      }
+}
+
+/* Spanning hosts: the hierarchical path divides an average once, by a
+ * floating type's pre-multiplied sum in NCCL; an integer average, or NCCL
+ * without that sum, goes through NCCL over every rank (one division). */
+static void averages_the_hierarchical_path_cannot_divide_go_flat(void) {
+  clear_env();
+  sim_nccl = 1, sim_hosts = 2;
+  struct p2pkit_comm c;
+  CHECK_EQ(make_comm(&c, 8, 0, 1), 0);
+  sim_nccl = 0, sim_hosts = 1;
+  static const int kinds[] = {P2PK_COLL_ALL_REDUCE, P2PK_COLL_REDUCE_SCATTER};
+  for (int premul = 0; premul < 2; premul++)
+    for (int i = 0; i < 2; i++)
+      for (int avg = P2PK_AVG_NONE; avg <= P2PK_AVG_INT; avg++) {
+        c.sel.premul = premul;
+        p2pk_sel_key k = key_of(kinds[i], 0, 0, 0, 4096);
+        k.avg = avg;
+        p2pk_decision d;
+        CHECK_EQ(p2pk_decide(&c.sel, &k, &d), P2PK_DECIDED);
+        const int flat = avg == P2PK_AVG_INT || (avg == P2PK_AVG_FLOAT && !premul);
+        CHECK_EQ(d.path, flat ? P2PK_PATH_NCCL : P2PK_PATH_HIER);
+        CHECK_EQ(d.flags, flat ? P2PK_SEL_AVG_FLAT : 0u);
+      }
+  p2pk_sel_key b = key_of(P2PK_COLL_BROADCAST, 0, 0, 0, 4096);
+  b.avg = P2PK_AVG_INT; /* no average, but the key may say so: only the hierarchical path cares */
+  p2pk_decision d;
+  CHECK_EQ(p2pk_decide(&c.sel, &b, &d), P2PK_DECIDED);
+  CHECK(d.path == P2PK_PATH_NCCL && d.flags == 0);
+}
+
+/* --------------------------------------------- what each path can carry -- */
+
+#include "coll/paths/path.h"
+
+/* The paths a rule can choose: its own, or the kernels of either transport. */
+static int rule_paths(const p2pk_rule *r, int *paths) {
+  if (r->path != P2PK_RULE_KERNEL) return paths[0] = r->path, 1;
+  int n = 0;
+  if (r->xport != P2PK_RULE_SHM) paths[n++] = P2PK_PATH_P2P;
+  if (r->xport != P2PK_RULE_P2P) paths[n++] = P2PK_PATH_STAGED;
+  return n;
+}
+
+/* Every rule within the capability of the paths it chooses (NCCL's
+ * canConnect: each path says what it can carry, path.h): its kinds, its
+ * modes (spanning hosts for the rules that need them), its transports, its
+ * capture states; a path that takes only whole groups only from rules of
+ * one process and a group. */
+static void every_rule_lies_within_its_paths(void) {
+  for (int i = 0; i < p2pk_sel_rule_count(); i++) {
+    const p2pk_rule *r = p2pk_sel_rule_at(i);
+    int paths[2];
+    const int np = rule_paths(r, paths);
+    for (int j = 0; j < np; j++) {
+      const p2pk_path *p = p2pk_paths[paths[j]];
+      const uint32_t modes = r->hosts == P2PK_RULE_H_SPAN || r->hosts == P2PK_RULE_H_HIER
+                                 ? P2PK_MODE_SPAN
+                             : r->mode == P2PK_RULE_ONE     ? P2PK_MODE_ONE
+                             : r->mode == P2PK_RULE_PER_GPU ? P2PK_MODE_PER_GPU
+                                                            : P2PK_MODE_ONE | P2PK_MODE_PER_GPU;
+      const uint32_t xports = paths[j] == P2PK_PATH_P2P      ? P2PK_XPORT_P2P
+                              : paths[j] == P2PK_PATH_STAGED ? P2PK_XPORT_SHM
+                              : r->xport == P2PK_RULE_P2P    ? P2PK_XPORT_P2P
+                              : r->xport == P2PK_RULE_SHM    ? P2PK_XPORT_SHM
+                                                             : P2PK_XPORT_P2P | P2PK_XPORT_SHM;
+      const uint32_t caps = r->capture == P2PK_RULE_EAGER   ? P2PK_CAPTURE_EAGER
+                            : r->capture == P2PK_RULE_GRAPH ? P2PK_CAPTURE_GRAPH
+                                                            : P2PK_CAPTURE_EAGER | P2PK_CAPTURE_GRAPH;
+      if ((r->kinds & ~p->kinds) || (modes & ~p->modes) || (xports & ~p->transports) ||
+          (caps & ~p->captures))
+        T_FAIL("rule %d (%s) chooses %s beyond what it carries", i + 1, r->why,
+               p2pk_path_name(paths[j]));
+      if (!p->launch && (r->grouped != P2PK_RULE_GROUP || r->mode != P2PK_RULE_ONE))
+        T_FAIL("rule %d chooses %s, which takes only every rank's call in one group", i + 1,
+               p2pk_path_name(paths[j]));
+    }
+  }
+}
+
+/* Every decision of the dump's space (and of the keys group.c asks: a call
+ * queued in a group, alone, among peers capturing unlike it) goes to a path
+ * that can carry it. */
+static int decisions_within(const struct p2pkit_comm *c, long *n) {
+  static const int peers[] = {P2PK_PEERS_RULES, P2PK_PEERS_QUEUED, P2PK_PEERS_ALONE,
+                              P2PK_PEERS_MIXED};
+  int bad = 0;
+  for (int kind = 0; kind < KINDS; kind++)
+    for (int cap = 0; cap < 2; cap++)
+      for (int g = 0; g < 2; g++)
+        for (int ip = 0; ip < 2; ip++)
+          for (size_t pi = 0; pi < 4; pi++)
+            for (size_t si = 0; si < nsizes; si += 3) {
+              p2pk_sel_key k = key_of(kind, cap, g, ip, sizes[si]);
+              k.peers = peers[pi];
+              k.nccl_type = sim_ntype;
+              p2pk_decision d;
+              if (p2pk_decide(&c->sel, &k, &d) != P2PK_DECIDED) continue;
+              ++*n;
+              if (!p2pk_path_can(p2pk_paths[d.path], &c->sel, &k) && bad++ < 5) {
+                char key[160];
+                p2pk_sel_key_text(&c->sel, &k, key, sizeof key);
+                T_FAIL("%s (peers %d) -> %s, which cannot carry it", key, k.peers,
+                       p2pk_path_name(d.path));
+              }
+            }
+  return bad;
+}
+
+static void every_decision_goes_to_a_path_that_carries_it(void) {
+  clear_env();
+  fill_sizes();
+  long n = 0;
+  for (int v = -1; v < (int)(sizeof nccl_dumps / sizeof nccl_dumps[0]); v++) {
+    if (v >= 0 && nccl_dumps[v].setting) setenv("P2PKIT_NCCL", nccl_dumps[v].setting, 1);
+    p2pk_param_reset();
+    sim_nccl = v >= 0, sim_hosts = v >= 0 ? nccl_dumps[v].hosts : 1;
+    sim_ntype = v >= 0 ? nccl_dumps[v].ntype : 0;
+    for (int staged = 0; staged < 2; staged++)
+      for (int mp = sim_hosts > 1; mp < 2; mp++)
+        for (int r = 1; r <= P2PK_COLL_MAX_RANKS; r++) {
+          struct p2pkit_comm c;
+          if (make_comm(&c, r, staged, mp) == 0) decisions_within(&c, &n);
+        }
+    sim_nccl = 0, sim_hosts = 1, sim_ntype = 0;
+    unsetenv("P2PKIT_NCCL");
+  }
+  p2pk_param_reset();
+  CHECK(n > 100000);
 }
 
 int t_failed;
@@ -543,6 +817,12 @@ int main(int argc, char **argv) {
   static const t_case cases[] = {T_CASE(decisions_match_the_golden_file),
                                  T_CASE(nccl_off_changes_nothing),
                                  T_CASE(explain_prints_the_rules_and_each_decision),
-                                 T_CASE(info_logs_each_decision)};
+                                 T_CASE(info_logs_each_decision),
+                                 T_CASE(capture_is_asked_only_when_it_matters),
+                                 T_CASE(queued_calls_wait_where_their_peers_may_join),
+                                 T_CASE(one_process_calls_apart_from_their_peers_take_the_kernels),
+                                 T_CASE(averages_the_hierarchical_path_cannot_divide_go_flat),
+                                 T_CASE(every_rule_lies_within_its_paths),
+                                 T_CASE(every_decision_goes_to_a_path_that_carries_it)};
   return t_main_cases(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coll/dmbox.h"
+#include "coll/paths/ce/dmbox.h"
 #include "test.h"
 
 static p2pk_dmb_desc desc_of(uint64_t q) {

@@ -6,10 +6,11 @@
  * float sum, prod and avg must match a reference that adds in the plan's
  * order (inside each host, then across hosts) bit for bit, and the rank
  * order within rounding. 1-4 hosts x 1-8 ranks, counts 0, 1, 3, 4097 and
- * H*L +- 1, host-major, round-robin and scattered placements, in place. */
+ * H*L +- 1, host-major, round-robin and scattered placements, in place;
+ * reduce-scatter and all-gather again in pieces through a small scratch. */
 #include <stdint.h>
 
-#include "coll/hier.h"
+#include "coll/paths/hier.h"
 #include "nccl/dtype.h"
 #include "test.h"
 
@@ -193,21 +194,23 @@ static void run_local(const sim_t *s, int r, const p2pk_hier_step *x) {
     divide(buf(s, r, x->out) + x->out_off * es, c, s->d, x->divisor);
     return;
   }
-  for (int q = 0; q < s->nranks; q++) { /* PERMUTE_IN / _OUT: every block */
+  for (int q = 0; q < s->nranks; q++) { /* PERMUTE_IN / _OUT: every block (or a piece of it) */
     size_t pos = p2pk_hier_pos(&s->plan, q);
     if (x->op == P2PK_HIER_PERMUTE_IN)
-      memcpy(s->scratch[r] + pos * c * es, s->send[r] + (size_t)q * c * es, c * es);
+      memcpy(s->scratch[r] + (x->out_off + pos * c) * es,
+             s->send[r] + (x->in_off + (size_t)q * x->stride) * es, c * es);
     else
-      memcpy(s->recv[r] + (size_t)q * c * es, s->scratch[r] + pos * c * es, c * es);
+      memcpy(s->recv[r] + (x->out_off + (size_t)q * x->stride) * es,
+             s->scratch[r] + (x->in_off + pos * c) * es, c * es);
   }
 }
 
-/* Runs every rank's steps, step by step, each group's at once. */
-static void run_plan(sim_t *s) {
+/* Runs every rank's steps of one piece, step by step, each group's at once. */
+static void run_piece(sim_t *s, size_t piece) {
   p2pk_hier_step st_[64][P2PK_HIER_MAX_STEPS], cur[64];
   int nsteps = -1;
   for (int r = 0; r < s->nranks; r++) {
-    int n = p2pk_hier_steps(&s->plan, r, st_[r]);
+    int n = p2pk_hier_steps(&s->plan, r, piece, st_[r]);
     if (nsteps >= 0 && n != nsteps) T_FAIL("rank %d has %d steps, rank 0 %d", r, n, nsteps);
     nsteps = n;
   }
@@ -223,6 +226,10 @@ static void run_plan(sim_t *s) {
       if (m[0] == r) run_group(s, m, k, cur);
     }
   }
+}
+
+static void run_plan(sim_t *s) {
+  for (size_t j = 0; j < s->plan.pieces; j++) run_piece(s, j);
 }
 
 /* ------------------------------------------------- set-up and reference ---- */
@@ -338,13 +345,18 @@ static int check_all(const sim_t *s) {
   return ok;
 }
 
+/* The scratch the simulations allow, in elements (SIZE_MAX: what a whole
+ * call needs). */
+static size_t room = SIZE_MAX;
+
 /* One collective through the plan; 1 when every element of every rank is right. */
 static int sim_one(int kind, const p2pk_hosts *h, p2pkit_dtype_t d, p2pkit_redop_t op, size_t count,
                    int inplace) {
   sim_t s;
   sim_init(&s, kind, h, d, op, count, inplace);
-  int ok = p2pk_hier_make(kind, h, count, op, &s.plan) == P2PKIT_SUCCESS;
+  int ok = p2pk_hier_make(kind, h, count, op, room, &s.plan) == P2PKIT_SUCCESS;
   if (!ok) T_FAIL("plan: %s", p2pkit_last_error());
+
   for (int r = 0; ok && r < s.nranks; r++) s.scratch[r] = malloc(s.plan.scratch * s.es + 1);
   if (ok) run_plan(&s);
   if (ok) ok = check_all(&s);
@@ -444,6 +456,58 @@ TEST(in_place) {
   sweep(2, 3, SCATTERED, dts, ops, 3, 1, 3);
 }
 
+/* Reduce-scatter and all-gather through a scratch smaller than a whole
+ * call's: pieces of each rank's block (down to one element each), every
+ * layout and placement, in place too, against the plain collective. */
+TEST(in_pieces) {
+  const p2pkit_dtype_t dts[] = {P2PKIT_INT32, P2PKIT_FLOAT32, P2PKIT_FLOAT64};
+  const p2pkit_redop_t ops[] = {P2PKIT_SUM, P2PKIT_AVG, P2PKIT_MAX};
+  const int shapes[][3] = {{2, 4, HOST_MAJOR}, {2, 4, ROUND_ROBIN}, {3, 2, SCATTERED},
+                           {4, 2, HOST_MAJOR}, {2, 1, HOST_MAJOR}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const size_t n = (size_t)(shapes[i][0] * shapes[i][1]);
+    const size_t rooms[] = {n, 2 * n, 3 * n + 1, 5 * n};
+    for (size_t j = 0; j < sizeof rooms / sizeof rooms[0]; j++) {
+      room = rooms[j];
+      for (int inplace = 0; inplace < 2; inplace++) {
+        p2pk_hosts h;
+        make_hosts(shapes[i][0], shapes[i][1], shapes[i][2], &h);
+        static const size_t counts[] = {1, 2, 7, 64, 4097};
+        for (int k = 1; k < 3; k++) /* reduce-scatter, all-gather */
+          for (int d = 0; d < 3; d++)
+            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+              if (!sim_one(KINDS[k], &h, dts[d], ops[d], counts[c], inplace)) break;
+        p2pk_hosts_free(&h);
+      }
+    }
+  }
+  room = SIZE_MAX;
+  /* the numbers: 8 ranks host-major (a whole call needs 80), 10 elements
+   * each, room for 3 per rank: 4 pieces */
+  p2pk_hosts h;
+  p2pk_hier_plan p;
+  p2pk_hier_step st_[P2PK_HIER_MAX_STEPS];
+  make_hosts(2, 4, HOST_MAJOR, &h);
+  CHECK_OK(p2pk_hier_make(P2PK_COLL_REDUCE_SCATTER, &h, 10, P2PKIT_SUM, 8 * 3 + 2, &p));
+  CHECK(p.piece == 3 && p.pieces == 4 && p.scratch == 24);
+  CHECK_EQ(p2pk_hier_steps(&p, 5, 3, st_), 3); /* the last piece: 1 element of each block */
+  CHECK(st_[0].op == P2PK_HIER_PERMUTE_IN && st_[0].in_off == 9 && st_[0].count == 1 &&
+        st_[0].stride == 10);
+  CHECK(st_[1].group == P2PK_HIER_INTRA && st_[1].count == 2 && st_[1].out_off == 2);
+  CHECK(st_[2].group == P2PK_HIER_CROSS && st_[2].out_off == 9 && st_[2].count == 1);
+  CHECK_EQ(p2pk_hier_make(P2PK_COLL_ALL_GATHER, &h, 10, P2PKIT_SUM, 7, &p),
+           P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "holds less than one for each of 8 ranks") != NULL);
+  p2pk_hosts_free(&h);
+  /* round-robin: a whole reduce-scatter needs 20, an all-gather none */
+  make_hosts(2, 4, ROUND_ROBIN, &h);
+  CHECK_OK(p2pk_hier_make(P2PK_COLL_REDUCE_SCATTER, &h, 10, P2PKIT_SUM, 20, &p));
+  CHECK(p.pieces == 1 && p.scratch == 20);
+  CHECK_OK(p2pk_hier_make(P2PK_COLL_ALL_GATHER, &h, 10, P2PKIT_SUM, 7, &p));
+  CHECK(p.pieces == 1 && p.scratch == 0);
+  p2pk_hosts_free(&h);
+}
+
 /* The plan's numbers for a few shapes, as the executor will read them. */
 TEST(plan_shapes) {
   p2pk_hosts h;
@@ -451,7 +515,7 @@ TEST(plan_shapes) {
   p2pk_hier_step st_[P2PK_HIER_MAX_STEPS];
   size_t off, cnt;
   make_hosts(2, 4, HOST_MAJOR, &h);
-  CHECK_OK(p2pk_hier_make(P2PK_COLL_ALL_REDUCE, &h, 10, P2PKIT_AVG, &p));
+  CHECK_OK(p2pk_hier_make(P2PK_COLL_ALL_REDUCE, &h, 10, P2PKIT_AVG, SIZE_MAX, &p));
   CHECK_EQ(p.nhosts, 2);
   CHECK_EQ(p.nlocal, 4);
   CHECK_EQ(p.base, 2);
@@ -462,7 +526,7 @@ TEST(plan_shapes) {
   p2pk_hier_shard(&p, 3, &off, &cnt); /* the last local rank owns the tail */
   CHECK(off == 6 && cnt == 4);
   /* rank 7 = host 1, local 3: RS, tail reduce, cross AR, divide, AG, tail bcast */
-  CHECK_EQ(p2pk_hier_steps(&p, 7, st_), 6);
+  CHECK_EQ(p2pk_hier_steps(&p, 7, 0, st_), 6);
   const int want[] = {P2PK_HIER_RS, P2PK_HIER_REDUCE, P2PK_HIER_AR, P2PK_HIER_DIVIDE, P2PK_HIER_AG,
                       P2PK_HIER_BCAST};
   for (int i = 0; i < 6; i++) CHECK_EQ(st_[i].op, want[i]);
@@ -471,27 +535,27 @@ TEST(plan_shapes) {
   CHECK(st_[2].group == P2PK_HIER_CROSS && st_[2].in_off == 6 && st_[2].count == 4);
   CHECK(st_[2].redop == P2PKIT_SUM && st_[3].divisor == 8);
   /* count below L: no intra reduce-scatter, everything in the tail */
-  CHECK_OK(p2pk_hier_make(P2PK_COLL_ALL_REDUCE, &h, 3, P2PKIT_SUM, &p));
-  CHECK_EQ(p2pk_hier_steps(&p, 0, st_), 3);
+  CHECK_OK(p2pk_hier_make(P2PK_COLL_ALL_REDUCE, &h, 3, P2PKIT_SUM, SIZE_MAX, &p));
+  CHECK_EQ(p2pk_hier_steps(&p, 0, 0, st_), 3);
   CHECK(st_[0].op == P2PK_HIER_REDUCE && st_[1].op == P2PK_HIER_AR && st_[1].count == 0);
   /* host-major: reduce-scatter and all-gather reorder through scratch */
-  CHECK_OK(p2pk_hier_make(P2PK_COLL_REDUCE_SCATTER, &h, 5, P2PKIT_SUM, &p));
+  CHECK_OK(p2pk_hier_make(P2PK_COLL_REDUCE_SCATTER, &h, 5, P2PKIT_SUM, SIZE_MAX, &p));
   CHECK(p.permute == 1 && p.scratch == 40);
   CHECK_EQ(p2pk_hier_pos(&p, 5), 1 * 2 + 1); /* host 1, local 1 */
-  CHECK_EQ(p2pk_hier_steps(&p, 5, st_), 3);
+  CHECK_EQ(p2pk_hier_steps(&p, 5, 0, st_), 3);
   CHECK(st_[0].op == P2PK_HIER_PERMUTE_IN && st_[1].count == 10 && st_[1].out_off == 10);
-  CHECK_OK(p2pk_hier_make(P2PK_COLL_ALL_GATHER, &h, 5, P2PKIT_SUM, &p));
+  CHECK_OK(p2pk_hier_make(P2PK_COLL_ALL_GATHER, &h, 5, P2PKIT_SUM, SIZE_MAX, &p));
   CHECK(p.permute == 1 && p.scratch == 40);
-  CHECK_EQ(p2pk_hier_steps(&p, 5, st_), 3);
+  CHECK_EQ(p2pk_hier_steps(&p, 5, 0, st_), 3);
   CHECK_EQ(st_[2].op, P2PK_HIER_PERMUTE_OUT);
   p2pk_hosts_free(&h);
   /* round-robin: ranks already in local-major order */
   make_hosts(2, 4, ROUND_ROBIN, &h);
-  CHECK_OK(p2pk_hier_make(P2PK_COLL_REDUCE_SCATTER, &h, 5, P2PKIT_SUM, &p));
+  CHECK_OK(p2pk_hier_make(P2PK_COLL_REDUCE_SCATTER, &h, 5, P2PKIT_SUM, SIZE_MAX, &p));
   CHECK(p.permute == 0 && p.scratch == 10);
-  CHECK_OK(p2pk_hier_make(P2PK_COLL_ALL_GATHER, &h, 5, P2PKIT_SUM, &p));
+  CHECK_OK(p2pk_hier_make(P2PK_COLL_ALL_GATHER, &h, 5, P2PKIT_SUM, SIZE_MAX, &p));
   CHECK(p.permute == 0 && p.scratch == 0);
-  CHECK_EQ(p2pk_hier_steps(&p, 5, st_), 2);
+  CHECK_EQ(p2pk_hier_steps(&p, 5, 0, st_), 2);
   p2pk_hosts_free(&h);
 }
 
@@ -500,19 +564,19 @@ TEST(refusals) {
   p2pk_hosts h;
   p2pk_hier_plan p;
   CHECK_OK(p2pk_hosts_group(ids, 4, 0, &h));
-  CHECK_EQ(p2pk_hier_make(P2PK_COLL_ALL_REDUCE, &h, 8, P2PKIT_SUM, &p), P2PKIT_ERR_UNSUPPORTED);
+  CHECK_EQ(p2pk_hier_make(P2PK_COLL_ALL_REDUCE, &h, 8, P2PKIT_SUM, SIZE_MAX, &p), P2PKIT_ERR_UNSUPPORTED);
   CHECK(strstr(p2pkit_last_error(), "all_reduce: the 4 ranks sit unevenly on 2 hosts (3+1") != NULL);
   p2pk_hosts_free(&h);
   make_hosts(2, 2, HOST_MAJOR, &h);
-  CHECK_EQ(p2pk_hier_make(P2PK_COLL_BROADCAST, &h, 8, P2PKIT_SUM, &p), P2PKIT_ERR_UNSUPPORTED);
+  CHECK_EQ(p2pk_hier_make(P2PK_COLL_BROADCAST, &h, 8, P2PKIT_SUM, SIZE_MAX, &p), P2PKIT_ERR_UNSUPPORTED);
   CHECK(strstr(p2pkit_last_error(), "no hierarchical form; across hosts it goes through NCCL") != NULL);
-  CHECK_EQ(p2pk_hier_make(P2PK_COLL_REDUCE_SCATTER, &h, 8, P2PKIT_REDOP_COUNT, &p),
+  CHECK_EQ(p2pk_hier_make(P2PK_COLL_REDUCE_SCATTER, &h, 8, P2PKIT_REDOP_COUNT, SIZE_MAX, &p),
            P2PKIT_ERR_INVALID_ARGUMENT);
-  CHECK_EQ(p2pk_hier_make(P2PK_COLL_ALL_GATHER, &h, SIZE_MAX / 2, P2PKIT_SUM, &p),
+  CHECK_EQ(p2pk_hier_make(P2PK_COLL_ALL_GATHER, &h, SIZE_MAX / 2, P2PKIT_SUM, SIZE_MAX, &p),
            P2PKIT_ERR_INVALID_ARGUMENT);
   CHECK(strstr(p2pkit_last_error(), "is too large for 4 ranks") != NULL);
   p2pk_hosts_free(&h);
 }
 
 T_MAIN(T_CASE(plan_shapes), T_CASE(refusals), T_CASE(layouts_and_counts), T_CASE(placements),
-       T_CASE(every_dtype_and_op), T_CASE(in_place))
+       T_CASE(every_dtype_and_op), T_CASE(in_place), T_CASE(in_pieces))

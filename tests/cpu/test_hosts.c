@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coll/hosts.h"
+#include "coll/rdv/hosts.h"
 #include "core/param.h"
 #include "test.h"
 

@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coll/bootstrap.h"
+#include "coll/rdv/bootstrap.h"
 #include "coll/coll.h"
-#include "coll/init_id.h"
+#include "coll/rdv/init_id.h"
 #include "core/param.h"
 #include "test.h"
 #include "test_net.h"

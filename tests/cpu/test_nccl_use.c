@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll/nccl_use.h"
+#include "coll/select/nccl_use.h"
 #include "core/param.h"
 #include "test.h"
 

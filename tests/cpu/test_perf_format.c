@@ -5,7 +5,7 @@
  * back with src/coll's own reader). */
 #include <unistd.h>
 
-#include "coll/algo.h"
+#include "coll/select/algo.h"
 #include "perf/perf.h"
 #include "test.h"
 

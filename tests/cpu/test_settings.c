@@ -11,7 +11,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 
-#include "coll/coll_dev.h"
+#include "coll/kernels/coll_dev.h"
 #include "core/param.h"
 #include "p2pkit.h"
 #include "test.h"

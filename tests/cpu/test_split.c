@@ -2,7 +2,7 @@
 /* p2pkit_comm_split's arithmetic, NCCL's semantics: same color, one new
  * communicator, ordered by key then old rank; NOCOLOR joins none; and
  * whether a new communicator sits on one host or spans several. */
-#include "coll/split.h"
+#include "coll/rdv/init_id.h"
 #include "test.h"
 
 #define N 8

@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coll/path.h"
-#include "coll/trace.h"
+#include "coll/paths/path.h"
+#include "coll/call/trace.h"
 #include "core/clock.h"
 #include "core/param.h"
 #include "test.h"

@@ -6,7 +6,7 @@
  * themselves run in tests/gpu/test_vcoll.c. */
 #include <stdint.h>
 
-#include "coll/path.h"
+#include "coll/paths/path.h"
 #include "test.h"
 
 enum { N = 4 };

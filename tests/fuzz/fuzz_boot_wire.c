@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/bootstrap_wire.h"
+#include "coll/rdv/bootstrap_wire.h"
 #include "core/crypto.h"
 #include "core/text.h"
 

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "coll/ipc.h"
+#include "coll/coll.h"
 #include "coll_util.h"
 #include "xfer/xfer_kernels.h"
 

@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/coll_dev.h"
+#include "coll/kernels/coll_dev.h"
 #include "coll_util.h"
 #include "p2pkit.h"
 #include "xfer/xfer_kernels.h"

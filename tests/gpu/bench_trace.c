@@ -21,8 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coll/path.h"
-#include "coll/trace.h"
+#include "coll/paths/path.h"
+#include "coll/call/trace.h"
 #include "coll_util.h"
 #include "core/clock.h"
 #include "p2pkit.h"

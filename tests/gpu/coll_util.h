@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coll/coll_dev.h"
+#include "coll/kernels/coll_dev.h"
 #include "core/param.h"
 #include "p2pkit.h"
 

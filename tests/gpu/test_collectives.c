@@ -21,9 +21,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "coll/cep.h"
+#include "coll/paths/ce/cep.h"
 #include "coll/coll.h"
-#include "coll/plan.h"
+#include "coll/kernels/plan.h"
 #include "coll_util.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -957,7 +957,7 @@ static void map_suite(runner_t *R) {
  * of kernel-path reduces on the same streams whose grids (programmatic
  * dependent launches stacking up) can fill every multiprocessor. The
  * broadcast's last posts to its peer run on their own stream; unless the
- * caller's stream waits for them (cep_join_side, cep_core.c), the kernels can
+ * caller's stream waits for them (p2pk_cep_join_side, cep_core.c), the kernels can
  * hold the GPU while the peer, still in the broadcast, waits for a post that
  * cannot be scheduled: both hang until the timeout (seen under a CUDA
  * graph after eager copy-engine calls). Every output checked. */

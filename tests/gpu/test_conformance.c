@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "coll/coll.h"
-#include "coll/plan.h"
+#include "coll/kernels/plan.h"
 #include "coll_util.h"
 #include "core/log.h"
 #include "core/param.h"
