@@ -151,6 +151,11 @@ static size_t index_of(const char *name) {
 
 const p2pk_param_def *p2pk_param_def_of(const char *name) { return &params[index_of(name)]; }
 
+const p2pk_param_def *p2pk_param_find(const char *name) {
+  const long i = find(name);
+  return i >= 0 ? &params[i] : NULL;
+}
+
 const char *p2pk_param_str(const char *name) {
   size_t i = index_of(name);
   pthread_mutex_lock(&cache_lock);

@@ -71,6 +71,8 @@ void p2pk_param_warn_unknown(void);
 
 /* `name`'s entry (a name not in the registry aborts: a bug). */
 const p2pk_param_def *p2pk_param_def_of(const char *name);
+/* `name`'s entry, or NULL when it is not a setting (a name from outside). */
+const p2pk_param_def *p2pk_param_find(const char *name);
 /* 1 the first time a refused value of `name` is read (as its default, with
  * a warning: setting.c), 0 after. */
 int p2pk_param_first_refusal(const char *name);

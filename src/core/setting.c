@@ -6,7 +6,6 @@
  * Above param.c and the log: the registry itself logs nothing. */
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -68,9 +67,7 @@ void p2pk_param_warn_unknown(void) {
 p2pkit_status_t p2pkit_setting_int(const char *name, int64_t *value_p, int *is_set_p) {
   if (!name || !value_p)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "setting_int: name or value_p is NULL");
-  const p2pk_param_def *d = NULL;
-  for (size_t i = 0; i < p2pk_param_count() && !d; i++)
-    if (strcmp(p2pk_param_at(i)->name, name) == 0) d = p2pk_param_at(i);
+  const p2pk_param_def *d = p2pk_param_find(name);
   if (!d || d->kind != P2PK_PARAM_INT)
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "setting_int: %.80s is not an integer setting "
                      "of p2pkit (`p2pkit env` lists them)", name);

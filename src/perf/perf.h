@@ -189,7 +189,7 @@ int p2pk_perf_via_nccl(const perf_variant *v);
 /* The requested sizes in bytes, smallest first; returns how many (<= max). */
 int p2pk_perf_sizes(const perf_args *a, size_t *out, int max);
 int p2pk_perf_uses_p2pkit(const perf_args *a);
-/* "oneshot/ll" -> algorithm and protocol codes of src/coll/algo.h (protocol
+/* "oneshot/ll" -> algorithm and protocol codes of src/coll/select/algo.h (protocol
  * -1 when not given); -1 when a name is unknown. */
 int p2pk_perf_algo_split(const char *entry, int *algo, int *proto);
 int p2pk_perf_uses_nccl(const perf_args *a);
@@ -209,7 +209,7 @@ typedef struct {
   int cycle;        /* -N: which pass over the sizes (0 first) */
   long long when;   /* -S: seconds since the epoch when the row was measured */
   perf_stat st[PERF_LIB_COUNT][2]; /* [library][0 out-of-place, 1 in-place] */
-  int algo, proto;  /* what p2pkit ran at this size (src/coll/algo.h codes), -1 unknown */
+  int algo, proto;  /* what p2pkit ran at this size (src/coll/select/algo.h codes), -1 unknown */
 } perf_row;
 
 typedef struct {
@@ -256,7 +256,7 @@ int64_t p2pk_perf_pass_wrong(const perf_pass *p);
 double p2pk_perf_avg_busbw(const perf_report *r, const perf_pass *p, perf_lib lib);
 void p2pk_perf_write_json(FILE *out, const perf_report *r);
 /* The sweep's fastest pass per size (out-of-place median, checked results
- * only), as a summary block / as an algorithm table in src/coll/algo.h's
+ * only), as a summary block / as an algorithm table in src/coll/select/algo.h's
  * format (rows for this transport and rank count, then the built-in rows). */
 void p2pk_perf_print_winners(FILE *out, const perf_report *r);
 p2pkit_status_t p2pk_perf_write_algo_table(FILE *out, const perf_report *r);

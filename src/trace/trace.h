@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Desync reports, the part that needs no GPU: one rank's dump of its last
- * calls as data (p2pk_tdump), the versioned text format coll/trace.c writes
+ * calls as data (p2pk_tdump), the versioned text format coll/call/trace.c writes
  * it in and `p2pkit trace` reads back (trace_format.c), PyTorch's flight
  * recorder dumps read into the same form (trace_fr.c), and the verdict over
  * every rank's dump (trace_analyze.c). A layer of its own above core, below

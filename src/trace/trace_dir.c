@@ -108,14 +108,14 @@ static p2pkit_status_t one_file(loaded *l, int dirfd, const char *dir, const cha
   }
   p2pkit_status_t st = P2PKIT_SUCCESS;
   const int text = strncmp(buf, P2PK_TRACE_MAGIC " ", strlen(P2PK_TRACE_MAGIC) + 1) == 0;
-  if (text || ours) {
+  if ((text || ours) && len > P2PK_TRACE_MAX_FILE) {
+    st = p2pk_fail(P2PKIT_ERR_PARSE, "%s: larger than the %u MiB a p2pkit report may be", path,
+                   P2PK_TRACE_MAX_FILE >> 20);
+  } else if (text || ours) {
     p2pk_tdump d;
-    st = len > P2PK_TRACE_MAX_FILE
-             ? p2pk_fail(P2PKIT_ERR_PARSE, "%s: larger than the %u MiB a p2pkit report may be",
-                         path, P2PK_TRACE_MAX_FILE >> 20)
-             : p2pk_tdump_parse(path, buf, len, &d);
+    st = p2pk_tdump_parse(path, buf, len, &d);
     if (st == P2PKIT_SUCCESS) st = add_dumps(l, &d, 1);
-    else p2pk_tdump_free(&d);
+    if (st != P2PKIT_SUCCESS) p2pk_tdump_free(&d);
   } else if (len && (unsigned char)buf[0] == 0x80) {
     const int rank = p2pk_fr_rank_of(name);
     p2pk_tdump *d = NULL;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Where a job secret comes from and which the rendezvous accepts where
- * (coll/bootstrap_secret.c, p2pk_resolve_opts in coll/comm.c): a launcher's
+ * (coll/rdv/bootstrap_secret.c, p2pk_resolve_opts in coll/comm/comm_rank.c): a launcher's
  * run id is never a secret; off loopback a secret must count 128 bits (32
  * hex digits, 22 other characters). Nothing here touches a network: the
  * address off loopback is 192.0.2.1 (TEST-NET-1, a documentation address),

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The rendezvous's messages without sockets (coll/bootstrap_wire.c): which
+/* The rendezvous's messages without sockets (coll/rdv/bootstrap_wire.c): which
  * headers a receiver may read past, the hello's round trip, verdict text
  * made printable, and the proofs and MACs under libcrypto (loaded at run
  * time; the cases that need it say so and stop where it is missing). */

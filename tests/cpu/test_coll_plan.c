@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Collective plans (src/coll/plan.c): masks, strides and in-place forms of
+/* Collective plans (src/coll/kernels/plan.c): masks, strides and in-place forms of
  * every collective, checked by running the plan on host memory for every
  * rank count, rank and root and comparing with NCCL's semantics; overlap
  * rules; bus-bandwidth factors against the perf table; header words. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A rank's rendezvous settings (p2pk_resolve_opts, src/coll/comm.c): from
+/* A rank's rendezvous settings (p2pk_resolve_opts, src/coll/comm/comm_rank.c): from
  * torchrun's and mpirun's environments, the caller's options over them
  * (always: the launcher fills only what is unset), the defaults, the
  * secret's sources (never a launcher's run id), and a clear error for a rank or count that is

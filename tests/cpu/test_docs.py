@@ -8,7 +8,8 @@ must be in the tree:
   expanded; a program by its source) exists, but the placeholder of a file
   to add (path_x.c); a link to a .md file exists beside the document;
 - a bare file name (select.c, kern_*.cu) in ARCHITECTURE, coll-paths.md
-  and the decisions is some file's name in the tree;
+  and the decisions is some file's name in the tree, and a partial path
+  there (rdv/init_id.c, ce/cep_*.c) the end of some file's path;
 - a p2pk_ / p2pkit_ / P2PK_ name, and in those documents a `snake_case`
   name in backquotes (check_infos, rules[]), appears in the sources;
 - a P2PKIT_* setting is in the registry (src/core/param.c), or is a name
@@ -100,6 +101,15 @@ def check_paths(doc, text, root, files, bad):
             continue
         if not any(any(re.fullmatch(re.escape(p).replace(r"\*", r"[\w-]*"), n) for n in names) for p in expand(tok)):
             bad.append(f"{doc}: names a file {tok}, which no file of the tree is")
+    # partial paths (coll/call/trace.c, rdv/init_id.c): the end of a file's path
+    ends = ["/" + f for f in files] if internal(doc) else []
+    top = tuple(t + "/" for t in TOP)
+    for tok in set([] if not internal(doc) else re.findall(r"(?<![\w./{},*-])((?:[\w-]+/)+[\w*{},-]+\.%s)\b" % FILE_EXT, text)):
+        if tok.startswith(top) or PLACEHOLDER.search(tok):
+            continue
+        if not any(any(re.search(re.escape("/" + p).replace(r"\*", r"[\w-]*") + "$", e) for e in ends)
+                   for p in expand(tok)):
+            bad.append(f"{doc}: names {tok}, which is the end of no file's path in the tree")
 
 
 def check_names(doc, text, src_text, known, bad):

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Communicator creation from a unique id (src/coll/init_id.c): the id's
+/* Communicator creation from a unique id (src/coll/rdv/init_id.c): the id's
  * encoding both ways, damaged ids refused with one line, the config's size
  * and version checks, the id's settings winning over a launcher's
  * environment, and a real rendezvous of forked ranks on loopback through an

@@ -7,9 +7,11 @@
  * and the verdict of every recorded job in tests/data/trace (a skipped
  * call, another count, a dead rank, a hang; p2pkit's and torch's), the
  * newest dump of a rank winning, the probe's word on a rank without a
- * dump, and the headline among several communicators. */
+ * dump, the headline among several communicators, and a directory's
+ * report too large refused beside one read whole. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test.h"
 #include "trace/trace.h"
@@ -527,6 +529,50 @@ TEST(the_worst_communicator_comes_first) {
   unload(&b);
 }
 
+/* A file of `len` bytes in dir: `head` first, then spaces and newlines. */
+static void put_file(const char *dir, const char *name, const char *head, size_t len) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (!f) return;
+  fputs(head, f);
+  for (size_t i = strlen(head); i < len; i++) fputc(i % 64 ? ' ' : '\n', f);
+  fclose(f);
+}
+
+TEST(a_report_too_large_is_refused_and_its_neighbours_read) {
+  /* Named as p2pkit's, larger than a p2pkit report may be but within
+   * what the directory's reader takes (a flight recorder's bound): one
+   * bad file with why, the report beside it read whole. */
+  char dir[] = "/tmp/p2pkit-test-trace-XXXXXX";
+  if (!mkdtemp(dir)) {
+    T_FAIL("mkdtemp: cannot make %s", dir);
+    return;
+  }
+  p2pk_tdump d;
+  sample(&d, 0, 3);
+  size_t len = 0;
+  char *text = written(&d, &len);
+  put_file(dir, "p2pkit-trace-a-r0.txt", text, len);
+  put_file(dir, "p2pkit-trace-b-r1.txt", P2PK_TRACE_MAGIC " 1\n", P2PK_TRACE_MAX_FILE + 1);
+  loaded l;
+  CHECK_OK(p2pk_trace_load_dir(dir, &l.d, &l.n, &l.bad, &l.nbad));
+  CHECK_EQ(l.n, 1);
+  CHECK_EQ(l.nbad, 1);
+  if (l.n == 1) CHECK_EQ(l.d[0].ncalls, d.ncalls);
+  if (l.nbad == 1) CHECK(strstr(l.bad[0].why, "larger than the 16 MiB a p2pkit report may be") != NULL);
+  unload(&l);
+  free(text);
+  p2pk_tdump_free(&d);
+  char path[512];
+  snprintf(path, sizeof path, "%s/p2pkit-trace-a-r0.txt", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/p2pkit-trace-b-r1.txt", dir);
+  unlink(path);
+  rmdir(dir);
+}
+
 /* n dumps of one communicator, rank r's last call (42) from kinds[r] and
  * counts[r]; kinds[r] NULL: rank r stopped at 41. */
 static p2pk_tdump *job_of(int n, const char *const *kinds, const uint64_t *counts) {
@@ -578,4 +624,6 @@ T_MAIN(T_CASE(a_dump_reads_back_to_the_same_bytes), T_CASE(a_dump_cut_at_any_byt
        T_CASE(a_rank_without_a_dump_is_gone_only_as_seen_then),
        T_CASE(the_newest_dump_of_a_rank_counts),
        T_CASE(dumps_that_disagree_on_their_communicator_are_refused),
-       T_CASE(the_worst_communicator_comes_first), T_CASE(a_verdict_names_every_group_of_ranks))
+       T_CASE(the_worst_communicator_comes_first),
+       T_CASE(a_report_too_large_is_refused_and_its_neighbours_read),
+       T_CASE(a_verdict_names_every_group_of_ranks))

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The ring of last calls and its dump, without a GPU (coll/trace.c on a
+/* The ring of last calls and its dump, without a GPU (coll/call/trace.c on a
  * communicator made by hand): the ring keeps the last P2PKIT_TRACE_RING
  * calls, each with its number, kind, type, count, root or peer, operation,
  * stream and path, and a path for a call the ring no longer holds lands

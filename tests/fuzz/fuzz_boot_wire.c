@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* libFuzzer target: the rendezvous's messages (coll/bootstrap_wire.c) read
+/* libFuzzer target: the rendezvous's messages (coll/rdv/bootstrap_wire.c) read
  * from arbitrary bytes as a stream of frames, the way the sockets read them:
  * a header, then only the bytes that header may announce, then (sealed
  * types) a MAC. Beyond "no crash, no leak, no read past the input":

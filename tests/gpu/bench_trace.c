@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The host cost of the ring of last calls (coll/trace.c), per call, in
+/* The host cost of the ring of last calls (coll/call/trace.c), per call, in
  * one run: small all-reduces enqueued back to back, the ring on and off in
  * turn on the same communicator. Not a test: scripts/device/desync.sh runs
  * it.
