@@ -241,12 +241,18 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupP2PKit::split(
   ensure_comm(dev, "split_group");
   p2pkit_config_t cfg = config(child->timeout, child->max_blocks);
   p2pkit_comm_t comm = nullptr;
-  std::lock_guard<std::mutex> lock(g_->mu);
-  g_->check_usable("split_group");
-  const p2pkit_status_t st = p2pkit_comm_split(g_->comm, member ? ranks.front() : P2PKIT_SPLIT_NOCOLOR,
-                                               getRank(), &cfg, &comm);
-  if (st != P2PKIT_SUCCESS) fail_status(*g_, "split_group (p2pkit_comm_split)", st);
-  split_count_++;
+  {
+    // The lock keeps the watchdog from aborting the parent's communicator
+    // under the split; the child is made after it, since its constructor
+    // takes the watchdog's lock, which the watchdog holds while it takes
+    // this one (forget_idle).
+    std::lock_guard<std::mutex> lock(g_->mu);
+    g_->check_usable("split_group");
+    const p2pkit_status_t st = p2pkit_comm_split(
+        g_->comm, member ? ranks.front() : P2PKIT_SPLIT_NOCOLOR, getRank(), &cfg, &comm);
+    if (st != P2PKIT_SUCCESS) fail_status(*g_, "split_group (p2pkit_comm_split)", st);
+    split_count_++;
+  }
   if (!member) return nullptr;
   auto pg = c10::make_intrusive<ProcessGroupP2PKit>(store, static_cast<int>(at - ranks.begin()),
                                                     static_cast<int>(ranks.size()), child);
