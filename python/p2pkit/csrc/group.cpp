@@ -246,9 +246,12 @@ class Watchdog {
 };
 
 // Moves the finished calls of each lane to *done; "" when the oldest
-// unfinished one of each is within `timeout`, else why not.
+// unfinished one of each is within `timeout`, else why not (*type says
+// which): a call past its timeout, or an end event that reports a CUDA
+// error (a sticky one: the call has not finished and the group fails, as
+// ProcessGroupNCCL's watchdog raises on it).
 std::string retire(Group& g, std::chrono::milliseconds timeout,
-                   std::vector<c10::intrusive_ptr<Work>>* done) {
+                   std::vector<c10::intrusive_ptr<Work>>* done, c10d::ErrorType* type) {
   const auto now = Clock::now();
   for (int l = 0; l < kLanes; l++) {
     auto& q = g.watched[l];
@@ -259,6 +262,12 @@ std::string retire(Group& g, std::chrono::milliseconds timeout,
         break;
       }
       if (e == cudaErrorCudartUnloading) return "";
+      if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        *type = c10d::ErrorType::COMM_ERROR;
+        return c10::str(q.front()->name_, " (call ", q.front()->seq_, "): CUDA error on the "
+                        "group's GPU: ", cudaGetErrorString(e));
+      }
       done->push_back(std::move(q.front()));
       q.pop_front();
     }
@@ -266,10 +275,11 @@ std::string retire(Group& g, std::chrono::milliseconds timeout,
     const Work& w = *q.front();
     const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(now - w.t0_);
     const bool own = w.timeout_.count() > 0;
-    if (ran > (own ? w.timeout_ : timeout))
-      return c10::str(w.name_, " (call ", w.seq_, ") has not finished after ", ran.count(),
-                      " ms, past ", own ? "its" : "the group's", " timeout of ",
-                      (own ? w.timeout_ : timeout).count(), " ms");
+    if (ran <= (own ? w.timeout_ : timeout)) continue;
+    *type = c10d::ErrorType::TIMEOUT;
+    return c10::str(w.name_, " (call ", w.seq_, ") has not finished after ", ran.count(),
+                    " ms, past ", own ? "its" : "the group's", " timeout of ",
+                    (own ? w.timeout_ : timeout).count(), " ms");
   }
   return "";
 }
@@ -343,8 +353,9 @@ void sweep(Group& g) {
   }
   if (g.device >= 0) {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(g.device));
-    std::string late = retire(g, timeout, &done);
-    if (why.empty() && !late.empty()) why = late, type = c10d::ErrorType::TIMEOUT;
+    c10d::ErrorType late_type = c10d::ErrorType::TIMEOUT;
+    std::string late = retire(g, timeout, &done, &late_type);
+    if (why.empty() && !late.empty()) why = late, type = late_type;
   }
   std::lock_guard<std::mutex> lock(g.mu);
   settle(g, &done);
