@@ -656,10 +656,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::endCoalescing() {
 }
 
 // All ranks arrive: an all-reduce of one element, whose Work's wait()
-// blocks the host too (ProcessGroupNCCL's barrier).
+// blocks the host too (ProcessGroupNCCL's barrier). Torch's barrier() names
+// the device without an index ("cuda") when nothing bound one: the group's
+// own GPU then, as ProcessGroupNCCL takes the GPU it used.
 c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::barrier(const c10d::BarrierOptions& opts) {
   at::Device dev(c10::kCUDA, c10::cuda::current_device());
-  if (opts.device && opts.device->is_cuda()) dev = *opts.device;
+  if (opts.device && opts.device->is_cuda() && opts.device->has_index()) dev = *opts.device;
   else if (!opts.device_ids.empty()) dev = at::Device(c10::kCUDA, opts.device_ids[0]);
   else if (getBoundDeviceId()) dev = *getBoundDeviceId();
   else if (g_->device >= 0) dev = at::Device(c10::kCUDA, g_->device);
