@@ -287,6 +287,11 @@ def case_ops(rank, ws, dev, ck):
     dist.reduce_scatter(out, [torch.full((s,), float(rank + 1), device=dev) for s in sizes])
     ck.eq("reduce_scatter of unequal sizes", out,
           torch.full((sizes[rank],), float(ws * (ws + 1) // 2)))
+    # The tensors of one call on two devices are refused before anything
+    # moves (p2pkit would take the CPU input's pointer as the GPU's).
+    ck.raises("all_gather_into_tensor of a CPU input into a CUDA output", ValueError,
+              "the tensors are on", lambda: dist.all_gather_into_tensor(
+                  torch.zeros(ws * 4, device=dev), torch.ones(4)))
 
 
 def movement(rank, ws, dev, ck, dt, tag, async_op, done):

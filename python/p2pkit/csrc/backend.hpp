@@ -234,7 +234,16 @@ inline void dense(const char* call, const at::Tensor& t, const char* what) {
                     "contiguous (call .contiguous() first)");
 }
 
+// Two tensors of one call on one device (run() holds the call's first to
+// the group's GPU; p2pkit would take another's pointer as this GPU's).
+inline void same_device(const char* call, const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK_VALUE(a.device() == b.device(), "p2pkit: ", call, ": the tensors are on ", a.device(),
+                    " and ", b.device(), " (one GPU per rank and group)");
+}
+
+// ... and of one type.
 inline void same(const char* call, const at::Tensor& a, const at::Tensor& b) {
+  same_device(call, a, b);
   TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), "p2pkit: ", call, ": the tensors' types "
                    "differ (", a.scalar_type(), " and ", b.scalar_type(), ")");
 }

@@ -157,6 +157,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::allreduce_coalesced(
   std::vector<Red> reds;
   for (const at::Tensor& t : tensors) {
     on_cuda("all_reduce_coalesced", t);
+    same_device("all_reduce_coalesced", tensors[0], t);
     reds.push_back(reduction("all_reduce_coalesced", t.scalar_type(), opts.reduceOp));
   }
   Call call{"all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, kColl, opts.asyncOp,
@@ -231,6 +232,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::reduce_scatter_tensor_coalesc
   std::vector<Red> reds;
   for (size_t i = 0; i < outputs.size(); i++) {
     same(name, outputs[i], inputs[i]);
+    same_device(name, outputs[0], outputs[i]);
     dense(name, outputs[i], "output");
     dense(name, inputs[i], "input");
     on_cuda(name, inputs[i]);
@@ -391,6 +393,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::allgather_into_tensor_coalesc
                     outputs.size(), " outputs and ", inputs.size(), " inputs");
   for (size_t i = 0; i < outputs.size(); i++) {
     same(name, outputs[i], inputs[i]);
+    same_device(name, outputs[0], outputs[i]);
     dense(name, outputs[i], "output");
     dense(name, inputs[i], "input");
     on_cuda(name, inputs[i]);
