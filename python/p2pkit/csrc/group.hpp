@@ -137,10 +137,10 @@ class Work : public c10d::Work {
 
 // The watchdog: one thread for the process, started with the first group,
 // sweeping every group every 100 ms (ProcessGroupNCCL's interval): calls
-// completed are let go (their tensors and events), the oldest incomplete
-// call of each lane is held to its timeout, the communicator's
-// asynchronous error is read; a failure is handled as the group's
-// `handling` says.
+// completed are let go (their events; their tensors through `retired`),
+// the oldest incomplete call of each lane is held to its timeout, the
+// communicator's asynchronous error is read; a failure is handled as the
+// group's `handling` says.
 void watch(const c10::intrusive_ptr<Group>& g);
 // One sweep of `g` now (tests and waitForPendingWorks use it).
 void sweep(Group& g);
