@@ -490,7 +490,8 @@ def case_p2p(rank, ws, dev, ck):
 def case_seq(rank, ws, dev, ck):
     """One sequence number per collective, the same on every rank; a
     synchronous collective returns no Work (it ran on the caller's stream),
-    an asynchronous one does."""
+    an asynchronous one does, and its block_current_stream() orders the
+    current stream after it."""
     import torch.distributed as dist
     b = dist.group.WORLD._get_backend(torch.device("cuda"))
     opts = dist.AllreduceOptions()
@@ -503,6 +504,20 @@ def case_seq(rank, ws, dev, ck):
         ck.bad.append("an asynchronous all_reduce returned no Work")
     else:
         w.wait()
+    # block_current_stream orders the current stream after the call, as
+    # wait() does: a read on another stream sees the call's result, not
+    # the tensor before the caller's stream (held by a sleep) reached it.
+    t = torch.ones(1024, device=dev)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(1e9))  # about half a second on the caller's stream
+    t.fill_(3.0)
+    w = dist.all_reduce(t, async_op=True)
+    side = torch.cuda.Stream(dev)
+    with torch.cuda.stream(side):
+        w.block_current_stream()
+        got = t.cpu()
+    ck.eq("block_current_stream, then a read on another stream", got, torch.full((1024,), 3.0 * ws))
+    torch.cuda.synchronize()
     s0 = b._get_sequence_number_for_group()
     for _ in range(5):
         dist.all_reduce(torch.ones(4, device=dev))

@@ -111,6 +111,9 @@ class Work : public c10d::Work {
   std::exception_ptr exception() const override;
   std::vector<at::Tensor> result() override;
   void synchronize() override;
+  // ProcessGroupNCCL's: torch's own waits on the host in wait(), which for
+  // a CUDA call only orders the current stream, then lets the stream go.
+  void blockCurrentStream() override { synchronize(); }
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   uint64_t getSequencenumber() const override { return seq_; }
