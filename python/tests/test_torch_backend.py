@@ -27,6 +27,8 @@ host reference of every call itself.
   2 ranks (TwoRanks, one run)
              groups    split_group, new_group of all ranks (a split of the
                        default group) and of some, pg_options
+             release   finished calls' tensors let go on the caller's thread,
+                       none kept by the group
              error     ranks disagree: work.wait() raises naming the call, the
                        watchdog has aborted the group, later calls raise, the
                        default group works on
@@ -118,7 +120,8 @@ class OneToFourRanks(unittest.TestCase):
 class TwoRanks(unittest.TestCase):
     def test_groups_training_watchdog(self):
         # error and timeout last: they abort groups of their own
-        run_ranks(self, 2, ["groups", "funcol", "compile", "ddp", "fsdp2", "error", "timeout"],
+        run_ranks(self, 2, ["groups", "release", "funcol", "compile", "ddp", "fsdp2", "error",
+                            "timeout"],
                   timeout=300, device_id=True)
 
 
@@ -284,6 +287,11 @@ def case_ops(rank, ws, dev, ck):
     dist.reduce_scatter(out, [torch.full((s,), float(rank + 1), device=dev) for s in sizes])
     ck.eq("reduce_scatter of unequal sizes", out,
           torch.full((sizes[rank],), float(ws * (ws + 1) // 2)))
+    # The tensors of one call on two devices are refused before anything
+    # moves (p2pkit would take the CPU input's pointer as the GPU's).
+    ck.raises("all_gather_into_tensor of a CPU input into a CUDA output", ValueError,
+              "the tensors are on", lambda: dist.all_gather_into_tensor(
+                  torch.zeros(ws * 4, device=dev), torch.ones(4)))
 
 
 def movement(rank, ws, dev, ck, dt, tag, async_op, done):
@@ -482,7 +490,8 @@ def case_p2p(rank, ws, dev, ck):
 def case_seq(rank, ws, dev, ck):
     """One sequence number per collective, the same on every rank; a
     synchronous collective returns no Work (it ran on the caller's stream),
-    an asynchronous one does."""
+    an asynchronous one does, and its block_current_stream() orders the
+    current stream after it."""
     import torch.distributed as dist
     b = dist.group.WORLD._get_backend(torch.device("cuda"))
     opts = dist.AllreduceOptions()
@@ -495,6 +504,20 @@ def case_seq(rank, ws, dev, ck):
         ck.bad.append("an asynchronous all_reduce returned no Work")
     else:
         w.wait()
+    # block_current_stream orders the current stream after the call, as
+    # wait() does: a read on another stream sees the call's result, not
+    # the tensor before the caller's stream (held by a sleep) reached it.
+    t = torch.ones(1024, device=dev)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(1e9))  # about half a second on the caller's stream
+    t.fill_(3.0)
+    w = dist.all_reduce(t, async_op=True)
+    side = torch.cuda.Stream(dev)
+    with torch.cuda.stream(side):
+        w.block_current_stream()
+        got = t.cpu()
+    ck.eq("block_current_stream, then a read on another stream", got, torch.full((1024,), 3.0 * ws))
+    torch.cuda.synchronize()
     s0 = b._get_sequence_number_for_group()
     for _ in range(5):
         dist.all_reduce(torch.ones(4, device=dev))
@@ -582,6 +605,44 @@ def case_timeout(rank, ws, dev, ck):
     if not 1.5 < took < 10:
         ck.bad.append(f"the watchdog acted after {took:.1f} s (timeout 2 s)")
     torch.cuda.synchronize()
+
+
+def case_release(rank, ws, dev, ck):
+    """The tensors of finished asynchronous calls whose Works were dropped
+    are let go on the caller's thread at the group's next call, never on
+    the watchdog's (a tensor's Python object, or an autograd graph with
+    Python in it, takes the GIL as it goes), and the group keeps none of
+    them after it (each lane's last call is dropped once done)."""
+    import threading
+    import weakref
+    import torch.distributed as dist
+    g = dist.new_group()
+    dist.all_reduce(torch.ones(8, device=dev), group=g)
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated(dev)
+    freed = []  # the thread each tensor's Python object ended on
+
+    def call():
+        x = torch.ones(1 << 22, device=dev)  # 16 MiB
+        weakref.finalize(x, lambda: freed.append(threading.get_ident()))
+        return dist.all_reduce(x, group=g, async_op=True)  # the Work keeps x
+
+    works = [call(), call()]
+    for w in works:
+        w.wait()
+    torch.cuda.synchronize()
+    del works, w
+    time.sleep(0.5)  # the watchdog sweeps every 100 ms and finds both done
+    dist.all_reduce(torch.ones(8, device=dev), group=g)
+    torch.cuda.synchronize()
+    main = threading.get_ident()
+    where = ["the caller's" if t == main else "another (the watchdog's)" for t in freed]
+    if where != ["the caller's"] * 2:
+        ck.bad.append(f"the two all-reduces' tensors went on these threads: {where} (want the "
+                      f"caller's, at its next call)")
+    if torch.cuda.memory_allocated(dev) != base:
+        ck.bad.append(f"{torch.cuda.memory_allocated(dev) - base} bytes still allocated after the "
+                      f"calls finished and their Works went")
 
 
 def case_funcol(rank, ws, dev, ck):
@@ -724,7 +785,8 @@ def case_mesh(rank, ws, dev, ck):
 
 CASES = {"ops": case_ops, "graph": case_graph, "graph_nodes": case_graph_nodes,
          "uneven": case_uneven, "p2p": case_p2p,
-         "seq": case_seq, "groups": case_groups, "error": case_error, "timeout": case_timeout,
+         "seq": case_seq, "groups": case_groups, "release": case_release, "error": case_error,
+         "timeout": case_timeout,
          "funcol": case_funcol, "compile": case_compile, "ddp": case_ddp, "fsdp2": case_fsdp2,
          "mesh": case_mesh}
 

@@ -202,6 +202,19 @@ class Group(unittest.TestCase):
         self.assertTrue(torch.equal(t, torch.full((3,), 2.0)))
         pg.monitored_barrier(datetime.timedelta(seconds=10))  # the gloo half's
 
+    def test_tensors_of_one_call_on_two_devices(self):
+        # Refused before anything reaches p2pkit, which would take the
+        # second tensor's pointer as the group's GPU's (a meta tensor stands
+        # for the GPU's here: no GPU in CI).
+        pg, b = _group()
+        out, inp = torch.empty(4, device="meta"), torch.ones(4)
+        for name, call in (("all_gather_into_tensor", lambda: b._allgather_base(out, inp)),
+                           ("reduce_scatter_tensor", lambda: b._reduce_scatter_base(out, inp)),
+                           ("all_to_all_single", lambda: b.alltoall_base(out, inp, [], []))):
+            with self.assertRaisesRegex(ValueError, f"p2pkit: {name}: the tensors are on meta "
+                                                    f"and cpu \\(one GPU per rank and group\\)"):
+                call()
+
     def test_new_group_waits_for_its_first_cuda_call(self):
         _group()
         g = dist.new_group([0])

@@ -18,7 +18,8 @@
 #   matrix   1, 2, 3 and 4 ranks: every op x type x in/out of place x async,
 #            a CUDA graph (and its nodes against the C API's), uneven
 #            all-to-all, sends and receives, sequence numbers             ~150 s
-#   two      2 ranks: split_group and new_group, functional collectives and
+#   two      2 ranks: split_group and new_group, finished calls' tensors let
+#            go on the caller's thread, functional collectives and
 #            torch.compile, DDP and FSDP2 against references, the watchdog
 #            on an asynchronous error and on a timeout                    ~80 s
 #   example  examples/train.py --backend both --config small under torchrun:

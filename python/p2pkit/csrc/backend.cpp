@@ -69,7 +69,13 @@ c10::intrusive_ptr<ProcessGroupP2PKit> ProcessGroupP2PKit::create(
 // Torch calls shutdown() (destroy_process_group) or abort() first; a group
 // dropped without either keeps its communicator until the process ends
 // (p2pkit_comm_destroy waits for every rank, which a destructor cannot ask).
-ProcessGroupP2PKit::~ProcessGroupP2PKit() { g_->closed = true; }
+// What the group kept of finished calls goes here, on the caller's thread.
+ProcessGroupP2PKit::~ProcessGroupP2PKit() {
+  std::vector<c10::intrusive_ptr<Work>> done;
+  std::lock_guard<std::mutex> lock(g_->mu);
+  g_->closed = true;
+  g_->take_done(&done, true);
+}
 
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupP2PKit::getBackendOptions() {
   return c10::make_intrusive<Options>(*options_);  // a copy: split_group edits it
@@ -241,12 +247,18 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupP2PKit::split(
   ensure_comm(dev, "split_group");
   p2pkit_config_t cfg = config(child->timeout, child->max_blocks);
   p2pkit_comm_t comm = nullptr;
-  std::lock_guard<std::mutex> lock(g_->mu);
-  g_->check_usable("split_group");
-  const p2pkit_status_t st = p2pkit_comm_split(g_->comm, member ? ranks.front() : P2PKIT_SPLIT_NOCOLOR,
-                                               getRank(), &cfg, &comm);
-  if (st != P2PKIT_SUCCESS) fail_status(*g_, "split_group (p2pkit_comm_split)", st);
-  split_count_++;
+  {
+    // The lock keeps the watchdog from aborting the parent's communicator
+    // under the split; the child is made after it, since its constructor
+    // takes the watchdog's lock, which the watchdog holds while it takes
+    // this one (forget_idle).
+    std::lock_guard<std::mutex> lock(g_->mu);
+    g_->check_usable("split_group");
+    const p2pkit_status_t st = p2pkit_comm_split(
+        g_->comm, member ? ranks.front() : P2PKIT_SPLIT_NOCOLOR, getRank(), &cfg, &comm);
+    if (st != P2PKIT_SUCCESS) fail_status(*g_, "split_group (p2pkit_comm_split)", st);
+    split_count_++;
+  }
   if (!member) return nullptr;
   auto pg = c10::make_intrusive<ProcessGroupP2PKit>(store, static_cast<int>(at - ranks.begin()),
                                                     static_cast<int>(ranks.size()), child);
@@ -313,7 +325,10 @@ void ProcessGroupP2PKit::shutdown() {
   }
   if (comm && p2pkit_comm_destroy(comm) != P2PKIT_SUCCESS)
     TORCH_WARN("p2pkit: shutdown: ", g_->desc, ": ", p2pkit_last_error());
+  std::vector<c10::intrusive_ptr<Work>> done;
+  std::lock_guard<std::mutex> lock(g_->mu);
   g_->closed = true;
+  g_->take_done(&done, true);
 }
 
 void ProcessGroupP2PKit::waitForPendingWorks() {
@@ -325,6 +340,8 @@ void ProcessGroupP2PKit::waitForPendingWorks() {
   }
   for (auto& w : last) C10_CUDA_CHECK(cudaEventSynchronize(w->end_));
   sweep(*g_);
+  std::lock_guard<std::mutex> lock(g_->mu);
+  g_->take_done(&last, false);
 }
 
 }  // namespace p2pkit_torch

@@ -180,12 +180,15 @@ std::chrono::milliseconds group_timeout(std::chrono::milliseconds given);
 // the group's stream of its lane after the caller's stream, its Work
 // returned (P2PKIT_TORCH_SAME_STREAM=1: those too on the caller's stream).
 // One query of the capture status per call, nothing allocated
-// but the Work and, when the pool is empty, an event; `launch(stream)`
-// makes the p2pkit calls with the group's lock held.
+// but the Work and, when the pool is empty, an event; the calls the
+// watchdog found finished with tensors are let go here, after the lock;
+// `launch(stream)` makes the p2pkit calls with the group's lock held.
 template <typename F>
 c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::run(Call& call, F&& launch) {
   if (!made_.load(std::memory_order_acquire)) ensure_comm(call.device, call.name);
+  std::vector<c10::intrusive_ptr<Work>> done;  // the watchdog's retired calls: let go after mu
   std::unique_lock<std::mutex> lock(g_->mu);
+  if (!g_->retired.empty()) g_->take_done(&done, false);
   g_->check_usable(call.name);
   TORCH_CHECK_VALUE(call.device.index() == g_->device, "p2pkit: ", call.name, ": ", g_->desc,
                     ": the tensor is on ", call.device, ", but the group's communicator is on "
@@ -231,7 +234,16 @@ inline void dense(const char* call, const at::Tensor& t, const char* what) {
                     "contiguous (call .contiguous() first)");
 }
 
+// Two tensors of one call on one device (run() holds the call's first to
+// the group's GPU; p2pkit would take another's pointer as this GPU's).
+inline void same_device(const char* call, const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK_VALUE(a.device() == b.device(), "p2pkit: ", call, ": the tensors are on ", a.device(),
+                    " and ", b.device(), " (one GPU per rank and group)");
+}
+
+// ... and of one type.
 inline void same(const char* call, const at::Tensor& a, const at::Tensor& b) {
+  same_device(call, a, b);
   TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), "p2pkit: ", call, ": the tensors' types "
                    "differ (", a.scalar_type(), " and ", b.scalar_type(), ")");
 }

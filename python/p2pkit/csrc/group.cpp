@@ -60,6 +60,14 @@ std::string Group::failure(const char* call) const {
   return s;
 }
 
+void Group::take_done(std::vector<c10::intrusive_ptr<Work>>* out, bool all) {
+  for (auto& w : retired) out->push_back(std::move(w));
+  retired.clear();
+  if (!all) return;
+  for (auto& w : last)
+    if (w) out->push_back(std::move(w));
+}
+
 void Group::check_usable(const char* call) const {
   if (state == State::kOpen && error.empty()) return;
   C10_THROW_ERROR(DistBackendError, failure(call));
@@ -237,9 +245,13 @@ class Watchdog {
   std::thread thread_;
 };
 
-// Lets the finished calls of each lane go; "" when the oldest unfinished
-// one of each is within `timeout`, else why not.
-std::string retire(Group& g, std::chrono::milliseconds timeout) {
+// Moves the finished calls of each lane to *done; "" when the oldest
+// unfinished one of each is within `timeout`, else why not (*type says
+// which): a call past its timeout, or an end event that reports a CUDA
+// error (a sticky one: the call has not finished and the group fails, as
+// ProcessGroupNCCL's watchdog raises on it).
+std::string retire(Group& g, std::chrono::milliseconds timeout,
+                   std::vector<c10::intrusive_ptr<Work>>* done, c10d::ErrorType* type) {
   const auto now = Clock::now();
   for (int l = 0; l < kLanes; l++) {
     auto& q = g.watched[l];
@@ -250,16 +262,24 @@ std::string retire(Group& g, std::chrono::milliseconds timeout) {
         break;
       }
       if (e == cudaErrorCudartUnloading) return "";
+      if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        *type = c10d::ErrorType::COMM_ERROR;
+        return c10::str(q.front()->name_, " (call ", q.front()->seq_, "): CUDA error on the "
+                        "group's GPU: ", cudaGetErrorString(e));
+      }
+      done->push_back(std::move(q.front()));
       q.pop_front();
     }
     if (q.empty()) continue;
     const Work& w = *q.front();
     const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(now - w.t0_);
     const bool own = w.timeout_.count() > 0;
-    if (ran > (own ? w.timeout_ : timeout))
-      return c10::str(w.name_, " (call ", w.seq_, ") has not finished after ", ran.count(),
-                      " ms, past ", own ? "its" : "the group's", " timeout of ",
-                      (own ? w.timeout_ : timeout).count(), " ms");
+    if (ran <= (own ? w.timeout_ : timeout)) continue;
+    *type = c10d::ErrorType::TIMEOUT;
+    return c10::str(w.name_, " (call ", w.seq_, ") has not finished after ", ran.count(),
+                    " ms, past ", own ? "its" : "the group's", " timeout of ",
+                    (own ? w.timeout_ : timeout).count(), " ms");
   }
   return "";
 }
@@ -287,12 +307,27 @@ void handle_failure(Group& g, const std::string& why, c10d::ErrorType type, bool
   if (g.handling == kAbortExit) std::_Exit(1);
 }
 
+// What a sweep found finished (mu held): each lane's last call once the
+// lane has nothing in flight (later calls need not wait for it, and the
+// group no longer holds a call that holds the group), and of those and
+// the retired calls, the ones holding tensors go to `retired`. A closed
+// group has no caller left to let them go: they go with `done`.
+void settle(Group& g, std::vector<c10::intrusive_ptr<Work>>* done) {
+  for (int l = 0; l < kLanes; l++)
+    if (g.last[l] && g.inflight[l].empty() && g.watched[l].empty())
+      done->push_back(std::move(g.last[l]));
+  if (g.closed) return;
+  for (auto& w : *done)
+    if (!w->keep_.empty()) g.retired.push_back(std::move(w));
+}
+
 }  // namespace
 
 void watch(const c10::intrusive_ptr<Group>& g) { Watchdog::get().add(g); }
 
 void sweep(Group& g) {
   std::lock_guard<std::mutex> watching(g.watch_mu);
+  std::vector<c10::intrusive_ptr<Work>> done;  // let go last, after mu: none holds a tensor
   std::string why;
   c10d::ErrorType type = c10d::ErrorType::COMM_ERROR;
   bool reported = false;  // the communicator's own error: the library wrote its report
@@ -318,12 +353,13 @@ void sweep(Group& g) {
   }
   if (g.device >= 0) {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(g.device));
-    std::string late = retire(g, timeout);
-    if (why.empty() && !late.empty()) why = late, type = c10d::ErrorType::TIMEOUT;
+    c10d::ErrorType late_type = c10d::ErrorType::TIMEOUT;
+    std::string late = retire(g, timeout, &done, &late_type);
+    if (why.empty() && !late.empty()) why = late, type = late_type;
   }
-  if (why.empty() || !open) return;
   std::lock_guard<std::mutex> lock(g.mu);
-  if (g.state == State::kOpen) handle_failure(g, why, type, reported);
+  settle(g, &done);
+  if (!why.empty() && open && g.state == State::kOpen) handle_failure(g, why, type, reported);
 }
 
 }  // namespace p2pkit_torch

@@ -72,10 +72,21 @@ struct Group : c10::intrusive_ptr_target {
   std::deque<c10::intrusive_ptr<Work>> watched[kLanes];
   // The last call of each lane and its stream: a call on another stream
   // waits for the ones it must follow (calls of one communicator never
-  // overlap on the GPU, but a send and a receive).
+  // overlap on the GPU, but a send and a receive). The watchdog drops it
+  // once its lane has nothing in flight.
   c10::intrusive_ptr<Work> last[kLanes];
   cudaStream_t last_stream[kLanes] = {};
+  // Finished calls that hold tensors, let go by the caller's thread (its
+  // next call, waitForPendingWorks, shutdown, the backend's end), never by
+  // the watchdog's: a tensor let go can take the GIL (its Python object, an
+  // autograd graph with Python in it), as ProcessGroupNCCL's watchdog
+  // leaves its tensors to the caller's thread too. take_done moves them out.
+  std::vector<c10::intrusive_ptr<Work>> retired;
   std::atomic<bool> closed{false};  // the backend is gone: unwatch once idle
+
+  // (mu held) `retired` into *out, for the caller to let go after mu;
+  // `all`: each lane's last call too (the group takes no more calls).
+  void take_done(std::vector<c10::intrusive_ptr<Work>>* out, bool all);
 
   cudaEvent_t take_event();
   void give_event(cudaEvent_t e);
@@ -100,6 +111,9 @@ class Work : public c10d::Work {
   std::exception_ptr exception() const override;
   std::vector<at::Tensor> result() override;
   void synchronize() override;
+  // ProcessGroupNCCL's: torch's own waits on the host in wait(), which for
+  // a CUDA call only orders the current stream, then lets the stream go.
+  void blockCurrentStream() override { synchronize(); }
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   uint64_t getSequencenumber() const override { return seq_; }
@@ -126,10 +140,10 @@ class Work : public c10d::Work {
 
 // The watchdog: one thread for the process, started with the first group,
 // sweeping every group every 100 ms (ProcessGroupNCCL's interval): calls
-// completed are let go (their tensors and events), the oldest incomplete
-// call of each lane is held to its timeout, the communicator's
-// asynchronous error is read; a failure is handled as the group's
-// `handling` says.
+// completed are let go (their events; their tensors through `retired`),
+// the oldest incomplete call of each lane is held to its timeout, the
+// communicator's asynchronous error is read; a failure is handled as the
+// group's `handling` says.
 void watch(const c10::intrusive_ptr<Group>& g);
 // One sweep of `g` now (tests and waitForPendingWorks use it).
 void sweep(Group& g);

@@ -126,6 +126,13 @@ at::Tensor scaled(const at::Tensor& in, const Red& r, cudaStream_t s) {
   return r.tfactor.defined() ? in * r.tfactor : in * r.factor;
 }
 
+// PREMUL_SUM's scale of `d` in place (an in-place all-reduce's input).
+void scale(at::Tensor& d, const Red& r, cudaStream_t s) {
+  if (!r.scale) return;
+  OnStream on(s, d);
+  r.tfactor.defined() ? d.mul_(r.tfactor) : d.mul_(r.factor);
+}
+
 }  // namespace
 
 // ------------------------------------------------------------ reductions --
@@ -139,10 +146,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::allreduce(std::vector<at::Ten
   const Red r = reduction("all_reduce", t.scalar_type(), opts.reduceOp);
   return run(call, [&](cudaStream_t s) {
     Dense d(t, s);
-    if (r.scale) {
-      OnStream on(s, t);
-      r.tfactor.defined() ? d.d.mul_(r.tfactor) : d.d.mul_(r.factor);
-    }
+    scale(d.d, r, s);
     void* p = d.d.data_ptr();
     const p2pkit_status_t st = p2pkit_all_reduce(p, p, d.d.numel() * r.per, r.dtype, r.op, comm(),
                                                  s);
@@ -157,6 +161,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::allreduce_coalesced(
   std::vector<Red> reds;
   for (const at::Tensor& t : tensors) {
     on_cuda("all_reduce_coalesced", t);
+    same_device("all_reduce_coalesced", tensors[0], t);
     reds.push_back(reduction("all_reduce_coalesced", t.scalar_type(), opts.reduceOp));
   }
   Call call{"all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, kColl, opts.asyncOp,
@@ -169,10 +174,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::allreduce_coalesced(
     for (size_t i = 0; i < tensors.size() && st == P2PKIT_SUCCESS; i++) {
       ds.emplace_back(tensors[i], s);
       at::Tensor& d = ds.back().d;
-      if (reds[i].scale) {
-        OnStream on(s, d);
-        reds[i].tfactor.defined() ? d.mul_(reds[i].tfactor) : d.mul_(reds[i].factor);
-      }
+      scale(d, reds[i], s);
       st = p2pkit_all_reduce(d.data_ptr(), d.data_ptr(), d.numel() * reds[i].per, reds[i].dtype,
                              reds[i].op, comm(), s);
     }
@@ -231,6 +233,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::reduce_scatter_tensor_coalesc
   std::vector<Red> reds;
   for (size_t i = 0; i < outputs.size(); i++) {
     same(name, outputs[i], inputs[i]);
+    same_device(name, outputs[0], outputs[i]);
     dense(name, outputs[i], "output");
     dense(name, inputs[i], "input");
     on_cuda(name, inputs[i]);
@@ -350,17 +353,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::broadcast(std::vector<at::Ten
             tensors, tensors,
             opts.timeout};
   return run(call, [&](cudaStream_t s) {
-    at::Tensor d = t;
-    if (!t.is_contiguous() && !t.is_contiguous(t.suggest_memory_format())) {
-      OnStream on(s, t);
-      d = t.contiguous();
-    }
-    const p2pkit_status_t st = p2pkit_broadcast(d.data_ptr(), d.data_ptr(), bytes(d), P2PKIT_UINT8,
-                                                static_cast<int>(opts.rootRank), comm(), s);
-    if (!d.is_same(t)) {
-      OnStream on(s, t);
-      t.copy_(d);
-    }
+    Dense d(t, s);
+    const p2pkit_status_t st = p2pkit_broadcast(d.d.data_ptr(), d.d.data_ptr(), bytes(d.d),
+                                                P2PKIT_UINT8, static_cast<int>(opts.rootRank),
+                                                comm(), s);
+    d.back(s);
     return st;
   });
 }
@@ -391,6 +388,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::allgather_into_tensor_coalesc
                     outputs.size(), " outputs and ", inputs.size(), " inputs");
   for (size_t i = 0; i < outputs.size(); i++) {
     same(name, outputs[i], inputs[i]);
+    same_device(name, outputs[0], outputs[i]);
     dense(name, outputs[i], "output");
     dense(name, inputs[i], "input");
     on_cuda(name, inputs[i]);
@@ -656,10 +654,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::endCoalescing() {
 }
 
 // All ranks arrive: an all-reduce of one element, whose Work's wait()
-// blocks the host too (ProcessGroupNCCL's barrier).
+// blocks the host too (ProcessGroupNCCL's barrier). Torch's barrier() names
+// the device without an index ("cuda") when nothing bound one: the group's
+// own GPU then, as ProcessGroupNCCL takes the GPU it used.
 c10::intrusive_ptr<c10d::Work> ProcessGroupP2PKit::barrier(const c10d::BarrierOptions& opts) {
   at::Device dev(c10::kCUDA, c10::cuda::current_device());
-  if (opts.device && opts.device->is_cuda()) dev = *opts.device;
+  if (opts.device && opts.device->is_cuda() && opts.device->has_index()) dev = *opts.device;
   else if (!opts.device_ids.empty()) dev = at::Device(c10::kCUDA, opts.device_ids[0]);
   else if (getBoundDeviceId()) dev = *getBoundDeviceId();
   else if (g_->device >= 0) dev = at::Device(c10::kCUDA, g_->device);
