@@ -15,8 +15,10 @@ the backends take turns, one repeat of N calls each, for R repeats after W
 warm-up repeats; time.perf_counter() brackets each repeat, the ranks start
 each one together (a gloo barrier). Rank 0's median, 10th and 90th
 percentile per call are reported with p2pkit / NCCL of the medians (below
-1: p2pkit's host time is shorter). Every timed call's result is checked
-afterwards (its output against the value the inputs give).
+1: p2pkit's host time is shorter). Every repeat's result is checked after it
+(untimed): the all-reduces start from 2^-100 on every rank, so N in-place
+sums leave exactly world_size^N times it (a float32 power of two for world
+sizes 1 and 2), and the other calls' outputs are what their inputs give.
 
     python3 scripts/device/torch_host_time.py --json out.json   (both world sizes)
     --world-sizes 1 | 2 | 1,2; --iters N (200); --repeats R (30); --warmup W (5);
@@ -39,6 +41,8 @@ CALLS = ("all_reduce", "all_reduce_async", "all_gather_into_tensor", "reduce_sca
          "broadcast")
 MODES = ("back_to_back", "synchronized")
 BYTES = 8
+X0 = 2.0 ** -100  # the all-reduces' start (float32 keeps 2^-126..2^127 exact)
+ITERS_2_MAX = 200  # world size 2 doubles the all-reduce's tensor each call: 2^-100 * 2^200 fits
 
 
 def args_of(argv):
@@ -60,6 +64,9 @@ def args_of(argv):
         ap.error(f"--world-sizes {a.world_sizes!r}: a comma list of 1 and 2")
     if min(a.iters, a.repeats, a.iters_2, a.repeats_2) < 1 or a.warmup < 0:
         ap.error("--iters and --repeats must be 1 or more, --warmup 0 or more")
+    if a.iters_2 > ITERS_2_MAX:
+        ap.error(f"--iters-2 {a.iters_2}: at most {ITERS_2_MAX} (each all-reduce doubles its "
+                 "tensor at world size 2, and its result must stay a float32 to be checked)")
     return a
 
 
@@ -72,7 +79,7 @@ class Bench:
         import torch
         self.g, self.rank, self.ws = group, rank, ws
         n = BYTES // 4
-        self.ar = torch.zeros(n, device=dev)
+        self.ar = torch.full((n,), X0, device=dev)
         self.ag_in = torch.full((n,), float(rank + 1), device=dev)
         self.ag_out = torch.zeros(ws * n, device=dev)
         self.rs_in = torch.ones(ws * n, device=dev)
@@ -91,11 +98,16 @@ class Bench:
             return lambda: dist.reduce_scatter_tensor(self.rs_out, self.rs_in, group=self.g)
         return lambda: dist.broadcast(self.bc, 0, group=self.g)
 
-    def check(self, name):
-        """The outputs the timed calls must have left ("" when right)."""
+    def reset(self, name):
+        """Before a repeat (untimed): the all-reduces start again from X0."""
+        if name.startswith("all_reduce"):
+            self.ar.fill_(X0)
+
+    def check(self, name, iters):
+        """The outputs a repeat of `iters` calls must have left ("" when right)."""
         import torch
-        want = {"all_reduce": (self.ar, torch.zeros_like(self.ar)),
-                "all_reduce_async": (self.ar, torch.zeros_like(self.ar)),
+        ar = torch.full_like(self.ar, X0 * float(self.ws) ** iters)
+        want = {"all_reduce": (self.ar, ar), "all_reduce_async": (self.ar, ar),
                 "all_gather_into_tensor": (self.ag_out, torch.cat(
                     [torch.full_like(self.ag_in, float(r + 1)) for r in range(self.ws)])),
                 "reduce_scatter_tensor": (self.rs_out, torch.full_like(self.rs_out, float(self.ws))),
@@ -157,13 +169,17 @@ def worker(a):
     for name in CALLS:
         for mode in MODES:
             us = {k: [] for k in benches}
+            checked = []
             for rep in range(warmup + repeats):
                 for k, b in benches.items():
+                    b.reset(name)
                     dist.barrier(group=ref)
                     t = time_repeat(b.call(name), iters, mode)
                     if rep >= warmup:
                         us[k].append(t)
-            checked = [f"{k}: {e}" for k, e in ((k, b.check(name)) for k, b in benches.items()) if e]
+                    e = b.check(name, iters)
+                    if e and len(checked) < 4:
+                        checked.append(f"{k} repeat {rep}: {e}")
             bad += checked
             p, n = summary(us["p2pkit"]), summary(us["nccl"])
             rows.append({"world_size": ws, "call": name, "mode": mode, "iters": iters,

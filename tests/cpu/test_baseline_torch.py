@@ -97,7 +97,8 @@ class Merge(unittest.TestCase):
 class BenchArguments(unittest.TestCase):
     def test_refused_in_one_line(self):
         for args, why in ((["--world-sizes", "3"], "a comma list of 1 and 2"),
-                          (["--iters", "0"], "must be 1 or more")):
+                          (["--iters", "0"], "must be 1 or more"),
+                          (["--iters-2", "201"], "at most 200")):
             got = subprocess.run([sys.executable, BENCH] + args, capture_output=True, text=True)
             self.assertEqual(got.returncode, 2, got.stderr)
             self.assertIn(why, got.stderr.strip().splitlines()[-1])
