@@ -188,7 +188,11 @@ static void run_rooted(const perf_coll *c, p2pkit_dtype_t dt, int n, int root, i
   perf_counts k;
   p2pk_perf_counts(c, 29 * (size_t)n * ts, ts, n, &k);
   const size_t elems = k.send_elems > k.recv_elems ? k.send_elems : k.recv_elems, p = k.param;
-  char *sbuf[MAXN], *rbuf[MAXN], *send[MAXN], *recv[MAXN];
+  if (n < 1 || n > MAXN || root < 0 || root >= n) {
+    T_FAIL("run_rooted: n %d root %d", n, root);
+    return;
+  }
+  char *sbuf[MAXN] = {0}, *rbuf[MAXN] = {0}, *send[MAXN] = {0}, *recv[MAXN] = {0};
   perf_gen g = {c->id, (int)dt, P2PKIT_SUM, n, root, 77u, p};
   for (int r = 0; r < n; r++) {
     sbuf[r] = malloc(elems * ts);
