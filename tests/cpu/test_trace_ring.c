@@ -3,7 +3,8 @@
  * communicator made by hand): the ring keeps the last P2PKIT_TRACE_RING
  * calls, each with its number, kind, type, count, root or peer, operation,
  * stream and path, and a path for a call the ring no longer holds lands
- * nowhere; the dump reads back, says which peers' processes are gone (an
+ * nowhere; a call its group refused or dropped reads failed, never
+ * queued; the dump reads back, says which peers' processes are gone (an
  * exited and a zombie child), and is written once for an error and not
  * again for the abort after it; P2PKIT_TRACE_SIGNAL dumps every
  * communicator from the library's thread and leaves a signal the
@@ -218,6 +219,57 @@ TEST(an_error_dumps_once_naming_the_gone_peers) {
   comm_free(c);
 }
 
+/* The calls of the one dump in tmp into d (1 when there is one). */
+static int one_dump(p2pk_tdump *d) {
+  p2pk_tdump all[2];
+  const int n = dumps_in(tmp, all, 2);
+  CHECK_EQ(n, 1);
+  if (n == 1) *d = all[0];
+  else free_all(all, n);
+  empty_dir(tmp);
+  return n == 1;
+}
+
+TEST(a_call_its_group_refused_reads_failed_not_queued) {
+  set("P2PKIT_TRACE_RING", "128");
+  set("P2PKIT_TRACE_DIR", tmp);
+  empty_dir(tmp);
+  struct p2pkit_comm *c = comm_of(0, 2, NULL);
+  void *buf = (void *)(uintptr_t)0x300000;
+  /* Two sends to one peer in one group: refused at the group's end, and
+   * neither ever runs. */
+  CHECK_OK(p2pkit_group_start());
+  CHECK_OK(p2pk_post_checked(1, buf, 4, P2PKIT_FLOAT32, 4, 1, c, NULL));
+  CHECK_OK(p2pk_post_checked(1, buf, 4, P2PKIT_FLOAT32, 4, 1, c, NULL));
+  CHECK_EQ(p2pkit_group_end(), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "more than one send to rank 1") != NULL);
+  CHECK_OK(p2pkit_comm_dump_trace(c, "refused"));
+  p2pk_tdump d;
+  if (one_dump(&d)) {
+    CHECK_EQ(d.ncalls, 2);
+    for (size_t i = 0; i < d.ncalls; i++) {
+      CHECK_STR(d.calls[i].state, "failed");
+      CHECK_STR(d.calls[i].path, "-");
+    }
+    p2pk_tdump_free(&d);
+  }
+  /* One send too many for the group: the group drops every call it held. */
+  CHECK_OK(p2pkit_group_start());
+  int held = 0;
+  while (p2pk_post_checked(1, buf, 4, P2PKIT_FLOAT32, 4, 1, c, NULL) == P2PKIT_SUCCESS) held++;
+  CHECK_EQ(held, P2PK_GROUP_OPS);
+  CHECK_OK(p2pkit_group_end());
+  CHECK_OK(p2pkit_comm_dump_trace(c, "dropped"));
+  if (one_dump(&d)) {
+    CHECK_EQ(d.ncalls, 2 + (size_t)P2PK_GROUP_OPS);
+    size_t queued = 0;
+    for (size_t i = 0; i < d.ncalls; i++) queued += strcmp(d.calls[i].state, "queued") == 0;
+    CHECK_EQ(queued, 0);
+    p2pk_tdump_free(&d);
+  }
+  comm_free(c);
+}
+
 static volatile sig_atomic_t app_saw;
 static void app_handler(int sig) { app_saw = sig; }
 
@@ -424,6 +476,7 @@ int main(int argc, char **argv) {
   if (!mkdtemp(tmp)) return 1;
   set("P2PKIT_TRACE_SIGNAL", NULL);
   static const t_case cases[] = {T_CASE(the_ring_keeps_the_last_calls_whole),
+                                 T_CASE(a_call_its_group_refused_reads_failed_not_queued),
                                  T_CASE(an_error_dumps_once_naming_the_gone_peers),
                                  T_CASE(a_signal_dumps_every_communicator_and_spares_the_applications),
                                  T_CASE(the_directory_and_the_file_are_checked),

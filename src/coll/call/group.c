@@ -228,6 +228,7 @@ static p2pkit_status_t run_colls(int grouped) {
   p2pkit_status_t s = launch_waiting(w, st == P2PKIT_SUCCESS ? nw : 0);
   if (st == P2PKIT_SUCCESS) st = s;
   s = p2pk_jobs_run();
+  for (int i = 0; i < ncoll; i++) p2pk_trace_dropped(&colls[i]); /* those an error left */
   ncoll = 0;
   return st != P2PKIT_SUCCESS ? st : s;
 }
@@ -425,6 +426,7 @@ static p2pkit_status_t run_ops(int grouped) {
   }
   if (prev >= 0) cudaSetDevice(prev);
   p2pkit_status_t s = p2pk_jobs_run();
+  for (int i = 0; i < nops; i++) p2pk_trace_dropped(&ops[i]); /* refused, or left by an error */
   nops = 0;
   return st != P2PKIT_SUCCESS ? st : s;
 }
@@ -474,6 +476,7 @@ int p2pk_group_room(void) { return P2PK_GROUP_OPS - nops; }
 p2pkit_status_t p2pk_group_add(const p2pk_call *call) {
   const int op = call->kind == P2PK_SENDRECV;
   if (op && nops == P2PK_GROUP_OPS) {
+    for (int i = 0; i < nops; i++) p2pk_trace_dropped(&ops[i]);
     nops = 0;
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: more than %d sends and receives in one "
                      "group", p2pk_call_name(call), P2PK_GROUP_OPS);

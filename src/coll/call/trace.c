@@ -14,7 +14,8 @@
  * GPU start and end are not recorded: the kernels keep no per-call
  * completion the host can read without a copy or an event per call, and
  * their PTX stays as it is. What a dump says of completion is what the
- * host knows: each call queued, launched or failed to launch, and the
+ * host knows: each call queued, launched or failed to launch (a call its
+ * group refused or dropped unlaunched: failed, with no path), and the
  * communicator's error words (timeout, mismatch, abort, and the rank they
  * name). */
 #include "coll/call/trace.h"
@@ -107,6 +108,15 @@ void p2pk_trace_launched(const p2pk_call *call, int path, p2pkit_status_t st) {
     atomic_store_explicit(&s->launch, (uint64_t)(path + 1) | (st == P2PKIT_SUCCESS ? 1u : 2u) << 8,
                           memory_order_relaxed);
   if (st == P2PKIT_ERR_TIMEOUT || st == P2PKIT_ERR_REMOTE) p2pk_trace_on_error(call->c, st);
+}
+
+void p2pk_trace_dropped(const p2pk_call *call) {
+  struct p2pk_trace *t = call->c->trace;
+  if (!t || !t->len) return;
+  tslot *s = &t->slot[call->trace_at & t->mask];
+  if (atomic_load_explicit(&s->stamp, memory_order_relaxed) == call->trace_at + 1 &&
+      atomic_load_explicit(&s->launch, memory_order_relaxed) == 0)
+    atomic_store_explicit(&s->launch, (uint64_t)2 << 8, memory_order_relaxed);
 }
 
 /* ----------------------------------------------------------- reading -- */
