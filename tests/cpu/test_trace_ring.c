@@ -8,7 +8,8 @@
  * exited and a zombie child), and is written once for an error and not
  * again for the abort after it; P2PKIT_TRACE_SIGNAL dumps every
  * communicator from the library's thread and leaves a signal the
- * application handles alone; the directory must be this user's and not
+ * application handles alone, and without a thread for it leaves no
+ * pipe open; the directory must be this user's and not
  * open to all, the file new (a planted link makes the dump fail, not
  * follow it), 0600, and a write that fails leaves nothing; with one thread
  * recording and another dumping, every call a dump holds is whole.
@@ -270,6 +271,16 @@ TEST(a_call_its_group_refused_reads_failed_not_queued) {
   comm_free(c);
 }
 
+/* This process's open descriptors; -1 when /proc cannot say. */
+static int open_fds(void) {
+  DIR *dp = opendir("/proc/self/fd");
+  if (!dp) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(dp));) n += e->d_name[0] != '.';
+  closedir(dp);
+  return n - 1; /* the directory's own */
+}
+
 static volatile sig_atomic_t app_saw;
 static void app_handler(int sig) { app_saw = sig; }
 
@@ -294,7 +305,29 @@ TEST(a_signal_dumps_every_communicator_and_spares_the_applications) {
   int n = dumps_in(tmp, d, 4);
   CHECK_EQ(n, 0);
   free_all(d, n);
-  /* Here, SIGUSR2: both communicators dump, from the library's thread. */
+  /* No thread for the signal (no memory for its stack): nothing installed
+   * and the pipe closed again, in a child (this process decides once). */
+  const pid_t nothread = fork();
+  if (nothread == 0) {
+    const int before = open_fds();
+    pthread_attr_t huge;
+    pthread_attr_init(&huge);
+    pthread_attr_setstacksize(&huge, (size_t)1 << 50); /* past any address space */
+    pthread_setattr_default_np(&huge);
+    set("P2PKIT_TRACE_SIGNAL", "USR2");
+    struct p2pkit_comm *c = comm_of(0, 1, NULL);
+    struct sigaction now;
+    sigaction(SIGUSR2, NULL, &now);
+    const int after = open_fds();
+    comm_free(c);
+    _exit(before < 0 || after != before ? 4 : now.sa_handler != SIG_DFL ? 5 : 0);
+  }
+  waitpid(nothread, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK_EQ(WEXITSTATUS(status), 0);
+  /* Here, SIGUSR2: both communicators dump, from the library's thread;
+   * the pipe and its thread (two descriptors) stay after them. */
+  const int fds0 = open_fds();
   set("P2PKIT_TRACE_SIGNAL", "SIGUSR2");
   struct p2pkit_comm *a = comm_of(0, 2, NULL), *b = comm_of(1, 2, NULL);
   raise(SIGUSR2);
@@ -308,6 +341,7 @@ TEST(a_signal_dumps_every_communicator_and_spares_the_applications) {
   free_all(d, n);
   comm_free(a);
   comm_free(b);
+  CHECK_EQ(open_fds(), fds0 + 2);
   set("P2PKIT_TRACE_SIGNAL", NULL);
 }
 

@@ -328,17 +328,31 @@ static int signal_of(const char **name) {
   return strcasecmp(v, "USR1") == 0 ? SIGUSR1 : strcasecmp(v, "USR2") == 0 ? SIGUSR2 : 0;
 }
 
-/* The pipe, its thread, then the handler. */
+/* The pipe, its thread, then the handler. Without the thread the pipe is
+ * closed again and no handler installed (one line says so). Once made,
+ * pipe and thread stay for the life of the process, as the handler does
+ * (decided once; a communicator's end takes none of them away). */
 static void sig_install(int sig, const char *name) {
   sigset_t all, prev;
   sigfillset(&all);
   pthread_t th;
-  if (pipe2(sig_pipe, O_CLOEXEC) != 0) return;
+  if (pipe2(sig_pipe, O_CLOEXEC) != 0) {
+    P2PK_WARN("P2PKIT_TRACE_SIGNAL=%s: no pipe for the signal's reports: %s; no report on that "
+              "signal", name, strerror(errno));
+    return;
+  }
   fcntl(sig_pipe[1], F_SETFL, O_NONBLOCK);
   pthread_sigmask(SIG_SETMASK, &all, &prev); /* the thread takes no signal itself */
-  const int made = pthread_create(&th, NULL, sig_thread, (void *)name) == 0;
+  const int e = pthread_create(&th, NULL, sig_thread, (void *)name);
   pthread_sigmask(SIG_SETMASK, &prev, NULL);
-  if (!made) return;
+  if (e != 0) {
+    close(sig_pipe[0]);
+    close(sig_pipe[1]);
+    sig_pipe[0] = sig_pipe[1] = -1;
+    P2PK_WARN("P2PKIT_TRACE_SIGNAL=%s: no thread for the signal's reports: %s; no report on that "
+              "signal", name, strerror(e));
+    return;
+  }
   pthread_detach(th);
   sig_pid = getpid();
   struct sigaction sa;
