@@ -364,6 +364,9 @@ p2pkit_status_t p2pkit_comm_adopt_nccl(p2pkit_comm_t c, void *nccl_comm) {
                      c->rank);
   P2PK_CHECK(make_state(c));
   nccl_state *s = state_of(c);
+  /* The scratch first: when it cannot be made, nothing has changed (the
+   * communicator p2pkit had is kept, the caller's not taken). */
+  P2PK_CHECK(make_a2a(c, s));
   if (s->comm && s->owned) {
     int prev = -1;
     cudaGetDevice(&prev);
@@ -375,7 +378,6 @@ p2pkit_status_t p2pkit_comm_adopt_nccl(p2pkit_comm_t c, void *nccl_comm) {
   }
   s->comm = (p2pk_nccl_comm_t)nccl_comm;
   s->owned = 0;
-  P2PK_CHECK(make_a2a(c, s));
   P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): the caller's NCCL communicator carries the NCCL path",
             c->rank, c->device);
   return P2PKIT_SUCCESS;
