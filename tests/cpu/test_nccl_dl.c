@@ -5,7 +5,8 @@
  * declarations agree with NCCL's header wherever this machine has one;
  * an abort that NCCL does not end is left behind at its deadline. On a
  * fake NCCL (p2pk_nccl_shared_set) without a GPU, the NCCL path whose
- * in-place all-to-all scratch could not be made: adopting the caller's
+ * in-place all-to-all scratch could not be made: a later such call tries
+ * again and says why, never copying through NULL; adopting the caller's
  * communicator then changes nothing. */
 #include <stddef.h>
 #include <stdlib.h>
@@ -343,6 +344,16 @@ static void fake_set(p2pk_group *g, struct p2pkit_comm *c) {
   }
 }
 
+/* Rank c's in-place all-to-all of 4 floats a rank through the NCCL path. */
+static p2pkit_status_t a2a_in_place(struct p2pkit_comm *c) {
+  p2pk_call k;
+  memset(&k, 0, sizeof k);
+  k.c = c, k.kind = P2PK_COLL_ALL_TO_ALL, k.dtype = P2PKIT_FLOAT32, k.esize = 4;
+  k.count = 4, k.bytes = 16, k.capture = -1;
+  k.send = k.recv = (void *)(uintptr_t)0x300000;
+  return p2pk_paths[P2PK_PATH_NCCL]->launch(&k);
+}
+
 TEST(the_nccl_path_without_its_scratch) {
   /* No GPU here: every NCCL communicator is made (the fake's), and every
    * scratch of the in-place all-to-all fails to be made. */
@@ -364,6 +375,10 @@ TEST(the_nccl_path_without_its_scratch) {
     CHECK(strstr(p2pkit_last_error(), "the NCCL path's 33554432 bytes of scratch on GPU 0") != NULL);
   }
   CHECK_EQ(fake_next, SETS * SET_N);
+  /* A later in-place all-to-all makes the scratch it lacks (and says why it
+   * cannot), never copying through a NULL one. */
+  CHECK_EQ(a2a_in_place(&c[0][1]), P2PKIT_ERR_CUDA);
+  CHECK(strstr(p2pkit_last_error(), "rank 1: the NCCL path's 33554432 bytes of scratch") != NULL);
   /* Adopting the caller's communicator when the scratch cannot be made:
    * refused, and nothing changed (p2pkit's own kept, destroyed at fini). */
   p2pk_nccl_comm_t callers = (p2pk_nccl_comm_t)(void *)&fake_comms[200];

@@ -83,7 +83,8 @@ static p2pkit_status_t make_state(struct p2pkit_comm *c) {
 
 /* The in-place all-to-all's scratch of rank c, on its GPU, made with the
  * NCCL communicator (at init, at the first call that needs NCCL on 2 ranks,
- * or when the caller's is adopted): never per call, never under capture. */
+ * or when the caller's is adopted), else at the first in-place all-to-all
+ * after making it then failed: never per call, never under capture. */
 static p2pkit_status_t make_a2a(struct p2pkit_comm *c, nccl_state *s) {
   if (s->a2a) return P2PKIT_SUCCESS;
   int prev = -1;
@@ -207,9 +208,10 @@ static p2pk_nccl_result exchange(const p2pk_call *call, nccl_state *s, int dt, c
  * then exchanged from there into their places, piece after piece on the
  * stream. One process drives every rank in one NCCL group (group.c), whose
  * sends run only at its end: there the whole call must fit the scratch,
- * once per communicator and group. */
+ * once per communicator and group. A scratch whose making failed with the
+ * NCCL communicator is made now, never under capture. */
 static p2pkit_status_t all_to_all_in_place(const p2pk_call *call, nccl_state *s, int dt) {
-  const struct p2pkit_comm *c = call->c;
+  struct p2pkit_comm *c = call->c;
   const size_t n = (size_t)c->nranks, block = call->bytes, es = call->esize;
   const size_t piece = A2A_BYTES / n / es * es;
   if (c->group && (block > piece || s->a2a_taken))
@@ -221,6 +223,12 @@ static p2pkit_status_t all_to_all_in_place(const p2pk_call *call, nccl_state *s,
     s->a2a_taken = 1;
     taken[ntaken++] = s;
   }
+  if (!s->a2a && p2pk_capture_of(c, call->stream) > 0)
+    return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "all_to_all: rank %d: in place through NCCL under CUDA "
+                     "graph capture, and the NCCL path's %zu bytes of scratch on GPU %d are not "
+                     "made (making them with NCCL's communicator failed): make one such call "
+                     "before capturing, or call it out of place", c->rank, A2A_BYTES, c->device);
+  P2PK_CHECK(make_a2a(c, s));
   cudaStream_t st = (cudaStream_t)call->stream;
   for (size_t off = 0; off < block; off += piece) {
     const size_t len = block - off < piece ? block - off : piece;
