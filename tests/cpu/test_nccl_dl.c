@@ -7,7 +7,8 @@
  * fake NCCL (p2pk_nccl_shared_set) without a GPU, the NCCL path whose
  * in-place all-to-all scratch could not be made: a later such call tries
  * again and says why, never copying through NULL; adopting the caller's
- * communicator then changes nothing. */
+ * communicator then changes nothing; one NCCL group refuses each state's
+ * second in-place all-to-all however many states it holds. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -379,6 +380,21 @@ TEST(the_nccl_path_without_its_scratch) {
    * cannot), never copying through a NULL one. */
   CHECK_EQ(a2a_in_place(&c[0][1]), P2PKIT_ERR_CUDA);
   CHECK(strstr(p2pkit_last_error(), "rank 1: the NCCL path's 33554432 bytes of scratch") != NULL);
+  /* In one NCCL group, each state's second in-place all-to-all is refused,
+   * however many states the group holds; the next group takes them again. */
+  for (int round = 0; round < 2; round++) {
+    nccl->group_open();
+    for (int i = 0; i < SETS; i++)
+      for (int r = 0; r < SET_N; r++) {
+        CHECK(a2a_in_place(&c[i][r]) != P2PKIT_SUCCESS);
+        CHECK(strstr(p2pkit_last_error(), "a second in this group") == NULL);
+        CHECK_EQ(a2a_in_place(&c[i][r]), P2PKIT_ERR_UNSUPPORTED);
+        if (!strstr(p2pkit_last_error(), "a second in this group"))
+          T_FAIL("set %d rank %d, round %d: a second in-place all-to-all not refused: %s", i, r,
+                 round, p2pkit_last_error());
+      }
+    CHECK_OK(nccl->group_close());
+  }
   /* Adopting the caller's communicator when the scratch cannot be made:
    * refused, and nothing changed (p2pkit's own kept, destroyed at fini). */
   p2pk_nccl_comm_t callers = (p2pk_nccl_comm_t)(void *)&fake_comms[200];
