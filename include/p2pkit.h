@@ -451,7 +451,9 @@ P2PKIT_API p2pkit_status_t p2pkit_scatter(const void *sendbuf, void *recvbuf, si
  * NCCL, instead of p2pkit's own (destroyed if made). p2pkit never destroys
  * or aborts it; it must outlive `comm`. Each rank
  * adopts its own; every rank must, or none. P2PKIT_ERR_UNSUPPORTED when
- * NCCL is off on `comm`. */
+ * NCCL is off on `comm`. All or nothing: when it fails (no GPU memory for
+ * the 32 MiB scratch of NCCL's in-place all-to-all, made first), p2pkit's
+ * own communicator is kept and the caller's not taken. */
 P2PKIT_API p2pkit_status_t p2pkit_comm_adopt_nccl(p2pkit_comm_t comm, void *nccl_comm);
 
 /* ----------------------------------------------------------------- ddp ---- */

@@ -152,6 +152,13 @@ p2pkit_status_t p2pk_nccl_shared(const p2pk_nccl_api **api, char *why, size_t le
   return ok ? P2PKIT_SUCCESS : p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "%s", shared_why);
 }
 
+void p2pk_nccl_shared_set(const p2pk_nccl_api *api) {
+  pthread_mutex_lock(&shared_lock);
+  shared_tried = 1;
+  shared_api = *api;
+  pthread_mutex_unlock(&shared_lock);
+}
+
 typedef struct {
   const p2pk_nccl_api *api;
   p2pk_nccl_comm_t comm;

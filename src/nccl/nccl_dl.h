@@ -150,6 +150,10 @@ void p2pk_nccl_unload(p2pk_nccl_api *api);
  * loader's line in `why` (also recorded as the last error) when it cannot
  * be loaded; every later call answers the same. */
 p2pkit_status_t p2pk_nccl_shared(const p2pk_nccl_api **api, char *why, size_t len);
+/* Tests: `api` (its lib non-NULL) is the process's NCCL from now on, as
+ * if loaded: a fake NCCL's calls reach the NCCL path without a library or
+ * a GPU. Never called by the library itself. */
+void p2pk_nccl_shared_set(const p2pk_nccl_api *api);
 /* P2PKIT_SUCCESS when the loaded library has `symbol` (NCCL's name, e.g.
  * "ncclCommSplit"); else P2PKIT_ERR_UNSUPPORTED with one line naming it, the
  * loaded version and the first version that has it. */

@@ -410,12 +410,39 @@ static void scan(p2pk_tcomm *c, rank_calls *rc, const p2pk_tcall **k) {
   if (minlast < maxlast) not_arrived(c, rc, minlast + 1);
 }
 
+/* A verdict about the ranks with a dump (mismatch, not arrived) or about
+ * the gone ones, given while other ranks left no dump: their names after
+ * it ("; rank 3 left no dump"), so that a verdict over part of the job
+ * never reads as one over all of it. */
+static void absent_tail(p2pk_tcomm *c) {
+  int *set = calloc((size_t)c->nranks + 1, sizeof *set), n = 0;
+  for (int r = 0; set && r < c->nranks; r++) {
+    set[r] = !c->rank[r] && !(c->verdict == P2PK_TV_GONE && c->culprits[r]);
+    n += set[r];
+  }
+  const size_t o = strlen(c->line);
+  if (!set) {
+    snprintf(c->line + o, sizeof c->line - o, "; some ranks left no dump");
+  } else if (n) {
+    char who[256];
+    rank_list(c, set, who, sizeof who);
+    snprintf(c->line + o, sizeof c->line - o, "; %s left no dump", who);
+  }
+  free(set);
+}
+
 static void judge(p2pk_tcomm *c, rank_calls *rc, const p2pk_tcall **k, p2pk_tprobe_fn probe,
                   void *arg) {
   const int absent = missing(c, rc);
-  if (c->verdict == P2PK_TV_GONE) return;
+  if (c->verdict == P2PK_TV_GONE) {
+    absent_tail(c);
+    return;
+  }
   scan(c, rc, k);
-  if (c->verdict != P2PK_TV_CONSISTENT) return;
+  if (c->verdict != P2PK_TV_CONSISTENT) {
+    if (absent) absent_tail(c);
+    return;
+  }
   char who[256], tail[128], now[200] = "";
   const p2pk_tcall *f = furthest(c, rc);
   if (absent) {

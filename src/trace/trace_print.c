@@ -153,6 +153,10 @@ static void json_comm(p2pk_json *j, const p2pk_tcomm *c) {
   p2pk_json_str(j, "line", c->line);
   if (c->seq) p2pk_json_int(j, "seq", (int64_t)c->seq);
   else p2pk_json_null(j, "seq");
+  p2pk_json_arr(j, "no_dump"); /* the ranks without a dump, whatever the verdict */
+  for (int r = 0; r < c->nranks; r++)
+    if (!c->rank[r]) p2pk_json_int(j, NULL, global_of(c, r));
+  p2pk_json_arr_end(j);
   p2pk_json_arr(j, "ranks");
   for (int r = 0; r < c->nranks; r++) json_rank(j, c, r);
   p2pk_json_arr_end(j);

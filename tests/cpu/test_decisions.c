@@ -686,6 +686,67 @@ static void averages_the_hierarchical_path_cannot_divide_go_flat(void) {
 
 #include "coll/paths/path.h"
 
+#include "coll/paths/hier.h"
+
+/* Every type's average as a call's key says it, spanning hosts: the
+ * hierarchical path takes only one whose type has the scalar 1/n for
+ * NCCL's pre-multiplied sum (its one division across hosts); every other
+ * goes through NCCL over every rank, so the path never meets an average
+ * it cannot divide. The scalars: 1/n rounded to the type. */
+static void the_hierarchical_path_takes_only_averages_it_can_divide(void) {
+  clear_env();
+  sim_nccl = 1, sim_hosts = 2;
+  struct p2pkit_comm c;
+  CHECK_EQ(make_comm(&c, 8, 0, 1), 0);
+  sim_nccl = 0, sim_hosts = 1;
+  c.sel.premul = 1;
+  static const int kinds[] = {P2PK_COLL_ALL_REDUCE, P2PK_COLL_REDUCE_SCATTER};
+  int hier = 0;
+  for (int t = 0; t < P2PKIT_DTYPE_COUNT; t++)
+    for (int i = 0; i < 2; i++) {
+      p2pk_call call;
+      memset(&call, 0, sizeof call);
+      call.kind = kinds[i], call.dtype = (p2pkit_dtype_t)t, call.op = P2PKIT_AVG, call.capture = 0;
+      call.bytes = 4096, call.esize = p2pkit_dtype_size(call.dtype);
+      p2pk_sel_key k;
+      p2pk_call_key(&call, &k);
+      k.peers = P2PK_PEERS_RULES;
+      p2pk_decision d;
+      CHECK_EQ(p2pk_decide(&c.sel, &k, &d), P2PK_DECIDED);
+      unsigned char scalar[8];
+      const int has = p2pk_hier_premul_scalar(call.dtype, c.nranks, scalar) == 0;
+      hier += d.path == P2PK_PATH_HIER;
+      if (d.path == P2PK_PATH_HIER && !has)
+        T_FAIL("avg of %s goes to the hierarchical path, which has no 1/n for it",
+               p2pkit_dtype_name(call.dtype));
+      if (!has && d.path != P2PK_PATH_NCCL)
+        T_FAIL("avg of %s goes to %s, not NCCL over every rank", p2pkit_dtype_name(call.dtype),
+               p2pk_path_name(d.path));
+    }
+  CHECK_EQ(hier, 2 * 4); /* float32, float64, bfloat16, float16 */
+  unsigned char b[8];
+  float f;
+  double g;
+  uint16_t h;
+  CHECK_EQ(p2pk_hier_premul_scalar(P2PKIT_FLOAT32, 8, b), 0);
+  memcpy(&f, b, 4);
+  CHECK(f == 0.125f);
+  CHECK_EQ(p2pk_hier_premul_scalar(P2PKIT_FLOAT64, 3, b), 0);
+  memcpy(&g, b, 8);
+  CHECK(g == 1.0 / 3.0);
+  CHECK_EQ(p2pk_hier_premul_scalar(P2PKIT_BFLOAT16, 3, b), 0);
+  memcpy(&h, b, 2);
+  CHECK_EQ(h, 0x3eab); /* 0x3eaaaaab rounded to nearest even */
+  CHECK_EQ(p2pk_hier_premul_scalar(P2PKIT_FLOAT16, 3, b), 0);
+  memcpy(&h, b, 2);
+  CHECK_EQ(h, 0x3555);
+  CHECK_EQ(p2pk_hier_premul_scalar(P2PKIT_FLOAT16, 16, b), 0);
+  memcpy(&h, b, 2);
+  CHECK_EQ(h, 0x2c00);
+  CHECK_EQ(p2pk_hier_premul_scalar(P2PKIT_INT32, 2, b), -1);
+  CHECK_EQ(p2pk_hier_premul_scalar(P2PKIT_FLOAT8_E4M3, 2, b), -1);
+}
+
 /* The paths a rule can choose: its own, or the kernels of either transport. */
 static int rule_paths(const p2pk_rule *r, int *paths) {
   if (r->path != P2PK_RULE_KERNEL) return paths[0] = r->path, 1;
@@ -822,6 +883,7 @@ int main(int argc, char **argv) {
                                  T_CASE(queued_calls_wait_where_their_peers_may_join),
                                  T_CASE(one_process_calls_apart_from_their_peers_take_the_kernels),
                                  T_CASE(averages_the_hierarchical_path_cannot_divide_go_flat),
+                                 T_CASE(the_hierarchical_path_takes_only_averages_it_can_divide),
                                  T_CASE(every_rule_lies_within_its_paths),
                                  T_CASE(every_decision_goes_to_a_path_that_carries_it)};
   return t_main_cases(argc, argv, cases, sizeof cases / sizeof cases[0]);

@@ -3,7 +3,12 @@
  * message naming it; the real one (when this machine has it) resolves; a
  * call the loaded library lacks is named with its version; our own
  * declarations agree with NCCL's header wherever this machine has one;
- * an abort that NCCL does not end is left behind at its deadline. */
+ * an abort that NCCL does not end is left behind at its deadline. On a
+ * fake NCCL (p2pk_nccl_shared_set) without a GPU, the NCCL path whose
+ * in-place all-to-all scratch could not be made: a later such call tries
+ * again and says why, never copying through NULL; adopting the caller's
+ * communicator then changes nothing; one NCCL group refuses each state's
+ * second in-place all-to-all however many states it holds. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -15,6 +20,7 @@
 #endif
 #endif
 
+#include "coll/paths/path.h"
 #include "core/clock.h"
 #include "core/param.h"
 #include "nccl/nccl_dl.h"
@@ -293,7 +299,117 @@ TEST(real_nccl_when_present) {
   CHECK(zeroed(&api));
 }
 
+/* -------------------------------------- the NCCL path on a fake NCCL -- */
+
+/* A fake NCCL: communicators are numbered addresses, every call succeeds,
+ * each ncclCommDestroy is counted with the communicator it took. */
+static char fake_comms[256];
+static int fake_next, fake_destroyed;
+static p2pk_nccl_comm_t fake_last_destroyed;
+static p2pk_nccl_result ok_void(void) { return P2PK_NCCL_SUCCESS; }
+static const char *fake_error(p2pk_nccl_result r) { return r ? "fake error" : "no error"; }
+static p2pk_nccl_result fake_init_all(p2pk_nccl_comm_t *comms, int n, const int *devs) {
+  (void)devs;
+  for (int i = 0; i < n; i++) comms[i] = (p2pk_nccl_comm_t)(void *)&fake_comms[fake_next++];
+  return P2PK_NCCL_SUCCESS;
+}
+static p2pk_nccl_result fake_destroy(p2pk_nccl_comm_t comm) {
+  fake_destroyed++;
+  fake_last_destroyed = comm;
+  return P2PK_NCCL_SUCCESS;
+}
+static p2pk_nccl_result fake_send(const void *b, size_t n, int t, int p, p2pk_nccl_comm_t c,
+                                  p2pkit_stream_t s) {
+  (void)b, (void)n, (void)t, (void)p, (void)c, (void)s;
+  return P2PK_NCCL_SUCCESS;
+}
+static p2pk_nccl_result fake_recv(void *b, size_t n, int t, int p, p2pk_nccl_comm_t c,
+                                  p2pkit_stream_t s) {
+  (void)b, (void)n, (void)t, (void)p, (void)c, (void)s;
+  return P2PK_NCCL_SUCCESS;
+}
+
+enum { SETS = 24, SET_N = 3 }; /* 72 states: more than one group's old bound of 64 */
+
+/* One process's communicator set of SET_N ranks, NCCL on, no GPU. */
+static void fake_set(p2pk_group *g, struct p2pkit_comm *c) {
+  memset(g, 0, sizeof *g);
+  pthread_mutex_init(&g->lock, NULL);
+  g->n = SET_N;
+  for (int r = 0; r < SET_N; r++) {
+    memset(&c[r], 0, sizeof c[r]);
+    c[r].rank = r, c[r].nranks = SET_N, c[r].device = 0;
+    c[r].nccl_mode = P2PK_NCCL_AUTO;
+    c[r].group = g;
+    g->comms[r] = &c[r];
+  }
+}
+
+/* Rank c's in-place all-to-all of 4 floats a rank through the NCCL path. */
+static p2pkit_status_t a2a_in_place(struct p2pkit_comm *c) {
+  p2pk_call k;
+  memset(&k, 0, sizeof k);
+  k.c = c, k.kind = P2PK_COLL_ALL_TO_ALL, k.dtype = P2PKIT_FLOAT32, k.esize = 4;
+  k.count = 4, k.bytes = 16, k.capture = -1;
+  k.send = k.recv = (void *)(uintptr_t)0x300000;
+  return p2pk_paths[P2PK_PATH_NCCL]->launch(&k);
+}
+
+TEST(the_nccl_path_without_its_scratch) {
+  /* No GPU here: every NCCL communicator is made (the fake's), and every
+   * scratch of the in-place all-to-all fails to be made. */
+  p2pk_nccl_api api;
+  memset(&api, 0, sizeof api);
+  api.lib = &api, api.version = 22803;
+  snprintf(api.path, sizeof api.path, "fake");
+  api.CommInitAll = fake_init_all, api.CommDestroy = fake_destroy;
+  api.GetErrorString = fake_error, api.GroupStart = ok_void, api.GroupEnd = ok_void;
+  api.Send = fake_send, api.Recv = fake_recv;
+  p2pk_nccl_shared_set(&api);
+  static p2pk_group g[SETS];
+  static struct p2pkit_comm c[SETS][SET_N];
+  const p2pk_path *nccl = p2pk_paths[P2PK_PATH_NCCL];
+  for (int i = 0; i < SETS; i++) {
+    fake_set(&g[i], c[i]);
+    /* 3 ranks: NCCL's communicators made at init, their scratch not. */
+    CHECK_EQ(nccl->init(&c[i][0]), P2PKIT_ERR_CUDA);
+    CHECK(strstr(p2pkit_last_error(), "the NCCL path's 33554432 bytes of scratch on GPU 0") != NULL);
+  }
+  CHECK_EQ(fake_next, SETS * SET_N);
+  /* A later in-place all-to-all makes the scratch it lacks (and says why it
+   * cannot), never copying through a NULL one. */
+  CHECK_EQ(a2a_in_place(&c[0][1]), P2PKIT_ERR_CUDA);
+  CHECK(strstr(p2pkit_last_error(), "rank 1: the NCCL path's 33554432 bytes of scratch") != NULL);
+  /* In one NCCL group, each state's second in-place all-to-all is refused,
+   * however many states the group holds; the next group takes them again. */
+  for (int round = 0; round < 2; round++) {
+    nccl->group_open();
+    for (int i = 0; i < SETS; i++)
+      for (int r = 0; r < SET_N; r++) {
+        CHECK(a2a_in_place(&c[i][r]) != P2PKIT_SUCCESS);
+        CHECK(strstr(p2pkit_last_error(), "a second in this group") == NULL);
+        CHECK_EQ(a2a_in_place(&c[i][r]), P2PKIT_ERR_UNSUPPORTED);
+        if (!strstr(p2pkit_last_error(), "a second in this group"))
+          T_FAIL("set %d rank %d, round %d: a second in-place all-to-all not refused: %s", i, r,
+                 round, p2pkit_last_error());
+      }
+    CHECK_OK(nccl->group_close());
+  }
+  /* Adopting the caller's communicator when the scratch cannot be made:
+   * refused, and nothing changed (p2pkit's own kept, destroyed at fini). */
+  p2pk_nccl_comm_t callers = (p2pk_nccl_comm_t)(void *)&fake_comms[200];
+  CHECK_EQ(p2pkit_comm_adopt_nccl(&c[0][0], callers), P2PKIT_ERR_CUDA);
+  CHECK_EQ(fake_destroyed, 0);
+  nccl->fini(&c[0][0]);
+  CHECK_EQ(fake_destroyed, 1);
+  CHECK(fake_last_destroyed == (p2pk_nccl_comm_t)(void *)&fake_comms[0]);
+  for (int i = 0; i < SETS; i++)
+    for (int r = 0; r < SET_N; r++) nccl->fini(&c[i][r]);
+  CHECK_EQ(fake_destroyed, SETS * SET_N);
+  for (int i = 0; i < SETS; i++) pthread_mutex_destroy(&g[i].lock);
+}
+
 T_MAIN(T_CASE(missing_library), T_CASE(setting_names_the_library), T_CASE(library_that_is_not_nccl),
        T_CASE(version_strings), T_CASE(type_and_op_mapping), T_CASE(missing_optional_call_is_named),
        T_CASE(config_initializer), T_CASE(abort_is_bounded), T_CASE(declarations_match_nccl_h),
-       T_CASE(real_nccl_when_present))
+       T_CASE(real_nccl_when_present), T_CASE(the_nccl_path_without_its_scratch))

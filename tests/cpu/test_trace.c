@@ -614,6 +614,91 @@ TEST(a_verdict_names_every_group_of_ranks) {
              "(all_reduce, launched)");
 }
 
+/* Recorded job `name` without rank `drop`'s dump: the verdict's line, and
+ * its JSON, into line / json (the caller frees json). */
+static void judged_without(const char *name, int drop, char *line, size_t len, char **json) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/%s", TRACE_DATA, name);
+  loaded l;
+  load(dir, &l);
+  p2pk_tdump *kept = calloc(l.n + 1, sizeof *kept);
+  size_t n = 0;
+  for (size_t i = 0; i < l.n; i++)
+    if (l.d[i].rank != drop) kept[n++] = l.d[i];
+  CHECK_EQ(n + 1, l.n);
+  p2pk_tjob job;
+  line[0] = '\0';
+  *json = NULL;
+  if (p2pk_trace_analyze(kept, n, NULL, NULL, &job) == P2PKIT_SUCCESS) {
+    snprintf(line, len, "%s", job.comms[job.headline].line);
+    size_t jl = 0;
+    FILE *f = open_memstream(json, &jl);
+    p2pk_trace_json(&job, f);
+    fclose(f);
+    p2pk_tjob_free(&job);
+  } else {
+    T_FAIL("%s without rank %d: %s", name, drop, p2pkit_last_error());
+  }
+  free(kept);
+  unload(&l);
+}
+
+TEST(a_verdict_over_part_of_the_job_names_the_ranks_without_a_dump) {
+  /* The ranks with a dump disagree, or one did not arrive, or one is gone,
+   * while another left no dump: the verdict says so, text and JSON. */
+  static const struct {
+    const char *job;
+    int drop;
+    const char *line, *no_dump;
+  } cases[] = {
+      {"skip", 0, "rank 2 called all_reduce where rank 1 called all_gather at seq 42; rank 0 left "
+                  "no dump", "\"no_dump\": [\n        0\n      ]"},
+      {"count", 2, "rank 1 passed count 1000 where rank 0 passed 1024 at seq 42 (all_reduce); rank 2 "
+                   "left no dump", "\"no_dump\": [\n        2\n      ]"},
+      {"hang", 0, "rank 1 never arrived at seq 42 (all_reduce); its last call was seq 41 (all_reduce, "
+                  "launched); rank 0 left no dump", "\"no_dump\": [\n        0\n      ]"},
+      {"fr_skip", 2, "rank 1 called all_gather where rank 0 called all_reduce at seq 3; rank 2 left "
+                     "no dump", "\"no_dump\": [\n        2\n      ]"},
+  };
+  char line[640];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *json = NULL;
+    judged_without(cases[i].job, cases[i].drop, line, sizeof line, &json);
+    if (strcmp(line, cases[i].line) != 0)
+      T_FAIL("%s without rank %d: \"%s\", wanted \"%s\"", cases[i].job, cases[i].drop, line,
+             cases[i].line);
+    if (!json || !strstr(json, cases[i].no_dump))
+      T_FAIL("%s without rank %d: the JSON lacks %s:\n%s", cases[i].job, cases[i].drop,
+             cases[i].no_dump, json ? json : "(none)");
+    free(json);
+  }
+  /* A complete job's JSON says no rank lacks one; a gone rank beside one
+   * not known gone: both named. */
+  loaded l;
+  load(TRACE_DATA "/ok", &l);
+  p2pk_tjob job;
+  CHECK_OK(p2pk_trace_analyze(l.d, l.n, NULL, NULL, &job));
+  char *json = NULL;
+  size_t jl = 0;
+  FILE *f = open_memstream(&json, &jl);
+  p2pk_trace_json(&job, f);
+  fclose(f);
+  CHECK(strstr(json, "\"no_dump\": []") != NULL);
+  free(json);
+  p2pk_tjob_free(&job);
+  unload(&l);
+  p2pk_tdump *d = job_of(4, (const char *[]){"all_reduce", "all_reduce", "all_reduce", "all_reduce"},
+                         NULL);
+  d[0].peers = calloc(4, sizeof *d[0].peers);
+  for (int r = 0; r < 4; r++) d[0].peers[r] = (p2pk_tpeer){200 + r, 1, r == 2 ? 'n' : 'y'};
+  CHECK_OK(p2pk_trace_analyze(d, 2, NULL, NULL, &job)); /* ranks 0 and 1 dumped */
+  CHECK_STR(job.comms[0].line, "rank 2's process is gone (pid 202, gone when rank 0 dumped) and left "
+            "no dump; the others' last call was seq 42 (all_reduce); rank 3 left no dump");
+  p2pk_tjob_free(&job);
+  for (int r = 0; r < 4; r++) p2pk_tdump_free(&d[r]);
+  free(d);
+}
+
 T_MAIN(T_CASE(a_dump_reads_back_to_the_same_bytes), T_CASE(a_dump_cut_at_any_byte_is_refused),
        T_CASE(every_malformed_line_is_refused_by_name), T_CASE(a_gloo_flight_recorder_dump_reads),
        T_CASE(an_nccl_shaped_dump_reads_every_group),
@@ -626,4 +711,5 @@ T_MAIN(T_CASE(a_dump_reads_back_to_the_same_bytes), T_CASE(a_dump_cut_at_any_byt
        T_CASE(dumps_that_disagree_on_their_communicator_are_refused),
        T_CASE(the_worst_communicator_comes_first),
        T_CASE(a_report_too_large_is_refused_and_its_neighbours_read),
-       T_CASE(a_verdict_names_every_group_of_ranks))
+       T_CASE(a_verdict_names_every_group_of_ranks),
+       T_CASE(a_verdict_over_part_of_the_job_names_the_ranks_without_a_dump))

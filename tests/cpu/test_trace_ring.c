@@ -3,11 +3,13 @@
  * communicator made by hand): the ring keeps the last P2PKIT_TRACE_RING
  * calls, each with its number, kind, type, count, root or peer, operation,
  * stream and path, and a path for a call the ring no longer holds lands
- * nowhere; the dump reads back, says which peers' processes are gone (an
+ * nowhere; a call its group refused or dropped reads failed, never
+ * queued; the dump reads back, says which peers' processes are gone (an
  * exited and a zombie child), and is written once for an error and not
  * again for the abort after it; P2PKIT_TRACE_SIGNAL dumps every
  * communicator from the library's thread and leaves a signal the
- * application handles alone; the directory must be this user's and not
+ * application handles alone, and without a thread for it leaves no
+ * pipe open; the directory must be this user's and not
  * open to all, the file new (a planted link makes the dump fail, not
  * follow it), 0600, and a write that fails leaves nothing; with one thread
  * recording and another dumping, every call a dump holds is whole.
@@ -218,6 +220,67 @@ TEST(an_error_dumps_once_naming_the_gone_peers) {
   comm_free(c);
 }
 
+/* The calls of the one dump in tmp into d (1 when there is one). */
+static int one_dump(p2pk_tdump *d) {
+  p2pk_tdump all[2];
+  const int n = dumps_in(tmp, all, 2);
+  CHECK_EQ(n, 1);
+  if (n == 1) *d = all[0];
+  else free_all(all, n);
+  empty_dir(tmp);
+  return n == 1;
+}
+
+TEST(a_call_its_group_refused_reads_failed_not_queued) {
+  set("P2PKIT_TRACE_RING", "128");
+  set("P2PKIT_TRACE_DIR", tmp);
+  empty_dir(tmp);
+  struct p2pkit_comm *c = comm_of(0, 2, NULL);
+  void *buf = (void *)(uintptr_t)0x300000;
+  /* Two sends to one peer in one group: refused at the group's end, and
+   * neither ever runs. */
+  CHECK_OK(p2pkit_group_start());
+  CHECK_OK(p2pk_post_checked(1, buf, 4, P2PKIT_FLOAT32, 4, 1, c, NULL));
+  CHECK_OK(p2pk_post_checked(1, buf, 4, P2PKIT_FLOAT32, 4, 1, c, NULL));
+  CHECK_EQ(p2pkit_group_end(), P2PKIT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(p2pkit_last_error(), "more than one send to rank 1") != NULL);
+  CHECK_OK(p2pkit_comm_dump_trace(c, "refused"));
+  p2pk_tdump d;
+  if (one_dump(&d)) {
+    CHECK_EQ(d.ncalls, 2);
+    for (size_t i = 0; i < d.ncalls; i++) {
+      CHECK_STR(d.calls[i].state, "failed");
+      CHECK_STR(d.calls[i].path, "-");
+    }
+    p2pk_tdump_free(&d);
+  }
+  /* One send too many for the group: the group drops every call it held. */
+  CHECK_OK(p2pkit_group_start());
+  int held = 0;
+  while (p2pk_post_checked(1, buf, 4, P2PKIT_FLOAT32, 4, 1, c, NULL) == P2PKIT_SUCCESS) held++;
+  CHECK_EQ(held, P2PK_GROUP_OPS);
+  CHECK_OK(p2pkit_group_end());
+  CHECK_OK(p2pkit_comm_dump_trace(c, "dropped"));
+  if (one_dump(&d)) {
+    CHECK_EQ(d.ncalls, 2 + (size_t)P2PK_GROUP_OPS);
+    size_t queued = 0;
+    for (size_t i = 0; i < d.ncalls; i++) queued += strcmp(d.calls[i].state, "queued") == 0;
+    CHECK_EQ(queued, 0);
+    p2pk_tdump_free(&d);
+  }
+  comm_free(c);
+}
+
+/* This process's open descriptors; -1 when /proc cannot say. */
+static int open_fds(void) {
+  DIR *dp = opendir("/proc/self/fd");
+  if (!dp) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(dp));) n += e->d_name[0] != '.';
+  closedir(dp);
+  return n - 1; /* the directory's own */
+}
+
 static volatile sig_atomic_t app_saw;
 static void app_handler(int sig) { app_saw = sig; }
 
@@ -242,7 +305,29 @@ TEST(a_signal_dumps_every_communicator_and_spares_the_applications) {
   int n = dumps_in(tmp, d, 4);
   CHECK_EQ(n, 0);
   free_all(d, n);
-  /* Here, SIGUSR2: both communicators dump, from the library's thread. */
+  /* No thread for the signal (no memory for its stack): nothing installed
+   * and the pipe closed again, in a child (this process decides once). */
+  const pid_t nothread = fork();
+  if (nothread == 0) {
+    const int before = open_fds();
+    pthread_attr_t huge;
+    pthread_attr_init(&huge);
+    pthread_attr_setstacksize(&huge, (size_t)1 << 50); /* past any address space */
+    pthread_setattr_default_np(&huge);
+    set("P2PKIT_TRACE_SIGNAL", "USR2");
+    struct p2pkit_comm *c = comm_of(0, 1, NULL);
+    struct sigaction now;
+    sigaction(SIGUSR2, NULL, &now);
+    const int after = open_fds();
+    comm_free(c);
+    _exit(before < 0 || after != before ? 4 : now.sa_handler != SIG_DFL ? 5 : 0);
+  }
+  waitpid(nothread, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK_EQ(WEXITSTATUS(status), 0);
+  /* Here, SIGUSR2: both communicators dump, from the library's thread;
+   * the pipe and its thread (two descriptors) stay after them. */
+  const int fds0 = open_fds();
   set("P2PKIT_TRACE_SIGNAL", "SIGUSR2");
   struct p2pkit_comm *a = comm_of(0, 2, NULL), *b = comm_of(1, 2, NULL);
   raise(SIGUSR2);
@@ -256,6 +341,7 @@ TEST(a_signal_dumps_every_communicator_and_spares_the_applications) {
   free_all(d, n);
   comm_free(a);
   comm_free(b);
+  CHECK_EQ(open_fds(), fds0 + 2);
   set("P2PKIT_TRACE_SIGNAL", NULL);
 }
 
@@ -424,6 +510,7 @@ int main(int argc, char **argv) {
   if (!mkdtemp(tmp)) return 1;
   set("P2PKIT_TRACE_SIGNAL", NULL);
   static const t_case cases[] = {T_CASE(the_ring_keeps_the_last_calls_whole),
+                                 T_CASE(a_call_its_group_refused_reads_failed_not_queued),
                                  T_CASE(an_error_dumps_once_naming_the_gone_peers),
                                  T_CASE(a_signal_dumps_every_communicator_and_spares_the_applications),
                                  T_CASE(the_directory_and_the_file_are_checked),

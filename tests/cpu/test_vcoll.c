@@ -2,8 +2,9 @@
 /* The uneven all-to-all, gather and scatter refuse bad arguments in one
  * line, before anything is queued or CUDA is asked (a communicator of 4
  * ranks made here, with no GPU behind it); the group they would use is
- * left empty, so a real call after them still pairs up. The calls
- * themselves run in tests/gpu/test_vcoll.c. */
+ * left empty, so a real call after them still pairs up. A send and its
+ * receive of one process whose path cannot be chosen fail the group with
+ * why. The calls themselves run in tests/gpu/test_vcoll.c. */
 #include <stdint.h>
 
 #include "coll/paths/path.h"
@@ -136,4 +137,28 @@ TEST(gather_scatter_refused) {
   free(c);
 }
 
-T_MAIN(T_CASE(all_to_allv_refused), T_CASE(gather_scatter_refused))
+TEST(a_pair_of_this_process_whose_path_cannot_be_chosen_fails_with_why) {
+  /* Ranks 0 and 1 of one process (one p2pk_group), a send and its
+   * receive: choosing their path asks CUDA of their streams, which fails
+   * here (no GPU); the group's end returns that error and its sentence,
+   * not another call's. */
+  p2pk_group g;
+  memset(&g, 0, sizeof g);
+  struct p2pkit_comm *a = fake(0), *b = fake(1);
+  g.n = N;
+  g.comms[0] = a, g.comms[1] = b;
+  a->group = b->group = &g;
+  CHECK_OK(p2pkit_group_start());
+  CHECK_OK(p2pk_post_checked(1, (void *)(uintptr_t)0x300000, 4, P2PKIT_FLOAT32, 4, 1, a, NULL));
+  CHECK_OK(p2pk_post_checked(0, (void *)(uintptr_t)0x400000, 4, P2PKIT_FLOAT32, 4, 0, b, NULL));
+  CHECK_EQ(p2pkit_group_end(), P2PKIT_ERR_CUDA);
+  const char *want = "send: rank 0: asking CUDA whether stream (nil) of GPU 0 captures failed: ";
+  if (strncmp(p2pkit_last_error(), want, strlen(want)) != 0)
+    T_FAIL("message '%s' does not start with '%s'", p2pkit_last_error(), want);
+  CHECK_EQ(p2pk_group_room(), P2PK_GROUP_OPS);
+  free(a);
+  free(b);
+}
+
+T_MAIN(T_CASE(all_to_allv_refused), T_CASE(gather_scatter_refused),
+       T_CASE(a_pair_of_this_process_whose_path_cannot_be_chosen_fails_with_why))

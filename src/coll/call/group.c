@@ -33,7 +33,12 @@ static p2pkit_status_t ask_capture(p2pk_call *call) {
   cudaError_t e = cudaSetDevice(call->c->device);
   if (e == cudaSuccess) e = cudaStreamIsCapturing((cudaStream_t)call->stream, &cs);
   if (prev >= 0) cudaSetDevice(prev);
-  if (e != cudaSuccess) return p2pk_cuda_status(call->c, p2pk_call_name(call), e);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return p2pk_fail(P2PKIT_ERR_CUDA, "%s: rank %d: asking CUDA whether stream %p of GPU %d "
+                     "captures failed: %s", p2pk_call_name(call), call->c->rank,
+                     (void *)call->stream, call->c->device, cudaGetErrorString(e));
+  }
   call->capture = (int)cs;
   return P2PKIT_SUCCESS;
 }
@@ -228,6 +233,7 @@ static p2pkit_status_t run_colls(int grouped) {
   p2pkit_status_t s = launch_waiting(w, st == P2PKIT_SUCCESS ? nw : 0);
   if (st == P2PKIT_SUCCESS) st = s;
   s = p2pk_jobs_run();
+  for (int i = 0; i < ncoll; i++) p2pk_trace_dropped(&colls[i]); /* those an error left */
   ncoll = 0;
   return st != P2PKIT_SUCCESS ? st : s;
 }
@@ -307,27 +313,28 @@ static p2pkit_status_t check_all(void) {
 /* Are s (a send) and r its receive, both queued here: the same
  * one-process communicator (its p2pk_group), P2P, the same size, both
  * streams eager (events) or both capturing (straight in), from the size
- * the selector sets? Then the path that moves them. */
-static int pair_path(p2pk_call *s, p2pk_call *r) {
-  if (!s->is_send || r->is_send || s->bytes != r->bytes || s->root == s->c->rank) return -1;
-  if (!s->c->group || s->c->group != r->c->group || s->c->staged || r->c->staged) return -1;
-  if (r->c->rank != s->root || r->root != s->c->rank) return -1;
-  int prev = -1;
-  cudaGetDevice(&prev);
-  s->capture = p2pk_capture_of(s->c, s->stream);
-  r->capture = p2pk_capture_of(r->c, r->stream);
-  if (prev >= 0) cudaSetDevice(prev);
+ * the selector sets? Then *path: the path that moves them, else -1. An
+ * error asking CUDA of a stream or deciding the pair's path is the
+ * group's, with its message (the pair is not passed over as another). */
+static p2pkit_status_t pair_path(p2pk_call *s, p2pk_call *r, int *path) {
+  *path = -1;
+  if (!s->is_send || r->is_send || s->bytes != r->bytes || s->root == s->c->rank) return P2PKIT_SUCCESS;
+  if (!s->c->group || s->c->group != r->c->group || s->c->staged || r->c->staged) return P2PKIT_SUCCESS;
+  if (r->c->rank != s->root || r->root != s->c->rank) return P2PKIT_SUCCESS;
+  P2PK_CHECK(ask_capture(s));
+  P2PK_CHECK(ask_capture(r));
   const int none = (int)cudaStreamCaptureStatusNone, active = (int)cudaStreamCaptureStatusActive;
   if (!(s->capture == none && r->capture == none) && !(s->capture == active && r->capture == active))
-    return -1;
+    return P2PKIT_SUCCESS;
   p2pk_sel_key k;
   p2pk_call_key(s, &k);
   k.grouped = 1;
   p2pk_call c = *s;
-  if (decide_key(&c, &k, NULL, 0) != P2PKIT_SUCCESS) return -1;
-  if (c.d.path != P2PK_PATH_CE_EVENTS && c.d.path != P2PK_PATH_CE_DIRECT) return -1;
+  P2PK_CHECK(decide_key(&c, &k, NULL, 0));
+  if (c.d.path != P2PK_PATH_CE_EVENTS && c.d.path != P2PK_PATH_CE_DIRECT) return P2PKIT_SUCCESS;
   p2pk_sel_log(&s->c->sel, s->c->rank, &k, &c.d);
-  return c.d.path;
+  *path = c.d.path;
+  return P2PKIT_SUCCESS;
 }
 
 /* Pairs of this process: the copy engine moves the eager ones now (all
@@ -340,7 +347,8 @@ static p2pkit_status_t pair_ops(int *done) {
   for (int i = 0; i < nops; i++)
     for (int j = 0; j < nops && !done[i] && !ops[i].peer_buf; j++) {
       if (done[j] || ops[j].peer_buf) continue;
-      const int path = pair_path(&ops[i], &ops[j]);
+      int path = -1;
+      P2PK_CHECK(pair_path(&ops[i], &ops[j], &path));
       if (path == P2PK_PATH_CE_EVENTS) {
         done[i] = done[j] = 1;
         snd[np] = &ops[i], rcv[np] = &ops[j], np++;
@@ -425,6 +433,7 @@ static p2pkit_status_t run_ops(int grouped) {
   }
   if (prev >= 0) cudaSetDevice(prev);
   p2pkit_status_t s = p2pk_jobs_run();
+  for (int i = 0; i < nops; i++) p2pk_trace_dropped(&ops[i]); /* refused, or left by an error */
   nops = 0;
   return st != P2PKIT_SUCCESS ? st : s;
 }
@@ -474,6 +483,7 @@ int p2pk_group_room(void) { return P2PK_GROUP_OPS - nops; }
 p2pkit_status_t p2pk_group_add(const p2pk_call *call) {
   const int op = call->kind == P2PK_SENDRECV;
   if (op && nops == P2PK_GROUP_OPS) {
+    for (int i = 0; i < nops; i++) p2pk_trace_dropped(&ops[i]);
     nops = 0;
     return p2pk_fail(P2PKIT_ERR_INVALID_ARGUMENT, "%s: more than %d sends and receives in one "
                      "group", p2pk_call_name(call), P2PK_GROUP_OPS);

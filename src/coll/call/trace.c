@@ -14,7 +14,8 @@
  * GPU start and end are not recorded: the kernels keep no per-call
  * completion the host can read without a copy or an event per call, and
  * their PTX stays as it is. What a dump says of completion is what the
- * host knows: each call queued, launched or failed to launch, and the
+ * host knows: each call queued, launched or failed to launch (a call its
+ * group refused or dropped unlaunched: failed, with no path), and the
  * communicator's error words (timeout, mismatch, abort, and the rank they
  * name). */
 #include "coll/call/trace.h"
@@ -107,6 +108,15 @@ void p2pk_trace_launched(const p2pk_call *call, int path, p2pkit_status_t st) {
     atomic_store_explicit(&s->launch, (uint64_t)(path + 1) | (st == P2PKIT_SUCCESS ? 1u : 2u) << 8,
                           memory_order_relaxed);
   if (st == P2PKIT_ERR_TIMEOUT || st == P2PKIT_ERR_REMOTE) p2pk_trace_on_error(call->c, st);
+}
+
+void p2pk_trace_dropped(const p2pk_call *call) {
+  struct p2pk_trace *t = call->c->trace;
+  if (!t || !t->len) return;
+  tslot *s = &t->slot[call->trace_at & t->mask];
+  if (atomic_load_explicit(&s->stamp, memory_order_relaxed) == call->trace_at + 1 &&
+      atomic_load_explicit(&s->launch, memory_order_relaxed) == 0)
+    atomic_store_explicit(&s->launch, (uint64_t)2 << 8, memory_order_relaxed);
 }
 
 /* ----------------------------------------------------------- reading -- */
@@ -318,17 +328,31 @@ static int signal_of(const char **name) {
   return strcasecmp(v, "USR1") == 0 ? SIGUSR1 : strcasecmp(v, "USR2") == 0 ? SIGUSR2 : 0;
 }
 
-/* The pipe, its thread, then the handler. */
+/* The pipe, its thread, then the handler. Without the thread the pipe is
+ * closed again and no handler installed (one line says so). Once made,
+ * pipe and thread stay for the life of the process, as the handler does
+ * (decided once; a communicator's end takes none of them away). */
 static void sig_install(int sig, const char *name) {
   sigset_t all, prev;
   sigfillset(&all);
   pthread_t th;
-  if (pipe2(sig_pipe, O_CLOEXEC) != 0) return;
+  if (pipe2(sig_pipe, O_CLOEXEC) != 0) {
+    P2PK_WARN("P2PKIT_TRACE_SIGNAL=%s: no pipe for the signal's reports: %s; no report on that "
+              "signal", name, strerror(errno));
+    return;
+  }
   fcntl(sig_pipe[1], F_SETFL, O_NONBLOCK);
   pthread_sigmask(SIG_SETMASK, &all, &prev); /* the thread takes no signal itself */
-  const int made = pthread_create(&th, NULL, sig_thread, (void *)name) == 0;
+  const int e = pthread_create(&th, NULL, sig_thread, (void *)name);
   pthread_sigmask(SIG_SETMASK, &prev, NULL);
-  if (!made) return;
+  if (e != 0) {
+    close(sig_pipe[0]);
+    close(sig_pipe[1]);
+    sig_pipe[0] = sig_pipe[1] = -1;
+    P2PK_WARN("P2PKIT_TRACE_SIGNAL=%s: no thread for the signal's reports: %s; no report on that "
+              "signal", name, strerror(e));
+    return;
+  }
   pthread_detach(th);
   sig_pid = getpid();
   struct sigaction sa;

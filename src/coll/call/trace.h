@@ -41,6 +41,11 @@ void p2pk_trace_record(struct p2pk_call *call);
 /* The call went to `path` (P2PK_PATH_*), launched with status st; a
  * launch that timed out or met a failed peer dumps the ring. */
 void p2pk_trace_launched(const struct p2pk_call *call, int path, p2pkit_status_t st);
+/* The call's group ended without launching it (refused at the group's
+ * end: a bad argument there, a group too full, an error before it): it
+ * reads "failed" with no path ("-"), the format's word for a call that
+ * never ran; one marked launched or failed already keeps its mark. */
+void p2pk_trace_dropped(const struct p2pk_call *call);
 /* The communicator's error (st, p2pkit_last_error()'s sentence) was seen:
  * the first time, every rank's dump. */
 void p2pk_trace_on_error(struct p2pkit_comm *c, p2pkit_status_t st);

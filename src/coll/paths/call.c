@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <string.h>
 
+#include "coll/paths/hier.h"
 #include "coll/paths/path.h"
 #include "core/check.h"
 #include "nccl/dtype.h"
@@ -43,9 +44,10 @@ int p2pk_capture_of(const struct p2pkit_comm *c, p2pkit_stream_t stream) {
 }
 
 /* The types the hierarchical path's step across hosts divides once, by
- * NCCL's pre-multiplied sum. */
+ * NCCL's pre-multiplied sum: those it has the scalar 1/n for (one list). */
 static int float_type(p2pkit_dtype_t t) {
-  return t == P2PKIT_FLOAT32 || t == P2PKIT_FLOAT64 || t == P2PKIT_BFLOAT16 || t == P2PKIT_FLOAT16;
+  unsigned char scalar[8];
+  return p2pk_hier_premul_scalar(t, 2, scalar) == 0;
 }
 
 void p2pk_call_key(const p2pk_call *call, p2pk_sel_key *k) {

@@ -183,3 +183,27 @@ int p2pk_hier_steps(const p2pk_hier_plan *p, int rank, size_t piece, p2pk_hier_s
     default: return 0;
   }
 }
+
+int p2pk_hier_premul_scalar(p2pkit_dtype_t dt, int n, unsigned char out[8]) {
+  const float f = 1.0f / (float)n;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if (dt == P2PKIT_FLOAT32) memcpy(out, &f, 4);
+  else if (dt == P2PKIT_FLOAT64) {
+    const double d = 1.0 / (double)n;
+    memcpy(out, &d, 8);
+  } else if (dt == P2PKIT_BFLOAT16) {
+    const uint16_t b = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* round to nearest even */
+    memcpy(out, &b, 2);
+  } else if (dt == P2PKIT_FLOAT16) {
+    /* 1/n lies in [2^-4, 1] for n <= 16: a normal half */
+    const int e = (int)((u >> 23) & 0xff) - 127 + 15;
+    const uint32_t m = u & 0x7fffffu;
+    uint16_t hb = (uint16_t)((e << 10) | (m >> 13));
+    if ((m & 0x1fffu) > 0x1000u || ((m & 0x1fffu) == 0x1000u && (hb & 1u))) hb++;
+    memcpy(out, &hb, 2);
+  } else {
+    return -1;
+  }
+  return 0;
+}

@@ -97,4 +97,11 @@ size_t p2pk_hier_pos(const p2pk_hier_plan *p, int rank);
  * 0 too. */
 int p2pk_hier_steps(const p2pk_hier_plan *p, int rank, size_t piece, p2pk_hier_step *steps);
 
+/* 1/n in type dt (float32, float64, bfloat16 rounded to nearest even,
+ * float16 for n <= 16) into out, for NCCL's pre-multiplied sum: the
+ * avg's one division across hosts. 0, or -1 for a type without one. The
+ * call's key says an avg is P2PK_AVG_FLOAT (the hierarchical path may
+ * take it) exactly when this has its scalar. */
+int p2pk_hier_premul_scalar(p2pkit_dtype_t dt, int n, unsigned char out[8]);
+
 #endif

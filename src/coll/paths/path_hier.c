@@ -100,31 +100,6 @@ static void hier_abort(struct p2pkit_comm *c) {
   s->cross = NULL;
 }
 
-/* 1/n in the call's type, for NCCL's pre-multiplied sum (float types). */
-static int premul_scalar(p2pkit_dtype_t dt, int n, unsigned char out[8]) {
-  const float f = 1.0f / (float)n;
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if (dt == P2PKIT_FLOAT32) memcpy(out, &f, 4);
-  else if (dt == P2PKIT_FLOAT64) {
-    const double d = 1.0 / (double)n;
-    memcpy(out, &d, 8);
-  } else if (dt == P2PKIT_BFLOAT16) {
-    const uint16_t b = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* round to nearest even */
-    memcpy(out, &b, 2);
-  } else if (dt == P2PKIT_FLOAT16) {
-    /* 1/n lies in [2^-4, 1] for n <= 16: a normal half */
-    const int e = (int)((u >> 23) & 0xff) - 127 + 15;
-    const uint32_t m = u & 0x7fffffu;
-    uint16_t hb = (uint16_t)((e << 10) | (m >> 13));
-    if ((m & 0x1fffu) > 0x1000u || ((m & 0x1fffu) == 0x1000u && (hb & 1u))) hb++;
-    memcpy(out, &hb, 2);
-  } else {
-    return -1;
-  }
-  return 0;
-}
-
 typedef struct {
   const p2pk_call *call;
   const p2pk_hier_plan *plan;
@@ -173,7 +148,18 @@ static p2pkit_status_t cross_step(const hier_run *x, const p2pk_hier_step *st, i
   const int dt = p2pk_nccl_dtype(call->dtype);
   int op = p2pk_nccl_op(st->redop);
   unsigned char scalar[8];
-  if (div && premul_scalar(call->dtype, call->c->nranks, scalar) == 0) {
+  if (div) {
+    /* The selector sends here only an avg whose type has the scalar (its
+     * key's P2PK_AVG_FLOAT is p2pk_hier_premul_scalar's word) and only
+     * with NCCL's pre-multiplied sum; anything else would leave the sum
+     * undivided, so it fails instead. */
+    if (p2pk_hier_premul_scalar(call->dtype, call->c->nranks, scalar) != 0 ||
+        !a->RedOpCreatePreMulSum)
+      return p2pk_fail(P2PKIT_ERR_INTERNAL, "%s: rank %d: avg of %s across hosts needs NCCL's "
+                       "pre-multiplied sum by 1/%d in that type, which %s", p2pk_coll_name(call->kind),
+                       call->c->rank, p2pkit_dtype_name(call->dtype), call->c->nranks,
+                       a->RedOpCreatePreMulSum ? "p2pkit has no scalar for"
+                                               : "this NCCL lacks (ncclRedOpCreatePreMulSum)");
     p2pk_nccl_result r = a->RedOpCreatePreMulSum(&op, scalar, dt, P2PK_NCCL_SCALAR_HOST, x->s->cross);
     if (r != P2PK_NCCL_SUCCESS) return p2pk_nccl_check(a, r, "ncclRedOpCreatePreMulSum");
   }

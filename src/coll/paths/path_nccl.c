@@ -16,6 +16,8 @@
  * must then not be under capture. p2pkit_comm_adopt_nccl hands p2pkit the
  * caller's instead (never destroyed here). */
 #include <cuda_runtime_api.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +33,7 @@ typedef struct {
   int owned;             /* 1: made here, destroyed at fini; 0: the caller's */
   int cc;                /* compute capability, major * 10 + minor */
   char *a2a;             /* an all-to-all in place goes through it: made with the comm */
-  int a2a_taken;         /* one process: its use in the open NCCL group (group_close clears it) */
+  uint64_t a2a_group;    /* one process: the NCCL group whose in-place all-to-all took it */
 } nccl_state;
 
 /* The in-place all-to-all's scratch on each rank's GPU: 32 MiB (on 8 ranks
@@ -40,10 +42,13 @@ typedef struct {
  * what a smaller or larger one costs. */
 #define A2A_BYTES ((size_t)32 << 20)
 
-/* One process's NCCL group (group.c): the states whose scratch an
- * in-place all-to-all took in it, cleared at its end. */
-static _Thread_local nccl_state *taken[P2PK_COLL_MAX_RANKS * 4];
-static _Thread_local int ntaken;
+/* One process's NCCL groups (group.c), numbered from 1 across every
+ * thread; open_group: this thread's open one, 0 when none. A state's
+ * scratch is taken in the open group when its a2a_group is that number:
+ * nothing to clear at the group's end, and no bound on the states one
+ * group may hold. */
+static _Atomic uint64_t groups_opened;
+static _Thread_local uint64_t open_group;
 
 static const p2pk_nccl_api *loaded_api; /* once a state exists: the group hooks' */
 
@@ -83,7 +88,8 @@ static p2pkit_status_t make_state(struct p2pkit_comm *c) {
 
 /* The in-place all-to-all's scratch of rank c, on its GPU, made with the
  * NCCL communicator (at init, at the first call that needs NCCL on 2 ranks,
- * or when the caller's is adopted): never per call, never under capture. */
+ * or when the caller's is adopted), else at the first in-place all-to-all
+ * after making it then failed: never per call, never under capture. */
 static p2pkit_status_t make_a2a(struct p2pkit_comm *c, nccl_state *s) {
   if (s->a2a) return P2PKIT_SUCCESS;
   int prev = -1;
@@ -206,21 +212,29 @@ static p2pk_nccl_result exchange(const p2pk_call *call, nccl_state *s, int dt, c
 /* In place: pieces of every block copied into the scratch (one 2-D copy),
  * then exchanged from there into their places, piece after piece on the
  * stream. One process drives every rank in one NCCL group (group.c), whose
- * sends run only at its end: there the whole call must fit the scratch,
- * once per communicator and group. */
+ * sends run only at its end: the copy into the scratch is on the stream at
+ * the call, so the scratch holds each rank's input as it was at the call,
+ * and the whole call must fit it, once per communicator and group (a
+ * second would overwrite the first's before its sends ran). A scratch
+ * whose making failed with the NCCL communicator is made now, never under
+ * capture. */
 static p2pkit_status_t all_to_all_in_place(const p2pk_call *call, nccl_state *s, int dt) {
-  const struct p2pkit_comm *c = call->c;
+  struct p2pkit_comm *c = call->c;
   const size_t n = (size_t)c->nranks, block = call->bytes, es = call->esize;
   const size_t piece = A2A_BYTES / n / es * es;
-  if (c->group && (block > piece || s->a2a_taken))
+  const int taken = open_group && s->a2a_group == open_group;
+  if (c->group && (block > piece || taken))
     return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "all_to_all: rank %d: in place through NCCL with one "
                      "process driving every GPU, %s: the NCCL path's scratch takes one such call of "
                      "up to %zu bytes a rank per communicator and group; call it out of place",
-                     c->rank, s->a2a_taken ? "a second in this group" : "this large", piece);
-  if (c->group && ntaken < (int)(sizeof taken / sizeof taken[0])) {
-    s->a2a_taken = 1;
-    taken[ntaken++] = s;
-  }
+                     c->rank, taken ? "a second in this group" : "this large", piece);
+  if (c->group && open_group) s->a2a_group = open_group;
+  if (!s->a2a && p2pk_capture_of(c, call->stream) > 0)
+    return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "all_to_all: rank %d: in place through NCCL under CUDA "
+                     "graph capture, and the NCCL path's %zu bytes of scratch on GPU %d are not "
+                     "made (making them with NCCL's communicator failed): make one such call "
+                     "before capturing, or call it out of place", c->rank, A2A_BYTES, c->device);
+  P2PK_CHECK(make_a2a(c, s));
   cudaStream_t st = (cudaStream_t)call->stream;
   for (size_t off = 0; off < block; off += piece) {
     const size_t len = block - off < piece ? block - off : piece;
@@ -321,12 +335,12 @@ static void nccl_abort(struct p2pkit_comm *c) {
 }
 
 static void group_open(void) {
+  open_group = atomic_fetch_add(&groups_opened, 1) + 1;
   if (loaded_api) loaded_api->GroupStart();
 }
 
 static p2pkit_status_t group_close(void) {
-  for (int i = 0; i < ntaken; i++) taken[i]->a2a_taken = 0;
-  ntaken = 0;
+  open_group = 0;
   if (!loaded_api) return P2PKIT_SUCCESS;
   const p2pk_nccl_result r = loaded_api->GroupEnd();
   return r == P2PK_NCCL_SUCCESS ? P2PKIT_SUCCESS : p2pk_nccl_check(loaded_api, r, "ncclGroupEnd");
@@ -364,6 +378,9 @@ p2pkit_status_t p2pkit_comm_adopt_nccl(p2pkit_comm_t c, void *nccl_comm) {
                      c->rank);
   P2PK_CHECK(make_state(c));
   nccl_state *s = state_of(c);
+  /* The scratch first: when it cannot be made, nothing has changed (the
+   * communicator p2pkit had is kept, the caller's not taken). */
+  P2PK_CHECK(make_a2a(c, s));
   if (s->comm && s->owned) {
     int prev = -1;
     cudaGetDevice(&prev);
@@ -375,7 +392,6 @@ p2pkit_status_t p2pkit_comm_adopt_nccl(p2pkit_comm_t c, void *nccl_comm) {
   }
   s->comm = (p2pk_nccl_comm_t)nccl_comm;
   s->owned = 0;
-  P2PK_CHECK(make_a2a(c, s));
   P2PK_INFO(P2PK_LOG_COLL, "rank %d (GPU %d): the caller's NCCL communicator carries the NCCL path",
             c->rank, c->device);
   return P2PKIT_SUCCESS;
