@@ -118,5 +118,11 @@ p2pkit_status_t p2pk_dtype_check_nccl(const char *who, p2pkit_dtype_t d, int has
   if (fp8 && has_op && cc > 0 && cc < 90)
     return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "%s: NCCL reduces %s only on sm_90 or later; this GPU "
                      "is sm_%d", who, di->name, cc);
+  /* NCCL's avg is a sum pre-multiplied by 1/n in the type itself, which
+   * it makes for half, bfloat16, float and double only: an fp8 avg is
+   * ncclInvalidArgument (NCCL 2.28.3 on one H100, p2pkit perf -d all -o all). */
+  if (fp8 && has_op && op == P2PKIT_AVG)
+    return p2pk_fail(P2PKIT_ERR_UNSUPPORTED, "%s: NCCL has no avg for %s (it answers "
+                     "ncclInvalidArgument): sum, then scale", who, di->name);
   return P2PKIT_SUCCESS;
 }

@@ -891,6 +891,10 @@ static void variant_libs(perf_ctx *c, const perf_variant *v, char *why, size_t l
     c->use[PERF_LIB_P2PKIT] = 0;
     snprintf(why, len, "NCCL (p2pkit's path for it) reduces %s only on sm_90 or later; a GPU here "
              "is sm_%d", p2pk_perf_dtype_name(v->dtype), c->min_cc);
+  } else if (c->use[PERF_LIB_P2PKIT] && fp8 && reduces && v->op == P2PKIT_AVG) {
+    c->use[PERF_LIB_P2PKIT] = 0;
+    snprintf(why, len, "NCCL (p2pkit's path for it) has no avg for %s (it answers "
+             "ncclInvalidArgument)", p2pk_perf_dtype_name(v->dtype));
   }
   if (c->use[PERF_LIB_NCCL]) {
     const int mulsum = v->op == PERF_OP_MULSUM;

@@ -90,10 +90,18 @@ TEST(entry_points_refuse_nccl_only_types) {
 }
 
 TEST(what_nccl_needs) {
-  /* every type and op through a recent NCCL on Hopper */
+  /* every type and op through a recent NCCL on Hopper, but an fp8 avg */
   for (int d = 0; d < P2PKIT_DTYPE_COUNT; d++)
-    for (int op = 0; op < P2PKIT_REDOP_COUNT; op++)
-      CHECK_OK(p2pk_dtype_check_nccl("all_reduce", (p2pkit_dtype_t)d, 1, (p2pkit_redop_t)op, 22809, 90));
+    for (int op = 0; op < P2PKIT_REDOP_COUNT; op++) {
+      const int fp8_avg = (d == P2PKIT_FLOAT8_E4M3 || d == P2PKIT_FLOAT8_E5M2) && op == P2PKIT_AVG;
+      CHECK_EQ(p2pk_dtype_check_nccl("all_reduce", (p2pkit_dtype_t)d, 1, (p2pkit_redop_t)op, 22809, 90),
+               fp8_avg ? P2PKIT_ERR_UNSUPPORTED : P2PKIT_SUCCESS);
+    }
+  CHECK_EQ(p2pk_dtype_check_nccl("reduce_scatter", P2PKIT_FLOAT8_E5M2, 1, P2PKIT_AVG, 22809, 90),
+           P2PKIT_ERR_UNSUPPORTED);
+  CHECK_STR(p2pkit_last_error(), "reduce_scatter: NCCL has no avg for float8_e5m2 (it answers "
+            "ncclInvalidArgument): sum, then scale");
+  CHECK_OK(p2pk_dtype_check_nccl("all_gather", P2PKIT_FLOAT8_E5M2, 0, P2PKIT_AVG, 22809, 90));
   CHECK_EQ(p2pk_dtype_check_nccl("all_reduce", P2PKIT_FLOAT8_E4M3, 1, P2PKIT_SUM, 22303, 90),
            P2PKIT_ERR_UNSUPPORTED);
   CHECK_STR(p2pkit_last_error(), "all_reduce: float8_e4m3fn needs NCCL 2.24.0 or later; the loaded "
