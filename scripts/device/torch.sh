@@ -11,7 +11,8 @@
 #   wheel    pip install --no-build-isolation . into a venv that sees the
 #            machine's torch: libp2pkit and the backend built against it  ~200 s
 #   import   from outside the tree: the wheel's own library, the backend
-#            built and registered, `p2pkit` on PATH                          10 s
+#            built and registered, a group of one rank made, `p2pkit` on
+#            PATH; the C++ compiler and the backend's libstdc++            10 s
 #   cpu      python/tests/test_torch_backend_cpu.py against the wheel        15 s
 #   bench    scripts/device/torch_host_time.py: host time per call against
 #            ProcessGroupNCCL, world sizes 1 and 2 -> $log/torch_host_time.json 50 s
@@ -83,7 +84,13 @@ print('package', os.path.dirname(p2pkit.__file__)); print('library', lib)
 assert os.path.dirname(lib) == os.path.dirname(p2pkit.__file__), 'not the bundled library'
 assert 'P2PKIT' in d.Backend._plugins, 'backend not registered'
 assert tb.available(), tb.why_unavailable()
-print('backend:', tb.ProcessGroupP2PKit, 'registered:', d.Backend._plugins['P2PKIT'])\" && PATH=$venv/bin:\$PATH p2pkit topo"
+print('backend:', tb.ProcessGroupP2PKit, 'registered:', d.Backend._plugins['P2PKIT'])
+d.init_process_group('cpu:gloo,cuda:p2pkit', rank=0, world_size=1, init_method='tcp://127.0.0.1:29531')
+print('a group of one rank made and destroyed'); d.destroy_process_group()\" && PATH=$venv/bin:\$PATH p2pkit topo"
+# The C++ compiler the backend was built with, and whether the backend
+# carries a libstdc++ of its own (a compiler without a shared one).
+echo "c++: $(c++ --version | head -n 1); its libstdc++.so: $(c++ -print-file-name=libstdc++.so)"
+readelf -d "$venv"/lib/python3*/site-packages/p2pkit/_c10d*.so 2>/dev/null | grep -E 'NEEDED.*stdc' || echo "the backend needs no libstdc++.so: it carries its own"
 # unit NAME LIMIT MODULE: its unittest cases against the wheel; on this
 # machine (torch, a GPU) a case that skips fails the step.
 unit() {
