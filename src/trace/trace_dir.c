@@ -96,7 +96,8 @@ static p2pkit_status_t add_dumps(loaded *l, const p2pk_tdump *d, size_t n) {
 /* One file: its dumps, a bad file's line, or nothing (not a report). */
 static p2pkit_status_t one_file(loaded *l, int dirfd, const char *dir, const char *name) {
   char path[4096 + 256], why[512];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  const size_t dl = strlen(dir); /* "DIR/" as given: one slash between */
+  snprintf(path, sizeof path, "%s%s%s", dir, dl && dir[dl - 1] == '/' ? "" : "/", name);
   const int ours = strncmp(name, PREFIX, strlen(PREFIX)) == 0;
   size_t len = 0;
   char *buf = slurp(dirfd, name, ours, P2PK_TRACE_MAX_FR_FILE, &len, why, sizeof why);

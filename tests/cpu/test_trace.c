@@ -398,9 +398,11 @@ static void unload(loaded *l) {
  * number, the one-line verdict and the culprits (a string of 0/1). */
 static void judged(const char *name, int verdict, uint64_t seq, const char *line, const char *culprits) {
   char dir[512];
-  snprintf(dir, sizeof dir, "%s/%s", TRACE_DATA, name);
+  snprintf(dir, sizeof dir, "%s/%s/", TRACE_DATA, name); /* as a shell completes it */
   loaded l;
   load(dir, &l);
+  for (size_t i = 0; i < l.n; i++) /* each report named with one slash before it */
+    if (strstr(l.d[i].file, "//")) T_FAIL("%s: read as %s", name, l.d[i].file);
   p2pk_tjob job;
   CHECK_OK(p2pk_trace_analyze(l.d, l.n, NULL, NULL, &job));
   if (job.ncomms >= 1) {
