@@ -34,8 +34,8 @@ sys.path.insert(0, os.path.dirname(SCRIPT))
 import torch_desync_case as case  # noqa: E402
 
 # The recorded jobs: (folder, mode, backend, the call that went wrong, the call before it)
-RECORDED = [("skip", "skip", "p2pkit", 42, "all_reduce"), ("count", "count", "p2pkit", 42, "all_reduce"),
-            ("die", "die", "p2pkit", 42, "all_reduce"), ("hang", "hang", "p2pkit", 42, "all_reduce"),
+RECORDED = [("skip", "skip", "p2pkit", 6, "broadcast"), ("count", "count", "p2pkit", 6, "broadcast"),
+            ("die", "die", "p2pkit", 6, "broadcast"), ("hang", "hang", "p2pkit", 6, "broadcast"),
             ("fr_skip", "skip", "gloo", 3, "broadcast"), ("fr_count", "count", "gloo", 3, "broadcast"),
             ("fr_die", "die", "gloo", 3, "broadcast"), ("fr_hang", "hang", "gloo", 3, "broadcast")]
 
@@ -75,15 +75,15 @@ class Verdicts(unittest.TestCase):
                     self.assertNotIn("PASS", r.stdout)
 
     def test_the_wrong_call_number_or_call_before_fails(self):
-        r = self.check("hang", "hang", "p2pkit", 41, "all_reduce")
+        r = self.check("hang", "hang", "p2pkit", 5, "broadcast")
         self.assertEqual(r.returncode, 1)
-        r = self.check("hang", "hang", "p2pkit", 42, "broadcast")
+        r = self.check("hang", "hang", "p2pkit", 6, "all_reduce")
         self.assertEqual(r.returncode, 1)
-        self.assertIn("not \"rank 1 never arrived at seq 42 (all_reduce); its last call was seq 41 "
-                      "(broadcast, launched)\"", r.stdout)
-        r = self.check("skip", "skip", "gloo", 42, "all_reduce")  # p2pkit's reports judged as torch's: same words
+        self.assertIn("not \"rank 1 never arrived at seq 6 (all_reduce); its last call was seq 5 "
+                      "(all_reduce, launched)\"", r.stdout)
+        r = self.check("skip", "skip", "gloo", 6, "broadcast")  # p2pkit's reports judged as torch's: same words
         self.assertEqual(r.returncode, 0)
-        r = self.check("die", "die", "gloo", 42, "all_reduce")  # but a dead rank reads otherwise
+        r = self.check("die", "die", "gloo", 6, "broadcast")  # but a dead rank reads otherwise
         self.assertEqual(r.returncode, 1)
 
     def test_a_rank_that_never_reached_call_6_and_left_no_report(self):
@@ -93,12 +93,12 @@ class Verdicts(unittest.TestCase):
                 if "-r1-" not in name:
                     with open(os.path.join(TRACE, "hang", name)) as f, open(os.path.join(d, name), "w") as g:
                         g.write(f.read())
-            r = run("--check", d, "idle", "--seq", "42", "--cli", CLI)
+            r = run("--check", d, "idle", "--seq", "6", "--cli", CLI)
             self.assertEqual(r.returncode, 0, r.stdout)
             self.assertIn("verdict: rank 1 left no dump (gone, or hung where it could not dump: "
-                          "P2PKIT_TRACE_SIGNAL lets a signal dump it); the others' last call was seq 42 "
+                          "P2PKIT_TRACE_SIGNAL lets a signal dump it); the others' last call was seq 6 "
                           "(all_reduce)", r.stdout)
-            self.assertEqual(run("--check", d, "hang", "--seq", "42", "--cli", CLI).returncode, 1)
+            self.assertEqual(run("--check", d, "hang", "--seq", "6", "--cli", CLI).returncode, 1)
 
     def test_a_folder_without_reports_fails(self):
         with tempfile.TemporaryDirectory() as d:

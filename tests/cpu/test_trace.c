@@ -420,10 +420,10 @@ static void judged(const char *name, int verdict, uint64_t seq, const char *line
 }
 
 TEST(every_recorded_job_gets_its_verdict) {
-  judged("skip", P2PK_TV_MISMATCH, 42, "rank 1 called all_gather where ranks 0,2 called all_reduce at seq 42", "010");
-  judged("count", P2PK_TV_MISMATCH, 42, "rank 1 passed count 1000 where ranks 0,2 passed 1024 at seq 42 (all_reduce)", "010");
-  judged("die", P2PK_TV_GONE, 42, "rank 2's process is gone (pid 40213, gone when rank 0 dumped) and left no dump; the others' last call was seq 42 (all_reduce)", "001");
-  judged("hang", P2PK_TV_NOT_ARRIVED, 42, "rank 1 never arrived at seq 42 (all_reduce); its last call was seq 41 (all_reduce, launched)", "010");
+  judged("skip", P2PK_TV_MISMATCH, 6, "rank 1 called all_gather where ranks 0,2 called all_reduce at seq 6", "010");
+  judged("count", P2PK_TV_MISMATCH, 6, "rank 1 passed count 1000 where ranks 0,2 passed 1024 at seq 6 (all_reduce)", "010");
+  judged("die", P2PK_TV_GONE, 6, "rank 2's process is gone (pid 2215, gone when rank 0 dumped) and left no dump; the others' last call was seq 6 (all_reduce)", "001");
+  judged("hang", P2PK_TV_NOT_ARRIVED, 6, "rank 1 never arrived at seq 6 (all_reduce); its last call was seq 5 (broadcast, launched)", "010");
   judged("ok", P2PK_TV_CONSISTENT, 42, "no desync found: every rank's last call was seq 42 (all_reduce)", "000");
   judged("fr_skip", P2PK_TV_MISMATCH, 3, "rank 1 called all_gather where ranks 0,2 called all_reduce at seq 3", "010");
   judged("fr_count", P2PK_TV_MISMATCH, 3, "rank 1 passed count 1000 where ranks 0,2 passed 1024 at seq 3 (all_reduce)", "010");
@@ -435,7 +435,7 @@ TEST(every_recorded_job_gets_its_verdict) {
 static int probe_says;
 static int probe(void *arg, const char *host, uint64_t pidns, int64_t pid) {
   (void)arg;
-  return strncmp(host, "node7:", 6) == 0 && pidns == 4026531836u && pid == 40213 ? probe_says : -1;
+  return strncmp(host, "vm:", 3) == 0 && pidns == 4026531836u && pid == 2215 ? probe_says : -1;
 }
 
 TEST(a_rank_without_a_dump_is_gone_only_as_seen_then) {
@@ -449,8 +449,8 @@ TEST(a_rank_without_a_dump_is_gone_only_as_seen_then) {
     CHECK_OK(p2pk_trace_analyze(l.d, l.n, probe, NULL, &job));
     const p2pk_tcomm *c = &job.comms[0];
     CHECK_EQ(c->verdict, P2PK_TV_NO_DUMP);
-    const char *want = probe_says == 1 ? "its process (pid 40213) still runs: it hangs"
-                       : probe_says == 0 ? "its process (pid 40213) is not running now"
+    const char *want = probe_says == 1 ? "its process (pid 2215) still runs: it hangs"
+                       : probe_says == 0 ? "its process (pid 2215) is not running now"
                                          : "(gone, or hung where it could not dump: P2PKIT_TRACE_SIGNAL";
     if (!strstr(c->line, want)) T_FAIL("probe %d: \"%s\" lacks \"%s\"", probe_says, c->line, want);
     p2pk_tjob_free(&job);
@@ -459,7 +459,7 @@ TEST(a_rank_without_a_dump_is_gone_only_as_seen_then) {
 }
 
 TEST(the_newest_dump_of_a_rank_counts) {
-  /* hang's rank 1 dumped again later, having made call 42 by then: the
+  /* hang's rank 1 dumped again later, having made call 6 by then: the
    * job is consistent. */
   loaded l;
   load(TRACE_DATA "/hang", &l);
@@ -477,8 +477,8 @@ TEST(the_newest_dump_of_a_rank_counts) {
   late->real_ns += 1000;
   late->calls = malloc((r1->ncalls + 1) * sizeof *late->calls);
   memcpy(late->calls, r1->calls, r1->ncalls * sizeof *late->calls);
-  late->calls[late->ncalls] = late->calls[late->ncalls - 1];
-  late->calls[late->ncalls++].seq = 42;
+  late->calls[late->ncalls] = late->calls[0]; /* its seq 1: the same all_reduce */
+  late->calls[late->ncalls++].seq = 6;
   late->peers = malloc(3 * sizeof *late->peers);
   memcpy(late->peers, r1->peers, 3 * sizeof *late->peers);
   l.n++;
@@ -514,13 +514,13 @@ TEST(the_worst_communicator_comes_first) {
   p2pk_tjob job;
   CHECK_OK(p2pk_trace_analyze(all, a.n + b.n, NULL, NULL, &job));
   CHECK_EQ(job.ncomms, 3); /* torch's groups 0 and 1, p2pkit's */
-  CHECK_STR(job.comms[job.headline].comm, "5f3a9c01d2e4b7aa");
+  CHECK_STR(job.comms[job.headline].comm, "4da899b7d965e043");
   char *out = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&out, &len);
   p2pk_trace_print(&job, f);
   fclose(f);
-  static const char first[] = "comm 5f3a9c01d2e4b7aa: rank 1 called all_gather where";
+  static const char first[] = "comm 4da899b7d965e043: rank 1 called all_gather where";
   if (strncmp(out, first, strlen(first)) != 0)
     T_FAIL("the first line is not the p2pkit communicator's verdict:\n%s", out);
   CHECK(strstr(out, "  verdict: rank 1 never arrived at seq 5") != NULL);
@@ -653,11 +653,11 @@ TEST(a_verdict_over_part_of_the_job_names_the_ranks_without_a_dump) {
     int drop;
     const char *line, *no_dump;
   } cases[] = {
-      {"skip", 0, "rank 2 called all_reduce where rank 1 called all_gather at seq 42; rank 0 left "
-                  "no dump", "\"no_dump\": [\n        0\n      ]"},
-      {"count", 2, "rank 1 passed count 1000 where rank 0 passed 1024 at seq 42 (all_reduce); rank 2 "
+      {"skip", 2, "rank 1 called all_gather where rank 0 called all_reduce at seq 6; rank 2 left "
+                  "no dump", "\"no_dump\": [\n        2\n      ]"},
+      {"count", 2, "rank 1 passed count 1000 where rank 0 passed 1024 at seq 6 (all_reduce); rank 2 "
                    "left no dump", "\"no_dump\": [\n        2\n      ]"},
-      {"hang", 0, "rank 1 never arrived at seq 42 (all_reduce); its last call was seq 41 (all_reduce, "
+      {"hang", 0, "rank 1 never arrived at seq 6 (all_reduce); its last call was seq 5 (broadcast, "
                   "launched); rank 0 left no dump", "\"no_dump\": [\n        0\n      ]"},
       {"fr_skip", 2, "rank 1 called all_gather where rank 0 called all_reduce at seq 3; rank 2 left "
                      "no dump", "\"no_dump\": [\n        2\n      ]"},
