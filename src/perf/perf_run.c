@@ -878,8 +878,7 @@ static p2pkit_status_t warm_gpus(perf_ctx *c) {
  * was asked for does not ("" when both do). */
 static void variant_libs(perf_ctx *c, const perf_variant *v, char *why, size_t len) {
   const perf_args *a = c->a;
-  const int reduces = a->coll->uses_op, fp8 = v->dtype == P2PKIT_FLOAT8_E4M3 ||
-                                                    v->dtype == P2PKIT_FLOAT8_E5M2;
+  const int reduces = a->coll->uses_op;
   why[0] = '\0';
   c->use[PERF_LIB_P2PKIT] = p2pk_perf_uses_p2pkit(a) && p2pk_perf_p2pkit_runs(v);
   c->use[PERF_LIB_NCCL] = p2pk_perf_uses_nccl(a);
@@ -887,14 +886,16 @@ static void variant_libs(perf_ctx *c, const perf_variant *v, char *why, size_t l
     c->use[PERF_LIB_P2PKIT] = 0;
     snprintf(why, len, "p2pkit runs %s only on its NCCL path, which is off here (P2PKIT_NCCL=0, "
              "or NCCL cannot be loaded)", p2pk_perf_dtype_name(v->dtype));
-  } else if (c->use[PERF_LIB_P2PKIT] && fp8 && reduces && c->min_cc < 90) {
-    c->use[PERF_LIB_P2PKIT] = 0;
-    snprintf(why, len, "NCCL (p2pkit's path for it) reduces %s only on sm_90 or later; a GPU here "
-             "is sm_%d", p2pk_perf_dtype_name(v->dtype), c->min_cc);
-  } else if (c->use[PERF_LIB_P2PKIT] && fp8 && reduces && v->op == P2PKIT_AVG) {
-    c->use[PERF_LIB_P2PKIT] = 0;
-    snprintf(why, len, "NCCL (p2pkit's path for it) has no avg for %s (it answers "
-             "ncclInvalidArgument)", p2pk_perf_dtype_name(v->dtype));
+  } else if (c->use[PERF_LIB_P2PKIT] && p2pk_perf_via_nccl(v)) {
+    /* What p2pkit's NCCL path takes is what its calls check (fp8
+     * reductions from sm_90, no fp8 avg, the NCCL version a type needs). */
+    const p2pk_nccl_api *api = NULL;
+    if (p2pk_nccl_shared(&api, NULL, 0) != P2PKIT_SUCCESS ||
+        p2pk_dtype_check_nccl("p2pkit's NCCL path", v->dtype, reduces, v->op, api->version,
+                              c->min_cc) != P2PKIT_SUCCESS) {
+      c->use[PERF_LIB_P2PKIT] = 0;
+      snprintf(why, len, "%s", p2pkit_last_error());
+    }
   }
   if (c->use[PERF_LIB_NCCL]) {
     const int mulsum = v->op == PERF_OP_MULSUM;
