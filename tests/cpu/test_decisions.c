@@ -558,6 +558,19 @@ static void capture_is_asked_only_when_it_matters(void) {
   CHECK(asked > 1000 && not_asked > 1000);
 }
 
+/* Four ranks with P2PKIT_NCCL=1 (NCCL simulated): one process driving
+ * them all, and a process per GPU. */
+static void nccl_comms(struct p2pkit_comm *one, struct p2pkit_comm *per) {
+  setenv("P2PKIT_NCCL", "1", 1);
+  p2pk_param_reset();
+  sim_nccl = 1;
+  CHECK_EQ(make_comm(one, 4, 0, 0), 0);
+  CHECK_EQ(make_comm(per, 4, 0, 1), 0);
+  sim_nccl = 0;
+  unsetenv("P2PKIT_NCCL");
+  p2pk_param_reset();
+}
+
 /* One process in the caller's group: a collective waits for its peers'
  * calls from the copy engines' threshold of one process (the rules' first
  * column of P2PK_FROM_EVENTS), or wherever the rules give it to NCCL; the
@@ -592,15 +605,8 @@ static void queued_calls_wait_where_their_peers_may_join(void) {
   CHECK(waited > 0);
   /* NCCL for every call (P2PKIT_NCCL=1): one process waits at every size,
    * a process per GPU at none. */
-  setenv("P2PKIT_NCCL", "1", 1);
-  p2pk_param_reset();
-  sim_nccl = 1;
   struct p2pkit_comm one, per;
-  CHECK_EQ(make_comm(&one, 4, 0, 0), 0);
-  CHECK_EQ(make_comm(&per, 4, 0, 1), 0);
-  sim_nccl = 0;
-  unsetenv("P2PKIT_NCCL");
-  p2pk_param_reset();
+  nccl_comms(&one, &per);
   p2pk_sel_key q = key_of(P2PK_COLL_ALL_GATHER, 0, 1, 0, 64);
   q.peers = P2PK_PEERS_QUEUED;
   p2pk_decision d;
@@ -617,15 +623,8 @@ static void queued_calls_wait_where_their_peers_may_join(void) {
  * refusal. A process per GPU keeps NCCL. */
 static void one_process_calls_apart_from_their_peers_take_the_kernels(void) {
   clear_env();
-  setenv("P2PKIT_NCCL", "1", 1);
-  p2pk_param_reset();
-  sim_nccl = 1;
   struct p2pkit_comm one, per;
-  CHECK_EQ(make_comm(&one, 4, 0, 0), 0);
-  CHECK_EQ(make_comm(&per, 4, 0, 1), 0);
-  sim_nccl = 0;
-  unsetenv("P2PKIT_NCCL");
-  p2pk_param_reset();
+  nccl_comms(&one, &per);
   static const size_t bytes[] = {64, 1 << 20, (size_t)256 << 20};
   for (int kind = 0; kind < P2PK_COLL_KINDS; kind++)
     for (int cap = 0; cap < 2; cap++)
