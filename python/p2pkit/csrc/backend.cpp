@@ -339,7 +339,7 @@ void ProcessGroupP2PKit::waitForPendingWorks() {
       if (g_->last[l]) last.push_back(g_->last[l]);
   }
   for (auto& w : last) C10_CUDA_CHECK(cudaEventSynchronize(w->end_));
-  sweep(*g_);
+  sweep(*g_, true);
   std::lock_guard<std::mutex> lock(g_->mu);
   g_->take_done(&last, false);
 }

@@ -164,21 +164,23 @@ bool Work::wait(std::chrono::milliseconds timeout) {
 
 // A Future completed on the call's stream: what follows it on any stream
 // waits for the call, as ProcessGroupNCCL's. Under graph capture (no end
-// event) it holds no CUDA events.
+// event) it holds no CUDA events. Made once, on the first call from any
+// thread (torch may ask from the caller's and a hook's at once).
 c10::intrusive_ptr<c10::ivalue::Future> Work::getFuture() {
-  if (future_) return future_;
-  auto type = c10::ListType::create(c10::TensorType::get());
-  if (!end_ && !batch_) {
-    future_ = c10::make_intrusive<c10::ivalue::Future>(type);
+  std::call_once(future_once_, [this] {
+    auto type = c10::ListType::create(c10::TensorType::get());
+    if (!end_ && !batch_) {
+      future_ = c10::make_intrusive<c10::ivalue::Future>(type);
+      future_->markCompleted(c10::IValue(result()));
+      return;
+    }
+    const auto dev = static_cast<c10::DeviceIndex>(g_->device);
+    future_ = c10::make_intrusive<c10::ivalue::Future>(
+        type, std::vector<c10::Device>{c10::Device(c10::kCUDA, dev)});
+    const cudaStream_t s = batch_ ? batch_->stream_ : stream_;
+    c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromExternal(s, dev));
     future_->markCompleted(c10::IValue(result()));
-    return future_;
-  }
-  const auto dev = static_cast<c10::DeviceIndex>(g_->device);
-  future_ = c10::make_intrusive<c10::ivalue::Future>(type, std::vector<c10::Device>{
-                                                               c10::Device(c10::kCUDA, dev)});
-  const cudaStream_t s = batch_ ? batch_->stream_ : stream_;
-  c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromExternal(s, dev));
-  future_->markCompleted(c10::IValue(result()));
+  });
   return future_;
 }
 
@@ -218,21 +220,23 @@ class Watchdog {
     while (!wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; })) {
       std::vector<c10::intrusive_ptr<Group>> now = groups_;
       lock.unlock();
-      for (auto& g : now) sweep(*g);
+      for (auto& g : now) sweep(*g, false);
       now.clear();
       lock.lock();
       forget_idle();
     }
   }
 
-  // Groups whose backend is gone and with nothing in flight (mu_ held).
+  // Groups whose backend is gone and with nothing in flight (mu_ held); a
+  // group whose lock a caller holds is kept for the next round.
   void forget_idle() {
     std::vector<c10::intrusive_ptr<Group>> keep;
     for (auto& g : groups_) {
-      bool busy = false;
-      std::lock_guard<std::mutex> watching(g->watch_mu);
-      std::lock_guard<std::mutex> lock(g->mu);
-      for (int l = 0; l < kLanes; l++) busy |= !g->inflight[l].empty() || !g->watched[l].empty();
+      std::unique_lock<std::mutex> watching(g->watch_mu, std::try_to_lock);
+      std::unique_lock<std::mutex> lock(g->mu, std::defer_lock);
+      bool busy = !watching.owns_lock() || !lock.try_lock() || !g->unsettled.empty();
+      for (int l = 0; l < kLanes && !busy; l++)
+        busy = !g->inflight[l].empty() || !g->watched[l].empty();
       if (busy || !g->closed) keep.push_back(g);
     }
     groups_.swap(keep);
@@ -325,25 +329,27 @@ void settle(Group& g, std::vector<c10::intrusive_ptr<Work>>* done) {
 
 void watch(const c10::intrusive_ptr<Group>& g) { Watchdog::get().add(g); }
 
-void sweep(Group& g) {
-  std::lock_guard<std::mutex> watching(g.watch_mu);
+bool sweep(Group& g, bool wait) {
+  std::unique_lock<std::mutex> watching(g.watch_mu, std::defer_lock);
+  if (wait) watching.lock();
+  else if (!watching.try_lock()) return false;
   std::vector<c10::intrusive_ptr<Work>> done;  // let go last, after mu: none holds a tensor
   std::string why;
   c10d::ErrorType type = c10d::ErrorType::COMM_ERROR;
   bool reported = false;  // the communicator's own error: the library wrote its report
   std::chrono::milliseconds timeout;
-  bool open;
   {
-    std::lock_guard<std::mutex> lock(g.mu);
+    std::unique_lock<std::mutex> lock(g.mu, std::defer_lock);
+    if (wait) lock.lock();
+    else if (!lock.try_lock()) return false;
     for (int l = 0; l < kLanes; l++) {
       for (auto& w : g.inflight[l]) g.watched[l].push_back(std::move(w));
       g.inflight[l].clear();
     }
     timeout = g.timeout;
-    open = g.state == State::kOpen && g.error.empty();
     p2pkit_status_t st = P2PKIT_SUCCESS;
-    if (open && g.comm && p2pkit_comm_get_async_error(g.comm, &st) == P2PKIT_SUCCESS &&
-        st != P2PKIT_SUCCESS) {
+    if (g.state == State::kOpen && g.error.empty() && g.comm &&
+        p2pkit_comm_get_async_error(g.comm, &st) == P2PKIT_SUCCESS && st != P2PKIT_SUCCESS) {
       why = c10::str(p2pkit_strerror(st), ": ", p2pkit_last_error());
       reported = true;
       type = st == P2PKIT_ERR_TIMEOUT  ? c10d::ErrorType::TIMEOUT
@@ -357,9 +363,28 @@ void sweep(Group& g) {
     std::string late = retire(g, timeout, &done, &late_type);
     if (why.empty() && !late.empty()) why = late, type = late_type;
   }
-  std::lock_guard<std::mutex> lock(g.mu);
+  // What an earlier sweep could not settle comes first (older calls, the
+  // failure found first).
+  done.insert(done.begin(), std::make_move_iterator(g.unsettled.begin()),
+              std::make_move_iterator(g.unsettled.end()));
+  g.unsettled.clear();
+  if (!g.unsettled_why.empty()) {
+    why = std::move(g.unsettled_why), type = g.unsettled_type, reported = g.unsettled_reported;
+    g.unsettled_why.clear();
+  }
+  std::unique_lock<std::mutex> lock(g.mu, std::defer_lock);
+  if (wait) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
+    g.unsettled = std::move(done);
+    g.unsettled_why = std::move(why), g.unsettled_type = type, g.unsettled_reported = reported;
+    return false;
+  }
   settle(g, &done);
-  if (!why.empty() && open && g.state == State::kOpen) handle_failure(g, why, type, reported);
+  // A group aborted or shut down meanwhile has no failure to handle (its
+  // state never returns to open).
+  if (!why.empty() && g.state == State::kOpen) handle_failure(g, why, type, reported);
+  return true;
 }
 
 }  // namespace p2pkit_torch

@@ -70,6 +70,14 @@ struct Group : c10::intrusive_ptr_target {
   std::deque<c10::intrusive_ptr<Work>> inflight[kLanes];
   std::mutex watch_mu;  // taken before mu, by whoever sweeps
   std::deque<c10::intrusive_ptr<Work>> watched[kLanes];
+  // What the watchdog's sweep found (finished calls, a failure) while a
+  // caller held mu, kept for its next sweep (watch_mu held): the watchdog
+  // never waits for mu, which a caller holds across its p2pkit calls, so
+  // one group's blocked call does not stop the sweeps of the others.
+  std::vector<c10::intrusive_ptr<Work>> unsettled;
+  std::string unsettled_why;
+  c10d::ErrorType unsettled_type = c10d::ErrorType::COMM_ERROR;
+  bool unsettled_reported = false;
   // The last call of each lane and its stream: a call on another stream
   // waits for the ones it must follow (calls of one communicator never
   // overlap on the GPU, but a send and a receive). The watchdog drops it
@@ -135,6 +143,7 @@ class Work : public c10d::Work {
  private:
   bool done_on_device();
   void raise_if_failed(const char* where) const;
+  std::once_flag future_once_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
@@ -145,7 +154,9 @@ class Work : public c10d::Work {
 // communicator's asynchronous error is read; a failure is handled as the
 // group's `handling` says.
 void watch(const c10::intrusive_ptr<Group>& g);
-// One sweep of `g` now (tests and waitForPendingWorks use it).
-void sweep(Group& g);
+// One sweep of `g` now (waitForPendingWorks); `wait`: for the group's locks,
+// else (the watchdog) none is waited for, and false says the sweep was
+// cut short by a lock a caller held (what it found waits in `unsettled`).
+bool sweep(Group& g, bool wait);
 
 }  // namespace p2pkit_torch
