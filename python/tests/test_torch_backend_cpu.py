@@ -8,10 +8,12 @@ backend is built, what a group is before its first CUDA call: its Options
 (pg_options), the group's timeout=, its name and abilities, sequence
 numbers, CPU tensors refused by it and carried by the gloo half of
 "cpu:gloo,cuda:p2pkit" (monitored_barrier too), new_group, coalescing's
-bookkeeping, abort. The GPU side is python/tests/test_torch_backend.py."""
+bookkeeping, abort; and that the backend exports no libstdc++ of its own.
+The GPU side is python/tests/test_torch_backend.py."""
 import copy
 import datetime
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -124,6 +126,29 @@ def _group(**kw):
     dist.init_process_group("cpu:gloo,cuda:p2pkit", store=dist.HashStore(), rank=0, world_size=1,
                             **kw)
     return dist.group.WORLD, dist.group.WORLD._get_backend(torch.device("cuda"))
+
+
+@unittest.skipIf(dist is None, NO_TORCH)
+@unittest.skipUnless(tb is not None and tb.available(), "the C++ backend is not built into this "
+                     "install (checked against the wheel by scripts/device/torch.sh)")
+class Linkage(unittest.TestCase):
+    def test_no_libstdcxx_of_its_own_exported(self):
+        """A compiler without a shared libstdc++ links libstdc++.a into the
+        backend; exported, its definitions met those of the libstdc++.so.6
+        torch had loaded and the backend died at its first ostringstream
+        (one H100 machine, g++ 13.3). Linked with --exclude-libs,ALL they
+        stay local: the backend may export weak template instances (as
+        with a shared libstdc++), never a strong libstdc++ definition."""
+        from p2pkit import _c10d
+        if shutil.which("nm") is None:
+            self.skipTest("nm (binutils) is not installed here")
+        out = subprocess.run(["nm", "-D", "--defined-only", "-C", _c10d.__file__],
+                             capture_output=True, text=True, check=True).stdout
+        strong = [ln for ln in out.splitlines() if len(ln.split(" ", 2)) == 3
+                  and ln.split(" ", 2)[1] in "TDBR"
+                  and ("std::" in ln.split(" ", 2)[2] or "__cxa_" in ln or "__gxx_personality" in ln)]
+        self.assertEqual(strong[:5], [], f"{len(strong)} libstdc++ definitions exported by "
+                         f"{_c10d.__file__} (the first five above)")
 
 
 @unittest.skipIf(dist is None, NO_TORCH)
