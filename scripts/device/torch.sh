@@ -11,8 +11,9 @@
 #   wheel    pip install --no-build-isolation . into a venv that sees the
 #            machine's torch: libp2pkit and the backend built against it  ~200 s
 #   import   from outside the tree: the wheel's own library, the backend
-#            built and registered, a group of one rank made, `p2pkit` on
-#            PATH; the C++ compiler and the backend's libstdc++            10 s
+#            built and registered, a group of one rank made and an
+#            all-reduce on it, `p2pkit` on PATH; the C++ compiler and the
+#            backend's libstdc++ (failing: cuda-gdb's backtrace)           10 s
 #   cpu      python/tests/test_torch_backend_cpu.py against the wheel        15 s
 #   bench    scripts/device/torch_host_time.py: host time per call against
 #            ProcessGroupNCCL, world sizes 1 and 2 -> $log/torch_host_time.json 50 s
@@ -76,8 +77,8 @@ grep -E "PyTorch backend|torch not found|is built for CUDA" "$log/wheel.txt" | h
 [ -x "$venv/bin/p2pkit" ] || { step_summary "the wheel did not install; see $log/wheel.txt"; exit 1; }
 cp python/tests/test_torch_backend_cpu.py python/tests/test_torch_backend.py python/tests/test_binding.py \
   python/tests/test_collectives_mp.py python/tests/test_ddp_hook.py python/tests/torchrun_case.py "$work/"
-fit import 60 bash -c "cd $work && $py -c \"
-import os, p2pkit, torch.distributed as d
+cat > "$work/import_check.py" <<'EOF'
+import os, sys, p2pkit, torch, torch.distributed as d
 from p2pkit import torch_backend as tb
 lib = p2pkit.library_path()
 print('package', os.path.dirname(p2pkit.__file__)); print('library', lib)
@@ -85,8 +86,17 @@ assert os.path.dirname(lib) == os.path.dirname(p2pkit.__file__), 'not the bundle
 assert 'P2PKIT' in d.Backend._plugins, 'backend not registered'
 assert tb.available(), tb.why_unavailable()
 print('backend:', tb.ProcessGroupP2PKit, 'registered:', d.Backend._plugins['P2PKIT'])
-d.init_process_group('cpu:gloo,cuda:p2pkit', rank=0, world_size=1, init_method='tcp://127.0.0.1:29531')
-print('a group of one rank made and destroyed'); d.destroy_process_group()\" && PATH=$venv/bin:\$PATH p2pkit topo"
+d.init_process_group('cpu:gloo,cuda:p2pkit', rank=0, world_size=1,
+                     init_method='tcp://127.0.0.1:' + sys.argv[1])
+t = torch.full((5,), 3.0, device='cuda'); d.all_reduce(t); torch.cuda.synchronize()
+assert t.tolist() == [3.0] * 5, t.tolist()
+print('a group of one rank made, an all-reduce right, the group destroyed'); d.destroy_process_group()
+EOF
+fit import 60 bash -c "cd $work && $py import_check.py 29531 && PATH=$venv/bin:\$PATH p2pkit topo"
+# Where it died, when it did (cuda-gdb: the machine has no gdb).
+if ! grep -q 'all-reduce right' "$log/import.txt" && command -v cuda-gdb > /dev/null; then
+  fit import_bt 90 bash -c "cd $work && cuda-gdb -batch -ex run -ex bt --args $py import_check.py 29532 2>&1 | tail -n 40"
+fi
 # The C++ compiler the backend was built with, and whether the backend
 # carries a libstdc++ of its own (a compiler without a shared one).
 echo "c++: $(c++ --version | head -n 1); its libstdc++.so: $(c++ -print-file-name=libstdc++.so)"
