@@ -33,9 +33,8 @@
 #   ddp_hook    python/tests/test_ddp_hook.py: DDP with p2pkit.ddp_comm_hook
 #               on a Comm of its own against DDP on NCCL, 2 ranks          ~40 s
 #               (binding, binding_mp, ddp_hook: a case that skips fails)
-# On a cold machine the whole run is about 9-10 minutes; steps that no longer
-# fit the budget are skipped and named (TORCH_SKIP leaves some out for a
-# second call, which finds the wheel's build warm).
+# On a cold machine the whole run is about 9-10 minutes (TORCH_SKIP: a
+# second call finds the wheel's build warm).
 # Usage: RECORD_COMMIT=<sha> scripts/device/torch.sh LOG_DIR
 #   TORCH_SKIP="example mesh ..." leaves parts out; BUDGET_S (default 570).
 # Every step's whole output is LOG_DIR/<step>.txt; the summary at the end has
@@ -81,7 +80,7 @@ cat > "$work/import_check.py" <<'EOF'
 import os, sys, p2pkit, torch, torch.distributed as d
 from p2pkit import torch_backend as tb
 lib = p2pkit.library_path()
-print('package', os.path.dirname(p2pkit.__file__)); print('library', lib)
+print('package', os.path.dirname(p2pkit.__file__), '| library', lib)
 assert os.path.dirname(lib) == os.path.dirname(p2pkit.__file__), 'not the bundled library'
 assert 'P2PKIT' in d.Backend._plugins, 'backend not registered'
 assert tb.available(), tb.why_unavailable()
@@ -90,10 +89,10 @@ d.init_process_group('cpu:gloo,cuda:p2pkit', rank=0, world_size=1,
                      init_method='tcp://127.0.0.1:' + sys.argv[1])
 t = torch.full((5,), 3.0, device='cuda'); d.all_reduce(t); torch.cuda.synchronize()
 assert t.tolist() == [3.0] * 5, t.tolist()
-print('a group of one rank made, an all-reduce right, the group destroyed'); d.destroy_process_group()
+print('a group of one rank made, an all-reduce right'); d.destroy_process_group()
 EOF
 fit import 60 bash -c "cd $work && $py import_check.py 29531 && PATH=$venv/bin:\$PATH p2pkit topo"
-# Where it died, when it did (cuda-gdb: the machine has no gdb).
+# Where it died (cuda-gdb: the machine has no gdb).
 if ! grep -q 'all-reduce right' "$log/import.txt" && command -v cuda-gdb > /dev/null; then
   fit import_bt 90 bash -c "cd $work && cuda-gdb -batch -ex run -ex bt --args $py import_check.py 29532 2>&1 | tail -n 40"
 fi
