@@ -38,7 +38,9 @@
 #                the job's handler), each job its own verdict; kept in
 #                LOG_DIR/jobs/torch-nccl-*                 ~15-35 s each, ~100 s
 # Usage: RECORD_COMMIT=<sha> scripts/device/desync.sh LOG_DIR   (e.g. "$OUT")
-#   BUDGET_S (default 560), DS_SKIP="jobs torch nccl cost ..." leaves parts out.
+#   BUDGET_S (default 560), DS_SKIP="jobs torch nccl cost ..." leaves parts out;
+#   DS_PYTHON=VENV/bin/python: the torch jobs on the package installed there
+#   (torch.sh's wheel) and its `p2pkit`, no build (with DS_SKIP="jobs cost").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=${1:?usage: desync.sh LOG_DIR}
@@ -48,7 +50,14 @@ STEP_TAIL=${STEP_TAIL:-12}
 export P2PKIT_SHARE_GPUS=1
 want() { [[ " ${DS_SKIP:-} " != *" $1 "* ]]; }
 machine_info
-BUILD_SECS=300 build_tree test_desync bench_trace p2pkit_cli
+py=python3
+if [ -n "${DS_PYTHON:-}" ]; then
+  py=$DS_PYTHON bin=$(dirname "$DS_PYTHON")/p2pkit
+  [ -x "$bin" ] || { echo "DS_PYTHON: no p2pkit beside $DS_PYTHON (install the wheel there)"; exit 1; }
+fi
+if [ -z "${DS_PYTHON:-}" ] || want jobs || want cost; then
+  BUILD_SECS=300 build_tree test_desync bench_trace p2pkit_cli
+fi
 if want jobs; then
   rm -rf "$log/jobs"
   fit jobs 240 env DESYNC_KEEP_DIR="$log/jobs" CASE_SECS=100 bash -c 'run_cases "$@"' _ "$log/cases" \
@@ -58,19 +67,24 @@ fi
 # step's, so it reports itself), its reports kept in $log/jobs/torch-NAME.
 tjob() {
   local name=$1 limit=$2; shift 2
-  fit "torch.$name" "$limit" python3 python/tests/torch_desync_case.py "$@" --cli "$bin" \
+  fit "torch.$name" "$limit" "$py" python/tests/torch_desync_case.py "$@" --cli "$bin" \
     --limit "$((limit - 15))" --keep "$log/jobs/torch-$name"
 }
-if want torch; then
+torch_jobs() {
+  for m in skip count die hang idle; do tjob "$m" 60 "$m"; done
+  tjob die.h0 60 die --handling 0
+  tjob die.h3 60 die --handling 3
+}
+if want torch && [ -n "${DS_PYTHON:-}" ]; then
+  torch_jobs
+elif want torch; then
   fit torch_build 240 bash -c "cmake -S . -B $build -DP2PKIT_TORCH_BACKEND=ON \
     -DPython_EXECUTABLE=\$(command -v python3) && cmake --build $build -j\$(nproc) --target p2pkit_c10d"
   grep -m1 -E "PyTorch backend|torch not found|torch .* is (older|built for)" "$log/torch_build.txt"
   stage=$(mktemp -d) # the package as a wheel holds it: p2pkit/*.py, the backend beside them
   if mkdir "$stage/p2pkit" && cp python/p2pkit/*.py "$build"/python/p2pkit/csrc/_c10d*.so "$stage/p2pkit/"; then
     export PYTHONPATH=$stage P2PKIT_LIB=$PWD/$build/libp2pkit.so
-    for m in skip count die hang idle; do tjob "$m" 60 "$m"; done
-    tjob die.h0 60 die --handling 0
-    tjob die.h3 60 die --handling 3
+    torch_jobs
   else
     summary+=("torch.*                    not run: no backend to run (torch_build.txt)"); status=1
   fi
