@@ -94,6 +94,14 @@ static int make_comm(struct p2pkit_comm *c, int n, int staged, int multiproc) {
   return 0;
 }
 
+/* Eight ranks, a process each, on two simulated hosts with NCCL: where
+ * the hierarchical path runs. */
+static void two_hosts_comm(struct p2pkit_comm *c) {
+  sim_nccl = 1, sim_hosts = 2;
+  CHECK_EQ(make_comm(c, 8, 0, 1), 0);
+  sim_nccl = 0, sim_hosts = 1;
+}
+
 /* A decision in the dump's words. */
 static void text(char *o, size_t len, const p2pk_decision *d, int kind) {
   static const char *const names[P2PK_PATHS] = {"local", "kernel", "kernel", "ce-events",
@@ -473,10 +481,8 @@ static void info_logs_each_decision(void) {
   p2pk_sel_log(&c.sel, 1, &k, &d);
   /* NCCL available: 8 ranks on 2 hosts, an all-reduce goes hierarchical,
    * a broadcast through NCCL, each naming the rule that chose it */
-  sim_nccl = 1, sim_hosts = 2;
   struct p2pkit_comm s;
-  CHECK_EQ(make_comm(&s, 8, 0, 1), 0);
-  sim_nccl = 0, sim_hosts = 1;
+  two_hosts_comm(&s);
   p2pk_sel_key ka = {.kind = P2PK_COLL_ALL_REDUCE, .bytes = 4096},
                kb = {.kind = P2PK_COLL_BROADCAST, .bytes = 64};
   p2pk_decision da, db;
@@ -657,10 +663,8 @@ static void one_process_calls_apart_from_their_peers_take_the_kernels(void) {
  * without that sum, goes through NCCL over every rank (one division). */
 static void averages_the_hierarchical_path_cannot_divide_go_flat(void) {
   clear_env();
-  sim_nccl = 1, sim_hosts = 2;
   struct p2pkit_comm c;
-  CHECK_EQ(make_comm(&c, 8, 0, 1), 0);
-  sim_nccl = 0, sim_hosts = 1;
+  two_hosts_comm(&c);
   static const int kinds[] = {P2PK_COLL_ALL_REDUCE, P2PK_COLL_REDUCE_SCATTER};
   for (int premul = 0; premul < 2; premul++)
     for (int i = 0; i < 2; i++)
@@ -694,10 +698,8 @@ static void averages_the_hierarchical_path_cannot_divide_go_flat(void) {
  * it cannot divide. The scalars: 1/n rounded to the type. */
 static void the_hierarchical_path_takes_only_averages_it_can_divide(void) {
   clear_env();
-  sim_nccl = 1, sim_hosts = 2;
   struct p2pkit_comm c;
-  CHECK_EQ(make_comm(&c, 8, 0, 1), 0);
-  sim_nccl = 0, sim_hosts = 1;
+  two_hosts_comm(&c);
   c.sel.premul = 1;
   static const int kinds[] = {P2PK_COLL_ALL_REDUCE, P2PK_COLL_REDUCE_SCATTER};
   int hier = 0;
