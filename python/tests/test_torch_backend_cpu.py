@@ -144,9 +144,11 @@ class Linkage(unittest.TestCase):
             self.skipTest("nm (binutils) is not installed here")
         out = subprocess.run(["nm", "-D", "--defined-only", "-C", _c10d.__file__],
                              capture_output=True, text=True, check=True).stdout
-        strong = [ln for ln in out.splitlines() if len(ln.split(" ", 2)) == 3
-                  and ln.split(" ", 2)[1] in "TDBR"
-                  and ("std::" in ln.split(" ", 2)[2] or "__cxa_" in ln or "__gxx_personality" in ln)]
+        strong = []  # nm's lines: ADDRESS TYPE NAME
+        for fields in (ln.split(" ", 2) for ln in out.splitlines()):
+            if len(fields) == 3 and fields[1] in ("T", "D", "B", "R") and any(
+                    w in fields[2] for w in ("std::", "__cxa_", "__gxx_personality")):
+                strong.append(" ".join(fields))
         self.assertEqual(strong[:5], [], f"{len(strong)} libstdc++ definitions exported by "
                          f"{_c10d.__file__} (the first five above)")
 
